@@ -1,0 +1,156 @@
+// gputravel/crypto.h: thin wrappers over OpenSSL 3. No primitive is implemented here.
+//
+// Contracts (libsodium style): outputs first, each buffer followed by its length, keys last;
+// fixed sizes in the types. A (key, IV) pair is never used twice: these functions never choose
+// IVs; callers build them (sealed chunks: random per chunk key; sessions: direction || counter).
+// Any authentication failure returns GT_E_AUTH with no detail and leaves no plaintext behind.
+// Secret outputs (keys, shared secrets) are the caller's to wipe with gt_secure_zero.
+#ifndef GPUTRAVEL_CRYPTO_H
+#define GPUTRAVEL_CRYPTO_H
+
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define GT_AEAD_KEY_BYTES 32
+#define GT_AEAD_IV_BYTES 12
+#define GT_AEAD_TAG_BYTES 16
+#define GT_SHA256_BYTES 32
+#define GT_SHA384_BYTES 48
+#define GT_SHA512_BYTES 64
+#define GT_X25519_BYTES 32
+#define GT_ED25519_PUBLIC_BYTES 32
+#define GT_ED25519_SECRET_BYTES 32  // the RFC 8032 seed
+#define GT_ED25519_SIG_BYTES 64
+
+// ---- randomness -----------------------------------------------------------------------------
+GT_MUST_USE gt_err gt_random_bytes(void *out, size_t n);
+
+// ---- hashes ---------------------------------------------------------------------------------
+typedef enum { GT_HASH_SHA256, GT_HASH_SHA384, GT_HASH_SHA512 } gt_hash_alg;
+size_t gt_hash_size(gt_hash_alg alg);
+GT_MUST_USE gt_err gt_hash(gt_hash_alg alg, uint8_t *out, const void *data, size_t len);
+// Incremental hashing; gt_hash_ctx is opaque (an EVP_MD_CTX underneath).
+typedef struct gt_hash_ctx gt_hash_ctx;
+GT_MUST_USE gt_err gt_hash_new(gt_hash_ctx **ctx, gt_hash_alg alg);
+GT_MUST_USE gt_err gt_hash_update(gt_hash_ctx *ctx, const void *data, size_t len);
+GT_MUST_USE gt_err gt_hash_final(gt_hash_ctx *ctx, uint8_t *out);  // out: gt_hash_size bytes
+void gt_hash_free(gt_hash_ctx *ctx);
+// SHA-256/384/512 of a whole file, streamed.
+GT_MUST_USE gt_err gt_hash_file(gt_hash_alg alg, uint8_t *out, const char *path);
+
+// ---- HMAC and HKDF (RFC 5869) ---------------------------------------------------------------
+GT_MUST_USE gt_err gt_hmac(gt_hash_alg alg, uint8_t *out, const void *data, size_t len,
+                           const uint8_t *key, size_t key_len);
+GT_MUST_USE gt_err gt_hkdf(gt_hash_alg alg, uint8_t *out, size_t out_len, const uint8_t *ikm,
+                           size_t ikm_len, const uint8_t *salt, size_t salt_len,
+                           const uint8_t *info, size_t info_len);
+
+// ---- AES-256-GCM, one-shot ------------------------------------------------------------------
+// Seals pt into ct (ct_cap >= pt_len + GT_AEAD_TAG_BYTES; the tag is appended).
+GT_MUST_USE gt_err gt_aead_seal(uint8_t *ct, size_t ct_cap, size_t *ct_len, const uint8_t *pt,
+                                size_t pt_len, const uint8_t *aad, size_t aad_len,
+                                const uint8_t iv[GT_AEAD_IV_BYTES],
+                                const uint8_t key[GT_AEAD_KEY_BYTES]);
+// Opens ct (tag last) into pt. Any failure: pt zeroed, *pt_len = 0, GT_E_AUTH with no detail.
+GT_MUST_USE gt_err gt_aead_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *ct,
+                                size_t ct_len, const uint8_t *aad, size_t aad_len,
+                                const uint8_t iv[GT_AEAD_IV_BYTES],
+                                const uint8_t key[GT_AEAD_KEY_BYTES]);
+
+// ---- AES-256-GCM, streaming -----------------------------------------------------------------
+// For data larger than memory. Decryption releases plaintext before the tag is checked
+// (OpenSSL's streaming GCM): callers must stage it (temp file / protected buffer) and release it
+// only after gt_aead_stream_final returns OK. update may be called with out == in (in place).
+typedef struct gt_aead_stream gt_aead_stream;
+GT_MUST_USE gt_err gt_aead_stream_new(gt_aead_stream **s, bool encrypt,
+                                      const uint8_t *aad, size_t aad_len,
+                                      const uint8_t iv[GT_AEAD_IV_BYTES],
+                                      const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_aead_stream_update(gt_aead_stream *s, uint8_t *out, const uint8_t *in,
+                                         size_t len);
+// Encrypt: writes the tag. Decrypt: checks it (GT_E_AUTH on mismatch).
+GT_MUST_USE gt_err gt_aead_stream_final(gt_aead_stream *s, uint8_t tag[GT_AEAD_TAG_BYTES]);
+void gt_aead_stream_free(gt_aead_stream *s);  // wipes the key schedule
+
+// ---- X25519 (RFC 7748) ----------------------------------------------------------------------
+GT_MUST_USE gt_err gt_x25519_keypair(uint8_t pub[GT_X25519_BYTES], uint8_t sec[GT_X25519_BYTES]);
+GT_MUST_USE gt_err gt_x25519_public(uint8_t pub[GT_X25519_BYTES],
+                                    const uint8_t sec[GT_X25519_BYTES]);
+// Fails (GT_E_AUTH) on an all-zero shared secret (small-order peer key).
+GT_MUST_USE gt_err gt_x25519_shared(uint8_t shared[GT_X25519_BYTES],
+                                    const uint8_t peer_pub[GT_X25519_BYTES],
+                                    const uint8_t sec[GT_X25519_BYTES]);
+
+// ---- Ed25519 (RFC 8032) ---------------------------------------------------------------------
+GT_MUST_USE gt_err gt_ed25519_keypair(uint8_t pub[GT_ED25519_PUBLIC_BYTES],
+                                      uint8_t sec[GT_ED25519_SECRET_BYTES]);
+GT_MUST_USE gt_err gt_ed25519_public(uint8_t pub[GT_ED25519_PUBLIC_BYTES],
+                                     const uint8_t sec[GT_ED25519_SECRET_BYTES]);
+GT_MUST_USE gt_err gt_ed25519_sign(uint8_t sig[GT_ED25519_SIG_BYTES], const void *msg,
+                                   size_t len, const uint8_t sec[GT_ED25519_SECRET_BYTES]);
+// GT_E_AUTH when the signature does not verify.
+GT_MUST_USE gt_err gt_ed25519_verify(const uint8_t sig[GT_ED25519_SIG_BYTES], const void *msg,
+                                     size_t len, const uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+
+// ---- ECDSA over P-256 / P-384 ---------------------------------------------------------------
+typedef enum { GT_EC_P256, GT_EC_P384 } gt_ec_curve;
+size_t gt_ec_coord_bytes(gt_ec_curve curve);  // 32 or 48
+// Public key as the raw affine point x || y (big-endian coordinates, as in SGX/TDX quotes).
+// Signature raw r || s (big-endian, coord_bytes each) or DER. digest_alg hashes msg first.
+GT_MUST_USE gt_err gt_ecdsa_verify_raw(gt_ec_curve curve, gt_hash_alg digest_alg,
+                                       const uint8_t *sig_rs, size_t sig_len, const void *msg,
+                                       size_t msg_len, const uint8_t *pub_xy, size_t pub_len);
+GT_MUST_USE gt_err gt_ecdsa_verify_der(gt_ec_curve curve, gt_hash_alg digest_alg,
+                                       const uint8_t *sig_der, size_t sig_len, const void *msg,
+                                       size_t msg_len, const uint8_t *pub_xy, size_t pub_len);
+
+// Opaque private/public keys of any OpenSSL type (EC P-256/P-384, Ed25519, RSA) for signing
+// evidence and verifying against certificates.
+typedef struct gt_pkey gt_pkey;
+GT_MUST_USE gt_err gt_pkey_generate_ec(gt_pkey **key, gt_ec_curve curve);
+// PEM (PKCS#8 private or SubjectPublicKeyInfo public); files written mode 0600 for private keys.
+GT_MUST_USE gt_err gt_pkey_load_pem(gt_pkey **key, const char *path, bool private_key);
+GT_MUST_USE gt_err gt_pkey_save_pem(const gt_pkey *key, const char *path, bool private_key);
+// Raw uncompressed point x || y of an EC key.
+GT_MUST_USE gt_err gt_pkey_ec_public_xy(const gt_pkey *key, uint8_t *out, size_t cap,
+                                        size_t *len);
+// ECDSA sign (DER signature) / verify with any key type's default scheme.
+GT_MUST_USE gt_err gt_pkey_sign(const gt_pkey *key, gt_hash_alg digest_alg, gt_buf *sig,
+                                const void *msg, size_t len);
+GT_MUST_USE gt_err gt_pkey_verify(const gt_pkey *key, gt_hash_alg digest_alg, const uint8_t *sig,
+                                  size_t sig_len, const void *msg, size_t len);
+void gt_pkey_free(gt_pkey *key);
+
+// ---- X.509 ----------------------------------------------------------------------------------
+// A certificate chain check at a given time (evidence collateral expires; --at sets the time).
+typedef struct gt_x509 gt_x509;
+GT_MUST_USE gt_err gt_x509_parse_der(gt_x509 **cert, const uint8_t *der, size_t len);
+// Parses every certificate of a PEM bundle, in order; *count set; caller frees each and the array.
+GT_MUST_USE gt_err gt_x509_parse_pem_all(gt_x509 ***certs, size_t *count, const char *pem,
+                                         size_t len);
+void gt_x509_free(gt_x509 *cert);
+// The subject public key (caller frees).
+GT_MUST_USE gt_err gt_x509_public_key(const gt_x509 *cert, gt_pkey **key);
+// Verifies leaf -> intermediates... -> a trusted root at time `at` (seconds since the epoch),
+// optionally against CRLs (DER or PEM bytes). GT_E_AUTH with a reason on failure: bad signature,
+// expired or not yet valid, revoked, or no path to a root.
+typedef struct {
+    const gt_x509 *const *intermediates;
+    size_t intermediate_count;
+    const gt_x509 *const *roots;
+    size_t root_count;
+    const gt_span *crls;
+    size_t crl_count;
+    int64_t at;
+} gt_x509_verify_params;
+GT_MUST_USE gt_err gt_x509_verify_chain(const gt_x509 *leaf, const gt_x509_verify_params *p);
+// The DER bytes of an extension's value (OCTET STRING contents) by dotted OID; GT_E_NOTFOUND.
+GT_MUST_USE gt_err gt_x509_extension(const gt_x509 *cert, const char *oid, gt_span *value);
+// Subject common name, for messages.
+void gt_x509_subject_cn(const gt_x509 *cert, char *out, size_t cap);
+
+#endif

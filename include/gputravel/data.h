@@ -1,0 +1,54 @@
+// gputravel/data.h: datasets. llm.c token shards, tokenizers, and the sealed dataset format
+// (signed manifest + AES-256-GCM chunk files; docs/formats.md).
+//
+// Trusts: nothing read from disk; shard headers, manifests and chunks go through gt_reader and are
+// checked against the file sizes before any token is used.
+#ifndef GPUTRAVEL_DATA_H
+#define GPUTRAVEL_DATA_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// ---- llm.c token shards ---------------------------------------------------------------------
+// Header: 256 little-endian int32: [0] magic 20240520, [1] version 1, [2] token count; then
+// count uint16 little-endian tokens. The file is exactly 1024 + 2 * count bytes.
+#define GT_SHARD_MAGIC 20240520
+#define GT_SHARD_VERSION 1
+#define GT_SHARD_HEADER_INTS 256
+#define GT_SHARD_HEADER_BYTES (GT_SHARD_HEADER_INTS * 4)
+
+// Parses a shard header (exactly GT_SHARD_HEADER_BYTES).
+GT_MUST_USE gt_err gt_shard_header_parse(const uint8_t *hdr, size_t len, uint64_t *token_count);
+void gt_shard_header_build(uint8_t hdr[GT_SHARD_HEADER_BYTES], uint64_t token_count);
+
+// Streaming reader: validates header and file length on open, then reads tokens in pieces.
+typedef struct {
+    FILE *fp;
+    uint64_t token_count;
+    uint64_t tokens_read;
+    char path[4096];
+} gt_shard_reader;
+GT_MUST_USE gt_err gt_shard_reader_open(gt_shard_reader *r, const char *path);
+// Reads up to max tokens into out (host order); *n = 0 at the end.
+GT_MUST_USE gt_err gt_shard_reader_read(gt_shard_reader *r, uint16_t *out, size_t max, size_t *n);
+void gt_shard_reader_close(gt_shard_reader *r);
+
+// Reads a whole shard into memory (caller frees *tokens with free()).
+GT_MUST_USE gt_err gt_shard_read_all(const char *path, uint16_t **tokens, size_t *count);
+
+// Streaming writer: appears under its name only on commit (atomic), with the final count.
+typedef struct {
+    gt_atomic_file file;
+    uint64_t token_count;
+} gt_shard_writer;
+GT_MUST_USE gt_err gt_shard_writer_open(gt_shard_writer *w, const char *path);
+GT_MUST_USE gt_err gt_shard_writer_append(gt_shard_writer *w, const uint16_t *tokens, size_t n);
+GT_MUST_USE gt_err gt_shard_writer_commit(gt_shard_writer *w);
+void gt_shard_writer_abort(gt_shard_writer *w);
+GT_MUST_USE gt_err gt_shard_write(const char *path, const uint16_t *tokens, size_t count);
+
+#endif

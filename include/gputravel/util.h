@@ -1,0 +1,295 @@
+// gputravel/util.h: the bottom layer. Errors, the bounds-checked reader and writer that every
+// untrusted byte goes through, owned buffers that wipe, hex, files written atomically, levelled
+// logging, a progress bar, and JSON (cJSON underneath).
+//
+// Trusts: its callers to pass valid pointers (misuse may assert). Does not trust: any byte read
+// through gt_reader; every read checks what is left and a failed read consumes nothing.
+#ifndef GPUTRAVEL_UTIL_H
+#define GPUTRAVEL_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+// ---------------------------------------------------------------------------------------------
+// Errors: one return type, one code table, three macros (STYLE.md §6).
+
+#define GT_ERR_CODES(X)                                          \
+    X(GT_E_TRUNCATED, "input ends early")                        \
+    X(GT_E_FORMAT, "malformed input")                            \
+    X(GT_E_UNSUPPORTED, "unsupported")                           \
+    X(GT_E_AUTH, "authentication failed")                        \
+    X(GT_E_POLICY, "rejected by policy")                         \
+    X(GT_E_STATE, "not allowed in this state")                   \
+    X(GT_E_IO, "I/O error")                                      \
+    X(GT_E_NOMEM, "out of memory")                               \
+    X(GT_E_ARG, "invalid argument")                              \
+    X(GT_E_CRYPTO, "cryptographic library error")                \
+    X(GT_E_NOTFOUND, "not found")                                \
+    X(GT_E_LIMIT, "limit exceeded")                              \
+    X(GT_E_PEER, "peer failed or went away")                     \
+    X(GT_E_TIMEOUT, "timed out")
+
+#define GT_CODE_ENUM(code, text) code,
+typedef enum { GT_E_NONE = 0, GT_ERR_CODES(GT_CODE_ENUM) GT_E_COUNT_ } gt_code;
+#undef GT_CODE_ENUM
+
+// msg is formatted text for an operator, never a secret.
+typedef struct {
+    gt_code code;
+    char msg[192];
+} gt_err;
+
+#define GT_OK ((gt_err){.code = GT_E_NONE})
+#define GT_MUST_USE __attribute__((warn_unused_result))
+
+GT_MUST_USE gt_err gt_errf(gt_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Prefixes e's message with context ("manifest: " + msg); keeps the code.
+GT_MUST_USE gt_err gt_err_wrap(gt_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// "TRUNCATED", "AUTH", ... (the code's name without GT_E_), and its one-line description.
+const char *gt_code_name(gt_code code);
+const char *gt_code_text(gt_code code);
+static inline bool gt_is_ok(gt_err e) { return e.code == GT_E_NONE; }
+
+#define GT_TRY(expr)                                 \
+    do {                                             \
+        gt_err e_ = (expr);                          \
+        if (e_.code != GT_E_NONE) {                  \
+            return e_;                               \
+        }                                            \
+    } while (0)
+#define GT_ENSURE(cond, code, ...)                   \
+    do {                                             \
+        if (!(cond)) {                               \
+            return gt_errf((code), __VA_ARGS__);     \
+        }                                            \
+    } while (0)
+#define GT_TRY_GOTO(err, expr, label)                \
+    do {                                             \
+        (err) = (expr);                              \
+        if ((err).code != GT_E_NONE) {               \
+            goto label;                              \
+        }                                            \
+    } while (0)
+#define GT_ENSURE_GOTO(err, cond, label, code, ...)  \
+    do {                                             \
+        if (!(cond)) {                               \
+            (err) = gt_errf((code), __VA_ARGS__);    \
+            goto label;                              \
+        }                                            \
+    } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// Secrets. OPENSSL_cleanse / CRYPTO_memcmp underneath; util holds them (not crypto/) because
+// gt_buf_free below must wipe.
+
+void gt_secure_zero(void *p, size_t n);
+// Constant time in n; answers only "equal?", never an ordering.
+bool gt_ct_equal(const void *a, const void *b, size_t n);
+
+// ---------------------------------------------------------------------------------------------
+// Borrowed bytes and owned buffers.
+
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} gt_span;
+
+// Owned heap bytes. gt_buf_free wipes (the default); gt_buf_free_nowipe is for ciphertext and
+// public data only.
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} gt_buf;
+
+GT_MUST_USE gt_err gt_buf_reserve(gt_buf *b, size_t cap);      // grows; keeps contents
+GT_MUST_USE gt_err gt_buf_append(gt_buf *b, const void *p, size_t n);
+void gt_buf_free(gt_buf *b);
+void gt_buf_free_nowipe(gt_buf *b);
+static inline gt_span gt_buf_span(const gt_buf *b) { return (gt_span){b->data, b->len}; }
+
+// ---------------------------------------------------------------------------------------------
+// gt_reader: a cursor over untrusted bytes. The only place where input lengths meet pointers.
+// Every read checks what is left; a failed read leaves pos unchanged and returns GT_E_TRUNCATED.
+
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+    size_t pos;
+} gt_reader;
+
+static inline gt_reader gt_reader_init(const void *data, size_t len)
+{
+    return (gt_reader){.data = (const uint8_t *)data, .len = len, .pos = 0};
+}
+static inline size_t gt_reader_left(const gt_reader *r) { return r->len - r->pos; }
+
+GT_MUST_USE gt_err gt_reader_u8(gt_reader *r, uint8_t *v);
+GT_MUST_USE gt_err gt_reader_u16le(gt_reader *r, uint16_t *v);
+GT_MUST_USE gt_err gt_reader_u32le(gt_reader *r, uint32_t *v);
+GT_MUST_USE gt_err gt_reader_u64le(gt_reader *r, uint64_t *v);
+GT_MUST_USE gt_err gt_reader_u16be(gt_reader *r, uint16_t *v);
+GT_MUST_USE gt_err gt_reader_u24be(gt_reader *r, uint32_t *v);
+GT_MUST_USE gt_err gt_reader_u32be(gt_reader *r, uint32_t *v);
+GT_MUST_USE gt_err gt_reader_u64be(gt_reader *r, uint64_t *v);
+GT_MUST_USE gt_err gt_reader_i32le(gt_reader *r, int32_t *v);
+// Copies n bytes out.
+GT_MUST_USE gt_err gt_reader_bytes(gt_reader *r, void *out, size_t n);
+GT_MUST_USE gt_err gt_reader_skip(gt_reader *r, size_t n);
+// Borrows the next n bytes (no copy); the span lives as long as the reader's data.
+GT_MUST_USE gt_err gt_reader_span(gt_reader *r, size_t n, gt_span *out);
+// A reader over the next n bytes (a length-prefixed region); advances r past them.
+GT_MUST_USE gt_err gt_reader_sub(gt_reader *r, size_t n, gt_reader *sub);
+// Fails with GT_E_FORMAT unless every byte has been read (for exact-length messages).
+GT_MUST_USE gt_err gt_reader_expect_end(const gt_reader *r, const char *what);
+
+// ---------------------------------------------------------------------------------------------
+// gt_writer: appends to a fixed caller buffer (cap checked, GT_E_LIMIT when full) or, when
+// initialised with gt_writer_init_dynamic, to a growing heap buffer that gt_writer_free wipes.
+
+typedef struct {
+    uint8_t *data;
+    size_t cap;
+    size_t len;
+    bool dynamic;
+} gt_writer;
+
+static inline gt_writer gt_writer_init_fixed(void *buf, size_t cap)
+{
+    return (gt_writer){.data = (uint8_t *)buf, .cap = cap, .len = 0, .dynamic = false};
+}
+static inline gt_writer gt_writer_init_dynamic(void)
+{
+    return (gt_writer){.data = NULL, .cap = 0, .len = 0, .dynamic = true};
+}
+void gt_writer_free(gt_writer *w);  // dynamic only; wipes
+GT_MUST_USE gt_err gt_writer_u8(gt_writer *w, uint8_t v);
+GT_MUST_USE gt_err gt_writer_u16le(gt_writer *w, uint16_t v);
+GT_MUST_USE gt_err gt_writer_u32le(gt_writer *w, uint32_t v);
+GT_MUST_USE gt_err gt_writer_u64le(gt_writer *w, uint64_t v);
+GT_MUST_USE gt_err gt_writer_u16be(gt_writer *w, uint16_t v);
+GT_MUST_USE gt_err gt_writer_u32be(gt_writer *w, uint32_t v);
+GT_MUST_USE gt_err gt_writer_u64be(gt_writer *w, uint64_t v);
+GT_MUST_USE gt_err gt_writer_i32le(gt_writer *w, int32_t v);
+GT_MUST_USE gt_err gt_writer_bytes(gt_writer *w, const void *p, size_t n);
+// Reserves n bytes and returns where to fill them (for in-place encryption).
+GT_MUST_USE gt_err gt_writer_reserve(gt_writer *w, size_t n, uint8_t **at);
+
+// Byte-order helpers for trusted, in-memory use (protocol numbers we build ourselves).
+static inline void gt_store_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+static inline void gt_store_u64le(uint8_t *p, uint64_t v)
+{
+    gt_store_u32le(p, (uint32_t)v);
+    gt_store_u32le(p + 4, (uint32_t)(v >> 32));
+}
+static inline void gt_store_u32be(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static inline void gt_store_u64be(uint8_t *p, uint64_t v)
+{
+    gt_store_u32be(p, (uint32_t)(v >> 32));
+    gt_store_u32be(p + 4, (uint32_t)v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hex. Encoding writes 2n lower-case digits and a NUL (out_cap >= 2n+1). Decoding accepts upper
+// or lower case, no separators, and fails with GT_E_FORMAT on odd length or a non-digit.
+
+void gt_hex_encode(char *out, size_t out_cap, const void *in, size_t n);
+GT_MUST_USE gt_err gt_hex_decode(uint8_t *out, size_t out_cap, size_t *out_len, const char *hex);
+// Decodes exactly n bytes (GT_E_FORMAT if the string has another length).
+GT_MUST_USE gt_err gt_hex_decode_exact(uint8_t *out, size_t n, const char *hex);
+
+// ---------------------------------------------------------------------------------------------
+// Files. Reads are bounded by max_len (GT_E_LIMIT beyond it). Writes go to "PATH.tmp-XXXXXX" in
+// the same folder, are fsynced, and renamed over PATH only on gt_atomic_file_commit, so a reader
+// never sees a half-written file and a failure leaves nothing behind.
+
+GT_MUST_USE gt_err gt_file_read_all(const char *path, size_t max_len, gt_buf *out);
+GT_MUST_USE gt_err gt_file_write_atomic(const char *path, const void *data, size_t len,
+                                        unsigned mode);
+
+typedef struct {
+    FILE *fp;
+    char path[4096];
+    char tmp_path[4096 + 16];
+} gt_atomic_file;
+
+GT_MUST_USE gt_err gt_atomic_file_open(gt_atomic_file *f, const char *path, unsigned mode);
+GT_MUST_USE gt_err gt_atomic_file_write(gt_atomic_file *f, const void *data, size_t len);
+// Flushes, fsyncs and renames; on failure the temporary file is removed.
+GT_MUST_USE gt_err gt_atomic_file_commit(gt_atomic_file *f);
+// Removes the temporary file (safe to call after commit, or twice).
+void gt_atomic_file_abort(gt_atomic_file *f);
+
+// mkdir -p with the given mode on the last component.
+GT_MUST_USE gt_err gt_mkdir_p(const char *path, unsigned mode);
+bool gt_path_exists(const char *path);
+// Joins dir and name into out ("dir/name"); GT_E_LIMIT if it does not fit.
+GT_MUST_USE gt_err gt_path_join(char *out, size_t cap, const char *dir, const char *name);
+
+// ---------------------------------------------------------------------------------------------
+// Sizes and time.
+
+// Parses "512MiB", "64M", "1G", "4096", "1.5GiB" (K/M/G/T are binary; "B" optional).
+GT_MUST_USE gt_err gt_parse_size(const char *s, uint64_t *out);
+// Formats bytes as "512.0 MiB" into out.
+void gt_format_size(char *out, size_t cap, uint64_t bytes);
+double gt_now_seconds(void);  // monotonic
+
+// ---------------------------------------------------------------------------------------------
+// Logging. main() sets the level and sink once, before any thread starts; library code logs
+// through gt_log and never prints otherwise.
+
+typedef enum { GT_LOG_ERROR = 0, GT_LOG_WARN, GT_LOG_INFO, GT_LOG_DEBUG } gt_log_level;
+
+void gt_log_set_level(gt_log_level level);
+void gt_log_set_stream(FILE *stream);  // default stderr
+gt_log_level gt_log_get_level(void);
+void gt_log(gt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define gt_log_error(...) gt_log(GT_LOG_ERROR, __VA_ARGS__)
+#define gt_log_warn(...) gt_log(GT_LOG_WARN, __VA_ARGS__)
+#define gt_log_info(...) gt_log(GT_LOG_INFO, __VA_ARGS__)
+#define gt_log_debug(...) gt_log(GT_LOG_DEBUG, __VA_ARGS__)
+
+// ---------------------------------------------------------------------------------------------
+// Progress bar on stderr: label, bytes done / total, rate, ETA. Drawn only when stderr is a TTY
+// and quiet is false; redrawn at most 10 times a second.
+
+typedef struct {
+    const char *label;
+    uint64_t total;
+    uint64_t done;
+    double start;
+    double last_draw;
+    bool enabled;
+} gt_progress;
+
+void gt_progress_start(gt_progress *p, const char *label, uint64_t total, bool quiet);
+void gt_progress_add(gt_progress *p, uint64_t bytes);
+void gt_progress_finish(gt_progress *p);
+
+// ---------------------------------------------------------------------------------------------
+// JSON helpers over cJSON for documents we parse from files (policies, agreements, collateral).
+// Every getter names the field in its error message.
+
+GT_MUST_USE gt_err gt_json_parse(const char *text, size_t len, cJSON **out);  // caller cJSON_Delete
+GT_MUST_USE gt_err gt_json_load_file(const char *path, size_t max_len, cJSON **out);
+GT_MUST_USE gt_err gt_json_get_string(const cJSON *obj, const char *field, const char **out);
+GT_MUST_USE gt_err gt_json_get_u64(const cJSON *obj, const char *field, uint64_t *out);
+GT_MUST_USE gt_err gt_json_get_bool(const cJSON *obj, const char *field, bool *out);
+// Decodes a hex-string field of exactly n bytes.
+GT_MUST_USE gt_err gt_json_get_hex(const cJSON *obj, const char *field, uint8_t *out, size_t n);
+// Writes cJSON_Print(obj) to path atomically.
+GT_MUST_USE gt_err gt_json_write_file(const char *path, const cJSON *obj, unsigned mode);
+
+#endif

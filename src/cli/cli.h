@@ -1,0 +1,36 @@
+// cli/: the only layer that prints to stdout or exits. Each subcommand is one file, cmd_<name>.c,
+// with `int gt_cmd_<name>(int argc, char **argv)` returning the process exit status.
+#ifndef GPUTRAVEL_CLI_H
+#define GPUTRAVEL_CLI_H
+
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+
+enum {
+    GT_EXIT_OK = 0,
+    GT_EXIT_FAIL = 1,      // the operation failed, or verification rejected the input
+    GT_EXIT_INVALID = 2,   // the input itself is invalid (evidence, files)
+    GT_EXIT_USAGE = 64,    // bad command line (sysexits EX_USAGE)
+};
+
+// Options every command accepts, parsed by main() before the command runs.
+typedef struct {
+    bool quiet;    // no progress bars, warnings only
+    bool verbose;  // debug logging
+} gt_cli_globals;
+
+extern gt_cli_globals gt_cli;  // set once in main(), read-only afterwards
+
+// Prints "gputravel CMD: error: MSG" to stderr and returns GT_EXIT_FAIL.
+int gt_cli_fail(const char *cmd, gt_err e);
+// Prints a usage error and a hint to run --help; returns GT_EXIT_USAGE.
+int gt_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// True when argv holds -h or --help (checked before getopt so help never fails on other args).
+bool gt_cli_wants_help(int argc, char **argv);
+
+#define GT_CLI_COMMAND(name, summary) int gt_cmd_##name(int argc, char **argv);
+#include "commands.h"
+#undef GT_CLI_COMMAND
+
+#endif

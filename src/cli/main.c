@@ -1,0 +1,132 @@
+// gputravel: one binary, one subcommand per file. main() parses the global options, sets the log
+// level once, and hands argv to the subcommand.
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+gt_cli_globals gt_cli;
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+#define GT_CLI_COMMAND(name, summary) {#name, gt_cmd_##name, summary},
+#include "commands.h"
+#undef GT_CLI_COMMAND
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gputravel [--quiet | --verbose] COMMAND [ARGS...]\n"
+            "\n"
+            "Confidential collaborative training: data holders lend their data to an attested,\n"
+            "travelling confidential GPU without ever exposing it in plaintext outside it.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
+    }
+    fprintf(out, "\nRun 'gputravel COMMAND --help' for a command's options.\n");
+}
+
+int gt_cli_fail(const char *cmd, gt_err e)
+{
+    fprintf(stderr, "gputravel %s: error: %s\n", cmd, e.msg[0] ? e.msg : gt_code_text(e.code));
+    return GT_EXIT_FAIL;
+}
+
+int gt_cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gputravel %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'gputravel %s --help'.\n", cmd);
+    return GT_EXIT_USAGE;
+}
+
+bool gt_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            break;
+        }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int gt_cmd_version(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        printf("usage: gputravel version\n\nPrints the version and build configuration.\n");
+        return GT_EXIT_OK;
+    }
+#ifdef GT_HAVE_CUDA
+    const char *cuda = "yes";
+#else
+    const char *cuda = "no";
+#endif
+    printf("gputravel %s (cuda backend: %s)\n", GT_VERSION, cuda);
+    return GT_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            gt_cli.quiet = true;
+        } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
+            gt_cli.verbose = true;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return GT_EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            return gt_cmd_version(1, argv);
+        } else {
+            fprintf(stderr, "gputravel: unknown option '%s'\n\n", argv[i]);
+            usage(stderr);
+            return GT_EXIT_USAGE;
+        }
+    }
+    if (i == argc) {
+        usage(stderr);
+        return GT_EXIT_USAGE;
+    }
+    const char *name = argv[i];
+    if (strcmp(name, "help") == 0) {
+        if (i + 1 == argc) {
+            usage(stdout);
+            return GT_EXIT_OK;
+        }
+        name = argv[i + 1];
+        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+            if (strcmp(commands[c].name, name) == 0) {
+                char *help_argv[] = {(char *)name, "--help", NULL};
+                return commands[c].run(2, help_argv);
+            }
+        }
+    }
+    gt_log_set_level(gt_cli.verbose ? GT_LOG_DEBUG : gt_cli.quiet ? GT_LOG_WARN : GT_LOG_INFO);
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        if (strcmp(commands[c].name, name) == 0) {
+            optind = 1;  // each command runs its own getopt_long over argv[i..]
+            return commands[c].run(argc - i, argv + i);
+        }
+    }
+    fprintf(stderr, "gputravel: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return GT_EXIT_USAGE;
+}

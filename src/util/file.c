@@ -1,0 +1,143 @@
+// Files: bounded reads, and writes that appear under their final name only when complete.
+#include <gputravel/util.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+gt_err gt_file_read_all(const char *path, size_t max_len, gt_buf *out)
+{
+    gt_err err = GT_OK;
+    FILE *fp = fopen(path, "rb");
+    GT_ENSURE(fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
+              strerror(errno));
+    gt_buf b = {0};
+    uint8_t chunk[65536];
+    for (;;) {
+        size_t n = fread(chunk, 1, sizeof chunk, fp);
+        if (n > 0) {
+            GT_ENSURE_GOTO(err, n <= max_len - b.len, fail, GT_E_LIMIT,
+                           "%s: larger than %zu bytes", path, max_len);
+            GT_TRY_GOTO(err, gt_buf_append(&b, chunk, n), fail);
+        }
+        if (n < sizeof chunk) {
+            GT_ENSURE_GOTO(err, !ferror(fp), fail, GT_E_IO, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(fp);
+    gt_secure_zero(chunk, sizeof chunk);
+    *out = b;
+    return GT_OK;
+fail:
+    fclose(fp);
+    gt_secure_zero(chunk, sizeof chunk);
+    gt_buf_free(&b);
+    return err;
+}
+
+gt_err gt_atomic_file_open(gt_atomic_file *f, const char *path, unsigned mode)
+{
+    memset(f, 0, sizeof *f);
+    GT_ENSURE(strlen(path) < sizeof f->path, GT_E_LIMIT, "path too long: %s", path);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->tmp_path, sizeof f->tmp_path, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(f->tmp_path);
+    GT_ENSURE(fd >= 0, GT_E_IO, "%s: cannot create: %s", path, strerror(errno));
+    if (fchmod(fd, (mode_t)mode) != 0 || (f->fp = fdopen(fd, "wb")) == NULL) {
+        gt_err err = gt_errf(GT_E_IO, "%s: %s", f->tmp_path, strerror(errno));
+        close(fd);
+        unlink(f->tmp_path);
+        f->tmp_path[0] = '\0';
+        return err;
+    }
+    return GT_OK;
+}
+
+gt_err gt_atomic_file_write(gt_atomic_file *f, const void *data, size_t len)
+{
+    GT_ENSURE(f->fp != NULL, GT_E_STATE, "%s: not open", f->path);
+    GT_ENSURE(len == 0 || fwrite(data, 1, len, f->fp) == len, GT_E_IO, "%s: write failed: %s",
+              f->path, strerror(errno));
+    return GT_OK;
+}
+
+gt_err gt_atomic_file_commit(gt_atomic_file *f)
+{
+    gt_err err = GT_OK;
+    GT_ENSURE(f->fp != NULL, GT_E_STATE, "%s: not open", f->path);
+    bool ok = fflush(f->fp) == 0 && fsync(fileno(f->fp)) == 0;
+    int saved = errno;
+    ok = (fclose(f->fp) == 0) && ok;
+    f->fp = NULL;
+    GT_ENSURE_GOTO(err, ok, fail, GT_E_IO, "%s: write failed: %s", f->path, strerror(saved));
+    GT_ENSURE_GOTO(err, rename(f->tmp_path, f->path) == 0, fail, GT_E_IO, "%s: rename: %s",
+                   f->path, strerror(errno));
+    f->tmp_path[0] = '\0';
+    return GT_OK;
+fail:
+    gt_atomic_file_abort(f);
+    return err;
+}
+
+void gt_atomic_file_abort(gt_atomic_file *f)
+{
+    if (f->fp != NULL) {
+        fclose(f->fp);
+        f->fp = NULL;
+    }
+    if (f->tmp_path[0] != '\0') {
+        unlink(f->tmp_path);
+        f->tmp_path[0] = '\0';
+    }
+}
+
+gt_err gt_file_write_atomic(const char *path, const void *data, size_t len, unsigned mode)
+{
+    gt_atomic_file f;
+    GT_TRY(gt_atomic_file_open(&f, path, mode));
+    gt_err err = gt_atomic_file_write(&f, data, len);
+    if (err.code != GT_E_NONE) {
+        gt_atomic_file_abort(&f);
+        return err;
+    }
+    return gt_atomic_file_commit(&f);
+}
+
+gt_err gt_mkdir_p(const char *path, unsigned mode)
+{
+    char buf[4096];
+    GT_ENSURE(strlen(path) < sizeof buf, GT_E_LIMIT, "path too long: %s", path);
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                return gt_errf(GT_E_IO, "mkdir %s: %s", buf, strerror(errno));
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST) {
+        return gt_errf(GT_E_IO, "mkdir %s: %s", buf, strerror(errno));
+    }
+    struct stat st;
+    GT_ENSURE(stat(buf, &st) == 0 && S_ISDIR(st.st_mode), GT_E_IO, "%s: not a directory", buf);
+    return GT_OK;
+}
+
+bool gt_path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+gt_err gt_path_join(char *out, size_t cap, const char *dir, const char *name)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    GT_ENSURE(n >= 0 && (size_t)n < cap, GT_E_LIMIT, "path too long: %s/%s", dir, name);
+    return GT_OK;
+}

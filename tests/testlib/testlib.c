@@ -1,0 +1,103 @@
+#include "testlib.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void gt_test_tmpdir(char *out, size_t cap)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(out, cap, "%s/gt-test-XXXXXX", base && *base ? base : "/tmp");
+    if (mkdtemp(out) == NULL) {
+        fail_msg("mkdtemp %s failed", out);
+    }
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void gt_test_rmtree(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void gt_test_data_path(char *out, size_t cap, const char *rel)
+{
+    snprintf(out, cap, "%s/%s", GT_TEST_DATA_DIR, rel);
+}
+
+void gt_test_read_data(const char *rel, gt_buf *b)
+{
+    char path[4096];
+    gt_test_data_path(path, sizeof path, rel);
+    GT_ASSERT_OK(gt_file_read_all(path, 64u << 20, b));
+}
+
+int gt_test_count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return -1;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+int gt_test_run_cli(gt_buf *out, const char *const *args)
+{
+    int pipefd[2];
+    if (pipe(pipefd) != 0) {
+        fail_msg("pipe failed");
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], STDOUT_FILENO);
+        dup2(pipefd[1], STDERR_FILENO);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = GT_CLI_PATH;
+        for (; args[n - 1] != NULL && n < 63; n++) {
+            argv[n] = args[n - 1];
+        }
+        argv[n] = NULL;
+        execv(GT_CLI_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    gt_buf b = {0};
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(pipefd[0], chunk, sizeof chunk)) > 0) {
+        GT_ASSERT_OK(gt_buf_append(&b, chunk, (size_t)n));
+    }
+    GT_ASSERT_OK(gt_buf_append(&b, "", 1));  // NUL-terminate for string checks
+    b.len--;
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (out != NULL) {
+        *out = b;
+    } else {
+        gt_buf_free(&b);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

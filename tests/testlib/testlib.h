@@ -1,0 +1,48 @@
+// Test helpers shared by every unit test: temp dirs, test data paths, running the CLI.
+// Include after <stdarg.h>, <stddef.h>, <setjmp.h> (cmocka's requirement); testlib.h does so.
+#ifndef GT_TESTLIB_H
+#define GT_TESTLIB_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+// cmocka.h needs the three above first.
+#include <cmocka.h>
+
+#include <gputravel/util.h>
+
+// Asserts that a gt_err call succeeded, printing its message if not.
+#define GT_ASSERT_OK(expr)                                                        \
+    do {                                                                          \
+        gt_err e__ = (expr);                                                      \
+        if (e__.code != GT_E_NONE) {                                              \
+            fail_msg("%s failed: %s (%s)", #expr, e__.msg, gt_code_name(e__.code)); \
+        }                                                                         \
+    } while (0)
+// Asserts that a gt_err call failed with the given code.
+#define GT_ASSERT_CODE(expr, want)                                                \
+    do {                                                                          \
+        gt_err e__ = (expr);                                                      \
+        if (e__.code != (want)) {                                                 \
+            fail_msg("%s: expected %s, got %s (%s)", #expr, gt_code_name(want),   \
+                     gt_code_name(e__.code), e__.msg);                            \
+        }                                                                         \
+    } while (0)
+
+// Creates a fresh temporary directory (under $TMPDIR or /tmp); writes its path into out.
+void gt_test_tmpdir(char *out, size_t cap);
+// Removes a directory tree (rm -rf).
+void gt_test_rmtree(const char *path);
+// Path of a file under tests/data/ ("attestation/tdx/x.bin").
+void gt_test_data_path(char *out, size_t cap, const char *rel);
+// Reads a file under tests/data/ into b (fails the test if it cannot).
+void gt_test_read_data(const char *rel, gt_buf *b);
+// Number of regular files in dir (for "nothing was left behind" checks).
+int gt_test_count_files(const char *dir);
+
+// Runs the gputravel binary with the given NULL-terminated arguments; returns its exit status
+// and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
+int gt_test_run_cli(gt_buf *out, const char *const *args);
+
+#endif
