@@ -1,0 +1,101 @@
+// The device API: dispatch to the backend chosen at open.
+#include <gputravel/device.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+struct gt_device {
+    gt_device_kind kind;
+    const gt_device_backend *ops;
+    void *impl;
+};
+
+const char *gt_device_kind_name(gt_device_kind kind)
+{
+    switch (kind) {
+    case GT_DEVICE_CPU: return "cpu";
+    case GT_DEVICE_SIM: return "sim";
+    case GT_DEVICE_CUDA: return "cuda";
+    default: return "unknown";
+    }
+}
+
+gt_err gt_device_kind_parse(const char *name, gt_device_kind *kind)
+{
+    for (int k = GT_DEVICE_CPU; k <= GT_DEVICE_CUDA; k++) {
+        if (strcmp(name, gt_device_kind_name((gt_device_kind)k)) == 0) {
+            *kind = (gt_device_kind)k;
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_ARG, "unknown device '%s' (expected cpu, sim or cuda)", name);
+}
+
+gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
+{
+    *dev = NULL;
+    void *impl = NULL;
+    const gt_device_backend *ops = NULL;
+    switch (cfg->kind) {
+    default:
+        return gt_errf(GT_E_UNSUPPORTED, "device backend '%s' is not built",
+                       gt_device_kind_name(cfg->kind));
+    }
+    gt_device *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        ops->close(impl);
+        return gt_errf(GT_E_NOMEM, "device: out of memory");
+    }
+    d->kind = cfg->kind;
+    d->ops = ops;
+    d->impl = impl;
+    *dev = d;
+    return GT_OK;
+}
+
+void gt_device_close(gt_device *dev)
+{
+    if (dev == NULL) {
+        return;
+    }
+    dev->ops->close(dev->impl);
+    free(dev);
+}
+
+gt_device_kind gt_device_get_kind(const gt_device *dev) { return dev->kind; }
+
+gt_err gt_device_alloc(gt_device *dev, uint64_t bytes, uint32_t flags, gt_dbuf *out)
+{
+    *out = 0;
+    return dev->ops->alloc(dev->impl, bytes, flags, out);
+}
+
+gt_err gt_device_free(gt_device *dev, gt_dbuf buf) { return dev->ops->free(dev->impl, buf); }
+
+gt_err gt_device_buf_size(gt_device *dev, gt_dbuf buf, uint64_t *bytes)
+{
+    return dev->ops->buf_size(dev->impl, buf, bytes);
+}
+
+gt_err gt_device_copy_in(gt_device *dev, gt_dbuf dst, uint64_t dst_offset, const void *src,
+                         uint64_t len)
+{
+    return dev->ops->copy_in(dev->impl, dst, dst_offset, src, len);
+}
+
+gt_err gt_device_copy_out(gt_device *dev, void *dst, gt_dbuf src, uint64_t src_offset,
+                          uint64_t len)
+{
+    return dev->ops->copy_out(dev->impl, dst, src, src_offset, len);
+}
+
+gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset, int value, uint64_t len)
+{
+    return dev->ops->memset(dev->impl, buf, offset, value, len);
+}
+
+gt_err gt_device_launch(gt_device *dev, const gt_op *op) { return dev->ops->launch(dev->impl, op); }
+
+gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
