@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static char dir[256], path[512];
 static uint8_t secret[GT_ED25519_SECRET_BYTES], pub[GT_ED25519_PUBLIC_BYTES];
