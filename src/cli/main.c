@@ -22,6 +22,18 @@ static const command commands[] = {
 #undef GT_CLI_COMMAND
 };
 
+// A table name spells '-' as '_' (C identifiers): "verify_dataset" is typed "verify-dataset".
+static bool command_is(const char *table_name, const char *typed)
+{
+    for (; *table_name && *typed; table_name++, typed++) {
+        char want = *table_name == '_' ? '-' : *table_name;
+        if (want != *typed) {
+            return false;
+        }
+    }
+    return *table_name == *typed;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -32,7 +44,12 @@ static void usage(FILE *out)
             "\n"
             "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
+        char name[32];
+        snprintf(name, sizeof name, "%s", commands[i].name);
+        for (char *p = name; *p; p++) {
+            *p = *p == '_' ? '-' : *p;
+        }
+        fprintf(out, "  %-16s %s\n", name, commands[i].summary);
     }
     fprintf(out, "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
@@ -116,7 +133,7 @@ int main(int argc, char **argv)
         }
         name = argv[i + 1];
         for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
-            if (strcmp(commands[c].name, name) == 0) {
+            if (command_is(commands[c].name, name)) {
                 char *help_argv[] = {(char *)name, "--help", NULL};
                 return commands[c].run(2, help_argv);
             }
@@ -124,7 +141,7 @@ int main(int argc, char **argv)
     }
     gt_log_set_level(gt_cli.verbose ? GT_LOG_DEBUG : gt_cli.quiet ? GT_LOG_WARN : GT_LOG_INFO);
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
-        if (strcmp(commands[c].name, name) == 0) {
+        if (command_is(commands[c].name, name)) {
             optind = 1;  // each command runs its own getopt_long over argv[i..]
             return commands[c].run(argc - i, argv + i);
         }
