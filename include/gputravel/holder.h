@@ -13,6 +13,9 @@
 #define GPUTRAVEL_HOLDER_H
 
 #include <gputravel/crypto.h>
+#include <gputravel/data.h>
+#include <gputravel/net.h>
+#include <gputravel/travel.h>
 #include <gputravel/util.h>
 
 #include <stdio.h>
@@ -42,5 +45,68 @@ GT_MUST_USE gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len,
                                           gt_ledger_summary *out);
 GT_MUST_USE gt_err gt_ledger_verify_file(const char *path, const uint8_t *expected_key,
                                          FILE *show, gt_ledger_summary *out);
+// Verifies the ledger like gt_ledger_verify_file and calls visit(ctx, kind, detail) for each
+// entry, in order, after it verified (a missing file is an empty ledger: no calls, GT_OK).
+typedef void (*gt_ledger_visit_fn)(void *ctx, const char *kind, const cJSON *detail);
+GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key,
+                                    gt_ledger_visit_fn visit, void *ctx);
+
+// ---- the holder protocol --------------------------------------------------------------------
+// Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each
+// type is accepted only where the protocol expects it:
+//   trainer -> holder  HELLO    agreement hash (32) | u16le name length | trainer name
+//   holder -> trainer  WELCOME  the dataset's signed manifest, as stored
+//   trainer -> holder  FETCH    u8 mode | u32le chunk index
+//   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
+//                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
+//                   or REFUSE   u32le gt_code | text
+//   trainer -> holder  BYE      (or the connection closes)
+// A holder refuses a FETCH when the chunk does not exist, has been released max_uses_per_chunk
+// times, or the trainer's token budget is spent (released tokens >= budget; the trainer's own
+// accounting cuts its last chunk to the budget). Every grant and refusal is a ledger entry.
+enum {
+    GT_HP_HELLO = 0x48500001u,
+    GT_HP_WELCOME,
+    GT_HP_FETCH,
+    GT_HP_CHUNK_PLAIN,
+    GT_HP_CHUNK_SEALED,
+    GT_HP_CHUNK_KEY,
+    GT_HP_REFUSE,
+    GT_HP_BYE,
+};
+#define GT_HP_MAX_CONTROL 4096
+#define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
+
+typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2 } gt_fetch_mode;
+const char *gt_fetch_mode_name(gt_fetch_mode mode);
+
+typedef struct {
+    const char *dataset_dir;
+    const gt_holder_keys *keys;
+    const gt_agreement *agreement;
+    const char *name;          // this holder's name in the agreement
+    gt_ledger *ledger;         // decisions are appended here (borrowed)
+    const char *ledger_path;   // replayed at create to restore release counts
+    gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)
+    int idle_timeout_ms;       // a connection silent this long is closed (0: 5 minutes)
+} gt_holder_agent_config;
+
+typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from several threads
+// Loads the manifest, checks it is the agreement's dataset and this holder's key, verifies every
+// chunk (keyless), and restores release counts from the ledger.
+GT_MUST_USE gt_err gt_holder_agent_create(gt_holder_agent **a, const gt_holder_agent_config *cfg);
+// Serves one attested connection until BYE, close or error (the channel stays the caller's).
+GT_MUST_USE gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch);
+// Accepts connections on l, one thread each, until *stop becomes non-zero.
+GT_MUST_USE gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l,
+                                         const volatile int *stop);
+typedef struct {
+    uint64_t grants;
+    uint64_t refusals;
+    uint64_t tokens_released;
+    uint64_t bytes_sent;
+} gt_holder_agent_stats;
+void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out);
+void gt_holder_agent_free(gt_holder_agent *a);
 
 #endif

@@ -10,6 +10,10 @@
 #ifndef GPUTRAVEL_ORCHESTR_H
 #define GPUTRAVEL_ORCHESTR_H
 
+#include <gputravel/data.h>
+#include <gputravel/device.h>
+#include <gputravel/holder.h>
+#include <gputravel/net.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>
 
@@ -60,5 +64,23 @@ void gt_journal_close(gt_journal *j);
 // trained them was not committed.
 GT_MUST_USE gt_err gt_journal_replay(const char *path, uint64_t max_step, gt_schedule *s,
                                      uint64_t *replayed, uint64_t *dropped);
+
+// ---- fetching chunks from holders (conventional transmission) ------------------------------
+// A connection to one holder's agent: attested channel, HELLO with the agreement hash, and the
+// holder's signed manifest, checked against the agreement (holder key and dataset id).
+typedef struct gt_holder_conn gt_holder_conn;  // opaque
+GT_MUST_USE gt_err gt_holder_connect(gt_holder_conn **c, const gt_agreement *a,
+                                     uint32_t holder_index, const gt_net_attestor *att,
+                                     const char *trainer_name);
+const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
+// Fetches chunk `chunk` and leaves its tokens (u16) in a fresh device buffer with `flags`
+// (GT_DBUF_NO_READBACK for holder data). plain: the holder decrypts, TLS carries plaintext, this
+// TEE copies it in; key-release: the sealed chunk and its key arrive, this TEE decrypts once
+// (tag checked before any byte reaches the device) and copies it in. Staging memory is wiped.
+// A refusal is GT_E_POLICY with the holder's reason. *tokens = tokens in the buffer.
+GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode,
+                                   gt_device *dev, uint32_t flags, gt_dbuf *out,
+                                   uint64_t *tokens);
+void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 
 #endif

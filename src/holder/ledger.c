@@ -164,8 +164,9 @@ static void show_entry(FILE *show, const cJSON *doc, const uint8_t hash[GT_SHA25
     cJSON_free(detail);
 }
 
-gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len, const uint8_t *expected_key,
-                              FILE *show, gt_ledger_summary *out)
+static gt_err verify_bytes(const uint8_t *data, size_t len, const uint8_t *expected_key,
+                           FILE *show, gt_ledger_visit_fn visit, void *ctx,
+                           gt_ledger_summary *out)
 {
     memset(out, 0, sizeof *out);
     gt_reader r = gt_reader_init(data, len);
@@ -194,6 +195,10 @@ gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len, const uint8_t *ex
         if (show != NULL) {
             show_entry(show, doc, hash);
         }
+        if (visit != NULL) {
+            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(doc, "kind");
+            visit(ctx, cJSON_GetStringValue(kind), cJSON_GetObjectItemCaseSensitive(doc, "detail"));
+        }
         cJSON_Delete(doc);
         memcpy(prev, hash, sizeof prev);
         seq++;
@@ -205,12 +210,33 @@ gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len, const uint8_t *ex
     return GT_OK;
 }
 
+gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len, const uint8_t *expected_key,
+                              FILE *show, gt_ledger_summary *out)
+{
+    return verify_bytes(data, len, expected_key, show, NULL, NULL, out);
+}
+
 gt_err gt_ledger_verify_file(const char *path, const uint8_t *expected_key, FILE *show,
                              gt_ledger_summary *out)
 {
     gt_buf b = {0};
     GT_TRY(gt_file_read_all(path, LEDGER_MAX_BYTES, &b));
     gt_err err = gt_ledger_verify_bytes(b.data, b.len, expected_key, show, out);
+    gt_buf_free_nowipe(&b);
+    return gt_err_wrap(err, "%s", path);
+}
+
+gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key, gt_ledger_visit_fn visit,
+                        void *ctx)
+{
+    gt_buf b = {0};
+    gt_err err = gt_file_read_all(path, LEDGER_MAX_BYTES, &b);
+    if (err.code == GT_E_NOTFOUND) {
+        return GT_OK;
+    }
+    GT_TRY(err);
+    gt_ledger_summary s;
+    err = b.len == 0 ? GT_OK : verify_bytes(b.data, b.len, expected_key, NULL, visit, ctx, &s);
     gt_buf_free_nowipe(&b);
     return gt_err_wrap(err, "%s", path);
 }
