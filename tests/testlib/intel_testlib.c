@@ -334,7 +334,7 @@ int gt_test_intel_check_pck(const gt_intel_verdict *v, const cJSON *expected)
             }
         } else if (strcmp(k, "sgx_type") == 0) {
             static const char *const names[] = {"Standard", "Scalable",
-                                                "Scalable with Integrity"};
+                                                "ScalableWithIntegrity"};
             assert_true(v->pck.sgx_type >= 0 && v->pck.sgx_type <= 2);
             expect_str(k, f, names[v->pck.sgx_type]);
         } else {
