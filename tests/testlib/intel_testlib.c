@@ -382,3 +382,234 @@ void gt_test_intel_print_verdict(const gt_intel_verdict *v)
         printf("  reason: %s\n", v->reasons[i]);
     }
 }
+
+void gt_test_intel_load_collateral(const char *dir, const cJSON *spec, gt_intel_collateral *c)
+{
+    static const struct { const char *field; gt_intel_coll_kind kind; } pcs[] = {
+        {"tcb_info", GT_INTEL_COLL_TCB_INFO},
+        {"qe_identity", GT_INTEL_COLL_QE_IDENTITY},
+        {"pck_crl", GT_INTEL_COLL_PCK_CRL},
+        {"root_ca_crl", GT_INTEL_COLL_ROOT_CA_CRL},
+        {"tcb_signing_chain", GT_INTEL_COLL_TCB_SIGNING_CHAIN},
+        {"file", GT_INTEL_COLL_DCAP_QVL_JSON},
+    };
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(spec, "format");
+    assert_true(cJSON_IsString(fmt));
+    assert_true(strcmp(fmt->valuestring, "pcs-responses") == 0 ||
+                strcmp(fmt->valuestring, "dcap-qvl-json") == 0);
+    for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(spec, pcs[i].field);
+        if (f == NULL) {
+            continue;
+        }
+        char r[1024], path[4096];
+        snprintf(r, sizeof r, "%s%s", dir, f->valuestring);
+        gt_test_data_path(path, sizeof path, r);
+        GT_ASSERT_OK(gt_intel_collateral_add_file(c, pcs[i].kind, path));
+    }
+}
+
+// ---- synthetic PKI (OpenSSL directly: test fixtures only) -----------------------------------
+
+#include <openssl/ecdsa.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+struct gt_test_pki {
+    EVP_PKEY *root_key, *tcb_key, *ca_key, *leaf_key;
+    X509 *root, *tcb, *ca, *leaf;
+    gt_x509 *root_gt;
+};
+
+static const time_t pki_t0 = 1577836800;  // 2020-01-01
+static const time_t pki_t1 = 2208988800;  // 2040-01-01
+
+static void add_ext(X509 *c, X509 *issuer, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, issuer, c, NULL, NULL, 0);
+    X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    assert_non_null(e);
+    assert_int_equal(X509_add_ext(c, e, -1), 1);
+    X509_EXTENSION_free(e);
+}
+
+static X509 *pki_cert(const char *cn, long serial, EVP_PKEY *key, X509 *issuer,
+                      EVP_PKEY *issuer_key, bool ca, const uint8_t *sgx_ext, size_t sgx_len)
+{
+    X509 *c = X509_new();
+    assert_non_null(c);
+    X509_set_version(c, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(c), serial);
+    X509_NAME *n = X509_NAME_new();
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+    X509_set_subject_name(c, n);
+    X509_set_issuer_name(c, issuer != NULL ? X509_get_subject_name(issuer) : n);
+    X509_NAME_free(n);
+    ASN1_TIME_set(X509_getm_notBefore(c), pki_t0);
+    ASN1_TIME_set(X509_getm_notAfter(c), pki_t1);
+    X509_set_pubkey(c, key);
+    X509 *iss = issuer != NULL ? issuer : c;
+    add_ext(c, iss, NID_subject_key_identifier, "hash");
+    add_ext(c, iss, NID_authority_key_identifier, "keyid:always");
+    if (ca) {
+        add_ext(c, iss, NID_basic_constraints, "critical,CA:TRUE");
+        add_ext(c, iss, NID_key_usage, "critical,keyCertSign,cRLSign");
+    } else {
+        add_ext(c, iss, NID_key_usage, "critical,digitalSignature,nonRepudiation");
+    }
+    if (sgx_ext != NULL) {
+        ASN1_OBJECT *o = OBJ_txt2obj(GT_INTEL_SGX_EXT_OID, 1);
+        ASN1_OCTET_STRING *os = ASN1_OCTET_STRING_new();
+        ASN1_OCTET_STRING_set(os, sgx_ext, (int)sgx_len);
+        X509_EXTENSION *e = X509_EXTENSION_create_by_OBJ(NULL, o, 0, os);
+        assert_non_null(e);
+        X509_add_ext(c, e, -1);
+        X509_EXTENSION_free(e);
+        ASN1_OCTET_STRING_free(os);
+        ASN1_OBJECT_free(o);
+    }
+    assert_true(X509_sign(c, issuer_key, EVP_sha256()) > 0);
+    return c;
+}
+
+gt_test_pki *gt_test_pki_new(const uint8_t *sgx_ext, size_t sgx_ext_len)
+{
+    gt_test_pki *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->root_key = EVP_EC_gen("P-256");
+    p->tcb_key = EVP_EC_gen("P-256");
+    p->ca_key = EVP_EC_gen("P-256");
+    p->leaf_key = EVP_EC_gen("P-256");
+    assert_true(p->root_key && p->tcb_key && p->ca_key && p->leaf_key);
+    p->root = pki_cert("Test SGX Root CA", 1, p->root_key, NULL, p->root_key, true, NULL, 0);
+    p->tcb = pki_cert("Test SGX TCB Signing", 2, p->tcb_key, p->root, p->root_key, false, NULL, 0);
+    p->ca = pki_cert("Test SGX PCK Platform CA", 3, p->ca_key, p->root, p->root_key, true, NULL, 0);
+    p->leaf = pki_cert("Test SGX PCK Certificate", 4, p->leaf_key, p->ca, p->ca_key, false,
+                       sgx_ext, sgx_ext_len);
+    unsigned char *der = NULL;
+    int n = i2d_X509(p->root, &der);
+    assert_true(n > 0);
+    GT_ASSERT_OK(gt_x509_parse_der(&p->root_gt, der, (size_t)n));
+    OPENSSL_free(der);
+    return p;
+}
+
+void gt_test_pki_free(gt_test_pki *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    EVP_PKEY_free(p->root_key);
+    EVP_PKEY_free(p->tcb_key);
+    EVP_PKEY_free(p->ca_key);
+    EVP_PKEY_free(p->leaf_key);
+    X509_free(p->root);
+    X509_free(p->tcb);
+    X509_free(p->ca);
+    X509_free(p->leaf);
+    gt_x509_free(p->root_gt);
+    free(p);
+}
+
+const gt_x509 *gt_test_pki_root(const gt_test_pki *p) { return p->root_gt; }
+
+static void pem_append(gt_buf *out, X509 *c)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    assert_non_null(bio);
+    assert_int_equal(PEM_write_bio_X509(bio, c), 1);
+    char *data = NULL;
+    long n = BIO_get_mem_data(bio, &data);
+    GT_ASSERT_OK(gt_buf_append(out, data, (size_t)n));
+    BIO_free(bio);
+}
+
+void gt_test_pki_tcb_chain_pem(const gt_test_pki *p, gt_buf *out)
+{
+    pem_append(out, p->tcb);
+    pem_append(out, p->root);
+}
+
+static void sign_raw(EVP_PKEY *key, const void *msg, size_t len, uint8_t sig[64])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char der[80];
+    size_t der_len = sizeof der;
+    assert_int_equal(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, key), 1);
+    assert_int_equal(EVP_DigestSign(ctx, der, &der_len, msg, len), 1);
+    EVP_MD_CTX_free(ctx);
+    const unsigned char *pp = der;
+    ECDSA_SIG *s = d2i_ECDSA_SIG(NULL, &pp, (long)der_len);
+    assert_non_null(s);
+    assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(s), sig, 32), 32);
+    assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(s), sig + 32, 32), 32);
+    ECDSA_SIG_free(s);
+}
+
+void gt_test_pki_tcb_sign(const gt_test_pki *p, const void *msg, size_t len, uint8_t sig[64])
+{
+    sign_raw(p->tcb_key, msg, len, sig);
+}
+
+void gt_test_pki_rebuild_quote(const gt_test_pki *p, const gt_intel_quote *q, gt_buf *out)
+{
+    assert_true(q->header.version >= 4);
+    gt_buf pem = {0};
+    pem_append(&pem, p->leaf);
+    pem_append(&pem, p->ca);
+    pem_append(&pem, p->root);
+    uint8_t qe_sig[64];
+    sign_raw(p->leaf_key, q->qe_report_raw.data, q->qe_report_raw.len, qe_sig);
+    size_t inner = 384 + 64 + 2 + q->qe_auth_data.len + 2 + 4 + pem.len;
+    gt_writer w = gt_writer_init_dynamic();
+    GT_ASSERT_OK(gt_writer_bytes(&w, q->signed_region.data, q->signed_region.len));
+    GT_ASSERT_OK(gt_writer_u32le(&w, (uint32_t)(64 + 64 + 2 + 4 + inner)));
+    GT_ASSERT_OK(gt_writer_bytes(&w, q->signature, 64));
+    GT_ASSERT_OK(gt_writer_bytes(&w, q->attestation_key, 64));
+    GT_ASSERT_OK(gt_writer_u16le(&w, GT_INTEL_CERT_QE_REPORT));
+    GT_ASSERT_OK(gt_writer_u32le(&w, (uint32_t)inner));
+    GT_ASSERT_OK(gt_writer_bytes(&w, q->qe_report_raw.data, q->qe_report_raw.len));
+    GT_ASSERT_OK(gt_writer_bytes(&w, qe_sig, 64));
+    GT_ASSERT_OK(gt_writer_u16le(&w, (uint16_t)q->qe_auth_data.len));
+    GT_ASSERT_OK(gt_writer_bytes(&w, q->qe_auth_data.data, q->qe_auth_data.len));
+    GT_ASSERT_OK(gt_writer_u16le(&w, GT_INTEL_CERT_PCK_CHAIN_PEM));
+    GT_ASSERT_OK(gt_writer_u32le(&w, (uint32_t)pem.len));
+    GT_ASSERT_OK(gt_writer_bytes(&w, pem.data, pem.len));
+    GT_ASSERT_OK(gt_buf_append(out, w.data, w.len));
+    gt_writer_free(&w);
+    gt_buf_free_nowipe(&pem);
+}
+
+void gt_test_pki_crl(const gt_test_pki *p, bool pck_ca, bool revoke, gt_buf *out)
+{
+    X509 *issuer = pck_ca ? p->ca : p->root;
+    EVP_PKEY *key = pck_ca ? p->ca_key : p->root_key;
+    X509 *victim = pck_ca ? p->leaf : p->ca;
+    X509_CRL *crl = X509_CRL_new();
+    assert_non_null(crl);
+    X509_CRL_set_version(crl, 1);
+    X509_CRL_set_issuer_name(crl, X509_get_subject_name(issuer));
+    ASN1_TIME *t = ASN1_TIME_set(NULL, 1735689600);  // 2025-01-01
+    X509_CRL_set1_lastUpdate(crl, t);
+    ASN1_TIME_set(t, 1767225600);                    // 2026-01-01
+    X509_CRL_set1_nextUpdate(crl, t);
+    if (revoke) {
+        X509_REVOKED *r = X509_REVOKED_new();
+        X509_REVOKED_set_serialNumber(r, X509_get_serialNumber(victim));
+        ASN1_TIME_set(t, 1740000000);
+        X509_REVOKED_set_revocationDate(r, t);
+        X509_CRL_add0_revoked(crl, r);
+        X509_CRL_sort(crl);
+    }
+    ASN1_TIME_free(t);
+    assert_true(X509_CRL_sign(crl, key, EVP_sha256()) > 0);
+    unsigned char *der = NULL;
+    int n = i2d_X509_CRL(crl, &der);
+    assert_true(n > 0);
+    GT_ASSERT_OK(gt_buf_append(out, der, (size_t)n));
+    OPENSSL_free(der);
+    X509_CRL_free(crl);
+}

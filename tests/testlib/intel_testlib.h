@@ -20,7 +20,30 @@ void gt_test_intel_load_certs(const char *rel, gt_x509 ***certs, size_t *count);
 void gt_test_intel_free_certs(gt_x509 **certs, size_t count);
 // Seconds since the epoch of "YYYY-MM-DDTHH:MM:SSZ".
 int64_t gt_test_intel_time(const char *iso);
+// Adds the collateral a catalog.json sample names ("pcs-responses" or "dcap-qvl-json"); dir is
+// the sample folder under tests/data/ ("attestation/tdx/").
+void gt_test_intel_load_collateral(const char *dir, const cJSON *spec, gt_intel_collateral *c);
 // Prints the verdict's reasons (on a test failure).
 void gt_test_intel_print_verdict(const gt_intel_verdict *v);
+
+// ---- a synthetic Intel-like PKI, for what real samples cannot show (revocation, every TCB
+// status): root -> TCB signing, root -> PCK CA -> PCK leaf (carrying a copy of a real PCK
+// leaf's SGX extension). Certificates valid 2020-01-01 .. 2040-01-01.
+typedef struct gt_test_pki gt_test_pki;
+// sgx_ext: the DER value of the SGX extension to put in the PCK leaf.
+gt_test_pki *gt_test_pki_new(const uint8_t *sgx_ext, size_t sgx_ext_len);
+void gt_test_pki_free(gt_test_pki *pki);
+// The root as a gt_x509 (owned by pki).
+const gt_x509 *gt_test_pki_root(const gt_test_pki *pki);
+// PEM of the TCB signing cert + root.
+void gt_test_pki_tcb_chain_pem(const gt_test_pki *pki, gt_buf *out);
+// ECDSA P-256 raw r || s over msg by the TCB signing key.
+void gt_test_pki_tcb_sign(const gt_test_pki *pki, const void *msg, size_t len, uint8_t sig[64]);
+// Rebuilds a v4/v5 quote with the synthetic PCK chain (leaf, CA, root) in its certification
+// data and the QE report re-signed by the synthetic PCK leaf; everything else is kept.
+void gt_test_pki_rebuild_quote(const gt_test_pki *pki, const gt_intel_quote *q, gt_buf *out);
+// A DER CRL (valid 2025-01-01 .. 2026-01-01) by the PCK CA (pck_ca = true) or the root,
+// revoking the PCK leaf / the PCK CA when revoke is true.
+void gt_test_pki_crl(const gt_test_pki *pki, bool pck_ca, bool revoke, gt_buf *out);
 
 #endif
