@@ -25,17 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         cJSON *obj = cJSON_CreateObject();
         if (obj != NULL) {
-            (void)gt_intel_quote_claims_json(&q, obj);
+            gt_err e = gt_intel_quote_claims_json(&q, obj);
+            (void)e;
             cJSON_Delete(obj);
         }
-        (void)gt_intel_quote_verify_signature(&q);
+        gt_err e = gt_intel_quote_verify_signature(&q);
+        (void)e;
     }
     gt_intel_pck_ext ext;
-    (void)gt_intel_pck_ext_parse(&ext, data, size);
+    gt_err e = gt_intel_pck_ext_parse(&ext, data, size);
     gt_intel_collateral c;
     memset(&c, 0, sizeof c);
-    (void)gt_intel_collateral_add(&c, GT_INTEL_COLL_TCB_INFO, data, size);
-    (void)gt_intel_collateral_add(&c, GT_INTEL_COLL_QE_IDENTITY, data, size);
+    e = gt_intel_collateral_add(&c, GT_INTEL_COLL_TCB_INFO, data, size);
+    e = gt_intel_collateral_add(&c, GT_INTEL_COLL_QE_IDENTITY, data, size);
+    (void)e;
     gt_intel_collateral_free(&c);
     return 0;
 }
