@@ -727,7 +727,8 @@ static void tdx_tcb_status_matrix(void **state)
     assert_false(v.accepted);
     // 6. A QE identity of another signer.
     gt_buf qe = {0};
-    qe_identity_doc(pki, "00" QE_MRSIGNER "00" + 4, qe_new, &qe);  // shifted by one byte
+    static const char other_signer[] = "00" QE_MRSIGNER "00";
+    qe_identity_doc(pki, &other_signer[4], qe_new, &qe);  // the real MRSIGNER, shifted a byte
     verify_synthetic(pki, &x.q, NULL, &qe, &v);
     assert_true(gt_intel_verdict_has_reason(&v, "QE identity: QE MRSIGNER does not match"));
     assert_null(v.tcb_status);
