@@ -192,17 +192,20 @@ gt_err gt_intel_collateral_add(gt_intel_collateral *c, gt_intel_coll_kind kind,
                                const uint8_t *data, size_t len)
 {
     GT_ENSURE(len <= COLL_MAX_BYTES, GT_E_LIMIT, "collateral: %zu bytes", len);
+    uint8_t sig[GT_INTEL_SIG_BYTES] = {0};
     switch (kind) {
     case GT_INTEL_COLL_TCB_INFO:
         GT_ENSURE(!c->has_tcb_info, GT_E_STATE, "collateral: TCB info given twice");
-        GT_TRY(gt_err_wrap(signed_json_parse(data, len, "tcbInfo", &c->tcb_info,
-                                             c->tcb_info_sig), "TCB info"));
+        GT_TRY(gt_err_wrap(signed_json_parse(data, len, "tcbInfo", &c->tcb_info, sig),
+                           "TCB info"));
+        memcpy(c->tcb_info_sig, sig, sizeof sig);
         c->has_tcb_info = true;
         return GT_OK;
     case GT_INTEL_COLL_QE_IDENTITY:
         GT_ENSURE(!c->has_qe_identity, GT_E_STATE, "collateral: QE identity given twice");
-        GT_TRY(gt_err_wrap(signed_json_parse(data, len, "enclaveIdentity", &c->qe_identity,
-                                             c->qe_identity_sig), "QE identity"));
+        GT_TRY(gt_err_wrap(signed_json_parse(data, len, "enclaveIdentity", &c->qe_identity, sig),
+                           "QE identity"));
+        memcpy(c->qe_identity_sig, sig, sizeof sig);
         c->has_qe_identity = true;
         return GT_OK;
     case GT_INTEL_COLL_TCB_SIGNING_CHAIN:
@@ -214,11 +217,21 @@ gt_err gt_intel_collateral_add(gt_intel_collateral *c, gt_intel_coll_kind kind,
     case GT_INTEL_COLL_ROOT_CA_CRL:
         GT_ENSURE(c->root_ca_crl.len == 0, GT_E_STATE, "collateral: root CA CRL given twice");
         return crl_add(&c->root_ca_crl, data, len, "root CA CRL");
-    case GT_INTEL_COLL_DCAP_QVL_JSON:
+    case GT_INTEL_COLL_DCAP_QVL_JSON: {
         GT_ENSURE(!c->has_tcb_info && !c->has_qe_identity && c->tcb_chain_count == 0 &&
                       c->pck_crl.len == 0 && c->root_ca_crl.len == 0,
                   GT_E_STATE, "collateral: dcap-qvl JSON must be the only collateral");
-        return gt_err_wrap(dcap_json_add(c, data, len), "dcap-qvl collateral");
+        // Built on the side: a failure leaves c as it was.
+        gt_intel_collateral tmp = {0};
+        gt_err err = dcap_json_add(&tmp, data, len);
+        if (!gt_is_ok(err)) {
+            gt_intel_collateral_free(&tmp);
+            return gt_err_wrap(err, "dcap-qvl collateral");
+        }
+        gt_intel_collateral_free(c);
+        *c = tmp;
+        return GT_OK;
+    }
     default:
         return gt_errf(GT_E_ARG, "collateral: unknown kind %d", (int)kind);
     }

@@ -184,7 +184,8 @@ typedef struct {
 } gt_intel_collateral;
 
 // Adds one piece from memory (copied). GT_E_FORMAT when it does not parse as that kind;
-// GT_E_STATE when that piece was already added.
+// GT_E_STATE when that piece was already added (a dcap-qvl JSON must be the only piece). On
+// failure c is unchanged.
 GT_MUST_USE gt_err gt_intel_collateral_add(gt_intel_collateral *c, gt_intel_coll_kind kind,
                                            const uint8_t *data, size_t len);
 GT_MUST_USE gt_err gt_intel_collateral_add_file(gt_intel_collateral *c, gt_intel_coll_kind kind,
@@ -233,6 +234,10 @@ GT_MUST_USE gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel
                                          gt_intel_verdict *v);
 // Only the quote signature by the attestation key over the signed region (GT_E_AUTH if bad).
 GT_MUST_USE gt_err gt_intel_quote_verify_signature(const gt_intel_quote *q);
+// Adds the verdict to obj: accepted, signature_valid, chain_valid, collateral_valid,
+// tcb_status / platform_tcb_status / tdx_module_status / qe_tcb_status (string or null), fmspc,
+// pce_id, tcb_date (when known), advisory_ids [..], reasons [..].
+GT_MUST_USE gt_err gt_intel_verdict_json(const gt_intel_verdict *v, cJSON *obj);
 // Checks that v lists a reason containing `needle` (for tests and messages).
 bool gt_intel_verdict_has_reason(const gt_intel_verdict *v, const char *needle);
 

@@ -289,6 +289,12 @@ static void tcb_info_check(gt_intel_verdict *v, const gt_intel_quote *q, const c
         return;
     }
     check_dates(v, info, "TCB info", at);
+    uint64_t tcb_type = 0;
+    if (cJSON_GetObjectItemCaseSensitive(info, "tcbType") != NULL &&
+        (!gt_is_ok(gt_json_get_u64(info, "tcbType", &tcb_type)) || tcb_type != 0)) {
+        reason(v, "TCB info: tcbType is not 0 (the only type defined)");
+        return;
+    }
     if (!v->pck_ext_valid) {
         reason(v, "TCB info: cannot match without the PCK certificate's SGX extensions");
         return;
@@ -643,5 +649,57 @@ gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel_verify_para
         return gt_errf(GT_E_AUTH, "intel quote: %s%s", v->reasons[0],
                        v->reason_count > 1 ? " (and more)" : "");
     }
+    return GT_OK;
+}
+
+gt_err gt_intel_verdict_json(const gt_intel_verdict *v, cJSON *obj)
+{
+    cJSON *reasons = cJSON_CreateArray();
+    cJSON *adv = cJSON_CreateArray();
+    bool ok = reasons != NULL && adv != NULL;
+    size_t n = v->reason_count < GT_INTEL_MAX_REASONS ? v->reason_count : GT_INTEL_MAX_REASONS;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = cJSON_AddItemToArray(reasons, cJSON_CreateString(v->reasons[i]));
+    }
+    for (size_t i = 0; ok && i < v->advisory_count; i++) {
+        ok = cJSON_AddItemToArray(adv, cJSON_CreateString(v->advisories[i]));
+    }
+    if (!ok) {
+        cJSON_Delete(reasons);
+        cJSON_Delete(adv);
+        return gt_errf(GT_E_NOMEM, "intel verdict: out of memory");
+    }
+    const struct { const char *name; const char *value; } statuses[] = {
+        {"tcb_status", v->tcb_status},
+        {"platform_tcb_status", v->platform_tcb_status},
+        {"tdx_module_status", v->tdx_module_status},
+        {"qe_tcb_status", v->qe_tcb_status},
+    };
+    ok = cJSON_AddBoolToObject(obj, "accepted", v->accepted) != NULL &&
+         cJSON_AddBoolToObject(obj, "signature_valid", v->signature_valid) != NULL &&
+         cJSON_AddBoolToObject(obj, "chain_valid", v->chain_valid) != NULL &&
+         cJSON_AddBoolToObject(obj, "collateral_valid", v->collateral_valid) != NULL;
+    for (size_t i = 0; ok && i < sizeof statuses / sizeof statuses[0]; i++) {
+        ok = (statuses[i].value != NULL
+                  ? cJSON_AddStringToObject(obj, statuses[i].name, statuses[i].value)
+                  : cJSON_AddNullToObject(obj, statuses[i].name)) != NULL;
+    }
+    if (ok && v->pck_ext_valid) {
+        char fmspc[13], pceid[5];
+        gt_hex_encode(fmspc, sizeof fmspc, v->pck.fmspc, sizeof v->pck.fmspc);
+        gt_hex_encode(pceid, sizeof pceid, v->pck.pce_id, sizeof v->pck.pce_id);
+        ok = cJSON_AddStringToObject(obj, "fmspc", fmspc) != NULL &&
+             cJSON_AddStringToObject(obj, "pce_id", pceid) != NULL;
+    }
+    if (ok && v->tcb_date[0] != '\0') {
+        ok = cJSON_AddStringToObject(obj, "tcb_date", v->tcb_date) != NULL;
+    }
+    if (!ok) {
+        cJSON_Delete(reasons);
+        cJSON_Delete(adv);
+        return gt_errf(GT_E_NOMEM, "intel verdict: out of memory");
+    }
+    cJSON_AddItemToObject(obj, "advisory_ids", adv);
+    cJSON_AddItemToObject(obj, "reasons", reasons);
     return GT_OK;
 }

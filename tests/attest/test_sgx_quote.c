@@ -305,6 +305,13 @@ static void sgx_rejections(void **state)
     assert_null(v.tcb_status);
     gt_intel_collateral_free(&c);
 
+    // A dcap-qvl JSON missing a member leaves the collateral as it was.
+    const char *partial = "{\"tcb_info\":\"{}\",\"tcb_info_signature\":\"00\"}";
+    GT_ASSERT_CODE(gt_intel_collateral_add(&c, GT_INTEL_COLL_DCAP_QVL_JSON,
+                                           (const uint8_t *)partial, strlen(partial)),
+                   GT_E_FORMAT);
+    assert_false(c.has_tcb_info);
+    assert_int_equal(c.tcb_info.len, 0);
     // Malformed collateral pieces are refused when added.
     const char *bad = "{\"tcbInfo\":{\"id\":\"SGX\"}}";  // no signature
     GT_ASSERT_CODE(gt_intel_collateral_add(&c, GT_INTEL_COLL_TCB_INFO, (const uint8_t *)bad,
@@ -314,6 +321,39 @@ static void sgx_rejections(void **state)
                    GT_E_FORMAT);
     GT_ASSERT_CODE(gt_intel_collateral_add(&c, GT_INTEL_COLL_QE_IDENTITY, (const uint8_t *)"{",
                                            1), GT_E_FORMAT);
+    gt_intel_collateral_free(&c);
+
+    // No trusted root is misuse, not a verdict.
+    gt_intel_verify_params none = {.at = 0};
+    GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &none, &v), GT_E_ARG);
+    sample_free(&x);
+}
+
+// The verdict as JSON, for the framework to print.
+static void sgx_verdict_json(void **state)
+{
+    (void)state;
+    sample x;
+    sample_load(&x, "dcap-qvl_sgx_quote");
+    gt_intel_collateral c = {0};
+    char path[4096];
+    gt_test_data_path(path, sizeof path, SGX_DIR "dcap-qvl_sgx_quote_collateral.json");
+    GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_DCAP_QVL_JSON, path));
+    gt_intel_verify_params p = params(sample_at("dcapqvl-sgx-v3"), &c);
+    gt_intel_verdict v;
+    GT_ASSERT_OK(gt_intel_quote_verify(&x.q, &p, &v));
+    cJSON *obj = cJSON_CreateObject();
+    GT_ASSERT_OK(gt_intel_verdict_json(&v, obj));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "accepted")));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(obj, "tcb_status")->valuestring,
+                        "ConfigurationAndSWHardeningNeeded");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(obj, "tdx_module_status")));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(obj, "fmspc")->valuestring,
+                        "00a067110000");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(obj, "advisory_ids")),
+                     2);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(obj, "reasons")), 0);
+    cJSON_Delete(obj);
     gt_intel_collateral_free(&c);
     sample_free(&x);
 }
@@ -328,6 +368,7 @@ int main(void)
         cmocka_unit_test(sgx_truncate_every_offset),
         cmocka_unit_test(sgx_bad_fields_rejected),
         cmocka_unit_test(sgx_rejections),
+        cmocka_unit_test(sgx_verdict_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
