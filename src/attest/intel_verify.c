@@ -555,6 +555,12 @@ gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel_verify_para
     GT_ENSURE(q->signed_region.data != NULL && q->pck_chain_pem.data != NULL, GT_E_ARG,
               "intel quote: verify needs a parsed quote");
 
+    // 0. Only Intel's quoting enclaves are verified here (their QE identity, PCK chain).
+    static const uint8_t intel_qe_vendor[16] = {0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9,
+                                                0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07};
+    if (memcmp(q->header.qe_vendor_id, intel_qe_vendor, sizeof intel_qe_vendor) != 0) {
+        reason(v, "QE vendor id is not Intel's");
+    }
     // 1. The attestation key signed header || body.
     bool sig_ok = gt_is_ok(gt_intel_quote_verify_signature(q));
     if (!sig_ok) {

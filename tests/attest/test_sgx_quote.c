@@ -358,6 +358,43 @@ static void sgx_verdict_json(void **state)
     sample_free(&x);
 }
 
+// Collateral dates: exact format, UTC.
+static void sgx_parse_time(void **state)
+{
+    (void)state;
+    int64_t t = 0;
+    GT_ASSERT_OK(gt_intel_parse_time("2025-07-19T10:56:11Z", &t));
+    assert_int_equal(t, 1752922571);
+    GT_ASSERT_OK(gt_intel_parse_time("1970-01-01T00:00:00Z", &t));
+    assert_int_equal(t, 0);
+    static const char *const bad[] = {
+        "2025-07-19T10:56:11", "2025-07-19 10:56:11Z", "2025-13-01T00:00:00Z",
+        "2025-07-19T10:56:11Z ", "2025-7-19T10:56:11Z", "", "1969-12-31T23:59:59Z",
+        "2025-07-19T24:00:00Z",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        GT_ASSERT_CODE(gt_intel_parse_time(bad[i], &t), GT_E_FORMAT);
+    }
+}
+
+// A quote from another QE vendor is not Intel's to verify.
+static void sgx_other_vendor_rejected(void **state)
+{
+    (void)state;
+    sample x;
+    sample_load(&x, "mobilecoin_hw_quote.dat");
+    x.file.data[12] ^= 0xff;  // qe_vendor_id[0] (signed: the quote signature fails too)
+    gt_intel_quote q;
+    GT_ASSERT_OK(gt_intel_quote_parse(&q, x.file.data, x.file.len));
+    gt_intel_verify_params p = params(sample_at("mobilecoin-sgx-v3"), NULL);
+    gt_intel_verdict v;
+    GT_ASSERT_CODE(gt_intel_quote_verify(&q, &p, &v), GT_E_AUTH);
+    assert_true(gt_intel_verdict_has_reason(&v, "QE vendor id is not Intel's"));
+    assert_true(gt_intel_verdict_has_reason(&v, "quote signature by the attestation key"));
+    assert_true(v.chain_valid);
+    sample_free(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +406,8 @@ int main(void)
         cmocka_unit_test(sgx_bad_fields_rejected),
         cmocka_unit_test(sgx_rejections),
         cmocka_unit_test(sgx_verdict_json),
+        cmocka_unit_test(sgx_parse_time),
+        cmocka_unit_test(sgx_other_vendor_rejected),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
