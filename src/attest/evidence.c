@@ -401,30 +401,7 @@ gt_err gt_claims_add_hex(cJSON *claims, const char *name, const void *p, size_t 
     return GT_OK;
 }
 
-// ---- per-type adapters -------------------------------------------------------------------------
-// The Intel and AMD/NVIDIA format verifiers plug in here (see gt_attest_verify_*).
-
-gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "%s: UNSUPPORTED: verifier not built yet",
-                           gt_tee_type_name(ev->type));
-}
-
-gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "snp: UNSUPPORTED: verifier not built yet");
-}
-
-gt_err gt_attest_verify_nvgpu(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "nvgpu: UNSUPPORTED: verifier not built yet");
-}
+// The per-type verifiers: sim.c (ours), adapters.c (Intel, AMD, NVIDIA format verifiers).
 
 // ---- appraisal ---------------------------------------------------------------------------------
 
