@@ -480,8 +480,12 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
     }
     if (c.invalid.count > 0 || !c.parsed || !c.signature_valid || !c.chain_valid) {
         // Not authentic: the claims say nothing, so no policy reason is added on top.
+        // The verifier's refusals (e.g. an unsupported TCB level) still count: every reason.
         for (size_t i = 0; i < c.invalid.count; i++) {
             GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.invalid.items[i]), out);
+        }
+        for (size_t i = 0; i < c.rejected.count; i++) {
+            GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.rejected.items[i]), out);
         }
         if (reasons.count == 0) {
             GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s: evidence %s", gt_tee_type_name(ev->type),
