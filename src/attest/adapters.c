@@ -258,6 +258,57 @@ out:
 
 // ---- AMD SEV-SNP ---------------------------------------------------------------------------------
 
+// The certificate table a guest gets with its report (configfs-tsm auxblob, SNP_GET_EXT_REPORT;
+// GHCB spec "SNP Extended Guest Request"): entries {GUID[16], offset u32le, length u32le}, ended
+// by an all-zero entry; offsets count from the table start; each certificate is DER.
+#define SNP_CERT_TABLE_MAX 32
+static const uint8_t guid_vcek[16] = {0x63, 0xda, 0x75, 0x8d, 0xe6, 0x64, 0x45, 0x64,
+                                      0xad, 0xc5, 0xf4, 0xb9, 0x3b, 0xe8, 0xac, 0xcd};
+static const uint8_t guid_vlek[16] = {0xa8, 0x07, 0x4b, 0xc2, 0xa2, 0x5a, 0x48, 0x3e,
+                                      0xaa, 0xe6, 0x39, 0xc0, 0x45, 0xa0, 0xb8, 0xa1};
+
+// Adds the VCEK/VLEK of the table to vek and every other certificate (ASK, ASVK, ARK) to inter:
+// a table ARK is only a path element, never trusted (trust comes from --root).
+static gt_err snp_cert_table(const gt_buf *aux, certvec *vek, certvec *inter, gt_strlist *bad)
+{
+    gt_reader r = gt_reader_init(aux->data, aux->len);
+    for (int i = 0; i < SNP_CERT_TABLE_MAX; i++) {
+        uint8_t guid[16] = {0};
+        uint32_t off = 0, len = 0;
+        gt_err e = gt_reader_bytes(&r, guid, sizeof guid);
+        if (gt_is_ok(e)) {
+            e = gt_reader_u32le(&r, &off);
+        }
+        if (gt_is_ok(e)) {
+            e = gt_reader_u32le(&r, &len);
+        }
+        if (!gt_is_ok(e)) {
+            return gt_strlist_addf(bad, "snp certificate table: %s", e.msg);
+        }
+        static const uint8_t zero[16];
+        if (memcmp(guid, zero, sizeof zero) == 0) {
+            return GT_OK;
+        }
+        gt_reader body = gt_reader_init(aux->data, aux->len);
+        gt_span der = {0};
+        e = gt_reader_skip(&body, off);
+        if (gt_is_ok(e)) {
+            e = gt_reader_span(&body, len, &der);
+        }
+        if (!gt_is_ok(e)) {
+            return gt_strlist_addf(bad, "snp certificate table: entry %d: %s", i, e.msg);
+        }
+        gt_x509 *c = NULL;
+        e = gt_x509_parse_der(&c, der.data, der.len);
+        if (!gt_is_ok(e)) {
+            return gt_strlist_addf(bad, "snp certificate table: entry %d: %s", i, e.msg);
+        }
+        bool is_vek = memcmp(guid, guid_vcek, 16) == 0 || memcmp(guid, guid_vlek, 16) == 0;
+        GT_TRY(certvec_push(is_vek ? vek : inter, c));
+    }
+    return gt_strlist_addf(bad, "snp certificate table: more than %d entries", SNP_CERT_TABLE_MAX);
+}
+
 gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
 {
     gt_snp_report rep;
@@ -272,13 +323,21 @@ gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_
               GT_E_NOMEM, "snp claims: out of memory");
 
     const gt_appraise_params *p = ctx->p;
-    certvec roots = {0}, chain = {0};
+    certvec roots = {0}, chain = {0}, vek = {0}, table = {0};
+    const gt_x509 **inter = NULL;
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, certvec_add_files(&roots, p->roots, p->root_count, "root", &c->invalid), out);
     GT_TRY_GOTO(err, certvec_add_files(&chain, p->certs, p->cert_count, "cert", &c->invalid), out);
-    if (chain.n == 0) {
+    if (ev->aux.len > 0) {
+        // Evidence collected with its certificate table (configfs-tsm auxblob).
+        GT_TRY_GOTO(err, snp_cert_table(&ev->aux, &vek, &table, &c->invalid), out);
+    }
+    // The VEK: the first --cert certificate, else the table's VCEK/VLEK.
+    const gt_x509 *leaf = chain.n > 0 ? chain.v[0] : vek.n > 0 ? vek.v[0] : NULL;
+    if (leaf == NULL) {
         GT_TRY_GOTO(err, gt_strlist_addf(&c->invalid, "snp: no VCEK/VLEK certificate given "
-                                                      "(--cert)"),
+                                                      "(--cert, or the evidence's certificate "
+                                                      "table)"),
                     out);
         goto out;
     }
@@ -287,19 +346,21 @@ gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_
                                                       "AMD ARK, or the ASK/ARK chain file)"),
                     out);
     }
-    // The path: the other --cert certificates, then the root files' own (an ASK in the
+    // The path: every other certificate, including the root files' own (an ASK in the
     // ask_ark.pem file given as root is an intermediate; only a self-signed ARK anchors).
-    size_t inter_n = chain.n - 1 + roots.n;
-    const gt_x509 **inter = calloc(inter_n ? inter_n : 1, sizeof *inter);
+    const certvec *parts[4] = {&chain, &vek, &table, &roots};
+    size_t inter_n = 0;
+    inter = calloc(chain.n + vek.n + table.n + roots.n, sizeof *inter);
     GT_ENSURE_GOTO(err, inter != NULL, out, GT_E_NOMEM, "snp: out of memory");
-    for (size_t i = 1; i < chain.n; i++) {
-        inter[i - 1] = chain.v[i];
-    }
-    for (size_t i = 0; i < roots.n; i++) {
-        inter[chain.n - 1 + i] = roots.v[i];
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; i < parts[k]->n; i++) {
+            if (parts[k]->v[i] != leaf) {
+                inter[inter_n++] = parts[k]->v[i];
+            }
+        }
     }
     gt_snp_verify_params vp = {
-        .vek = chain.v[0],
+        .vek = leaf,
         .intermediates = inter,
         .intermediate_count = inter_n,
         .roots = (const gt_x509 *const *)roots.v,
@@ -308,7 +369,6 @@ gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_
     };
     gt_snp_verdict v;
     err = gt_snp_report_verify(&v, &rep, &vp);
-    free(inter);
     if (!gt_is_ok(err)) {
         goto out;
     }
@@ -324,8 +384,11 @@ gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_
                     out);
     }
 out:
+    free(inter);
     certvec_free(&roots);
     certvec_free(&chain);
+    certvec_free(&vek);
+    certvec_free(&table);
     return err;
 }
 
