@@ -426,12 +426,15 @@ static void chip_id_and_tcb_mismatch_rejected(void **state)
     GT_ASSERT_OK(gt_snp_report_parse(&rep, s.report.data, s.report.len));
     const gt_x509 *vek = s.vek.certs[0];
     GT_ASSERT_OK(gt_snp_vek_check_tcb(vek, &rep.reported_tcb));
-    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id));
+    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id, rep.product));
+    // A Milan VCEK's 64-byte hwID must match all 64 bytes, even when asked as Turin.
+    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id, GT_SNP_PRODUCT_TURIN));
 
     uint8_t chip[GT_SNP_CHIP_ID_BYTES];
     memcpy(chip, rep.chip_id, sizeof chip);
     chip[63] ^= 1;
-    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip, rep.product), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip, GT_SNP_PRODUCT_TURIN), GT_E_AUTH);
 
     // current_tcb differs from reported_tcb in this sample (ucode 210 vs 115): the VCEK is for
     // the reported one, so the current one must not match.
