@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void add_reason(gt_snp_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_reason(gt_snp_verdict *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void add_reason(gt_snp_verdict *v, const char *fmt, ...)
 {
     if (v->reason_count < GT_SNP_MAX_REASONS) {
@@ -131,7 +132,9 @@ static void check_key_kind(gt_snp_verdict *v, const gt_snp_report *rep, const gt
     gt_snp_signing_key key = gt_snp_report_signing_key(rep);
     char cn[128] = {0};
     gt_x509_subject_cn(vek, cn, sizeof cn);
-    const char *want = key == GT_SNP_KEY_VCEK ? "SEV-VCEK" : key == GT_SNP_KEY_VLEK ? "SEV-VLEK" : NULL;
+    const char *want = key == GT_SNP_KEY_VCEK   ? "SEV-VCEK"
+                       : key == GT_SNP_KEY_VLEK ? "SEV-VLEK"
+                                                : NULL;
     if (want == NULL) {
         add_reason(v, "report signing key is %s (signer_info 0x%08x): not signed by a VCEK/VLEK",
                    gt_snp_signing_key_name(key), rep->signer_info);
