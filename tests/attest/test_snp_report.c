@@ -486,15 +486,25 @@ static void expired_vlek_rejected(void **state)
     assert_true(v.ok);
     assert_true(v.chip_id_valid);  // not applicable to a VLEK (chip_id is zero)
 
-    static const int64_t bad_times[] = {1767225600 /* 2026-01-01 */, 1704067200 /* 2024-01-01 */};
+    static const struct {
+        int64_t at;
+        const char *why;
+    } bad[] = {
+        {1767225600, "expired"},        // 2026-01-01
+        {1704067200, "not yet valid"},  // 2024-01-01
+    };
     for (size_t i = 0; i < 2; i++) {
-        p.at = bad_times[i];
+        p.at = bad[i].at;
         GT_ASSERT_OK(gt_snp_report_verify(&v, &rep, &p));
         assert_false(v.ok);
         assert_false(v.chain_valid);
         assert_true(v.signature_valid);
         assert_int_equal(v.reason_count, 1);
         assert_true(has_reason(&v, "chain"));
+        if (!has_reason(&v, bad[i].why)) {
+            fail_msg("at %lld: reason \"%s\" does not say %s", (long long)bad[i].at,
+                     v.reasons[0], bad[i].why);
+        }
     }
     sample_free(&s);
 }
