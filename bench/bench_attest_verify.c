@@ -54,7 +54,7 @@ static void read_file(const char *dir, const char *file, gt_buf *b)
             }                                                                            \
         }                                                                                \
         double us_ = (gt_now_seconds() - t0_) * 1e6 / (iters);                           \
-        printf("| %-44s | %10.1f |\n", name, us_);                                       \
+        printf("| %-45s | %10.1f |\n", name, us_);                                       \
     } while (0)
 
 int main(int argc, char **argv)
@@ -87,25 +87,39 @@ int main(int argc, char **argv)
         fprintf(stderr, "setup failed\n");
         return 1;
     }
-    gt_snp_verify_params sp = {.vek = vek[0], .intermediates = (const gt_x509 *const *)ca,
-                               .intermediate_count = 1,
-                               .roots = (const gt_x509 *const *)&ca[1], .root_count = 1,
-                               .at = (int64_t)time(NULL)};
-    gt_nvgpu_verify_params np = {.leaf = chain[0], .intermediates = (const gt_x509 *const *)&chain[1],
-                                 .intermediate_count = nchain - 1,
-                                 .roots = (const gt_x509 *const *)nvroot, .root_count = 1,
-                                 .at = (int64_t)time(NULL), .expected_nonce = ev->nonce};
+    gt_snp_verify_params sp = {
+        .vek = vek[0],
+        .intermediates = (const gt_x509 *const *)ca,
+        .intermediate_count = 1,
+        .roots = (const gt_x509 *const *)&ca[1],
+        .root_count = 1,
+        .at = (int64_t)time(NULL),
+    };
+    gt_nvgpu_verify_params np = {
+        .leaf = chain[0],
+        .intermediates = (const gt_x509 *const *)&chain[1],
+        .intermediate_count = nchain - 1,
+        .roots = (const gt_x509 *const *)nvroot,
+        .root_count = 1,
+        .at = (int64_t)time(NULL),
+        .expected_nonce = ev->nonce,
+    };
     gt_snp_verdict sv;
     gt_nvgpu_verdict nv;
 
-    printf("| operation (one sample, single thread)        | us per op  |\n");
-    printf("|----------------------------------------------|-----------:|\n");
-    ROW("snp: parse 1184-byte report", 20000, gt_snp_report_parse(&rep, rep_bytes.data, rep_bytes.len));
-    ROW("snp: signature (x||y key, no chain)", 400, gt_snp_report_verify_signature(&rep, vek_xy, l1));
+    printf("| operation (one sample, single thread)         | us per op  |\n");
+    printf("|-----------------------------------------------|-----------:|\n");
+    ROW("snp: parse 1184-byte report", 20000,
+        gt_snp_report_parse(&rep, rep_bytes.data, rep_bytes.len));
+    ROW("snp: signature (x||y key, no chain)", 400,
+        gt_snp_report_verify_signature(&rep, vek_xy, l1));
     ROW("snp: full verdict (chain, sig, TCB, chip)", 100, gt_snp_report_verify(&sv, &rep, &sp));
-    ROW("nvgpu: parse 4117-byte evidence", 20000, gt_nvgpu_evidence_parse(ev, ev_bytes.data, ev_bytes.len));
-    ROW("nvgpu: signature (x||y key, no chain)", 400, gt_nvgpu_evidence_verify_signature(ev, leaf_xy, l2));
-    ROW("nvgpu: full verdict (5-cert chain, sig, FWID)", 100, gt_nvgpu_evidence_verify(&nv, ev, &np));
+    ROW("nvgpu: parse 4117-byte evidence", 20000,
+        gt_nvgpu_evidence_parse(ev, ev_bytes.data, ev_bytes.len));
+    ROW("nvgpu: signature (x||y key, no chain)", 400,
+        gt_nvgpu_evidence_verify_signature(ev, leaf_xy, l2));
+    ROW("nvgpu: full verdict (5-cert chain, sig, FWID)", 100,
+        gt_nvgpu_evidence_verify(&nv, ev, &np));
     if (!sv.ok || !nv.ok) {
         fprintf(stderr, "verdicts not ok\n");
         return 1;

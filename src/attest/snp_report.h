@@ -31,6 +31,7 @@
 #define GT_SNP_REPORT_DATA_BYTES 64
 #define GT_SNP_HOST_DATA_BYTES 32
 #define GT_SNP_CHIP_ID_BYTES 64
+#define GT_SNP_TURIN_HWID_BYTES 8      // Turin VCEK hwID: chip_id[0..8)
 #define GT_SNP_SIG_ALGO_ECDSA_P384_SHA384 1
 
 // Guest policy bits (ABI spec, "GUEST_POLICY").
@@ -179,11 +180,14 @@ typedef struct {
 // misuse or a crypto-library failure (GT_E_NOMEM, GT_E_CRYPTO).
 GT_MUST_USE gt_err gt_snp_report_verify(gt_snp_verdict *v, const gt_snp_report *rep,
                                         const gt_snp_verify_params *p);
-// Compares the VEK's TCB extensions with tcb (and hwID with chip_id when chip_id != NULL).
-// GT_E_AUTH with the first mismatching field; GT_E_NOTFOUND/GT_E_FORMAT for a missing or
-// malformed extension.
+// Compares the VEK's blSPL/teeSPL/snpSPL/ucodeSPL (and fmcSPL when tcb->has_fmc) extensions with
+// tcb. GT_E_AUTH naming the first mismatching field; GT_E_NOTFOUND / GT_E_FORMAT for a missing
+// or malformed extension.
 GT_MUST_USE gt_err gt_snp_vek_check_tcb(const gt_x509 *vek, const gt_snp_tcb *tcb);
+// Compares the VCEK's hwID extension with the report's chip_id (all 64 bytes; for Turin, whose
+// VCEKs carry an 8-byte hwID, the first 8). GT_E_AUTH on mismatch.
 GT_MUST_USE gt_err gt_snp_vek_check_chip_id(const gt_x509 *vek,
-                                            const uint8_t chip_id[GT_SNP_CHIP_ID_BYTES]);
+                                            const uint8_t chip_id[GT_SNP_CHIP_ID_BYTES],
+                                            gt_snp_product product);
 
 #endif

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void add_reason(gt_snp_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_reason(gt_snp_verdict *v, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void add_reason(gt_snp_verdict *v, const char *fmt, ...)
 {
     if (v->reason_count < GT_SNP_MAX_REASONS) {
@@ -84,23 +85,26 @@ gt_err gt_snp_vek_check_tcb(const gt_x509 *vek, const gt_snp_tcb *tcb)
     return GT_OK;
 }
 
-gt_err gt_snp_vek_check_chip_id(const gt_x509 *vek, const uint8_t chip_id[GT_SNP_CHIP_ID_BYTES])
+gt_err gt_snp_vek_check_chip_id(const gt_x509 *vek, const uint8_t chip_id[GT_SNP_CHIP_ID_BYTES],
+                                gt_snp_product product)
 {
     gt_span val = {0};
     GT_TRY(gt_err_wrap(gt_x509_extension(vek, GT_SNP_OID_HWID, &val), "VCEK hwID"));
     gt_span id = val;
-    if (val.len != GT_SNP_CHIP_ID_BYTES) {
-        // KDS writes the 64 raw bytes; accept a DER OCTET STRING around them too.
+    if (val.len != GT_SNP_CHIP_ID_BYTES && val.len != GT_SNP_TURIN_HWID_BYTES) {
+        // KDS writes the raw bytes; accept a DER OCTET STRING around them too.
         gt_reader r = gt_reader_init(val.data, val.len);
         size_t n = 0;
         GT_TRY(gt_err_wrap(der_header(&r, 0x04, &n), "VCEK hwID"));
         GT_TRY(gt_err_wrap(gt_reader_span(&r, n, &id), "VCEK hwID"));
         GT_TRY(gt_reader_expect_end(&r, "VCEK hwID"));
     }
-    GT_ENSURE(id.len == GT_SNP_CHIP_ID_BYTES, GT_E_FORMAT, "VCEK hwID: %zu bytes (expected 64)",
-              id.len);
-    GT_ENSURE(gt_ct_equal(id.data, chip_id, GT_SNP_CHIP_ID_BYTES), GT_E_AUTH,
-              "VCEK hwID != report chip_id");
+    // Turin VCEKs are issued for the first 8 bytes of the chip id only.
+    bool short_ok = product == GT_SNP_PRODUCT_TURIN && id.len == GT_SNP_TURIN_HWID_BYTES;
+    GT_ENSURE(id.len == GT_SNP_CHIP_ID_BYTES || short_ok, GT_E_FORMAT,
+              "VCEK hwID: %zu bytes (expected 64%s)", id.len,
+              product == GT_SNP_PRODUCT_TURIN ? " or 8" : "");
+    GT_ENSURE(gt_ct_equal(id.data, chip_id, id.len), GT_E_AUTH, "VCEK hwID != report chip_id");
     return GT_OK;
 }
 
@@ -128,7 +132,9 @@ static void check_key_kind(gt_snp_verdict *v, const gt_snp_report *rep, const gt
     gt_snp_signing_key key = gt_snp_report_signing_key(rep);
     char cn[128] = {0};
     gt_x509_subject_cn(vek, cn, sizeof cn);
-    const char *want = key == GT_SNP_KEY_VCEK ? "SEV-VCEK" : key == GT_SNP_KEY_VLEK ? "SEV-VLEK" : NULL;
+    const char *want = key == GT_SNP_KEY_VCEK   ? "SEV-VCEK"
+                       : key == GT_SNP_KEY_VLEK ? "SEV-VLEK"
+                                                : NULL;
     if (want == NULL) {
         add_reason(v, "report signing key is %s (signer_info 0x%08x): not signed by a VCEK/VLEK",
                    gt_snp_signing_key_name(key), rep->signer_info);
@@ -224,7 +230,7 @@ gt_err gt_snp_report_verify(gt_snp_verdict *v, const gt_snp_report *rep,
         add_reason(v, "%s", e.msg);
     }
     if (gt_snp_report_signing_key(rep) != GT_SNP_KEY_VLEK) {
-        e = gt_snp_vek_check_chip_id(p->vek, rep->chip_id);
+        e = gt_snp_vek_check_chip_id(p->vek, rep->chip_id, rep->product);
         if (e.code != GT_E_NONE) {
             v->chip_id_valid = false;
             add_reason(v, "%s", e.msg);

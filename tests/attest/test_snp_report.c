@@ -426,12 +426,15 @@ static void chip_id_and_tcb_mismatch_rejected(void **state)
     GT_ASSERT_OK(gt_snp_report_parse(&rep, s.report.data, s.report.len));
     const gt_x509 *vek = s.vek.certs[0];
     GT_ASSERT_OK(gt_snp_vek_check_tcb(vek, &rep.reported_tcb));
-    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id));
+    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id, rep.product));
+    // A Milan VCEK's 64-byte hwID must match all 64 bytes, even when asked as Turin.
+    GT_ASSERT_OK(gt_snp_vek_check_chip_id(vek, rep.chip_id, GT_SNP_PRODUCT_TURIN));
 
     uint8_t chip[GT_SNP_CHIP_ID_BYTES];
     memcpy(chip, rep.chip_id, sizeof chip);
     chip[63] ^= 1;
-    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip, rep.product), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_snp_vek_check_chip_id(vek, chip, GT_SNP_PRODUCT_TURIN), GT_E_AUTH);
 
     // current_tcb differs from reported_tcb in this sample (ucode 210 vs 115): the VCEK is for
     // the reported one, so the current one must not match.
@@ -483,15 +486,25 @@ static void expired_vlek_rejected(void **state)
     assert_true(v.ok);
     assert_true(v.chip_id_valid);  // not applicable to a VLEK (chip_id is zero)
 
-    static const int64_t bad_times[] = {1767225600 /* 2026-01-01 */, 1704067200 /* 2024-01-01 */};
+    static const struct {
+        int64_t at;
+        const char *why;
+    } bad[] = {
+        {1767225600, "expired"},        // 2026-01-01
+        {1704067200, "not yet valid"},  // 2024-01-01
+    };
     for (size_t i = 0; i < 2; i++) {
-        p.at = bad_times[i];
+        p.at = bad[i].at;
         GT_ASSERT_OK(gt_snp_report_verify(&v, &rep, &p));
         assert_false(v.ok);
         assert_false(v.chain_valid);
         assert_true(v.signature_valid);
         assert_int_equal(v.reason_count, 1);
         assert_true(has_reason(&v, "chain"));
+        if (!has_reason(&v, bad[i].why)) {
+            fail_msg("at %lld: reason \"%s\" does not say %s", (long long)bad[i].at,
+                     v.reasons[0], bad[i].why);
+        }
     }
     sample_free(&s);
 }
