@@ -110,6 +110,17 @@ static void usage_errors_exit_64(void **state)
             fail_msg("row %zu: exit %d, want 64", i, rc);
         }
     }
+    // Hardware collection where there is none: a clear error, exit 1, no file.
+    char none[4300], out[4300];
+    snprintf(none, sizeof none, "%s/none", g_dir);
+    snprintf(out, sizeof out, "%s/hw.bin", g_dir);
+    const char *hw[] = {"attest", "--type", "snp", "--tsm-root", none, "--device", none,
+                        "--report-data", "00", "--out", out, NULL};
+    gt_buf o = {0};
+    assert_int_equal(gt_test_run_cli(&o, hw), 1);
+    assert_non_null(strstr((char *)o.data, "snp: open"));
+    assert_false(gt_path_exists(out));
+    gt_buf_free(&o);
     const char *h[] = {"verify", "--help", NULL};
     assert_int_equal(run(NULL, h), 0);
     const char *h2[] = {"attest", "--help", NULL};
