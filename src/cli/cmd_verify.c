@@ -96,6 +96,12 @@ static void print_text(const gt_appraisal *a, const char *path)
             printf("  %-20s %s\n", c->string, cJSON_IsTrue(c) ? "true" : "false");
         } else if (cJSON_IsNumber(c)) {
             printf("  %-20s %.0f\n", c->string, c->valuedouble);
+        } else if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+            char *text = cJSON_PrintUnformatted(c);  // nested claims: compact, cut for the eye
+            if (text != NULL) {
+                printf("  %-20s %.100s%s\n", c->string, text, strlen(text) > 100 ? "..." : "");
+                free(text);
+            }
         }
     }
     printf("verdict:   %s\n", gt_verdict_name(a->verdict));
