@@ -10,3 +10,5 @@ GT_CLI_COMMAND(verify_dataset, "check a sealed dataset's signature and every chu
 GT_CLI_COMMAND(unseal, "decrypt a sealed dataset into one llm.c shard")
 GT_CLI_COMMAND(ledger, "verify or show a holder's hash-chained decision ledger")
 GT_CLI_COMMAND(version, "print the version and build configuration")
+GT_CLI_COMMAND(attest, "collect evidence (sim, or tdx/snp via configfs-tsm) bound to report_data")
+GT_CLI_COMMAND(verify, "verify and appraise evidence: exit 0 accepted, 1 rejected, 2 invalid")
