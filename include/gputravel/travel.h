@@ -6,7 +6,9 @@
 #ifndef GPUTRAVEL_TRAVEL_H
 #define GPUTRAVEL_TRAVEL_H
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
+#include <gputravel/net.h>
 #include <gputravel/util.h>
 
 #include <stdbool.h>
@@ -61,5 +63,30 @@ GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
 const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name);
 // True when m is in the list (constant-time per entry), or the list is empty.
 bool gt_measurement_allowed(const gt_measurement_list *list, const uint8_t m[GT_MEASUREMENT_BYTES]);
+
+// ---- TEE-backed attestors for attested channels ----------------------------------------------
+// This side proves itself with evidence from the attest layer (sim, tdx or snp) whose report_data
+// is gt_attest_report_data_build("gputravel/attested-tls/v1", binding, -, agreement hash): fresh
+// per TLS session (net.h) and bound to the agreement. The peer's evidence must carry the
+// report_data computed the same way, be accepted by `policy`, and - when the agreement lists
+// measurements for the peer's role - carry one of them (claim "measurement", or "mr_td" for TDX).
+#define GT_TLS_REPORT_DATA_TAG "gputravel/attested-tls/v1"
+
+typedef enum { GT_PEER_TRAINER = 0, GT_PEER_HOLDER, GT_PEER_DEVICE } gt_peer_role;
+
+typedef struct {
+    gt_collect_params collect;         // how this side collects its evidence
+    const gt_policy *policy;           // how the peer's evidence is appraised (NULL: default)
+    const gt_attest_file *roots;       // trust inputs for the peer's evidence (sim root, CAs)
+    size_t root_count;
+    const gt_agreement *agreement;
+    gt_peer_role peer_role;
+    // Out, after an accepted appraisal: "sim measurement 1a2b... (insecure-simulation)". The
+    // channel calls appraise from the thread that accepts or connects; one attestor per thread.
+    char peer_summary[192];
+} gt_tee_attestor;
+
+// The callbacks for gt_channel_connect / gt_listener_accept, backed by t (borrowed).
+gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
 
 #endif
