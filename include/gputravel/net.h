@@ -48,7 +48,7 @@ typedef struct gt_listener gt_listener;  // opaque
 GT_MUST_USE gt_err gt_listener_open(gt_listener **l, const char *addr);
 int gt_listener_port(const gt_listener *l);
 // Accepts one connection and runs the TLS handshake and the evidence exchange. timeout_ms < 0
-// waits forever.
+// waits forever. GT_E_TIMEOUT when no connection came in time or a signal interrupted the wait.
 GT_MUST_USE gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
                                       gt_channel **ch);
 void gt_listener_close(gt_listener *l);

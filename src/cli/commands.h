@@ -8,6 +8,7 @@ GT_CLI_COMMAND(seal, "seal llm.c shards into a signed, encrypted, chunked datase
 GT_CLI_COMMAND(inspect, "show a sealed dataset's manifest (no key needed)")
 GT_CLI_COMMAND(verify_dataset, "check a sealed dataset's signature and every chunk (no key needed)")
 GT_CLI_COMMAND(unseal, "decrypt a sealed dataset into one llm.c shard")
+GT_CLI_COMMAND(holder, "run a data holder's agent: attest trainers, release chunks, keep the ledger")
 GT_CLI_COMMAND(ledger, "verify or show a holder's hash-chained decision ledger")
 GT_CLI_COMMAND(attest, "collect evidence (sim, or tdx/snp via configfs-tsm) bound to report_data")
 GT_CLI_COMMAND(verify, "verify and appraise evidence: exit 0 accepted, 1 rejected, 2 invalid")

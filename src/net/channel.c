@@ -249,6 +249,8 @@ gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeou
     struct pollfd p = {.fd = l->fd, .events = POLLIN};
     int rc = poll(&p, 1, timeout_ms);
     GT_ENSURE(rc != 0, GT_E_TIMEOUT, "accept: no connection within %d ms", timeout_ms);
+    // A signal (e.g. the SIGTERM that asks a server to stop) is not a failed connection.
+    GT_ENSURE(rc > 0 || errno != EINTR, GT_E_TIMEOUT, "accept: interrupted by a signal");
     GT_ENSURE(rc > 0, GT_E_IO, "accept: %s", strerror(errno));
     int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
     GT_ENSURE(fd >= 0, GT_E_IO, "accept: %s", strerror(errno));

@@ -1,0 +1,133 @@
+// gputravel holder as a process: a simulated trainer fetches a chunk from it, a second fetch is
+// refused, SIGTERM stops it cleanly, and the ledger it leaves verifies.
+#include "testlib.h"
+
+#include <gputravel/orchestr.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void holder_process_serves_and_ledgers(void **state)
+{
+    (void)state;
+    char dir[256], p[8][600];
+    gt_test_tmpdir(dir, sizeof dir);
+    const char *names[] = {"in.bin", "keys", "ds", "agreement.json", "simroot", "ledger.log",
+                           "policy.json", "simroot/root-pub.pem"};
+    for (int i = 0; i < 8; i++) {
+        GT_ASSERT_OK(gt_path_join(p[i], sizeof p[i], dir, names[i]));
+    }
+    uint16_t tokens[2000];
+    for (int i = 0; i < 2000; i++) {
+        tokens[i] = (uint16_t)(i % 200);
+    }
+    GT_ASSERT_OK(gt_shard_write(p[0], tokens, 2000));
+    gt_holder_keys keys;
+    GT_ASSERT_OK(gt_keydir_generate(p[1], false, &keys));
+    const char *shards[] = {p[0]};
+    gt_seal_params sp = {.shards = shards, .shard_count = 1, .out_dir = p[2],
+                         .chunk_size = 2000, .vocab_size = 256};
+    gt_seal_result res;
+    GT_ASSERT_OK(gt_seal(&sp, &keys, &res));
+
+    // A free port for the holder: bind, read it, release it.
+    gt_listener *probe = NULL;
+    GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
+    int port = gt_listener_port(probe);
+    gt_listener_close(probe);
+    char key_hex[65], id_hex[33], doc[2048];
+    gt_hex_encode(key_hex, sizeof key_hex, keys.holder_pub, 32);
+    gt_hex_encode(id_hex, sizeof id_hex, res.dataset_id, 16);
+    snprintf(doc, sizeof doc,
+             "{\"version\":1,\"name\":\"cli\",\"model\":{\"layers\":1,\"channels\":8,\"heads\":1,"
+             "\"vocab\":256,\"max_seq\":8,\"init_seed\":1},\"training\":{\"steps\":1,\"batch\":1,"
+             "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"carol\",\"identity_key\":"
+             "\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\",\"token_budget\":100000,"
+             "\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":{},\"allow_simulation\":true,"
+             "\"output\":{\"kind\":\"loss_only\"}}", key_hex, port, id_hex);
+    GT_ASSERT_OK(gt_file_write_atomic(p[3], doc, strlen(doc), 0644));
+    GT_ASSERT_OK(gt_file_write_atomic(p[6], "{\"allow_simulation\":true}", 25, 0644));
+    gt_pkey *root = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&root, NULL, 0, p[4], true));
+    gt_pkey_free(root);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execl(GT_CLI_PATH, GT_CLI_PATH, "holder", "--dataset", p[2], "--key", p[1],
+              "--agreement", p[3], "--ledger", p[5], "--policy", p[6], "--sim-root", p[4],
+              "--root", p[7], (char *)NULL);
+        _exit(127);
+    }
+    gt_agreement a;
+    GT_ASSERT_OK(gt_agreement_load(&a, p[3]));
+    gt_policy *policy = NULL;
+    GT_ASSERT_OK(gt_policy_load_file(&policy, p[6]));
+    gt_buf root_pub = {0};
+    GT_ASSERT_OK(gt_file_read_all(p[7], 1 << 16, &root_pub));
+    gt_attest_file rf = {p[7], gt_buf_span(&root_pub)};
+    gt_tee_attestor att = {.collect = {.type = GT_TEE_SIM, .sim_root = p[4]}, .policy = policy,
+                           .roots = &rf, .root_count = 1, .agreement = &a,
+                           .peer_role = GT_PEER_HOLDER};
+    gt_net_attestor na = gt_tee_attestor_bind(&att);
+    gt_holder_conn *c = NULL;
+    gt_err e = GT_OK;
+    for (int tries = 0; tries < 100; tries++) {
+        e = gt_holder_connect(&c, &a, 0, &na, "trainer-cli");
+        if (gt_is_ok(e)) {
+            break;
+        }
+        usleep(100000);
+    }
+    GT_ASSERT_OK(e);
+    assert_non_null(strstr(att.peer_summary, "insecure-simulation"));
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_OK(gt_holder_fetch(c, 1, GT_FETCH_KEYRELEASE, dev, 0, &buf, &n));
+    assert_int_equal(n, 1000);
+    uint16_t got[1000];
+    GT_ASSERT_OK(gt_device_copy_out(dev, got, buf, 0, sizeof got));
+    assert_memory_equal(got, tokens + 1000, sizeof got);
+    GT_ASSERT_CODE(gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n), GT_E_POLICY);
+    gt_holder_disconnect(c);
+    gt_device_close(dev);
+
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    gt_buf out = {0};
+    int rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", p[5], "--holder-key",
+                                                     key_hex, NULL});
+    assert_int_equal(rc, 0);
+    if (strstr((char *)out.data, "3 entries") == NULL) {  // genesis, grant, refuse
+        gt_buf show = {0};
+        gt_test_run_cli(&show, (const char *[]){"ledger", "show", p[5], NULL});
+        fail_msg("%s", (char *)show.data);
+    }
+    gt_buf_free(&out);
+    gt_buf_free_nowipe(&root_pub);
+    gt_policy_free(policy);
+    gt_holder_keys_wipe(&keys);
+    gt_test_rmtree(dir);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(holder_process_serves_and_ledgers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
