@@ -31,6 +31,11 @@ void gt_ops_cpu_set_threads(int threads)
     }
 }
 
+// Parallel regions pay only above this much work (elements or multiply-adds): on a busy machine
+// every barrier waits for a descheduled thread, which costs more than a small loop.
+#define PAR_MIN_WORK ((size_t)1 << 15)
+#define PAR(work) ((size_t)(work) >= PAR_MIN_WORK)
+
 // Splits [0, n) into nth slices aligned to `align`; slice i is [*lo, *hi).
 static void slice(int n, int nth, int i, int align, int *lo, int *hi)
 {
@@ -47,7 +52,7 @@ static void slice(int n, int nth, int i, int align, int *lo, int *hi)
 static void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
                             int B, int T, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)B * T * C))
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         float *o = out + (size_t)bt * C;
@@ -64,7 +69,7 @@ static void encoder_forward(float *out, const int32_t *inp, const float *wte, co
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
                              int B, int T, int C)
 {
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)B * T * C))
     {
         int lo = 0, hi = 0;
         slice(C, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
@@ -90,7 +95,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int N, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
@@ -119,7 +124,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C;
         const float *x = inp + (size_t)n * C;
@@ -141,7 +146,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
         }
     }
     // Parameter gradients: each thread owns a block of channels and sums rows in order.
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)N * C))
     {
         int lo = 0, hi = 0;
         slice(C, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
@@ -163,7 +168,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int N, int C, int OC)
 {
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)N * C * OC >> 7))
     {
         int lo = 0, hi = 0;
         slice(OC, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
@@ -187,7 +192,7 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
                             const float *inp, const float *weight, int N, int C, int OC,
                             int dinp_accumulate)
 {
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)N * C * OC >> 7))
     {
         int nth = omp_get_num_threads(), me = omp_get_thread_num();
         int lo = 0, hi = 0;
@@ -224,7 +229,7 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3) schedule(static)
+#pragma omp parallel for collapse(3) schedule(static) if (PAR((size_t)B * T * T * C >> 5))
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < NH; h++) {
@@ -276,7 +281,7 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)B * T * T * C >> 4))
     {
         float *datt = malloc(sizeof(float) * (size_t)T);
 #pragma omp for collapse(2) schedule(static)
@@ -329,7 +334,7 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
 
 static void gelu_forward(float *out, const float *inp, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * 8))
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
@@ -340,7 +345,7 @@ static void gelu_forward(float *out, const float *inp, size_t N)
 // dinp = gelu'(inp) * dout (dinp may alias dout)
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * 8))
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
@@ -355,7 +360,7 @@ static void gelu_backward(float *dinp, const float *inp, const float *dout, size
 
 static void residual_forward(float *out, const float *inp1, const float *inp2, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t i = 0; i < N; i++) {
         out[i] = inp1[i] + inp2[i];
     }
@@ -363,7 +368,7 @@ static void residual_forward(float *out, const float *inp1, const float *inp2, s
 
 static void residual_backward(float *dinp1, float *dinp2, const float *dout, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t i = 0; i < N; i++) {
         dinp1[i] += dout[i];
         dinp2[i] += dout[i];
@@ -376,7 +381,7 @@ static void residual_backward(float *dinp1, float *dinp2, const float *dout, siz
 static void softmax_crossentropy(float *losses, float *logits, const int32_t *targets, int BT,
                                  int V, int Vp, int grad, float dloss)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)BT * V))
     for (int n = 0; n < BT; n++) {
         float *l = logits + (size_t)n * Vp;
         float maxv = -INFINITY;
@@ -434,7 +439,7 @@ static void sum_of_squares(double *out, const float *x, size_t N)
         *out = total;
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t blk = 0; blk < nblocks; blk++) {
         double s = 0.0;
         size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
@@ -454,7 +459,7 @@ static void adamw(float *params, float *m, float *v, const float *grads, size_t 
                   float beta1, float beta2, float eps, float wd, float bc1, float bc2,
                   float grad_scale)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N * 2))
     for (size_t i = 0; i < N; i++) {
         float g = grads[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;

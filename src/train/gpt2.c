@@ -521,6 +521,7 @@ gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int
                                 float loss_scale, float *loss)
 {
     GT_ENSURE(targets != 0, GT_E_ARG, "gpt2: backward needs targets");
+    GT_TRY(ensure_acts(m, B, T));  // shapes checked before gradients exist
     GT_TRY(ensure_grads(m));
     float dloss = loss_scale / ((float)B * (float)T);
     GT_TRY(forward(m, inputs, targets, B, T, true, dloss, loss));
