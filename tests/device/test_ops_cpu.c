@@ -535,5 +535,8 @@ int main(void)
         cmocka_unit_test(fd_softmax_crossentropy),
         cmocka_unit_test(adamw_and_sumsq),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
+    setenv("GT_CPU_SIMD", "off", 1);  // and again on the scalar paths
+    failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
+    return failed;
 }
