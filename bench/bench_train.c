@@ -1,7 +1,9 @@
 // Training-step throughput of the cpu device: tokens/s of a full step (zero_grad, batch gather,
 // forward, backward, AdamW) for the two configs, achieved GFLOP/s, and peak RSS against
 // the bytes of parameters + gradients + AdamW state + activations. Each config runs in its own
-// child process so that its peak RSS is its own.
+// child process so that its peak RSS is its own. "cpu ms/step" is the CPU time of all threads
+// for one step: on a machine shared with other work, wall time varies with the load, and
+// cpu ms / threads is what the step costs when the cores are free.
 //
 //   bench_train [a|b|all] [--steps N] [--warmup N] [--threads N]
 //   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M (L=12 C=768 NH=12) B=4 T=64
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -26,6 +29,13 @@ static const bench_cfg configs[] = {
     {"a", 4, 256, 4, 50257, 1024, 4, 256, 273.0},
     {"b", 12, 768, 12, 50257, 1024, 4, 64, 35.0},
 };
+
+static double cpu_seconds(void)  // CPU time of the whole process, all threads
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -78,19 +88,20 @@ static void run_config(const bench_cfg *c, int steps, int warmup, int threads, i
     CHECK(gt_loader_create(&l, dev, &data, &n64, 1, c->B, c->T, c->V, false, 0));
     gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
     double *ms = calloc((size_t)steps, sizeof *ms), *fwd_ms = calloc((size_t)steps, sizeof *ms);
-    double *upd_ms = calloc((size_t)steps, sizeof *ms);
+    double *upd_ms = calloc((size_t)steps, sizeof *ms), *cpu_ms = calloc((size_t)steps, sizeof *ms);
     float loss = 0.0f;
     for (int s = 0; s < warmup + steps; s++) {
-        double t0 = gt_now_seconds();
+        double t0 = gt_now_seconds(), c0 = cpu_seconds();
         CHECK(gt_gpt2_zero_grad(m));
         CHECK(gt_loader_next(l));
         CHECK(gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l), c->B, c->T,
                                        1.0f, &loss));
         double t1 = gt_now_seconds();
         CHECK(gt_gpt2_update(m, &opt, 1e-4f, NULL));
-        double t2 = gt_now_seconds();
+        double t2 = gt_now_seconds(), c2 = cpu_seconds();
         if (s >= warmup) {
             ms[s - warmup] = (t2 - t0) * 1e3;
+            cpu_ms[s - warmup] = (c2 - c0) * 1e3;
             upd_ms[s - warmup] = (t2 - t1) * 1e3;
             // a forward alone (no grad), to split the step: not part of the timed step
             double f0 = gt_now_seconds();
@@ -102,22 +113,24 @@ static void run_config(const bench_cfg *c, int steps, int warmup, int threads, i
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
     qsort(fwd_ms, (size_t)steps, sizeof *ms, cmp_double);
     qsort(upd_ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(cpu_ms, (size_t)steps, sizeof *ms, cmp_double);
     double med = ms[steps / 2], tok_s = c->B * c->T / (med / 1e3);
     uint64_t np = gt_gpt2_num_params(m);
     uint64_t model_bytes = np * 4 * 4 + gt_gpt2_activation_bytes(&cfg, c->B, c->T);
     char line[512];
     int n = snprintf(line, sizeof line,
-                     "%s %d %d %d %d %d %llu %.1f %.1f %.1f %.1f %.1f %.1f %.2f %llu\n", c->name,
-                     c->L, c->C, c->NH, c->B, c->T, (unsigned long long)np, med, ms[0],
+                     "%s %d %d %d %d %d %llu %.1f %.1f %.1f %.1f %.1f %.1f %.2f %llu %.1f\n",
+                     c->name, c->L, c->C, c->NH, c->B, c->T, (unsigned long long)np, med, ms[0],
                      fwd_ms[steps / 2], upd_ms[steps / 2], tok_s,
                      step_flops(c, cfg.padded_vocab_size) / (med / 1e3) / 1e9, loss,
-                     (unsigned long long)model_bytes);
+                     (unsigned long long)model_bytes, cpu_ms[steps / 2]);
     if (write(fd, line, (size_t)n) != n) {
         exit(1);
     }
     free(ms);
     free(fwd_ms);
     free(upd_ms);
+    free(cpu_ms);
     gt_loader_free(l);
     gt_gpt2_free(m);
     gt_device_close(dev);
@@ -146,10 +159,10 @@ int main(int argc, char **argv)
     }
     printf("GPT-2 training step on the cpu device, %d threads, median of %d steps (%d warmup)\n",
            threads, steps, warmup);
-    printf("| cfg | L | C | NH | B | T | params | step ms (median/min) | fwd ms | adamw ms | "
-           "tok/s | llm.c tok/s | speedup | GFLOP/s | peak RSS | params+grads+adam+acts | "
-           "ratio |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| cfg | L | C | NH | B | T | params | step ms (median/min) | cpu ms/step | fwd ms | "
+           "adamw ms | tok/s | llm.c tok/s | speedup | GFLOP/s | peak RSS | "
+           "params+grads+adam+acts | ratio |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
         const bench_cfg *c = &configs[k];
         if (strcmp(which, "all") != 0 && strcmp(which, c->name) != 0) {
@@ -176,17 +189,18 @@ int main(int argc, char **argv)
         char name[8];
         int L, C, NH, B, T;
         unsigned long long np, model_bytes;
-        double med, mn, fwd, upd, tok_s, gflops, loss;
-        if (got <= 0 || sscanf(buf, "%7s %d %d %d %d %d %llu %lf %lf %lf %lf %lf %lf %lf %llu",
-                               name, &L, &C, &NH, &B, &T, &np, &med, &mn, &fwd, &upd, &tok_s,
-                               &gflops, &loss, &model_bytes) != 15) {
+        double med, mn, fwd, upd, tok_s, gflops, loss, cpu;
+        if (got <= 0 ||
+            sscanf(buf, "%7s %d %d %d %d %d %llu %lf %lf %lf %lf %lf %lf %lf %llu %lf", name, &L,
+                   &C, &NH, &B, &T, &np, &med, &mn, &fwd, &upd, &tok_s, &gflops, &loss,
+                   &model_bytes, &cpu) != 16) {
             fprintf(stderr, "config %s failed (status %d)\n", c->name, status);
             return 1;
         }
         double rss = (double)ru.ru_maxrss * 1024.0;
         printf("| %s | %d | %d | %d | %d | %d | %.1fM | %.0f / %.0f | %.0f | %.0f | %.0f | %.0f | "
-               "%.2fx | %.1f | %.0f MiB | %.0f MiB | %.2f |\n",
-               name, L, C, NH, B, T, np / 1e6, med, mn, fwd, upd, tok_s, c->llmc_tok_s,
+               "%.0f | %.2fx | %.1f | %.0f MiB | %.0f MiB | %.2f |\n",
+               name, L, C, NH, B, T, np / 1e6, med, mn, cpu, fwd, upd, tok_s, c->llmc_tok_s,
                tok_s / c->llmc_tok_s, gflops, rss / 1048576.0, model_bytes / 1048576.0,
                rss / (double)model_bytes);
         fflush(stdout);
