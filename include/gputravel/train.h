@@ -53,6 +53,9 @@ GT_MUST_USE gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_c
 // GPT-2 init from seed: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
 // wpe N(0, 0.02), padded wte rows 0, biases 0, layernorm weights 1. Same seed, same bits.
 GT_MUST_USE gt_err gt_gpt2_init_random(gt_gpt2 *m, uint64_t seed);
+// Parses an llm.c checkpoint header (GT_GPT2_CKPT_HEADER_BYTES, untrusted): magic, version 3
+// (GT_E_UNSUPPORTED for others, bf16 included), then a config that passes gt_gpt2_config_check.
+GT_MUST_USE gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg);
 // Reads an llm.c fp32 checkpoint (header magic, version 3, exact file size) onto the device.
 GT_MUST_USE gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path);
 // Writes the parameters as an llm.c fp32 checkpoint, atomically.

@@ -59,8 +59,7 @@ static gt_err open_sized(const char *path, FILE **fp, uint64_t *size)
     return GT_OK;
 }
 
-// Parses the llm.c header into cfg.
-static gt_err ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
+gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
 {
     gt_reader r = gt_reader_init(hdr, len);
     int32_t h[8] = {0};
@@ -93,7 +92,7 @@ gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
     uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES];
     size_t got = fread(hdr, 1, sizeof hdr, fp);
     gt_gpt2_config cfg = {0};
-    GT_TRY_GOTO(err, ckpt_header_parse(hdr, got, &cfg), fail);
+    GT_TRY_GOTO(err, gt_gpt2_ckpt_header_parse(hdr, got, &cfg), fail);
     size_t sizes[GT_GPT2_NUM_TENSORS];
     uint64_t want = GT_GPT2_CKPT_HEADER_BYTES + (uint64_t)gt_gpt2_param_sizes(&cfg, sizes) * 4;
     GT_ENSURE_GOTO(err, size >= want, fail, GT_E_TRUNCATED,
