@@ -49,7 +49,8 @@ static void usage(void)
         "  --log-json PATH         one JSON object per step\n"
         "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
         "\n"
-        "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n");
+        "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
+        "and each validation: val N/M | val loss X\n");
 }
 
 typedef struct {
@@ -403,7 +404,7 @@ int gt_cmd_train(int argc, char **argv)
         if (val != NULL && (last || (o.val_every > 0 && (step + 1) % o.val_every == 0))) {
             GT_TRY_GOTO(err, validate(m, val, o.val_batches, o.B, o.T, &vloss), out);
             vcurve[done - 1] = vloss;
-            printf("step %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
+            printf("val %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
             fflush(stdout);
         }
         if (log != NULL) {

@@ -73,7 +73,7 @@ static void acceptance_command_matches_library(void **state)
     }
     float cli[10];
     assert_int_equal(parse_losses((char *)o.data, 0, cli, 10), 10);
-    assert_non_null(strstr((char *)o.data, "step 10/10 | val loss "));
+    assert_non_null(strstr((char *)o.data, "\nval 10/10 | val loss "));
     assert_non_null(strstr((char *)o.data, " tok/s\n"));
 
     // the same run through the library: batch k = tokens [k*B*T, k*B*T + B*T]

@@ -196,10 +196,63 @@ static void state_file_bad_input(void **state)
     gt_test_rmtree(dir);
 }
 
+// Every reduction runs in an order fixed by the shapes, not by the thread count: a run resumed
+// with another --threads continues bit for bit. Shapes here are large enough that every kernel
+// takes its parallel path.
+static void thread_count_does_not_change_bits(void **state)
+{
+    (void)state;
+    const gt_gpt2_config big = {.max_seq_len = 64, .vocab_size = 100, .padded_vocab_size = 128,
+                                .num_layers = 1, .num_heads = 4, .channels = 128};
+    const int Bb = 8, Tb = 64, steps = 2;
+    uint16_t *tok = malloc((size_t)Bb * Tb * steps * 2 + 2);
+    uint64_t rng = 3;
+    for (int i = 0; i < Bb * Tb * steps + 1; i++) {
+        tok[i] = (uint16_t)(gt_rng_u32(&rng) % 100);
+    }
+    float losses[3][2], *params[3];
+    for (int run = 0; run < 3; run++) {
+        gt_device *dev = NULL;
+        gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = run + 1};
+        GT_ASSERT_OK(gt_device_open(&dev, &dc));
+        gt_dbuf data = 0;
+        uint64_t n = (uint64_t)Bb * Tb * steps + 1;
+        GT_ASSERT_OK(gt_device_alloc(dev, n * 2, 0, &data));
+        GT_ASSERT_OK(gt_device_copy_in(dev, data, 0, tok, n * 2));
+        gt_gpt2 *m = NULL;
+        gt_loader *l = NULL;
+        GT_ASSERT_OK(gt_gpt2_create(&m, dev, &big));
+        GT_ASSERT_OK(gt_gpt2_init_random(m, 4));
+        GT_ASSERT_OK(gt_loader_create(&l, dev, &data, &n, 1, Bb, Tb, 100, false, 0));
+        for (int s = 0; s < steps; s++) {
+            GT_ASSERT_OK(gt_gpt2_zero_grad(m));
+            GT_ASSERT_OK(gt_loader_next(l));
+            GT_ASSERT_OK(gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l),
+                                                  Bb, Tb, 1.0f, &losses[run][s]));
+            GT_ASSERT_OK(gt_gpt2_update(m, &opt, 1e-3f, NULL));
+        }
+        size_t np = gt_gpt2_num_params(m);
+        params[run] = malloc(np * 4);
+        GT_ASSERT_OK(gt_gpt2_params_read(m, params[run], np));
+        if (run > 0) {
+            assert_memory_equal(losses[run], losses[0], sizeof losses[0]);
+            assert_memory_equal(params[run], params[0], np * 4);
+        }
+        gt_loader_free(l);
+        gt_gpt2_free(m);
+        gt_device_close(dev);
+    }
+    for (int run = 0; run < 3; run++) {
+        free(params[run]);
+    }
+    free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kill_and_resume_is_bit_identical),
+        cmocka_unit_test(thread_count_does_not_change_bits),
         cmocka_unit_test(state_file_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
