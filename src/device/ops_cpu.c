@@ -166,26 +166,36 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 }
 
 // ---- matmul ---------------------------------------------------------------------------------
+// The output is cut into tiles whose bounds depend only on the shapes (never on the thread
+// count), each tile one single-threaded sgemm; threads take tiles dynamically, so a thread that
+// the OS parks does not hold the others at the barrier, and the bits do not depend on how many
+// threads ran.
+
+// Tiles of at least `min` (a multiple of 16) covering n, at most `most` of them.
+static int tile_size(int n, int min, int most)
+{
+    int t = (n + most - 1) / most;
+    t = (t + 15) / 16 * 16;
+    return t > min ? t : min;
+}
 
 // out (N,OC)= inp (N,C) @ weight(OC,C)^T + bias (OC, may be NULL)
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int N, int C, int OC)
 {
-#pragma omp parallel if (PAR((size_t)N * C * OC >> 7))
-    {
-        int lo = 0, hi = 0;
-        slice(OC, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
-        if (hi > lo) {
-            float beta = 0.0f;
-            if (bias != NULL) {
-                for (int n = 0; n < N; n++) {
-                    memcpy(out + (size_t)n * OC + lo, bias + lo, sizeof(float) * (size_t)(hi - lo));
-                }
-                beta = 1.0f;
+    int ts = tile_size(OC, 128, 64), ntiles = (OC + ts - 1) / ts;
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
+    for (int tile = 0; tile < ntiles; tile++) {
+        int lo = tile * ts, hi = lo + ts < OC ? lo + ts : OC;
+        float beta = 0.0f;
+        if (bias != NULL) {
+            for (int n = 0; n < N; n++) {
+                memcpy(out + (size_t)n * OC + lo, bias + lo, sizeof(float) * (size_t)(hi - lo));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, C, 1.0f, inp, C,
-                        weight + (size_t)lo * C, C, beta, out + lo, OC);
+            beta = 1.0f;
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, C, 1.0f, inp, C,
+                    weight + (size_t)lo * C, C, beta, out + lo, OC);
     }
 }
 
@@ -195,28 +205,36 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
                             const float *inp, const float *weight, int N, int C, int OC,
                             int dinp_accumulate)
 {
-#pragma omp parallel if (PAR((size_t)N * C * OC >> 7))
-    {
-        int nth = omp_get_num_threads(), me = omp_get_thread_num();
-        int lo = 0, hi = 0;
-        // dinp = dout @ weight, rows split
-        slice(N, nth, me, 1, &lo, &hi);
-        if (hi > lo) {
+    // dinp: a few tiles (each packs a whole operand: weight for row tiles, dout for column
+    // tiles, so tile the dimension whose tiles pack less); dweight: tiles of output channels
+    bool by_rows = N >= C;
+    int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 4);
+    int nrow = by_rows ? (N + rs - 1) / rs : (C + rs - 1) / rs;
+    int ws = tile_size(OC, 128, 64), nw = (OC + ws - 1) / ws;
+    float beta = dinp_accumulate ? 1.0f : 0.0f;
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
+    for (int tile = 0; tile < nrow + nw; tile++) {
+        if (tile < nrow && by_rows) {  // dinp rows = dout rows @ weight
+            int lo = tile * rs, hi = lo + rs < N ? lo + rs : N;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, C, OC, 1.0f,
-                        dout + (size_t)lo * OC, OC, weight, C, dinp_accumulate ? 1.0f : 0.0f,
-                        dinp + (size_t)lo * C, C);
+                        dout + (size_t)lo * OC, OC, weight, C, beta, dinp + (size_t)lo * C, C);
+            continue;
         }
-        // dweight += dout^T @ inp, output rows (OC) split
-        slice(OC, nth, me, 16, &lo, &hi);
-        if (hi > lo) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N, 1.0f, dout + lo,
-                        OC, inp, C, 1.0f, dweight + (size_t)lo * C, C);
-            if (dbias != NULL) {
-                for (int n = 0; n < N; n++) {
-                    const float *d = dout + (size_t)n * OC;
-                    for (int o = lo; o < hi; o++) {
-                        dbias[o] += d[o];
-                    }
+        if (tile < nrow) {  // dinp columns = dout @ weight columns
+            int lo = tile * rs, hi = lo + rs < C ? lo + rs : C;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, OC, 1.0f, dout,
+                        OC, weight + lo, C, beta, dinp + lo, C);
+            continue;
+        }
+        // dweight += dout^T @ inp; dbias += column sums of dout
+        int lo = (tile - nrow) * ws, hi = lo + ws < OC ? lo + ws : OC;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N, 1.0f, dout + lo, OC,
+                    inp, C, 1.0f, dweight + (size_t)lo * C, C);
+        if (dbias != NULL) {
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC;
+                for (int o = lo; o < hi; o++) {
+                    dbias[o] += d[o];
                 }
             }
         }
@@ -387,7 +405,7 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     bool vec = have_avx512();
-#pragma omp parallel for schedule(static) if (PAR((size_t)B * T * T * C >> 5))
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)B * T * T * C >> 5))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
         const float *q = inp + (size_t)b * T * C3 + h * hs;
@@ -419,7 +437,7 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
 #pragma omp parallel if (PAR((size_t)B * T * T * C >> 4))
     {
         float *d = malloc(sizeof(float) * (size_t)T * T);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < B * NH; bh++) {
             int b = bh / NH, h = bh % NH;
             const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
