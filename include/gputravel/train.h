@@ -142,16 +142,20 @@ GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t
                                       gt_dbuf *buf, uint64_t *ntokens);
 
 // ---- training state (resume) ----------------------------------------------------------------
-// Beside an llm.c checkpoint PATH, PATH.state holds what llm.c's file does not: the AdamW step
-// and moments (m, v) and the loader position. Format (little-endian): u32 magic "GTTS", u32
-// version 1, 6 x i32 config (maxT, V, Vp, L, NH, C), u64 step, u64 epoch, u64 shard, u64 sample,
-// u64 nparams, u32 has_moments, then nparams f32 m and nparams f32 v when has_moments.
+// PATH.state, written beside an llm.c checkpoint PATH, is self-contained: the parameters again,
+// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file, so a
+// process killed between writing PATH and PATH.state still resumes from a consistent state.
+// Format (little-endian): u32 magic "GTTS", u32 version 1, 6 x i32 config (maxT, V, Vp, L, NH,
+// C), u64 step, u64 epoch, u64 shard, u64 sample, u64 nparams, u32 has_moments, then nparams f32
+// parameters, then nparams f32 m and nparams f32 v when has_moments.
 
 #define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
 #define GT_TRAIN_STATE_VERSION 1
 
 GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path);
-// Loads into a model with the same config; *pos receives the loader position.
+// Loads parameters, step and moments into a model with the same config (the header and size are
+// checked first: then nothing is changed on failure); *pos receives the loader position. A read
+// error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
 
 // ---- sampling ---------------------------------------------------------------------------------

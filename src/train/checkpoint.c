@@ -168,6 +168,7 @@ gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
     gt_err err = GT_OK;
     gt_device *dev = gt_gpt2_internal_device(m);
     GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, w.len), fail);
+    GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, gt_gpt2_internal_params(m), 0, n * 4), fail);
     if (mb != 0) {
         GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, mb, 0, n * 4), fail);
         GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, vb, 0, n * 4), fail);
@@ -226,7 +227,7 @@ gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
     gt_loader_pos p = {0};
     GT_TRY_GOTO(err, state_header_parse(hdr, got, gt_gpt2_get_config(m), n, &step, &p, &has),
                 out);
-    uint64_t want = STATE_HEADER_BYTES + (has ? 2 * n * 4 : 0);
+    uint64_t want = STATE_HEADER_BYTES + n * 4 + (has ? 2 * n * 4 : 0);
     GT_ENSURE_GOTO(err, size >= want, out, GT_E_TRUNCATED, "%llu bytes, expected %llu",
                    (unsigned long long)size, (unsigned long long)want);
     GT_ENSURE_GOTO(err, size == want, out, GT_E_FORMAT, "%llu bytes, expected exactly %llu",
@@ -234,6 +235,9 @@ gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
     gt_device *dev = gt_gpt2_internal_device(m);
     gt_dbuf mb = 0, vb = 0;
     GT_TRY_GOTO(err, gt_gpt2_internal_moments(m, &mb, &vb, has != 0), out);
+    // Past this point a read error leaves the model half-loaded; the caller discards it.
+    GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), 0, n * 4),
+                out);
     if (has) {
         GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, mb, 0, n * 4), out);
         GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, vb, 0, n * 4), out);

@@ -7,9 +7,14 @@
 #include <gputravel/device.h>
 #include <gputravel/train.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MODEL GT_SOURCE_DIR "/tests/oracle/gpt2_tiny_model.bin"
 
@@ -163,6 +168,66 @@ static void resume_through_cli(void **state)
     gt_buf_free(&c);
 }
 
+// The literal kill-at-step-k: a real run saving every step is SIGKILLed at an arbitrary moment
+// (possibly mid-save), resumed from whatever files exist, and its next steps' losses equal an
+// uninterrupted run's.
+static void kill_during_training_then_resume(void **state)
+{
+    (void)state;
+    char ck[512], st[600], steps_s[32];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "kill.bin"));
+    snprintf(st, sizeof st, "%s.state", ck);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execl(GT_CLI_PATH, "gputravel", "train", "--init", MODEL, "--data", shard, "--batch", "2",
+              "--seq", "8", "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on",
+              "--seed", "9", "--threads", "1", "--plot", "none", "--steps", "100000",
+              "--save-every", "1", "--out", ck, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 2000 && !gt_path_exists(st); i++) {
+        usleep(10000);
+    }
+    assert_true(gt_path_exists(st));
+    struct timespec ts = {0, 40 * 1000 * 1000 + (long)(getpid() % 7) * 3000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status));
+
+    gt_buf raw = {0};
+    GT_ASSERT_OK(gt_file_read_all(st, 64u << 20, &raw));
+    gt_reader r = gt_reader_init(raw.data, raw.len);
+    uint64_t k = 0;
+    GT_ASSERT_OK(gt_reader_skip(&r, 32));
+    GT_ASSERT_OK(gt_reader_u64le(&r, &k));
+    gt_buf_free(&raw);
+    assert_true(k >= 1 && k < 5000);
+    print_message("killed after the checkpoint of step %llu\n", (unsigned long long)k);
+    snprintf(steps_s, sizeof steps_s, "%llu", (unsigned long long)k + 3);
+    const char *resume[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq", "8",
+                            "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on", "--seed",
+                            "9", "--threads", "2", "--plot", "none", "--steps", steps_s, NULL};
+    const char *full[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq", "8",
+                          "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on", "--seed",
+                          "9", "--threads", "1", "--plot", "none", "--steps", steps_s, NULL};
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, resume), 0);
+    assert_int_equal(gt_test_run_cli(&b, full), 0);
+    float la[3], *lb = calloc(k + 3, sizeof *lb);
+    assert_int_equal(parse_losses((char *)a.data, (int)k, la, 3), 3);
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, (int)k + 3), (int)k + 3);
+    assert_memory_equal(la, lb + k, sizeof la);
+    free(lb);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+}
+
 static void bad_input_before_training(void **state)
 {
     (void)state;
@@ -245,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(acceptance_command_matches_library, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_through_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(kill_during_training_then_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
     };
