@@ -280,6 +280,59 @@ static void bad_data_and_shapes(void **state)
     gt_device_close(dev);
 }
 
+// Gradient accumulation: two half batches with loss_scale 1/2 give the gradient of the whole
+// batch (up to float32 summation order) and the mean of their losses is its loss.
+static void grad_accumulation_equals_full_batch(void **state)
+{
+    (void)state;
+    gt_device *dev = open_cpu();
+    gt_gpt2 *m = NULL;
+    GT_ASSERT_OK(gt_gpt2_create(&m, dev, &cfg));
+    GT_ASSERT_OK(gt_gpt2_init_random(m, 8));
+    int B = 4, T = 8, BT = B * T;
+    int32_t x[32], y[32];
+    uint64_t rng = 21;
+    for (int i = 0; i < BT; i++) {
+        x[i] = (int32_t)(gt_rng_u32(&rng) % (uint32_t)cfg.vocab_size);
+        y[i] = (int32_t)(gt_rng_u32(&rng) % (uint32_t)cfg.vocab_size);
+    }
+    gt_dbuf xb = 0, yb = 0, xh[2] = {0}, yh[2] = {0};
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof x, 0, &xb));
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof y, 0, &yb));
+    GT_ASSERT_OK(gt_device_copy_in(dev, xb, 0, x, sizeof x));
+    GT_ASSERT_OK(gt_device_copy_in(dev, yb, 0, y, sizeof y));
+    for (int h = 0; h < 2; h++) {
+        GT_ASSERT_OK(gt_device_alloc(dev, sizeof x / 2, 0, &xh[h]));
+        GT_ASSERT_OK(gt_device_alloc(dev, sizeof y / 2, 0, &yh[h]));
+        GT_ASSERT_OK(gt_device_copy_in(dev, xh[h], 0, x + h * BT / 2, sizeof x / 2));
+        GT_ASSERT_OK(gt_device_copy_in(dev, yh[h], 0, y + h * BT / 2, sizeof y / 2));
+    }
+    size_t n = gt_gpt2_num_params(m);
+    float *g1 = malloc(n * 4), *g2 = malloc(n * 4), full = 0.0f, half[2] = {0};
+    GT_ASSERT_OK(gt_gpt2_zero_grad(m));
+    GT_ASSERT_OK(gt_gpt2_forward_backward(m, xb, yb, B, T, 1.0f, &full));
+    GT_ASSERT_OK(gt_gpt2_grads_read(m, g1, n));
+    GT_ASSERT_OK(gt_gpt2_zero_grad(m));
+    for (int h = 0; h < 2; h++) {
+        GT_ASSERT_OK(gt_gpt2_forward_backward(m, xh[h], yh[h], B / 2, T, 0.5f, &half[h]));
+    }
+    GT_ASSERT_OK(gt_gpt2_grads_read(m, g2, n));
+    assert_float_equal(full, 0.5f * (half[0] + half[1]), 1e-6);
+    double gmax = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        gmax = fmax(gmax, fabs(g1[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(g1[i] - g2[i]) > 1e-5 * gmax + 1e-4 * fabs(g1[i])) {
+            fail_msg("grad %zu: full batch %.8g, accumulated %.8g", i, g1[i], g2[i]);
+        }
+    }
+    free(g1);
+    free(g2);
+    gt_gpt2_free(m);
+    gt_device_close(dev);
+}
+
 static void schedule_and_sampler(void **state)
 {
     (void)state;
@@ -337,6 +390,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(checkpoint_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(unshuffled_loader_order, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_data_and_shapes, setup, teardown),
+        cmocka_unit_test(grad_accumulation_equals_full_batch),
         cmocka_unit_test(schedule_and_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
