@@ -117,8 +117,13 @@ float gt_lr_at(const gt_lr_schedule *s, int step);  // step counts from 0
 
 typedef struct {
     uint64_t epoch;
-    uint64_t shard;   // index into this epoch's buffer order
-    uint64_t sample;  // index into that buffer's sample order
+    uint64_t shard;          // index into this epoch's buffer order
+    uint64_t sample;         // index into that buffer's sample order
+    // The loader the position belongs to: B*T per sample, shuffling and seed. gt_loader_seek
+    // refuses a position of another loader (unless sample_tokens is 0: a plain rewind).
+    uint64_t sample_tokens;
+    uint64_t seed;
+    uint32_t shuffle;
 } gt_loader_pos;
 
 typedef struct gt_loader gt_loader;  // opaque; borrows the device and the token buffers
@@ -146,8 +151,9 @@ GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t
 // the AdamW step and moments (m, v) and the loader position, in one atomically renamed file, so a
 // process killed between writing PATH and PATH.state still resumes from a consistent state.
 // Format (little-endian): u32 magic "GTTS", u32 version 1, 6 x i32 config (maxT, V, Vp, L, NH,
-// C), u64 step, u64 epoch, u64 shard, u64 sample, u64 nparams, u32 has_moments, then nparams f32
-// parameters, then nparams f32 m and nparams f32 v when has_moments.
+// C), u64 step, u64 epoch, u64 shard, u64 sample, u64 sample_tokens, u64 seed, u32 shuffle,
+// u64 nparams, u32 has_moments, then nparams f32 parameters, then nparams f32 m and nparams f32
+// v when has_moments.
 
 #define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
 #define GT_TRAIN_STATE_VERSION 1

@@ -254,7 +254,7 @@ static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
 static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, float *loss)
 {
     // Every validation pass reads the same batches: rewind first.
-    GT_TRY(gt_loader_seek(val, (gt_loader_pos){0, 0, 0}));
+    GT_TRY(gt_loader_seek(val, (gt_loader_pos){.epoch = 0}));
     double sum = 0.0;
     for (int i = 0; i < batches; i++) {
         float l = 0.0f;

@@ -140,7 +140,7 @@ fail:
 
 // ---- training state ---------------------------------------------------------------------------
 
-#define STATE_HEADER_BYTES (4 + 4 + 6 * 4 + 5 * 8 + 4)
+#define STATE_HEADER_BYTES (4 + 4 + 6 * 4 + 6 * 8 + 4 + 8 + 4)
 
 gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
 {
@@ -161,6 +161,9 @@ gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
     GT_TRY(gt_writer_u64le(&w, pos.epoch));
     GT_TRY(gt_writer_u64le(&w, pos.shard));
     GT_TRY(gt_writer_u64le(&w, pos.sample));
+    GT_TRY(gt_writer_u64le(&w, pos.sample_tokens));
+    GT_TRY(gt_writer_u64le(&w, pos.seed));
+    GT_TRY(gt_writer_u32le(&w, pos.shuffle));
     GT_TRY(gt_writer_u64le(&w, n));
     GT_TRY(gt_writer_u32le(&w, mb != 0 ? 1 : 0));
     gt_atomic_file f;
@@ -204,11 +207,15 @@ static gt_err state_header_parse(const uint8_t *hdr, size_t len, const gt_gpt2_c
     GT_TRY(gt_reader_u64le(&r, &pos->epoch));
     GT_TRY(gt_reader_u64le(&r, &pos->shard));
     GT_TRY(gt_reader_u64le(&r, &pos->sample));
+    GT_TRY(gt_reader_u64le(&r, &pos->sample_tokens));
+    GT_TRY(gt_reader_u64le(&r, &pos->seed));
+    GT_TRY(gt_reader_u32le(&r, &pos->shuffle));
     GT_TRY(gt_reader_u64le(&r, &n));
     GT_TRY(gt_reader_u32le(&r, has_moments));
     GT_ENSURE(n == nparams, GT_E_FORMAT, "%llu parameters (model has %llu)",
               (unsigned long long)n, (unsigned long long)nparams);
     GT_ENSURE(*has_moments <= 1, GT_E_FORMAT, "has_moments %u", *has_moments);
+    GT_ENSURE(pos->shuffle <= 1, GT_E_FORMAT, "shuffle %u", pos->shuffle);
     GT_ENSURE(*has_moments == 1 || *step == 0, GT_E_FORMAT, "step %llu without moments",
               (unsigned long long)*step);
     return GT_OK;

@@ -163,6 +163,15 @@ static void resume_through_cli(void **state)
     assert_memory_equal(la, lb, sizeof lb);
     assert_memory_equal(la + 3, lc, sizeof lc);
     assert_non_null(strstr((char *)c.data, "step 4/6 | loss "));
+    // resuming with another batch shape would misread the loader position: refused
+    const char *other[40] = {"train", "--resume", ck, "--steps", "6"};
+    memcpy(other + 5, common, nc * sizeof *common);
+    other[5 + 3] = "4";  // --batch 4
+    gt_buf d = {0};
+    assert_int_not_equal(gt_test_run_cli(&d, other), 0);
+    assert_non_null(strstr((char *)d.data, "B*T"));
+    assert_null(strstr((char *)d.data, "step 4/6"));
+    gt_buf_free(&d);
     gt_buf_free(&a);
     gt_buf_free(&b);
     gt_buf_free(&c);

@@ -184,8 +184,20 @@ static void state_file_bad_input(void **state)
     GT_ASSERT_CODE(gt_train_state_load(m2, &pos, st), GT_E_FORMAT);
     assert_int_equal(gt_gpt2_step(m2), 0);
     // a loader position beyond the data
-    GT_ASSERT_CODE(gt_loader_seek(l, (gt_loader_pos){0, 7, 0}), GT_E_FORMAT);
-    GT_ASSERT_CODE(gt_loader_seek(l, (gt_loader_pos){0, 0, 13}), GT_E_FORMAT);
+    gt_loader_pos before = gt_loader_tell(l);
+    GT_ASSERT_CODE(gt_loader_seek(l, (gt_loader_pos){.shard = 7}), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_loader_seek(l, (gt_loader_pos){.sample = 13}), GT_E_FORMAT);
+    // a position from a loader with another batch shape or shuffling is refused
+    gt_loader_pos p = gt_loader_tell(l);
+    p.sample_tokens *= 2;
+    GT_ASSERT_CODE(gt_loader_seek(l, p), GT_E_ARG);
+    p = gt_loader_tell(l);
+    p.shuffle = 1;
+    GT_ASSERT_CODE(gt_loader_seek(l, p), GT_E_ARG);
+    gt_loader_pos after = gt_loader_tell(l);  // failed seeks moved nothing
+    assert_true(before.epoch == after.epoch && before.shard == after.shard &&
+                before.sample == after.sample);
+    GT_ASSERT_OK(gt_loader_seek(l, gt_loader_tell(l)));
 
     gt_buf_free(&good);
     gt_buf_free(&longer);
