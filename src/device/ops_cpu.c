@@ -183,7 +183,7 @@ static int tile_size(int n, int min, int most)
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int N, int C, int OC)
 {
-    int ts = tile_size(OC, 128, 64), ntiles = (OC + ts - 1) / ts;
+    int ts = tile_size(OC, 128, 16), ntiles = (OC + ts - 1) / ts;
 #pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
     for (int tile = 0; tile < ntiles; tile++) {
         int lo = tile * ts, hi = lo + ts < OC ? lo + ts : OC;
@@ -210,7 +210,7 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
     bool by_rows = N >= C;
     int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 4);
     int nrow = by_rows ? (N + rs - 1) / rs : (C + rs - 1) / rs;
-    int ws = tile_size(OC, 128, 64), nw = (OC + ws - 1) / ws;
+    int ws = tile_size(OC, 128, 16), nw = (OC + ws - 1) / ws;
     float beta = dinp_accumulate ? 1.0f : 0.0f;
 #pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
     for (int tile = 0; tile < nrow + nw; tile++) {
