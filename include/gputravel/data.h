@@ -106,7 +106,7 @@ void gt_tokenize_bytes(uint16_t *out, const uint8_t *text, size_t len);
 #define GT_DTYPE_U16LE 1
 #define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
 #define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
-#define GT_SEAL_IO_BYTES (1u << 20)            // streaming buffer: memory is constant in size
+#define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
 
 // One chunk as the signed manifest describes it.
 typedef struct {

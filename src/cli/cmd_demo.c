@@ -140,11 +140,12 @@ static gt_err prepare_dir(demo *d, const char *out)
 // ---- step 1: a corpus -----------------------------------------------------------------------
 
 static const char builtin_text[] =
-    "It was a bright cold day in April, and the clocks were striking thirteen. The hospital's\n"
-    "records, the bank's ledgers and the lab's notebooks each held words no other party could\n"
-    "read, yet together they would teach one model to write. Each holder sealed its text, and\n"
-    "the confidential accelerator travelled to each of them in turn, carrying nothing home but\n"
-    "what the training agreement allowed.\n";
+    "Three organisations kept text that none of them could show the others: a hospital its\n"
+    "discharge notes, a bank its letters to customers, a laboratory its notebooks. Together\n"
+    "they wanted one language model. Each sealed its text under its own keys, and a\n"
+    "confidential accelerator travelled to each of them in turn, took on one chunk at a\n"
+    "time inside its protected memory, and carried nothing home but what the training\n"
+    "agreement allowed.\n";
 
 static int skip_name(const struct dirent *e)
 {

@@ -366,6 +366,18 @@ static void bad_shards(void **state)
                                          "--vocab", "256", NULL},
                    "token 300 at position 1 is outside the vocabulary (256 tokens)");
     assert_false(gt_path_exists(sealed));
+    // a bad token deep in the shard: 124 chunks are already written when it is found, and the
+    // staging folder goes with them
+    uint16_t *late = calloc(4000, sizeof *late);
+    assert_non_null(late);
+    late[3999] = 999;
+    GT_ASSERT_OK(gt_shard_write(bad, late, 4000));
+    free(late);
+    expect_failure((const char *const[]){"seal", bad, "--key", keys_dir, "--out", sealed,
+                                         "--vocab", "500", "--chunk-size", "64", NULL},
+                   "token 999 at position 3999 is outside the vocabulary (500 tokens)");
+    assert_false(gt_path_exists(sealed));
+    assert_int_equal(gt_test_count_files(dir), before + 1);
     // an existing dataset is never overwritten
     expect_failure((const char *const[]){"seal", shard, "--key", keys_dir, "--out", ds, NULL},
                    "already exists and is not an empty folder");

@@ -7,7 +7,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[256];
 static char keys_dir[512], ds_dir[512], shard_a[512], shard_b[512];
@@ -55,6 +57,15 @@ static void read_manifest_bytes(gt_buf *b)
     char path[600];
     GT_ASSERT_OK(gt_path_join(path, sizeof path, ds_dir, GT_MANIFEST_FILE));
     GT_ASSERT_OK(gt_file_read_all(path, 1 << 20, b));
+}
+
+// Rewrites one byte in place (no fsync: thousands of flips must stay fast).
+static void poke(const char *path, size_t at, uint8_t v)
+{
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, &v, 1, (off_t)at), 1);
+    close(fd);
 }
 
 static void round_trip_uneven_chunks(void **state)
@@ -351,6 +362,46 @@ static void seal_failures_leave_nothing(void **state)
     assert_false(gt_path_exists(inside));
 }
 
+// Every single-bit change anywhere in any chunk file is refused by both the keyless check and
+// unseal, and unseal leaves no file behind.
+static void every_bit_of_every_chunk(void **state)
+{
+    (void)state;
+    char tiny[600], out_dir[600], out[700];
+    snprintf(tiny, sizeof tiny, "%s/tiny.bin", dir);
+    snprintf(out_dir, sizeof out_dir, "%s/out", dir);
+    snprintf(out, sizeof out, "%s/x.bin", out_dir);
+    GT_ASSERT_OK(gt_mkdir_p(out_dir, 0700));
+    GT_ASSERT_OK(gt_shard_write(tiny, tokens, 3));
+    const char *shards[] = {tiny};
+    gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = ds_dir, .chunk_size = 4,
+                        .vocab_size = 65536};
+    gt_seal_result r;
+    GT_ASSERT_OK(gt_seal(&p, &keys, &r));
+    assert_int_equal(r.chunk_count, 2);  // 4 + 2 bytes
+    for (uint32_t c = 0; c < 2; c++) {
+        char path[600];
+        GT_ASSERT_OK(gt_chunk_path(path, sizeof path, ds_dir, c));
+        gt_buf b = {0};
+        GT_ASSERT_OK(gt_file_read_all(path, 4096, &b));
+        assert_int_equal(b.len, GT_CHUNK_HEADER_BYTES + (c == 0 ? 4 : 2) + GT_AEAD_TAG_BYTES);
+        for (size_t bit = 0; bit < b.len * 8; bit++) {
+            poke(path, bit / 8, b.data[bit / 8] ^ (uint8_t)(1u << (bit % 8)));
+            gt_err v = gt_dataset_verify(ds_dir, NULL, false, NULL);
+            gt_err u = gt_unseal(ds_dir, &keys, out, false, NULL);
+            if (v.code == GT_E_NONE || u.code == GT_E_NONE) {
+                fail_msg("chunk %u bit %zu: verify %s, unseal %s", c, bit, gt_code_name(v.code),
+                         gt_code_name(u.code));
+            }
+            assert_int_equal(gt_test_count_files(out_dir), 0);
+            poke(path, bit / 8, b.data[bit / 8]);
+        }
+        gt_buf_free_nowipe(&b);
+    }
+    GT_ASSERT_OK(gt_dataset_verify(ds_dir, NULL, false, NULL));
+    GT_ASSERT_OK(gt_unseal(ds_dir, &keys, out, false, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(wrong_key_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(keydir_files_and_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(seal_failures_leave_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(every_bit_of_every_chunk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
