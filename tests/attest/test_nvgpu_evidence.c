@@ -278,6 +278,12 @@ static void wrong_root_rejected(void **state)
     assert_false(v.chain_valid);
     assert_true(v.signature_valid);
     assert_true(has_reason(&v, "chain"));
+    // With the chain's own (untrusted) copy of the NVIDIA root among the intermediates: still
+    // rejected, since only `roots` are trusted.
+    p.intermediate_count = s.chain_count - 1;
+    GT_ASSERT_OK(gt_nvgpu_evidence_verify(&v, ev, &p));
+    assert_false(v.chain_valid);
+    assert_true(has_reason(&v, "chain"));
     p.root_count = 0;
     GT_ASSERT_OK(gt_nvgpu_evidence_verify(&v, ev, &p));
     assert_false(v.chain_valid);
