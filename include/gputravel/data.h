@@ -51,4 +51,27 @@ GT_MUST_USE gt_err gt_shard_writer_commit(gt_shard_writer *w);
 void gt_shard_writer_abort(gt_shard_writer *w);
 GT_MUST_USE gt_err gt_shard_write(const char *path, const uint16_t *tokens, size_t count);
 
+
+// ---- tokenizers -----------------------------------------------------------------------------
+// The byte-level tokenizer (vocab 256, token = byte value) encodes and decodes. An llm.c GPT-2
+// tokenizer file (gpt2_tokenizer.bin: 256 x uint32 header, magic 20240328, version 1 or 2,
+// vocab size, [v2] end-of-text token; then per token a uint8 length and that many bytes) only
+// decodes: it carries no BPE merges, so text is encoded with the byte-level tokenizer.
+#define GT_TOKENIZER_MAGIC 20240328
+#define GT_BYTE_VOCAB 256
+
+typedef struct gt_tokenizer gt_tokenizer;  // opaque; gt_tokenizer_free
+GT_MUST_USE gt_err gt_tokenizer_byte_new(gt_tokenizer **t);
+// Parses an llm.c tokenizer file held in memory (untrusted bytes).
+GT_MUST_USE gt_err gt_tokenizer_parse(gt_tokenizer **t, const uint8_t *data, size_t len);
+GT_MUST_USE gt_err gt_tokenizer_load(gt_tokenizer **t, const char *path);
+void gt_tokenizer_free(gt_tokenizer *t);
+uint32_t gt_tokenizer_vocab_size(const gt_tokenizer *t);
+// End-of-text token, or -1 when the tokenizer has none (byte-level).
+int32_t gt_tokenizer_eot(const gt_tokenizer *t);
+// The bytes of one token (borrowed from t). GT_E_ARG for a token outside the vocabulary.
+GT_MUST_USE gt_err gt_tokenizer_decode(const gt_tokenizer *t, uint32_t token, gt_span *piece);
+// Byte-level encoding: out[i] = text[i]; out holds len tokens.
+void gt_tokenize_bytes(uint16_t *out, const uint8_t *text, size_t len);
+
 #endif

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,6 +85,8 @@ int gt_cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    // A peer that disconnects mid-write must surface as an error from write(), not kill us.
+    signal(SIGPIPE, SIG_IGN);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
