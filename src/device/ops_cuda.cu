@@ -706,6 +706,20 @@ __global__ void softmax_causal_backward_kernel(float *datt, const float *att, in
     }
 }
 
+// dst row = src row with everything above the diagonal 0. One warp per row.
+__global__ void causal_mask_copy_kernel(float *dst, const float *src, int rows, int T)
+{
+    int row = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32);
+    int lane = threadIdx.x % 32;
+    if (row >= rows) {
+        return;
+    }
+    int t = row % T;
+    for (int j = lane; j < T; j += 32) {
+        dst[(size_t)row * T + j] = j <= t ? src[(size_t)row * T + j] : 0.0f;
+    }
+}
+
 static unsigned int warp_rows_blocks(size_t rows)
 {
     return (unsigned int)((rows * 32 + kThreads - 1) / kThreads);
@@ -764,9 +778,6 @@ const char *gt_cuda_attention_backward(gt_cuda_ctx *cx, float *dinp, const float
     // datt (T,T) = dO V^T: column-major datt^T = V . dO^T = (V^T as stored)^T . (dO^T as stored)
     CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, &one, v, hs,
                                       sq, dO, hs, sq, &zero, datt, T, sa, batch));
-    // dv (T,hs) = att^T dO: column-major dv^T = dO^T . att = (dO^T as stored) . (att^T stored)^T
-    CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dO, hs,
-                                      sq, att, T, sa, &zero, dv, hs, sq, batch));
     size_t rows = (size_t)batch * T;
     softmax_causal_backward_kernel<<<warp_rows_blocks(rows), kThreads, 0, cx->stream>>>(
         datt, att, (int)rows, T, scale);
@@ -777,6 +788,14 @@ const char *gt_cuda_attention_backward(gt_cuda_ctx *cx, float *dinp, const float
     // dk (T,hs) = dpre^T Q: column-major dk^T = Q^T . dpre = (Q^T stored) . (dpre^T stored)^T
     CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, q, hs,
                                       sq, datt, T, sa, &zero, dk, hs, sq, batch));
+    // dv reads att as a whole matrix; the cpu kernel reads only t2 <= t. Mask a copy (into the
+    // dpre area, no longer needed) so that the result never depends on att above the diagonal.
+    causal_mask_copy_kernel<<<warp_rows_blocks(rows), kThreads, 0, cx->stream>>>(datt, att,
+                                                                                 (int)rows, T);
+    CK_LAUNCH();
+    // dv (T,hs) = att^T dO: column-major dv^T = dO^T . att = (dO^T as stored) . (att^T stored)^T
+    CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dO, hs,
+                                      sq, datt, T, sa, &zero, dv, hs, sq, batch));
     unpermute_qkv_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(dinp, dq, dk, dv,
                                                                                  B, T, NH, hs);
     CK_LAUNCH();
