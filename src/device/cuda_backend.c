@@ -386,8 +386,11 @@ static void cuda_close(void *impl)
         }
     }
     free(d->bufs);
+    if (cx->scratch != NULL && cx->stream != NULL) {
+        (void)cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream);  // activations
+        (void)cudaStreamSynchronize(cx->stream);
+    }
     if (cx->scratch != NULL) {
-        (void)cudaMemset(cx->scratch, 0, cx->scratch_bytes);
         (void)cudaFree(cx->scratch);
     }
     if (cx->lt_workspace != NULL) {
@@ -596,7 +599,9 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
 out:
     gt_secure_zero(rk, sizeof rk);
     gt_secure_zero(got, sizeof got);
-    (void)cudaMemset(dkey, 0, sizeof rk);  // the launchers wipe it too; this covers early exits
+    // The launchers wipe dkey too; this covers every early exit.
+    (void)cudaMemsetAsync(dkey, 0, sizeof rk, d->cx.stream);
+    (void)cudaStreamSynchronize(d->cx.stream);
     (void)cudaFree(dkey);
     return err;
 }

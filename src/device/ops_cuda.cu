@@ -60,8 +60,8 @@ const char *gt_cuda_scratch(gt_cuda_ctx *cx, size_t bytes)
     }
     if (cx->scratch != NULL) {
         // Earlier ops on the stream may still read the old area.
+        CK(cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream));  // held activations
         CK(cudaStreamSynchronize(cx->stream));
-        CK(cudaMemset(cx->scratch, 0, cx->scratch_bytes));  // it held activations
         CK(cudaFree(cx->scratch));
         cx->scratch = NULL;
         cx->scratch_bytes = 0;

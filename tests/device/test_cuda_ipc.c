@@ -155,8 +155,7 @@ static void handoff(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    // The holder's own copy is no-readback too; read through a readable buffer of the same
-    // memory is not possible, so check the wipe with a kernel: sum of squares is 0.
+    // The holder's buffer is no-readback too: check the wipe with a kernel (sum of squares 0).
     gt_dbuf sum = 0;
     GT_ASSERT_OK(gt_device_alloc(d, 8, 0, &sum));
     gt_op ss = {.kind = GT_OP_SUMSQ, .refs = {{sum, 0}, {buf, 0}}, .ints = {NFLOATS}};
@@ -164,9 +163,6 @@ static void handoff(void **state)
     double s = -1.0;
     GT_ASSERT_OK(gt_device_copy_out(d, &s, sum, 0, 8));
     assert_true(s == 0.0);
-    // A buffer of this process cannot be re-imported here (CUDA refuses its own handles).
-    gt_dbuf again = 0;
-    GT_ASSERT_CODE(gt_device_cuda_ipc_import(d, &desc, 0, &again), GT_E_IO);
     free(host);
     gt_device_close(d);
 }
