@@ -257,6 +257,21 @@ static gt_err resolve(cuda_dev *d, gt_dref ref, uint64_t bytes, void **ptr)
     return GT_OK;
 }
 
+// Alignment ref i of an op must have: its element size (u16 token data 2, the f64 sum 8, every
+// other ref 4). A misaligned access on the GPU is a fatal error that poisons the whole context,
+// so it is refused here (the cpu backend tolerates it; cudaMalloc bases are 256-aligned, so the
+// offset decides).
+static uint64_t ref_align(uint32_t kind, int i)
+{
+    if ((kind == GT_OP_TOKENS_GATHER && i == 2) || kind == GT_OP_TOKENS_CHECK) {
+        return 2;
+    }
+    if (kind == GT_OP_SUMSQ && i == 0) {
+        return 8;
+    }
+    return 4;
+}
+
 static gt_err check_i32_tokens(cuda_dev *d, const char *name, const char *what, const int32_t *x,
                                size_t n, int64_t V)
 {
@@ -281,6 +296,10 @@ static gt_err cuda_launch(void *impl, const gt_op *op)
             continue;
         }
         GT_ENSURE(op->refs[i].buf != 0, GT_E_ARG, "%s: ref %d is empty", name, i);
+        uint64_t al = ref_align(op->kind, i);
+        GT_ENSURE(op->refs[i].offset % al == 0, GT_E_ARG,
+                  "%s: ref %d at offset %llu is not %llu-byte aligned", name, i,
+                  (unsigned long long)op->refs[i].offset, (unsigned long long)al);
         gt_err e = resolve(d, op->refs[i], bytes[i], &p[i]);
         if (e.code != GT_E_NONE) {
             return gt_err_wrap(e, "%s: ref %d", name, i);
