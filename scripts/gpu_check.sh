@@ -33,9 +33,12 @@ if compgen -G ".gpu-debs/*.deb" >/dev/null; then
     extra+=(-DCMAKE_FIND_ROOT_PATH=/tmp/gt-debs)
 fi
 
-step "configure + build (GPUTRAVEL_CUDA=ON, Release)"
+# Warnings as errors are CI's job (GCC 12 / clang 14); that machine's compiler may be newer and
+# must not cost the GPU run over a new warning.
+step "configure + build (GPUTRAVEL_CUDA=ON, Release, GPUTRAVEL_WERROR=OFF)"
 if ! cmake -S . -B "$build" -DGPUTRAVEL_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
-        -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$build.configure.log" 2>&1; then
+        -DCMAKE_BUILD_TYPE=Release -DGPUTRAVEL_WERROR=OFF "${extra[@]}" \
+        >"$build.configure.log" 2>&1; then
     cat "$build.configure.log"; echo "!! configure failed (missing packages? see docs/cuda.md)"
     exit 1
 fi
