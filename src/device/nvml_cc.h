@@ -32,8 +32,8 @@ typedef struct {
     char why[192];        // when !cc_on: why ("libnvidia-ml.so.1 not found", "CC feature off")
 } gt_cc_state;
 
-// Fills st. Never fails on a machine without NVML or CC: that is st->nvml/cc_on false with the
-// reason in st->why. GT_E_IO only when NVML answers a CC query with an unexpected error.
+// Fills st. Never fails: no NVML, no CC API, CC off or a CC query NVML refuses all give
+// st->cc_on false with the reason in st->why ("not CC").
 GT_MUST_USE gt_err gt_nvml_cc_state(gt_cc_state *st);
 
 #define GT_NVML_CC_NONCE_BYTES 32
