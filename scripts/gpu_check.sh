@@ -3,7 +3,8 @@
 # most ~8 minutes: builds with CUDA (Release), prints the GPU, runs every CUDA test verbosely
 # (kernels vs the cpu backend, the PyTorch oracle on cuda, AES-GCM vs OpenSSL, IPC handoff, NVML
 # CC state), then the training benchmark (GPT-2 124M, B=8, T=1024, tokens/s, cuda and for
-# scale a short cpu run), then the transfer benchmark where one exists. Prints everything; the
+# scale a short cpu run), then the transfer benchmark where one exists, then compute-sanitizer
+# (memcheck) over the kernel tests where it is installed. Prints everything; the
 # log is also written to $OUT/gpu_check.log when OUT is set.
 #   scripts/gpu_check.sh [BUILD_DIR]   (default build-gpu)
 # Needs on that machine: cmake, a C compiler, nvcc (/usr/local/cuda), and the Debian packages of
@@ -56,12 +57,18 @@ run 200 ctest --test-dir "$build" -j8 --output-on-failure
 
 step "training benchmark: GPT-2 124M, B=8, T=1024 (cuda)"
 run 150 "$build/bench_train" --device cuda --model 124M -B 8 -T 1024 --steps 10
-step "training benchmark: GPT-2 124M, B=4, T=256, 2 steps (cpu, 16 threads, for scale)"
-run 90 "$build/bench_train" --device cpu --model 124M -B 4 -T 256 --steps 2
+step "training benchmark: GPT-2 124M, B=4, T=256, 1 step (cpu, all cores, for scale)"
+run 60 "$build/bench_train" --device cpu --model 124M -B 4 -T 256 --steps 1
 
 for b in "$build"/bench_transfer*; do
     [ -x "$b" ] || continue
     step "transfer benchmark: $b"
     run 90 "$b"
 done
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$san" ]; then
+    step "compute-sanitizer memcheck on the kernel tests (last: it is slow)"
+    run 120 "$san" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+    run 90 "$san" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+fi
 step "done"
