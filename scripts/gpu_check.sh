@@ -60,6 +60,9 @@ run 150 "$build/bench_train" --device cuda --model 124M -B 8 -T 1024 --steps 10
 step "training benchmark: GPT-2 124M, B=4, T=256, 1 step (cpu, all cores, for scale)"
 run 60 "$build/bench_train" --device cpu --model 124M -B 4 -T 256 --steps 1
 
+step "key-release variant: AES-256-GCM open on the GPU vs OpenSSL (64 and 512 MiB chunks)"
+run 90 "$build/bench_cuda_gcm"
+
 for b in "$build"/bench_transfer*; do
     [ -x "$b" ] || continue
     step "transfer benchmark: $b"
