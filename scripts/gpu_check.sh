@@ -53,7 +53,7 @@ for t in cuda_nvml cuda_aes_model cuda_ops cuda_aes_gcm cuda_ipc cuda_gpt2_oracl
 done
 
 step "all tests (ctest)"
-run 200 ctest --test-dir "$build" -j8 --output-on-failure
+run 120 ctest --test-dir "$build" -j8 --output-on-failure
 
 step "training benchmark: GPT-2 124M, B=8, T=1024 (cuda)"
 run 150 "$build/bench_train" --device cuda --model 124M -B 8 -T 1024 --steps 10
