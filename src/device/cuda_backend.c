@@ -610,7 +610,8 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
                     "aes-gcm tag"),
                 out);
     // The tag decides before any plaintext exists on the device.
-    GT_ENSURE_GOTO(err, gt_ct_equal(got, tag, 16), out, GT_E_AUTH, "aes-gcm: authentication failed");
+    GT_ENSURE_GOTO(err, gt_ct_equal(got, tag, 16), out, GT_E_AUTH,
+                   "aes-gcm: authentication failed");
     GT_TRY_GOTO(err,
                 ran(gt_cuda_aes_gcm_ctr(&d->cx, bp->data, bc->data, (size_t)len, iv, rk, dkey),
                     "aes-gcm ctr"),
