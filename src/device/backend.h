@@ -24,6 +24,10 @@ gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_dev
 gt_err gt_device_sim_open(const gt_device_config *cfg, void **impl, const gt_device_backend **ops);
 gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_device_backend **ops);
 
+// The backend state of dev when it is of `kind`, else NULL: for backend-specific extensions
+// (cuda_backend.h) that work on a gt_device.
+void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
+
 // The CPU kernels behind an op descriptor, shared by the cpu backend and devd (which runs them on
 // its own protected memory). `resolve` turns a dref into a host pointer after checking that
 // `bytes` bytes are available from that offset in a buffer the caller may use; gt_ops_cpu_run

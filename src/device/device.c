@@ -46,6 +46,15 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
         }
         break;
     }
+#ifdef GT_HAVE_CUDA
+    case GT_DEVICE_CUDA: {
+        gt_err e = gt_device_cuda_open(cfg, &impl, &ops);
+        if (e.code != GT_E_NONE) {
+            return e;
+        }
+        break;
+    }
+#endif
     default:
         return gt_errf(GT_E_UNSUPPORTED, "device backend '%s' is not built",
                        gt_device_kind_name(cfg->kind));
@@ -72,6 +81,11 @@ void gt_device_close(gt_device *dev)
 }
 
 gt_device_kind gt_device_get_kind(const gt_device *dev) { return dev->kind; }
+
+void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind)
+{
+    return dev != NULL && dev->kind == kind ? dev->impl : NULL;
+}
 
 gt_err gt_device_alloc(gt_device *dev, uint64_t bytes, uint32_t flags, gt_dbuf *out)
 {

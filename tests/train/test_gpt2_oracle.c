@@ -21,6 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The device the oracle runs on: cpu here; test_cuda_gpt2_oracle.c includes this file with
+// GT_ORACLE_DEVICE set to GT_DEVICE_CUDA and its own main (which skips without a GPU).
+#ifndef GT_ORACLE_DEVICE
+#define GT_ORACLE_DEVICE GT_DEVICE_CPU
+#endif
+
 typedef struct {
     int B, T, nparams, steps, Vp, V;
     float lr, beta1, beta2, eps, wd;
@@ -105,7 +111,7 @@ typedef struct {
 
 static void rig_open(rig *g, const fixture *f)
 {
-    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 2};
+    gt_device_config cfg = {.kind = GT_ORACLE_DEVICE, .threads = 2};
     GT_ASSERT_OK(gt_device_open(&g->dev, &cfg));
     GT_ASSERT_OK(gt_gpt2_load(&g->model, g->dev, GT_SOURCE_DIR "/tests/oracle/gpt2_tiny_model.bin"));
     assert_int_equal(gt_gpt2_num_params(g->model), f->nparams);
@@ -226,6 +232,7 @@ static void adamw_steps(void **state)
     free_fixture(&f);
 }
 
+#ifndef GT_ORACLE_OWN_MAIN
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,3 +245,4 @@ int main(void)
     failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
     return failed;
 }
+#endif

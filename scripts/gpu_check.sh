@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The device check for a machine with an NVIDIA Hopper GPU (H100/H200), one prepared run of at
+# most ~8 minutes: builds with CUDA (Release), prints the GPU, runs every CUDA test verbosely
+# (kernels vs the cpu backend, the PyTorch oracle on cuda, AES-GCM vs OpenSSL, IPC handoff, NVML
+# CC state), then the training benchmark (GPT-2 124M, B=8, T=1024, tokens/s, cuda and for
+# scale a short cpu run), then the transfer benchmark where one exists, then compute-sanitizer
+# (memcheck) over the kernel tests where it is installed. Prints everything; the
+# log is also written to $OUT/gpu_check.log when OUT is set.
+#   scripts/gpu_check.sh [BUILD_DIR]   (default build-gpu)
+# Needs on that machine: cmake, a C compiler, nvcc (/usr/local/cuda), and the Debian packages of
+# scripts/deps.sh (OpenSSL, cJSON, OpenBLAS, cmocka) - or their .deb files in .gpu-debs/, which
+# this script unpacks under /tmp/gt-debs (docs/cuda.md says how to prepare them).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+log=${OUT:+$OUT/gpu_check.log}
+exec > >(tee ${log:+"$log"}) 2>&1
+t0=$(date +%s)
+step() { echo; echo "== $* ($(( $(date +%s) - t0 ))s)"; }
+run() { timeout "$1" "${@:2}"; local rc=$?; [ $rc -eq 0 ] || echo "!! rc=$rc: ${*:2}"; return 0; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || true
+nvidia-smi -q 2>/dev/null | grep -iA3 "confidential\|CC State\|CC Mode" | head -20 || true
+/usr/local/cuda/bin/nvcc --version | tail -n 2
+
+extra=()
+if compgen -G ".gpu-debs/*.deb" >/dev/null; then
+    step "unpacking .gpu-debs into /tmp/gt-debs"
+    for f in .gpu-debs/*.deb; do dpkg -x "$f" /tmp/gt-debs; done
+    export CMAKE_PREFIX_PATH=/tmp/gt-debs/usr CPATH=/tmp/gt-debs/usr/include
+    export LIBRARY_PATH=/tmp/gt-debs/usr/lib/x86_64-linux-gnu
+    export LD_LIBRARY_PATH=/tmp/gt-debs/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    extra+=(-DCMAKE_FIND_ROOT_PATH=/tmp/gt-debs)
+fi
+
+# Warnings as errors are CI's job (GCC 12 / clang 14); that machine's compiler may be newer and
+# must not cost the GPU run over a new warning.
+step "configure + build (GPUTRAVEL_CUDA=ON, Release, GPUTRAVEL_WERROR=OFF)"
+if ! cmake -S . -B "$build" -DGPUTRAVEL_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+        -DCMAKE_BUILD_TYPE=Release -DGPUTRAVEL_WERROR=OFF "${extra[@]}" \
+        >"$build.configure.log" 2>&1; then
+    cat "$build.configure.log"; echo "!! configure failed (missing packages? see docs/cuda.md)"
+    exit 1
+fi
+if ! cmake --build "$build" -j"$(nproc)" 2>&1 | tail -n 5; then echo "!! build failed"; exit 1; fi
+
+step "CUDA tests (verbose)"
+for t in cuda_nvml cuda_aes_model cuda_ops cuda_aes_gcm cuda_ipc cuda_gpt2_oracle; do
+    echo "-- $t"
+    run 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test_$t"
+    echo "-- $t exit status above (77 = skipped: no usable GPU)"
+done
+
+step "all tests (ctest)"
+run 120 ctest --test-dir "$build" -j8 --output-on-failure
+
+step "training benchmark: GPT-2 124M, B=8, T=1024 (cuda)"
+run 150 "$build/bench_train_device" --device cuda --model 124M -B 8 -T 1024 --steps 10
+step "training benchmark: GPT-2 124M, B=4, T=256, 1 step (cpu, all cores, for scale)"
+run 60 "$build/bench_train_device" --device cpu --model 124M -B 4 -T 256 --steps 1
+
+step "key-release variant: AES-256-GCM open on the GPU vs OpenSSL (64 and 512 MiB chunks)"
+run 90 "$build/bench_cuda_gcm"
+
+for b in "$build"/bench_transfer*; do
+    [ -x "$b" ] || continue
+    step "transfer benchmark: $b"
+    run 90 "$b"
+done
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$san" ]; then
+    step "compute-sanitizer memcheck on the kernel tests (last: it is slow)"
+    run 120 "$san" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+    run 90 "$san" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+fi
+step "done"

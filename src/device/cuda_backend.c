@@ -1,0 +1,627 @@
+// The cuda backend: device memory is GPU memory (one cudaMalloc per buffer, zeroed like fresh
+// HBM), handles index a buffer table exactly as the cpu backend's do, and gt_device_launch checks
+// every ref against the op's shapes (gt_op_ref_sizes) and every token against V on the device
+// before a kernel runs (ops_cuda.cu). Work is queued on one stream; copy_in/copy_out/free and
+// the token checks wait for it, launches and memsets do not (gt_device_sync does).
+//
+// Policy as every backend: NO_READBACK buffers refuse copy_out; free and close wipe.
+#include <gputravel/device.h>
+
+#include <cudaTypedefs.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cuda_backend.h"
+#include "cuda_ops.h"
+#include "ops.h"
+
+// Handle = generation << 32 | (slot + 1): a freed slot's old handle never resolves again.
+typedef struct {
+    uint8_t *data;  // device pointer
+    uint64_t bytes;
+    uint32_t flags;
+    uint32_t gen;
+    bool live;
+    bool imported;  // mapped from another process (CUDA IPC): closed, not freed
+} cuda_buf;
+
+typedef struct {
+    gt_cuda_ctx cx;
+    cuda_buf *bufs;
+    size_t nbufs;
+    size_t cap;
+    uint64_t used;
+    uint64_t limit;  // 0: none
+} cuda_dev;
+
+static gt_err cuda_fail(cudaError_t e, const char *what)
+{
+    return gt_errf(GT_E_IO, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+#define CUDA_TRY(call, what)                      \
+    do {                                          \
+        cudaError_t ce_ = (call);                 \
+        if (ce_ != cudaSuccess) {                 \
+            return cuda_fail(ce_, (what));        \
+        }                                         \
+    } while (0)
+
+// A kernel launcher's answer (NULL or a static message) as a gt_err.
+static gt_err ran(const char *msg, const char *op)
+{
+    if (msg == NULL) {
+        return GT_OK;
+    }
+    return gt_errf(GT_E_IO, "cuda: %s: %s", op, msg);
+}
+
+bool gt_cuda_probe(char *why, size_t cap)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(why, cap, "no usable CUDA driver or GPU (%s)", cudaGetErrorString(e));
+        return false;
+    }
+    if (n < 1) {
+        snprintf(why, cap, "no CUDA GPU");
+        return false;
+    }
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) != cudaSuccess) {
+        snprintf(why, cap, "cannot read the GPU's compute capability");
+        return false;
+    }
+    if (major < 9) {
+        snprintf(why, cap, "GPU 0 is sm_%d%d, older than the sm_90 (Hopper) this build targets",
+                 major, minor);
+        return false;
+    }
+    snprintf(why, cap, "GPU 0 is sm_%d%d", major, minor);
+    return true;
+}
+
+static gt_err lookup(cuda_dev *d, gt_dbuf h, cuda_buf **out)
+{
+    uint64_t slot = (h & 0xffffffffu);
+    uint32_t gen = (uint32_t)(h >> 32);
+    GT_ENSURE(slot >= 1 && slot <= d->nbufs && d->bufs[slot - 1].live &&
+                  d->bufs[slot - 1].gen == gen,
+              GT_E_ARG, "device: no buffer with handle %#llx", (unsigned long long)h);
+    *out = &d->bufs[slot - 1];
+    return GT_OK;
+}
+
+static gt_err range(const cuda_buf *b, uint64_t offset, uint64_t len, const char *what)
+{
+    GT_ENSURE(offset <= b->bytes && len <= b->bytes - offset, GT_E_ARG,
+              "device: %s of %llu bytes at %llu exceeds a %llu-byte buffer", what,
+              (unsigned long long)len, (unsigned long long)offset, (unsigned long long)b->bytes);
+    return GT_OK;
+}
+
+// A free slot in the table (grown as needed); *slot receives its index.
+static gt_err slot_take(cuda_dev *d, size_t *slot)
+{
+    size_t s = 0;
+    while (s < d->nbufs && d->bufs[s].live) {
+        s++;
+    }
+    if (s == d->nbufs) {
+        GT_ENSURE(d->nbufs < 0xfffffff0u, GT_E_LIMIT, "device: too many buffers");
+        if (d->nbufs == d->cap) {
+            size_t cap = d->cap ? 2 * d->cap : 64;
+            cuda_buf *nb = realloc(d->bufs, cap * sizeof *nb);
+            GT_ENSURE(nb != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
+            memset(nb + d->cap, 0, (cap - d->cap) * sizeof *nb);
+            d->bufs = nb;
+            d->cap = cap;
+        }
+        d->nbufs++;
+    }
+    *slot = s;
+    return GT_OK;
+}
+
+static gt_dbuf slot_fill(cuda_dev *d, size_t slot, void *p, uint64_t bytes, uint32_t flags,
+                         bool imported)
+{
+    cuda_buf *b = &d->bufs[slot];
+    b->data = p;
+    b->bytes = bytes;
+    b->flags = flags;
+    b->imported = imported;
+    b->gen++;
+    b->live = true;
+    if (!imported) {  // another process's memory does not count against our limit
+        d->used += bytes;
+    }
+    return ((uint64_t)b->gen << 32) | (uint64_t)(slot + 1);
+}
+
+static gt_err cuda_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
+{
+    cuda_dev *d = impl;
+    GT_ENSURE(bytes > 0 && bytes <= ((uint64_t)1 << 46), GT_E_ARG,
+              "device: cannot allocate %llu bytes", (unsigned long long)bytes);
+    GT_ENSURE(d->limit == 0 || bytes <= d->limit - d->used, GT_E_NOMEM,
+              "device: %llu bytes requested, %llu of %llu in use", (unsigned long long)bytes,
+              (unsigned long long)d->used, (unsigned long long)d->limit);
+    size_t slot = 0;
+    GT_TRY(slot_take(d, &slot));
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, (size_t)bytes);
+    if (e != cudaSuccess) {
+        return gt_errf(GT_E_NOMEM, "cuda: cannot allocate %llu bytes: %s",
+                       (unsigned long long)bytes, cudaGetErrorString(e));
+    }
+    e = cudaMemsetAsync(p, 0, (size_t)bytes, d->cx.stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return cuda_fail(e, "memset of a new buffer");
+    }
+    *out = slot_fill(d, slot, p, bytes, flags, false);
+    return GT_OK;
+}
+
+// Wipes the buffer (every buffer may hold holder data or activations derived from it), waits,
+// and releases it. Errors are reported, but the slot is released either way.
+static gt_err wipe_and_release(cuda_dev *d, cuda_buf *b)
+{
+    cudaError_t e = cudaMemsetAsync(b->data, 0, (size_t)b->bytes, d->cx.stream);
+    cudaError_t e2 = cudaStreamSynchronize(d->cx.stream);
+    cudaError_t e3 = b->imported ? cudaIpcCloseMemHandle(b->data) : cudaFree(b->data);
+    if (!b->imported) {
+        d->used -= b->bytes;
+    }
+    b->data = NULL;
+    b->bytes = 0;
+    b->flags = 0;
+    b->live = false;
+    b->imported = false;
+    if (e != cudaSuccess || e2 != cudaSuccess || e3 != cudaSuccess) {
+        return cuda_fail(e != cudaSuccess ? e : e2 != cudaSuccess ? e2 : e3, "wipe and free");
+    }
+    return GT_OK;
+}
+
+static gt_err cuda_free(void *impl, gt_dbuf h)
+{
+    cuda_dev *d = impl;
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, h, &b));
+    return wipe_and_release(d, b);
+}
+
+static gt_err cuda_buf_size(void *impl, gt_dbuf h, uint64_t *bytes)
+{
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(impl, h, &b));
+    *bytes = b->bytes;
+    return GT_OK;
+}
+
+static gt_err cuda_copy_in(void *impl, gt_dbuf dst, uint64_t off, const void *src, uint64_t len)
+{
+    cuda_dev *d = impl;
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, dst, &b));
+    GT_TRY(range(b, off, len, "copy_in"));
+    if (len > 0) {
+        CUDA_TRY(cudaMemcpyAsync(b->data + off, src, (size_t)len, cudaMemcpyHostToDevice,
+                                 d->cx.stream),
+                 "copy_in");
+        CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "copy_in");  // src is the caller's again
+    }
+    return GT_OK;
+}
+
+static gt_err cuda_copy_out(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
+{
+    cuda_dev *d = impl;
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, src, &b));
+    GT_ENSURE(!(b->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
+              "device: buffer %#llx is marked no-readback", (unsigned long long)src);
+    GT_TRY(range(b, off, len, "copy_out"));
+    if (len > 0) {
+        CUDA_TRY(cudaMemcpyAsync(dst, b->data + off, (size_t)len, cudaMemcpyDeviceToHost,
+                                 d->cx.stream),
+                 "copy_out");
+        CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "copy_out");
+    }
+    return GT_OK;
+}
+
+static gt_err cuda_memset(void *impl, gt_dbuf h, uint64_t off, int value, uint64_t len)
+{
+    cuda_dev *d = impl;
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, h, &b));
+    GT_TRY(range(b, off, len, "memset"));
+    if (len > 0) {
+        CUDA_TRY(cudaMemsetAsync(b->data + off, value, (size_t)len, d->cx.stream), "memset");
+    }
+    return GT_OK;
+}
+
+static gt_err resolve(cuda_dev *d, gt_dref ref, uint64_t bytes, void **ptr)
+{
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, ref.buf, &b));
+    GT_TRY(range(b, ref.offset, bytes, "operand"));
+    *ptr = b->data + ref.offset;
+    return GT_OK;
+}
+
+// Alignment ref i of an op must have: its element size (u16 token data 2, the f64 sum 8, every
+// other ref 4). A misaligned access on the GPU is a fatal error that poisons the whole context,
+// so it is refused here (the cpu backend tolerates it; cudaMalloc bases are 256-aligned, so the
+// offset decides).
+static uint64_t ref_align(uint32_t kind, int i)
+{
+    if ((kind == GT_OP_TOKENS_GATHER && i == 2) || kind == GT_OP_TOKENS_CHECK) {
+        return 2;
+    }
+    if (kind == GT_OP_SUMSQ && i == 0) {
+        return 8;
+    }
+    return 4;
+}
+
+static gt_err check_i32_tokens(cuda_dev *d, const char *name, const char *what, const int32_t *x,
+                               size_t n, int64_t V)
+{
+    size_t bad = 0;
+    GT_TRY(ran(gt_cuda_first_bad_i32(&d->cx, &bad, x, n, V), name));
+    GT_ENSURE(bad == n, GT_E_FORMAT, "%s: %s %zu is outside [0, %lld)", name, what, bad,
+              (long long)V);
+    return GT_OK;
+}
+
+static gt_err cuda_launch(void *impl, const gt_op *op)
+{
+    cuda_dev *d = impl;
+    gt_cuda_ctx *cx = &d->cx;
+    uint64_t bytes[GT_OP_MAX_REFS] = {0};
+    int nrefs = 0;
+    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    const char *name = gt_op_name(op->kind);
+    void *p[GT_OP_MAX_REFS] = {0};
+    for (int i = 0; i < nrefs; i++) {
+        if (op->refs[i].buf == 0 && gt_op_ref_optional(op->kind, i)) {
+            continue;
+        }
+        GT_ENSURE(op->refs[i].buf != 0, GT_E_ARG, "%s: ref %d is empty", name, i);
+        uint64_t al = ref_align(op->kind, i);
+        GT_ENSURE(op->refs[i].offset % al == 0, GT_E_ARG,
+                  "%s: ref %d at offset %llu is not %llu-byte aligned", name, i,
+                  (unsigned long long)op->refs[i].offset, (unsigned long long)al);
+        gt_err e = resolve(d, op->refs[i], bytes[i], &p[i]);
+        if (e.code != GT_E_NONE) {
+            return gt_err_wrap(e, "%s: ref %d", name, i);
+        }
+    }
+    const int64_t *in = op->ints;
+    const float *f = op->floats;
+    switch ((gt_op_kind)op->kind) {
+    case GT_OP_ENCODER_FWD:
+    case GT_OP_ENCODER_BWD: {
+        int B = (int)in[0], T = (int)in[1], C = (int)in[2];
+        const int32_t *tok = p[op->kind == GT_OP_ENCODER_FWD ? 1 : 3];
+        GT_TRY(check_i32_tokens(d, name, "token", tok, (size_t)B * T, in[3]));
+        if (op->kind == GT_OP_ENCODER_FWD) {
+            return ran(gt_cuda_encoder_forward(cx, p[0], tok, p[2], p[3], B, T, C), name);
+        }
+        return ran(gt_cuda_encoder_backward(cx, p[0], p[1], p[2], tok, B, T, C), name);
+    }
+    case GT_OP_LAYERNORM_FWD:
+        return ran(gt_cuda_layernorm_forward(cx, p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0],
+                                             (int)in[1]),
+                   name);
+    case GT_OP_LAYERNORM_BWD:
+        return ran(gt_cuda_layernorm_backward(cx, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                                              (int)in[0], (int)in[1]),
+                   name);
+    case GT_OP_MATMUL_FWD:
+        return ran(gt_cuda_matmul_forward(cx, p[0], p[1], p[2], p[3], (int)in[0], (int)in[1],
+                                          (int)in[2]),
+                   name);
+    case GT_OP_MATMUL_BWD:
+        return ran(gt_cuda_matmul_backward(cx, p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0],
+                                           (int)in[1], (int)in[2], (int)in[3]),
+                   name);
+    case GT_OP_ATTENTION_FWD:
+        return ran(gt_cuda_attention_forward(cx, p[0], p[1], p[2], (int)in[0], (int)in[1],
+                                             (int)in[2], (int)in[3]),
+                   name);
+    case GT_OP_ATTENTION_BWD:
+        return ran(gt_cuda_attention_backward(cx, p[0], p[1], p[2], p[3], (int)in[0], (int)in[1],
+                                              (int)in[2], (int)in[3]),
+                   name);
+    case GT_OP_GELU_FWD:
+        return ran(gt_cuda_gelu_forward(cx, p[0], p[1], (size_t)in[0]), name);
+    case GT_OP_GELU_BWD:
+        return ran(gt_cuda_gelu_backward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
+    case GT_OP_RESIDUAL_FWD:
+        return ran(gt_cuda_residual_forward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
+    case GT_OP_RESIDUAL_BWD:
+        return ran(gt_cuda_residual_backward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
+    case GT_OP_SOFTMAX_XENT: {
+        size_t BT = (size_t)in[0] * (size_t)in[1];
+        GT_ENSURE(BT <= 0x7fffffffu, GT_E_ARG, "%s: %zu rows", name, BT);
+        GT_TRY(check_i32_tokens(d, name, "target", p[2], BT, in[2]));
+        return ran(gt_cuda_softmax_crossentropy(cx, p[0], p[1], p[2], (int)BT, (int)in[2],
+                                                (int)in[3], (int)in[4], f[0]),
+                   name);
+    }
+    case GT_OP_SUMSQ:
+        return ran(gt_cuda_sum_of_squares(cx, p[0], p[1], (size_t)in[0]), name);
+    case GT_OP_ADAMW:
+        return ran(gt_cuda_adamw(cx, p[0], p[1], p[2], p[3], (size_t)in[0], f[0], f[1], f[2],
+                                 f[3], f[4], f[5], f[6], f[7]),
+                   name);
+    case GT_OP_TOKENS_GATHER: {
+        size_t n = (size_t)in[0], bad = 0;
+        const uint16_t *src = (const uint16_t *)p[2] + in[1];
+        GT_TRY(ran(gt_cuda_first_bad_u16(cx, &bad, src, n + 1, in[2]), name));
+        GT_ENSURE(bad == n + 1, GT_E_FORMAT, "%s: token at %lld is not below vocab %lld", name,
+                  (long long)(in[1] + (int64_t)bad), (long long)in[2]);
+        return ran(gt_cuda_tokens_gather(cx, p[0], p[1], src, n), name);
+    }
+    case GT_OP_TOKENS_CHECK: {
+        size_t n = (size_t)in[0], bad = 0;
+        GT_TRY(ran(gt_cuda_first_bad_u16(cx, &bad, p[0], n, in[1]), name));
+        GT_ENSURE(bad == n, GT_E_FORMAT, "%s: token at %zu is not below vocab %lld", name, bad,
+                  (long long)in[1]);
+        return GT_OK;
+    }
+    default:
+        return gt_errf(GT_E_ARG, "op: unknown kind %u", op->kind);
+    }
+}
+
+static gt_err cuda_sync(void *impl)
+{
+    cuda_dev *d = impl;
+    CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "sync");
+    CUDA_TRY(cudaGetLastError(), "sync");
+    return GT_OK;
+}
+
+static void cuda_close(void *impl)
+{
+    cuda_dev *d = impl;
+    gt_cuda_ctx *cx = &d->cx;
+    for (size_t i = 0; i < d->nbufs; i++) {
+        if (d->bufs[i].live) {
+            gt_err e = wipe_and_release(d, &d->bufs[i]);
+            if (e.code != GT_E_NONE) {
+                gt_log(GT_LOG_WARN, "%s", e.msg);
+            }
+        }
+    }
+    free(d->bufs);
+    if (cx->scratch != NULL && cx->stream != NULL) {
+        (void)cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream);  // activations
+        (void)cudaStreamSynchronize(cx->stream);
+    }
+    if (cx->scratch != NULL) {
+        (void)cudaFree(cx->scratch);
+    }
+    if (cx->lt_workspace != NULL) {
+        (void)cudaFree(cx->lt_workspace);
+    }
+    if (cx->flag != NULL) {
+        (void)cudaFree(cx->flag);
+    }
+    if (cx->lt != NULL) {
+        (void)cublasLtDestroy(cx->lt);
+    }
+    if (cx->blas != NULL) {
+        (void)cublasDestroy(cx->blas);
+    }
+    if (cx->stream != NULL) {
+        (void)cudaStreamSynchronize(cx->stream);
+        (void)cudaStreamDestroy(cx->stream);
+    }
+    free(d);
+}
+
+static const gt_device_backend cuda_backend = {
+    .name = "cuda",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .buf_size = cuda_buf_size,
+    .copy_in = cuda_copy_in,
+    .copy_out = cuda_copy_out,
+    .memset = cuda_memset,
+    .launch = cuda_launch,
+    .sync = cuda_sync,
+    .close = cuda_close,
+};
+
+static gt_err open_ctx(gt_cuda_ctx *cx)
+{
+    char why[160];
+    GT_ENSURE(gt_cuda_probe(why, sizeof why), GT_E_UNSUPPORTED, "cuda: %s", why);
+    cx->device = 0;
+    CUDA_TRY(cudaSetDevice(cx->device), "set device");
+    CUDA_TRY(cudaStreamCreateWithFlags(&cx->stream, cudaStreamNonBlocking), "stream");
+    cublasStatus_t st = cublasCreate(&cx->blas);
+    GT_ENSURE(st == CUBLAS_STATUS_SUCCESS, GT_E_IO, "cublas: create: %s",
+              cublasGetStatusString(st));
+    st = cublasSetStream(cx->blas, cx->stream);
+    GT_ENSURE(st == CUBLAS_STATUS_SUCCESS, GT_E_IO, "cublas: stream: %s",
+              cublasGetStatusString(st));
+    // Plain fp32 (docs/cuda.md): never TF32 tensor-op math.
+    st = cublasSetMathMode(cx->blas, CUBLAS_DEFAULT_MATH);
+    GT_ENSURE(st == CUBLAS_STATUS_SUCCESS, GT_E_IO, "cublas: math mode: %s",
+              cublasGetStatusString(st));
+    st = cublasLtCreate(&cx->lt);
+    GT_ENSURE(st == CUBLAS_STATUS_SUCCESS, GT_E_IO, "cublasLt: create: %s",
+              cublasGetStatusString(st));
+    CUDA_TRY(cudaMalloc(&cx->lt_workspace, GT_CUDA_LT_WORKSPACE_BYTES), "cublasLt workspace");
+    CUDA_TRY(cudaMalloc((void **)&cx->flag, sizeof *cx->flag), "flag");
+    return GT_OK;
+}
+
+gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_device_backend **ops)
+{
+    cuda_dev *d = calloc(1, sizeof *d);
+    GT_ENSURE(d != NULL, GT_E_NOMEM, "device: out of memory");
+    d->limit = cfg->mem_limit;
+    gt_err e = open_ctx(&d->cx);
+    if (e.code != GT_E_NONE) {
+        cuda_close(d);
+        return e;
+    }
+    *impl = d;
+    *ops = &cuda_backend;
+    return GT_OK;
+}
+
+// ---- CUDA IPC -------------------------------------------------------------------------------
+
+static gt_err cuda_impl(gt_device *dev, cuda_dev **d)
+{
+    *d = gt_device_backend_impl(dev, GT_DEVICE_CUDA);
+    GT_ENSURE(*d != NULL, GT_E_ARG, "device: not a cuda device");
+    return GT_OK;
+}
+
+void gt_cuda_ipc_desc_write(uint8_t out[GT_CUDA_IPC_DESC_BYTES], const gt_cuda_ipc_desc *desc)
+{
+    memcpy(out, desc->handle, GT_CUDA_IPC_HANDLE_BYTES);
+    for (int i = 0; i < 8; i++) {
+        out[GT_CUDA_IPC_HANDLE_BYTES + i] = (uint8_t)(desc->bytes >> (8 * i));
+    }
+}
+
+gt_err gt_cuda_ipc_desc_read(gt_reader *r, gt_cuda_ipc_desc *desc)
+{
+    GT_TRY(gt_reader_bytes(r, desc->handle, GT_CUDA_IPC_HANDLE_BYTES));
+    GT_TRY(gt_reader_u64le(r, &desc->bytes));
+    GT_ENSURE(desc->bytes > 0 && desc->bytes <= ((uint64_t)1 << 46), GT_E_FORMAT,
+              "cuda ipc: buffer size %llu", (unsigned long long)desc->bytes);
+    return GT_OK;
+}
+
+gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *out)
+{
+    memset(out, 0, sizeof *out);
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    cuda_buf *b = NULL;
+    GT_TRY(lookup(d, buf, &b));
+    GT_ENSURE(!b->imported, GT_E_STATE, "cuda ipc: buffer %#llx is itself imported",
+              (unsigned long long)buf);
+    // Whatever was queued for the buffer (copy_in, decryption) lands before the handle leaves.
+    CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "ipc export");
+    cudaIpcMemHandle_t h;
+    CUDA_TRY(cudaIpcGetMemHandle(&h, b->data), "ipc export");
+    _Static_assert(sizeof h == GT_CUDA_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t is 64 bytes");
+    memcpy(out->handle, &h, sizeof h);
+    out->bytes = b->bytes;
+    return GT_OK;
+}
+
+// The size of the allocation that contains p, from the driver (cuMemGetAddressRange through the
+// runtime's entry-point lookup, so that nothing links libcuda directly).
+static gt_err allocation_size(const void *p, uint64_t *size)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    CUDA_TRY(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                              cudaEnableDefault, &q),
+             "driver entry point");
+    GT_ENSURE(fn != NULL && q == cudaDriverEntryPointSuccess, GT_E_IO,
+              "cuda: cuMemGetAddressRange not found in the driver");
+    PFN_cuMemGetAddressRange_v3020 get_range = (PFN_cuMemGetAddressRange_v3020)fn;
+    CUdeviceptr base = 0;
+    size_t n = 0;
+    CUresult r = get_range(&base, &n, (CUdeviceptr)(uintptr_t)p);
+    GT_ENSURE(r == CUDA_SUCCESS, GT_E_IO, "cuda: cuMemGetAddressRange failed (%d)", (int)r);
+    GT_ENSURE(base == (CUdeviceptr)(uintptr_t)p, GT_E_IO, "cuda ipc: mapping is not at its base");
+    *size = n;
+    return GT_OK;
+}
+
+gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, uint32_t flags,
+                                 gt_dbuf *out)
+{
+    *out = 0;
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    GT_ENSURE(desc->bytes > 0 && desc->bytes <= ((uint64_t)1 << 46), GT_E_ARG,
+              "cuda ipc: buffer size %llu", (unsigned long long)desc->bytes);
+    size_t slot = 0;
+    GT_TRY(slot_take(d, &slot));
+    cudaIpcMemHandle_t h;
+    memcpy(&h, desc->handle, sizeof h);
+    void *p = NULL;
+    CUDA_TRY(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), "ipc import");
+    uint64_t real = 0;
+    gt_err e = allocation_size(p, &real);
+    if (e.code == GT_E_NONE && desc->bytes > real) {
+        e = gt_errf(GT_E_ARG, "cuda ipc: handle claims %llu bytes, the allocation has %llu",
+                    (unsigned long long)desc->bytes, (unsigned long long)real);
+    }
+    if (e.code != GT_E_NONE) {
+        (void)cudaIpcCloseMemHandle(p);
+        return e;
+    }
+    *out = slot_fill(d, slot, p, desc->bytes, flags, true);
+    return GT_OK;
+}
+
+// ---- AES-256-GCM open -----------------------------------------------------------------------
+
+gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint64_t len,
+                                   const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
+                                   const uint8_t tag[16], const uint8_t key[32])
+{
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    cuda_buf *bp = NULL, *bc = NULL;
+    GT_TRY(lookup(d, pt, &bp));
+    GT_TRY(lookup(d, ct, &bc));
+    GT_TRY(range(bp, 0, len, "aes-gcm plaintext"));
+    GT_TRY(range(bc, 0, len, "aes-gcm ciphertext"));
+    // GCM's limit for one (key, iv): 2^32 - 2 blocks.
+    GT_ENSURE(len <= ((uint64_t)1 << 36) - 32, GT_E_ARG, "aes-gcm: %llu bytes is over GCM's limit",
+              (unsigned long long)len);
+    GT_ENSURE(aad_len <= ((size_t)1 << 20), GT_E_ARG, "aes-gcm: %zu bytes of AAD", aad_len);
+    uint32_t rk[GT_CUDA_AES256_RK_WORDS];
+    uint8_t got[16] = {0};
+    uint32_t *dkey = NULL;
+    gt_err err = GT_OK;
+    cudaError_t ce = cudaMalloc((void **)&dkey, sizeof rk);
+    if (ce != cudaSuccess) {
+        return cuda_fail(ce, "aes-gcm key");
+    }
+    gt_cuda_aes256_expand_key(rk, key);
+    GT_TRY_GOTO(err,
+                ran(gt_cuda_aes_gcm_tag(&d->cx, got, bc->data, (size_t)len, aad, aad_len, iv, rk,
+                                        dkey),
+                    "aes-gcm tag"),
+                out);
+    // The tag decides before any plaintext exists on the device.
+    GT_ENSURE_GOTO(err, gt_ct_equal(got, tag, 16), out, GT_E_AUTH,
+                   "aes-gcm: authentication failed");
+    GT_TRY_GOTO(err,
+                ran(gt_cuda_aes_gcm_ctr(&d->cx, bp->data, bc->data, (size_t)len, iv, rk, dkey),
+                    "aes-gcm ctr"),
+                out);
+out:
+    gt_secure_zero(rk, sizeof rk);
+    gt_secure_zero(got, sizeof got);
+    // The launchers wipe dkey too; this covers every early exit.
+    (void)cudaMemsetAsync(dkey, 0, sizeof rk, d->cx.stream);
+    (void)cudaStreamSynchronize(d->cx.stream);
+    (void)cudaFree(dkey);
+    return err;
+}
