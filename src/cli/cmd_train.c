@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CMD "train"
 #define MAX_SHARDS 256
@@ -221,6 +222,17 @@ static int parse(int argc, char **argv, train_opts *o)
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");
+    }
+    if (o->out != NULL) {
+        // Found out now, not after the last step: the folder must exist and be writable.
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", o->out);
+        char *slash = strrchr(dir, '/');
+        const char *folder = slash == NULL ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+        if (access(folder, W_OK) != 0) {
+            return gt_cli_fail(CMD, gt_errf(GT_E_IO, "--out %s: cannot write into %s: %s",
+                                            o->out, folder, strerror(errno)));
+        }
     }
     o->sched.total_steps = o->steps;
     return 0;
