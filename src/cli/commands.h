@@ -1,3 +1,4 @@
 // The subcommand table: GT_CLI_COMMAND(name, one-line summary), in the order `--help` lists them.
 // Each entry has its cmd_<name>.c. (No include guard: cli.h and main.c expand it differently.)
 GT_CLI_COMMAND(version, "print the version and build configuration")
+GT_CLI_COMMAND(devd, "run the emulated confidential GPU (sim device) on a Unix socket")
