@@ -55,7 +55,8 @@ GT_MUST_USE gt_err gt_aead_seal(uint8_t *ct, size_t ct_cap, size_t *ct_len, cons
                                 size_t pt_len, const uint8_t *aad, size_t aad_len,
                                 const uint8_t iv[GT_AEAD_IV_BYTES],
                                 const uint8_t key[GT_AEAD_KEY_BYTES]);
-// Opens ct (tag last) into pt. Any failure: pt zeroed, *pt_len = 0, GT_E_AUTH with no detail.
+// Opens ct (tag last) into pt. Any failure: pt zeroed, *pt_len = 0, GT_E_AUTH with no detail
+// (except pt_cap < ct_len - GT_AEAD_TAG_BYTES, a caller bug: GT_E_LIMIT, pt zeroed too).
 GT_MUST_USE gt_err gt_aead_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *ct,
                                 size_t ct_len, const uint8_t *aad, size_t aad_len,
                                 const uint8_t iv[GT_AEAD_IV_BYTES],
@@ -118,7 +119,8 @@ GT_MUST_USE gt_err gt_pkey_save_pem(const gt_pkey *key, const char *path, bool p
 // Raw uncompressed point x || y of an EC key.
 GT_MUST_USE gt_err gt_pkey_ec_public_xy(const gt_pkey *key, uint8_t *out, size_t cap,
                                         size_t *len);
-// ECDSA sign (DER signature) / verify with any key type's default scheme.
+// ECDSA sign (DER signature) / verify with any key type's default scheme (Ed25519 ignores
+// digest_alg). sign replaces sig's contents (sig->len = signature length).
 GT_MUST_USE gt_err gt_pkey_sign(const gt_pkey *key, gt_hash_alg digest_alg, gt_buf *sig,
                                 const void *msg, size_t len);
 GT_MUST_USE gt_err gt_pkey_verify(const gt_pkey *key, gt_hash_alg digest_alg, const uint8_t *sig,
@@ -137,7 +139,10 @@ void gt_x509_free(gt_x509 *cert);
 GT_MUST_USE gt_err gt_x509_public_key(const gt_x509 *cert, gt_pkey **key);
 // Verifies leaf -> intermediates... -> a trusted root at time `at` (seconds since the epoch),
 // optionally against CRLs (DER or PEM bytes). GT_E_AUTH with a reason on failure: bad signature,
-// expired or not yet valid, revoked, or no path to a root.
+// expired or not yet valid, revoked, or no path to a root. With CRLs, each certificate whose
+// issuer has a CRL among them is checked (signature, lastUpdate/nextUpdate at `at`, serial); a
+// certificate whose issuer has none is not (AMD's ARK CRL covers the ASK, nothing the VCEK);
+// a CRL whose issuer is not a CA of the verified chain fails the call (GT_E_AUTH).
 typedef struct {
     const gt_x509 *const *intermediates;
     size_t intermediate_count;

@@ -28,4 +28,8 @@ GT_MUST_USE gt_err gt_crypto_pkey_wrap(gt_pkey **key, EVP_PKEY *pkey);
 // OpenSSL's EVP update calls take int lengths; larger inputs are fed in pieces of this size.
 #define GT_CRYPTO_MAX_STEP ((size_t)1 << 30)
 
+// Feeds n bytes (AAD when out is NULL) through EVP_CipherUpdate in int-sized steps; 1 on
+// success, 0 on failure (OpenSSL's convention, so it chains with EVP calls).
+int gt_crypto_gcm_update(EVP_CIPHER_CTX *ctx, uint8_t *out, const uint8_t *in, size_t n);
+
 #endif
