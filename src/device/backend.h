@@ -30,5 +30,9 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 // computes every ref's byte count from the op's shapes before running anything.
 typedef gt_err (*gt_dref_resolve_fn)(void *ctx, gt_dref ref, uint64_t bytes, void **ptr);
 gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx);
+// Process-wide: OpenMP threads for the cpu kernels (0 keeps OpenMP's default) and OpenBLAS held
+// at one thread (the kernels split matmuls across OpenMP threads themselves). Call before any
+// launch, from the thread that launches.
+void gt_ops_cpu_set_threads(int threads);
 
 #endif

@@ -55,6 +55,13 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
     void *impl = NULL;
     const gt_device_backend *ops = NULL;
     switch (cfg->kind) {
+    case GT_DEVICE_CPU: {
+        gt_err e = gt_device_cpu_open(cfg, &impl, &ops);
+        if (e.code != GT_E_NONE) {
+            return e;
+        }
+        break;
+    }
     case GT_DEVICE_SIM:
         GT_TRY(gt_device_sim_open(cfg, &impl, &ops));
         break;

@@ -1,0 +1,173 @@
+// gputravel/train.h: GPT-2 on the device API. Model config and parameters (llm.c layout and
+// checkpoints), forward/backward sequenced as device ops, AdamW, learning-rate schedules, the data
+// loader over token buffers already in device memory, training-state checkpoints for resume, and
+// sampling.
+//
+// Trusts: the device to run ops as specified. Does not trust: checkpoint and state files (read
+// through gt_reader, every size checked against the header before a byte is used) or token data
+// (every token is checked against the vocabulary on the device before training starts).
+// No global mutable state: one process may hold several models, loaders and samplers.
+//
+// Legend: L = layers, C = channels, NH = heads, V = vocabulary, Vp = V padded to a multiple of
+// 128, maxT = positions, B = batch, T = sequence length.
+#ifndef GPUTRAVEL_TRAIN_H
+#define GPUTRAVEL_TRAIN_H
+
+#include <gputravel/device.h>
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- config and parameters ------------------------------------------------------------------
+
+#define GT_GPT2_CKPT_MAGIC 20240326
+#define GT_GPT2_CKPT_VERSION 3  // fp32 (5 is llm.c's bf16, not supported)
+#define GT_GPT2_CKPT_HEADER_BYTES 1024
+#define GT_GPT2_NUM_TENSORS 16
+
+typedef struct {
+    int max_seq_len;        // maxT
+    int vocab_size;         // V (real)
+    int padded_vocab_size;  // Vp >= V
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C (a multiple of NH)
+} gt_gpt2_config;
+
+// V rounded up to a multiple of 128 (llm.c's padding).
+int gt_gpt2_pad_vocab(int vocab_size);
+// Positive shapes within limits (C <= 16384, L <= 1024, Vp <= 2^20, maxT <= 65536), C % NH == 0,
+// V <= Vp. GT_E_FORMAT naming the field otherwise.
+GT_MUST_USE gt_err gt_gpt2_config_check(const gt_gpt2_config *cfg);
+// Element counts of the 16 tensors in llm.c order: wte (Vp,C), wpe (maxT,C), ln1w, ln1b (L,C),
+// qkvw (L,3C,C), qkvb (L,3C), attprojw (L,C,C), attprojb (L,C), ln2w, ln2b (L,C), fcw (L,4C,C),
+// fcb (L,4C), fcprojw (L,C,4C), fcprojb (L,C), lnfw, lnfb (C). Returns the total.
+size_t gt_gpt2_param_sizes(const gt_gpt2_config *cfg, size_t sizes[GT_GPT2_NUM_TENSORS]);
+
+typedef struct gt_gpt2 gt_gpt2;  // opaque; owns its device buffers, borrows the device
+
+// A model with every parameter zero (use gt_gpt2_init_random or gt_gpt2_params_write next).
+GT_MUST_USE gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_config *cfg);
+// GPT-2 init from seed: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
+// wpe N(0, 0.02), padded wte rows 0, biases 0, layernorm weights 1. Same seed, same bits.
+GT_MUST_USE gt_err gt_gpt2_init_random(gt_gpt2 *m, uint64_t seed);
+// Reads an llm.c fp32 checkpoint (header magic, version 3, exact file size) onto the device.
+GT_MUST_USE gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path);
+// Writes the parameters as an llm.c fp32 checkpoint, atomically.
+GT_MUST_USE gt_err gt_gpt2_save(gt_gpt2 *m, const char *path);
+void gt_gpt2_free(gt_gpt2 *m);  // frees (wipes) its device buffers
+
+const gt_gpt2_config *gt_gpt2_get_config(const gt_gpt2 *m);
+size_t gt_gpt2_num_params(const gt_gpt2 *m);
+uint64_t gt_gpt2_step(const gt_gpt2 *m);  // AdamW updates applied so far
+// Host copies of all parameters / gradients (n = gt_gpt2_num_params floats, llm.c order).
+GT_MUST_USE gt_err gt_gpt2_params_read(gt_gpt2 *m, float *out, size_t n);
+GT_MUST_USE gt_err gt_gpt2_params_write(gt_gpt2 *m, const float *in, size_t n);
+GT_MUST_USE gt_err gt_gpt2_grads_read(gt_gpt2 *m, float *out, size_t n);
+// Activation bytes a (B,T) step needs on the device (for memory budgets).
+uint64_t gt_gpt2_activation_bytes(const gt_gpt2_config *cfg, int B, int T);
+
+// ---- forward, backward, update --------------------------------------------------------------
+
+// Forward over inputs (i32 (B,T) device buffer). With targets (i32 (B,T); 0 for none) *loss is
+// the mean cross-entropy over B*T (NaN without targets). Logits stay readable afterwards.
+// T <= maxT and every token < V are checked before anything runs.
+GT_MUST_USE gt_err gt_gpt2_forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
+                                   float *loss);
+// Forward, then backward of loss_scale * mean loss, accumulated (+=) into the gradients.
+// loss_scale is 1/grad_accum_steps when accumulating. Logits are consumed (dlogits in place).
+GT_MUST_USE gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B,
+                                            int T, float loss_scale, float *loss);
+GT_MUST_USE gt_err gt_gpt2_zero_grad(gt_gpt2 *m);
+// Vp logits of row (b, t) of the last forward into out.
+GT_MUST_USE gt_err gt_gpt2_logits_read(gt_gpt2 *m, int b, int t, float *out, size_t n);
+
+typedef struct {
+    float beta1, beta2, eps, weight_decay;  // weight decay applies to every parameter (llm.c)
+    float grad_clip;  // clip the global gradient norm to this; 0 disables
+} gt_adamw;
+
+// One AdamW step (t = step + 1) at learning rate lr. *grad_norm (may be NULL) receives the
+// global gradient norm before clipping (computed only when grad_clip > 0 or grad_norm != NULL).
+GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm);
+
+// ---- learning-rate schedule -----------------------------------------------------------------
+
+typedef enum { GT_LR_CONSTANT = 0, GT_LR_COSINE } gt_lr_kind;
+typedef struct {
+    gt_lr_kind kind;
+    float lr;          // peak
+    int warmup;        // steps of linear warmup: lr * (step+1) / warmup
+    int total_steps;   // cosine: decays to lr * final_frac at total_steps
+    float final_frac;
+} gt_lr_schedule;
+GT_MUST_USE gt_err gt_lr_kind_parse(const char *name, gt_lr_kind *kind);
+float gt_lr_at(const gt_lr_schedule *s, int step);  // step counts from 0
+
+// ---- data loader ----------------------------------------------------------------------------
+// Over token buffers already on the device (u16 tokens, e.g. a shard's payload). Each sample is
+// B*T+1 consecutive tokens of one buffer starting at a multiple of B*T; a buffer holds
+// floor((n-1)/(B*T)) samples (llm.c's loader). Unshuffled, batches walk the buffers in order and
+// wrap; shuffled, every epoch permutes the buffer order and each buffer's samples from the seed.
+
+typedef struct {
+    uint64_t epoch;
+    uint64_t shard;   // index into this epoch's buffer order
+    uint64_t sample;  // index into that buffer's sample order
+} gt_loader_pos;
+
+typedef struct gt_loader gt_loader;  // opaque; borrows the device and the token buffers
+
+// Checks every token of every buffer is < V (on the device) and that some buffer holds a sample.
+// Allocates the (B,T) input and target buffers (NO_READBACK, like the data they come from).
+GT_MUST_USE gt_err gt_loader_create(gt_loader **out, gt_device *dev, const gt_dbuf *bufs,
+                                    const uint64_t *ntokens, size_t nbufs, int B, int T, int V,
+                                    bool shuffle, uint64_t seed);
+void gt_loader_free(gt_loader *l);
+// Gathers the next batch into the loader's input/target buffers and advances.
+GT_MUST_USE gt_err gt_loader_next(gt_loader *l);
+gt_dbuf gt_loader_inputs(const gt_loader *l);
+gt_dbuf gt_loader_targets(const gt_loader *l);
+gt_loader_pos gt_loader_tell(const gt_loader *l);
+GT_MUST_USE gt_err gt_loader_seek(gt_loader *l, gt_loader_pos pos);
+uint64_t gt_loader_num_samples(const gt_loader *l);  // over all buffers
+
+// Reads an llm.c shard file into a new device buffer (flags as given, e.g. NO_READBACK).
+GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t flags,
+                                      gt_dbuf *buf, uint64_t *ntokens);
+
+// ---- training state (resume) ----------------------------------------------------------------
+// Beside an llm.c checkpoint PATH, PATH.state holds what llm.c's file does not: the AdamW step
+// and moments (m, v) and the loader position. Format (little-endian): u32 magic "GTTS", u32
+// version 1, 6 x i32 config (maxT, V, Vp, L, NH, C), u64 step, u64 epoch, u64 shard, u64 sample,
+// u64 nparams, u32 has_moments, then nparams f32 m and nparams f32 v when has_moments.
+
+#define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
+#define GT_TRAIN_STATE_VERSION 1
+
+GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path);
+// Loads into a model with the same config; *pos receives the loader position.
+GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
+
+// ---- sampling ---------------------------------------------------------------------------------
+
+typedef struct {
+    float temperature;  // 0: greedy
+    int top_k;          // 0: whole vocabulary
+    uint64_t rng;       // state; advanced by every draw
+} gt_sampler;
+
+// Continues tokens[0..n_prompt) to n_total tokens (tokens has room for n_total). Contexts longer
+// than maxT use the last maxT tokens. Every prompt token must be < V.
+GT_MUST_USE gt_err gt_gpt2_generate(gt_gpt2 *m, gt_sampler *s, int32_t *tokens, int n_prompt,
+                                    int n_total);
+// Draws one token from Vp logits (only the first V count) with s's temperature and top-k.
+int gt_sampler_pick(gt_sampler *s, const float *logits, int V);
+
+// Deterministic random numbers (xorshift64*): one stream per state, no globals.
+uint32_t gt_rng_u32(uint64_t *state);
+float gt_rng_f32(uint64_t *state);  // [0, 1)
+
+#endif

@@ -1,0 +1,482 @@
+// gputravel train: GPT-2 training on a device over llm.c shards; one line per step, optional
+// JSON-lines log, loss-curve PNG (gnuplot), checkpoints with resumable training state.
+#include "cli.h"
+
+#include <gputravel/data.h>
+#include <gputravel/device.h>
+#include <gputravel/train.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CMD "train"
+#define MAX_SHARDS 256
+
+static void usage(void)
+{
+    printf(
+        "usage: gputravel train [OPTIONS] --data SHARD (--init CKPT | --init-random | --resume CKPT)\n"
+        "\n"
+        "Trains GPT-2 (llm.c checkpoints and token shards) on a device.\n"
+        "\n"
+        "model:\n"
+        "  --init CKPT             start from an llm.c fp32 checkpoint\n"
+        "  --init-random           start from GPT-2 init: --layers L --channels C --heads NH\n"
+        "                          --vocab V (padded to a multiple of 128) --max-seq maxT\n"
+        "  --resume CKPT           continue from CKPT and CKPT.state (optimizer, loader, step)\n"
+        "  --seed S                init and shuffle seed (default 1337)\n"
+        "data:\n"
+        "  --data SHARD            training shard (repeat for several)\n"
+        "  --val-data SHARD        validation shard (repeat for several)\n"
+        "  --val-every N           validation loss every N steps and at the end (default: end)\n"
+        "  --val-batches N         batches per validation (default 5)\n"
+        "  --shuffle on|off        seeded shuffling of shards and samples (default on)\n"
+        "  --batch B --seq T       micro-batch shape (default 4 x 64)\n"
+        "  --grad-accum K          micro-batches per step (default 1)\n"
+        "optimizer (AdamW as llm.c; weight decay applies to every parameter):\n"
+        "  --steps N               total steps (a resumed run continues to N; default 10)\n"
+        "  --lr F --beta1 F --beta2 F --eps F --weight-decay F   (defaults 3e-4 0.9 0.999 1e-8 0)\n"
+        "  --schedule constant|cosine  --warmup N  --lr-final-frac F  (defaults cosine 0 0.1)\n"
+        "  --grad-clip F           clip the global gradient norm (0: off, the default)\n"
+        "device and output:\n"
+        "  --device cpu|sim|cuda   (default cpu)   --threads N (default: all cores)\n"
+        "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
+        "  --save-every N          also write them every N steps\n"
+        "  --log-json PATH         one JSON object per step\n"
+        "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
+        "\n"
+        "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n");
+}
+
+typedef struct {
+    const char *init, *resume, *out, *log_json, *plot;
+    bool init_random;
+    int L, C, NH, V, maxT;
+    uint64_t seed;
+    const char *data[MAX_SHARDS], *val[MAX_SHARDS];
+    int ndata, nval;
+    int val_every, val_batches;
+    bool shuffle;
+    int B, T, accum, steps, save_every, threads;
+    gt_adamw opt;
+    gt_lr_schedule sched;
+    gt_device_kind device;
+} train_opts;
+
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    char *end = NULL;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+enum {
+    O_INIT = 1000, O_INIT_RANDOM, O_RESUME, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_MAXSEQ,
+    O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
+    O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
+    O_DEVICE, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
+};
+
+static const struct option long_opts[] = {
+    {"init", required_argument, NULL, O_INIT},
+    {"init-random", no_argument, NULL, O_INIT_RANDOM},
+    {"resume", required_argument, NULL, O_RESUME},
+    {"layers", required_argument, NULL, O_LAYERS},
+    {"channels", required_argument, NULL, O_CHANNELS},
+    {"heads", required_argument, NULL, O_HEADS},
+    {"vocab", required_argument, NULL, O_VOCAB},
+    {"max-seq", required_argument, NULL, O_MAXSEQ},
+    {"seed", required_argument, NULL, O_SEED},
+    {"data", required_argument, NULL, O_DATA},
+    {"val-data", required_argument, NULL, O_VAL},
+    {"val-every", required_argument, NULL, O_VAL_EVERY},
+    {"val-batches", required_argument, NULL, O_VAL_BATCHES},
+    {"shuffle", required_argument, NULL, O_SHUFFLE},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"seq", required_argument, NULL, O_SEQ},
+    {"grad-accum", required_argument, NULL, O_ACCUM},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"lr", required_argument, NULL, O_LR},
+    {"beta1", required_argument, NULL, O_BETA1},
+    {"beta2", required_argument, NULL, O_BETA2},
+    {"eps", required_argument, NULL, O_EPS},
+    {"weight-decay", required_argument, NULL, O_WD},
+    {"schedule", required_argument, NULL, O_SCHEDULE},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"lr-final-frac", required_argument, NULL, O_FINAL},
+    {"grad-clip", required_argument, NULL, O_CLIP},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"threads", required_argument, NULL, O_THREADS},
+    {"out", required_argument, NULL, O_OUT},
+    {"save-every", required_argument, NULL, O_SAVE_EVERY},
+    {"log-json", required_argument, NULL, O_LOG_JSON},
+    {"plot", required_argument, NULL, O_PLOT},
+    {NULL, 0, NULL, 0},
+};
+
+// Returns 0 on success, else the exit status to return.
+static int parse(int argc, char **argv, train_opts *o)
+{
+    *o = (train_opts){
+        .L = 12, .C = 768, .NH = 12, .V = 50257, .maxT = 1024, .seed = 1337, .val_batches = 5,
+        .shuffle = true, .B = 4, .T = 64, .accum = 1, .steps = 10, .threads = 0,
+        .opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f},
+        .sched = {.kind = GT_LR_COSINE, .lr = 3e-4f, .final_frac = 0.1f},
+        .device = GT_DEVICE_CPU,
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case O_INIT: o->init = optarg; break;
+        case O_INIT_RANDOM: o->init_random = true; break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
+        case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
+        case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
+        case O_VOCAB: ok = parse_int(optarg, 1, 65536, &o->V); break;
+        case O_MAXSEQ: ok = parse_int(optarg, 1, 65536, &o->maxT); break;
+        case O_SEED: {
+            char *end = NULL;
+            errno = 0;
+            o->seed = strtoull(optarg, &end, 10);
+            ok = errno == 0 && end != optarg && *end == '\0';
+            break;
+        }
+        case O_DATA:
+            ok = o->ndata < MAX_SHARDS;
+            if (ok) {
+                o->data[o->ndata++] = optarg;
+            }
+            break;
+        case O_VAL:
+            ok = o->nval < MAX_SHARDS;
+            if (ok) {
+                o->val[o->nval++] = optarg;
+            }
+            break;
+        case O_VAL_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->val_every); break;
+        case O_VAL_BATCHES: ok = parse_int(optarg, 1, INT32_MAX, &o->val_batches); break;
+        case O_SHUFFLE:
+            ok = strcmp(optarg, "on") == 0 || strcmp(optarg, "off") == 0;
+            o->shuffle = strcmp(optarg, "on") == 0;
+            break;
+        case O_BATCH: ok = parse_int(optarg, 1, 1 << 16, &o->B); break;
+        case O_SEQ: ok = parse_int(optarg, 1, 65536, &o->T); break;
+        case O_ACCUM: ok = parse_int(optarg, 1, 1 << 16, &o->accum); break;
+        case O_STEPS: ok = parse_int(optarg, 0, INT32_MAX, &o->steps); break;
+        case O_LR: ok = parse_float(optarg, &o->sched.lr) && o->sched.lr >= 0.0f; break;
+        case O_BETA1: ok = parse_float(optarg, &o->opt.beta1); break;
+        case O_BETA2: ok = parse_float(optarg, &o->opt.beta2); break;
+        case O_EPS: ok = parse_float(optarg, &o->opt.eps); break;
+        case O_WD: ok = parse_float(optarg, &o->opt.weight_decay); break;
+        case O_SCHEDULE: ok = gt_is_ok(gt_lr_kind_parse(optarg, &o->sched.kind)); break;
+        case O_WARMUP: ok = parse_int(optarg, 0, INT32_MAX, &o->sched.warmup); break;
+        case O_FINAL: ok = parse_float(optarg, &o->sched.final_frac); break;
+        case O_CLIP: ok = parse_float(optarg, &o->opt.grad_clip) && o->opt.grad_clip >= 0; break;
+        case O_DEVICE: ok = gt_is_ok(gt_device_kind_parse(optarg, &o->device)); break;
+        case O_THREADS: ok = parse_int(optarg, 0, 1024, &o->threads); break;
+        case O_OUT: o->out = optarg; break;
+        case O_SAVE_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->save_every); break;
+        case O_LOG_JSON: o->log_json = optarg; break;
+        case O_PLOT: o->plot = optarg; break;
+        default: return gt_cli_usage(CMD, "unknown option");
+        }
+        if (!ok) {
+            return gt_cli_usage(CMD, "bad value '%s' for --%s", optarg ? optarg : "",
+                                long_opts[c - O_INIT].name);
+        }
+    }
+    if (optind != argc) {
+        return gt_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
+    }
+    int sources = (o->init != NULL) + o->init_random + (o->resume != NULL);
+    if (sources != 1) {
+        return gt_cli_usage(CMD, "give exactly one of --init, --init-random, --resume");
+    }
+    if (o->ndata == 0) {
+        return gt_cli_usage(CMD, "--data is required");
+    }
+    if (o->save_every > 0 && o->out == NULL) {
+        return gt_cli_usage(CMD, "--save-every needs --out");
+    }
+    o->sched.total_steps = o->steps;
+    return 0;
+}
+
+typedef struct {
+    gt_dbuf bufs[MAX_SHARDS];
+    uint64_t ntok[MAX_SHARDS];
+    int n;
+} shard_set;
+
+static gt_err load_shards(gt_device *dev, const char *const *paths, int n, shard_set *s)
+{
+    for (int i = 0; i < n; i++) {
+        // Token data is holder data: the trainer never reads it back.
+        GT_TRY(gt_shard_to_device(dev, paths[i], GT_DBUF_NO_READBACK, &s->bufs[i], &s->ntok[i]));
+        s->n = i + 1;
+    }
+    return GT_OK;
+}
+
+static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
+{
+    char state[4200];
+    GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
+              "path too long: %s", out);
+    GT_TRY(gt_gpt2_save(m, out));
+    return gt_train_state_save(m, gt_loader_tell(l), state);
+}
+
+static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, float *loss)
+{
+    // Every validation pass reads the same batches: rewind first.
+    GT_TRY(gt_loader_seek(val, (gt_loader_pos){0, 0, 0}));
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        float l = 0.0f;
+        GT_TRY(gt_loader_next(val));
+        GT_TRY(gt_gpt2_forward(m, gt_loader_inputs(val), gt_loader_targets(val), B, T, &l));
+        sum += l;
+    }
+    *loss = (float)(sum / batches);
+    return GT_OK;
+}
+
+static bool have_gnuplot(void)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL) {
+        return false;
+    }
+    char dir[4096];
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && n < sizeof dir - 10) {
+            memcpy(dir, path, n);
+            snprintf(dir + n, sizeof dir - n, "/gnuplot");
+            if (access(dir, X_OK) == 0) {
+                return true;
+            }
+        }
+        path += n + (path[n] == ':');
+    }
+    return false;
+}
+
+static void plot(const char *png, const float *train, const float *val, int first, int n)
+{
+    if (!have_gnuplot()) {
+        fprintf(stderr, "gputravel train: gnuplot not found; skipping the loss plot %s\n", png);
+        return;
+    }
+    FILE *gp = popen("gnuplot", "w");
+    if (gp == NULL) {
+        fprintf(stderr, "gputravel train: cannot run gnuplot; skipping the loss plot\n");
+        return;
+    }
+    fprintf(gp, "set terminal png size 900,540\nset output '%s'\n", png);
+    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\n");
+    fprintf(gp, "$train << EOD\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(gp, "%d %.6f\n", first + i + 1, train[i]);
+    }
+    fprintf(gp, "EOD\n$val << EOD\n");
+    int nv = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isnan(val[i])) {
+            fprintf(gp, "%d %.6f\n", first + i + 1, val[i]);
+            nv++;
+        }
+    }
+    fprintf(gp, "EOD\n");
+    if (nv > 0) {
+        fprintf(gp, "plot $train with lines title 'train', $val with linespoints title 'val'\n");
+    } else {
+        fprintf(gp, "plot $train with lines title 'train'\n");
+    }
+    int rc = pclose(gp);
+    if (rc != 0) {
+        fprintf(stderr, "gputravel train: gnuplot failed (status %d); no plot\n", rc);
+    } else if (!gt_cli.quiet) {
+        fprintf(stderr, "loss curve: %s\n", png);
+    }
+}
+
+int gt_cmd_train(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    train_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0) {
+        return rc;
+    }
+    gt_err err = GT_OK;
+    gt_device *dev = NULL;
+    gt_gpt2 *m = NULL;
+    gt_loader *train = NULL, *val = NULL;
+    shard_set data = {0}, vdata = {0};
+    FILE *log = NULL;
+    float *curve = NULL, *vcurve = NULL;
+    int first = 0, done = 0;
+
+    gt_device_config dc = {.kind = o.device, .threads = o.threads};
+    GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+    if (o.init_random) {
+        gt_gpt2_config cfg = {.max_seq_len = o.maxT, .vocab_size = o.V,
+                              .padded_vocab_size = gt_gpt2_pad_vocab(o.V), .num_layers = o.L,
+                              .num_heads = o.NH, .channels = o.C};
+        GT_TRY_GOTO(err, gt_gpt2_create(&m, dev, &cfg), out);
+        GT_TRY_GOTO(err, gt_gpt2_init_random(m, o.seed), out);
+    } else {
+        GT_TRY_GOTO(err, gt_gpt2_load(&m, dev, o.resume ? o.resume : o.init), out);
+    }
+    const gt_gpt2_config *cfg = gt_gpt2_get_config(m);
+    GT_ENSURE_GOTO(err, o.T <= cfg->max_seq_len, out, GT_E_ARG,
+                   "--seq %d exceeds the model's max_seq_len %d", o.T, cfg->max_seq_len);
+    GT_TRY_GOTO(err, load_shards(dev, o.data, o.ndata, &data), out);
+    GT_TRY_GOTO(err, gt_loader_create(&train, dev, data.bufs, data.ntok, (size_t)data.n, o.B, o.T,
+                                      cfg->vocab_size, o.shuffle, o.seed),
+                out);
+    if (o.nval > 0) {
+        GT_TRY_GOTO(err, load_shards(dev, o.val, o.nval, &vdata), out);
+        GT_TRY_GOTO(err, gt_loader_create(&val, dev, vdata.bufs, vdata.ntok, (size_t)vdata.n,
+                                          o.B, o.T, cfg->vocab_size, false, 0),
+                    out);
+    }
+    if (o.resume) {
+        char state[4200];
+        snprintf(state, sizeof state, "%s.state", o.resume);
+        gt_loader_pos pos = {0};
+        GT_TRY_GOTO(err, gt_train_state_load(m, &pos, state), out);
+        GT_TRY_GOTO(err, gt_loader_seek(train, pos), out);
+        first = (int)gt_gpt2_step(m);
+        GT_ENSURE_GOTO(err, first <= o.steps, out, GT_E_ARG,
+                       "--steps %d: the checkpoint is already at step %d", o.steps, first);
+    }
+    if (o.log_json) {
+        log = fopen(o.log_json, o.resume ? "a" : "w");
+        GT_ENSURE_GOTO(err, log != NULL, out, GT_E_IO, "%s: %s", o.log_json, strerror(errno));
+    }
+    curve = calloc((size_t)(o.steps - first) + 1, sizeof *curve);
+    vcurve = calloc((size_t)(o.steps - first) + 1, sizeof *vcurve);
+    GT_ENSURE_GOTO(err, curve && vcurve, out, GT_E_NOMEM, "out of memory");
+    if (!gt_cli.quiet) {
+        fprintf(stderr,
+                "model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters; data: %llu "
+                "samples of %d x %d; device %s\n",
+                cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
+                cfg->padded_vocab_size, cfg->max_seq_len, gt_gpt2_num_params(m),
+                (unsigned long long)gt_loader_num_samples(train), o.B, o.T,
+                gt_device_kind_name(o.device));
+    }
+    double tokens_per_step = (double)o.B * o.T * o.accum;
+    for (int step = first; step < o.steps; step++) {
+        double t0 = gt_now_seconds();
+        GT_TRY_GOTO(err, gt_gpt2_zero_grad(m), out);
+        double loss_sum = 0.0;
+        for (int k = 0; k < o.accum; k++) {
+            float l = 0.0f;
+            GT_TRY_GOTO(err, gt_loader_next(train), out);
+            GT_TRY_GOTO(err, gt_gpt2_forward_backward(m, gt_loader_inputs(train),
+                                                      gt_loader_targets(train), o.B, o.T,
+                                                      1.0f / (float)o.accum, &l),
+                        out);
+            loss_sum += l;
+        }
+        float loss = (float)(loss_sum / o.accum);
+        float lr = gt_lr_at(&o.sched, step), norm = NAN;
+        GT_TRY_GOTO(err, gt_gpt2_update(m, &o.opt, lr, o.opt.grad_clip > 0.0f ? &norm : NULL),
+                    out);
+        double ms = (gt_now_seconds() - t0) * 1000.0;
+        curve[done] = loss;
+        vcurve[done] = NAN;
+        done++;
+        printf("step %d/%d | loss %.6f | lr %.3e | ", step + 1, o.steps, loss, lr);
+        if (!isnan(norm)) {
+            printf("norm %.4f | ", norm);
+        }
+        printf("%.1f ms | %.0f tok/s\n", ms, tokens_per_step / (ms / 1000.0));
+        fflush(stdout);
+        float vloss = NAN;
+        bool last = step + 1 == o.steps;
+        if (val != NULL && (last || (o.val_every > 0 && (step + 1) % o.val_every == 0))) {
+            GT_TRY_GOTO(err, validate(m, val, o.val_batches, o.B, o.T, &vloss), out);
+            vcurve[done - 1] = vloss;
+            printf("step %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
+            fflush(stdout);
+        }
+        if (log != NULL) {
+            fprintf(log, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
+                    "\"tokens_per_s\": %.1f", step + 1, loss, lr, ms, tokens_per_step / (ms / 1000.0));
+            if (!isnan(norm)) {
+                fprintf(log, ", \"grad_norm\": %.9g", norm);
+            }
+            if (!isnan(vloss)) {
+                fprintf(log, ", \"val_loss\": %.9g", vloss);
+            }
+            fprintf(log, "}\n");
+            fflush(log);
+        }
+        if (o.save_every > 0 && (step + 1) % o.save_every == 0 && !last) {
+            GT_TRY_GOTO(err, save_all(m, train, o.out), out);
+        }
+    }
+    if (o.out != NULL) {
+        GT_TRY_GOTO(err, save_all(m, train, o.out), out);
+        if (!gt_cli.quiet) {
+            fprintf(stderr, "wrote %s and %s.state\n", o.out, o.out);
+        }
+    }
+    if (done > 0) {
+        char png[4200] = "";
+        if (o.plot != NULL && strcmp(o.plot, "none") != 0) {
+            snprintf(png, sizeof png, "%s", o.plot);
+        } else if (o.plot == NULL && o.out != NULL) {
+            snprintf(png, sizeof png, "%s.loss.png", o.out);
+        }
+        if (png[0] != '\0') {
+            plot(png, curve, vcurve, first, done);
+        }
+    }
+out:
+    if (log != NULL) {
+        fclose(log);
+    }
+    free(curve);
+    free(vcurve);
+    gt_loader_free(train);
+    gt_loader_free(val);
+    gt_gpt2_free(m);
+    gt_device_close(dev);  // frees (wipes) the shard buffers too
+    if (err.code != GT_E_NONE) {
+        return gt_cli_fail(CMD, err);
+    }
+    return GT_EXIT_OK;
+}

@@ -1,0 +1,250 @@
+// llm.c fp32 checkpoints (256 x int32 header, then the 16 tensors in llm.c order) and the
+// training-state file beside them (train.h). Headers are parsed through gt_reader; the file size
+// must match the header exactly before any parameter is read; writes are atomic.
+#include "train_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PIECE_BYTES ((uint64_t)4 << 20)
+
+gt_err gt_train_file_to_device(FILE *fp, const char *path, gt_device *dev, gt_dbuf buf,
+                               uint64_t offset, uint64_t len)
+{
+    uint8_t *piece = malloc(PIECE_BYTES);
+    GT_ENSURE(piece != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = GT_OK;
+    for (uint64_t at = 0; at < len; at += PIECE_BYTES) {
+        size_t k = (size_t)(len - at < PIECE_BYTES ? len - at : PIECE_BYTES);
+        size_t got = fread(piece, 1, k, fp);
+        GT_ENSURE_GOTO(err, got == k, out, GT_E_TRUNCATED, "%s: ends early (%s)", path,
+                       ferror(fp) ? strerror(errno) : "short read");
+        GT_TRY_GOTO(err, gt_device_copy_in(dev, buf, offset + at, piece, k), out);
+    }
+out:
+    free(piece);
+    return err;
+}
+
+gt_err gt_train_device_to_file(gt_atomic_file *f, gt_device *dev, gt_dbuf buf, uint64_t offset,
+                               uint64_t len)
+{
+    uint8_t *piece = malloc(PIECE_BYTES);
+    GT_ENSURE(piece != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = GT_OK;
+    for (uint64_t at = 0; at < len; at += PIECE_BYTES) {
+        size_t k = (size_t)(len - at < PIECE_BYTES ? len - at : PIECE_BYTES);
+        GT_TRY_GOTO(err, gt_device_copy_out(dev, piece, buf, offset + at, k), out);
+        GT_TRY_GOTO(err, gt_atomic_file_write(f, piece, k), out);
+    }
+out:
+    free(piece);
+    return err;
+}
+
+static gt_err open_sized(const char *path, FILE **fp, uint64_t *size)
+{
+    *fp = fopen(path, "rb");
+    GT_ENSURE(*fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
+              strerror(errno));
+    struct stat st;
+    if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(*fp);
+        *fp = NULL;
+        return gt_errf(GT_E_IO, "%s: not a regular file", path);
+    }
+    *size = (uint64_t)st.st_size;
+    return GT_OK;
+}
+
+// Parses the llm.c header into cfg.
+static gt_err ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
+{
+    gt_reader r = gt_reader_init(hdr, len);
+    int32_t h[8] = {0};
+    for (int i = 0; i < 8; i++) {
+        GT_TRY(gt_reader_i32le(&r, &h[i]));
+    }
+    GT_TRY(gt_reader_skip(&r, GT_GPT2_CKPT_HEADER_BYTES - 32));
+    GT_ENSURE(h[0] == GT_GPT2_CKPT_MAGIC, GT_E_FORMAT, "bad magic %d (expected %d)", h[0],
+              GT_GPT2_CKPT_MAGIC);
+    GT_ENSURE(h[1] != 5, GT_E_UNSUPPORTED, "version 5 (bf16) is not supported; use fp32 (3)");
+    GT_ENSURE(h[1] == GT_GPT2_CKPT_VERSION, GT_E_UNSUPPORTED, "version %d (expected %d: fp32)",
+              h[1], GT_GPT2_CKPT_VERSION);
+    cfg->max_seq_len = h[2];
+    cfg->vocab_size = h[3];
+    cfg->num_layers = h[4];
+    cfg->num_heads = h[5];
+    cfg->channels = h[6];
+    cfg->padded_vocab_size = h[7];
+    return gt_gpt2_config_check(cfg);
+}
+
+gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
+{
+    *out = NULL;
+    FILE *fp = NULL;
+    uint64_t size = 0;
+    GT_TRY(open_sized(path, &fp, &size));
+    gt_err err = GT_OK;
+    gt_gpt2 *m = NULL;
+    uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES];
+    size_t got = fread(hdr, 1, sizeof hdr, fp);
+    gt_gpt2_config cfg = {0};
+    GT_TRY_GOTO(err, ckpt_header_parse(hdr, got, &cfg), fail);
+    size_t sizes[GT_GPT2_NUM_TENSORS];
+    uint64_t want = GT_GPT2_CKPT_HEADER_BYTES + (uint64_t)gt_gpt2_param_sizes(&cfg, sizes) * 4;
+    GT_ENSURE_GOTO(err, size >= want, fail, GT_E_TRUNCATED,
+                   "%llu bytes, but the header's config needs %llu", (unsigned long long)size,
+                   (unsigned long long)want);
+    GT_ENSURE_GOTO(err, size == want, fail, GT_E_FORMAT,
+                   "%llu bytes, but the header's config needs exactly %llu",
+                   (unsigned long long)size, (unsigned long long)want);
+    GT_TRY_GOTO(err, gt_gpt2_create(&m, dev, &cfg), fail);
+    GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), 0,
+                                             want - GT_GPT2_CKPT_HEADER_BYTES),
+                fail);
+    fclose(fp);
+    *out = m;
+    return GT_OK;
+fail:
+    fclose(fp);
+    gt_gpt2_free(m);
+    return gt_err_wrap(err, "checkpoint %s", path);
+}
+
+gt_err gt_gpt2_save(gt_gpt2 *m, const char *path)
+{
+    const gt_gpt2_config *c = gt_gpt2_get_config(m);
+    uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES] = {0};
+    gt_writer w = gt_writer_init_fixed(hdr, sizeof hdr);
+    int32_t h[8] = {GT_GPT2_CKPT_MAGIC, GT_GPT2_CKPT_VERSION, c->max_seq_len, c->vocab_size,
+                    c->num_layers, c->num_heads, c->channels, c->padded_vocab_size};
+    for (int i = 0; i < 8; i++) {
+        GT_TRY(gt_writer_i32le(&w, h[i]));
+    }
+    gt_atomic_file f;
+    GT_TRY(gt_atomic_file_open(&f, path, 0644));
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, sizeof hdr), fail);
+    GT_TRY_GOTO(err, gt_train_device_to_file(&f, gt_gpt2_internal_device(m),
+                                             gt_gpt2_internal_params(m), 0,
+                                             (uint64_t)gt_gpt2_num_params(m) * 4),
+                fail);
+    return gt_atomic_file_commit(&f);
+fail:
+    gt_atomic_file_abort(&f);
+    return gt_err_wrap(err, "checkpoint %s", path);
+}
+
+// ---- training state ---------------------------------------------------------------------------
+
+#define STATE_HEADER_BYTES (4 + 4 + 6 * 4 + 5 * 8 + 4)
+
+gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
+{
+    const gt_gpt2_config *c = gt_gpt2_get_config(m);
+    gt_dbuf mb = 0, vb = 0;
+    GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, false));
+    uint64_t n = gt_gpt2_num_params(m);
+    uint8_t hdr[STATE_HEADER_BYTES];
+    gt_writer w = gt_writer_init_fixed(hdr, sizeof hdr);
+    GT_TRY(gt_writer_u32le(&w, GT_TRAIN_STATE_MAGIC));
+    GT_TRY(gt_writer_u32le(&w, GT_TRAIN_STATE_VERSION));
+    int32_t cf[6] = {c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers,
+                     c->num_heads, c->channels};
+    for (int i = 0; i < 6; i++) {
+        GT_TRY(gt_writer_i32le(&w, cf[i]));
+    }
+    GT_TRY(gt_writer_u64le(&w, gt_gpt2_step(m)));
+    GT_TRY(gt_writer_u64le(&w, pos.epoch));
+    GT_TRY(gt_writer_u64le(&w, pos.shard));
+    GT_TRY(gt_writer_u64le(&w, pos.sample));
+    GT_TRY(gt_writer_u64le(&w, n));
+    GT_TRY(gt_writer_u32le(&w, mb != 0 ? 1 : 0));
+    gt_atomic_file f;
+    GT_TRY(gt_atomic_file_open(&f, path, 0600));
+    gt_err err = GT_OK;
+    gt_device *dev = gt_gpt2_internal_device(m);
+    GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, w.len), fail);
+    if (mb != 0) {
+        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, mb, 0, n * 4), fail);
+        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, vb, 0, n * 4), fail);
+    }
+    return gt_atomic_file_commit(&f);
+fail:
+    gt_atomic_file_abort(&f);
+    return gt_err_wrap(err, "training state %s", path);
+}
+
+static gt_err state_header_parse(const uint8_t *hdr, size_t len, const gt_gpt2_config *c,
+                                 uint64_t nparams, uint64_t *step, gt_loader_pos *pos,
+                                 uint32_t *has_moments)
+{
+    gt_reader r = gt_reader_init(hdr, len);
+    uint32_t magic = 0, version = 0;
+    GT_TRY(gt_reader_u32le(&r, &magic));
+    GT_TRY(gt_reader_u32le(&r, &version));
+    GT_ENSURE(magic == GT_TRAIN_STATE_MAGIC, GT_E_FORMAT, "bad magic %#x", magic);
+    GT_ENSURE(version == GT_TRAIN_STATE_VERSION, GT_E_UNSUPPORTED, "version %u (expected %u)",
+              version, GT_TRAIN_STATE_VERSION);
+    int32_t cf[6] = {0};
+    for (int i = 0; i < 6; i++) {
+        GT_TRY(gt_reader_i32le(&r, &cf[i]));
+    }
+    GT_ENSURE(cf[0] == c->max_seq_len && cf[1] == c->vocab_size &&
+                  cf[2] == c->padded_vocab_size && cf[3] == c->num_layers &&
+                  cf[4] == c->num_heads && cf[5] == c->channels,
+              GT_E_FORMAT, "written for another model config (L=%d C=%d V=%d)", cf[3], cf[5],
+              cf[1]);
+    uint64_t n = 0;
+    GT_TRY(gt_reader_u64le(&r, step));
+    GT_TRY(gt_reader_u64le(&r, &pos->epoch));
+    GT_TRY(gt_reader_u64le(&r, &pos->shard));
+    GT_TRY(gt_reader_u64le(&r, &pos->sample));
+    GT_TRY(gt_reader_u64le(&r, &n));
+    GT_TRY(gt_reader_u32le(&r, has_moments));
+    GT_ENSURE(n == nparams, GT_E_FORMAT, "%llu parameters (model has %llu)",
+              (unsigned long long)n, (unsigned long long)nparams);
+    GT_ENSURE(*has_moments <= 1, GT_E_FORMAT, "has_moments %u", *has_moments);
+    GT_ENSURE(*has_moments == 1 || *step == 0, GT_E_FORMAT, "step %llu without moments",
+              (unsigned long long)*step);
+    return GT_OK;
+}
+
+gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
+{
+    FILE *fp = NULL;
+    uint64_t size = 0;
+    GT_TRY(open_sized(path, &fp, &size));
+    gt_err err = GT_OK;
+    uint8_t hdr[STATE_HEADER_BYTES];
+    size_t got = fread(hdr, 1, sizeof hdr, fp);
+    uint64_t step = 0, n = gt_gpt2_num_params(m);
+    uint32_t has = 0;
+    gt_loader_pos p = {0};
+    GT_TRY_GOTO(err, state_header_parse(hdr, got, gt_gpt2_get_config(m), n, &step, &p, &has),
+                out);
+    uint64_t want = STATE_HEADER_BYTES + (has ? 2 * n * 4 : 0);
+    GT_ENSURE_GOTO(err, size >= want, out, GT_E_TRUNCATED, "%llu bytes, expected %llu",
+                   (unsigned long long)size, (unsigned long long)want);
+    GT_ENSURE_GOTO(err, size == want, out, GT_E_FORMAT, "%llu bytes, expected exactly %llu",
+                   (unsigned long long)size, (unsigned long long)want);
+    gt_device *dev = gt_gpt2_internal_device(m);
+    gt_dbuf mb = 0, vb = 0;
+    GT_TRY_GOTO(err, gt_gpt2_internal_moments(m, &mb, &vb, has != 0), out);
+    if (has) {
+        GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, mb, 0, n * 4), out);
+        GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, vb, 0, n * 4), out);
+    } else if (mb != 0) {
+        GT_TRY_GOTO(err, gt_device_memset(dev, mb, 0, 0, n * 4), out);
+        GT_TRY_GOTO(err, gt_device_memset(dev, vb, 0, 0, n * 4), out);
+    }
+    gt_gpt2_internal_set_step(m, step);
+    *pos = p;
+out:
+    fclose(fp);
+    return gt_err_wrap(err, "training state %s", path);
+}
