@@ -1,0 +1,332 @@
+// attest/: the appraisal policy. Every rule accepts what it should and rejects with its listed
+// reason; several broken rules give several reasons; malformed policies fail naming the field.
+// Claims are built by hand here (as the per-type verifiers produce them), so every TEE type's
+// rules are exercised without hardware evidence.
+#include "testlib.h"
+
+#include <gputravel/attest.h>
+
+#include "attest/attest_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static gt_policy *policy(const char *json)
+{
+    gt_policy *p = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&p, json, strlen(json)));
+    return p;
+}
+
+static cJSON *claims(const char *json)
+{
+    cJSON *c = cJSON_Parse(json);
+    assert_non_null(c);
+    return c;
+}
+
+// Evaluates and returns the reasons (caller frees).
+static gt_strlist eval(const char *pol, gt_tee_type type, const char *claims_json,
+                       const char *tcb, const gt_appraise_params *prm)
+{
+    static const gt_appraise_params none;
+    gt_policy *p = policy(pol);
+    cJSON *c = claims(claims_json);
+    gt_strlist reasons = {0}, warnings = {0};
+    GT_ASSERT_OK(gt_policy_evaluate(p, type, c, tcb, prm ? prm : &none, &reasons, &warnings));
+    gt_strlist_free(&warnings);
+    cJSON_Delete(c);
+    gt_policy_free(p);
+    return reasons;
+}
+
+static void expect_pass(const char *pol, gt_tee_type type, const char *claims_json, const char *tcb)
+{
+    gt_strlist r = eval(pol, type, claims_json, tcb, NULL);
+    if (r.count != 0) {
+        fail_msg("policy %s on %s: unexpected reason '%s'", pol, claims_json, r.items[0]);
+    }
+    gt_strlist_free(&r);
+}
+
+static void expect_reason(const char *pol, gt_tee_type type, const char *claims_json,
+                          const char *tcb, const char *needle)
+{
+    gt_strlist r = eval(pol, type, claims_json, tcb, NULL);
+    if (r.count != 1 || !gt_strlist_contains(&r, needle)) {
+        fail_msg("policy %s on %s: expected exactly one reason with '%s', got %zu%s%s", pol,
+                 claims_json, needle, r.count, r.count ? ": " : "", r.count ? r.items[0] : "");
+    }
+    gt_strlist_free(&r);
+}
+
+#define TDX_OK                                                                                  \
+    "{\"mr_td\": \"aa11\", \"rtmr0\": \"bb22\", \"debug\": false, \"report_data\": \"00\", "       \
+    "\"tee_tcb_svn\": \"03000400000000000000000000000000\"}"
+#define SNP_OK                                                                                  \
+    "{\"measurement\": \"cc33\", \"debug\": false, \"reported_tcb\": {\"bootloader\": 2, "          \
+    "\"tee\": 0, \"snp\": 5, \"microcode\": 68}}"
+
+static void default_and_empty_policy_accept_hardware(void **state)
+{
+    (void)state;
+    expect_pass("{}", GT_TEE_TDX, TDX_OK, "OutOfDate");
+    expect_pass("{}", GT_TEE_SNP, SNP_OK, "");
+    expect_pass("{}", GT_TEE_TDX, "{\"debug\": true}", "");  // debug allowed by default
+    expect_reason("{}", GT_TEE_SIM, "{}", "", "does not set allow_simulation");
+    expect_reason("{}", GT_TEE_SGX, "{}", "Revoked", "Revoked is never accepted");
+    gt_policy *d = NULL;
+    GT_ASSERT_OK(gt_policy_default(&d));
+    gt_strlist r = {0}, w = {0};
+    gt_appraise_params none = {0};
+    cJSON *c = claims(TDX_OK);
+    GT_ASSERT_OK(gt_policy_evaluate(d, GT_TEE_TDX, c, "", &none, &r, &w));
+    assert_int_equal(r.count, 0);
+    cJSON_Delete(c);
+    gt_policy_free(d);
+}
+
+static void rule_accepted_types(void **state)
+{
+    (void)state;
+    const char *p = "{\"accepted_tee_types\": [\"snp\", \"nvgpu\"]}";
+    expect_pass(p, GT_TEE_SNP, SNP_OK, "");
+    expect_reason(p, GT_TEE_TDX, TDX_OK, "", "TEE type tdx is not accepted (accepted: snp, nvgpu)");
+    expect_reason("{\"accepted_tee_types\": []}", GT_TEE_SNP, SNP_OK, "", "(accepted: none)");
+}
+
+static void rule_allow_simulation(void **state)
+{
+    (void)state;
+    expect_pass("{\"allow_simulation\": true}", GT_TEE_SIM, "{\"debug\": false}", "");
+    expect_reason("{\"allow_simulation\": false}", GT_TEE_SIM, "{}", "",
+                  "insecure-simulation evidence refused");
+    // Listing sim as a type is not enough: allow_simulation must be set too.
+    expect_reason("{\"accepted_tee_types\": [\"sim\"]}", GT_TEE_SIM, "{}", "",
+                  "does not set allow_simulation");
+}
+
+static void rule_measurements(void **state)
+{
+    (void)state;
+    const char *p = "{\"measurements\": {\"tdx\": {\"mr_td\": [\"FFFF\", \"AA11\"], "
+                    "\"rtmr0\": [\"bb22\"]}, \"snp\": {\"measurement\": [\"cc33\"]}}}";
+    expect_pass(p, GT_TEE_TDX, TDX_OK, "");  // upper-case in the policy matches
+    expect_pass(p, GT_TEE_SNP, SNP_OK, "");
+    expect_reason(p, GT_TEE_TDX, "{\"mr_td\": \"aa12\", \"rtmr0\": \"bb22\"}", "",
+                  "tdx measurement: mr_td aa12... is not in the allow-list");
+    expect_reason(p, GT_TEE_TDX, "{\"mr_td\": \"aa11\"}", "",
+                  "claim 'rtmr0' is not in the evidence");
+    // Nested claims by dotted path (nvgpu measurement blocks).
+    const char *g = "{\"measurements\": {\"nvgpu\": {\"measurements.2\": [\"8048\"]}}}";
+    expect_pass(g, GT_TEE_NVGPU, "{\"measurements\": {\"2\": \"8048\"}}", "");
+    expect_reason(g, GT_TEE_NVGPU, "{\"measurements\": {\"2\": \"8049\"}}", "",
+                  "measurements.2 8049... is not in the allow-list");
+}
+
+static void rule_debug_forbidden(void **state)
+{
+    (void)state;
+    const char *p = "{\"debug_forbidden\": true}";
+    expect_pass(p, GT_TEE_TDX, TDX_OK, "");
+    expect_reason(p, GT_TEE_SGX, "{\"debug\": true}", "", "debug is forbidden, and the sgx "
+                                                          "evidence has debug enabled");
+    expect_reason(p, GT_TEE_SNP, "{}", "", "does not state its debug attribute");
+    expect_pass(p, GT_TEE_NVGPU, "{}", "");  // GPU evidence has no debug attribute
+}
+
+static void rule_tcb_status(void **state)
+{
+    (void)state;
+    const char *p = "{\"accepted_tcb_statuses\": [\"UpToDate\", \"SWHardeningNeeded\"]}";
+    expect_pass(p, GT_TEE_TDX, TDX_OK, "UpToDate");
+    expect_pass(p, GT_TEE_SGX, "{}", "SWHardeningNeeded");
+    expect_reason(p, GT_TEE_TDX, TDX_OK, "OutOfDate",
+                  "TCB status OutOfDate is not accepted (accepted: UpToDate, SWHardeningNeeded)");
+    expect_reason(p, GT_TEE_SGX, "{}", "", "TCB status not evaluated (no collateral given)");
+    expect_pass(p, GT_TEE_SNP, SNP_OK, "");  // AMD has no TCB status: min_svn covers it
+}
+
+static void rule_min_svn(void **state)
+{
+    (void)state;
+    const char *p = "{\"min_svn\": {\"snp\": {\"bootloader\": 2, \"snp\": 5, \"microcode\": 68},"
+                    " \"tdx\": {\"tee_tcb_svn\": \"03000300000000000000000000000000\"},"
+                    " \"sgx\": {\"isv_svn\": 4}, \"sim\": {\"svn\": 2}}, \"allow_simulation\": true}";
+    expect_pass(p, GT_TEE_SNP, SNP_OK, "");
+    expect_reason(p, GT_TEE_SNP,
+                  "{\"reported_tcb\": {\"bootloader\": 2, \"tee\": 0, \"snp\": 5, \"microcode\": 67}}",
+                  "", "snp min_svn reported_tcb.microcode 67 is below the minimum 68");
+    expect_pass(p, GT_TEE_TDX, TDX_OK, "");
+    expect_reason(p, GT_TEE_TDX, "{\"tee_tcb_svn\": \"02000900000000000000000000000000\"}", "",
+                  "tee_tcb_svn[0] 2 is below the minimum 3");
+    expect_reason(p, GT_TEE_TDX, "{}", "", "claim 'tee_tcb_svn' is not in the evidence");
+    expect_pass(p, GT_TEE_SGX, "{\"isv_svn\": 4}", "");
+    expect_reason(p, GT_TEE_SGX, "{\"isv_svn\": 3}", "", "isv_svn 3 is below the minimum 4");
+    expect_pass(p, GT_TEE_SIM, "{\"svn\": 2}", "");
+    expect_reason(p, GT_TEE_SIM, "{\"svn\": 1}", "", "sim min_svn svn 1 is below the minimum 2");
+}
+
+static void rule_gpu(void **state)
+{
+    (void)state;
+    const char *p = "{\"gpu\": {\"cc_mode\": true, \"firmware\": [\"f5c3\"]}, "
+                    "\"allow_simulation\": true}";
+    expect_pass(p, GT_TEE_NVGPU, "{\"cc_mode\": true, \"fwid\": \"f5c3\"}", "");
+    expect_reason(p, GT_TEE_NVGPU, "{\"cc_mode\": false, \"fwid\": \"f5c3\"}", "",
+                  "CC mode required, and the device reports it off");
+    expect_reason(p, GT_TEE_NVGPU, "{\"fwid\": \"f5c3\"}", "", "does not state it");
+    expect_reason(p, GT_TEE_NVGPU, "{\"cc_mode\": true, \"fwid\": \"0000\"}", "",
+                  "firmware 0000... is not in the allow-list");
+    // A simulated device: its measurement is its firmware.
+    expect_pass(p, GT_TEE_SIM, "{\"device\": true, \"cc_mode\": true, \"measurement\": \"f5c3\"}",
+                "");
+    expect_reason(p, GT_TEE_SIM, "{\"device\": true, \"cc_mode\": false, \"measurement\": \"f5c3\"}",
+                  "", "reports it off");
+    // CPU TEEs are not devices: GPU rules do not apply.
+    expect_pass(p, GT_TEE_TDX, TDX_OK, "");
+    expect_pass(p, GT_TEE_SIM, "{\"device\": false}", "");
+}
+
+static void rule_agreement_and_binding(void **state)
+{
+    (void)state;
+    const char *p = "{\"accepted_agreement_hashes\": [\"0102\"]}";
+    uint8_t good[2] = {1, 2}, bad[2] = {1, 3};
+    gt_appraise_params prm = {.agreement_hash = good, .agreement_hash_len = 2};
+    gt_strlist r = eval(p, GT_TEE_TDX, TDX_OK, "", &prm);
+    assert_int_equal(r.count, 0);
+    gt_strlist_free(&r);
+    prm.agreement_hash = bad;
+    r = eval(p, GT_TEE_TDX, TDX_OK, "", &prm);
+    assert_int_equal(r.count, 1);
+    assert_true(gt_strlist_contains(&r, "agreement 0103... is not accepted"));
+    gt_strlist_free(&r);
+    expect_reason(p, GT_TEE_TDX, TDX_OK, "", "an accepted agreement hash is required");
+
+    // nvgpu binds through the SPDM request nonce (32 bytes: the first half of report_data).
+    uint8_t rd[64];
+    for (int i = 0; i < 64; i++) {
+        rd[i] = (uint8_t)i;
+    }
+    char hex[65];
+    gt_hex_encode(hex, sizeof hex, rd, 32);
+    char cj[200];
+    snprintf(cj, sizeof cj, "{\"request\": {\"nonce\": \"%s\"}}", hex);
+    gt_appraise_params b = {.expected_report_data = rd, .nonce = rd, .nonce_len = 32};
+    r = eval("{}", GT_TEE_NVGPU, cj, "", &b);
+    assert_int_equal(r.count, 0);
+    gt_strlist_free(&r);
+    b.nonce_len = 31;
+    r = eval("{}", GT_TEE_NVGPU, cj, "", &b);
+    assert_int_equal(r.count, 1);
+    assert_true(gt_strlist_contains(&r, "request.nonce does not match the nonce"));
+    gt_strlist_free(&r);
+    r = eval("{}", GT_TEE_SNP, "{}", "", &b);
+    assert_int_equal(r.count, 1);
+    assert_true(gt_strlist_contains(&r, "no readable report_data claim"));
+    gt_strlist_free(&r);
+}
+
+static void several_reasons_at_once(void **state)
+{
+    (void)state;
+    const char *p = "{\"accepted_tee_types\": [\"snp\"], \"debug_forbidden\": true, "
+                    "\"measurements\": {\"tdx\": {\"mr_td\": [\"00\"]}}, "
+                    "\"accepted_tcb_statuses\": [\"UpToDate\"], "
+                    "\"min_svn\": {\"tdx\": {\"tee_tcb_svn\": \"04000000000000000000000000000000\"}},"
+                    " \"accepted_agreement_hashes\": [\"aa\"]}";
+    gt_strlist r = eval(p, GT_TEE_TDX,
+                        "{\"mr_td\": \"aa11\", \"debug\": true, "
+                        "\"tee_tcb_svn\": \"03000400000000000000000000000000\"}",
+                        "OutOfDate", NULL);
+    assert_int_equal(r.count, 6);
+    assert_true(gt_strlist_contains(&r, "TEE type tdx is not accepted"));
+    assert_true(gt_strlist_contains(&r, "mr_td aa11... is not in the allow-list"));
+    assert_true(gt_strlist_contains(&r, "debug is forbidden"));
+    assert_true(gt_strlist_contains(&r, "TCB status OutOfDate is not accepted"));
+    assert_true(gt_strlist_contains(&r, "tee_tcb_svn[0] 3 is below the minimum 4"));
+    assert_true(gt_strlist_contains(&r, "agreement hash is required"));
+    gt_strlist_free(&r);
+}
+
+static void malformed_policies_name_the_field(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        gt_code code;
+        const char *needle;
+    } rows[] = {
+        {"", GT_E_FORMAT, "syntax error"},
+        {"[]", GT_E_FORMAT, "must be a JSON object"},
+        {"{\"allow_simulaton\": true}", GT_E_FORMAT, "unknown field 'allow_simulaton'"},
+        {"{\"allow_simulation\": 1}", GT_E_FORMAT, "allow_simulation must be true or false"},
+        {"{\"version\": 2}", GT_E_UNSUPPORTED, "version 2"},
+        {"{\"accepted_tee_types\": [\"tdx\", \"h100\"]}", GT_E_FORMAT, "unknown TEE type 'h100'"},
+        {"{\"accepted_tee_types\": [\"auto\"]}", GT_E_FORMAT, "unknown TEE type 'auto'"},
+        {"{\"accepted_tee_types\": \"tdx\"}", GT_E_FORMAT, "must be an array"},
+        {"{\"measurements\": {\"tdx\": {\"mr_td\": [\"xyz\"]}}}", GT_E_FORMAT, "not a hex string"},
+        {"{\"measurements\": {\"tdx\": {\"mr_td\": [\"zz\"]}}}", GT_E_FORMAT, "is not hex"},
+        {"{\"measurements\": {\"tdx\": {\"mr_td\": []}}}", GT_E_FORMAT, "empty allow-list"},
+        {"{\"measurements\": {\"tdx\": {\"mr td\": [\"00\"]}}}", GT_E_FORMAT, "bad claim name"},
+        {"{\"measurements\": {\"tdx\": {\"a..b\": [\"00\"]}}}", GT_E_FORMAT, "bad claim name"},
+        {"{\"measurements\": {\"quantum\": {}}}", GT_E_FORMAT, "unknown TEE type 'quantum'"},
+        {"{\"min_svn\": {\"snp\": {\"bootloader\": -1}}}", GT_E_FORMAT, "integer in 0..255"},
+        {"{\"min_svn\": {\"snp\": {\"bootloader\": 2.5}}}", GT_E_FORMAT, "integer in 0..255"},
+        {"{\"min_svn\": {\"snp\": {\"bootloader\": 256}}}", GT_E_FORMAT, "integer in 0..255"},
+        {"{\"min_svn\": {\"snp\": {\"ucode\": 1}}}", GT_E_FORMAT, "unknown field min_svn.snp.ucode"},
+        {"{\"min_svn\": {\"tdx\": {\"tee_tcb_svn\": \"0300\"}}}", GT_E_FORMAT, "tee_tcb_svn"},
+        {"{\"min_svn\": {\"sgx\": {\"isv_svn\": 70000}}}", GT_E_FORMAT, "0..65535"},
+        {"{\"gpu\": {\"cc_mode\": \"on\"}}", GT_E_FORMAT, "gpu.cc_mode must be true or false"},
+        {"{\"gpu\": {\"firmware\": []}}", GT_E_FORMAT, "gpu.firmware is empty"},
+        {"{\"gpu\": {\"vbios\": 1}}", GT_E_FORMAT, "unknown field gpu.vbios"},
+        {"{\"accepted_tcb_statuses\": [1]}", GT_E_FORMAT, "status names"},
+        {"{\"accepted_agreement_hashes\": [\"abc\"]}", GT_E_FORMAT, "not a hex string"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gt_policy *p = (gt_policy *)0x1;
+        gt_err e = gt_policy_parse(&p, rows[i].json, strlen(rows[i].json));
+        if (e.code != rows[i].code || strstr(e.msg, rows[i].needle) == NULL) {
+            fail_msg("row %zu (%s): got %s '%s', want %s with '%s'", i, rows[i].json,
+                     gt_code_name(e.code), e.msg, gt_code_name(rows[i].code), rows[i].needle);
+        }
+        assert_null(p);  // nothing half-built escapes
+    }
+}
+
+static void policy_file_loads(void **state)
+{
+    (void)state;
+    char dir[4096], path[4200];
+    gt_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    static const char text[] = "{\"version\": 1, \"comment\": \"test\", \"allow_simulation\": true}";
+    GT_ASSERT_OK(gt_file_write_atomic(path, text, strlen(text), 0644));
+    gt_policy *p = NULL;
+    GT_ASSERT_OK(gt_policy_load_file(&p, path));
+    gt_policy_free(p);
+    snprintf(path, sizeof path, "%s/missing.json", dir);
+    GT_ASSERT_CODE(gt_policy_load_file(&p, path), GT_E_NOTFOUND);
+    assert_null(p);
+    gt_test_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(default_and_empty_policy_accept_hardware),
+        cmocka_unit_test(rule_accepted_types),
+        cmocka_unit_test(rule_allow_simulation),
+        cmocka_unit_test(rule_measurements),
+        cmocka_unit_test(rule_debug_forbidden),
+        cmocka_unit_test(rule_tcb_status),
+        cmocka_unit_test(rule_min_svn),
+        cmocka_unit_test(rule_gpu),
+        cmocka_unit_test(rule_agreement_and_binding),
+        cmocka_unit_test(several_reasons_at_once),
+        cmocka_unit_test(malformed_policies_name_the_field),
+        cmocka_unit_test(policy_file_loads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

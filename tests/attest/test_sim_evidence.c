@@ -1,0 +1,453 @@
+// attest/: the sim backend and the evidence envelope. Round trip, wrong root, every bit of the
+// evidence flipped, every truncation, report_data and nonce binding, policy without
+// allow_simulation, version checks, and the report_data builder.
+#include "testlib.h"
+
+#include <gputravel/attest.h>
+
+#include "attest/attest_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char dir[4096];
+    char root_dir[4200];
+    char pub[4300];
+    gt_pkey *root;
+    gt_buf pub_pem;
+    gt_attest_file root_file;
+    gt_policy *allow_sim;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    gt_test_tmpdir(f->dir, sizeof f->dir);
+    snprintf(f->root_dir, sizeof f->root_dir, "%s/root", f->dir);
+    GT_ASSERT_OK(gt_sim_root_open(&f->root, f->pub, sizeof f->pub, f->root_dir, true));
+    GT_ASSERT_OK(gt_file_read_all(f->pub, 1 << 16, &f->pub_pem));
+    f->root_file = (gt_attest_file){.path = f->pub, .data = gt_buf_span(&f->pub_pem)};
+    static const char pol[] = "{\"allow_simulation\": true}";
+    GT_ASSERT_OK(gt_policy_parse(&f->allow_sim, pol, strlen(pol)));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    gt_pkey_free(f->root);
+    gt_buf_free(&f->pub_pem);
+    gt_policy_free(f->allow_sim);
+    gt_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static gt_sim_claims sample_claims(void)
+{
+    gt_sim_claims c = {.svn = 7, .issued_at = 1700000000};
+    for (int i = 0; i < GT_SIM_MEASUREMENT_BYTES; i++) {
+        c.measurement[i] = (uint8_t)(0xA0 + i);
+    }
+    for (int i = 0; i < GT_REPORT_DATA_BYTES; i++) {
+        c.report_data[i] = (uint8_t)i;
+    }
+    return c;
+}
+
+static void make_evidence_bytes(const fixture *f, const gt_sim_claims *c, gt_buf *out)
+{
+    gt_evidence ev = {0};
+    GT_ASSERT_OK(gt_sim_evidence_create(&ev, c, f->root));
+    GT_ASSERT_OK(gt_evidence_encode(&ev, out));
+    gt_evidence_free(&ev);
+}
+
+static const char *claim_str(const gt_appraisal *a, const char *name)
+{
+    const cJSON *c = gt_claims_get(a->claims, name);
+    return cJSON_IsString(c) ? c->valuestring : "";
+}
+
+static void round_trip_accepted_with_claims(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+
+    gt_evidence ev = {0};
+    GT_ASSERT_OK(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO));
+    assert_int_equal(ev.type, GT_TEE_SIM);
+    assert_int_equal(ev.version, 1);
+    assert_true(ev.enveloped);
+
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1,
+                            .expected_report_data = c.report_data};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_ACCEPTED);
+    assert_int_equal(a.reason_count, 0);
+    assert_true(a.signature_valid);
+    assert_true(a.chain_valid);
+    assert_true(a.insecure_simulation);
+    assert_string_equal(claim_str(&a, "tee"), "sim");
+    assert_string_equal(claim_str(&a, "security"), GT_INSECURE_SIMULATION);
+    char hex[129];
+    gt_hex_encode(hex, sizeof hex, c.measurement, sizeof c.measurement);
+    assert_string_equal(claim_str(&a, "measurement"), hex);
+    gt_hex_encode(hex, sizeof hex, c.report_data, sizeof c.report_data);
+    assert_string_equal(claim_str(&a, "report_data"), hex);
+    assert_int_equal(cJSON_GetObjectItem(a.claims, "svn")->valuedouble, 7);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(a.claims, "debug")));
+    // Reported as insecure-simulation in the output too, even when accepted.
+    cJSON *j = gt_appraisal_to_json(&a);
+    assert_string_equal(cJSON_GetObjectItem(j, "security")->valuestring, GT_INSECURE_SIMULATION);
+    assert_string_equal(cJSON_GetObjectItem(j, "verdict")->valuestring, "accepted");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "tcb_status")));
+    assert_true(a.warning_count > 0);
+    cJSON_Delete(j);
+    gt_appraisal_free(&a);
+
+    // The file round trip gives the same bytes.
+    char path[4200];
+    snprintf(path, sizeof path, "%s/ev.bin", f->dir);
+    GT_ASSERT_OK(gt_evidence_save_file(&ev, path));
+    gt_evidence ev2 = {0};
+    GT_ASSERT_OK(gt_evidence_load_file(&ev2, path, GT_TEE_SIM));
+    assert_int_equal(ev2.body.len, ev.body.len);
+    assert_memory_equal(ev2.body.data, ev.body.data, ev.body.len);
+    gt_evidence_free(&ev2);
+    gt_evidence_free(&ev);
+    gt_buf_free(&bytes);
+}
+
+static void collect_measures_the_running_executable(void **state)
+{
+    fixture *f = *state;
+    uint8_t rd[GT_REPORT_DATA_BYTES] = {1, 2, 3};
+    gt_collect_params cp = {.type = GT_TEE_SIM, .sim_root = f->root_dir, .sim_svn = 3};
+    gt_evidence ev = {0};
+    GT_ASSERT_OK(gt_attest_collect(&ev, &cp, rd));
+    uint8_t self[GT_SIM_MEASUREMENT_BYTES];
+    GT_ASSERT_OK(gt_hash_file(GT_HASH_SHA384, self, "/proc/self/exe"));
+    gt_sim_report r;
+    GT_ASSERT_OK(gt_sim_report_parse(&r, ev.body.data, ev.body.len));
+    assert_memory_equal(r.claims.measurement, self, sizeof self);
+    assert_memory_equal(r.claims.report_data, rd, sizeof rd);
+    assert_int_equal(r.claims.svn, 3);
+    gt_evidence_free(&ev);
+}
+
+static void root_is_created_once_and_reused(void **state)
+{
+    fixture *f = *state;
+    gt_pkey *again = NULL;
+    char pub[4300];
+    GT_ASSERT_OK(gt_sim_root_open(&again, pub, sizeof pub, f->root_dir, false));
+    assert_string_equal(pub, f->pub);
+    uint8_t a[200], b[200];
+    size_t na = 0, nb = 0;
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(f->root, a, sizeof a, &na));
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(again, b, sizeof b, &nb));
+    assert_int_equal(na, 96);  // P-384
+    assert_memory_equal(a, b, na);
+    gt_pkey_free(again);
+    struct stat st;
+    char key[4300];
+    snprintf(key, sizeof key, "%s/root-key.pem", f->root_dir);
+    assert_int_equal(stat(key, &st), 0);
+    assert_int_equal(st.st_mode & 0077, 0);  // private key readable by its owner only
+
+    // Without create, a missing root is an error, and nothing is made.
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s/none", f->dir);
+    gt_pkey *k = NULL;
+    GT_ASSERT_CODE(gt_sim_root_open(&k, NULL, 0, missing, false), GT_E_NOTFOUND);
+    assert_null(k);
+    assert_false(gt_path_exists(missing));
+
+    // Directory resolution: explicit, then GT_SIM_ROOT, then XDG/HOME.
+    char dir[4096];
+    setenv("GT_SIM_ROOT", "/tmp/from-env", 1);
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, "/tmp/explicit"));
+    assert_string_equal(dir, "/tmp/explicit");
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
+    assert_string_equal(dir, "/tmp/from-env");
+    unsetenv("GT_SIM_ROOT");
+    setenv("XDG_DATA_HOME", "/tmp/xdg", 1);
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
+    assert_string_equal(dir, "/tmp/xdg/gputravel/sim-root");
+    unsetenv("XDG_DATA_HOME");
+    setenv("HOME", "/home/u", 1);
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
+    assert_string_equal(dir, "/home/u/.local/share/gputravel/sim-root");
+}
+
+static void wrong_root_is_invalid(void **state)
+{
+    fixture *f = *state;
+    char other_dir[4200], other_pub[4300];
+    snprintf(other_dir, sizeof other_dir, "%s/other", f->dir);
+    gt_pkey *other = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&other, other_pub, sizeof other_pub, other_dir, true));
+    gt_buf pem = {0};
+    GT_ASSERT_OK(gt_file_read_all(other_pub, 1 << 16, &pem));
+    gt_attest_file wrong = {.path = other_pub, .data = gt_buf_span(&pem)};
+
+    gt_sim_claims c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_appraise_params p = {.roots = &wrong, .root_count = 1};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_AUTO, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_false(a.signature_valid);
+    assert_true(gt_appraisal_has_reason(&a, "signature does not verify with the given root"));
+    assert_true(gt_appraisal_has_reason(&a, "evidence names root key id"));
+    gt_appraisal_free(&a);
+
+    // Evidence signed by the other root (the "attacker" embeds its own key id) is still invalid
+    // for a verifier holding the real root.
+    gt_buf forged = {0};
+    gt_evidence ev = {0};
+    GT_ASSERT_OK(gt_sim_evidence_create(&ev, &c, other));
+    GT_ASSERT_OK(gt_evidence_encode(&ev, &forged));
+    gt_appraise_params real = {.roots = &f->root_file, .root_count = 1};
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, forged.data, forged.len, GT_TEE_SIM, f->allow_sim,
+                                          &real));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    gt_appraisal_free(&a);
+
+    // No root at all: invalid, and the message says what is missing.
+    gt_appraise_params none = {0};
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, f->allow_sim, &none));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_true(gt_appraisal_has_reason(&a, "no root given"));
+    gt_appraisal_free(&a);
+
+    gt_evidence_free(&ev);
+    gt_buf_free(&forged);
+    gt_buf_free(&pem);
+    gt_buf_free(&bytes);
+    gt_pkey_free(other);
+}
+
+static void every_flipped_bit_is_refused(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
+    size_t invalid = 0;
+    gt_log_set_level(GT_LOG_ERROR);  // one insecure-simulation warning per appraisal otherwise
+    for (size_t i = 0; i < bytes.len; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            bytes.data[i] ^= (uint8_t)(1u << bit);
+            gt_appraisal a;
+            GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_AUTO,
+                                                  f->allow_sim, &p));
+            if (a.verdict == GT_VERDICT_ACCEPTED) {
+                fail_msg("flipping byte %zu bit %d was accepted", i, bit);
+            }
+            assert_true(a.reason_count > 0);
+            invalid += a.verdict == GT_VERDICT_INVALID;
+            gt_appraisal_free(&a);
+            bytes.data[i] ^= (uint8_t)(1u << bit);
+        }
+    }
+    gt_log_set_level(GT_LOG_INFO);
+    // Every flip breaks parsing or the signature: none is a merely "rejected" evidence.
+    assert_int_equal(invalid, bytes.len * 8);
+    gt_buf_free(&bytes);
+}
+
+static void every_truncation_and_extension_is_invalid(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
+    for (size_t n = 0; n < bytes.len; n++) {
+        gt_appraisal a;
+        GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, n, GT_TEE_AUTO, f->allow_sim, &p));
+        assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+        assert_true(a.reason_count > 0);
+        gt_appraisal_free(&a);
+    }
+    // One byte too many: the envelope is exact.
+    GT_ASSERT_OK(gt_buf_append(&bytes, "", 1));
+    gt_evidence ev = {0};
+    GT_ASSERT_CODE(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO), GT_E_FORMAT);
+    assert_int_equal(ev.type, GT_TEE_AUTO);
+    assert_null(ev.body.data);
+    // Oversized input is refused before parsing.
+    GT_ASSERT_CODE(gt_evidence_parse(&ev, bytes.data, GT_EVIDENCE_MAX_BYTES + 1, GT_TEE_AUTO),
+                   GT_E_LIMIT);
+    gt_buf_free(&bytes);
+}
+
+static void versions_and_types_are_checked(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_evidence ev = {0};
+
+    bytes.data[4] = 2;  // envelope version 2
+    GT_ASSERT_CODE(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO), GT_E_UNSUPPORTED);
+    bytes.data[4] = 1;
+    bytes.data[12] = 9;  // sim report version 9 (the body starts at byte 12)
+    GT_ASSERT_CODE(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO), GT_E_UNSUPPORTED);
+    bytes.data[12] = 1;
+    bytes.data[6] = 77;  // unknown type tag
+    GT_ASSERT_CODE(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO), GT_E_FORMAT);
+    bytes.data[6] = GT_TEE_SIM;
+    // Expecting another type: a clear error, not a misparse.
+    gt_err e = gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_TDX);
+    assert_int_equal(e.code, GT_E_FORMAT);
+    assert_non_null(strstr(e.msg, "evidence is sim, but tdx was expected"));
+    gt_appraisal a;
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_SNP, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_true(gt_appraisal_has_reason(&a, "but snp was expected"));
+    gt_appraisal_free(&a);
+    // Unknown bytes: unrecognised format.
+    static const uint8_t junk[64] = {0xde, 0xad, 0xbe, 0xef};
+    e = gt_evidence_parse(&ev, junk, sizeof junk, GT_TEE_AUTO);
+    assert_int_equal(e.code, GT_E_FORMAT);
+    assert_non_null(strstr(e.msg, "unrecognised format"));
+    gt_buf_free(&bytes);
+}
+
+static void report_data_and_nonce_binding(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    uint8_t nonce[16] = {0xAB, 0xCD};
+    memset(c.report_data, 0, sizeof c.report_data);
+    memcpy(c.report_data, nonce, sizeof nonce);  // report_data = nonce || zeros
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_appraisal a;
+
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1, .nonce = nonce,
+                            .nonce_len = sizeof nonce};
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_SIM, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_ACCEPTED);
+    gt_appraisal_free(&a);
+
+    uint8_t other[GT_REPORT_DATA_BYTES];
+    memcpy(other, c.report_data, sizeof other);
+    other[63] ^= 1;
+    uint8_t wrong_nonce[16] = {0xAB, 0xCE};
+    p.expected_report_data = other;
+    p.nonce = wrong_nonce;
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_SIM, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_true(a.signature_valid);
+    assert_int_equal(a.reason_count, 2);
+    assert_true(gt_appraisal_has_reason(&a, "does not match the expected report_data"));
+    assert_true(gt_appraisal_has_reason(&a, "does not match the nonce"));
+    gt_appraisal_free(&a);
+    gt_buf_free(&bytes);
+}
+
+static void policy_without_allow_simulation_rejects(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    c.debug = true;
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
+    gt_appraisal a;
+    // The default policy (NULL) refuses sim.
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_AUTO, NULL, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_true(a.signature_valid && a.chain_valid);
+    assert_int_equal(a.reason_count, 1);
+    assert_true(gt_appraisal_has_reason(&a, "does not set allow_simulation"));
+    gt_appraisal_free(&a);
+
+    // A policy accepting only hardware, forbidding debug, requiring svn 9: every reason at once.
+    static const char pol[] = "{\"accepted_tee_types\": [\"tdx\", \"snp\"], \"debug_forbidden\": "
+                              "true, \"min_svn\": {\"sim\": {\"svn\": 9}}}";
+    gt_policy *strict = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&strict, pol, strlen(pol)));
+    GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_AUTO, strict, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_int_equal(a.reason_count, 4);
+    assert_true(gt_appraisal_has_reason(&a, "TEE type sim is not accepted (accepted: tdx, snp)"));
+    assert_true(gt_appraisal_has_reason(&a, "does not set allow_simulation"));
+    assert_true(gt_appraisal_has_reason(&a, "debug is forbidden"));
+    assert_true(gt_appraisal_has_reason(&a, "svn 7 is below the minimum 9"));
+    gt_appraisal_free(&a);
+    gt_policy_free(strict);
+    gt_buf_free(&bytes);
+}
+
+static void report_data_builder_is_length_prefixed(void **state)
+{
+    (void)state;
+    uint8_t a[64], b[64], want[64];
+    const uint8_t n1[] = {'a', 'b'}, n2[] = {'a'}, k1[] = {'c'}, k2[] = {'b', 'c'};
+    GT_ASSERT_OK(gt_attest_report_data_build(a, "tag", n1, 2, k1, 1, NULL, 0));
+    GT_ASSERT_OK(gt_attest_report_data_build(b, "tag", n2, 1, k2, 2, NULL, 0));
+    assert_memory_not_equal(a, b, 64);  // moving a byte between parts changes the result
+
+    // The exact construction: SHA-512 over (u32be len || bytes) for tag, nonce, key, agreement.
+    uint8_t msg[64] = {0};
+    size_t m = 0;
+    const char *parts[4] = {"tag", "ab", "c", ""};
+    for (int i = 0; i < 4; i++) {
+        size_t n = strlen(parts[i]);
+        gt_store_u32be(msg + m, (uint32_t)n);
+        memcpy(msg + m + 4, parts[i], n);
+        m += 4 + n;
+    }
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA512, want, msg, m));
+    assert_memory_equal(a, want, 64);
+
+    GT_ASSERT_CODE(gt_attest_report_data_build(a, "", n1, 2, NULL, 0, NULL, 0), GT_E_ARG);
+    GT_ASSERT_CODE(gt_attest_report_data_build(a, "t", NULL, 2, NULL, 0, NULL, 0), GT_E_ARG);
+}
+
+static void type_names(void **state)
+{
+    (void)state;
+    gt_tee_type t = GT_TEE_AUTO;
+    GT_ASSERT_OK(gt_tee_type_parse("nvgpu", &t));
+    assert_int_equal(t, GT_TEE_NVGPU);
+    GT_ASSERT_CODE(gt_tee_type_parse("TDX", &t), GT_E_ARG);
+    assert_int_equal(t, GT_TEE_NVGPU);  // unchanged on failure
+    assert_string_equal(gt_tee_type_name(GT_TEE_SGX), "sgx");
+    assert_string_equal(gt_tee_type_name((gt_tee_type)42), "unknown");
+    assert_string_equal(gt_verdict_name(GT_VERDICT_REJECTED), "rejected");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(round_trip_accepted_with_claims),
+        cmocka_unit_test(collect_measures_the_running_executable),
+        cmocka_unit_test(root_is_created_once_and_reused),
+        cmocka_unit_test(wrong_root_is_invalid),
+        cmocka_unit_test(every_flipped_bit_is_refused),
+        cmocka_unit_test(every_truncation_and_extension_is_invalid),
+        cmocka_unit_test(versions_and_types_are_checked),
+        cmocka_unit_test(report_data_and_nonce_binding),
+        cmocka_unit_test(policy_without_allow_simulation_rejects),
+        cmocka_unit_test(report_data_builder_is_length_prefixed),
+        cmocka_unit_test(type_names),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
