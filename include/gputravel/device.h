@@ -99,10 +99,12 @@ typedef struct {
 } gt_device_attester;
 
 typedef struct {
-    // NULL hooks take the defaults: produce = the built-in unattested-client blob (until a TEE
-    // attester is passed), appraise = the device evidence must verify (identity key certified by
-    // the sim vendor root, bound to this session, marked simulated).
+    // NULL hooks take the defaults: produce = sim evidence signed by this machine's sim root
+    // (attest.h; insecure-simulation), appraise = the device evidence must verify: identity key
+    // certified by the sim vendor root, evidence signed by it, bound to this session, a device
+    // in CC mode, not debug (always insecure-simulation).
     gt_device_attester attester;
+    const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
     uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES];  // zeros when there is none
     int timeout_ms;  // per reply from devd (0: 60 s)
 } gt_device_sim_options;
@@ -120,8 +122,10 @@ typedef struct {
     uint64_t mem_limit;
 } gt_device_sim_stat;
 GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat);
-// The device evidence received in the handshake (borrowed; valid until gt_device_close).
-GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence);
+// The device evidence received in the handshake (borrowed; valid until gt_device_close) and the
+// report_data it was appraised against (so a caller can keep or re-appraise it).
+GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
+                                          uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
 
 // The server: owns all device memory (one arena, touched once at start), serves one session at a
 // time and refuses a second client while one is attached, until *stop becomes non-zero or
@@ -132,8 +136,12 @@ typedef struct {
     uint32_t slot_count;       // bounce slots (0: 4)
     uint32_t slot_bytes;       // bytes per slot (0: 4 MiB)
     int threads;               // OpenMP threads for launched ops (0: OpenMP's default)
-    gt_device_attester attester;  // NULL hooks: built-in sim device evidence; admit any client
-                                  // whose evidence binds its session (logged)
+    gt_device_attester attester;  // NULL produce: sim device evidence from devd's identity;
+                                  // NULL appraise: admission policy below
+    const char *identity_dir;     // devd identity key (NULL: <sim root>/devd-identity)
+    const char *vendor_root_dir;  // sim vendor root that certifies it (NULL: the sim root)
+    const char *admit_policy;     // client admission policy JSON file (NULL: sim, not debug)
+    const char *client_root;      // root for client evidence, PEM (NULL: the sim root's public key)
     const volatile sig_atomic_t *stop;  // may be NULL; checked between sessions
     uint64_t max_sessions;     // 0: unlimited
     int idle_timeout_ms;       // a silent client is dropped after this (0: never)

@@ -39,8 +39,12 @@ typedef struct {
 
 typedef struct {
     const gt_devd_config *cfg;
-    gt_device_attester att;
+    gt_err (*produce)(void *ctx, const uint8_t *rd, gt_buf *evidence);
+    void *produce_ctx;
+    gt_err (*appraise)(void *ctx, gt_span evidence, const uint8_t *rd);
+    void *appraise_ctx;
     gt_sim_identity *identity;
+    gt_sim_admission *admission;
     uint8_t *arena;
     uint64_t arena_bytes;
     devd_buf *bufs;  // sorted by off
@@ -443,18 +447,19 @@ static gt_err handshake(devd_session *s)
     GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
     // client evidence: bound to its nonce, its X25519 key and the agreement
     GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);
-    GT_TRY_GOTO(err, d->att.appraise(d->att.ctx, ch.evidence, rd), refuse);
-    // devd's side: ephemeral key, evidence bound to the client's nonce and hello
+    GT_TRY_GOTO(err, d->appraise(d->appraise_ctx, ch.evidence, rd), refuse);
+    // devd's side: ephemeral key, evidence bound to the client's nonce and hello and to the
+    // device's parameters (memory limit, bounce layout)
     gt_sim_server_hello sh;
     memset(&sh, 0, sizeof sh);
-    GT_TRY_GOTO(err, gt_x25519_keypair(sh.pub, sec), out);
-    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, sh.pub, ch_span), out);
-    GT_TRY_GOTO(err, d->att.produce(d->att.ctx, rd, &ev), out);
-    GT_TRY_GOTO(err, bounce_create(s), out);
     sh.version = GT_SIM_VERSION;
     sh.slot_count = d->slot_count;
     sh.slot_bytes = d->slot_bytes;
     sh.mem_limit = d->arena_bytes;
+    GT_TRY_GOTO(err, gt_x25519_keypair(sh.pub, sec), out);
+    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, ch_span), out);
+    GT_TRY_GOTO(err, d->produce(d->produce_ctx, rd, &ev), out);
+    GT_TRY_GOTO(err, bounce_create(s), out);
     sh.evidence = gt_buf_span(&ev);
     GT_TRY_GOTO(err, gt_sim_server_hello_write(&w, &sh), out);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, ch.pub, sec), out);
@@ -623,20 +628,27 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
               d.slot_bytes);
     GT_ENSURE(d.arena_bytes >= 4096, GT_E_ARG, "devd: memory limit of %llu bytes is too small",
               (unsigned long long)d.arena_bytes);
-    d.att = cfg->attester;
     if (cfg->threads > 0) {
         omp_set_num_threads(cfg->threads);
     }
     d.stage = malloc(DEVD_STAGE_BYTES);
     d.rx = malloc(GT_SIM_MAX_FRAME);
     GT_ENSURE_GOTO(err, d.stage != NULL && d.rx != NULL, out, GT_E_NOMEM, "devd: out of memory");
-    if (d.att.produce == NULL) {
-        GT_TRY_GOTO(err, gt_sim_identity_create(&d.identity, NULL, d.arena_bytes, true), out);
-        d.att.produce = gt_sim_identity_produce;
-        d.att.ctx = d.identity;
+    d.produce = cfg->attester.produce;
+    d.produce_ctx = cfg->attester.ctx;
+    d.appraise = cfg->attester.appraise;
+    d.appraise_ctx = cfg->attester.ctx;
+    if (d.produce == NULL) {
+        GT_TRY_GOTO(err, gt_sim_identity_open(&d.identity, cfg->identity_dir, cfg->vendor_root_dir),
+                    out);
+        d.produce = gt_sim_identity_produce;
+        d.produce_ctx = d.identity;
     }
-    if (d.att.appraise == NULL) {
-        d.att.appraise = gt_sim_default_devd_appraise;
+    if (d.appraise == NULL) {
+        GT_TRY_GOTO(err, gt_sim_admission_open(&d.admission, cfg->admit_policy, cfg->client_root),
+                    out);
+        d.appraise = gt_sim_admission_appraise;
+        d.appraise_ctx = d.admission;
     }
     GT_TRY_GOTO(err, arena_create(&d), out);
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
@@ -669,5 +681,6 @@ out:
     free(d.stage);
     free(d.rx);
     gt_sim_identity_free(d.identity);
+    gt_sim_admission_free(d.admission);
     return err;
 }

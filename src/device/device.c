@@ -99,10 +99,11 @@ gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat)
     return gt_device_sim_impl_stat(dev->impl, stat);
 }
 
-gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence)
+gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
+                              uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES])
 {
     GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
-    return gt_device_sim_impl_evidence(dev->impl, evidence);
+    return gt_device_sim_impl_evidence(dev->impl, evidence, report_data);
 }
 
 void gt_device_close(gt_device *dev)

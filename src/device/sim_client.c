@@ -108,12 +108,15 @@ static gt_err connect_to(const char *path, int *out)
 
 static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
 {
-    gt_device_attester att = opt->attester;
-    if (att.produce == NULL) {
-        att.produce = gt_sim_default_client_produce;
+    gt_err (*produce)(void *, const uint8_t *, gt_buf *) = opt->attester.produce;
+    gt_err (*appraise)(void *, gt_span, const uint8_t *) = opt->attester.appraise;
+    void *produce_ctx = opt->attester.ctx, *appraise_ctx = opt->attester.ctx;
+    if (produce == NULL) {
+        produce = gt_sim_default_client_produce;
     }
-    if (att.appraise == NULL) {
-        att.appraise = gt_sim_default_client_appraise;
+    if (appraise == NULL) {
+        appraise = gt_sim_default_client_appraise;
+        appraise_ctx = (void *)opt->vendor_root_pem;
     }
     gt_err err = GT_OK;
     gt_buf ev = {0};
@@ -133,7 +136,7 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     GT_TRY_GOTO(err, gt_x25519_keypair(ch.pub, sec), out);
     memcpy(ch.agreement, opt->agreement_hash, sizeof ch.agreement);
     GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), out);
-    GT_TRY_GOTO(err, att.produce(att.ctx, rd, &ev), out);
+    GT_TRY_GOTO(err, produce(produce_ctx, rd, &ev), out);
     ch.evidence = gt_buf_span(&ev);
     GT_TRY_GOTO(err, gt_sim_client_hello_write(&w, &ch), out);
     gt_err sent = gt_sim_frame_send(c->fd, w.data, w.len, -1);
@@ -156,9 +159,9 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     GT_ENSURE_GOTO(err, bounce_fd >= 0, out, GT_E_FORMAT,
                    "sim device: server hello came without bounce buffers");
     // device evidence: bound to our nonce, devd's X25519 key and our whole hello
-    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, sh.pub, (gt_span){w.data, w.len}),
-                out);
-    GT_TRY_GOTO(err, att.appraise(att.ctx, sh.evidence, rd), out);
+    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, (gt_span){w.data, w.len}), out);
+    GT_TRY_GOTO(err, appraise(appraise_ctx, sh.evidence, rd), out);
+    memcpy(c->device_report_data, rd, sizeof rd);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, sh.pub, sec), out);
     GT_TRY_GOTO(err, gt_sim_keys_derive(&c->keys, true, shared, (gt_span){w.data, w.len}, sh_span),
                 out);
@@ -415,9 +418,11 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
     return GT_OK;
 }
 
-gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence)
+gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
+                                   uint8_t report_data[GT_SIM_REPORT_DATA_BYTES])
 {
     gt_sim_conn *c = impl;
     *evidence = gt_buf_span(&c->device_evidence);
+    memcpy(report_data, c->device_report_data, GT_SIM_REPORT_DATA_BYTES);
     return GT_OK;
 }

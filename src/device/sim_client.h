@@ -15,6 +15,7 @@ typedef struct {
     uint32_t slot_count, slot_bytes;
     uint64_t mem_limit;
     gt_buf device_evidence;
+    uint8_t device_report_data[GT_SIM_REPORT_DATA_BYTES];
     gt_sim_watch watch;  // reply timeout
     bool broken;         // a fatal error ended the session; every call fails from then on
 } gt_sim_conn;
@@ -30,6 +31,7 @@ GT_MUST_USE gt_err gt_device_sim_open_opts(const gt_device_config *cfg,
                                            const gt_device_sim_options *opt, void **impl,
                                            const gt_device_backend **ops);
 GT_MUST_USE gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat);
-GT_MUST_USE gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence);
+GT_MUST_USE gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
+                                               uint8_t report_data[GT_SIM_REPORT_DATA_BYTES]);
 
 #endif

@@ -2,6 +2,8 @@
 // Parsers read only through gt_reader and accept each type only at its exact size.
 #include "sim_proto.h"
 
+#include <gputravel/attest.h>
+
 #include <string.h>
 
 // ---- handshake ----------------------------------------------------------------------------------
@@ -140,39 +142,30 @@ gt_err gt_sim_refuse_parse(gt_span body, gt_sim_status *refused)
 
 gt_err gt_sim_client_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES], const gt_sim_client_hello *h)
 {
-    uint8_t in[sizeof(GT_SIM_TAG_CLIENT_RD) - 1 + GT_SIM_NONCE_BYTES + GT_X25519_BYTES +
-               GT_SIM_AGREEMENT_BYTES];
-    size_t n = 0;
-    memcpy(in + n, GT_SIM_TAG_CLIENT_RD, sizeof(GT_SIM_TAG_CLIENT_RD) - 1);
-    n += sizeof(GT_SIM_TAG_CLIENT_RD) - 1;
-    memcpy(in + n, h->nonce, GT_SIM_NONCE_BYTES);
-    n += GT_SIM_NONCE_BYTES;
-    memcpy(in + n, h->pub, GT_X25519_BYTES);
-    n += GT_X25519_BYTES;
-    memcpy(in + n, h->agreement, GT_SIM_AGREEMENT_BYTES);
-    n += GT_SIM_AGREEMENT_BYTES;
-    return gt_hash(GT_HASH_SHA512, rd, in, n);
+    return gt_attest_report_data_build(rd, GT_SIM_TAG_CLIENT_RD, h->nonce, sizeof h->nonce, h->pub,
+                                       sizeof h->pub, h->agreement, sizeof h->agreement);
 }
 
 gt_err gt_sim_device_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
                                  const uint8_t client_nonce[GT_SIM_NONCE_BYTES],
-                                 const uint8_t device_pub[GT_X25519_BYTES],
-                                 gt_span client_hello_body)
+                                 const gt_sim_server_hello *sh, gt_span client_hello_body)
 {
-    uint8_t ch_hash[GT_SHA512_BYTES];
-    GT_TRY(gt_hash(GT_HASH_SHA512, ch_hash, client_hello_body.data, client_hello_body.len));
-    uint8_t in[sizeof(GT_SIM_TAG_DEVICE_RD) - 1 + GT_SIM_NONCE_BYTES + GT_X25519_BYTES +
-               GT_SHA512_BYTES];
-    size_t n = 0;
-    memcpy(in + n, GT_SIM_TAG_DEVICE_RD, sizeof(GT_SIM_TAG_DEVICE_RD) - 1);
-    n += sizeof(GT_SIM_TAG_DEVICE_RD) - 1;
-    memcpy(in + n, client_nonce, GT_SIM_NONCE_BYTES);
-    n += GT_SIM_NONCE_BYTES;
-    memcpy(in + n, device_pub, GT_X25519_BYTES);
-    n += GT_X25519_BYTES;
-    memcpy(in + n, ch_hash, sizeof ch_hash);
-    n += sizeof ch_hash;
-    return gt_hash(GT_HASH_SHA512, rd, in, n);
+    uint8_t th[GT_SHA512_BYTES], params[16];
+    gt_store_u32le(params, sh->slot_count);
+    gt_store_u32le(params + 4, sh->slot_bytes);
+    gt_store_u64le(params + 8, sh->mem_limit);
+    gt_hash_ctx *h = NULL;
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA512), out);
+    GT_TRY_GOTO(err, gt_hash_update(h, client_hello_body.data, client_hello_body.len), out);
+    GT_TRY_GOTO(err, gt_hash_update(h, params, sizeof params), out);
+    GT_TRY_GOTO(err, gt_hash_final(h, th), out);
+    GT_TRY_GOTO(err, gt_attest_report_data_build(rd, GT_SIM_TAG_DEVICE_RD, client_nonce,
+                                                 GT_SIM_NONCE_BYTES, sh->pub, sizeof sh->pub, th,
+                                                 sizeof th), out);
+out:
+    gt_hash_free(h);
+    return err;
 }
 
 // ---- keys and IVs -------------------------------------------------------------------------------

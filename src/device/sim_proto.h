@@ -7,12 +7,14 @@
 //
 // Handshake (plaintext frames; DESIGN.md §4):
 //   client -> devd  CLIENT_HELLO  version, client nonce, client X25519 public key, agreement
-//                                 hash, client evidence (report_data = SHA-512(tag_c || nonce ||
-//                                 client pub || agreement hash))
+//                                 hash, client evidence (report_data = gt_attest_report_data_build
+//                                 (tag_c, nonce, client pub, agreement hash))
 //   devd -> client  SERVER_HELLO  version, devd X25519 public key, bounce layout, memory limit,
-//                                 devd evidence (report_data = SHA-512(tag_d || client nonce ||
-//                                 devd pub || SHA-512(CLIENT_HELLO body))); the bounce memfd is
-//                                 attached to this frame (SCM_RIGHTS)
+//                                 devd evidence (report_data = gt_attest_report_data_build(tag_d,
+//                                 client nonce, devd pub, SHA-512(CLIENT_HELLO body || u32le
+//                                 slot_count || u32le slot_bytes || u64le mem_limit))): fresh,
+//                                 bound to the client's hello and to the device's parameters;
+//                                 the bounce memfd is attached to this frame (SCM_RIGHTS)
 //   devd -> client  REFUSE        instead of SERVER_HELLO: device busy, policy rejection, ...
 // Both sides then derive, with HKDF-SHA-512 over the X25519 secret, salt = SHA-512(CLIENT_HELLO
 // body || SERVER_HELLO body), one AES-256-GCM key per direction (info "gputravel devd c2s v1" /
@@ -58,8 +60,8 @@
 #define GT_SIM_BULK_CHUNK(slot_bytes) ((slot_bytes) - GT_AEAD_TAG_BYTES)
 
 // Domain tags (report_data, key derivation, aad).
-#define GT_SIM_TAG_CLIENT_RD "gputravel devd client evidence v1"
-#define GT_SIM_TAG_DEVICE_RD "gputravel devd device evidence v1"
+#define GT_SIM_TAG_CLIENT_RD "gputravel/devd-client/v1"
+#define GT_SIM_TAG_DEVICE_RD "gputravel/devd-device/v1"
 #define GT_SIM_INFO_C2S "gputravel devd c2s v1"
 #define GT_SIM_INFO_S2C "gputravel devd s2c v1"
 #define GT_SIM_AAD_REC "gtsim-rec"
@@ -116,7 +118,7 @@ GT_MUST_USE gt_err gt_sim_client_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES
                                              const gt_sim_client_hello *h);
 GT_MUST_USE gt_err gt_sim_device_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
                                              const uint8_t client_nonce[GT_SIM_NONCE_BYTES],
-                                             const uint8_t device_pub[GT_X25519_BYTES],
+                                             const gt_sim_server_hello *sh,
                                              gt_span client_hello_body);
 
 // ---- session keys and counters ----------------------------------------------------------------

@@ -2,6 +2,7 @@
 // many sizes through the bounce slots, buffer policy, memory limit, device evidence.
 #include "testlib.h"
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
@@ -210,41 +211,88 @@ static void test_session_end_frees_and_wipes(void **state)
     gt_device_close(dev);
 }
 
+static void write_file(const char *path, const void *p, size_t n)
+{
+    GT_ASSERT_OK(gt_file_write_atomic(path, p, n, 0600));
+}
+
 static void test_device_evidence(void **state)
 {
     fixture *f = *state;
     gt_device *dev = open_dev(f);
     gt_span ev = {0};
-    GT_ASSERT_OK(gt_device_sim_evidence(dev, &ev));
-    gt_sim_device_claims c;
-    GT_ASSERT_OK(gt_sim_device_evidence_verify(ev, NULL, NULL, &c));
-    assert_true(c.flags & GT_SIM_DEV_FLAG_SIMULATED);
-    assert_true(c.flags & GT_SIM_DEV_FLAG_CC_MODE);
-    assert_int_equal(c.mem_limit, MEM_LIMIT);
+    uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES];
+    GT_ASSERT_OK(gt_device_sim_evidence(dev, &ev, rd));
+    cJSON *claims = NULL;
+    GT_ASSERT_OK(gt_sim_device_evidence_appraise(ev, rd, NULL, NULL, &claims));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(claims, "device")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(claims, "cc_mode")));
+    assert_string_equal(cJSON_GetObjectItem(claims, "security")->valuestring,
+                        GT_INSECURE_SIMULATION);
     // the measurement is devd's executable
     uint8_t exe[GT_SHA384_BYTES];
+    char hex[2 * GT_SHA384_BYTES + 1];
     GT_ASSERT_OK(gt_hash_file(GT_HASH_SHA384, exe, GT_CLI_PATH));
-    assert_memory_equal(exe, c.exe_measurement, sizeof exe);
-    // bound to one session: another report_data does not match
-    uint8_t other[GT_DEVICE_REPORT_DATA_BYTES] = {0};
-    GT_ASSERT_CODE(gt_sim_device_evidence_verify(ev, other, NULL, NULL), GT_E_AUTH);
-    GT_ASSERT_CODE(gt_sim_device_evidence_verify(ev, NULL, other + 0, NULL), GT_E_POLICY);
-    // every flipped byte is caught (format, signature or policy)
+    gt_hex_encode(hex, sizeof hex, exe, sizeof exe);
+    assert_string_equal(cJSON_GetObjectItem(claims, "measurement")->valuestring, hex);
+    cJSON_Delete(claims);
+    // bound to this session: another report_data is refused
+    uint8_t other[GT_DEVICE_REPORT_DATA_BYTES];
+    memcpy(other, rd, sizeof other);
+    other[5] ^= 1;
+    assert_false(gt_is_ok(gt_sim_device_evidence_appraise(ev, other, NULL, NULL, NULL)));
+    // certified by the vendor root only: another root does not certify it
+    char other_root[1024], other_pub[1200];
+    snprintf(other_root, sizeof other_root, "%s/other-root", f->dir);
+    gt_pkey *k = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&k, other_pub, sizeof other_pub, other_root, true));
+    gt_pkey_free(k);
+    gt_err e = gt_sim_device_evidence_appraise(ev, rd, other_pub, NULL, NULL);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "not certified"));
+    // every flipped byte outside the identity PEM is caught (format, signature, binding)
+    gt_sim_device_bundle b;
+    GT_ASSERT_OK(gt_sim_device_bundle_parse(ev, &b));
+    size_t pem_at = (size_t)(b.identity_pem.data - ev.data);
     uint8_t *copy = malloc(ev.len);
-    for (size_t i = 0; i < ev.len; i += 7) {
+    for (size_t i = 0; i < ev.len; i += 5) {
+        if (i >= pem_at && i < pem_at + b.identity_pem.len) {
+            continue;
+        }
         memcpy(copy, ev.data, ev.len);
         copy[i] ^= 0x01;
-        gt_err e = gt_sim_device_evidence_verify((gt_span){copy, ev.len}, c.report_data, NULL,
-                                                 NULL);
-        if (gt_is_ok(e)) {
+        if (gt_is_ok(gt_sim_device_evidence_appraise((gt_span){copy, ev.len}, rd, NULL, NULL,
+                                                     NULL))) {
             fail_msg("flipped byte %zu of device evidence was accepted", i);
         }
     }
-    for (size_t n = 0; n < ev.len; n += 13) {
-        assert_false(gt_is_ok(gt_sim_device_evidence_verify((gt_span){ev.data, n}, NULL, NULL,
-                                                            NULL)));
+    for (size_t n = 0; n < ev.len; n += 97) {
+        assert_false(gt_is_ok(gt_sim_device_evidence_appraise((gt_span){ev.data, n}, rd, NULL,
+                                                              NULL, NULL)));
     }
     free(copy);
+
+    // `gputravel verify` appraises the device's evidence like any other evidence
+    char evpath[700], polpath[700], idpub[1200], rdhex[2 * GT_DEVICE_REPORT_DATA_BYTES + 1];
+    snprintf(evpath, sizeof evpath, "%s/device.gtev", f->dir);
+    snprintf(polpath, sizeof polpath, "%s/device-policy.json", f->dir);
+    snprintf(idpub, sizeof idpub, "%s/sim-root/devd-identity/root-pub.pem", f->dir);
+    write_file(evpath, b.gtev.data, b.gtev.len);
+    const char *pol = "{\"accepted_tee_types\": [\"sim\"], \"allow_simulation\": true, "
+                      "\"gpu\": {\"cc_mode\": true}}";
+    write_file(polpath, pol, strlen(pol));
+    gt_hex_encode(rdhex, sizeof rdhex, rd, sizeof rd);
+    const char *args[] = {"verify", "--evidence", evpath, "--root", idpub, "--policy", polpath,
+                          "--report-data", rdhex, NULL};
+    gt_buf out = {0};
+    int rc = gt_test_run_cli(&out, args);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    if (rc != 0) {
+        fail_msg("gputravel verify exited %d: %s", rc, (char *)out.data);
+    }
+    gt_buf_free(&out);
+    gt_hex_encode(rdhex, sizeof rdhex, other, sizeof other);
+    assert_int_equal(gt_test_run_cli(NULL, args), 1);  // rejected: another session
     gt_device_close(dev);
 }
 
@@ -261,6 +309,20 @@ static gt_err reject_client(void *ctx, const uint8_t *rd, gt_buf *evidence)
     (void)ctx;
     (void)rd;
     return gt_buf_append(evidence, "not evidence", 12);
+}
+
+static gt_err debug_client(void *ctx, const uint8_t *rd, gt_buf *evidence)
+{
+    (void)ctx;
+    gt_collect_params p;
+    memset(&p, 0, sizeof p);
+    p.type = GT_TEE_SIM;
+    p.sim_debug = true;
+    gt_evidence ev;
+    GT_TRY(gt_attest_collect(&ev, &p, rd));
+    gt_err e = gt_evidence_encode(&ev, evidence);
+    gt_evidence_free(&ev);
+    return e;
 }
 
 static void test_attestation_hooks(void **state)
@@ -285,8 +347,14 @@ static void test_attestation_hooks(void **state)
         }
         usleep(10000);
     }
-    assert_int_equal(e.code, GT_E_POLICY);
+    assert_int_equal(e.code, GT_E_AUTH);
     assert_non_null(strstr(e.msg, "refused"));
+    assert_null(dev);
+    // ... and authentic evidence its policy refuses (a debug TEE)
+    opt.attester.produce = debug_client;
+    e = gt_device_open_sim(&dev, &cfg, &opt);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "debug"));
     assert_null(dev);
     // and the device still serves a good client
     for (int i = 0; i < 200 && !gt_is_ok(gt_device_open(&dev, &cfg)); i++) {

@@ -13,6 +13,11 @@
 pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *const *extra)
 {
     snprintf(sock, cap, "%s/devd.sock", dir);
+    if (getenv("GT_SIM_ROOT") == NULL) {  // the sim root (vendor + platform) of this test
+        char root[4096];
+        snprintf(root, sizeof root, "%s/sim-root", dir);
+        setenv("GT_SIM_ROOT", root, 1);
+    }
     pid_t pid = fork();
     if (pid < 0) {
         fail_msg("fork failed");
