@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <omp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -628,9 +627,7 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
               d.slot_bytes);
     GT_ENSURE(d.arena_bytes >= 4096, GT_E_ARG, "devd: memory limit of %llu bytes is too small",
               (unsigned long long)d.arena_bytes);
-    if (cfg->threads > 0) {
-        omp_set_num_threads(cfg->threads);
-    }
+    gt_ops_cpu_set_threads(cfg->threads);  // devd's own OpenMP threads run launched ops
     d.stage = malloc(DEVD_STAGE_BYTES);
     d.rx = malloc(GT_SIM_MAX_FRAME);
     GT_ENSURE_GOTO(err, d.stage != NULL && d.rx != NULL, out, GT_E_NOMEM, "devd: out of memory");
