@@ -21,7 +21,8 @@ static void usage(void)
 {
     printf("usage: gputravel devd --socket PATH [--mem-limit BYTES] [--threads N]\n"
            "                      [--slots N] [--slot-size BYTES] [--max-sessions N]\n"
-           "                      [--idle-timeout SECONDS]\n"
+           "                      [--idle-timeout SECONDS] [--identity DIR] [--vendor-root DIR]\n"
+           "                      [--admit-policy P.json] [--client-root PEM]\n"
            "\n"
            "Runs the emulated confidential GPU: a separate process that owns all device memory,\n"
            "attests itself (a P-384 identity key certified by a simulated vendor root; evidence is\n"
@@ -33,7 +34,16 @@ static void usage(void)
            "  --slots N              bounce slots per session (default 4)\n"
            "  --slot-size BYTES      bytes per bounce slot (default 4MiB)\n"
            "  --max-sessions N       exit after N sessions (default: serve until signalled)\n"
-           "  --idle-timeout SECONDS drop a client silent this long (default: never)\n");
+           "  --idle-timeout SECONDS drop a client silent this long (default: never)\n"
+           "  --identity DIR         device identity key (default: <sim root>/devd-identity,\n"
+           "                         created on first start)\n"
+           "  --vendor-root DIR      simulated vendor root that certifies the identity\n"
+           "                         (default: the sim root, $GT_SIM_ROOT or ~/.local/share)\n"
+           "  --admit-policy P.json  admission policy for client evidence (default: sim\n"
+           "                         evidence accepted as insecure-simulation, debug refused)\n"
+           "  --client-root PEM      root for client evidence (default: the sim root's key)\n"
+           "\n"
+           "Device evidence: `gputravel verify --root <identity>/root-pub.pem` appraises it.\n");
 }
 
 int gt_cmd_devd(int argc, char **argv)
@@ -46,7 +56,9 @@ int gt_cmd_devd(int argc, char **argv)
         {"socket", required_argument, NULL, 's'},    {"mem-limit", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},   {"slots", required_argument, NULL, 'n'},
         {"slot-size", required_argument, NULL, 'z'}, {"max-sessions", required_argument, NULL, 'x'},
-        {"idle-timeout", required_argument, NULL, 'i'}, {NULL, 0, NULL, 0},
+        {"idle-timeout", required_argument, NULL, 'i'}, {"identity", required_argument, NULL, 'I'},
+        {"vendor-root", required_argument, NULL, 'V'}, {"admit-policy", required_argument, NULL, 'P'},
+        {"client-root", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
     };
     gt_devd_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -57,6 +69,18 @@ int gt_cmd_devd(int argc, char **argv)
         switch (c) {
         case 's':
             cfg.socket_path = optarg;
+            break;
+        case 'I':
+            cfg.identity_dir = optarg;
+            break;
+        case 'V':
+            cfg.vendor_root_dir = optarg;
+            break;
+        case 'P':
+            cfg.admit_policy = optarg;
+            break;
+        case 'R':
+            cfg.client_root = optarg;
             break;
         case 'm':
         case 'z':

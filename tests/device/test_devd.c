@@ -532,6 +532,27 @@ static void test_fuzzed_control_channel(void **state)
     assert_device_clean(f, 0);
 }
 
+static void test_admission_policy(void **state)
+{
+    fixture *f = *state;
+    char sub[700], pol[800], sock[900];
+    snprintf(sub, sizeof sub, "%s/strict", f->dir);
+    GT_ASSERT_OK(gt_mkdir_p(sub, 0700));
+    snprintf(pol, sizeof pol, "%s/policy.json", sub);
+    const char *json = "{\"accepted_tee_types\": [\"tdx\", \"snp\"]}";
+    GT_ASSERT_OK(gt_file_write_atomic(pol, json, strlen(json), 0600));
+    const char *args[] = {"--mem-limit", "1MiB", "--admit-policy", pol, NULL};
+    pid_t pid = gt_test_devd_start(sock, sizeof sock, sub, args);
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = sock};
+    gt_device *dev = NULL;
+    gt_err e = gt_device_open(&dev, &cfg);
+    gt_test_devd_stop(pid);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "refused"));
+    assert_non_null(strstr(e.msg, "sim"));
+    assert_null(dev);
+}
+
 static void test_cli_memory_limit(void **state)
 {
     (void)state;
@@ -564,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_reordered_records),
         cmocka_unit_test(test_malformed_records),
         cmocka_unit_test(test_fuzzed_control_channel),
+        cmocka_unit_test(test_admission_policy),
         cmocka_unit_test(test_cli_memory_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
