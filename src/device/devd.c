@@ -26,6 +26,7 @@
 #define DEVD_DEFAULT_SLOTS 4u
 #define DEVD_DEFAULT_SLOT_BYTES (4u << 20)
 #define DEVD_SEND_TIMEOUT_S 30
+#define DEVD_HELLO_TIMEOUT_MS 10000
 
 typedef struct {
     uint64_t id;     // the handle the owner sees
@@ -517,7 +518,10 @@ static void session_run(devd *d, int fd)
                              .timeout_ms = d->cfg->idle_timeout_ms, .stop = d->cfg->stop};
     struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    // a connection that never says hello must not hold the device
+    s.watch.timeout_ms = DEVD_HELLO_TIMEOUT_MS;
     gt_err err = handshake(&s);
+    s.watch.timeout_ms = d->cfg->idle_timeout_ms;
     if (!gt_is_ok(err)) {
         gt_log_warn("devd: session %llu refused: %s", (unsigned long long)s.id, err.msg);
     } else {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -23,6 +24,7 @@ pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *co
         fail_msg("fork failed");
     }
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test that dies takes its devd with it
         const char *argv[64];
         int n = 0;
         argv[n++] = GT_CLI_PATH;
