@@ -187,8 +187,9 @@ typedef struct gt_policy gt_policy;
 // Unknown fields, wrong types, bad hex, unknown TEE names: GT_E_FORMAT naming the field.
 GT_MUST_USE gt_err gt_policy_parse(gt_policy **out, const char *json, size_t len);
 GT_MUST_USE gt_err gt_policy_load_file(gt_policy **out, const char *path);
-// The default policy: every hardware type accepted on signature + chain alone (a TCB status of
-// Revoked still rejects); sim rejected (allow_simulation false).
+// The default policy (same as "{}"): every hardware type accepted on signature + chain alone
+// (what the format verifier itself refuses still rejects: an Intel TCB level that is Revoked or
+// unsupported); sim rejected (allow_simulation false).
 GT_MUST_USE gt_err gt_policy_default(gt_policy **out);
 void gt_policy_free(gt_policy *p);
 

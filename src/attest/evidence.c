@@ -198,20 +198,20 @@ static gt_err parse_envelope(const uint8_t *data, size_t len, parsed_evidence *p
     uint32_t body_len = 0, aux_len = 0;
     GT_TRY(gt_reader_bytes(&r, magic, sizeof magic));
     GT_ENSURE(memcmp(magic, GT_EVIDENCE_MAGIC, 4) == 0, GT_E_FORMAT, "evidence: not a GTEV file");
-    GT_TRY(gt_err_wrap(gt_reader_u16le(&r, &ver), "evidence envelope: "));
+    GT_TRY(gt_err_wrap(gt_reader_u16le(&r, &ver), "evidence envelope"));
     GT_ENSURE(ver == GT_EVIDENCE_ENVELOPE_VERSION, GT_E_UNSUPPORTED,
               "evidence envelope: version %u (expected %u)", ver, GT_EVIDENCE_ENVELOPE_VERSION);
-    GT_TRY(gt_err_wrap(gt_reader_u16le(&r, &tag), "evidence envelope: "));
+    GT_TRY(gt_err_wrap(gt_reader_u16le(&r, &tag), "evidence envelope"));
     GT_ENSURE(tag >= GT_TEE_SIM && tag <= GT_TEE_TYPE_MAX, GT_E_FORMAT,
               "evidence envelope: unknown type tag %u", tag);
-    GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &body_len), "evidence envelope: "));
+    GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &body_len), "evidence envelope"));
     GT_ENSURE(body_len <= GT_EVIDENCE_MAX_BYTES, GT_E_LIMIT,
               "evidence envelope: body of %u bytes is too large", body_len);
-    GT_TRY(gt_err_wrap(gt_reader_span(&r, body_len, &pe->body), "evidence envelope: body: "));
-    GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &aux_len), "evidence envelope: "));
+    GT_TRY(gt_err_wrap(gt_reader_span(&r, body_len, &pe->body), "evidence envelope: body"));
+    GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &aux_len), "evidence envelope"));
     GT_ENSURE(aux_len <= GT_EVIDENCE_MAX_BYTES, GT_E_LIMIT,
               "evidence envelope: aux of %u bytes is too large", aux_len);
-    GT_TRY(gt_err_wrap(gt_reader_span(&r, aux_len, &pe->aux), "evidence envelope: aux: "));
+    GT_TRY(gt_err_wrap(gt_reader_span(&r, aux_len, &pe->aux), "evidence envelope: aux"));
     GT_TRY(gt_reader_expect_end(&r, "evidence envelope"));
     pe->type = (gt_tee_type)tag;
     pe->enveloped = true;
@@ -219,7 +219,7 @@ static gt_err parse_envelope(const uint8_t *data, size_t len, parsed_evidence *p
         return detect_sim_body(pe->body.data, pe->body.len, &pe->version);
     }
     return gt_err_wrap(detect_as(pe->body.data, pe->body.len, pe->type, &pe->version),
-                       "evidence envelope (type %s): ", gt_tee_type_name(pe->type));
+                       "evidence envelope (type %s)", gt_tee_type_name(pe->type));
 }
 
 static gt_err parse_any(const uint8_t *data, size_t len, gt_tee_type expect, parsed_evidence *pe)
@@ -312,7 +312,7 @@ gt_err gt_evidence_load_file(gt_evidence *ev, const char *path, gt_tee_type expe
     GT_TRY(gt_file_read_all(path, GT_EVIDENCE_MAX_BYTES, &b));
     gt_err err = gt_evidence_parse(ev, b.data, b.len, expect);
     gt_buf_free_nowipe(&b);
-    return gt_is_ok(err) ? err : gt_err_wrap(err, "%s: ", path);
+    return gt_is_ok(err) ? err : gt_err_wrap(err, "%s", path);
 }
 
 gt_err gt_evidence_save_file(const gt_evidence *ev, const char *path)
@@ -401,30 +401,7 @@ gt_err gt_claims_add_hex(cJSON *claims, const char *name, const void *p, size_t 
     return GT_OK;
 }
 
-// ---- per-type adapters -------------------------------------------------------------------------
-// The Intel and AMD/NVIDIA format verifiers plug in here (see gt_attest_verify_*).
-
-gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "%s: UNSUPPORTED: verifier not built yet",
-                           gt_tee_type_name(ev->type));
-}
-
-gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "snp: UNSUPPORTED: verifier not built yet");
-}
-
-gt_err gt_attest_verify_nvgpu(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
-{
-    (void)ctx;
-    c->version = ev->version;
-    return gt_strlist_addf(&c->invalid, "nvgpu: UNSUPPORTED: verifier not built yet");
-}
+// The per-type verifiers: sim.c (ours), adapters.c (Intel, AMD, NVIDIA format verifiers).
 
 // ---- appraisal ---------------------------------------------------------------------------------
 
@@ -503,8 +480,12 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
     }
     if (c.invalid.count > 0 || !c.parsed || !c.signature_valid || !c.chain_valid) {
         // Not authentic: the claims say nothing, so no policy reason is added on top.
+        // The verifier's refusals (e.g. an unsupported TCB level) still count: every reason.
         for (size_t i = 0; i < c.invalid.count; i++) {
             GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.invalid.items[i]), out);
+        }
+        for (size_t i = 0; i < c.rejected.count; i++) {
+            GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.rejected.items[i]), out);
         }
         if (reasons.count == 0) {
             GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s: evidence %s", gt_tee_type_name(ev->type),

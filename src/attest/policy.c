@@ -256,7 +256,7 @@ static gt_err parse_min_svn(gt_policy *p, const cJSON *obj)
                 GT_ENSURE(cJSON_IsString(f) && f->valuestring != NULL, GT_E_FORMAT,
                           "policy: %s must be a hex string of 16 bytes", name);
                 GT_TRY(gt_err_wrap(gt_hex_decode_exact(p->tdx_min_tee_tcb_svn, 16, f->valuestring),
-                                   "policy: %s: ", name));
+                                   "policy: %s", name));
                 p->tdx_min_given = true;
                 known = true;
             } else if (type == GT_TEE_SGX && strcmp(f->string, "isv_svn") == 0) {
@@ -368,7 +368,7 @@ gt_err gt_policy_parse(gt_policy **out, const char *json, size_t len)
     *out = NULL;
     GT_ENSURE(len <= GT_POLICY_MAX_BYTES, GT_E_LIMIT, "policy: %zu bytes is too large", len);
     cJSON *doc = NULL;
-    GT_TRY(gt_err_wrap(gt_json_parse(json, len, &doc), "policy: "));
+    GT_TRY(gt_err_wrap(gt_json_parse(json, len, &doc), "policy"));
     gt_policy *p = policy_new();
     gt_err err = p != NULL ? parse_doc(p, doc) : gt_errf(GT_E_NOMEM, "policy: out of memory");
     cJSON_Delete(doc);
@@ -387,7 +387,7 @@ gt_err gt_policy_load_file(gt_policy **out, const char *path)
     GT_TRY(gt_file_read_all(path, GT_POLICY_MAX_BYTES, &b));
     gt_err err = gt_policy_parse(out, (const char *)b.data, b.len);
     gt_buf_free_nowipe(&b);
-    return gt_is_ok(err) ? err : gt_err_wrap(err, "%s: ", path);
+    return gt_is_ok(err) ? err : gt_err_wrap(err, "%s", path);
 }
 
 // ---- evaluation ----------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ gt_err gt_sim_root_open(gt_pkey **root, char *pub_path, size_t pub_cap, const ch
     }
     gt_pkey *key = NULL;
     gt_err err;
-    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&key, key_path, true), "sim root: "), out);
+    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&key, key_path, true), "sim root"), out);
     uint8_t id[GT_SHA256_BYTES];
     GT_TRY_GOTO(err, root_key_id(key, id), out);
     if (!gt_path_exists(pub)) {
@@ -118,7 +118,7 @@ out:
 gt_err gt_sim_measure_exe(uint8_t out[GT_SIM_MEASUREMENT_BYTES], const char *path)
 {
     const char *p = path != NULL ? path : "/proc/self/exe";
-    return gt_err_wrap(gt_hash_file(GT_HASH_SHA384, out, p), "sim: measuring %s: ", p);
+    return gt_err_wrap(gt_hash_file(GT_HASH_SHA384, out, p), "sim: measuring %s", p);
 }
 
 static gt_err sim_signed_message(gt_buf *msg, const uint8_t *body, size_t n)
@@ -173,27 +173,27 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
     gt_sim_report r = {0};
     gt_reader rd = gt_reader_init(data, len);
     uint16_t sig_len = 0;
-    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.version), "sim evidence: "));
+    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.version), "sim evidence"));
     GT_ENSURE(r.version == GT_SIM_VERSION, GT_E_UNSUPPORTED, "sim evidence: version %u (expected %u)",
               r.version, GT_SIM_VERSION);
-    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.flags), "sim evidence: "));
+    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.flags), "sim evidence"));
     GT_ENSURE((r.flags & ~GT_SIM_FLAGS_KNOWN) == 0, GT_E_FORMAT,
               "sim evidence: unknown flags 0x%04x", r.flags);
     GT_ENSURE(!(r.flags & GT_SIM_FLAG_CC_MODE) || (r.flags & GT_SIM_FLAG_DEVICE), GT_E_FORMAT,
               "sim evidence: cc_mode flag without the device flag");
-    GT_TRY(gt_err_wrap(gt_reader_u32le(&rd, &r.claims.svn), "sim evidence: "));
-    GT_TRY(gt_err_wrap(gt_reader_u64le(&rd, &r.claims.issued_at), "sim evidence: "));
+    GT_TRY(gt_err_wrap(gt_reader_u32le(&rd, &r.claims.svn), "sim evidence"));
+    GT_TRY(gt_err_wrap(gt_reader_u64le(&rd, &r.claims.issued_at), "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_SIM_MEASUREMENT_BYTES),
-                       "sim evidence: "));
+                       "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.report_data, GT_REPORT_DATA_BYTES),
-                       "sim evidence: "));
+                       "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.root_key_id, sizeof r.root_key_id),
-                       "sim evidence: "));
+                       "sim evidence"));
     r.signed_region = (gt_span){data, rd.pos};
-    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &sig_len), "sim evidence: "));
+    GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &sig_len), "sim evidence"));
     GT_ENSURE(sig_len >= 8 && sig_len <= GT_SIM_SIG_MAX, GT_E_FORMAT,
               "sim evidence: signature length %u out of range", sig_len);
-    GT_TRY(gt_err_wrap(gt_reader_span(&rd, sig_len, &r.signature), "sim evidence: signature: "));
+    GT_TRY(gt_err_wrap(gt_reader_span(&rd, sig_len, &r.signature), "sim evidence: signature"));
     GT_TRY(gt_reader_expect_end(&rd, "sim evidence"));
     r.claims.debug = (r.flags & GT_SIM_FLAG_DEBUG) != 0;
     r.claims.device = (r.flags & GT_SIM_FLAG_DEVICE) != 0;

@@ -60,7 +60,7 @@ static gt_err read_attr(const char *entry, const char *attr, size_t max, gt_buf 
 {
     char path[4096 + 64];
     GT_TRY(attr_path(path, sizeof path, entry, attr));
-    return gt_err_wrap(gt_file_read_all(path, max, out), "configfs-tsm: %s: ", attr);
+    return gt_err_wrap(gt_file_read_all(path, max, out), "configfs-tsm: %s", attr);
 }
 
 static gt_err read_generation(const char *entry, uint64_t *gen)
@@ -246,7 +246,7 @@ gt_err gt_sev_guest_get_report(gt_buf *report, const char *dev_path, uint32_t vm
     GT_ENSURE(status == 0, GT_E_IO, "snp: MSG_REPORT_RSP status 0x%x", status);
     GT_TRY(gt_reader_skip(&r, SNP_MSG_REPORT_RSP_HEADER - 8));
     gt_span rep = {0};
-    GT_TRY(gt_err_wrap(gt_reader_span(&r, size, &rep), "snp: MSG_REPORT_RSP: "));
+    GT_TRY(gt_err_wrap(gt_reader_span(&r, size, &rep), "snp: MSG_REPORT_RSP"));
     return gt_buf_append(report, rep.data, rep.len);
 }
 
@@ -302,7 +302,7 @@ static gt_err collect_hw(gt_evidence *ev, const gt_collect_params *p,
                 *ev = tmp;
             } else {
                 gt_evidence_free(&tmp);
-                err = gt_err_wrap(err, "configfs-tsm outblob: ");
+                err = gt_err_wrap(err, "configfs-tsm outblob");
             }
         }
         gt_tsm_report_free(&rep);

@@ -66,7 +66,7 @@ static gt_err file_list_add(file_list *l, const char *arg, bool allow_kind)
         path = colon + 1;
     }
     gt_buf *b = &l->bufs[l->count];
-    GT_TRY(gt_err_wrap(gt_file_read_all(path, MAX_TRUST_FILE_BYTES, b), "%s: ", path));
+    GT_TRY(gt_err_wrap(gt_file_read_all(path, MAX_TRUST_FILE_BYTES, b), "%s", path));
     l->items[l->count] = (gt_attest_file){.path = arg, .data = gt_buf_span(b)};
     l->count++;
     return GT_OK;
@@ -78,7 +78,7 @@ static gt_err parse_hex_arg(const char *what, const char *hex, uint8_t *out, siz
     if (hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) {
         hex += 2;
     }
-    return gt_err_wrap(gt_hex_decode(out, cap, len, hex), "%s: ", what);
+    return gt_err_wrap(gt_hex_decode(out, cap, len, hex), "%s", what);
 }
 
 static void print_text(const gt_appraisal *a, const char *path)
@@ -96,6 +96,12 @@ static void print_text(const gt_appraisal *a, const char *path)
             printf("  %-20s %s\n", c->string, cJSON_IsTrue(c) ? "true" : "false");
         } else if (cJSON_IsNumber(c)) {
             printf("  %-20s %.0f\n", c->string, c->valuedouble);
+        } else if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+            char *text = cJSON_PrintUnformatted(c);  // nested claims: compact, cut for the eye
+            if (text != NULL) {
+                printf("  %-20s %.100s%s\n", c->string, text, strlen(text) > 100 ? "..." : "");
+                free(text);
+            }
         }
     }
     printf("verdict:   %s\n", gt_verdict_name(a->verdict));
@@ -235,7 +241,7 @@ int gt_cmd_verify(int argc, char **argv)
         err = gt_attest_appraise_bytes(&a, ev_bytes.data, ev_bytes.len, type, policy, &prm);
     } else if (err.code == GT_E_LIMIT || err.code == GT_E_TRUNCATED) {
         // An oversized file is invalid evidence, reported like any other.
-        gt_err perr = gt_err_wrap(err, "%s: ", evidence);
+        gt_err perr = gt_err_wrap(err, "%s", evidence);
         err = gt_attest_appraise_bytes(&a, NULL, 0, type, policy, &prm);
         if (gt_is_ok(err) && a.reason_count > 0) {
             free(a.reasons[0]);

@@ -6,6 +6,9 @@
 
 #include <gputravel/attest.h>
 
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@ typedef struct {
     const char *provider;     // what the fake kernel reports
     const char *outblob_rel;  // test data file served as outblob
     const char *aux;          // auxblob content, or NULL for none
+    const gt_buf *aux_bin;    // binary auxblob, or NULL
     int extra_bump_at_inblob; // a concurrent writer also wrote inblob: generation += 1 more
     int bump_after_outblob;   // a concurrent writer wrote between outblob and the final read
     uint8_t seen_inblob[GT_REPORT_DATA_BYTES];
@@ -51,6 +55,9 @@ static void kernel(void *ctx, gt_tsm_step step, const char *entry)
         put_str(entry, "provider", k->provider);
         if (k->aux != NULL) {
             put_str(entry, "auxblob", k->aux);
+        }
+        if (k->aux_bin != NULL) {
+            put(entry, "auxblob", k->aux_bin->data, k->aux_bin->len);
         }
         break;
     case GT_TSM_STEP_INBLOB_WRITTEN: {
@@ -275,6 +282,115 @@ static void no_configfs_falls_back_to_the_device(void **state)
     gt_test_rmtree(root);
 }
 
+// DER of the n-th certificate of a PEM file under tests/data (test fixture: OpenSSL directly).
+static void pem_nth_der(const char *rel, int n, gt_buf *der, gt_buf *pem_out)
+{
+    gt_buf pem = {0};
+    gt_test_read_data(rel, &pem);
+    BIO *bio = BIO_new_mem_buf(pem.data, (int)pem.len);
+    X509 *x = NULL;
+    for (int i = 0; i <= n; i++) {
+        X509_free(x);
+        x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+        assert_non_null(x);
+    }
+    unsigned char *p = NULL;
+    int len = i2d_X509(x, &p);
+    assert_true(len > 0);
+    GT_ASSERT_OK(gt_buf_append(der, p, (size_t)len));
+    if (pem_out != NULL) {
+        BIO *w = BIO_new(BIO_s_mem());
+        PEM_write_bio_X509(w, x);
+        char *d = NULL;
+        long wl = BIO_get_mem_data(w, &d);
+        GT_ASSERT_OK(gt_buf_append(pem_out, d, (size_t)wl));
+        BIO_free(w);
+    }
+    OPENSSL_free(p);
+    X509_free(x);
+    BIO_free(bio);
+    gt_buf_free(&pem);
+}
+
+static void table_entry(gt_buf *t, const uint8_t guid[16], uint32_t off, uint32_t len)
+{
+    uint8_t e[24];
+    memcpy(e, guid, 16);
+    gt_store_u32le(e + 16, off);
+    gt_store_u32le(e + 20, len);
+    GT_ASSERT_OK(gt_buf_append(t, e, sizeof e));
+}
+
+// An SNP guest's evidence carries its certificate table (VCEK, ASK, ARK): a verifier then needs
+// only the ARK it trusts; the table's own ARK is never trusted.
+static void snp_certificate_table_verifies_with_the_ark_only(void **state)
+{
+    (void)state;
+    static const uint8_t vcek_guid[16] = {0x63, 0xda, 0x75, 0x8d, 0xe6, 0x64, 0x45, 0x64,
+                                          0xad, 0xc5, 0xf4, 0xb9, 0x3b, 0xe8, 0xac, 0xcd};
+    static const uint8_t ask_guid[16] = {0x4a, 0xb7, 0xb3, 0x79, 0xbb, 0xac, 0x4f, 0xe4,
+                                         0xa0, 0x2f, 0x05, 0xae, 0xf3, 0x27, 0xc7, 0x82};
+    static const uint8_t ark_guid[16] = {0xc0, 0xb4, 0x06, 0xa4, 0xa8, 0x03, 0x49, 0x52,
+                                         0x97, 0x43, 0x3f, 0xb6, 0x01, 0x4c, 0xd0, 0xae};
+    gt_buf vcek = {0}, ask = {0}, ark = {0}, ark_pem = {0}, table = {0};
+    gt_test_read_data("attestation/snp/go-sev-guest_vcek.der", &vcek);
+    pem_nth_der("attestation/snp/amd_milan_ask_ark.pem", 0, &ask, NULL);
+    pem_nth_der("attestation/snp/amd_milan_ask_ark.pem", 1, &ark, &ark_pem);
+    uint32_t off = 4 * 24;  // three entries and the terminator
+    table_entry(&table, vcek_guid, off, (uint32_t)vcek.len);
+    table_entry(&table, ask_guid, off + (uint32_t)vcek.len, (uint32_t)ask.len);
+    table_entry(&table, ark_guid, off + (uint32_t)(vcek.len + ask.len), (uint32_t)ark.len);
+    static const uint8_t zero[24];
+    GT_ASSERT_OK(gt_buf_append(&table, zero, sizeof zero));
+    GT_ASSERT_OK(gt_buf_append(&table, vcek.data, vcek.len));
+    GT_ASSERT_OK(gt_buf_append(&table, ask.data, ask.len));
+    GT_ASSERT_OK(gt_buf_append(&table, ark.data, ark.len));
+
+    char root[4096];
+    gt_test_tmpdir(root, sizeof root);
+    fake_kernel k = {.provider = "sev_guest", .aux_bin = &table,
+                     .outblob_rel = "attestation/snp/go-sev-guest_attestation.bin"};
+    gt_tsm_params tp = {.root = root, .hook = kernel, .hook_ctx = &k};
+    uint8_t rd[GT_REPORT_DATA_BYTES];
+    rd_fill(rd);
+    gt_collect_params cp = {.type = GT_TEE_SNP, .tsm = &tp};
+    gt_evidence ev = {0};
+    GT_ASSERT_OK(gt_attest_collect(&ev, &cp, rd));
+    assert_int_equal(ev.aux.len, table.len);
+
+    gt_attest_file ark_file = {.path = "ark.pem", .data = gt_buf_span(&ark_pem)};
+    gt_appraise_params p = {.roots = &ark_file, .root_count = 1};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, NULL, &p));
+    if (a.verdict != GT_VERDICT_ACCEPTED) {
+        fail_msg("verdict %s: %s", gt_verdict_name(a.verdict), a.reason_count ? a.reasons[0] : "");
+    }
+    assert_true(a.signature_valid && a.chain_valid);
+    gt_appraisal_free(&a);
+
+    // Without a trusted root the table's ARK does not help: invalid.
+    gt_appraise_params none = {0};
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, NULL, &none));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_true(gt_appraisal_has_reason(&a, "no trusted root given"));
+    gt_appraisal_free(&a);
+
+    // A table entry pointing past the end: a clear reason, invalid.
+    gt_store_u32le(ev.aux.data + 16, 1u << 30);
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, NULL, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_true(gt_appraisal_has_reason(&a, "snp certificate table: entry 0"));
+    gt_appraisal_free(&a);
+
+    gt_evidence_free(&ev);
+    gt_buf_free(&vcek);
+    gt_buf_free(&ask);
+    gt_buf_free(&ark);
+    gt_buf_free(&ark_pem);
+    gt_buf_free(&table);
+    gt_test_rmtree(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +400,7 @@ int main(void)
         cmocka_unit_test(generation_race_at_inblob_fails),
         cmocka_unit_test(bad_kernel_output_is_an_error),
         cmocka_unit_test(no_configfs_falls_back_to_the_device),
+        cmocka_unit_test(snp_certificate_table_verifies_with_the_ark_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

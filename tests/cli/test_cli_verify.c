@@ -110,6 +110,17 @@ static void usage_errors_exit_64(void **state)
             fail_msg("row %zu: exit %d, want 64", i, rc);
         }
     }
+    // Hardware collection where there is none: a clear error, exit 1, no file.
+    char none[4300], out[4300];
+    snprintf(none, sizeof none, "%s/none", g_dir);
+    snprintf(out, sizeof out, "%s/hw.bin", g_dir);
+    const char *hw[] = {"attest", "--type", "snp", "--tsm-root", none, "--device", none,
+                        "--report-data", "00", "--out", out, NULL};
+    gt_buf o = {0};
+    assert_int_equal(gt_test_run_cli(&o, hw), 1);
+    assert_non_null(strstr((char *)o.data, "snp: open"));
+    assert_false(gt_path_exists(out));
+    gt_buf_free(&o);
     const char *h[] = {"verify", "--help", NULL};
     assert_int_equal(run(NULL, h), 0);
     const char *h2[] = {"attest", "--help", NULL};
@@ -242,6 +253,341 @@ static void invalid_evidence_exits_2(void **state)
     assert_int_equal(run(NULL, a6), 2);
 }
 
+// ---- every sample of tests/data/attestation through the CLI ------------------------------------
+
+#define DATA GT_TEST_DATA_DIR "/attestation/"
+
+// Verification times (the MANIFESTs: collateral and some certificates have expired).
+static const struct {
+    const char *id;
+    const char *at;  // unix seconds
+} sample_times[] = {
+    {"gotdx-v4-spr-e4", "1688169600"},    // 2023-07-01: go-tdx-guest verify_test's time
+    {"gotdx-v5-td15", "1770076800"},      // 2026-02-03
+    {"dcapqvl-v4", "1751328000"},         // 2025-07-01: TCB info 2025-06-19 .. 2025-07-19
+    {"dcapqvl-v4-hex", "1780272000"},     // 2026-06-01
+    {"trustee-v5", "1780272000"},
+    {"trustee-v4-6", "1780272000"},
+    {"trustee-azure-v4", "1780272000"},
+    {"dcapqvl-sgx-v3", "1751328000"},     // 2025-07-01
+    {"mobilecoin-sgx-v3", "1682899200"},  // 2023-05-01: processor CRL 2023-04-21 .. 2023-05-21
+};
+
+static const char *sample_time(const char *id)
+{
+    for (size_t i = 0; i < sizeof sample_times / sizeof sample_times[0]; i++) {
+        if (strcmp(sample_times[i].id, id) == 0) {
+            return sample_times[i].at;
+        }
+    }
+    return NULL;
+}
+
+// Every field of want that the claims carry must be equal (recursively); returns how many
+// scalar fields matched.
+static int claims_match(const cJSON *want, const cJSON *got, const char *where)
+{
+    int n = 0;
+    const cJSON *w;
+    cJSON_ArrayForEach(w, want)
+    {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, w->string);
+        if (g == NULL) {
+            continue;
+        }
+        if (cJSON_IsObject(w) && cJSON_IsObject(g)) {
+            n += claims_match(w, g, where);
+            continue;
+        }
+        if (!cJSON_Compare(w, g, true)) {
+            char *a = cJSON_PrintUnformatted(w), *b = cJSON_PrintUnformatted(g);
+            fail_msg("%s: claim %s = %s, expected %s", where, w->string, b, a);
+        }
+        n++;
+    }
+    return n;
+}
+
+typedef struct {
+    const char *args[48];
+    int n;
+    char bufs[24][600];
+    int nb;
+} argv_b;
+
+static void arg(argv_b *a, const char *s)
+{
+    assert_true(a->n < 46);
+    a->args[a->n++] = s;
+    a->args[a->n] = NULL;
+}
+
+static void arg_path(argv_b *a, const char *opt, const char *dir, const char *file)
+{
+    assert_true(a->nb < 24);
+    snprintf(a->bufs[a->nb], sizeof a->bufs[0], "%s%s/%s", DATA, dir, file);
+    arg(a, opt);
+    arg(a, a->bufs[a->nb++]);
+}
+
+static const cJSON *field(const cJSON *o, const char *name)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, name);
+}
+
+static const char *sfield(const cJSON *o, const char *name)
+{
+    const cJSON *f = field(o, name);
+    return cJSON_IsString(f) ? f->valuestring : NULL;
+}
+
+static cJSON *expected_for(const char *dir, const char *evidence)
+{
+    char rel[512];
+    snprintf(rel, sizeof rel, "attestation/%s/%s.expected.json", dir, evidence);
+    gt_buf b = {0};
+    gt_test_read_data(rel, &b);
+    cJSON *j = cJSON_ParseWithLength((const char *)b.data, b.len);
+    gt_buf_free(&b);
+    assert_non_null(j);
+    return j;
+}
+
+static void intel_samples(const char *dir, int *count)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "attestation/%s/catalog.json", dir);
+    gt_buf b = {0};
+    gt_test_read_data(rel, &b);
+    cJSON *cat = cJSON_ParseWithLength((const char *)b.data, b.len);
+    gt_buf_free(&b);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, field(cat, "samples"))
+    {
+        const char *id = sfield(s, "id"), *ev = sfield(s, "evidence");
+        const char *at = sample_time(id);
+        assert_non_null(at);
+        cJSON *exp = expected_for(dir, ev);
+        const cJSON *body = field(field(exp, "parsed"), "body");
+        const char *key = strcmp(dir, "tdx") == 0 ? "mr_td" : "mr_enclave";
+
+        // Quote + PCK chain only (default policy): accepted, claims as expected.
+        argv_b a = {0};
+        arg(&a, "verify");
+        arg_path(&a, "--evidence", dir, ev);
+        arg_path(&a, "--root", dir, sfield(s, "root"));
+        arg(&a, "--at");
+        arg(&a, at);
+        arg(&a, "--json");
+        cJSON *j = NULL;
+        int rc = run(&j, a.args);
+        if (rc != 0) {
+            fail_msg("%s: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
+        }
+        assert_string_equal(sfield(j, "type"), dir);
+        assert_string_equal(sfield(j, "verdict"), "accepted");
+        assert_true(cJSON_IsNull(field(j, "tcb_status")));
+        int n = claims_match(body, field(j, "claims"), id);
+        assert_true(n >= 11);
+        assert_string_equal(sfield(field(j, "claims"), key), sfield(body, key));
+        assert_string_equal(sfield(field(j, "claims"), "report_data"), sfield(body, "report_data"));
+        cJSON_Delete(j);
+
+        // With the sample's collateral: Intel's TCB status, as the MANIFEST states.
+        const cJSON *coll = field(s, "collateral");
+        if (coll != NULL) {
+            static const char *const kinds[] = {"tcb_info", "qe_identity", "pck_crl",
+                                                "root_ca_crl", "tcb_signing_chain", "file"};
+            for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+                if (sfield(coll, kinds[k]) != NULL) {
+                    arg_path(&a, "--collateral", dir, sfield(coll, kinds[k]));
+                }
+            }
+            const cJSON *tcb = field(exp, "tcb");
+            const char *want = tcb ? sfield(tcb, "platform_tcb_status") : NULL;
+            rc = run(&j, a.args);
+            if (want != NULL && strcmp(want, "NoMatchingTcbLevel") == 0) {
+                // 2023 collateral, but the stored TCB signing chain was issued in 2025: the
+                // collateral cannot be authenticated at 2023-07-01, so the evidence is invalid,
+                // and the unmatched TCB level is listed too.
+                assert_int_equal(rc, 2);
+                assert_true(reasons_contain(j, "TCB signing chain: x509: certificate is not yet valid"));
+                assert_true(reasons_contain(j, "no TCB level matches"));
+            } else {
+                if (rc != 0) {
+                    fail_msg("%s with collateral: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
+                }
+                if (want != NULL) {
+                    assert_string_equal(sfield(j, "tcb_status"), want);
+                } else {
+                    assert_true(cJSON_IsNull(field(j, "tcb_status")));
+                }
+            }
+            cJSON_Delete(j);
+        }
+
+        // A policy forbidding debug refuses the DEBUG enclave (and only it).
+        bool debug = cJSON_IsTrue(field(field(body, "attributes_flags"), "debug")) ||
+                     cJSON_IsTrue(field(field(body, "td_attributes_flags"), "debug"));
+        char pol[4300];
+        snprintf(pol, sizeof pol, "%s/nodebug.json", g_dir);
+        write_text(pol, "{\"debug_forbidden\": true}");
+        argv_b d = {0};
+        arg(&d, "verify");
+        arg_path(&d, "--evidence", dir, ev);
+        arg_path(&d, "--root", dir, sfield(s, "root"));
+        arg(&d, "--at");
+        arg(&d, at);
+        arg(&d, "--policy");
+        arg(&d, pol);
+        arg(&d, "--json");
+        rc = run(&j, d.args);
+        assert_int_equal(rc, debug ? 1 : 0);
+        if (debug) {
+            assert_true(reasons_contain(j, "debug is forbidden"));
+        }
+        cJSON_Delete(j);
+        cJSON_Delete(exp);
+        (*count)++;
+    }
+    cJSON_Delete(cat);
+}
+
+static void every_intel_sample_verifies(void **state)
+{
+    (void)state;
+    int count = 0;
+    intel_samples("tdx", &count);
+    intel_samples("sgx", &count);
+    assert_int_equal(count, 9);
+}
+
+static void every_snp_and_nvgpu_sample_verifies(void **state)
+{
+    (void)state;
+    int count = 0;
+    gt_buf b = {0};
+    gt_test_read_data("attestation/snp/catalog.json", &b);
+    cJSON *cat = cJSON_ParseWithLength((const char *)b.data, b.len);
+    gt_buf_free(&b);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, field(cat, "samples"))
+    {
+        const char *id = sfield(s, "id"), *ev = sfield(s, "evidence");
+        argv_b a = {0};
+        arg(&a, "verify");
+        arg_path(&a, "--evidence", "snp", ev);
+        arg_path(&a, "--cert", "snp", sfield(s, "vek"));
+        arg_path(&a, "--root", "snp", sfield(s, "ca_chain"));
+        char at[32];
+        if (cJSON_IsNumber(field(s, "attime"))) {
+            snprintf(at, sizeof at, "%.0f", field(s, "attime")->valuedouble);
+            arg(&a, "--at");
+            arg(&a, at);
+        }
+        arg(&a, "--json");
+        cJSON *j = NULL;
+        int rc = run(&j, a.args);
+        if (rc != 0) {
+            fail_msg("%s: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
+        }
+        cJSON *exp = expected_for("snp", ev);
+        const cJSON *parsed = field(exp, "parsed");
+        assert_true(claims_match(parsed, field(j, "claims"), id) >= 25);
+        assert_string_equal(sfield(field(j, "claims"), "measurement"), sfield(parsed, "measurement"));
+        assert_string_equal(sfield(field(j, "claims"), "chip_id"), sfield(parsed, "chip_id"));
+        assert_string_equal(sfield(j, "verdict"), "accepted");
+        cJSON_Delete(j);
+        cJSON_Delete(exp);
+        count++;
+    }
+    cJSON_Delete(cat);
+    assert_int_equal(count, 4);
+
+    gt_test_read_data("attestation/nvgpu/catalog.json", &b);
+    cat = cJSON_ParseWithLength((const char *)b.data, b.len);
+    gt_buf_free(&b);
+    cJSON_ArrayForEach(s, field(cat, "samples"))
+    {
+        const char *id = sfield(s, "id"), *ev = sfield(s, "evidence");
+        argv_b a = {0};
+        arg(&a, "verify");
+        arg_path(&a, "--evidence", "nvgpu", ev);
+        arg_path(&a, "--cert", "nvgpu", sfield(s, "cert_chain"));
+        arg_path(&a, "--root", "nvgpu", sfield(s, "root"));
+        arg(&a, "--nonce");
+        arg(&a, sfield(s, "nonce"));
+        arg(&a, "--json");
+        cJSON *j = NULL;
+        int rc = run(&j, a.args);
+        if (rc != 0) {
+            fail_msg("%s: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
+        }
+        cJSON *exp = expected_for("nvgpu", ev);
+        const cJSON *parsed = field(exp, "parsed");
+        assert_true(claims_match(parsed, field(j, "claims"), id) >= 64);
+        assert_string_equal(sfield(field(field(j, "claims"), "request"), "nonce"), sfield(s, "nonce"));
+        cJSON_Delete(j);
+        // A stale nonce: authentic evidence, rejected.
+        a.args[a.n - 2] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        assert_int_equal(run(&j, a.args), 1);
+        assert_true(reasons_contain(j, "request.nonce does not match the nonce"));
+        cJSON_Delete(j);
+        cJSON_Delete(exp);
+        count++;
+    }
+    cJSON_Delete(cat);
+    assert_int_equal(count, 6);
+}
+
+static void hardware_evidence_refuses_wrong_trust(void **state)
+{
+    (void)state;
+    cJSON *j = NULL;
+    // The right quote with the wrong root (the NVIDIA CA): the chain does not reach it.
+    argv_b a = {0};
+    arg(&a, "verify");
+    arg_path(&a, "--evidence", "tdx", "trustee_tdx_quote_5.dat");
+    arg_path(&a, "--root", "nvgpu", "nvidia_device_identity_ca.pem");
+    arg(&a, "--at");
+    arg(&a, "1780272000");
+    arg(&a, "--json");
+    assert_int_equal(run(&j, a.args), 2);
+    assert_false(cJSON_IsTrue(field(j, "chain_valid")));
+    assert_true(reasons_contain(j, "PCK chain"));
+    cJSON_Delete(j);
+    // An SNP report with another chip's VCEK.
+    argv_b b = {0};
+    arg(&b, "verify");
+    arg_path(&b, "--evidence", "snp", "go-sev-guest_attestation.bin");
+    arg_path(&b, "--cert", "snp", "trustee_az-snp-vtpm_vcek-milan-chain.pem");
+    arg_path(&b, "--root", "snp", "amd_milan_ask_ark.pem");
+    arg(&b, "--json");
+    assert_int_equal(run(&j, b.args), 2);
+    assert_false(cJSON_IsTrue(field(j, "signature_valid")));
+    cJSON_Delete(j);
+    // Odd collateral: JSON that is no Intel collateral, and a TCB info with a broken body.
+    char odd[4300];
+    snprintf(odd, sizeof odd, "%s/odd.json", g_dir);
+    write_text(odd, "{\"tcbInfo\": {\"id\": 5, \"extra\": [1, 2]}, \"signature\": \"zz\"}");
+    argv_b c = {0};
+    arg(&c, "verify");
+    arg_path(&c, "--evidence", "tdx", "dcap-qvl_tdx_quote");
+    arg_path(&c, "--root", "tdx", "intel_sgx_root_ca.pem");
+    arg(&c, "--collateral");
+    arg(&c, odd);
+    arg(&c, "--at");
+    arg(&c, "1751328000");
+    arg(&c, "--json");
+    assert_int_equal(run(&j, c.args), 2);
+    assert_true(reasons_contain(j, "collateral"));
+    cJSON_Delete(j);
+    write_text(odd, "{\"hello\": 1}");
+    assert_int_equal(run(&j, c.args), 2);
+    assert_true(reasons_contain(j, "neither TCB info, QE identity nor dcap-qvl"));
+    cJSON_Delete(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -249,6 +595,9 @@ int main(void)
         cmocka_unit_test(sim_accepted_with_policy_and_json_fields),
         cmocka_unit_test(sim_rejected_without_allow_simulation),
         cmocka_unit_test(invalid_evidence_exits_2),
+        cmocka_unit_test(every_intel_sample_verifies),
+        cmocka_unit_test(every_snp_and_nvgpu_sample_verifies),
+        cmocka_unit_test(hardware_evidence_refuses_wrong_trust),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
