@@ -51,4 +51,182 @@ GT_MUST_USE gt_err gt_shard_writer_commit(gt_shard_writer *w);
 void gt_shard_writer_abort(gt_shard_writer *w);
 GT_MUST_USE gt_err gt_shard_write(const char *path, const uint16_t *tokens, size_t count);
 
+// ---- tokenizers -----------------------------------------------------------------------------
+// The byte-level tokenizer (vocab 256, token = byte value) encodes and decodes. An llm.c GPT-2
+// tokenizer file (gpt2_tokenizer.bin: 256 x uint32 header, magic 20240328, version 1 or 2,
+// vocab size, [v2] end-of-text token; then per token a uint8 length and that many bytes) only
+// decodes: it carries no BPE merges, so text is encoded with the byte-level tokenizer.
+#define GT_TOKENIZER_MAGIC 20240328
+#define GT_BYTE_VOCAB 256
+
+typedef struct gt_tokenizer gt_tokenizer;  // opaque; gt_tokenizer_free
+GT_MUST_USE gt_err gt_tokenizer_byte_new(gt_tokenizer **t);
+// Parses an llm.c tokenizer file held in memory (untrusted bytes).
+GT_MUST_USE gt_err gt_tokenizer_parse(gt_tokenizer **t, const uint8_t *data, size_t len);
+GT_MUST_USE gt_err gt_tokenizer_load(gt_tokenizer **t, const char *path);
+void gt_tokenizer_free(gt_tokenizer *t);
+uint32_t gt_tokenizer_vocab_size(const gt_tokenizer *t);
+// End-of-text token, or -1 when the tokenizer has none (byte-level).
+int32_t gt_tokenizer_eot(const gt_tokenizer *t);
+// The bytes of one token (borrowed from t). GT_E_ARG for a token outside the vocabulary.
+GT_MUST_USE gt_err gt_tokenizer_decode(const gt_tokenizer *t, uint32_t token, gt_span *piece);
+// Byte-level encoding: out[i] = text[i]; out holds len tokens.
+void gt_tokenize_bytes(uint16_t *out, const uint8_t *text, size_t len);
+
+// ---- sealed datasets (docs/formats.md "Sealed dataset") -------------------------------------
+// A sealed dataset is a folder: manifest.gtm (binary, signed with the holder's Ed25519 key) and
+// chunk-NNNNNN.gtc files. The plaintext is the concatenation of the input shards' tokens
+// (uint16 LE), cut into chunks of chunk_size bytes (the last may be shorter). Chunk i is
+// AES-256-GCM under its own key K_i = HKDF-SHA256(ikm = dataset key, salt = dataset id,
+// info = "gputravel chunk key v1" || u32le i), with a random 96-bit IV recorded in the manifest
+// and AAD = dataset id || u32le i || u32le chunk count || u64le plaintext length (32 bytes).
+// A chunk file is a 40-byte header (magic, then exactly those AAD bytes) followed by
+// ciphertext || tag; so one chunk can be opened by anyone given (K_i, IV_i, the header's AAD,
+// ciphertext || tag) alone: gt_aead_open(pt, ..., ct_and_tag, len, aad, 32, iv, K_i). That is how a
+// travelling device decrypts a chunk whose key alone was wrapped to it.
+//
+// Keyless checks (verify-dataset): manifest signature, then each chunk file's size, header and
+// SHA-256. Keyed checks (unseal): the same manifest, the key check value (wrong key), each
+// chunk's header and its GCM tag (which the manifest also records). Plaintext is released only
+// after every tag verified (unseal writes a temporary file renamed on success).
+
+#define GT_DATASET_KEY_BYTES 32
+#define GT_DATASET_ID_BYTES 16
+#define GT_KEY_CHECK_BYTES 32
+#define GT_CHUNK_AAD_BYTES 32     // dataset id 16 || index u32le || count u32le || pt length u64le
+#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" || AAD
+#define GT_CHUNK_MAGIC "GTCHUNK1"
+#define GT_MANIFEST_MAGIC "GTSEALMF"
+#define GT_MANIFEST_VERSION 1
+#define GT_MANIFEST_HEADER_BYTES 128
+#define GT_MANIFEST_ENTRY_BYTES 68  // plaintext length u64 || IV 12 || tag 16 || SHA-256 32
+#define GT_MANIFEST_FILE "manifest.gtm"
+#define GT_MANIFEST_MAX_CHUNKS (1u << 20)
+#define GT_SUITE_AES256GCM_HKDF_SHA256 1  // AES-256-GCM, HKDF-SHA256, SHA-256, Ed25519
+#define GT_DTYPE_U16LE 1
+#define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
+#define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
+#define GT_SEAL_IO_BYTES (1u << 20)            // streaming buffer: memory is constant in size
+
+// One chunk as the signed manifest describes it.
+typedef struct {
+    uint64_t plaintext_len;
+    uint8_t iv[GT_AEAD_IV_BYTES];
+    uint8_t tag[GT_AEAD_TAG_BYTES];
+    uint8_t file_sha256[GT_SHA256_BYTES];  // SHA-256 of the whole chunk file (header too)
+} gt_manifest_chunk;
+
+typedef struct {
+    uint32_t version;
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    uint8_t holder_pub[GT_ED25519_PUBLIC_BYTES];
+    uint8_t key_check[GT_KEY_CHECK_BYTES];  // HKDF of the dataset key: "is this the right key?"
+    uint16_t suite;
+    uint16_t token_dtype;
+    uint32_t vocab_size;
+    uint64_t token_count;
+    uint64_t chunk_size;   // plaintext bytes per chunk except the last
+    uint32_t chunk_count;
+    gt_manifest_chunk *chunks;  // chunk_count entries, owned (gt_manifest_free)
+    uint8_t signature[GT_ED25519_SIG_BYTES];
+} gt_manifest;
+
+// Decodes the structure only (magic, version, field widths, table length, exact size); checks
+// neither the signature nor the sizes. On failure *m is empty. For fuzzing and diagnostics.
+GT_MUST_USE gt_err gt_manifest_decode(gt_manifest *m, const uint8_t *data, size_t len);
+// Decodes, verifies the signature against the embedded holder key (over exactly the bytes
+// before it), then checks the sizes agree with each other (gt_manifest_check).
+GT_MUST_USE gt_err gt_manifest_parse(gt_manifest *m, const uint8_t *data, size_t len);
+// Internal consistency: suite, dtype, chunk sizes, counts (no signature).
+GT_MUST_USE gt_err gt_manifest_check(const gt_manifest *m);
+// Reads DIR/manifest.gtm and parses it.
+GT_MUST_USE gt_err gt_manifest_load(gt_manifest *m, const char *dsdir);
+// Serialises and signs m (m->holder_pub must be sec's public key); m->signature is set.
+GT_MUST_USE gt_err gt_manifest_encode(gt_manifest *m, const uint8_t sec[GT_ED25519_SECRET_BYTES],
+                                      gt_buf *out);
+void gt_manifest_free(gt_manifest *m);
+// Size in bytes of chunk i's file: header + plaintext + tag.
+uint64_t gt_manifest_chunk_file_bytes(const gt_manifest *m, uint32_t index);
+// "DIR/chunk-000007.gtc".
+GT_MUST_USE gt_err gt_chunk_path(char *out, size_t cap, const char *dsdir, uint32_t index);
+
+// Per-chunk key K_i (the caller wipes key_out). Fails on index >= chunk_count.
+GT_MUST_USE gt_err gt_chunk_key_derive(uint8_t key_out[GT_AEAD_KEY_BYTES],
+                                       const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                       const gt_manifest *m, uint32_t index);
+// AAD_i = dataset id || u32le i || u32le chunk count || u64le plaintext length.
+GT_MUST_USE gt_err gt_chunk_aad_build(uint8_t aad[GT_CHUNK_AAD_BYTES], const gt_manifest *m,
+                                      uint32_t index);
+// The key check value stored in the manifest for this dataset id.
+GT_MUST_USE gt_err gt_dataset_key_check(uint8_t out[GT_KEY_CHECK_BYTES],
+                                        const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                        const uint8_t dataset_id[GT_DATASET_ID_BYTES]);
+// Checks a chunk file header (the first GT_CHUNK_HEADER_BYTES) against the manifest's chunk i,
+// naming what disagrees: another dataset, another index (swapped), other sizes.
+GT_MUST_USE gt_err gt_chunk_header_check(const uint8_t *hdr, size_t len, const gt_manifest *m,
+                                         uint32_t index);
+// Opens one whole chunk file held in memory with its chunk key alone: header check, then
+// gt_aead_open. pt_cap >= plaintext length. On failure pt is zeroed and *pt_len = 0.
+GT_MUST_USE gt_err gt_chunk_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *file,
+                                 size_t file_len, const gt_manifest *m, uint32_t index,
+                                 const uint8_t chunk_key[GT_AEAD_KEY_BYTES]);
+
+// ---- holder key folder (gputravel keygen) ---------------------------------------------------
+// DIR/holder_ed25519.key (magic "GTEDSEC1" || seed 32 || public 32), DIR/holder_ed25519.pub
+// (magic "GTEDPUB1" || public 32), DIR/dataset.key (magic "GTDSKEY1" || key 32); all mode 0600,
+// the folder 0700, each written atomically.
+#define GT_KEYDIR_HOLDER_SECRET "holder_ed25519.key"
+#define GT_KEYDIR_HOLDER_PUBLIC "holder_ed25519.pub"
+#define GT_KEYDIR_DATASET_KEY "dataset.key"
+
+typedef struct {
+    uint8_t holder_sec[GT_ED25519_SECRET_BYTES];
+    uint8_t holder_pub[GT_ED25519_PUBLIC_BYTES];
+    uint8_t dataset_key[GT_DATASET_KEY_BYTES];
+} gt_holder_keys;
+
+// Generates fresh keys into dir (created 0700). Refuses (GT_E_STATE) if any key file exists,
+// unless overwrite. keys_out may be NULL; otherwise the caller wipes it (gt_holder_keys_wipe).
+GT_MUST_USE gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_out);
+// Loads and cross-checks (the public key must match the seed). On failure *keys is zeroed.
+GT_MUST_USE gt_err gt_keydir_load(const char *dir, gt_holder_keys *keys);
+// Reads a holder public key from a .pub file, a key folder, or 64 hex digits.
+GT_MUST_USE gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+void gt_holder_keys_wipe(gt_holder_keys *keys);
+
+// ---- seal / verify / unseal -----------------------------------------------------------------
+typedef struct {
+    const char *const *shards;  // input llm.c shards, in order
+    size_t shard_count;
+    const char *out_dir;        // must not exist, or be an empty folder
+    uint64_t chunk_size;        // even, 2 .. GT_SEAL_MAX_CHUNK_BYTES; 0 = default 512 MiB
+    uint32_t vocab_size;        // every token must be < vocab_size (1 .. 65536)
+    bool progress;              // progress bar on stderr (a TTY only)
+} gt_seal_params;
+
+typedef struct {
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    uint64_t token_count;
+    uint64_t plaintext_bytes;
+    uint64_t stored_bytes;  // manifest + chunk files
+    uint32_t chunk_count;
+} gt_seal_result;
+
+// Streams the shards through AES-256-GCM into a staging folder next to out_dir, signs the
+// manifest, and renames the folder to out_dir only when complete. On failure nothing remains.
+// Memory: one GT_SEAL_IO_BYTES buffer whatever the sizes.
+GT_MUST_USE gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys,
+                           gt_seal_result *result);
+
+// Keyless: manifest signature (and, when expect_holder is not NULL, that it is that holder's),
+// then every chunk's presence, size, header and SHA-256. m_out (may be NULL) receives the manifest
+// on success (caller gt_manifest_free).
+GT_MUST_USE gt_err gt_dataset_verify(const char *dsdir, const uint8_t *expect_holder,
+                                     bool progress, gt_manifest *m_out);
+
+// Decrypts every chunk into one llm.c shard at out_path (mode 0600), written to a temporary
+// name and renamed only after every chunk's tag verified; on failure nothing remains.
+GT_MUST_USE gt_err gt_unseal(const char *dsdir, const gt_holder_keys *keys, const char *out_path,
+                             bool progress, gt_manifest *m_out);
+
 #endif

@@ -53,6 +53,9 @@ GT_MUST_USE gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_c
 // GPT-2 init from seed: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
 // wpe N(0, 0.02), padded wte rows 0, biases 0, layernorm weights 1. Same seed, same bits.
 GT_MUST_USE gt_err gt_gpt2_init_random(gt_gpt2 *m, uint64_t seed);
+// Parses an llm.c checkpoint header (GT_GPT2_CKPT_HEADER_BYTES, untrusted): magic, version 3
+// (GT_E_UNSUPPORTED for others, bf16 included), then a config that passes gt_gpt2_config_check.
+GT_MUST_USE gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg);
 // Reads an llm.c fp32 checkpoint (header magic, version 3, exact file size) onto the device.
 GT_MUST_USE gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path);
 // Writes the parameters as an llm.c fp32 checkpoint, atomically.
@@ -114,8 +117,13 @@ float gt_lr_at(const gt_lr_schedule *s, int step);  // step counts from 0
 
 typedef struct {
     uint64_t epoch;
-    uint64_t shard;   // index into this epoch's buffer order
-    uint64_t sample;  // index into that buffer's sample order
+    uint64_t shard;          // index into this epoch's buffer order
+    uint64_t sample;         // index into that buffer's sample order
+    // The loader the position belongs to: B*T per sample, shuffling and seed. gt_loader_seek
+    // refuses a position of another loader (unless sample_tokens is 0: a plain rewind).
+    uint64_t sample_tokens;
+    uint64_t seed;
+    uint32_t shuffle;
 } gt_loader_pos;
 
 typedef struct gt_loader gt_loader;  // opaque; borrows the device and the token buffers
@@ -139,16 +147,21 @@ GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t
                                       gt_dbuf *buf, uint64_t *ntokens);
 
 // ---- training state (resume) ----------------------------------------------------------------
-// Beside an llm.c checkpoint PATH, PATH.state holds what llm.c's file does not: the AdamW step
-// and moments (m, v) and the loader position. Format (little-endian): u32 magic "GTTS", u32
-// version 1, 6 x i32 config (maxT, V, Vp, L, NH, C), u64 step, u64 epoch, u64 shard, u64 sample,
-// u64 nparams, u32 has_moments, then nparams f32 m and nparams f32 v when has_moments.
+// PATH.state, written beside an llm.c checkpoint PATH, is self-contained: the parameters again,
+// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file, so a
+// process killed between writing PATH and PATH.state still resumes from a consistent state.
+// Format (little-endian): u32 magic "GTTS", u32 version 1, 6 x i32 config (maxT, V, Vp, L, NH,
+// C), u64 step, u64 epoch, u64 shard, u64 sample, u64 sample_tokens, u64 seed, u32 shuffle,
+// u64 nparams, u32 has_moments, then nparams f32 parameters, then nparams f32 m and nparams f32
+// v when has_moments.
 
 #define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
 #define GT_TRAIN_STATE_VERSION 1
 
 GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path);
-// Loads into a model with the same config; *pos receives the loader position.
+// Loads parameters, step and moments into a model with the same config (the header and size are
+// checked first: then nothing is changed on failure); *pos receives the loader position. A read
+// error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
 
 // ---- sampling ---------------------------------------------------------------------------------

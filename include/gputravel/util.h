@@ -292,4 +292,33 @@ GT_MUST_USE gt_err gt_json_get_hex(const cJSON *obj, const char *field, uint8_t 
 // Writes cJSON_Print(obj) to path atomically.
 GT_MUST_USE gt_err gt_json_write_file(const char *path, const cJSON *obj, unsigned mode);
 
+// ---------------------------------------------------------------------------------------------
+// Plots: PNG files drawn by gnuplot (Debian's gnuplot-nox) through a pipe, data inline. When
+// gnuplot is not installed the call fails with GT_E_UNSUPPORTED and writes nothing; the PNG
+// appears under its name only when complete.
+
+typedef struct {
+    const char *name;  // legend entry
+    const double *x;
+    const double *y;
+    size_t n;
+} gt_plot_series;
+
+typedef struct {
+    const char *title;
+    const char *xlabel;
+    const char *ylabel;
+    bool log_y;
+    bool points;  // draw points as well as lines
+} gt_plot_style;
+
+GT_MUST_USE gt_err gt_plot_lines(const char *png_path, const gt_plot_style *style,
+                                 const gt_plot_series *series, size_t nseries);
+// Grouped bars: ngroups groups (labels[g]), one bar per series in each group; values[s][g] with
+// optional error ranges lo[s][g]..hi[s][g] (NULL: none).
+GT_MUST_USE gt_err gt_plot_bars(const char *png_path, const gt_plot_style *style,
+                                const char *const *group_labels, size_t ngroups,
+                                const char *const *series_names, size_t nseries,
+                                const double *values, const double *lo, const double *hi);
+
 #endif

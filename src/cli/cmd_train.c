@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define CMD "train"
 #define MAX_SHARDS 256
@@ -50,7 +49,8 @@ static void usage(void)
         "  --log-json PATH         one JSON object per step\n"
         "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
         "\n"
-        "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n");
+        "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
+        "and each validation: val N/M | val loss X\n");
 }
 
 typedef struct {
@@ -254,7 +254,7 @@ static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
 static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, float *loss)
 {
     // Every validation pass reads the same batches: rewind first.
-    GT_TRY(gt_loader_seek(val, (gt_loader_pos){0, 0, 0}));
+    GT_TRY(gt_loader_seek(val, (gt_loader_pos){.epoch = 0}));
     double sum = 0.0;
     for (int i = 0; i < batches; i++) {
         float l = 0.0f;
@@ -266,64 +266,39 @@ static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, fl
     return GT_OK;
 }
 
-static bool have_gnuplot(void)
-{
-    const char *path = getenv("PATH");
-    if (path == NULL) {
-        return false;
-    }
-    char dir[4096];
-    while (*path) {
-        size_t n = strcspn(path, ":");
-        if (n > 0 && n < sizeof dir - 10) {
-            memcpy(dir, path, n);
-            snprintf(dir + n, sizeof dir - n, "/gnuplot");
-            if (access(dir, X_OK) == 0) {
-                return true;
-            }
-        }
-        path += n + (path[n] == ':');
-    }
-    return false;
-}
-
 static void plot(const char *png, const float *train, const float *val, int first, int n)
 {
-    if (!have_gnuplot()) {
-        fprintf(stderr, "gputravel train: gnuplot not found; skipping the loss plot %s\n", png);
-        return;
+    double *x = calloc((size_t)n, sizeof *x), *y = calloc((size_t)n, sizeof *y);
+    double *vx = calloc((size_t)n, sizeof *vx), *vy = calloc((size_t)n, sizeof *vy);
+    size_t nv = 0;
+    gt_err e = GT_OK;
+    if (x == NULL || y == NULL || vx == NULL || vy == NULL) {
+        e = gt_errf(GT_E_NOMEM, "out of memory");
+        goto out;
     }
-    FILE *gp = popen("gnuplot", "w");
-    if (gp == NULL) {
-        fprintf(stderr, "gputravel train: cannot run gnuplot; skipping the loss plot\n");
-        return;
-    }
-    fprintf(gp, "set terminal png size 900,540\nset output '%s'\n", png);
-    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\n");
-    fprintf(gp, "$train << EOD\n");
     for (int i = 0; i < n; i++) {
-        fprintf(gp, "%d %.6f\n", first + i + 1, train[i]);
-    }
-    fprintf(gp, "EOD\n$val << EOD\n");
-    int nv = 0;
-    for (int i = 0; i < n; i++) {
+        x[i] = first + i + 1;
+        y[i] = train[i];
         if (!isnan(val[i])) {
-            fprintf(gp, "%d %.6f\n", first + i + 1, val[i]);
-            nv++;
+            vx[nv] = x[i];
+            vy[nv++] = val[i];
         }
     }
-    fprintf(gp, "EOD\n");
-    if (nv > 0) {
-        fprintf(gp, "plot $train with lines title 'train', $val with linespoints title 'val'\n");
-    } else {
-        fprintf(gp, "plot $train with lines title 'train'\n");
-    }
-    int rc = pclose(gp);
-    if (rc != 0) {
-        fprintf(stderr, "gputravel train: gnuplot failed (status %d); no plot\n", rc);
+    gt_plot_series series[2] = {{"train", x, y, (size_t)n}, {"val", vx, vy, nv}};
+    gt_plot_style style = {.title = "gputravel train", .xlabel = "step", .ylabel = "loss"};
+    e = gt_plot_lines(png, &style, series, nv > 0 ? 2 : 1);
+out:
+    if (e.code == GT_E_UNSUPPORTED) {
+        fprintf(stderr, "gputravel train: no loss plot (%s)\n", e.msg);
+    } else if (e.code != GT_E_NONE) {
+        fprintf(stderr, "gputravel train: loss plot failed: %s\n", e.msg);
     } else if (!gt_cli.quiet) {
         fprintf(stderr, "loss curve: %s\n", png);
     }
+    free(x);
+    free(y);
+    free(vx);
+    free(vy);
 }
 
 int gt_cmd_train(int argc, char **argv)
@@ -429,7 +404,7 @@ int gt_cmd_train(int argc, char **argv)
         if (val != NULL && (last || (o.val_every > 0 && (step + 1) % o.val_every == 0))) {
             GT_TRY_GOTO(err, validate(m, val, o.val_batches, o.B, o.T, &vloss), out);
             vcurve[done - 1] = vloss;
-            printf("step %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
+            printf("val %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
             fflush(stdout);
         }
         if (log != NULL) {

@@ -1,5 +1,14 @@
 // The subcommand table: GT_CLI_COMMAND(name, one-line summary), in the order `--help` lists them.
-// Each entry has its cmd_<name>.c. (No include guard: cli.h and main.c expand it differently.)
+// Each entry has its cmd_<name>.c ('_' in a name is typed '-'). (No include guard: cli.h and
+// main.c expand it differently.)
+GT_CLI_COMMAND(demo, "end-to-end demo: corpus, shards, keys, seal, verify, unseal")
+GT_CLI_COMMAND(tokenize, "tokenize text files byte-level into an llm.c token shard")
+GT_CLI_COMMAND(keygen, "create a holder key folder: Ed25519 identity and dataset key")
+GT_CLI_COMMAND(seal, "seal llm.c shards into a signed, encrypted, chunked dataset")
+GT_CLI_COMMAND(inspect, "show a sealed dataset's manifest (no key needed)")
+GT_CLI_COMMAND(verify_dataset, "check a sealed dataset's signature and every chunk (no key needed)")
+GT_CLI_COMMAND(unseal, "decrypt a sealed dataset into one llm.c shard")
+GT_CLI_COMMAND(ledger, "verify or show a holder's hash-chained decision ledger")
 GT_CLI_COMMAND(version, "print the version and build configuration")
 GT_CLI_COMMAND(attest, "collect evidence (sim, or tdx/snp via configfs-tsm) bound to report_data")
 GT_CLI_COMMAND(verify, "verify and appraise evidence: exit 0 accepted, 1 rejected, 2 invalid")

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,18 @@ static const command commands[] = {
 #undef GT_CLI_COMMAND
 };
 
+// A table name spells '-' as '_' (C identifiers): "verify_dataset" is typed "verify-dataset".
+static bool command_is(const char *table_name, const char *typed)
+{
+    for (; *table_name && *typed; table_name++, typed++) {
+        char want = *table_name == '_' ? '-' : *table_name;
+        if (want != *typed) {
+            return false;
+        }
+    }
+    return *table_name == *typed;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -31,7 +44,12 @@ static void usage(FILE *out)
             "\n"
             "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        fprintf(out, "  %-16s %s\n", commands[i].name, commands[i].summary);
+        char name[32];
+        snprintf(name, sizeof name, "%s", commands[i].name);
+        for (char *p = name; *p; p++) {
+            *p = *p == '_' ? '-' : *p;
+        }
+        fprintf(out, "  %-16s %s\n", name, commands[i].summary);
     }
     fprintf(out, "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
@@ -84,6 +102,8 @@ int gt_cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    // A peer that disconnects mid-write must surface as an error from write(), not kill us.
+    signal(SIGPIPE, SIG_IGN);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
@@ -113,7 +133,7 @@ int main(int argc, char **argv)
         }
         name = argv[i + 1];
         for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
-            if (strcmp(commands[c].name, name) == 0) {
+            if (command_is(commands[c].name, name)) {
                 char *help_argv[] = {(char *)name, "--help", NULL};
                 return commands[c].run(2, help_argv);
             }
@@ -121,7 +141,7 @@ int main(int argc, char **argv)
     }
     gt_log_set_level(gt_cli.verbose ? GT_LOG_DEBUG : gt_cli.quiet ? GT_LOG_WARN : GT_LOG_INFO);
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
-        if (strcmp(commands[c].name, name) == 0) {
+        if (command_is(commands[c].name, name)) {
             optind = 1;  // each command runs its own getopt_long over argv[i..]
             return commands[c].run(argc - i, argv + i);
         }

@@ -48,7 +48,8 @@ gt_err gt_shard_reader_open(gt_shard_reader *r, const char *path)
     GT_TRY_GOTO(err, gt_shard_header_parse(hdr, got, &r->token_count), fail);
     uint64_t want = GT_SHARD_HEADER_BYTES + 2 * r->token_count;
     GT_ENSURE_GOTO(err, (uint64_t)st.st_size == want, fail, GT_E_FORMAT,
-                   "shard: header says %llu tokens (%llu bytes) but the file has %llu bytes",
+                   "shard: %s: header says %llu tokens (%llu bytes) but the file has %llu bytes",
+                   (uint64_t)st.st_size < want ? "file ends early" : "trailing bytes",
                    (unsigned long long)r->token_count, (unsigned long long)want,
                    (unsigned long long)st.st_size);
     return GT_OK;

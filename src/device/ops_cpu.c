@@ -11,6 +11,9 @@
 #include <gputravel/device.h>
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -31,6 +34,11 @@ void gt_ops_cpu_set_threads(int threads)
     }
 }
 
+// Parallel regions pay only above this much work (elements or multiply-adds): on a busy machine
+// every barrier waits for a descheduled thread, which costs more than a small loop.
+#define PAR_MIN_WORK ((size_t)1 << 15)
+#define PAR(work) ((size_t)(work) >= PAR_MIN_WORK)
+
 // Splits [0, n) into nth slices aligned to `align`; slice i is [*lo, *hi).
 static void slice(int n, int nth, int i, int align, int *lo, int *hi)
 {
@@ -47,7 +55,7 @@ static void slice(int n, int nth, int i, int align, int *lo, int *hi)
 static void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
                             int B, int T, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)B * T * C))
     for (int bt = 0; bt < B * T; bt++) {
         int t = bt % T;
         float *o = out + (size_t)bt * C;
@@ -64,7 +72,7 @@ static void encoder_forward(float *out, const int32_t *inp, const float *wte, co
 static void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
                              int B, int T, int C)
 {
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)B * T * C))
     {
         int lo = 0, hi = 0;
         slice(C, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
@@ -90,7 +98,7 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int N, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f;
@@ -119,7 +127,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C;
         const float *x = inp + (size_t)n * C;
@@ -141,7 +149,7 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
         }
     }
     // Parameter gradients: each thread owns a block of channels and sums rows in order.
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)N * C))
     {
         int lo = 0, hi = 0;
         slice(C, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
@@ -158,26 +166,36 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
 }
 
 // ---- matmul ---------------------------------------------------------------------------------
+// The output is cut into tiles whose bounds depend only on the shapes (never on the thread
+// count), each tile one single-threaded sgemm; threads take tiles dynamically, so a thread that
+// the OS parks does not hold the others at the barrier, and the bits do not depend on how many
+// threads ran.
+
+// Tiles of at least `min` (a multiple of 16) covering n, at most `most` of them.
+static int tile_size(int n, int min, int most)
+{
+    int t = (n + most - 1) / most;
+    t = (t + 15) / 16 * 16;
+    return t > min ? t : min;
+}
 
 // out (N,OC)= inp (N,C) @ weight(OC,C)^T + bias (OC, may be NULL)
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int N, int C, int OC)
 {
-#pragma omp parallel
-    {
-        int lo = 0, hi = 0;
-        slice(OC, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
-        if (hi > lo) {
-            float beta = 0.0f;
-            if (bias != NULL) {
-                for (int n = 0; n < N; n++) {
-                    memcpy(out + (size_t)n * OC + lo, bias + lo, sizeof(float) * (size_t)(hi - lo));
-                }
-                beta = 1.0f;
+    int ts = tile_size(OC, 128, 16), ntiles = (OC + ts - 1) / ts;
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
+    for (int tile = 0; tile < ntiles; tile++) {
+        int lo = tile * ts, hi = lo + ts < OC ? lo + ts : OC;
+        float beta = 0.0f;
+        if (bias != NULL) {
+            for (int n = 0; n < N; n++) {
+                memcpy(out + (size_t)n * OC + lo, bias + lo, sizeof(float) * (size_t)(hi - lo));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, C, 1.0f, inp, C,
-                        weight + (size_t)lo * C, C, beta, out + lo, OC);
+            beta = 1.0f;
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, C, 1.0f, inp, C,
+                    weight + (size_t)lo * C, C, beta, out + lo, OC);
     }
 }
 
@@ -187,35 +205,197 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
                             const float *inp, const float *weight, int N, int C, int OC,
                             int dinp_accumulate)
 {
-#pragma omp parallel
-    {
-        int nth = omp_get_num_threads(), me = omp_get_thread_num();
-        int lo = 0, hi = 0;
-        // dinp = dout @ weight, rows split
-        slice(N, nth, me, 1, &lo, &hi);
-        if (hi > lo) {
+    // dinp: a few tiles (each packs a whole operand: weight for row tiles, dout for column
+    // tiles, so tile the dimension whose tiles pack less); dweight: tiles of output channels
+    bool by_rows = N >= C;
+    int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 4);
+    int nrow = by_rows ? (N + rs - 1) / rs : (C + rs - 1) / rs;
+    int ws = tile_size(OC, 128, 16), nw = (OC + ws - 1) / ws;
+    float beta = dinp_accumulate ? 1.0f : 0.0f;
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
+    for (int tile = 0; tile < nrow + nw; tile++) {
+        if (tile < nrow && by_rows) {  // dinp rows = dout rows @ weight
+            int lo = tile * rs, hi = lo + rs < N ? lo + rs : N;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, C, OC, 1.0f,
-                        dout + (size_t)lo * OC, OC, weight, C, dinp_accumulate ? 1.0f : 0.0f,
-                        dinp + (size_t)lo * C, C);
+                        dout + (size_t)lo * OC, OC, weight, C, beta, dinp + (size_t)lo * C, C);
+            continue;
         }
-        // dweight += dout^T @ inp, output rows (OC) split
-        slice(OC, nth, me, 16, &lo, &hi);
-        if (hi > lo) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N, 1.0f, dout + lo,
-                        OC, inp, C, 1.0f, dweight + (size_t)lo * C, C);
-            if (dbias != NULL) {
-                for (int n = 0; n < N; n++) {
-                    const float *d = dout + (size_t)n * OC;
-                    for (int o = lo; o < hi; o++) {
-                        dbias[o] += d[o];
-                    }
+        if (tile < nrow) {  // dinp columns = dout @ weight columns
+            int lo = tile * rs, hi = lo + rs < C ? lo + rs : C;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, OC, 1.0f, dout,
+                        OC, weight + lo, C, beta, dinp + lo, C);
+            continue;
+        }
+        // dweight += dout^T @ inp; dbias += column sums of dout
+        int lo = (tile - nrow) * ws, hi = lo + ws < OC ? lo + ws : OC;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N, 1.0f, dout + lo, OC,
+                    inp, C, 1.0f, dweight + (size_t)lo * C, C);
+        if (dbias != NULL) {
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC;
+                for (int o = lo; o < hi; o++) {
+                    dbias[o] += d[o];
                 }
             }
         }
     }
 }
 
+// ---- vector math ----------------------------------------------------------------------------
+// exp on 16 lanes (AVX-512F) where the CPU has it, else scalar expf: Cody-Waite reduction
+// x = n ln2 + r, |r| <= ln2/2, a degree-7 polynomial for e^r (Cephes' expf coefficients, ~1 ulp),
+// and 2^n applied by vscalefps. Each vector routine has a scalar twin with the same summation
+// order; which one runs depends only on the CPU, so one machine always gets the same bits.
+
+// GT_CPU_SIMD=off in the environment forces the scalar paths (tests run both).
+static bool have_avx512(void)
+{
+#if defined(__x86_64__)
+    const char *env = getenv("GT_CPU_SIMD");
+    if (env != NULL && strcmp(env, "off") == 0) {
+        return false;
+    }
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+#if defined(__x86_64__)
+#define GT_AVX512 __attribute__((target("avx512f")))
+
+GT_AVX512 static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)),
+                      _mm512_set1_ps(-103.972084f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+// out[i] = exp(x[i] - shift); returns the sum of out in 16 lane sums added in a fixed order.
+GT_AVX512 static float exp_shift_sum_avx512(float *out, const float *x, int n, float shift)
+{
+    __m512 s = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+        if (out != NULL) {
+            _mm512_storeu_ps(out + i, e);
+        }
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), s));
+        e = _mm512_maskz_mov_ps(k, e);
+        if (out != NULL) {
+            _mm512_mask_storeu_ps(out + i, k, e);
+        }
+        acc = _mm512_add_ps(acc, e);
+    }
+    float lanes[16];
+    _mm512_storeu_ps(lanes, acc);
+    float sum = 0.0f;
+    for (int l = 0; l < 16; l++) {
+        sum += lanes[l];
+    }
+    return sum;
+}
+
+GT_AVX512 static float max_avx512(const float *x, int n)
+{
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    }
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+    }
+    return _mm512_reduce_max_ps(m);
+}
+
+GT_AVX512 static void scale_avx512(float *x, int n, float a)
+{
+    __m512 s = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
+    }
+    for (; i < n; i++) {
+        x[i] *= a;
+    }
+}
+#endif
+
+static float exp_shift_sum(float *out, const float *x, int n, float shift, bool vec)
+{
+#if defined(__x86_64__)
+    if (vec) {
+        return exp_shift_sum_avx512(out, x, n, shift);
+    }
+#endif
+    (void)vec;
+    float lanes[16] = {0};  // the same 16-lane summation order as the vector path
+    for (int i = 0; i < n; i++) {
+        float e = expf(x[i] - shift);
+        if (out != NULL) {
+            out[i] = e;
+        }
+        lanes[i % 16] += e;
+    }
+    float sum = 0.0f;
+    for (int l = 0; l < 16; l++) {
+        sum += lanes[l];
+    }
+    return sum;
+}
+
+static float max_of(const float *x, int n, bool vec)
+{
+#if defined(__x86_64__)
+    if (vec) {
+        return max_avx512(x, n);
+    }
+#endif
+    (void)vec;
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        m = x[i] > m ? x[i] : m;
+    }
+    return m;
+}
+
+static void scale_by(float *x, int n, float a, bool vec)
+{
+#if defined(__x86_64__)
+    if (vec) {
+        scale_avx512(x, n, a);
+        return;
+    }
+#endif
+    (void)vec;
+    for (int i = 0; i < n; i++) {
+        x[i] *= a;
+    }
+}
+
 // ---- attention ------------------------------------------------------------------------------
+// Per (b, h): preatt = scale Q K^T and out = att V as single-threaded sgemms (the upper triangle
+// is computed and then masked: half the multiply-adds are wasted, but sgemm runs ~30x faster
+// than a scalar causal loop), with the causal softmax between them.
 
 // out (B,T,C)=, att (B,NH,T,T)= softmax weights (0 above the diagonal); inp (B,T,3C) holds
 // q, k, v, each (B,T,NH,hs) inside its C columns.
@@ -224,138 +404,176 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(3) schedule(static)
-    for (int b = 0; b < B; b++) {
+    bool vec = have_avx512();
+#pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)B * T * T * C >> 5))
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        const float *q = inp + (size_t)b * T * C3 + h * hs;
+        float *a = att + (size_t)bh * T * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, q + C, C3,
+                    0.0f, a, T);
         for (int t = 0; t < T; t++) {
-            for (int h = 0; h < NH; h++) {
-                const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
-                    float v = 0.0f;
-                    for (int i = 0; i < hs; i++) {
-                        v += q[i] * k[i];
-                    }
-                    v *= scale;
-                    a[t2] = v;
-                    if (v > maxv) {
-                        maxv = v;
-                    }
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float e = expf(a[t2] - maxv);
-                    a[t2] = e;
-                    sum += e;
-                }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 < T; t2++) {
-                    a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
-                }
-                float *o = out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) {
-                    o[i] = 0.0f;
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                    float w = a[t2];
-                    for (int i = 0; i < hs; i++) {
-                        o[i] += w * v[i];
-                    }
-                }
+            float *row = a + (size_t)t * T;
+            float mx = max_of(row, t + 1, vec);
+            float sum = exp_shift_sum(row, row, t + 1, mx, vec);
+            scale_by(row, t + 1, 1.0f / sum, vec);
+            for (int t2 = t + 1; t2 < T; t2++) {
+                row[t2] = 0.0f;
             }
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, q + 2 * C,
+                    C3, 0.0f, out + (size_t)b * T * C + h * hs, C);
     }
 }
 
-// dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T). One (b,h) per task: the keys
-// and values a head reads belong to it alone, so dk/dv accumulate without races.
+// dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T). Per (b, h), with a (T,T) scratch:
+//   datt = dout V^T; dV = att^T dout; dpre = att * (datt - rowsum(att * datt)) (zero where att
+//   is masked); dQ = scale dpre K; dK = scale dpre^T Q.
 static void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                                int B, int T, int C, int NH)
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel
+#pragma omp parallel if (PAR((size_t)B * T * T * C >> 4))
     {
-        float *datt = malloc(sizeof(float) * (size_t)T);
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
-                for (int t = 0; t < T; t++) {
-                    float *row = dinp + ((size_t)b * T + t) * C3 + h * hs;
-                    for (int i = 0; i < hs; i++) {
-                        row[i] = row[C + i] = row[2 * C + i] = 0.0f;
-                    }
+        float *d = malloc(sizeof(float) * (size_t)T * T);
+#pragma omp for schedule(dynamic, 1)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            const float *q = inp + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+            float *dq = dinp + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+            const float *a = att + (size_t)bh * T * T;
+            const float *dy = dout + (size_t)b * T * C + h * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
+                        0.0f, d, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C,
+                        0.0f, dv, C3);
+            for (int t = 0; t < T; t++) {
+                const float *ar = a + (size_t)t * T;
+                float *dr = d + (size_t)t * T;
+                float dot = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    dot += ar[t2] * dr[t2];
                 }
-                for (int t = 0; t < T; t++) {
-                    const float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                    const float *d = dout + ((size_t)b * T + t) * C + h * hs;
-                    const float *q = inp + ((size_t)b * T + t) * C3 + h * hs;
-                    float *dq = dinp + ((size_t)b * T + t) * C3 + h * hs;
-                    // datt = dout . v ; dv += att * dout
-                    float dot = 0.0f;
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v = inp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                        float *dv = dinp + ((size_t)b * T + t2) * C3 + 2 * C + h * hs;
-                        float s = 0.0f;
-                        for (int i = 0; i < hs; i++) {
-                            s += d[i] * v[i];
-                            dv[i] += a[t2] * d[i];
-                        }
-                        datt[t2] = s;
-                        dot += a[t2] * s;
-                    }
-                    // softmax backward, then through the scaled dot product
-                    for (int t2 = 0; t2 <= t; t2++) {
-                        float dpre = a[t2] * (datt[t2] - dot) * scale;
-                        const float *k = inp + ((size_t)b * T + t2) * C3 + C + h * hs;
-                        float *dk = dinp + ((size_t)b * T + t2) * C3 + C + h * hs;
-                        for (int i = 0; i < hs; i++) {
-                            dq[i] += dpre * k[i];
-                            dk[i] += dpre * q[i];
-                        }
-                    }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    dr[t2] = ar[t2] * (dr[t2] - dot);
+                }
+                for (int t2 = t + 1; t2 < T; t2++) {
+                    dr[t2] = 0.0f;
                 }
             }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, d, T, k, C3,
+                        0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, d, T, q, C3,
+                        0.0f, dk, C3);
         }
-        free(datt);
+        free(d);
     }
 }
 
 // ---- GELU (tanh approximation), residual ---------------------------------------------------
+// 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
 
 #define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
 
+#if defined(__x86_64__)
+GT_AVX512 static void gelu_forward_avx512(float *out, const float *inp, size_t lo, size_t hi)
+{
+    const __m512 c = _mm512_set1_ps(0.044715f), s = _mm512_set1_ps(-2.0f * GELU_SCALE);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    size_t i = lo;
+    for (; i + 16 <= hi; i += 16) {
+        __m512 x = _mm512_loadu_ps(inp + i);
+        __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(c, x), _mm512_mul_ps(x, x), x);
+        __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_mul_ps(s, u))));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(x, sig));
+    }
+    for (; i < hi; i++) {
+        float x = inp[i], u = x + 0.044715f * x * x * x;
+        out[i] = x / (1.0f + expf(-2.0f * GELU_SCALE * u));
+    }
+}
+
+GT_AVX512 static void gelu_backward_avx512(float *dinp, const float *inp, const float *dout,
+                                           size_t lo, size_t hi)
+{
+    const __m512 c = _mm512_set1_ps(0.044715f), c3 = _mm512_set1_ps(3.0f * 0.044715f);
+    const __m512 s = _mm512_set1_ps(-2.0f * GELU_SCALE), g = _mm512_set1_ps(GELU_SCALE);
+    const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+    size_t i = lo;
+    for (; i + 16 <= hi; i += 16) {
+        __m512 x = _mm512_loadu_ps(inp + i), x2 = _mm512_mul_ps(x, x);
+        __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(c, x), x2, x);
+        __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_mul_ps(s, u))));
+        // d/dx [x sig(2u)] = sig + x * 2 sig (1 - sig) * u'(x), u' = g (1 + 3c x^2)
+        __m512 du = _mm512_mul_ps(g, _mm512_fmadd_ps(c3, x2, one));
+        __m512 ds = _mm512_mul_ps(_mm512_mul_ps(two, sig), _mm512_sub_ps(one, sig));
+        __m512 local = _mm512_fmadd_ps(_mm512_mul_ps(x, ds), du, sig);
+        _mm512_storeu_ps(dinp + i, _mm512_mul_ps(local, _mm512_loadu_ps(dout + i)));
+    }
+    for (; i < hi; i++) {
+        float x = inp[i], u = x + 0.044715f * x * x * x;
+        float sig = 1.0f / (1.0f + expf(-2.0f * GELU_SCALE * u));
+        float local = sig + x * 2.0f * sig * (1.0f - sig) * GELU_SCALE *
+                                (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = local * dout[i];
+    }
+}
+#endif
+
 static void gelu_forward(float *out, const float *inp, size_t N)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        float cube = 0.044715f * x * x * x;
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
+    bool vec = have_avx512();
+#pragma omp parallel if (PAR(N * 8))
+    {
+        int lo = 0, hi = 0;
+        slice((int)((N + 15) / 16), omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
+        size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
+#if defined(__x86_64__)
+        if (vec) {
+            gelu_forward_avx512(out, inp, a, z);
+        } else
+#endif
+        {
+            for (size_t i = a; i < z; i++) {
+                float x = inp[i], u = x + 0.044715f * x * x * x;
+                out[i] = x / (1.0f + expf(-2.0f * GELU_SCALE * u));
+            }
+        }
     }
+    (void)vec;
 }
 
 // dinp = gelu'(inp) * dout (dinp may alias dout)
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        float x = inp[i];
-        float cube = 0.044715f * x * x * x;
-        float arg = GELU_SCALE * (x + cube);
-        float th = tanhf(arg);
-        float sech2 = 1.0f - th * th;
-        float local = 0.5f * (1.0f + th) +
-                      x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = local * dout[i];
+    bool vec = have_avx512();
+#pragma omp parallel if (PAR(N * 8))
+    {
+        int lo = 0, hi = 0;
+        slice((int)((N + 15) / 16), omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
+        size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
+#if defined(__x86_64__)
+        if (vec) {
+            gelu_backward_avx512(dinp, inp, dout, a, z);
+        } else
+#endif
+        {
+            for (size_t i = a; i < z; i++) {
+                float x = inp[i], u = x + 0.044715f * x * x * x;
+                float sig = 1.0f / (1.0f + expf(-2.0f * GELU_SCALE * u));
+                float local = sig + x * 2.0f * sig * (1.0f - sig) * GELU_SCALE *
+                                        (1.0f + 3.0f * 0.044715f * x * x);
+                dinp[i] = local * dout[i];
+            }
+        }
     }
+    (void)vec;
 }
 
 static void residual_forward(float *out, const float *inp1, const float *inp2, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t i = 0; i < N; i++) {
         out[i] = inp1[i] + inp2[i];
     }
@@ -363,7 +581,7 @@ static void residual_forward(float *out, const float *inp1, const float *inp2, s
 
 static void residual_backward(float *dinp1, float *dinp2, const float *dout, size_t N)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t i = 0; i < N; i++) {
         dinp1[i] += dout[i];
         dinp2[i] += dout[i];
@@ -376,40 +594,22 @@ static void residual_backward(float *dinp1, float *dinp2, const float *dout, siz
 static void softmax_crossentropy(float *losses, float *logits, const int32_t *targets, int BT,
                                  int V, int Vp, int grad, float dloss)
 {
-#pragma omp parallel for schedule(static)
+    bool vec = have_avx512();
+#pragma omp parallel for schedule(static) if (PAR((size_t)BT * V))
     for (int n = 0; n < BT; n++) {
         float *l = logits + (size_t)n * Vp;
-        float maxv = -INFINITY;
-        for (int i = 0; i < V; i++) {
-            maxv = l[i] > maxv ? l[i] : maxv;
-        }
         int tgt = targets[n];
         float ltgt = l[tgt];
-        double sum = 0.0;
+        float maxv = max_of(l, V, vec);
+        float sum = exp_shift_sum(grad ? l : NULL, l, V, maxv, vec);
         if (grad) {
-            float fsum = 0.0f;
-            for (int i = 0; i < V; i++) {
-                float e = expf(l[i] - maxv);
-                l[i] = e;
-                fsum += e;
-            }
-            sum = fsum;
-            float s = dloss / fsum;
-            for (int i = 0; i < V; i++) {
-                l[i] *= s;
-            }
+            scale_by(l, V, dloss / sum, vec);
             l[tgt] -= dloss;
             for (int i = V; i < Vp; i++) {
                 l[i] = 0.0f;
             }
-        } else {
-            float fsum = 0.0f;
-            for (int i = 0; i < V; i++) {
-                fsum += expf(l[i] - maxv);
-            }
-            sum = fsum;
         }
-        losses[n] = (float)(log(sum) + (double)maxv - (double)ltgt);
+        losses[n] = (float)(log((double)sum) + (double)maxv - (double)ltgt);
     }
 }
 
@@ -417,31 +617,32 @@ static void softmax_crossentropy(float *losses, float *logits, const int32_t *ta
 
 #define SUMSQ_BLOCK 16384
 
+static double sumsq_block(const float *x, size_t lo, size_t hi)
+{
+    double s = 0.0;
+    for (size_t i = lo; i < hi; i++) {
+        s += (double)x[i] * x[i];
+    }
+    return s;
+}
+
 static void sum_of_squares(double *out, const float *x, size_t N)
 {
     size_t nblocks = (N + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double *part = malloc(sizeof(double) * nblocks);
     double total = 0.0;
-    if (part == NULL) {  // fall back to one serial pass in the same block order
+    if (part == NULL) {  // one serial pass in the same block order
         for (size_t blk = 0; blk < nblocks; blk++) {
-            double s = 0.0;
             size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
-            for (size_t i = blk * SUMSQ_BLOCK; i < end; i++) {
-                s += (double)x[i] * x[i];
-            }
-            total += s;
+            total += sumsq_block(x, blk * SUMSQ_BLOCK, end);
         }
         *out = total;
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (PAR(N))
     for (size_t blk = 0; blk < nblocks; blk++) {
-        double s = 0.0;
         size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
-        for (size_t i = blk * SUMSQ_BLOCK; i < end; i++) {
-            s += (double)x[i] * x[i];
-        }
-        part[blk] = s;
+        part[blk] = sumsq_block(x, blk * SUMSQ_BLOCK, end);
     }
     for (size_t blk = 0; blk < nblocks; blk++) {
         total += part[blk];
@@ -450,21 +651,73 @@ static void sum_of_squares(double *out, const float *x, size_t N)
     *out = total;
 }
 
-static void adamw(float *params, float *m, float *v, const float *grads, size_t N, float lr,
-                  float beta1, float beta2, float eps, float wd, float bc1, float bc2,
-                  float grad_scale)
+typedef struct {
+    float lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale;
+} adamw_hp;
+
+static inline void adamw_one(float *p, float *m, float *v, float g, const adamw_hp *h)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < N; i++) {
-        float g = grads[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        float mhat = mi / bc1;
-        float vhat = vi / bc2;
-        m[i] = mi;
-        v[i] = vi;
-        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    g *= h->grad_scale;
+    float mi = h->beta1 * *m + (1.0f - h->beta1) * g;
+    float vi = h->beta2 * *v + (1.0f - h->beta2) * g * g;
+    float mhat = mi / h->bc1, vhat = vi / h->bc2;
+    *m = mi;
+    *v = vi;
+    *p -= h->lr * (mhat / (sqrtf(vhat) + h->eps) + h->wd * *p);
+}
+
+#if defined(__x86_64__)
+// The same operations in the same order as adamw_one, 16 lanes at a time.
+GT_AVX512 static void adamw_avx512(float *p, float *m, float *v, const float *g, size_t lo,
+                                   size_t hi, const adamw_hp *h)
+{
+    const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
+    const __m512 nb1 = _mm512_set1_ps(1.0f - h->beta1), nb2 = _mm512_set1_ps(1.0f - h->beta2);
+    const __m512 bc1 = _mm512_set1_ps(h->bc1), bc2 = _mm512_set1_ps(h->bc2);
+    const __m512 eps = _mm512_set1_ps(h->eps), lr = _mm512_set1_ps(h->lr);
+    const __m512 wd = _mm512_set1_ps(h->wd), gs = _mm512_set1_ps(h->grad_scale);
+    size_t i = lo;
+    for (; i + 16 <= hi; i += 16) {
+        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(nb1, gi));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+                                  _mm512_mul_ps(_mm512_mul_ps(nb2, gi), gi));
+        __m512 mhat = _mm512_div_ps(mi, bc1), vhat = _mm512_div_ps(vi, bc2);
+        __m512 pi = _mm512_loadu_ps(p + i);
+        __m512 upd = _mm512_add_ps(_mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), eps)),
+                                   _mm512_mul_ps(wd, pi));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, upd)));
     }
+    for (; i < hi; i++) {
+        adamw_one(p + i, m + i, v + i, g[i], h);
+    }
+}
+#endif
+
+static void adamw(float *params, float *m, float *v, const float *grads, size_t N,
+                  const adamw_hp *h)
+{
+    bool vec = have_avx512();
+#pragma omp parallel if (PAR(N))
+    {
+        int lo = 0, hi = 0;
+        size_t nblk = (N + 15) / 16;
+        slice((int)nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
+        size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
+#if defined(__x86_64__)
+        if (vec) {
+            adamw_avx512(params, m, v, grads, a, z, h);
+        } else
+#endif
+        {
+            for (size_t i = a; i < z; i++) {
+                adamw_one(params + i, m + i, v + i, grads[i], h);
+            }
+        }
+    }
+    (void)vec;
 }
 
 // ---- tokens ---------------------------------------------------------------------------------
@@ -569,9 +822,11 @@ gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx)
         sum_of_squares(p[0], p[1], (size_t)in[0]);
         return GT_OK;
     case GT_OP_ADAMW:
-        adamw(p[0], p[1], p[2], p[3], (size_t)in[0], f[0], f[1], f[2], f[3], f[4], f[5], f[6],
-              f[7]);
+    {
+        adamw_hp h = {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]};
+        adamw(p[0], p[1], p[2], p[3], (size_t)in[0], &h);
         return GT_OK;
+    }
     case GT_OP_TOKENS_GATHER: {
         size_t n = (size_t)in[0];
         const uint16_t *src = (const uint16_t *)p[2] + in[1];

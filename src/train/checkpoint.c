@@ -59,8 +59,7 @@ static gt_err open_sized(const char *path, FILE **fp, uint64_t *size)
     return GT_OK;
 }
 
-// Parses the llm.c header into cfg.
-static gt_err ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
+gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
 {
     gt_reader r = gt_reader_init(hdr, len);
     int32_t h[8] = {0};
@@ -93,7 +92,7 @@ gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
     uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES];
     size_t got = fread(hdr, 1, sizeof hdr, fp);
     gt_gpt2_config cfg = {0};
-    GT_TRY_GOTO(err, ckpt_header_parse(hdr, got, &cfg), fail);
+    GT_TRY_GOTO(err, gt_gpt2_ckpt_header_parse(hdr, got, &cfg), fail);
     size_t sizes[GT_GPT2_NUM_TENSORS];
     uint64_t want = GT_GPT2_CKPT_HEADER_BYTES + (uint64_t)gt_gpt2_param_sizes(&cfg, sizes) * 4;
     GT_ENSURE_GOTO(err, size >= want, fail, GT_E_TRUNCATED,
@@ -141,7 +140,7 @@ fail:
 
 // ---- training state ---------------------------------------------------------------------------
 
-#define STATE_HEADER_BYTES (4 + 4 + 6 * 4 + 5 * 8 + 4)
+#define STATE_HEADER_BYTES (4 + 4 + 6 * 4 + 6 * 8 + 4 + 8 + 4)
 
 gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
 {
@@ -162,6 +161,9 @@ gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
     GT_TRY(gt_writer_u64le(&w, pos.epoch));
     GT_TRY(gt_writer_u64le(&w, pos.shard));
     GT_TRY(gt_writer_u64le(&w, pos.sample));
+    GT_TRY(gt_writer_u64le(&w, pos.sample_tokens));
+    GT_TRY(gt_writer_u64le(&w, pos.seed));
+    GT_TRY(gt_writer_u32le(&w, pos.shuffle));
     GT_TRY(gt_writer_u64le(&w, n));
     GT_TRY(gt_writer_u32le(&w, mb != 0 ? 1 : 0));
     gt_atomic_file f;
@@ -169,6 +171,7 @@ gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
     gt_err err = GT_OK;
     gt_device *dev = gt_gpt2_internal_device(m);
     GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, w.len), fail);
+    GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, gt_gpt2_internal_params(m), 0, n * 4), fail);
     if (mb != 0) {
         GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, mb, 0, n * 4), fail);
         GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, vb, 0, n * 4), fail);
@@ -204,11 +207,15 @@ static gt_err state_header_parse(const uint8_t *hdr, size_t len, const gt_gpt2_c
     GT_TRY(gt_reader_u64le(&r, &pos->epoch));
     GT_TRY(gt_reader_u64le(&r, &pos->shard));
     GT_TRY(gt_reader_u64le(&r, &pos->sample));
+    GT_TRY(gt_reader_u64le(&r, &pos->sample_tokens));
+    GT_TRY(gt_reader_u64le(&r, &pos->seed));
+    GT_TRY(gt_reader_u32le(&r, &pos->shuffle));
     GT_TRY(gt_reader_u64le(&r, &n));
     GT_TRY(gt_reader_u32le(&r, has_moments));
     GT_ENSURE(n == nparams, GT_E_FORMAT, "%llu parameters (model has %llu)",
               (unsigned long long)n, (unsigned long long)nparams);
     GT_ENSURE(*has_moments <= 1, GT_E_FORMAT, "has_moments %u", *has_moments);
+    GT_ENSURE(pos->shuffle <= 1, GT_E_FORMAT, "shuffle %u", pos->shuffle);
     GT_ENSURE(*has_moments == 1 || *step == 0, GT_E_FORMAT, "step %llu without moments",
               (unsigned long long)*step);
     return GT_OK;
@@ -227,7 +234,7 @@ gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
     gt_loader_pos p = {0};
     GT_TRY_GOTO(err, state_header_parse(hdr, got, gt_gpt2_get_config(m), n, &step, &p, &has),
                 out);
-    uint64_t want = STATE_HEADER_BYTES + (has ? 2 * n * 4 : 0);
+    uint64_t want = STATE_HEADER_BYTES + n * 4 + (has ? 2 * n * 4 : 0);
     GT_ENSURE_GOTO(err, size >= want, out, GT_E_TRUNCATED, "%llu bytes, expected %llu",
                    (unsigned long long)size, (unsigned long long)want);
     GT_ENSURE_GOTO(err, size == want, out, GT_E_FORMAT, "%llu bytes, expected exactly %llu",
@@ -235,6 +242,9 @@ gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
     gt_device *dev = gt_gpt2_internal_device(m);
     gt_dbuf mb = 0, vb = 0;
     GT_TRY_GOTO(err, gt_gpt2_internal_moments(m, &mb, &vb, has != 0), out);
+    // Past this point a read error leaves the model half-loaded; the caller discards it.
+    GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), 0, n * 4),
+                out);
     if (has) {
         GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, mb, 0, n * 4), out);
         GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, vb, 0, n * 4), out);

@@ -366,10 +366,17 @@ static gt_err ensure_acts(gt_gpt2 *m, int B, int T)
     act_layout lay = act_layout_for(&m->cfg, B, T);
     uint64_t bytes = lay.total * 4;
     if (bytes > m->acts_bytes) {
+        // Grow geometrically: sampling lengthens T by one token per forward.
+        uint64_t want = m->acts_bytes + m->acts_bytes / 2;
+        want = want > bytes ? want : bytes;
         free_buf(m->dev, &m->acts);
         m->acts_bytes = 0;
-        GT_TRY(gt_device_alloc(m->dev, bytes, 0, &m->acts));
-        m->acts_bytes = bytes;
+        gt_err e = gt_device_alloc(m->dev, want, 0, &m->acts);
+        if (e.code != GT_E_NONE && want > bytes) {
+            e = gt_device_alloc(m->dev, want = bytes, 0, &m->acts);
+        }
+        GT_TRY(e);
+        m->acts_bytes = want;
     }
     m->lay = lay;
     m->B = B;
@@ -521,6 +528,7 @@ gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int
                                 float loss_scale, float *loss)
 {
     GT_ENSURE(targets != 0, GT_E_ARG, "gpt2: backward needs targets");
+    GT_TRY(ensure_acts(m, B, T));  // shapes checked before gradients exist
     GT_TRY(ensure_grads(m));
     float dloss = loss_scale / ((float)B * (float)T);
     GT_TRY(forward(m, inputs, targets, B, T, true, dloss, loss));

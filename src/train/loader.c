@@ -151,7 +151,14 @@ fail:
 
 gt_dbuf gt_loader_inputs(const gt_loader *l) { return l->inputs; }
 gt_dbuf gt_loader_targets(const gt_loader *l) { return l->targets; }
-gt_loader_pos gt_loader_tell(const gt_loader *l) { return l->pos; }
+gt_loader_pos gt_loader_tell(const gt_loader *l)
+{
+    gt_loader_pos p = l->pos;
+    p.sample_tokens = (uint64_t)l->B * (uint64_t)l->T;
+    p.seed = l->seed;
+    p.shuffle = l->shuffle ? 1 : 0;
+    return p;
+}
 
 uint64_t gt_loader_num_samples(const gt_loader *l)
 {
@@ -164,13 +171,27 @@ uint64_t gt_loader_num_samples(const gt_loader *l)
 
 gt_err gt_loader_seek(gt_loader *l, gt_loader_pos pos)
 {
+    uint64_t bt = (uint64_t)l->B * (uint64_t)l->T;
+    GT_ENSURE(pos.sample_tokens == 0 || pos.sample_tokens == bt, GT_E_ARG,
+              "loader: the position counts samples of %llu tokens, this loader's are B*T = %llu",
+              (unsigned long long)pos.sample_tokens, (unsigned long long)bt);
+    GT_ENSURE(pos.sample_tokens == 0 || ((pos.shuffle != 0) == l->shuffle &&
+                                         (!l->shuffle || pos.seed == l->seed)),
+              GT_E_ARG, "loader: the position was saved with shuffle %s seed %llu, not %s %llu",
+              pos.shuffle ? "on" : "off", (unsigned long long)pos.seed,
+              l->shuffle ? "on" : "off", (unsigned long long)l->seed);
     GT_ENSURE(pos.shard < l->nbufs, GT_E_FORMAT, "loader: position shard %llu of %zu",
               (unsigned long long)pos.shard, l->nbufs);
-    l->pos = pos;
+    gt_loader_pos old = l->pos;
+    l->pos = (gt_loader_pos){.epoch = pos.epoch, .shard = pos.shard, .sample = pos.sample};
     build_order(l);
-    GT_ENSURE(pos.sample <= l->nsamples[l->order[pos.shard]], GT_E_FORMAT,
-              "loader: position sample %llu beyond %llu", (unsigned long long)pos.sample,
-              (unsigned long long)l->nsamples[l->order[pos.shard]]);
+    uint64_t have = l->nsamples[l->order[pos.shard]];
+    if (pos.sample > have) {  // refused: the loader stays where it was
+        l->pos = old;
+        build_order(l);
+        return gt_errf(GT_E_FORMAT, "loader: position sample %llu beyond %llu",
+                       (unsigned long long)pos.sample, (unsigned long long)have);
+    }
     return GT_OK;
 }
 

@@ -185,7 +185,8 @@ static void op_size_checks(void **state)
 
     // token data: gather and check refuse tokens >= V; gather stays inside the buffer
     uint16_t data[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-    gt_dbuf db = upload(dev, data, sizeof data), ib = upload(dev, tok, 16), gb = upload(dev, tok, 16);
+    int32_t four[4] = {0};
+    gt_dbuf db = upload(dev, data, sizeof data), ib = upload(dev, four, 16), gb = upload(dev, four, 16);
     gt_op ga = {.kind = GT_OP_TOKENS_GATHER, .refs = {{ib, 0}, {gb, 0}, {db, 0}},
                 .ints = {4, 4, 9}};
     GT_ASSERT_OK(gt_device_launch(dev, &ga));
@@ -534,5 +535,8 @@ int main(void)
         cmocka_unit_test(fd_softmax_crossentropy),
         cmocka_unit_test(adamw_and_sumsq),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
+    setenv("GT_CPU_SIMD", "off", 1);  // and again on the scalar paths
+    failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
+    return failed;
 }

@@ -233,5 +233,8 @@ int main(void)
         cmocka_unit_test(gradients),
         cmocka_unit_test(adamw_steps),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
+    setenv("GT_CPU_SIMD", "off", 1);  // the scalar kernels against the same fixture
+    failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
+    return failed;
 }

@@ -1,0 +1,209 @@
+// Training-step throughput of the cpu device: tokens/s of a full step (zero_grad, batch gather,
+// forward, backward, AdamW) for the two configs, achieved GFLOP/s, and peak RSS against
+// the bytes of parameters + gradients + AdamW state + activations. Each config runs in its own
+// child process so that its peak RSS is its own. "cpu ms/step" is the CPU time of all threads
+// for one step: on a machine shared with other work, wall time varies with the load, and
+// cpu ms / threads is what the step costs when the cores are free.
+//
+//   bench_train [a|b|all] [--steps N] [--warmup N] [--threads N]
+//   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M (L=12 C=768 NH=12) B=4 T=64
+// llm.c's CPU trainer on the reference machine (2 threads, median): (a) 273 tok/s, (b) 35 tok/s.
+#include <gputravel/device.h>
+#include <gputravel/train.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *name;
+    int L, C, NH, V, maxT, B, T;
+    double llmc_tok_s;
+} bench_cfg;
+
+static const bench_cfg configs[] = {
+    {"a", 4, 256, 4, 50257, 1024, 4, 256, 273.0},
+    {"b", 12, 768, 12, 50257, 1024, 4, 64, 35.0},
+};
+
+static double cpu_seconds(void)  // CPU time of the whole process, all threads
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Multiply-adds x 2 of one forward pass; backward is twice the forward.
+static double step_flops(const bench_cfg *c, int Vp)
+{
+    double BT = (double)c->B * c->T, C = c->C, L = c->L;
+    double fwd = 2.0 * BT * (L * 12.0 * C * C + C * Vp);
+    fwd += 2.0 * 2.0 * c->B * L * (double)c->T * c->T * C / 2.0;  // q.k and att.v, causal half
+    return 3.0 * fwd;
+}
+
+#define CHECK(expr)                                                                  \
+    do {                                                                             \
+        gt_err e_ = (expr);                                                          \
+        if (e_.code != GT_E_NONE) {                                                  \
+            fprintf(stderr, "%s: %s\n", #expr, e_.msg);                              \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+// Runs in a child; writes one result line to fd.
+static void run_config(const bench_cfg *c, int steps, int warmup, int threads, int fd)
+{
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = threads};
+    CHECK(gt_device_open(&dev, &dc));
+    gt_gpt2_config cfg = {.max_seq_len = c->maxT, .vocab_size = c->V,
+                          .padded_vocab_size = gt_gpt2_pad_vocab(c->V), .num_layers = c->L,
+                          .num_heads = c->NH, .channels = c->C};
+    gt_gpt2 *m = NULL;
+    CHECK(gt_gpt2_create(&m, dev, &cfg));
+    CHECK(gt_gpt2_init_random(m, 1));
+    size_t ntok = (size_t)c->B * c->T * (size_t)(steps + warmup) + 1;
+    uint16_t *tok = malloc(ntok * 2);
+    uint64_t rng = 5;
+    for (size_t i = 0; i < ntok; i++) {
+        tok[i] = (uint16_t)(gt_rng_u32(&rng) % (uint32_t)c->V);
+    }
+    gt_dbuf data = 0;
+    CHECK(gt_device_alloc(dev, ntok * 2, GT_DBUF_NO_READBACK, &data));
+    CHECK(gt_device_copy_in(dev, data, 0, tok, ntok * 2));
+    free(tok);
+    uint64_t n64 = ntok;
+    gt_loader *l = NULL;
+    CHECK(gt_loader_create(&l, dev, &data, &n64, 1, c->B, c->T, c->V, false, 0));
+    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
+    double *ms = calloc((size_t)steps, sizeof *ms), *fwd_ms = calloc((size_t)steps, sizeof *ms);
+    double *upd_ms = calloc((size_t)steps, sizeof *ms), *cpu_ms = calloc((size_t)steps, sizeof *ms);
+    float loss = 0.0f;
+    for (int s = 0; s < warmup + steps; s++) {
+        double t0 = gt_now_seconds(), c0 = cpu_seconds();
+        CHECK(gt_gpt2_zero_grad(m));
+        CHECK(gt_loader_next(l));
+        CHECK(gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l), c->B, c->T,
+                                       1.0f, &loss));
+        double t1 = gt_now_seconds();
+        CHECK(gt_gpt2_update(m, &opt, 1e-4f, NULL));
+        double t2 = gt_now_seconds(), c2 = cpu_seconds();
+        if (s >= warmup) {
+            ms[s - warmup] = (t2 - t0) * 1e3;
+            cpu_ms[s - warmup] = (c2 - c0) * 1e3;
+            upd_ms[s - warmup] = (t2 - t1) * 1e3;
+            // a forward alone (no grad), to split the step: not part of the timed step
+            double f0 = gt_now_seconds();
+            CHECK(gt_gpt2_forward(m, gt_loader_inputs(l), gt_loader_targets(l), c->B, c->T,
+                                  &loss));
+            fwd_ms[s - warmup] = (gt_now_seconds() - f0) * 1e3;
+        }
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(fwd_ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(upd_ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(cpu_ms, (size_t)steps, sizeof *ms, cmp_double);
+    double med = ms[steps / 2], tok_s = c->B * c->T / (med / 1e3);
+    uint64_t np = gt_gpt2_num_params(m);
+    uint64_t model_bytes = np * 4 * 4 + gt_gpt2_activation_bytes(&cfg, c->B, c->T);
+    char line[512];
+    int n = snprintf(line, sizeof line,
+                     "%s %d %d %d %d %d %llu %.1f %.1f %.1f %.1f %.1f %.1f %.2f %llu %.1f\n",
+                     c->name, c->L, c->C, c->NH, c->B, c->T, (unsigned long long)np, med, ms[0],
+                     fwd_ms[steps / 2], upd_ms[steps / 2], tok_s,
+                     step_flops(c, cfg.padded_vocab_size) / (med / 1e3) / 1e9, loss,
+                     (unsigned long long)model_bytes, cpu_ms[steps / 2]);
+    if (write(fd, line, (size_t)n) != n) {
+        exit(1);
+    }
+    free(ms);
+    free(fwd_ms);
+    free(upd_ms);
+    free(cpu_ms);
+    gt_loader_free(l);
+    gt_gpt2_free(m);
+    gt_device_close(dev);
+}
+
+int main(int argc, char **argv)
+{
+    const char *which = "all";
+    int steps = 5, warmup = 1, threads = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+            steps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) {
+            warmup = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            threads = atoi(argv[++i]);
+        } else if (argv[i][0] != '-') {
+            which = argv[i];
+        } else {
+            fprintf(stderr, "usage: bench_train [a|b|all] [--steps N] [--warmup N] [--threads N]\n");
+            return 64;
+        }
+    }
+    if (steps < 1) {
+        steps = 1;
+    }
+    printf("GPT-2 training step on the cpu device, %d threads, median of %d steps (%d warmup)\n",
+           threads, steps, warmup);
+    printf("| cfg | L | C | NH | B | T | params | step ms (median/min) | cpu ms/step | fwd ms | "
+           "adamw ms | tok/s | llm.c tok/s | speedup | GFLOP/s | peak RSS | "
+           "params+grads+adam+acts | ratio |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
+        const bench_cfg *c = &configs[k];
+        if (strcmp(which, "all") != 0 && strcmp(which, c->name) != 0) {
+            continue;
+        }
+        int pfd[2];
+        if (pipe(pfd) != 0) {
+            return 1;
+        }
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(pfd[0]);
+            run_config(c, steps, warmup, threads, pfd[1]);
+            _exit(0);
+        }
+        close(pfd[1]);
+        char buf[512] = {0};
+        ssize_t got = read(pfd[0], buf, sizeof buf - 1);
+        close(pfd[0]);
+        int status = 0;
+        struct rusage ru;
+        wait4(pid, &status, 0, &ru);
+        char name[8];
+        int L, C, NH, B, T;
+        unsigned long long np, model_bytes;
+        double med, mn, fwd, upd, tok_s, gflops, loss, cpu;
+        if (got <= 0 ||
+            sscanf(buf, "%7s %d %d %d %d %d %llu %lf %lf %lf %lf %lf %lf %lf %llu %lf", name, &L,
+                   &C, &NH, &B, &T, &np, &med, &mn, &fwd, &upd, &tok_s, &gflops, &loss,
+                   &model_bytes, &cpu) != 16) {
+            fprintf(stderr, "config %s failed (status %d)\n", c->name, status);
+            return 1;
+        }
+        double rss = (double)ru.ru_maxrss * 1024.0;
+        printf("| %s | %d | %d | %d | %d | %d | %.1fM | %.0f / %.0f | %.0f | %.0f | %.0f | %.0f | "
+               "%.0f | %.2fx | %.1f | %.0f MiB | %.0f MiB | %.2f |\n",
+               name, L, C, NH, B, T, np / 1e6, med, mn, cpu, fwd, upd, tok_s, c->llmc_tok_s,
+               tok_s / c->llmc_tok_s, gflops, rss / 1048576.0, model_bytes / 1048576.0,
+               rss / (double)model_bytes);
+        fflush(stdout);
+    }
+    return 0;
+}

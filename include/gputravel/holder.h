@@ -1,0 +1,112 @@
+// gputravel/holder.h: the data holder's side. The holder agent appraises trainers and devices,
+// decides what to release, and records every decision in an append-only, hash-chained ledger
+// signed with the holder's identity key.
+//
+// Ledger format (docs/ledger.md): one entry per line,
+//     BODY ' ' HASH ' ' SIG '\n'
+// BODY is one-line JSON {"seq":N,"time":UNIX,"prev":HEX64,"kind":STR,"detail":{...}};
+// HASH = SHA-256(BODY bytes) in hex, where BODY names the previous entry's HASH in "prev" (the
+// first entry's prev is 64 zeros); SIG = Ed25519(HASH bytes) by the holder key, in hex. Entry 0
+// has kind "genesis" and detail {"holder_key": HEX}: the key every signature is checked with.
+// Trusts nothing in a ledger file: verification re-derives every hash and signature.
+#ifndef GPUTRAVEL_HOLDER_H
+#define GPUTRAVEL_HOLDER_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/data.h>
+#include <gputravel/net.h>
+#include <gputravel/travel.h>
+#include <gputravel/util.h>
+
+#include <stdio.h>
+
+typedef struct gt_ledger gt_ledger;  // opaque; appends are serialised by an internal mutex
+
+typedef struct {
+    uint64_t entries;                 // including genesis
+    uint8_t head[GT_SHA256_BYTES];    // hash of the last entry
+    uint8_t holder_key[GT_ED25519_PUBLIC_BYTES];
+} gt_ledger_summary;
+
+// Opens the ledger at path for appending, creating it (with a genesis entry) if absent. An
+// existing ledger is verified first and must carry this holder's key.
+GT_MUST_USE gt_err gt_ledger_open(gt_ledger **l, const char *path,
+                                  const uint8_t holder_secret[GT_ED25519_SECRET_BYTES]);
+// Appends one entry (kind: "grant", "refuse", "erase", ...; detail: any JSON object, may be
+// NULL). Written with O_APPEND and fsynced before returning. Safe from several threads.
+GT_MUST_USE gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail);
+void gt_ledger_close(gt_ledger *l);  // wipes the key copy
+
+// Verifies a whole ledger. expected_key (may be NULL) pins the holder key; show (may be NULL)
+// receives one human-readable line per verified entry. The first failure is returned with its
+// line number; entries before it were verified.
+GT_MUST_USE gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len,
+                                          const uint8_t *expected_key, FILE *show,
+                                          gt_ledger_summary *out);
+GT_MUST_USE gt_err gt_ledger_verify_file(const char *path, const uint8_t *expected_key,
+                                         FILE *show, gt_ledger_summary *out);
+// Verifies the ledger like gt_ledger_verify_file and calls visit(ctx, kind, detail) for each
+// entry, in order, after it verified (a missing file is an empty ledger: no calls, GT_OK).
+typedef void (*gt_ledger_visit_fn)(void *ctx, const char *kind, const cJSON *detail);
+GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key,
+                                    gt_ledger_visit_fn visit, void *ctx);
+
+// ---- the holder protocol --------------------------------------------------------------------
+// Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each
+// type is accepted only where the protocol expects it:
+//   trainer -> holder  HELLO    agreement hash (32) | u16le name length | trainer name
+//   holder -> trainer  WELCOME  the dataset's signed manifest, as stored
+//   trainer -> holder  FETCH    u8 mode | u32le chunk index
+//   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
+//                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
+//                   or REFUSE   u32le gt_code | text
+//   trainer -> holder  BYE      (or the connection closes)
+// A holder refuses a FETCH when the chunk does not exist, has been released max_uses_per_chunk
+// times, or the trainer's token budget is spent (released tokens >= budget; the trainer's own
+// accounting cuts its last chunk to the budget). Every grant and refusal is a ledger entry.
+enum {
+    GT_HP_HELLO = 0x48500001u,
+    GT_HP_WELCOME,
+    GT_HP_FETCH,
+    GT_HP_CHUNK_PLAIN,
+    GT_HP_CHUNK_SEALED,
+    GT_HP_CHUNK_KEY,
+    GT_HP_REFUSE,
+    GT_HP_BYE,
+};
+#define GT_HP_MAX_CONTROL 4096
+#define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
+
+typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2 } gt_fetch_mode;
+const char *gt_fetch_mode_name(gt_fetch_mode mode);
+
+typedef struct {
+    const char *dataset_dir;
+    const gt_holder_keys *keys;
+    const gt_agreement *agreement;
+    const char *name;          // this holder's name in the agreement
+    gt_ledger *ledger;         // decisions are appended here (borrowed)
+    const char *ledger_path;   // replayed at create to restore release counts
+    gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)
+    int idle_timeout_ms;       // a connection silent this long is closed (0: 5 minutes)
+} gt_holder_agent_config;
+
+typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from several threads
+// Loads the manifest, checks it is the agreement's dataset and this holder's key, verifies every
+// chunk (keyless), and restores release counts from the ledger.
+GT_MUST_USE gt_err gt_holder_agent_create(gt_holder_agent **a, const gt_holder_agent_config *cfg);
+// Serves one attested connection until BYE, close or error (the channel stays the caller's).
+GT_MUST_USE gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch);
+// Accepts connections on l, one thread each, until *stop becomes non-zero.
+GT_MUST_USE gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l,
+                                         const volatile int *stop);
+typedef struct {
+    uint64_t grants;
+    uint64_t refusals;
+    uint64_t tokens_released;
+    uint64_t bytes_sent;
+} gt_holder_agent_stats;
+void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out);
+void gt_holder_agent_free(gt_holder_agent *a);
+
+#endif

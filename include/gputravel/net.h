@@ -1,0 +1,91 @@
+// gputravel/net.h: attested TLS 1.3 channels with message framing.
+//
+// Certificates are ephemeral and self-signed: TLS gives confidentiality and integrity, and each
+// side proves who it is with TEE evidence bound to this very TLS session. Right after the
+// handshake both sides derive the same 64-byte binding from the TLS exporter
+// (RFC 8446 §7.5, label "EXPORTER-gputravel-attested-tls") and the two certificates' public keys,
+// hand it to their attestor to produce evidence, exchange the evidence, and appraise the peer's
+// against the binding computed from the peer's side. Evidence replayed from another session, or
+// relayed by a man in the middle (who must terminate TLS with its own key), does not match.
+//
+// Frames: u32be type | u64be length | payload. A receiver names its limit; a larger frame ends
+// the channel. Every frame is parsed through gt_reader.
+//
+// The process must ignore SIGPIPE (the CLI's main does): a peer that disconnects mid-write then
+// shows up as a GT_E_PEER error instead of killing the process.
+#ifndef GPUTRAVEL_NET_H
+#define GPUTRAVEL_NET_H
+
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GT_NET_BINDING_BYTES 64
+#define GT_NET_FRAME_HEADER_BYTES 12
+#define GT_NET_EVIDENCE_MAX (1u << 20)
+
+typedef enum { GT_NET_ROLE_CLIENT = 0, GT_NET_ROLE_SERVER = 1 } gt_net_role;
+
+// The binding both sides compute for the evidence of `role`:
+//   SHA-512("gputravel/tls-binding/v1" || role || exporter(32) || SHA-256(own SPKI) ||
+//           SHA-256(peer SPKI))  with "own" = the side whose evidence it is.
+// Attestors put it in their evidence's report_data (directly or hashed with more context).
+typedef struct {
+    // Produces our evidence for the binding. Writes into ev (caller frees).
+    gt_err (*collect)(void *ctx, const uint8_t binding[GT_NET_BINDING_BYTES], gt_buf *ev);
+    // Appraises the peer's evidence against the binding expected for the peer. Returns GT_OK to
+    // accept; any error refuses, and its message is sent to the log (not to the peer).
+    gt_err (*appraise)(void *ctx, const uint8_t *ev, size_t ev_len,
+                       const uint8_t binding[GT_NET_BINDING_BYTES]);
+    void *ctx;
+} gt_net_attestor;
+
+typedef struct gt_channel gt_channel;    // opaque
+typedef struct gt_listener gt_listener;  // opaque
+
+// addr: "HOST:PORT" (numeric or name; port 0 picks a free port, see gt_listener_port).
+GT_MUST_USE gt_err gt_listener_open(gt_listener **l, const char *addr);
+int gt_listener_port(const gt_listener *l);
+// Accepts one connection and runs the TLS handshake and the evidence exchange. timeout_ms < 0
+// waits forever.
+GT_MUST_USE gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
+                                      gt_channel **ch);
+void gt_listener_close(gt_listener *l);
+
+GT_MUST_USE gt_err gt_channel_connect(gt_channel **ch, const char *addr,
+                                      const gt_net_attestor *att);
+GT_MUST_USE gt_err gt_channel_send(gt_channel *ch, uint32_t type, const void *data, size_t len);
+// Streams one frame whose payload arrives in pieces: begin with the total length, then write
+// exactly that many bytes.
+GT_MUST_USE gt_err gt_channel_send_begin(gt_channel *ch, uint32_t type, uint64_t len);
+GT_MUST_USE gt_err gt_channel_write(gt_channel *ch, const void *data, size_t len);
+// Receives a whole frame of at most max_len bytes into data (replacing its contents).
+GT_MUST_USE gt_err gt_channel_recv(gt_channel *ch, uint32_t *type, gt_buf *data, size_t max_len);
+// Receives a frame header only; the payload is then read with gt_channel_read (exactly len).
+GT_MUST_USE gt_err gt_channel_recv_begin(gt_channel *ch, uint32_t *type, uint64_t *len);
+GT_MUST_USE gt_err gt_channel_read(gt_channel *ch, void *data, size_t len);
+// Sets a receive/send timeout in milliseconds for the underlying socket (0: none).
+GT_MUST_USE gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms);
+void gt_channel_close(gt_channel *ch);
+
+// ---- network namespaces for measurements -----------------------------------------------------
+// Two namespaces joined by a veth pair (GT_NETNS_ADDR_A <-> GT_NETNS_ADDR_B, link-local, only
+// inside these namespaces), each direction optionally shaped to rate_bits_per_s with a tc token
+// bucket. Needs root and iproute2. Destroy removes both namespaces and the pair.
+#define GT_NETNS_ADDR_A "169.254.213.1"
+#define GT_NETNS_ADDR_B "169.254.213.2"
+typedef struct {
+    char ns[2][32];
+    char addr[2][32];
+    bool created[2];
+    uint64_t rate_bits_per_s;
+} gt_netns_pair;
+// tag: at most 8 characters, unique per concurrent pair (names become gt-TAG-a / gt-TAG-b).
+GT_MUST_USE gt_err gt_netns_pair_create(gt_netns_pair *p, const char *tag,
+                                        uint64_t rate_bits_per_s);
+void gt_netns_pair_destroy(gt_netns_pair *p);
+// Moves the calling thread (and what it forks afterwards) into namespace ns.
+GT_MUST_USE gt_err gt_netns_enter(const char *ns);
+
+#endif

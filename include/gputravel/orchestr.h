@@ -1,0 +1,86 @@
+// gputravel/orchestr.h: the trainer's side of a collaboration. Which holder's chunk the device
+// fetches next, how many tokens each holder has contributed, and a journal that makes the plan
+// survive a crash.
+//
+// Semantics: a chunk *use* is one pass of training over a chunk's tokens. A use counts only once
+// the training it did is committed in a checkpoint: the trainer checkpoints, then journals the
+// use (step, holder, chunk, tokens). After a crash the trainer restores the last checkpoint and
+// replays the journal up to it, so a use in flight at the crash is neither lost (the chunk is
+// offered again) nor counted twice (its partial training is not in the restored model).
+#ifndef GPUTRAVEL_ORCHESTR_H
+#define GPUTRAVEL_ORCHESTR_H
+
+#include <gputravel/data.h>
+#include <gputravel/device.h>
+#include <gputravel/holder.h>
+#include <gputravel/net.h>
+#include <gputravel/travel.h>
+#include <gputravel/util.h>
+
+#include <stdint.h>
+
+typedef struct gt_schedule gt_schedule;  // opaque
+
+// chunk_counts[h] chunks for holder h (agreement order), chunk_tokens[h][c] tokens in each.
+GT_MUST_USE gt_err gt_schedule_create(gt_schedule **s, const gt_agreement *a,
+                                      const uint32_t *chunk_counts,
+                                      const uint64_t *const *chunk_tokens);
+void gt_schedule_free(gt_schedule *s);
+
+// The next chunk to fetch: holders take turns (round robin from the last holder served); within
+// a holder, the least-used chunk first, lowest index among equals. A chunk is offered while its
+// uses < max_uses_per_chunk and its holder's budget has tokens left; *tokens_allowed is what may
+// be trained on from it (min of its tokens and the budget left). GT_E_NOTFOUND when nothing is
+// left anywhere.
+GT_MUST_USE gt_err gt_schedule_next(gt_schedule *s, uint32_t *holder, uint32_t *chunk,
+                                    uint64_t *tokens_allowed);
+// Records one committed use of (holder, chunk) that trained on `tokens` tokens. Refused
+// (GT_E_POLICY) if it would exceed the chunk's max uses or the holder's budget.
+GT_MUST_USE gt_err gt_schedule_record(gt_schedule *s, uint32_t holder, uint32_t chunk,
+                                      uint64_t tokens);
+
+typedef struct {
+    uint64_t tokens_used;
+    uint64_t token_budget;
+    uint32_t chunks;
+    uint32_t uses;  // committed chunk uses
+} gt_holder_account;
+void gt_schedule_account(const gt_schedule *s, uint32_t holder, gt_holder_account *out);
+uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk);
+
+// ---- journal --------------------------------------------------------------------------------
+// Append-only text file, one fsynced line per committed use:
+//     "use STEP HOLDER CHUNK TOKENS\n"     (decimal; HOLDER is the agreement index)
+// Replay ignores a torn last line (no '\n'): that use was never committed.
+
+typedef struct gt_journal gt_journal;  // opaque
+GT_MUST_USE gt_err gt_journal_open(gt_journal **j, const char *path);
+// Appends and fsyncs one use record.
+GT_MUST_USE gt_err gt_journal_append_use(gt_journal *j, uint64_t step, uint32_t holder,
+                                         uint32_t chunk, uint64_t tokens);
+void gt_journal_close(gt_journal *j);
+// Replays the records with step <= max_step into s (the checkpoint's step) and returns how many;
+// records beyond max_step are reported in *dropped and cut from the file, since the model that
+// trained them was not committed.
+GT_MUST_USE gt_err gt_journal_replay(const char *path, uint64_t max_step, gt_schedule *s,
+                                     uint64_t *replayed, uint64_t *dropped);
+
+// ---- fetching chunks from holders (conventional transmission) ------------------------------
+// A connection to one holder's agent: attested channel, HELLO with the agreement hash, and the
+// holder's signed manifest, checked against the agreement (holder key and dataset id).
+typedef struct gt_holder_conn gt_holder_conn;  // opaque
+GT_MUST_USE gt_err gt_holder_connect(gt_holder_conn **c, const gt_agreement *a,
+                                     uint32_t holder_index, const gt_net_attestor *att,
+                                     const char *trainer_name);
+const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
+// Fetches chunk `chunk` and leaves its tokens (u16) in a fresh device buffer with `flags`
+// (GT_DBUF_NO_READBACK for holder data). plain: the holder decrypts, TLS carries plaintext, this
+// TEE copies it in; key-release: the sealed chunk and its key arrive, this TEE decrypts once
+// (tag checked before any byte reaches the device) and copies it in. Staging memory is wiped.
+// A refusal is GT_E_POLICY with the holder's reason. *tokens = tokens in the buffer.
+GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode,
+                                   gt_device *dev, uint32_t flags, gt_dbuf *out,
+                                   uint64_t *tokens);
+void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
+
+#endif

@@ -1,0 +1,95 @@
+// gputravel seal: llm.c shards -> sealed dataset (signed manifest + AES-256-GCM chunks).
+#include "cli.h"
+
+#include <gputravel/data.h>
+
+#include <getopt.h>
+#include <stdlib.h>
+
+static void usage(void)
+{
+    printf("usage: gputravel seal SHARD... --key DIR --out DSDIR [--chunk-size 512MiB]\n"
+           "                      [--vocab N]\n"
+           "\n"
+           "Seals the tokens of the given llm.c shards (concatenated, in order) into DSDIR:\n"
+           "a manifest signed with the holder's Ed25519 key and one AES-256-GCM chunk file per\n"
+           "--chunk-size bytes of tokens, each under its own HKDF-derived key. Streams in constant\n"
+           "memory; DSDIR appears only when complete. No key is needed to verify it\n"
+           "(gputravel verify-dataset); unsealing needs the dataset key.\n"
+           "\n"
+           "  -k, --key DIR          holder key folder (gputravel keygen)\n"
+           "  -o, --out DSDIR        output folder (must not exist, or be empty)\n"
+           "  -c, --chunk-size SIZE  plaintext bytes per chunk, even (default 512MiB)\n"
+           "      --vocab N          reject tokens >= N (default 50257, GPT-2; 65536 = no check)\n"
+           "  -h, --help             this help\n");
+}
+
+int gt_cmd_seal(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    static const struct option opts[] = {{"key", required_argument, NULL, 'k'},
+                                         {"out", required_argument, NULL, 'o'},
+                                         {"chunk-size", required_argument, NULL, 'c'},
+                                         {"vocab", required_argument, NULL, 'V'},
+                                         {0}};
+    const char *key_dir = NULL;
+    gt_seal_params p = {.chunk_size = GT_SEAL_DEFAULT_CHUNK_BYTES, .vocab_size = 50257,
+                        .progress = !gt_cli.quiet};
+    int c;
+    while ((c = getopt_long(argc, argv, "k:o:c:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': key_dir = optarg; break;
+        case 'o': p.out_dir = optarg; break;
+        case 'c': {
+            gt_err e = gt_parse_size(optarg, &p.chunk_size);
+            if (e.code != GT_E_NONE || p.chunk_size < 2 || p.chunk_size % 2 != 0 ||
+                p.chunk_size > GT_SEAL_MAX_CHUNK_BYTES) {
+                return gt_cli_usage("seal", "--chunk-size %s: an even size from 2 bytes to 16GiB",
+                                    optarg);
+            }
+            break;
+        }
+        case 'V': {
+            char *end = NULL;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || v < 1 || v > 65536) {
+                return gt_cli_usage("seal", "--vocab %s: a number from 1 to 65536", optarg);
+            }
+            p.vocab_size = (uint32_t)v;
+            break;
+        }
+        default: return gt_cli_usage("seal", "unknown option");
+        }
+    }
+    if (key_dir == NULL || p.out_dir == NULL || optind == argc) {
+        return gt_cli_usage("seal", "needs SHARD..., --key DIR and --out DSDIR");
+    }
+    p.shards = (const char *const *)argv + optind;
+    p.shard_count = (size_t)(argc - optind);
+    gt_holder_keys keys;
+    gt_err err = gt_keydir_load(key_dir, &keys);
+    if (err.code != GT_E_NONE) {
+        return gt_cli_fail("seal", err);
+    }
+    gt_seal_result r;
+    double t0 = gt_now_seconds();
+    err = gt_seal(&p, &keys, &r);
+    double dt = gt_now_seconds() - t0;
+    gt_holder_keys_wipe(&keys);
+    if (err.code != GT_E_NONE) {
+        return gt_cli_fail("seal", err);
+    }
+    char id[2 * GT_DATASET_ID_BYTES + 1], size[32], chunk[32], rate[32];
+    gt_hex_encode(id, sizeof id, r.dataset_id, sizeof r.dataset_id);
+    gt_format_size(size, sizeof size, r.plaintext_bytes);
+    gt_format_size(chunk, sizeof chunk, p.chunk_size);
+    gt_format_size(rate, sizeof rate, dt > 0 ? (uint64_t)((double)r.plaintext_bytes / dt) : 0);
+    printf("sealed %llu tokens (%s) from %zu shard%s into %u chunk%s of up to %s: %s\n",
+           (unsigned long long)r.token_count, size, p.shard_count, p.shard_count == 1 ? "" : "s",
+           r.chunk_count, r.chunk_count == 1 ? "" : "s", chunk, p.out_dir);
+    printf("dataset id %s, %.2f s (%s/s)\n", id, dt, rate);
+    return GT_EXIT_OK;
+}

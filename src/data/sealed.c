@@ -1,0 +1,504 @@
+// Sealing, verifying and unsealing datasets, streamed through one fixed buffer (constant memory
+// whatever the dataset size). Nothing is visible under a final name until it is complete (seal)
+// or authenticated (unseal).
+#include <gputravel/data.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// ---- small file helpers ---------------------------------------------------------------------
+
+static gt_err write_all(int fd, const void *p, size_t n, const char *path)
+{
+    const uint8_t *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        GT_ENSURE(w > 0, GT_E_IO, "%s: write failed: %s", path, strerror(errno));
+        b += w;
+        n -= (size_t)w;
+    }
+    return GT_OK;
+}
+
+static gt_err read_exact(int fd, void *p, size_t n, const char *path)
+{
+    uint8_t *b = p;
+    while (n > 0) {
+        ssize_t r = read(fd, b, n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        GT_ENSURE(r >= 0, GT_E_IO, "%s: read failed: %s", path, strerror(errno));
+        GT_ENSURE(r > 0, GT_E_TRUNCATED, "%s: ends early (changed while being read?)", path);
+        b += r;
+        n -= (size_t)r;
+    }
+    return GT_OK;
+}
+
+static gt_err fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    GT_ENSURE(fd >= 0, GT_E_IO, "%s: %s", path, strerror(errno));
+    bool ok = fsync(fd) == 0 || errno == EINVAL;  // some file systems cannot fsync a folder
+    int saved = errno;
+    close(fd);
+    GT_ENSURE(ok, GT_E_IO, "%s: fsync: %s", path, strerror(saved));
+    return GT_OK;
+}
+
+static bool dir_is_empty(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return false;
+    }
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            empty = false;
+            break;
+        }
+    }
+    closedir(d);
+    return empty;
+}
+
+// Opens chunk i of dsdir and checks what needs no key and no full read: present, exactly the
+// size the manifest says, a header naming this dataset and this index. On success *fd is
+// positioned just after the header.
+static gt_err chunk_open_checked(const char *dsdir, const gt_manifest *m, uint32_t i, int *fd,
+                                 char *path, size_t path_cap)
+{
+    *fd = -1;
+    GT_TRY(gt_chunk_path(path, path_cap, dsdir, i));
+    int f = open(path, O_RDONLY);
+    GT_ENSURE(f >= 0, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "chunk %u is missing: %s: %s", i,
+              path, strerror(errno));
+    gt_err err = GT_OK;
+    struct stat st;
+    GT_ENSURE_GOTO(err, fstat(f, &st) == 0 && S_ISREG(st.st_mode), fail, GT_E_IO,
+                   "chunk %u: %s is not a regular file", i, path);
+    uint64_t want = gt_manifest_chunk_file_bytes(m, i), have = (uint64_t)st.st_size;
+    GT_ENSURE_GOTO(err, have >= want, fail, GT_E_TRUNCATED,
+                   "chunk %u is truncated: %s has %llu of the %llu bytes the manifest says", i,
+                   path, (unsigned long long)have, (unsigned long long)want);
+    GT_ENSURE_GOTO(err, have == want, fail, GT_E_FORMAT,
+                   "chunk %u is longer than the manifest says: %s has %llu bytes, not %llu", i,
+                   path, (unsigned long long)have, (unsigned long long)want);
+    uint8_t hdr[GT_CHUNK_HEADER_BYTES];
+    GT_TRY_GOTO(err, read_exact(f, hdr, sizeof hdr, path), fail);
+    GT_TRY_GOTO(err, gt_chunk_header_check(hdr, sizeof hdr, m, i), fail);
+    *fd = f;
+    return GT_OK;
+fail:
+    close(f);
+    return err;
+}
+
+// ---- sealing --------------------------------------------------------------------------------
+
+// The concatenated tokens of the input shards, read in order across shard boundaries.
+typedef struct {
+    const char *const *paths;
+    size_t count;
+    size_t cur;
+    bool open;
+    gt_shard_reader r;
+    uint64_t position;  // tokens delivered so far
+} shard_source;
+
+static void source_close(shard_source *s)
+{
+    if (s->open) {
+        gt_shard_reader_close(&s->r);
+        s->open = false;
+    }
+}
+
+static gt_err source_fill(shard_source *s, uint16_t *out, size_t n, uint32_t vocab)
+{
+    size_t done = 0;
+    while (done < n) {
+        if (!s->open) {
+            GT_ENSURE(s->cur < s->count, GT_E_IO, "the input shards changed while being sealed");
+            GT_TRY(gt_shard_reader_open(&s->r, s->paths[s->cur]));
+            s->open = true;
+        }
+        size_t got = 0;
+        GT_TRY(gt_shard_reader_read(&s->r, out + done, n - done, &got));
+        if (got == 0) {
+            source_close(s);
+            s->cur++;
+            continue;
+        }
+        if (vocab < 65536) {
+            uint16_t max = 0;
+            for (size_t i = 0; i < got; i++) {
+                max = out[done + i] > max ? out[done + i] : max;
+            }
+            for (size_t i = 0; max >= vocab && i < got; i++) {
+                GT_ENSURE(out[done + i] < vocab, GT_E_FORMAT,
+                          "%s: token %u at position %llu is outside the vocabulary (%u tokens)",
+                          s->paths[s->cur], out[done + i],
+                          (unsigned long long)(s->r.tokens_read - got + i), vocab);
+            }
+        }
+        done += got;
+        s->position += got;
+    }
+    return GT_OK;
+}
+
+// Writes chunk i (header, ciphertext, tag) into dir, hashing the file as it goes; fills the
+// manifest entry's IV, tag and hash.
+static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_source *src,
+                         uint8_t *buf, const gt_holder_keys *keys, gt_progress *prog)
+{
+    gt_manifest_chunk *c = &m->chunks[i];
+    char path[4096];
+    GT_TRY(gt_chunk_path(path, sizeof path, dir, i));
+    uint8_t key[GT_AEAD_KEY_BYTES] = {0};
+    uint8_t hdr[GT_CHUNK_HEADER_BYTES] = {0};
+    gt_aead_stream *s = NULL;
+    gt_hash_ctx *h = NULL;
+    gt_err err = GT_OK;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    GT_ENSURE(fd >= 0, GT_E_IO, "%s: cannot create: %s", path, strerror(errno));
+    GT_TRY_GOTO(err, gt_random_bytes(c->iv, sizeof c->iv), out);
+    GT_TRY_GOTO(err, gt_chunk_key_derive(key, keys->dataset_key, m, i), out);
+    memcpy(hdr, GT_CHUNK_MAGIC, 8);
+    GT_TRY_GOTO(err, gt_chunk_aad_build(hdr + 8, m, i), out);
+    GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, hdr + 8, GT_CHUNK_AAD_BYTES, c->iv, key), out);
+    GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), out);
+    GT_TRY_GOTO(err, gt_hash_update(h, hdr, sizeof hdr), out);
+    GT_TRY_GOTO(err, write_all(fd, hdr, sizeof hdr, path), out);
+    for (uint64_t left = c->plaintext_len; left > 0;) {
+        size_t n = left < GT_SEAL_IO_BYTES ? (size_t)left : GT_SEAL_IO_BYTES;
+        GT_TRY_GOTO(err, source_fill(src, (uint16_t *)buf, n / 2, m->vocab_size), out);
+        GT_TRY_GOTO(err, gt_aead_stream_update(s, buf, buf, n), out);  // in place
+        GT_TRY_GOTO(err, gt_hash_update(h, buf, n), out);
+        GT_TRY_GOTO(err, write_all(fd, buf, n, path), out);
+        gt_progress_add(prog, n);
+        left -= n;
+    }
+    GT_TRY_GOTO(err, gt_aead_stream_final(s, c->tag), out);
+    GT_TRY_GOTO(err, gt_hash_update(h, c->tag, sizeof c->tag), out);
+    GT_TRY_GOTO(err, write_all(fd, c->tag, sizeof c->tag, path), out);
+    GT_TRY_GOTO(err, gt_hash_final(h, c->file_sha256), out);
+    GT_ENSURE_GOTO(err, fsync(fd) == 0, out, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
+out:
+    gt_secure_zero(key, sizeof key);
+    gt_aead_stream_free(s);
+    gt_hash_free(h);
+    if (close(fd) != 0 && err.code == GT_E_NONE) {
+        err = gt_errf(GT_E_IO, "%s: close: %s", path, strerror(errno));
+    }
+    return err;
+}
+
+static void remove_staging(const char *dir, uint32_t chunk_count)
+{
+    char path[4096];
+    for (uint32_t i = 0; i < chunk_count; i++) {
+        if (gt_chunk_path(path, sizeof path, dir, i).code == GT_E_NONE) {
+            unlink(path);
+        }
+    }
+    if (gt_path_join(path, sizeof path, dir, GT_MANIFEST_FILE).code == GT_E_NONE) {
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+// Opens every shard once to validate it and count tokens before anything is written.
+static gt_err count_tokens(const gt_seal_params *p, uint64_t *total)
+{
+    *total = 0;
+    for (size_t i = 0; i < p->shard_count; i++) {
+        gt_shard_reader r;
+        GT_TRY(gt_shard_reader_open(&r, p->shards[i]));
+        *total += r.token_count;
+        gt_shard_reader_close(&r);
+    }
+    GT_ENSURE(*total > 0, GT_E_ARG, "nothing to seal: the input shards hold no tokens");
+    GT_ENSURE(*total <= INT32_MAX, GT_E_LIMIT,
+              "%llu tokens: a sealed dataset unseals to one llm.c shard, which holds at most %d",
+              (unsigned long long)*total, INT32_MAX);
+    return GT_OK;
+}
+
+gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_result *result)
+{
+    memset(result, 0, sizeof *result);
+    uint64_t chunk_size = p->chunk_size ? p->chunk_size : GT_SEAL_DEFAULT_CHUNK_BYTES;
+    GT_ENSURE(p->shard_count >= 1, GT_E_ARG, "seal: no input shards");
+    GT_ENSURE(chunk_size >= 2 && chunk_size % 2 == 0 && chunk_size <= GT_SEAL_MAX_CHUNK_BYTES,
+              GT_E_ARG, "chunk size %llu: must be an even number of bytes, 2 .. %llu",
+              (unsigned long long)chunk_size, (unsigned long long)GT_SEAL_MAX_CHUNK_BYTES);
+    GT_ENSURE(p->vocab_size >= 1 && p->vocab_size <= 65536, GT_E_ARG,
+              "vocabulary size %u: uint16 tokens allow 1 .. 65536", p->vocab_size);
+    struct stat st;
+    bool out_exists = stat(p->out_dir, &st) == 0;
+    GT_ENSURE(!out_exists || (S_ISDIR(st.st_mode) && dir_is_empty(p->out_dir)), GT_E_STATE,
+              "%s already exists and is not an empty folder: refusing to overwrite it",
+              p->out_dir);
+    uint64_t total_tokens = 0;
+    GT_TRY(count_tokens(p, &total_tokens));
+    uint64_t total = 2 * total_tokens;
+    uint64_t chunk_count = (total + chunk_size - 1) / chunk_size;
+    GT_ENSURE(chunk_count <= GT_MANIFEST_MAX_CHUNKS, GT_E_LIMIT,
+              "%llu chunks of %llu bytes: at most %u chunks; choose a larger --chunk-size",
+              (unsigned long long)chunk_count, (unsigned long long)chunk_size,
+              GT_MANIFEST_MAX_CHUNKS);
+
+    gt_manifest m;
+    memset(&m, 0, sizeof m);
+    char staging[4096];
+    uint8_t *buf = NULL;
+    gt_buf encoded = {0};
+    shard_source src = {.paths = p->shards, .count = p->shard_count};
+    gt_progress prog;
+    gt_err err = GT_OK;
+    bool staged = false;
+    size_t out_len = strlen(p->out_dir);
+    while (out_len > 1 && p->out_dir[out_len - 1] == '/') {
+        out_len--;
+    }
+    GT_ENSURE(out_len + 16 < sizeof staging, GT_E_LIMIT, "path too long: %s", p->out_dir);
+    snprintf(staging, sizeof staging, "%.*s.tmp-XXXXXX", (int)out_len, p->out_dir);
+
+    m.version = GT_MANIFEST_VERSION;
+    m.suite = GT_SUITE_AES256GCM_HKDF_SHA256;
+    m.token_dtype = GT_DTYPE_U16LE;
+    m.vocab_size = p->vocab_size;
+    m.token_count = total_tokens;
+    m.chunk_size = chunk_size;
+    m.chunk_count = (uint32_t)chunk_count;
+    memcpy(m.holder_pub, keys->holder_pub, sizeof m.holder_pub);
+    m.chunks = calloc(m.chunk_count, sizeof *m.chunks);
+    buf = malloc(GT_SEAL_IO_BYTES);
+    GT_ENSURE_GOTO(err, m.chunks != NULL && buf != NULL, out, GT_E_NOMEM, "seal: out of memory");
+    for (uint32_t i = 0; i < m.chunk_count; i++) {
+        m.chunks[i].plaintext_len = i + 1 < m.chunk_count ? chunk_size
+                                                          : total - (uint64_t)i * chunk_size;
+    }
+    GT_TRY_GOTO(err, gt_random_bytes(m.dataset_id, sizeof m.dataset_id), out);
+    GT_TRY_GOTO(err, gt_dataset_key_check(m.key_check, keys->dataset_key, m.dataset_id), out);
+
+    GT_ENSURE_GOTO(err, mkdtemp(staging) != NULL, out, GT_E_IO, "%s: cannot create: %s", staging,
+                   strerror(errno));
+    staged = true;
+    GT_ENSURE_GOTO(err, chmod(staging, 0755) == 0, out, GT_E_IO, "%s: chmod: %s", staging,
+                   strerror(errno));
+    gt_progress_start(&prog, "seal", total, !p->progress);
+    for (uint32_t i = 0; i < m.chunk_count && err.code == GT_E_NONE; i++) {
+        err = seal_chunk(&m, i, staging, &src, buf, keys, &prog);
+    }
+    gt_progress_finish(&prog);
+    if (err.code != GT_E_NONE) {
+        goto out;
+    }
+    GT_TRY_GOTO(err, gt_manifest_encode(&m, keys->holder_sec, &encoded), out);
+    char path[4096];
+    GT_TRY_GOTO(err, gt_path_join(path, sizeof path, staging, GT_MANIFEST_FILE), out);
+    GT_TRY_GOTO(err, gt_file_write_atomic(path, encoded.data, encoded.len, 0644), out);
+    GT_TRY_GOTO(err, fsync_path(staging), out);
+    GT_ENSURE_GOTO(err, rename(staging, p->out_dir) == 0, out, GT_E_IO, "rename %s to %s: %s",
+                   staging, p->out_dir, strerror(errno));
+    staged = false;
+
+    memcpy(result->dataset_id, m.dataset_id, sizeof m.dataset_id);
+    result->token_count = m.token_count;
+    result->plaintext_bytes = total;
+    result->chunk_count = m.chunk_count;
+    result->stored_bytes = encoded.len;
+    for (uint32_t i = 0; i < m.chunk_count; i++) {
+        result->stored_bytes += gt_manifest_chunk_file_bytes(&m, i);
+    }
+out:
+    source_close(&src);
+    if (staged) {
+        remove_staging(staging, m.chunk_count);
+    }
+    if (buf != NULL) {
+        gt_secure_zero(buf, GT_SEAL_IO_BYTES);  // last held ciphertext, or plaintext on failure
+        free(buf);
+    }
+    gt_buf_free_nowipe(&encoded);
+    gt_manifest_free(&m);
+    return err;
+}
+
+// ---- verifying (no key) ---------------------------------------------------------------------
+
+static gt_err verify_chunk(const char *dsdir, const gt_manifest *m, uint32_t i, uint8_t *buf,
+                           gt_progress *prog)
+{
+    char path[4096];
+    int fd = -1;
+    GT_TRY(chunk_open_checked(dsdir, m, i, &fd, path, sizeof path));
+    gt_hash_ctx *h = NULL;
+    gt_err err = GT_OK;
+    uint8_t hdr[GT_CHUNK_HEADER_BYTES], digest[GT_SHA256_BYTES];
+    memcpy(hdr, GT_CHUNK_MAGIC, 8);
+    GT_TRY_GOTO(err, gt_chunk_aad_build(hdr + 8, m, i), out);  // equal to the checked header
+    GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), out);
+    GT_TRY_GOTO(err, gt_hash_update(h, hdr, sizeof hdr), out);
+    for (uint64_t left = m->chunks[i].plaintext_len + GT_AEAD_TAG_BYTES; left > 0;) {
+        size_t n = left < GT_SEAL_IO_BYTES ? (size_t)left : GT_SEAL_IO_BYTES;
+        GT_TRY_GOTO(err, read_exact(fd, buf, n, path), out);
+        GT_TRY_GOTO(err, gt_hash_update(h, buf, n), out);
+        gt_progress_add(prog, n);
+        left -= n;
+    }
+    GT_TRY_GOTO(err, gt_hash_final(h, digest), out);
+    GT_ENSURE_GOTO(err, gt_ct_equal(digest, m->chunks[i].file_sha256, sizeof digest), out,
+                   GT_E_AUTH, "chunk %u is altered: its SHA-256 differs from the signed manifest",
+                   i);
+out:
+    gt_hash_free(h);
+    close(fd);
+    return err;
+}
+
+gt_err gt_dataset_verify(const char *dsdir, const uint8_t *expect_holder, bool progress,
+                         gt_manifest *m_out)
+{
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, dsdir));
+    gt_err err = GT_OK;
+    uint8_t *buf = NULL;
+    if (expect_holder != NULL && memcmp(expect_holder, m.holder_pub, sizeof m.holder_pub) != 0) {
+        char got[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(got, sizeof got, m.holder_pub, sizeof m.holder_pub);
+        err = gt_errf(GT_E_AUTH, "manifest is signed by holder %s, not the expected holder", got);
+        goto out;
+    }
+    buf = malloc(GT_SEAL_IO_BYTES);
+    GT_ENSURE_GOTO(err, buf != NULL, out, GT_E_NOMEM, "verify: out of memory");
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < m.chunk_count; i++) {
+        total += m.chunks[i].plaintext_len + GT_AEAD_TAG_BYTES;
+    }
+    gt_progress prog;
+    gt_progress_start(&prog, "verify", total, !progress);
+    for (uint32_t i = 0; i < m.chunk_count && err.code == GT_E_NONE; i++) {
+        err = verify_chunk(dsdir, &m, i, buf, &prog);
+    }
+    gt_progress_finish(&prog);
+out:
+    free(buf);  // ciphertext only
+    if (err.code == GT_E_NONE && m_out != NULL) {
+        *m_out = m;
+    } else {
+        gt_manifest_free(&m);
+    }
+    return err;
+}
+
+// ---- unsealing ------------------------------------------------------------------------------
+
+// Decrypts chunk i into the (temporary, unpublished) output file. Plaintext reaches only that
+// file until every chunk has verified; the caller removes it on any failure.
+static gt_err unseal_chunk(const char *dsdir, const gt_manifest *m, uint32_t i,
+                           const gt_holder_keys *keys, gt_atomic_file *out_file, uint8_t *buf,
+                           gt_progress *prog)
+{
+    char path[4096];
+    int fd = -1;
+    GT_TRY(chunk_open_checked(dsdir, m, i, &fd, path, sizeof path));
+    const gt_manifest_chunk *c = &m->chunks[i];
+    uint8_t key[GT_AEAD_KEY_BYTES] = {0}, aad[GT_CHUNK_AAD_BYTES] = {0};
+    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    gt_aead_stream *s = NULL;
+    gt_err err = GT_OK;
+    // The tag is in the signed manifest too: a chunk whose tag differs is rejected before any
+    // decryption.
+    off_t tag_at = (off_t)(GT_CHUNK_HEADER_BYTES + c->plaintext_len);
+    GT_ENSURE_GOTO(err, pread(fd, tag, sizeof tag, tag_at) == (ssize_t)sizeof tag, out,
+                   GT_E_IO, "%s: cannot read the tag: %s", path, strerror(errno));
+    GT_ENSURE_GOTO(err, gt_ct_equal(tag, c->tag, sizeof tag), out, GT_E_AUTH,
+                   "chunk %u is altered: its tag differs from the signed manifest", i);
+    GT_TRY_GOTO(err, gt_chunk_key_derive(key, keys->dataset_key, m, i), out);
+    GT_TRY_GOTO(err, gt_chunk_aad_build(aad, m, i), out);
+    GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, aad, sizeof aad, c->iv, key), out);
+    for (uint64_t left = c->plaintext_len; left > 0;) {
+        size_t n = left < GT_SEAL_IO_BYTES ? (size_t)left : GT_SEAL_IO_BYTES;
+        GT_TRY_GOTO(err, read_exact(fd, buf, n, path), out);
+        GT_TRY_GOTO(err, gt_aead_stream_update(s, buf, buf, n), out);
+        GT_TRY_GOTO(err, gt_atomic_file_write(out_file, buf, n), out);
+        gt_progress_add(prog, n);
+        left -= n;
+    }
+    err = gt_aead_stream_final(s, tag);
+    if (err.code == GT_E_AUTH) {
+        err = gt_errf(GT_E_AUTH, "chunk %u is altered: authentication failed", i);
+    }
+out:
+    gt_secure_zero(key, sizeof key);
+    gt_aead_stream_free(s);
+    close(fd);
+    return err;
+}
+
+gt_err gt_unseal(const char *dsdir, const gt_holder_keys *keys, const char *out_path,
+                 bool progress, gt_manifest *m_out)
+{
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, dsdir));
+    gt_err err = GT_OK;
+    uint8_t *buf = NULL;
+    gt_atomic_file f;
+    memset(&f, 0, sizeof f);
+    bool opened = false;
+    uint8_t check[GT_KEY_CHECK_BYTES] = {0};
+    GT_TRY_GOTO(err, gt_dataset_key_check(check, keys->dataset_key, m.dataset_id), out);
+    GT_ENSURE_GOTO(err, gt_ct_equal(check, m.key_check, sizeof check), out, GT_E_AUTH,
+                   "wrong dataset key: this dataset was not sealed with it");
+    if (memcmp(m.holder_pub, keys->holder_pub, sizeof m.holder_pub) != 0) {
+        gt_log_info("%s was signed by another holder identity than the key folder's; its dataset "
+                    "key matches, so unsealing", dsdir);
+    }
+    buf = malloc(GT_SEAL_IO_BYTES);
+    GT_ENSURE_GOTO(err, buf != NULL, out, GT_E_NOMEM, "unseal: out of memory");
+    GT_TRY_GOTO(err, gt_atomic_file_open(&f, out_path, 0600), out);
+    opened = true;
+    uint8_t hdr[GT_SHARD_HEADER_BYTES];
+    gt_shard_header_build(hdr, m.token_count);  // gt_manifest_check bounds it by INT32_MAX
+    GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, sizeof hdr), out);
+    gt_progress prog;
+    gt_progress_start(&prog, "unseal", 2 * m.token_count, !progress);
+    for (uint32_t i = 0; i < m.chunk_count && err.code == GT_E_NONE; i++) {
+        err = unseal_chunk(dsdir, &m, i, keys, &f, buf, &prog);
+    }
+    gt_progress_finish(&prog);
+    if (err.code != GT_E_NONE) {
+        goto out;
+    }
+    opened = false;  // commit removes the temporary file itself on failure
+    GT_TRY_GOTO(err, gt_atomic_file_commit(&f), out);
+out:
+    if (opened) {
+        gt_atomic_file_abort(&f);
+    }
+    if (buf != NULL) {
+        gt_secure_zero(buf, GT_SEAL_IO_BYTES);
+        free(buf);
+    }
+    if (err.code == GT_E_NONE && m_out != NULL) {
+        *m_out = m;
+    } else {
+        gt_manifest_free(&m);
+    }
+    return err;
+}

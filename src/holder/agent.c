@@ -1,0 +1,364 @@
+// The holder agent: appraises trainers (through the attested channel), decides what to release,
+// serves chunks, and records every decision in its ledger. Protocol in holder.h.
+#include <gputravel/holder.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gt_holder_agent {
+    pthread_mutex_t lock;  // guards releases, tokens_released, stats and the thread count
+    pthread_cond_t idle;
+    int threads;
+    gt_holder_agent_config cfg;
+    const gt_agreement_holder *me;
+    gt_manifest manifest;
+    gt_buf manifest_bytes;
+    uint32_t *releases;  // per chunk
+    uint64_t tokens_released;
+    gt_holder_agent_stats stats;
+};
+
+const char *gt_fetch_mode_name(gt_fetch_mode mode)
+{
+    switch (mode) {
+    case GT_FETCH_PLAIN: return "plain";
+    case GT_FETCH_KEYRELEASE: return "key-release";
+    default: return "unknown";
+    }
+}
+
+static uint64_t chunk_tokens(const gt_manifest *m, uint32_t c)
+{
+    return m->chunks[c].plaintext_len / 2;  // uint16 tokens
+}
+
+// Ledger replay: every earlier grant of this dataset counts against uses and budget.
+static void count_grant(void *ctx, const char *kind, const cJSON *detail)
+{
+    gt_holder_agent *a = ctx;
+    if (kind == NULL || strcmp(kind, "grant") != 0) {
+        return;
+    }
+    char id_hex[2 * GT_DATASET_ID_BYTES + 1];
+    gt_hex_encode(id_hex, sizeof id_hex, a->manifest.dataset_id, GT_DATASET_ID_BYTES);
+    const char *ds = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "dataset"));
+    uint64_t chunk = 0, tokens = 0;
+    if (ds == NULL || strcmp(ds, id_hex) != 0 ||
+        !gt_is_ok(gt_json_get_u64(detail, "chunk", &chunk)) ||
+        !gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens)) ||
+        chunk >= a->manifest.chunk_count) {
+        return;
+    }
+    a->releases[chunk]++;
+    a->tokens_released += tokens;
+}
+
+gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_config *cfg)
+{
+    *out = NULL;
+    gt_holder_agent *a = calloc(1, sizeof *a);
+    GT_ENSURE(a != NULL, GT_E_NOMEM, "holder: out of memory");
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->idle, NULL);
+    a->cfg = *cfg;
+    gt_err err = GT_OK;
+    a->me = gt_agreement_find_holder(cfg->agreement, cfg->name);
+    GT_ENSURE_GOTO(err, a->me != NULL, fail, GT_E_ARG, "holder '%s' is not in the agreement",
+                   cfg->name);
+    GT_ENSURE_GOTO(err, gt_ct_equal(a->me->identity_key, cfg->keys->holder_pub,
+                                    GT_ED25519_PUBLIC_BYTES),
+                   fail, GT_E_POLICY,
+                   "the agreement names another identity key for holder '%s' than this key "
+                   "folder's", cfg->name);
+    char path[4200];
+    GT_TRY_GOTO(err, gt_path_join(path, sizeof path, cfg->dataset_dir, GT_MANIFEST_FILE), fail);
+    GT_TRY_GOTO(err, gt_file_read_all(path, GT_HP_MAX_MANIFEST, &a->manifest_bytes), fail);
+    // Keyless check of everything on disk before serving any of it.
+    GT_TRY_GOTO(err, gt_dataset_verify(cfg->dataset_dir, cfg->keys->holder_pub, false,
+                                       &a->manifest),
+                fail);
+    GT_ENSURE_GOTO(err, gt_ct_equal(a->manifest.dataset_id, a->me->dataset_id,
+                                    GT_DATASET_ID_BYTES),
+                   fail, GT_E_POLICY, "dataset %s is not the one the agreement names for '%s'",
+                   cfg->dataset_dir, cfg->name);
+    a->releases = calloc(a->manifest.chunk_count ? a->manifest.chunk_count : 1,
+                         sizeof *a->releases);
+    GT_ENSURE_GOTO(err, a->releases != NULL, fail, GT_E_NOMEM, "holder: out of memory");
+    if (cfg->ledger_path != NULL) {
+        GT_TRY_GOTO(err, gt_ledger_replay(cfg->ledger_path, cfg->keys->holder_pub, count_grant,
+                                          a),
+                    fail);
+    }
+    *out = a;
+    return GT_OK;
+fail:
+    gt_holder_agent_free(a);
+    return err;
+}
+
+void gt_holder_agent_free(gt_holder_agent *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    gt_manifest_free(&a->manifest);
+    gt_buf_free_nowipe(&a->manifest_bytes);
+    free(a->releases);
+    pthread_cond_destroy(&a->idle);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out)
+{
+    pthread_mutex_lock(&a->lock);
+    *out = a->stats;
+    pthread_mutex_unlock(&a->lock);
+}
+
+static void ledger_note(gt_holder_agent *a, const char *kind, const char *trainer, int64_t chunk,
+                        const char *mode, uint64_t tokens, uint64_t bytes, const char *reason)
+{
+    if (a->cfg.ledger == NULL) {
+        return;
+    }
+    cJSON *d = cJSON_CreateObject();
+    char id_hex[2 * GT_DATASET_ID_BYTES + 1];
+    gt_hex_encode(id_hex, sizeof id_hex, a->manifest.dataset_id, GT_DATASET_ID_BYTES);
+    cJSON_AddStringToObject(d, "dataset", id_hex);
+    cJSON_AddStringToObject(d, "trainer", trainer ? trainer : "(unidentified)");
+    if (chunk >= 0) {
+        cJSON_AddNumberToObject(d, "chunk", (double)chunk);
+    }
+    if (mode != NULL) {
+        cJSON_AddStringToObject(d, "mode", mode);
+    }
+    if (strcmp(kind, "grant") == 0) {
+        cJSON_AddNumberToObject(d, "tokens", (double)tokens);
+        cJSON_AddNumberToObject(d, "bytes", (double)bytes);
+    }
+    if (reason != NULL) {
+        cJSON_AddStringToObject(d, "reason", reason);
+    }
+    gt_err err = gt_ledger_append(a->cfg.ledger, kind, d);
+    cJSON_Delete(d);
+    if (!gt_is_ok(err)) {
+        gt_log_error("holder %s: ledger: %s", a->cfg.name, err.msg);
+    }
+}
+
+static gt_err send_refuse(gt_channel *ch, gt_err why)
+{
+    uint8_t body[4 + sizeof why.msg];
+    gt_writer w = gt_writer_init_fixed(body, sizeof body);
+    GT_TRY(gt_writer_u32le(&w, (uint32_t)why.code));
+    GT_TRY(gt_writer_bytes(&w, why.msg, strlen(why.msg)));
+    return gt_channel_send(ch, GT_HP_REFUSE, w.data, w.len);
+}
+
+// Decides a FETCH under the lock; on a grant the release is counted before any byte leaves.
+static gt_err decide(gt_holder_agent *a, uint32_t chunk, uint64_t *tokens)
+{
+    GT_ENSURE(chunk < a->manifest.chunk_count, GT_E_ARG, "chunk %u does not exist (%u chunks)",
+              chunk, a->manifest.chunk_count);
+    pthread_mutex_lock(&a->lock);
+    gt_err err = GT_OK;
+    if (a->releases[chunk] >= a->me->max_uses_per_chunk) {
+        err = gt_errf(GT_E_POLICY, "chunk %u already released %u time(s); the agreement allows %u",
+                      chunk, a->releases[chunk], a->me->max_uses_per_chunk);
+    } else if (a->tokens_released >= a->me->token_budget) {
+        err = gt_errf(GT_E_POLICY, "token budget spent: %llu of %llu tokens released",
+                      (unsigned long long)a->tokens_released,
+                      (unsigned long long)a->me->token_budget);
+    } else {
+        a->releases[chunk]++;
+        a->tokens_released += chunk_tokens(&a->manifest, chunk);
+        a->stats.grants++;
+        a->stats.tokens_released += chunk_tokens(&a->manifest, chunk);
+    }
+    if (!gt_is_ok(err)) {
+        a->stats.refusals++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    *tokens = chunk_tokens(&a->manifest, chunk);
+    return err;
+}
+
+static gt_err serve_chunk(gt_holder_agent *a, gt_channel *ch, uint32_t chunk, gt_fetch_mode mode,
+                          uint64_t *bytes_sent)
+{
+    char path[4200];
+    GT_TRY(gt_chunk_path(path, sizeof path, a->cfg.dataset_dir, chunk));
+    gt_buf file = {0};
+    gt_buf pt = {0};
+    uint8_t key[GT_AEAD_KEY_BYTES];
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_file_read_all(path, gt_manifest_chunk_file_bytes(&a->manifest, chunk),
+                                      &file),
+                out);
+    GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
+                out);
+    if (mode == GT_FETCH_PLAIN) {
+        // Decrypt and verify the whole chunk before any plaintext leaves; TLS re-encrypts it.
+        size_t len = (size_t)a->manifest.chunks[chunk].plaintext_len;
+        GT_TRY_GOTO(err, gt_buf_reserve(&pt, len ? len : 1), out);
+        GT_TRY_GOTO(err, gt_chunk_open(pt.data, pt.cap, &pt.len, file.data, file.len,
+                                       &a->manifest, chunk, key),
+                    out);
+        GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_CHUNK_PLAIN, pt.data, pt.len), out);
+        *bytes_sent = pt.len;
+    } else {
+        // The sealed chunk goes as stored; only its key is released, to this attested peer.
+        GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_CHUNK_SEALED, file.data, file.len), out);
+        GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_CHUNK_KEY, key, sizeof key), out);
+        *bytes_sent = file.len;
+    }
+out:
+    gt_secure_zero(key, sizeof key);
+    gt_buf_free(&pt);
+    gt_buf_free_nowipe(&file);
+    return err;
+}
+
+static gt_err parse_hello(const gt_buf *body, uint8_t agreement[32], char *name, size_t cap)
+{
+    gt_reader r = gt_reader_init(body->data, body->len);
+    uint16_t n = 0;
+    GT_TRY(gt_reader_bytes(&r, agreement, 32));
+    GT_TRY(gt_reader_u16le(&r, &n));
+    GT_ENSURE(n > 0 && n < cap, GT_E_FORMAT, "hello: trainer name of %u bytes", n);
+    GT_TRY(gt_reader_bytes(&r, name, n));
+    GT_TRY(gt_reader_expect_end(&r, "hello"));
+    name[n] = '\0';
+    for (uint16_t i = 0; i < n; i++) {
+        GT_ENSURE(name[i] > 0x20 && name[i] < 0x7f, GT_E_FORMAT, "hello: unprintable name");
+    }
+    return GT_OK;
+}
+
+gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
+{
+    GT_TRY(gt_channel_set_timeout(ch, a->cfg.idle_timeout_ms > 0 ? a->cfg.idle_timeout_ms
+                                                                  : 300000));
+    gt_buf body = {0};
+    uint32_t type = 0;
+    uint8_t agreement[32];
+    char trainer[64] = "";
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
+    GT_ENSURE_GOTO(err, type == GT_HP_HELLO, out, GT_E_FORMAT, "expected HELLO, got %#x", type);
+    GT_TRY_GOTO(err, parse_hello(&body, agreement, trainer, sizeof trainer), out);
+    if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
+        err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
+        ledger_note(a, "refuse", trainer, -1, NULL, 0, 0, err.msg);
+        gt_err ignored = send_refuse(ch, err);
+        (void)ignored;
+        goto out;
+    }
+    GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_WELCOME, a->manifest_bytes.data,
+                                     a->manifest_bytes.len),
+                out);
+    for (;;) {
+        GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
+        if (type == GT_HP_BYE) {
+            break;
+        }
+        GT_ENSURE_GOTO(err, type == GT_HP_FETCH, out, GT_E_FORMAT, "expected FETCH, got %#x",
+                       type);
+        gt_reader r = gt_reader_init(body.data, body.len);
+        uint8_t mode = 0;
+        uint32_t chunk = 0;
+        GT_TRY_GOTO(err, gt_reader_u8(&r, &mode), out);
+        GT_TRY_GOTO(err, gt_reader_u32le(&r, &chunk), out);
+        GT_TRY_GOTO(err, gt_reader_expect_end(&r, "fetch"), out);
+        GT_ENSURE_GOTO(err, mode == GT_FETCH_PLAIN || mode == GT_FETCH_KEYRELEASE, out,
+                       GT_E_FORMAT, "fetch: unknown mode %u", mode);
+        uint64_t tokens = 0;
+        gt_err verdict = decide(a, chunk, &tokens);
+        const char *mode_name = gt_fetch_mode_name((gt_fetch_mode)mode);
+        if (!gt_is_ok(verdict)) {
+            ledger_note(a, "refuse", trainer, chunk, mode_name, 0, 0, verdict.msg);
+            GT_TRY_GOTO(err, send_refuse(ch, verdict), out);
+            continue;
+        }
+        uint64_t bytes = mode == GT_FETCH_PLAIN ? a->manifest.chunks[chunk].plaintext_len
+                                                : gt_manifest_chunk_file_bytes(&a->manifest, chunk);
+        ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
+        uint64_t sent = 0;
+        GT_TRY_GOTO(err, serve_chunk(a, ch, chunk, (gt_fetch_mode)mode, &sent), out);
+        pthread_mutex_lock(&a->lock);
+        a->stats.bytes_sent += sent;
+        pthread_mutex_unlock(&a->lock);
+        gt_log_info("holder %s: released chunk %u (%s, %llu tokens) to %s", a->cfg.name, chunk,
+                    mode_name, (unsigned long long)tokens, trainer);
+    }
+out:
+    gt_buf_free_nowipe(&body);
+    return err;
+}
+
+typedef struct {
+    gt_holder_agent *a;
+    gt_channel *ch;
+} conn_arg;
+
+static void *conn_main(void *p)
+{
+    conn_arg *c = p;
+    gt_err err = gt_holder_agent_handle(c->a, c->ch);
+    if (!gt_is_ok(err) && err.code != GT_E_PEER) {
+        gt_log_warn("holder %s: connection ended: %s", c->a->cfg.name, err.msg);
+    }
+    gt_channel_close(c->ch);
+    pthread_mutex_lock(&c->a->lock);
+    if (--c->a->threads == 0) {
+        pthread_cond_broadcast(&c->a->idle);
+    }
+    pthread_mutex_unlock(&c->a->lock);
+    free(c);
+    return NULL;
+}
+
+gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile int *stop)
+{
+    while (stop == NULL || !*stop) {
+        gt_channel *ch = NULL;
+        gt_err err = gt_listener_accept(l, &a->cfg.attestor, 200, &ch);
+        if (err.code == GT_E_TIMEOUT) {
+            continue;
+        }
+        if (!gt_is_ok(err)) {
+            // A trainer whose evidence was refused (or a broken handshake) is a decision too.
+            gt_log_warn("holder %s: refused a connection: %s", a->cfg.name, err.msg);
+            pthread_mutex_lock(&a->lock);
+            a->stats.refusals++;
+            pthread_mutex_unlock(&a->lock);
+            ledger_note(a, "refuse", NULL, -1, NULL, 0, 0, err.msg);
+            continue;
+        }
+        conn_arg *c = malloc(sizeof *c);
+        pthread_t th;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_mutex_lock(&a->lock);
+        a->threads++;
+        pthread_mutex_unlock(&a->lock);
+        if (c == NULL || (c->a = a, c->ch = ch, pthread_create(&th, &attr, conn_main, c)) != 0) {
+            free(c);
+            gt_channel_close(ch);
+            pthread_mutex_lock(&a->lock);
+            a->threads--;
+            pthread_mutex_unlock(&a->lock);
+            gt_log_error("holder %s: cannot start a connection thread", a->cfg.name);
+        }
+        pthread_attr_destroy(&attr);
+    }
+    pthread_mutex_lock(&a->lock);
+    while (a->threads > 0) {
+        pthread_cond_wait(&a->idle, &a->lock);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return GT_OK;
+}

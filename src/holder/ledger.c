@@ -1,0 +1,325 @@
+// The holder's append-only, hash-chained, signed ledger (format in holder.h, docs/ledger.md).
+#include <gputravel/holder.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEDGER_MAX_BYTES (1ull << 30)
+#define LEDGER_MAX_LINE (64u << 10)
+
+struct gt_ledger {
+    pthread_mutex_t lock;
+    int fd;
+    uint64_t next_seq;
+    uint8_t head[GT_SHA256_BYTES];
+    uint8_t secret[GT_ED25519_SECRET_BYTES];
+    char path[4096];
+};
+
+// Builds BODY ' ' HASH ' ' SIG '\n' for one entry and returns the new hash in `hash`.
+static gt_err entry_build(gt_buf *line, uint8_t hash[GT_SHA256_BYTES], uint64_t seq,
+                          const uint8_t prev[GT_SHA256_BYTES], const char *kind,
+                          const cJSON *detail, const uint8_t secret[GT_ED25519_SECRET_BYTES])
+{
+    gt_err err = GT_OK;
+    char prev_hex[2 * GT_SHA256_BYTES + 1], hash_hex[2 * GT_SHA256_BYTES + 1];
+    char sig_hex[2 * GT_ED25519_SIG_BYTES + 1];
+    uint8_t sig[GT_ED25519_SIG_BYTES];
+    char *body = NULL;
+    cJSON *obj = cJSON_CreateObject();
+    GT_ENSURE_GOTO(err, obj != NULL, out, GT_E_NOMEM, "ledger: out of memory");
+    gt_hex_encode(prev_hex, sizeof prev_hex, prev, GT_SHA256_BYTES);
+    cJSON *d = detail ? cJSON_Duplicate(detail, true) : cJSON_CreateObject();
+    GT_ENSURE_GOTO(err, d != NULL && cJSON_IsObject(d), out, GT_E_ARG,
+                   "ledger: detail must be a JSON object");
+    cJSON_AddNumberToObject(obj, "seq", (double)seq);
+    cJSON_AddNumberToObject(obj, "time", (double)time(NULL));
+    cJSON_AddStringToObject(obj, "prev", prev_hex);
+    cJSON_AddStringToObject(obj, "kind", kind);
+    cJSON_AddItemToObject(obj, "detail", d);
+    body = cJSON_PrintUnformatted(obj);
+    GT_ENSURE_GOTO(err, body != NULL, out, GT_E_NOMEM, "ledger: out of memory");
+    size_t body_len = strlen(body);
+    GT_TRY_GOTO(err, gt_hash(GT_HASH_SHA256, hash, body, body_len), out);
+    GT_TRY_GOTO(err, gt_ed25519_sign(sig, hash, GT_SHA256_BYTES, secret), out);
+    gt_hex_encode(hash_hex, sizeof hash_hex, hash, GT_SHA256_BYTES);
+    gt_hex_encode(sig_hex, sizeof sig_hex, sig, sizeof sig);
+    line->len = 0;
+    GT_TRY_GOTO(err, gt_buf_append(line, body, body_len), out);
+    GT_TRY_GOTO(err, gt_buf_append(line, " ", 1), out);
+    GT_TRY_GOTO(err, gt_buf_append(line, hash_hex, strlen(hash_hex)), out);
+    GT_TRY_GOTO(err, gt_buf_append(line, " ", 1), out);
+    GT_TRY_GOTO(err, gt_buf_append(line, sig_hex, strlen(sig_hex)), out);
+    GT_TRY_GOTO(err, gt_buf_append(line, "\n", 1), out);
+out:
+    cJSON_free(body);
+    cJSON_Delete(obj);
+    return err;
+}
+
+static gt_err write_all(int fd, const uint8_t *p, size_t n, const char *path)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        GT_ENSURE(w > 0, GT_E_IO, "%s: write: %s", path, strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
+    GT_ENSURE(fsync(fd) == 0, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
+    return GT_OK;
+}
+
+// Verifies one line (without its '\n') as entry `seq` following `prev`; returns its hash.
+static gt_err entry_verify(gt_span line, uint64_t seq, const uint8_t prev[GT_SHA256_BYTES],
+                           uint8_t key[GT_ED25519_PUBLIC_BYTES], bool is_genesis,
+                           uint8_t hash_out[GT_SHA256_BYTES], cJSON **body_out)
+{
+    // BODY ' ' HASH(64) ' ' SIG(128): the two hex fields have fixed widths, so split from the end.
+    enum { HASH_HEX = 2 * GT_SHA256_BYTES, SIG_HEX = 2 * GT_ED25519_SIG_BYTES };
+    const size_t tail = 1 + HASH_HEX + 1 + SIG_HEX;
+    GT_ENSURE(line.len > tail, GT_E_FORMAT, "entry too short");
+    size_t body_len = line.len - tail;
+    gt_reader r = gt_reader_init(line.data, line.len);
+    gt_span body = {0}, hash_txt = {0}, sig_txt = {0};
+    uint8_t sp1 = 0, sp2 = 0;
+    GT_TRY(gt_reader_span(&r, body_len, &body));
+    GT_TRY(gt_reader_u8(&r, &sp1));
+    GT_TRY(gt_reader_span(&r, HASH_HEX, &hash_txt));
+    GT_TRY(gt_reader_u8(&r, &sp2));
+    GT_TRY(gt_reader_span(&r, SIG_HEX, &sig_txt));
+    GT_ENSURE(sp1 == ' ' && sp2 == ' ', GT_E_FORMAT, "entry: bad separators");
+
+    char hex[SIG_HEX + 1];
+    uint8_t claimed[GT_SHA256_BYTES], sig[GT_ED25519_SIG_BYTES], actual[GT_SHA256_BYTES];
+    memcpy(hex, hash_txt.data, HASH_HEX);
+    hex[HASH_HEX] = '\0';
+    GT_TRY(gt_hex_decode_exact(claimed, sizeof claimed, hex));
+    memcpy(hex, sig_txt.data, SIG_HEX);
+    hex[SIG_HEX] = '\0';
+    GT_TRY(gt_hex_decode_exact(sig, sizeof sig, hex));
+    GT_TRY(gt_hash(GT_HASH_SHA256, actual, body.data, body.len));
+    GT_ENSURE(gt_ct_equal(actual, claimed, sizeof actual), GT_E_AUTH,
+              "entry hash does not match its body (entry modified)");
+
+    cJSON *doc = NULL;
+    GT_TRY(gt_json_parse((const char *)body.data, body.len, &doc));
+    gt_err err = GT_OK;
+    uint64_t got_seq = 0;
+    const char *kind = NULL;
+    uint8_t got_prev[GT_SHA256_BYTES];
+    GT_TRY_GOTO(err, gt_json_get_u64(doc, "seq", &got_seq), fail);
+    GT_TRY_GOTO(err, gt_json_get_hex(doc, "prev", got_prev, sizeof got_prev), fail);
+    GT_TRY_GOTO(err, gt_json_get_string(doc, "kind", &kind), fail);
+    GT_ENSURE_GOTO(err, got_seq == seq, fail, GT_E_FORMAT,
+                   "sequence number %llu where %llu was expected (entry removed or reordered)",
+                   (unsigned long long)got_seq, (unsigned long long)seq);
+    GT_ENSURE_GOTO(err, gt_ct_equal(got_prev, prev, sizeof got_prev), fail, GT_E_AUTH,
+                   "previous-hash link broken (entry removed, inserted or reordered)");
+    if (is_genesis) {
+        const cJSON *detail = cJSON_GetObjectItemCaseSensitive(doc, "detail");
+        GT_ENSURE_GOTO(err, strcmp(kind, "genesis") == 0, fail, GT_E_FORMAT,
+                       "first entry is '%s', expected 'genesis'", kind);
+        GT_TRY_GOTO(err, gt_json_get_hex(detail, "holder_key", key, GT_ED25519_PUBLIC_BYTES),
+                    fail);
+    }
+    GT_ENSURE_GOTO(err, gt_is_ok(gt_ed25519_verify(sig, claimed, sizeof claimed, key)), fail,
+                   GT_E_AUTH, "entry signature does not verify with the holder key");
+    memcpy(hash_out, actual, GT_SHA256_BYTES);
+    *body_out = doc;
+    return GT_OK;
+fail:
+    cJSON_Delete(doc);
+    return err;
+}
+
+static void show_entry(FILE *show, const cJSON *doc, const uint8_t hash[GT_SHA256_BYTES])
+{
+    uint64_t seq = 0, t = 0;
+    const char *kind = "?";
+    // seq and kind were checked by entry_verify; a missing time shows as the epoch.
+    gt_err ignored = gt_json_get_u64(doc, "seq", &seq);
+    ignored = gt_json_get_u64(doc, "time", &t);
+    ignored = gt_json_get_string(doc, "kind", &kind);
+    (void)ignored;
+    char when[32] = "?";
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (gmtime_r(&tt, &tm) != NULL) {
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    char *detail = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(doc, "detail"));
+    char h[2 * GT_SHA256_BYTES + 1];
+    gt_hex_encode(h, sizeof h, hash, GT_SHA256_BYTES);
+    fprintf(show, "%6llu  %s  %-8s %.12s  %s\n", (unsigned long long)seq, when, kind, h,
+            detail ? detail : "{}");
+    cJSON_free(detail);
+}
+
+static gt_err verify_bytes(const uint8_t *data, size_t len, const uint8_t *expected_key,
+                           FILE *show, gt_ledger_visit_fn visit, void *ctx,
+                           gt_ledger_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    gt_reader r = gt_reader_init(data, len);
+    uint8_t prev[GT_SHA256_BYTES] = {0};
+    uint8_t key[GT_ED25519_PUBLIC_BYTES] = {0};
+    uint64_t seq = 0;
+    while (gt_reader_left(&r) > 0) {
+        const uint8_t *start = r.data + r.pos;
+        const uint8_t *nl = memchr(start, '\n', gt_reader_left(&r));
+        GT_ENSURE(nl != NULL, GT_E_TRUNCATED, "ledger line %llu: incomplete last entry",
+                  (unsigned long long)seq + 1);
+        gt_span line = {0};
+        GT_TRY(gt_reader_span(&r, (size_t)(nl - start), &line));
+        GT_TRY(gt_reader_skip(&r, 1));
+        GT_ENSURE(line.len <= LEDGER_MAX_LINE, GT_E_LIMIT, "ledger line %llu: too long",
+                  (unsigned long long)seq + 1);
+        uint8_t hash[GT_SHA256_BYTES];
+        cJSON *doc = NULL;
+        gt_err err = entry_verify(line, seq, prev, key, seq == 0, hash, &doc);
+        GT_TRY(gt_err_wrap(err, "ledger line %llu", (unsigned long long)seq + 1));
+        if (seq == 0 && expected_key != NULL &&
+            !gt_ct_equal(key, expected_key, GT_ED25519_PUBLIC_BYTES)) {
+            cJSON_Delete(doc);
+            return gt_errf(GT_E_AUTH, "ledger: signed by another holder key than expected");
+        }
+        if (show != NULL) {
+            show_entry(show, doc, hash);
+        }
+        if (visit != NULL) {
+            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(doc, "kind");
+            visit(ctx, cJSON_GetStringValue(kind), cJSON_GetObjectItemCaseSensitive(doc, "detail"));
+        }
+        cJSON_Delete(doc);
+        memcpy(prev, hash, sizeof prev);
+        seq++;
+    }
+    GT_ENSURE(seq > 0, GT_E_FORMAT, "ledger: empty (no genesis entry)");
+    out->entries = seq;
+    memcpy(out->head, prev, sizeof prev);
+    memcpy(out->holder_key, key, sizeof key);
+    return GT_OK;
+}
+
+gt_err gt_ledger_verify_bytes(const uint8_t *data, size_t len, const uint8_t *expected_key,
+                              FILE *show, gt_ledger_summary *out)
+{
+    return verify_bytes(data, len, expected_key, show, NULL, NULL, out);
+}
+
+gt_err gt_ledger_verify_file(const char *path, const uint8_t *expected_key, FILE *show,
+                             gt_ledger_summary *out)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, LEDGER_MAX_BYTES, &b));
+    gt_err err = gt_ledger_verify_bytes(b.data, b.len, expected_key, show, out);
+    gt_buf_free_nowipe(&b);
+    return gt_err_wrap(err, "%s", path);
+}
+
+gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key, gt_ledger_visit_fn visit,
+                        void *ctx)
+{
+    gt_buf b = {0};
+    gt_err err = gt_file_read_all(path, LEDGER_MAX_BYTES, &b);
+    if (err.code == GT_E_NOTFOUND) {
+        return GT_OK;
+    }
+    GT_TRY(err);
+    gt_ledger_summary s;
+    err = b.len == 0 ? GT_OK : verify_bytes(b.data, b.len, expected_key, NULL, visit, ctx, &s);
+    gt_buf_free_nowipe(&b);
+    return gt_err_wrap(err, "%s", path);
+}
+
+gt_err gt_ledger_open(gt_ledger **out, const char *path,
+                      const uint8_t holder_secret[GT_ED25519_SECRET_BYTES])
+{
+    *out = NULL;
+    gt_err err = GT_OK;
+    gt_buf line = {0};
+    gt_ledger *l = calloc(1, sizeof *l);
+    GT_ENSURE(l != NULL, GT_E_NOMEM, "ledger: out of memory");
+    l->fd = -1;
+    pthread_mutex_init(&l->lock, NULL);
+    memcpy(l->secret, holder_secret, sizeof l->secret);
+    GT_ENSURE_GOTO(err, strlen(path) < sizeof l->path, fail, GT_E_LIMIT, "path too long");
+    snprintf(l->path, sizeof l->path, "%s", path);
+    uint8_t pub[GT_ED25519_PUBLIC_BYTES];
+    GT_TRY_GOTO(err, gt_ed25519_public(pub, holder_secret), fail);
+    l->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    GT_ENSURE_GOTO(err, l->fd >= 0, fail, GT_E_IO, "%s: %s", path, strerror(errno));
+    // One writer per ledger file: a second agent on the same file would fork the chain.
+    GT_ENSURE_GOTO(err, flock(l->fd, LOCK_EX | LOCK_NB) == 0, fail, GT_E_STATE,
+                   "%s: in use by another process", path);
+    off_t size = lseek(l->fd, 0, SEEK_END);
+    if (size > 0) {
+        gt_ledger_summary s;
+        GT_TRY_GOTO(err, gt_ledger_verify_file(path, pub, NULL, &s), fail);
+        l->next_seq = s.entries;
+        memcpy(l->head, s.head, sizeof l->head);
+    } else {
+        cJSON *detail = cJSON_CreateObject();
+        char pub_hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(pub_hex, sizeof pub_hex, pub, sizeof pub);
+        cJSON_AddStringToObject(detail, "holder_key", pub_hex);
+        uint8_t zero[GT_SHA256_BYTES] = {0};
+        err = entry_build(&line, l->head, 0, zero, "genesis", detail, l->secret);
+        cJSON_Delete(detail);
+        GT_TRY_GOTO(err, err, fail);
+        GT_TRY_GOTO(err, write_all(l->fd, line.data, line.len, path), fail);
+        l->next_seq = 1;
+    }
+    gt_buf_free_nowipe(&line);
+    *out = l;
+    return GT_OK;
+fail:
+    gt_buf_free_nowipe(&line);
+    gt_ledger_close(l);
+    return err;
+}
+
+gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail)
+{
+    gt_buf line = {0};
+    uint8_t hash[GT_SHA256_BYTES];
+    pthread_mutex_lock(&l->lock);
+    gt_err err = entry_build(&line, hash, l->next_seq, l->head, kind, detail, l->secret);
+    if (gt_is_ok(err)) {
+        off_t before = lseek(l->fd, 0, SEEK_END);
+        err = write_all(l->fd, line.data, line.len, l->path);
+        if (!gt_is_ok(err) && before >= 0 && ftruncate(l->fd, before) != 0) {
+            // The torn entry stays; verification reports it as an incomplete last entry.
+            gt_log_error("%s: could not remove a torn entry: %s", l->path, strerror(errno));
+        }
+    }
+    if (gt_is_ok(err)) {
+        memcpy(l->head, hash, sizeof hash);
+        l->next_seq++;
+    }
+    pthread_mutex_unlock(&l->lock);
+    gt_buf_free_nowipe(&line);
+    return err;
+}
+
+void gt_ledger_close(gt_ledger *l)
+{
+    if (l == NULL) {
+        return;
+    }
+    if (l->fd >= 0) {
+        close(l->fd);
+    }
+    pthread_mutex_destroy(&l->lock);
+    gt_secure_zero(l->secret, sizeof l->secret);
+    free(l);
+}

@@ -1,0 +1,431 @@
+// Attested TLS 1.3 channels over TCP (OpenSSL). See net.h for the binding and the frame format.
+#include <gputravel/net.h>
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#define EXPORTER_LABEL "EXPORTER-gputravel-attested-tls"
+#define BINDING_TAG "gputravel/tls-binding/v1"
+#define FRAME_EVIDENCE 0xfff00001u  // reserved: the evidence exchange right after the handshake
+
+struct gt_listener {
+    int fd;
+    int port;
+};
+
+struct gt_channel {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+    uint64_t send_left;  // bytes still owed to a frame begun with gt_channel_send_begin
+    uint64_t recv_left;
+};
+
+static gt_err ssl_error(const char *what)
+{
+    unsigned long e = ERR_get_error();
+    char buf[160] = "no detail";
+    if (e != 0) {
+        ERR_error_string_n(e, buf, sizeof buf);
+    }
+    ERR_clear_error();
+    return gt_errf(GT_E_PEER, "tls: %s: %s", what, buf);
+}
+
+// ---- addresses ------------------------------------------------------------------------------
+
+static gt_err split_addr(const char *addr, char *host, size_t cap, char *port, size_t pcap)
+{
+    const char *colon = strrchr(addr, ':');
+    GT_ENSURE(colon != NULL && colon != addr && colon[1] != '\0', GT_E_ARG,
+              "address '%s': expected HOST:PORT", addr);
+    size_t hl = (size_t)(colon - addr);
+    GT_ENSURE(hl < cap && strlen(colon + 1) < pcap, GT_E_ARG, "address '%s' too long", addr);
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return GT_OK;
+}
+
+gt_err gt_listener_open(gt_listener **out, const char *addr)
+{
+    *out = NULL;
+    char host[256], port[16];
+    GT_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    GT_ENSURE(rc == 0, GT_E_ARG, "address '%s': %s", addr, gai_strerror(rc));
+    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+        gt_err err = gt_errf(GT_E_IO, "listen on %s: %s", addr, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        freeaddrinfo(res);
+        return err;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    gt_listener *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        close(fd);
+        return gt_errf(GT_E_NOMEM, "listener: out of memory");
+    }
+    l->fd = fd;
+    l->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = l;
+    return GT_OK;
+}
+
+int gt_listener_port(const gt_listener *l) { return l->port; }
+
+void gt_listener_close(gt_listener *l)
+{
+    if (l != NULL) {
+        close(l->fd);
+        free(l);
+    }
+}
+
+// ---- TLS setup ------------------------------------------------------------------------------
+
+// An ephemeral P-256 key and a self-signed certificate for it: TLS needs one, trust comes from
+// the evidence exchange, not from the certificate.
+static gt_err ephemeral_identity(SSL_CTX *ctx)
+{
+    gt_err err = GT_OK;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *cert = X509_new();
+    GT_ENSURE_GOTO(err, key != NULL && cert != NULL, out, GT_E_CRYPTO, "tls: key generation");
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+    X509_NAME *name = X509_get_subject_name(cert);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               (const unsigned char *)"gputravel ephemeral", -1, -1, 0);
+    X509_set_issuer_name(cert, name);
+    GT_ENSURE_GOTO(err, X509_set_pubkey(cert, key) == 1 && X509_sign(cert, key, EVP_sha256()) > 0,
+                   out, GT_E_CRYPTO, "tls: self-signing failed");
+    GT_ENSURE_GOTO(err, SSL_CTX_use_certificate(ctx, cert) == 1 &&
+                       SSL_CTX_use_PrivateKey(ctx, key) == 1,
+                   out, GT_E_CRYPTO, "tls: cannot install the ephemeral identity");
+out:
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    return err;
+}
+
+static int accept_any_certificate(int ok, X509_STORE_CTX *store)
+{
+    (void)ok;
+    (void)store;
+    return 1;  // the peer is authenticated by its evidence, bound to its certificate key
+}
+
+static gt_err channel_new(gt_channel **out, int fd, bool server)
+{
+    gt_channel *ch = calloc(1, sizeof *ch);
+    if (ch == NULL) {
+        close(fd);
+        return gt_errf(GT_E_NOMEM, "channel: out of memory");
+    }
+    ch->fd = fd;
+    gt_err err = GT_OK;
+    ch->ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    GT_ENSURE_GOTO(err, ch->ctx != NULL, fail, GT_E_CRYPTO, "tls: context");
+    SSL_CTX_set_min_proto_version(ch->ctx, TLS1_3_VERSION);
+    SSL_CTX_set_verify(ch->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       accept_any_certificate);
+    GT_TRY_GOTO(err, ephemeral_identity(ch->ctx), fail);
+    ch->ssl = SSL_new(ch->ctx);
+    GT_ENSURE_GOTO(err, ch->ssl != NULL && SSL_set_fd(ch->ssl, fd) == 1, fail, GT_E_CRYPTO,
+                   "tls: session");
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    *out = ch;
+    return GT_OK;
+fail:
+    gt_channel_close(ch);
+    return err;
+}
+
+static gt_err spki_hash(X509 *cert, uint8_t out[32])
+{
+    unsigned char *der = NULL;
+    int len = i2d_PUBKEY(X509_get0_pubkey(cert), &der);
+    GT_ENSURE(len > 0, GT_E_CRYPTO, "tls: cannot encode a certificate key");
+    unsigned int n = 0;
+    int ok = EVP_Digest(der, (size_t)len, out, &n, EVP_sha256(), NULL);
+    OPENSSL_free(der);
+    GT_ENSURE(ok == 1 && n == 32, GT_E_CRYPTO, "tls: digest failed");
+    return GT_OK;
+}
+
+// binding(role) = SHA-512(tag || role || exporter || H(SPKI of role's side) || H(other SPKI)).
+static gt_err compute_binding(SSL *ssl, gt_net_role role, bool own, uint8_t out[64])
+{
+    uint8_t exporter[32], own_h[32], peer_h[32];
+    GT_ENSURE(SSL_export_keying_material(ssl, exporter, sizeof exporter, EXPORTER_LABEL,
+                                         strlen(EXPORTER_LABEL), NULL, 0, 0) == 1,
+              GT_E_CRYPTO, "tls: exporter failed");
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    X509 *mine = SSL_get_certificate(ssl);
+    GT_ENSURE(peer != NULL && mine != NULL, GT_E_AUTH, "tls: peer presented no certificate");
+    GT_TRY(spki_hash(mine, own_h));
+    GT_TRY(spki_hash(peer, peer_h));
+    uint8_t r = (uint8_t)role;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned int n = 0;
+    bool ok = md != NULL && EVP_DigestInit_ex(md, EVP_sha512(), NULL) == 1 &&
+              EVP_DigestUpdate(md, BINDING_TAG, strlen(BINDING_TAG)) == 1 &&
+              EVP_DigestUpdate(md, &r, 1) == 1 &&
+              EVP_DigestUpdate(md, exporter, sizeof exporter) == 1 &&
+              EVP_DigestUpdate(md, own ? own_h : peer_h, 32) == 1 &&
+              EVP_DigestUpdate(md, own ? peer_h : own_h, 32) == 1 &&
+              EVP_DigestFinal_ex(md, out, &n) == 1 && n == 64;
+    EVP_MD_CTX_free(md);
+    OPENSSL_cleanse(exporter, sizeof exporter);
+    GT_ENSURE(ok, GT_E_CRYPTO, "tls: binding digest failed");
+    return GT_OK;
+}
+
+static gt_err send_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_role me)
+{
+    uint8_t binding[64];
+    GT_TRY(compute_binding(ch->ssl, me, true, binding));
+    gt_buf ev = {0};
+    gt_err err = att->collect(att->ctx, binding, &ev);
+    if (gt_is_ok(err)) {
+        err = gt_channel_send(ch, FRAME_EVIDENCE, ev.data, ev.len);
+    }
+    gt_buf_free_nowipe(&ev);
+    return gt_err_wrap(err, "sending evidence");
+}
+
+static gt_err check_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_role peer)
+{
+    uint8_t binding[64];
+    GT_TRY(compute_binding(ch->ssl, peer, false, binding));
+    uint32_t type = 0;
+    gt_buf ev = {0};
+    gt_err err = gt_channel_recv(ch, &type, &ev, GT_NET_EVIDENCE_MAX);
+    if (gt_is_ok(err) && type != FRAME_EVIDENCE) {
+        err = gt_errf(GT_E_FORMAT, "expected the peer's evidence, got frame type %u", type);
+    }
+    if (gt_is_ok(err)) {
+        gt_err verdict = att->appraise(att->ctx, ev.data, ev.len, binding);
+        if (!gt_is_ok(verdict)) {
+            err = gt_errf(GT_E_POLICY, "peer evidence refused: %s", verdict.msg);
+        }
+    }
+    gt_buf_free_nowipe(&ev);
+    return err;
+}
+
+gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
+                          gt_channel **out)
+{
+    *out = NULL;
+    struct pollfd p = {.fd = l->fd, .events = POLLIN};
+    int rc = poll(&p, 1, timeout_ms);
+    GT_ENSURE(rc != 0, GT_E_TIMEOUT, "accept: no connection within %d ms", timeout_ms);
+    GT_ENSURE(rc > 0, GT_E_IO, "accept: %s", strerror(errno));
+    int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+    GT_ENSURE(fd >= 0, GT_E_IO, "accept: %s", strerror(errno));
+    gt_channel *ch = NULL;
+    GT_TRY(channel_new(&ch, fd, true));
+    gt_err err = GT_OK;
+    // A peer that connects and stalls must not hold the listener's thread forever.
+    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, timeout_ms > 0 ? timeout_ms : 30000), fail);
+    GT_ENSURE_GOTO(err, SSL_accept(ch->ssl) == 1, fail, GT_E_PEER, "%s",
+                   ssl_error("handshake").msg);
+    // The client proves itself first; the server answers only to an accepted client.
+    GT_TRY_GOTO(err, check_evidence(ch, att, GT_NET_ROLE_CLIENT), fail);
+    GT_TRY_GOTO(err, send_evidence(ch, att, GT_NET_ROLE_SERVER), fail);
+    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 0), fail);
+    *out = ch;
+    return GT_OK;
+fail:
+    gt_channel_close(ch);
+    return err;
+}
+
+gt_err gt_channel_connect(gt_channel **out, const char *addr, const gt_net_attestor *att)
+{
+    *out = NULL;
+    char host[256], port[16];
+    GT_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    GT_ENSURE(rc == 0, GT_E_ARG, "address '%s': %s", addr, gai_strerror(rc));
+    int fd = -1;
+    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    int saved = errno;
+    freeaddrinfo(res);
+    GT_ENSURE(fd >= 0, GT_E_PEER, "connect %s: %s", addr, strerror(saved));
+    gt_channel *ch = NULL;
+    GT_TRY(channel_new(&ch, fd, false));
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 30000), fail);
+    GT_ENSURE_GOTO(err, SSL_connect(ch->ssl) == 1, fail, GT_E_PEER, "%s",
+                   ssl_error("handshake").msg);
+    GT_TRY_GOTO(err, send_evidence(ch, att, GT_NET_ROLE_CLIENT), fail);
+    GT_TRY_GOTO(err, check_evidence(ch, att, GT_NET_ROLE_SERVER), fail);
+    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 0), fail);
+    *out = ch;
+    return GT_OK;
+fail:
+    gt_channel_close(ch);
+    return gt_err_wrap(err, "%s", addr);
+}
+
+gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms)
+{
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    GT_ENSURE(setsockopt(ch->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+                  setsockopt(ch->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0,
+              GT_E_IO, "channel: setsockopt: %s", strerror(errno));
+    return GT_OK;
+}
+
+void gt_channel_close(gt_channel *ch)
+{
+    if (ch == NULL) {
+        return;
+    }
+    if (ch->ssl != NULL) {
+        SSL_shutdown(ch->ssl);
+        SSL_free(ch->ssl);
+    }
+    SSL_CTX_free(ch->ctx);
+    if (ch->fd >= 0) {
+        close(ch->fd);
+    }
+    free(ch);
+}
+
+// ---- frames ---------------------------------------------------------------------------------
+
+static gt_err write_raw(gt_channel *ch, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        size_t chunk = len > (1u << 30) ? (1u << 30) : len;
+        size_t written = 0;
+        if (SSL_write_ex(ch->ssl, p, chunk, &written) != 1) {
+            return ssl_error("send failed (peer gone?)");
+        }
+        p += written;
+        len -= written;
+    }
+    return GT_OK;
+}
+
+static gt_err read_raw(gt_channel *ch, void *data, size_t len)
+{
+    uint8_t *p = data;
+    while (len > 0) {
+        size_t got = 0;
+        if (SSL_read_ex(ch->ssl, p, len, &got) != 1) {
+            int e = SSL_get_error(ch->ssl, 0);
+            if (e == SSL_ERROR_ZERO_RETURN) {
+                return gt_errf(GT_E_PEER, "channel closed by the peer");
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                ERR_clear_error();
+                return gt_errf(GT_E_TIMEOUT, "channel: receive timed out");
+            }
+            return ssl_error("receive failed (peer gone?)");
+        }
+        p += got;
+        len -= got;
+    }
+    return GT_OK;
+}
+
+gt_err gt_channel_send_begin(gt_channel *ch, uint32_t type, uint64_t len)
+{
+    GT_ENSURE(ch->send_left == 0, GT_E_STATE, "channel: previous frame not finished");
+    uint8_t hdr[GT_NET_FRAME_HEADER_BYTES];
+    gt_store_u32be(hdr, type);
+    gt_store_u64be(hdr + 4, len);
+    GT_TRY(write_raw(ch, hdr, sizeof hdr));
+    ch->send_left = len;
+    return GT_OK;
+}
+
+gt_err gt_channel_write(gt_channel *ch, const void *data, size_t len)
+{
+    GT_ENSURE(len <= ch->send_left, GT_E_STATE, "channel: %zu bytes beyond the frame's length",
+              len);
+    GT_TRY(write_raw(ch, data, len));
+    ch->send_left -= len;
+    return GT_OK;
+}
+
+gt_err gt_channel_send(gt_channel *ch, uint32_t type, const void *data, size_t len)
+{
+    GT_TRY(gt_channel_send_begin(ch, type, len));
+    return gt_channel_write(ch, data, len);
+}
+
+gt_err gt_channel_recv_begin(gt_channel *ch, uint32_t *type, uint64_t *len)
+{
+    GT_ENSURE(ch->recv_left == 0, GT_E_STATE, "channel: previous frame not fully read");
+    uint8_t hdr[GT_NET_FRAME_HEADER_BYTES];
+    GT_TRY(read_raw(ch, hdr, sizeof hdr));
+    gt_reader r = gt_reader_init(hdr, sizeof hdr);
+    GT_TRY(gt_reader_u32be(&r, type));
+    GT_TRY(gt_reader_u64be(&r, len));
+    ch->recv_left = *len;
+    return GT_OK;
+}
+
+gt_err gt_channel_read(gt_channel *ch, void *data, size_t len)
+{
+    GT_ENSURE(len <= ch->recv_left, GT_E_STATE, "channel: read past the frame's end");
+    GT_TRY(read_raw(ch, data, len));
+    ch->recv_left -= len;
+    return GT_OK;
+}
+
+gt_err gt_channel_recv(gt_channel *ch, uint32_t *type, gt_buf *data, size_t max_len)
+{
+    uint64_t len = 0;
+    GT_TRY(gt_channel_recv_begin(ch, type, &len));
+    // An oversized frame cannot be skipped safely without reading it: end the channel.
+    GT_ENSURE(len <= max_len, GT_E_LIMIT, "channel: frame of %llu bytes exceeds the limit %zu",
+              (unsigned long long)len, max_len);
+    data->len = 0;
+    GT_TRY(gt_buf_reserve(data, (size_t)len));
+    GT_TRY(gt_channel_read(ch, data->data, (size_t)len));
+    data->len = (size_t)len;
+    return GT_OK;
+}

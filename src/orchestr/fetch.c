@@ -1,0 +1,178 @@
+// The trainer's side of conventional transmission: fetch a holder's chunk over the attested
+// channel and place it in device memory.
+#include <gputravel/orchestr.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STAGING_PIECE (4u << 20)
+
+struct gt_holder_conn {
+    gt_channel *ch;
+    gt_manifest manifest;
+    char name[GT_AGREEMENT_NAME_BYTES];
+};
+
+const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c) { return &c->manifest; }
+
+static gt_err refused(gt_channel *ch, const gt_buf *body, const char *holder)
+{
+    (void)ch;
+    gt_reader r = gt_reader_init(body->data, body->len);
+    uint32_t code = 0;
+    GT_TRY(gt_reader_u32le(&r, &code));
+    size_t n = gt_reader_left(&r);
+    return gt_errf(GT_E_POLICY, "holder %s refused: %.*s", holder, (int)(n > 180 ? 180 : n),
+                   (const char *)body->data + r.pos);
+}
+
+gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t holder_index,
+                         const gt_net_attestor *att, const char *trainer_name)
+{
+    *out = NULL;
+    GT_ENSURE(holder_index < a->holder_count, GT_E_ARG, "holder %u out of range", holder_index);
+    const gt_agreement_holder *h = &a->holders[holder_index];
+    size_t name_len = strlen(trainer_name);
+    GT_ENSURE(name_len > 0 && name_len < 64, GT_E_ARG, "trainer name must be 1..63 bytes");
+    gt_holder_conn *c = calloc(1, sizeof *c);
+    GT_ENSURE(c != NULL, GT_E_NOMEM, "out of memory");
+    snprintf(c->name, sizeof c->name, "%s", h->name);
+    gt_err err = GT_OK;
+    gt_buf body = {0};
+    uint8_t hello[32 + 2 + 64];
+    gt_writer w = gt_writer_init_fixed(hello, sizeof hello);
+    GT_TRY_GOTO(err, gt_channel_connect(&c->ch, h->endpoint, att), fail);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, a->hash, 32), fail);
+    GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)name_len), fail);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, trainer_name, name_len), fail);
+    GT_TRY_GOTO(err, gt_channel_send(c->ch, GT_HP_HELLO, w.data, w.len), fail);
+    uint32_t type = 0;
+    GT_TRY_GOTO(err, gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_MANIFEST), fail);
+    if (type == GT_HP_REFUSE) {
+        err = refused(c->ch, &body, h->name);
+        goto fail;
+    }
+    GT_ENSURE_GOTO(err, type == GT_HP_WELCOME, fail, GT_E_FORMAT,
+                   "holder %s: expected WELCOME, got %#x", h->name, type);
+    GT_TRY_GOTO(err, gt_manifest_parse(&c->manifest, body.data, body.len), fail);
+    GT_ENSURE_GOTO(err, gt_ct_equal(c->manifest.holder_pub, h->identity_key,
+                                    GT_ED25519_PUBLIC_BYTES),
+                   fail, GT_E_POLICY,
+                   "holder %s: its manifest is signed by another key than the agreement names",
+                   h->name);
+    GT_ENSURE_GOTO(err, gt_ct_equal(c->manifest.dataset_id, h->dataset_id, GT_DATASET_ID_BYTES),
+                   fail, GT_E_POLICY, "holder %s: offers another dataset than the agreement names",
+                   h->name);
+    GT_ENSURE_GOTO(err, c->manifest.vocab_size <= a->vocab, fail, GT_E_POLICY,
+                   "holder %s: dataset vocabulary %u exceeds the model's %u", h->name,
+                   c->manifest.vocab_size, a->vocab);
+    gt_buf_free_nowipe(&body);
+    *out = c;
+    return GT_OK;
+fail:
+    gt_buf_free_nowipe(&body);
+    gt_holder_disconnect(c);
+    return gt_err_wrap(err, "holder %s", h->name);
+}
+
+void gt_holder_disconnect(gt_holder_conn *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->ch != NULL) {
+        gt_err ignored = gt_channel_send(c->ch, GT_HP_BYE, NULL, 0);
+        (void)ignored;
+        gt_channel_close(c->ch);
+    }
+    gt_manifest_free(&c->manifest);
+    free(c);
+}
+
+// Streams len plaintext bytes from the channel into dst through a wiped staging piece.
+static gt_err stream_plain(gt_holder_conn *c, gt_device *dev, gt_dbuf dst, uint64_t len)
+{
+    uint8_t *piece = malloc(STAGING_PIECE);
+    GT_ENSURE(piece != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = GT_OK;
+    for (uint64_t done = 0; done < len;) {
+        size_t n = len - done < STAGING_PIECE ? (size_t)(len - done) : STAGING_PIECE;
+        GT_TRY_GOTO(err, gt_channel_read(c->ch, piece, n), out);
+        GT_TRY_GOTO(err, gt_device_copy_in(dev, dst, done, piece, n), out);
+        done += n;
+    }
+out:
+    gt_secure_zero(piece, STAGING_PIECE);
+    free(piece);
+    return err;
+}
+
+gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode, gt_device *dev,
+                       uint32_t flags, gt_dbuf *out, uint64_t *tokens)
+{
+    *out = 0;
+    *tokens = 0;
+    GT_ENSURE(chunk < c->manifest.chunk_count, GT_E_ARG, "holder %s has no chunk %u", c->name,
+              chunk);
+    uint8_t req[5];
+    req[0] = (uint8_t)mode;
+    gt_store_u32le(req + 1, chunk);
+    GT_TRY(gt_channel_send(c->ch, GT_HP_FETCH, req, sizeof req));
+
+    const uint64_t pt_len = c->manifest.chunks[chunk].plaintext_len;
+    const uint64_t file_len = gt_manifest_chunk_file_bytes(&c->manifest, chunk);
+    gt_err err = GT_OK;
+    gt_dbuf buf = 0;
+    gt_buf sealed = {0}, plain = {0}, body = {0};
+    uint32_t type = 0;
+    uint64_t len = 0;
+    GT_TRY_GOTO(err, gt_channel_recv_begin(c->ch, &type, &len), fail);
+    if (type == GT_HP_REFUSE) {
+        GT_ENSURE_GOTO(err, len <= GT_HP_MAX_CONTROL, fail, GT_E_LIMIT, "refusal too long");
+        GT_TRY_GOTO(err, gt_buf_reserve(&body, (size_t)len + 1), fail);
+        GT_TRY_GOTO(err, gt_channel_read(c->ch, body.data, (size_t)len), fail);
+        body.len = (size_t)len;
+        err = refused(c->ch, &body, c->name);
+        goto fail;
+    }
+    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, flags, &buf), fail);
+    if (mode == GT_FETCH_PLAIN) {
+        GT_ENSURE_GOTO(err, type == GT_HP_CHUNK_PLAIN && len == pt_len, fail, GT_E_FORMAT,
+                       "holder %s: chunk %u arrived as type %#x with %llu bytes (expected %llu)",
+                       c->name, chunk, type, (unsigned long long)len,
+                       (unsigned long long)pt_len);
+        GT_TRY_GOTO(err, stream_plain(c, dev, buf, len), fail);
+    } else {
+        GT_ENSURE_GOTO(err, type == GT_HP_CHUNK_SEALED && len == file_len, fail, GT_E_FORMAT,
+                       "holder %s: sealed chunk %u arrived as type %#x with %llu bytes "
+                       "(expected %llu)", c->name, chunk, type, (unsigned long long)len,
+                       (unsigned long long)file_len);
+        GT_TRY_GOTO(err, gt_buf_reserve(&sealed, (size_t)len), fail);
+        GT_TRY_GOTO(err, gt_channel_read(c->ch, sealed.data, (size_t)len), fail);
+        sealed.len = (size_t)len;
+        GT_TRY_GOTO(err, gt_channel_recv(c->ch, &type, &body, GT_AEAD_KEY_BYTES), fail);
+        GT_ENSURE_GOTO(err, type == GT_HP_CHUNK_KEY && body.len == GT_AEAD_KEY_BYTES, fail,
+                       GT_E_FORMAT, "holder %s: expected the chunk key", c->name);
+        // One decryption pass, tag checked before the plaintext goes anywhere.
+        GT_TRY_GOTO(err, gt_buf_reserve(&plain, (size_t)(pt_len ? pt_len : 1)), fail);
+        GT_TRY_GOTO(err, gt_chunk_open(plain.data, plain.cap, &plain.len, sealed.data, sealed.len,
+                                       &c->manifest, chunk, body.data),
+                    fail);
+        GT_TRY_GOTO(err, gt_device_copy_in(dev, buf, 0, plain.data, plain.len), fail);
+    }
+    gt_buf_free(&body);
+    gt_buf_free(&plain);
+    gt_buf_free_nowipe(&sealed);
+    *out = buf;
+    *tokens = pt_len / 2;
+    return GT_OK;
+fail:
+    if (buf != 0) {
+        gt_err ignored = gt_device_free(dev, buf);
+        (void)ignored;
+    }
+    gt_buf_free(&body);
+    gt_buf_free(&plain);
+    gt_buf_free_nowipe(&sealed);
+    return gt_err_wrap(err, "fetch chunk %u", chunk);
+}

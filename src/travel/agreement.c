@@ -1,0 +1,211 @@
+// The training agreement: parsed from JSON, hashed over its exact bytes.
+#include <gputravel/travel.h>
+
+#include <math.h>
+#include <string.h>
+
+#define AGREEMENT_MAX_BYTES (1u << 20)
+
+static gt_err get_u32(const cJSON *obj, const char *field, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint64_t v = 0;
+    GT_TRY(gt_json_get_u64(obj, field, &v));
+    GT_ENSURE(v >= lo && v <= hi, GT_E_FORMAT, "'%s' is %llu, expected %u..%u", field,
+              (unsigned long long)v, lo, hi);
+    *out = (uint32_t)v;
+    return GT_OK;
+}
+
+static gt_err get_name(const cJSON *obj, const char *field, char out[GT_AGREEMENT_NAME_BYTES])
+{
+    const char *s = NULL;
+    GT_TRY(gt_json_get_string(obj, field, &s));
+    size_t n = strlen(s);
+    GT_ENSURE(n > 0 && n < GT_AGREEMENT_NAME_BYTES, GT_E_FORMAT,
+              "'%s' must have 1..%d characters", field, GT_AGREEMENT_NAME_BYTES - 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        GT_ENSURE((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.',
+                  GT_E_FORMAT, "'%s' may hold only letters, digits, '-', '_' and '.'", field);
+    }
+    memcpy(out, s, n + 1);
+    return GT_OK;
+}
+
+static gt_err get_measurements(const cJSON *obj, const char *field, gt_measurement_list *out)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, field);
+    if (arr == NULL) {
+        return GT_OK;
+    }
+    GT_ENSURE(cJSON_IsArray(arr), GT_E_FORMAT, "'%s' must be an array of hex strings", field);
+    GT_ENSURE(cJSON_GetArraySize(arr) <= GT_AGREEMENT_MAX_MEASUREMENTS, GT_E_LIMIT,
+              "'%s': more than %d measurements", field, GT_AGREEMENT_MAX_MEASUREMENTS);
+    const cJSON *item = NULL;
+    cJSON_ArrayForEach(item, arr) {
+        GT_ENSURE(cJSON_IsString(item), GT_E_FORMAT, "'%s' must hold hex strings", field);
+        GT_TRY(gt_err_wrap(gt_hex_decode_exact(out->values[out->count], GT_MEASUREMENT_BYTES,
+                                               item->valuestring),
+                           "'%s'[%u]", field, out->count));
+        out->count++;
+    }
+    return GT_OK;
+}
+
+static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
+{
+    GT_ENSURE(cJSON_IsObject(h), GT_E_FORMAT, "a holder must be an object");
+    const char *endpoint = NULL;
+    uint64_t budget = 0;
+    GT_TRY(get_name(h, "name", out->name));
+    GT_TRY(gt_err_wrap(gt_json_get_hex(h, "identity_key", out->identity_key,
+                                       sizeof out->identity_key), "holder %s", out->name));
+    GT_TRY(gt_err_wrap(gt_json_get_hex(h, "dataset_id", out->dataset_id,
+                                       sizeof out->dataset_id), "holder %s", out->name));
+    GT_TRY(gt_err_wrap(gt_json_get_string(h, "endpoint", &endpoint), "holder %s", out->name));
+    GT_ENSURE(strlen(endpoint) < sizeof out->endpoint && strchr(endpoint, ':') != NULL,
+              GT_E_FORMAT, "holder %s: endpoint must be HOST:PORT", out->name);
+    snprintf(out->endpoint, sizeof out->endpoint, "%s", endpoint);
+    GT_TRY(gt_err_wrap(gt_json_get_u64(h, "token_budget", &budget), "holder %s", out->name));
+    GT_ENSURE(budget > 0, GT_E_FORMAT, "holder %s: token_budget must be positive", out->name);
+    out->token_budget = budget;
+    GT_TRY(gt_err_wrap(get_u32(h, "max_uses_per_chunk", 1, 1000000, &out->max_uses_per_chunk),
+                       "holder %s", out->name));
+    return GT_OK;
+}
+
+static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
+{
+    uint32_t version = 0;
+    GT_TRY(get_u32(doc, "version", 1, 1000, &version));
+    GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "agreement version %u (expected 1)", version);
+    GT_TRY(get_name(doc, "name", a->name));
+
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    GT_TRY(gt_err_wrap(get_u32(model, "layers", 1, 96, &a->layers), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "channels", 1, 12288, &a->channels), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "heads", 1, 128, &a->heads), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "vocab", 2, 1u << 20, &a->vocab), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "max_seq", 1, 1u << 16, &a->max_seq), "model"));
+    GT_TRY(gt_err_wrap(gt_json_get_u64(model, "init_seed", &a->init_seed), "model"));
+    GT_ENSURE(a->channels % a->heads == 0, GT_E_FORMAT,
+              "model: channels (%u) must be a multiple of heads (%u)", a->channels, a->heads);
+
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(doc, "training");
+    GT_TRY(gt_err_wrap(get_u32(tr, "steps", 1, 100000000, &a->steps), "training"));
+    GT_TRY(gt_err_wrap(get_u32(tr, "batch", 1, 65536, &a->batch), "training"));
+    GT_TRY(gt_err_wrap(get_u32(tr, "seq", 1, a->max_seq, &a->seq), "training"));
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(tr, "learning_rate");
+    GT_ENSURE(cJSON_IsNumber(lr) && lr->valuedouble > 0 && lr->valuedouble < 1 &&
+                  isfinite(lr->valuedouble),
+              GT_E_FORMAT, "training: 'learning_rate' must be a number in (0, 1)");
+    a->learning_rate = (float)lr->valuedouble;
+
+    const cJSON *holders = cJSON_GetObjectItemCaseSensitive(doc, "holders");
+    GT_ENSURE(cJSON_IsArray(holders) && cJSON_GetArraySize(holders) > 0, GT_E_FORMAT,
+              "'holders' must be a non-empty array");
+    GT_ENSURE(cJSON_GetArraySize(holders) <= GT_AGREEMENT_MAX_HOLDERS, GT_E_LIMIT,
+              "more than %d holders", GT_AGREEMENT_MAX_HOLDERS);
+    const cJSON *h = NULL;
+    cJSON_ArrayForEach(h, holders) {
+        gt_agreement_holder *out = &a->holders[a->holder_count];
+        GT_TRY(gt_err_wrap(parse_holder(h, out), "holders[%u]", a->holder_count));
+        for (uint32_t i = 0; i < a->holder_count; i++) {
+            GT_ENSURE(strcmp(a->holders[i].name, out->name) != 0, GT_E_FORMAT,
+                      "holder name '%s' appears twice", out->name);
+            GT_ENSURE(memcmp(a->holders[i].dataset_id, out->dataset_id, GT_DATASET_ID_BYTES) != 0,
+                      GT_E_FORMAT, "holders '%s' and '%s' name the same dataset",
+                      a->holders[i].name, out->name);
+        }
+        a->holder_count++;
+    }
+
+    const cJSON *trainer = cJSON_GetObjectItemCaseSensitive(doc, "trainer");
+    const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
+    GT_ENSURE(cJSON_IsObject(trainer) && cJSON_IsObject(device), GT_E_FORMAT,
+              "'trainer' and 'device' objects are required");
+    GT_TRY(get_measurements(trainer, "accepted_measurements", &a->trainer_measurements));
+    GT_TRY(get_measurements(device, "accepted_measurements", &a->device_measurements));
+    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(doc, "allow_simulation");
+    a->allow_simulation = cJSON_IsTrue(sim);
+    GT_ENSURE(sim == NULL || cJSON_IsBool(sim), GT_E_FORMAT, "'allow_simulation' must be a bool");
+    GT_ENSURE(a->allow_simulation ||
+                  (a->trainer_measurements.count > 0 && a->device_measurements.count > 0),
+              GT_E_FORMAT,
+              "without allow_simulation, trainer and device measurement lists are required");
+
+    const cJSON *output = cJSON_GetObjectItemCaseSensitive(doc, "output");
+    const char *kind = NULL;
+    GT_TRY(gt_err_wrap(gt_json_get_string(output, "kind", &kind), "output"));
+    if (strcmp(kind, "loss_only") == 0) {
+        a->output = GT_OUTPUT_LOSS_ONLY;
+    } else if (strcmp(kind, "sealed_checkpoint") == 0) {
+        a->output = GT_OUTPUT_SEALED_CHECKPOINT;
+        const cJSON *rec = cJSON_GetObjectItemCaseSensitive(output, "recipients");
+        GT_ENSURE(cJSON_IsArray(rec) && cJSON_GetArraySize(rec) > 0, GT_E_FORMAT,
+                  "output: a sealed checkpoint needs a non-empty 'recipients' array");
+        GT_ENSURE(cJSON_GetArraySize(rec) <= GT_AGREEMENT_MAX_HOLDERS, GT_E_LIMIT,
+                  "output: too many recipients");
+        const cJSON *r = NULL;
+        cJSON_ArrayForEach(r, rec) {
+            GT_ENSURE(cJSON_IsString(r) && gt_agreement_find_holder(a, r->valuestring) != NULL,
+                      GT_E_FORMAT, "output: recipient '%s' is not a holder",
+                      cJSON_IsString(r) ? r->valuestring : "?");
+            snprintf(a->recipients[a->recipient_count++], GT_AGREEMENT_NAME_BYTES, "%s",
+                     r->valuestring);
+        }
+    } else {
+        return gt_errf(GT_E_FORMAT, "output: kind '%s' (expected loss_only or sealed_checkpoint)",
+                       kind);
+    }
+    return GT_OK;
+}
+
+gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
+{
+    memset(a, 0, sizeof *a);
+    GT_ENSURE(len <= AGREEMENT_MAX_BYTES, GT_E_LIMIT, "agreement larger than %u bytes",
+              AGREEMENT_MAX_BYTES);
+    cJSON *json = NULL;
+    GT_TRY(gt_err_wrap(gt_json_parse((const char *)doc, len, &json), "agreement"));
+    gt_err err = parse_doc(a, json);
+    cJSON_Delete(json);
+    if (!gt_is_ok(err)) {
+        memset(a, 0, sizeof *a);
+        return gt_err_wrap(err, "agreement");
+    }
+    return gt_hash(GT_HASH_SHA256, a->hash, doc, len);
+}
+
+gt_err gt_agreement_load(gt_agreement *a, const char *path)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, AGREEMENT_MAX_BYTES, &b));
+    gt_err err = gt_agreement_parse(a, b.data, b.len);
+    gt_buf_free_nowipe(&b);
+    return gt_err_wrap(err, "%s", path);
+}
+
+const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name)
+{
+    for (uint32_t i = 0; i < a->holder_count; i++) {
+        if (strcmp(a->holders[i].name, name) == 0) {
+            return &a->holders[i];
+        }
+    }
+    return NULL;
+}
+
+bool gt_measurement_allowed(const gt_measurement_list *list, const uint8_t m[GT_MEASUREMENT_BYTES])
+{
+    if (list->count == 0) {
+        return true;
+    }
+    bool found = false;
+    for (uint32_t i = 0; i < list->count; i++) {
+        found |= gt_ct_equal(list->values[i], m, GT_MEASUREMENT_BYTES);
+    }
+    return found;
+}

@@ -1,0 +1,327 @@
+// cli/: `gputravel train` and `gputravel sample` end to end on the oracle's tiny model: the
+// acceptance command line, its per-step lines (equal to the library's losses), the JSON log,
+// checkpoints, resume through the CLI, and bad input refused before any step.
+#include "testlib.h"
+
+#include <gputravel/data.h>
+#include <gputravel/device.h>
+#include <gputravel/train.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MODEL GT_SOURCE_DIR "/tests/oracle/gpt2_tiny_model.bin"
+
+static char dir[256], shard[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(shard, sizeof shard, dir, "train.bin"));
+    uint16_t tok[3000];
+    uint64_t rng = 11;
+    for (int i = 0; i < 3000; i++) {
+        tok[i] = (uint16_t)(gt_rng_u32(&rng) % 250);  // the tiny model's V
+    }
+    GT_ASSERT_OK(gt_shard_write(shard, tok, 3000));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gt_test_rmtree(dir);
+    return 0;
+}
+
+// Parses "step N/M | loss X |" lines; returns how many were found.
+static int parse_losses(const char *out, int first, float *losses, int cap)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "step ")) != NULL; p++) {
+        int s = 0, m = 0;
+        float l = 0.0f;
+        if ((p == out || p[-1] == '\n') && sscanf(p, "step %d/%d | loss %f |", &s, &m, &l) == 3) {
+            assert_int_equal(s, first + n + 1);
+            if (n < cap) {
+                losses[n] = l;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+static void acceptance_command_matches_library(void **state)
+{
+    (void)state;
+    char out[512], json[512];
+    GT_ASSERT_OK(gt_path_join(out, sizeof out, dir, "out.bin"));
+    GT_ASSERT_OK(gt_path_join(json, sizeof json, dir, "log.jsonl"));
+    const char *args[] = {"train", "--device", "cpu", "--init", MODEL, "--data", shard,
+                          "--val-data", shard, "--batch", "4", "--seq", "16", "--steps", "10",
+                          "--lr", "1e-4", "--beta1", "0.9", "--beta2", "0.999", "--eps", "1e-8",
+                          "--weight-decay", "0", "--schedule", "constant", "--warmup", "0",
+                          "--grad-clip", "0", "--shuffle", "off", "--threads", "2", "--out", out,
+                          "--log-json", json, NULL};
+    gt_buf o = {0};
+    int rc = gt_test_run_cli(&o, args);
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)o.data);
+    }
+    float cli[10];
+    assert_int_equal(parse_losses((char *)o.data, 0, cli, 10), 10);
+    assert_non_null(strstr((char *)o.data, "\nval 10/10 | val loss "));
+    assert_non_null(strstr((char *)o.data, " tok/s\n"));
+
+    // the same run through the library: batch k = tokens [k*B*T, k*B*T + B*T]
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 2};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    gt_gpt2 *m = NULL;
+    gt_loader *l = NULL;
+    gt_dbuf data = 0;
+    uint64_t n = 0;
+    GT_ASSERT_OK(gt_gpt2_load(&m, dev, MODEL));
+    GT_ASSERT_OK(gt_shard_to_device(dev, shard, GT_DBUF_NO_READBACK, &data, &n));
+    GT_ASSERT_OK(gt_loader_create(&l, dev, &data, &n, 1, 4, 16, 250, false, 0));
+    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    for (int s = 0; s < 10; s++) {
+        float loss = 0.0f;
+        char want[32], got[32];
+        GT_ASSERT_OK(gt_gpt2_zero_grad(m));
+        GT_ASSERT_OK(gt_loader_next(l));
+        GT_ASSERT_OK(gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l), 4,
+                                              16, 1.0f, &loss));
+        GT_ASSERT_OK(gt_gpt2_update(m, &opt, 1e-4f, NULL));
+        snprintf(want, sizeof want, "%.6f", loss);
+        snprintf(got, sizeof got, "%.6f", cli[s]);
+        assert_string_equal(want, got);
+    }
+    // the checkpoint the CLI wrote is the library's model after 10 steps
+    size_t np = gt_gpt2_num_params(m);
+    float *p = malloc(np * 4);
+    GT_ASSERT_OK(gt_gpt2_params_read(m, p, np));
+    gt_buf ck = {0};
+    GT_ASSERT_OK(gt_file_read_all(out, 16u << 20, &ck));
+    assert_int_equal(ck.len, 1024 + np * 4);
+    assert_memory_equal(ck.data + 1024, p, np * 4);
+    char st[600];
+    snprintf(st, sizeof st, "%s.state", out);
+    assert_true(gt_path_exists(st));
+    // one JSON object per step
+    gt_buf js = {0};
+    GT_ASSERT_OK(gt_file_read_all(json, 1u << 20, &js));
+    int lines = 0;
+    for (size_t i = 0; i < js.len; i++) {
+        lines += js.data[i] == '\n';
+    }
+    assert_int_equal(lines, 10);
+    assert_non_null(strstr((char *)js.data, "{\"step\": 10, \"loss\": "));
+    assert_non_null(strstr((char *)js.data, "\"val_loss\": "));
+
+    free(p);
+    gt_buf_free(&ck);
+    gt_buf_free(&js);
+    gt_buf_free(&o);
+    gt_loader_free(l);
+    gt_gpt2_free(m);
+    gt_device_close(dev);
+}
+
+static void resume_through_cli(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "ck.bin"));
+    const char *common[] = {"--data", shard, "--batch", "2", "--seq", "8", "--lr", "1e-3",
+                            "--schedule", "cosine", "--warmup", "2", "--grad-clip", "1",
+                            "--weight-decay", "0.1", "--grad-accum", "2", "--shuffle", "on",
+                            "--seed", "5", "--threads", "2", "--plot", "none"};
+    size_t nc = sizeof common / sizeof common[0];
+    const char *full[40] = {"train", "--init", MODEL, "--steps", "6"};
+    const char *part[40] = {"train", "--init", MODEL, "--steps", "3", "--out", ck};
+    const char *rest[40] = {"train", "--resume", ck, "--steps", "6"};
+    memcpy(full + 5, common, nc * sizeof *common);
+    memcpy(part + 7, common, nc * sizeof *common);
+    memcpy(rest + 5, common, nc * sizeof *common);
+    gt_buf a = {0}, b = {0}, c = {0};
+    assert_int_equal(gt_test_run_cli(&a, full), 0);
+    assert_int_equal(gt_test_run_cli(&b, part), 0);
+    assert_int_equal(gt_test_run_cli(&c, rest), 0);
+    float la[6], lb[3], lc[3];
+    assert_int_equal(parse_losses((char *)a.data, 0, la, 6), 6);
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, 3), 3);
+    assert_int_equal(parse_losses((char *)c.data, 3, lc, 3), 3);
+    assert_memory_equal(la, lb, sizeof lb);
+    assert_memory_equal(la + 3, lc, sizeof lc);
+    assert_non_null(strstr((char *)c.data, "step 4/6 | loss "));
+    // resuming with another batch shape would misread the loader position: refused
+    const char *other[40] = {"train", "--resume", ck, "--steps", "6"};
+    memcpy(other + 5, common, nc * sizeof *common);
+    other[5 + 3] = "4";  // --batch 4
+    gt_buf d = {0};
+    assert_int_not_equal(gt_test_run_cli(&d, other), 0);
+    assert_non_null(strstr((char *)d.data, "B*T"));
+    assert_null(strstr((char *)d.data, "step 4/6"));
+    gt_buf_free(&d);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+    gt_buf_free(&c);
+}
+
+// The literal kill-at-step-k: a real run saving every step is SIGKILLed at an arbitrary moment
+// (possibly mid-save), resumed from whatever files exist, and its next steps' losses equal an
+// uninterrupted run's.
+static void kill_during_training_then_resume(void **state)
+{
+    (void)state;
+    char ck[512], st[600], steps_s[32];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "kill.bin"));
+    snprintf(st, sizeof st, "%s.state", ck);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execl(GT_CLI_PATH, "gputravel", "train", "--init", MODEL, "--data", shard, "--batch", "2",
+              "--seq", "8", "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on",
+              "--seed", "9", "--threads", "1", "--plot", "none", "--steps", "100000",
+              "--save-every", "1", "--out", ck, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 2000 && !gt_path_exists(st); i++) {
+        usleep(10000);
+    }
+    assert_true(gt_path_exists(st));
+    struct timespec ts = {0, 40 * 1000 * 1000 + (long)(getpid() % 7) * 3000 * 1000};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status));
+
+    gt_buf raw = {0};
+    GT_ASSERT_OK(gt_file_read_all(st, 64u << 20, &raw));
+    gt_reader r = gt_reader_init(raw.data, raw.len);
+    uint64_t k = 0;
+    GT_ASSERT_OK(gt_reader_skip(&r, 32));
+    GT_ASSERT_OK(gt_reader_u64le(&r, &k));
+    gt_buf_free(&raw);
+    assert_true(k >= 1 && k < 5000);
+    print_message("killed after the checkpoint of step %llu\n", (unsigned long long)k);
+    snprintf(steps_s, sizeof steps_s, "%llu", (unsigned long long)k + 3);
+    const char *resume[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq", "8",
+                            "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on", "--seed",
+                            "9", "--threads", "2", "--plot", "none", "--steps", steps_s, NULL};
+    const char *full[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq", "8",
+                          "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on", "--seed",
+                          "9", "--threads", "1", "--plot", "none", "--steps", steps_s, NULL};
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, resume), 0);
+    assert_int_equal(gt_test_run_cli(&b, full), 0);
+    float la[3], *lb = calloc(k + 3, sizeof *lb);
+    assert_int_equal(parse_losses((char *)a.data, (int)k, la, 3), 3);
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, (int)k + 3), (int)k + 3);
+    assert_memory_equal(la, lb + k, sizeof la);
+    free(lb);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+}
+
+static void bad_input_before_training(void **state)
+{
+    (void)state;
+    char badshard[512], bigvocab[512];
+    GT_ASSERT_OK(gt_path_join(badshard, sizeof badshard, dir, "bad.bin"));
+    GT_ASSERT_OK(gt_path_join(bigvocab, sizeof bigvocab, dir, "big.bin"));
+    uint8_t junk[1024 + 64] = {1, 2, 3};
+    GT_ASSERT_OK(gt_file_write_atomic(badshard, junk, sizeof junk, 0644));
+    uint16_t tok[200];
+    for (int i = 0; i < 200; i++) {
+        tok[i] = (uint16_t)(i == 150 ? 300 : i);  // 300 >= V = 250
+    }
+    GT_ASSERT_OK(gt_shard_write(bigvocab, tok, 200));
+    struct {
+        const char *data, *seq, *init, *expect;
+    } rows[] = {
+        {shard, "64", MODEL, "max_seq_len"},     // T > maxT
+        {badshard, "16", MODEL, "bad magic"},    // not a shard
+        {bigvocab, "16", MODEL, "vocabulary"},   // config/shard mismatch
+        {shard, "16", shard, "bad magic"},       // a shard given as checkpoint
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *args[] = {"train", "--init", rows[i].init, "--data", rows[i].data, "--batch",
+                              "2", "--seq", rows[i].seq, "--steps", "2", "--threads", "1", NULL};
+        gt_buf o = {0};
+        int rc = gt_test_run_cli(&o, args);
+        assert_int_not_equal(rc, 0);
+        if (strstr((char *)o.data, rows[i].expect) == NULL) {
+            fail_msg("row %zu: no '%s' in: %s", i, rows[i].expect, (char *)o.data);
+        }
+        assert_null(strstr((char *)o.data, "step 1/"));  // nothing trained
+        gt_buf_free(&o);
+    }
+    const char *usage1[] = {"train", "--data", shard, NULL};  // no model source
+    assert_int_equal(gt_test_run_cli(NULL, usage1), 64);
+    const char *usage2[] = {"train", "--init", MODEL, "--data", shard, "--lr", "fast", NULL};
+    assert_int_equal(gt_test_run_cli(NULL, usage2), 64);
+    const char *help[] = {"train", "--help", NULL};
+    gt_buf h = {0};
+    assert_int_equal(gt_test_run_cli(&h, help), 0);
+    assert_non_null(strstr((char *)h.data, "--init-random"));
+    gt_buf_free(&h);
+}
+
+static void init_random_and_sample(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "rand.bin"));
+    const char *args[] = {"train", "--init-random", "--layers", "1", "--channels", "16",
+                          "--heads", "2", "--vocab", "250", "--max-seq", "16", "--seed", "3",
+                          "--data", shard, "--batch", "2", "--seq", "8", "--steps", "3",
+                          "--threads", "1", "--out", ck, "--plot", "none", NULL};
+    gt_buf o = {0};
+    int rc = gt_test_run_cli(&o, args);
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)o.data);
+    }
+    assert_non_null(strstr((char *)o.data, "step 3/3 | loss "));
+    gt_buf_free(&o);
+    const char *s1[] = {"sample", ck, "--tokens", "12", "--seed", "4", "--prompt", "1,2,3", NULL};
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, s1), 0);
+    assert_int_equal(gt_test_run_cli(&b, s1), 0);
+    assert_string_equal((char *)a.data, (char *)b.data);  // seeded
+    int ids = 0, v = 0, used = 0;
+    for (const char *p = (char *)a.data; sscanf(p, "%d%n", &v, &used) == 1; p += used) {
+        assert_true(v >= 0 && v < 250);
+        ids++;
+    }
+    assert_int_equal(ids, 12);
+    const char *s2[] = {"sample", ck, "--prompt", "1,999", NULL};
+    assert_int_not_equal(gt_test_run_cli(NULL, s2), 0);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(acceptance_command_matches_library, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_through_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(kill_during_training_then_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,264 @@
+// holder/ + orchestr/: a holder agent serves its sealed chunks over an attested channel, by both
+// conventional variants, enforces the agreement's uses and budget, and records every decision.
+#include "testlib.h"
+
+#include <gputravel/orchestr.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// A toy attestor (as in test_channel.c): evidence = binding || name.
+typedef struct {
+    const char *name;
+    const char *accept;
+} toy;
+static gt_err toy_collect(void *ctx, const uint8_t b[GT_NET_BINDING_BYTES], gt_buf *ev)
+{
+    toy *t = ctx;
+    GT_TRY(gt_buf_append(ev, b, GT_NET_BINDING_BYTES));
+    return gt_buf_append(ev, t->name, strlen(t->name));
+}
+static gt_err toy_appraise(void *ctx, const uint8_t *ev, size_t len,
+                           const uint8_t b[GT_NET_BINDING_BYTES])
+{
+    toy *t = ctx;
+    GT_ENSURE(len == GT_NET_BINDING_BYTES + strlen(t->accept) && gt_ct_equal(ev, b, 64) &&
+                  memcmp(ev + 64, t->accept, len - 64) == 0,
+              GT_E_POLICY, "trainer measurement not in the agreement");
+    return GT_OK;
+}
+
+static char dir[256], dsdir[512], keydir[512], ledger_path[512];
+static gt_holder_keys keys;
+static uint16_t tokens[3000];
+
+static int setup(void **state)
+{
+    (void)state;
+    gt_test_tmpdir(dir, sizeof dir);
+    char shard[512];
+    GT_ASSERT_OK(gt_path_join(shard, sizeof shard, dir, "in.bin"));
+    GT_ASSERT_OK(gt_path_join(dsdir, sizeof dsdir, dir, "ds"));
+    GT_ASSERT_OK(gt_path_join(keydir, sizeof keydir, dir, "keys"));
+    GT_ASSERT_OK(gt_path_join(ledger_path, sizeof ledger_path, dir, "ledger.log"));
+    for (int i = 0; i < 3000; i++) {
+        tokens[i] = (uint16_t)((i * 7) % 256);
+    }
+    GT_ASSERT_OK(gt_shard_write(shard, tokens, 3000));
+    GT_ASSERT_OK(gt_keydir_generate(keydir, false, &keys));
+    const char *shards[] = {shard};
+    // 3 chunks: 2048 + 2048 + 1904 bytes (1024 + 1024 + 952 tokens).
+    gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = dsdir,
+                        .chunk_size = 2048, .vocab_size = 256};
+    gt_seal_result res;
+    GT_ASSERT_OK(gt_seal(&p, &keys, &res));
+    assert_int_equal(res.chunk_count, 3);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gt_holder_keys_wipe(&keys);
+    gt_test_rmtree(dir);
+    return 0;
+}
+
+static void agreement_for(gt_agreement *a, int port, uint64_t budget, uint32_t uses)
+{
+    gt_manifest m;
+    GT_ASSERT_OK(gt_manifest_load(&m, dsdir));
+    char key_hex[65], id_hex[33], doc[2048];
+    gt_hex_encode(key_hex, sizeof key_hex, keys.holder_pub, 32);
+    gt_hex_encode(id_hex, sizeof id_hex, m.dataset_id, 16);
+    gt_manifest_free(&m);
+    snprintf(doc, sizeof doc,
+             "{\"version\":1,\"name\":\"t\",\"model\":{\"layers\":1,\"channels\":32,\"heads\":2,"
+             "\"vocab\":256,\"max_seq\":16,\"init_seed\":1},\"training\":{\"steps\":1,"
+             "\"batch\":1,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"alice\","
+             "\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\","
+             "\"token_budget\":%llu,\"max_uses_per_chunk\":%u}],\"trainer\":{},\"device\":{},"
+             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+             key_hex, port, id_hex, (unsigned long long)budget, uses);
+    GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
+}
+
+typedef struct {
+    gt_holder_agent *agent;
+    gt_listener *l;
+    volatile int stop;
+} serve_arg;
+
+static void *serve_main(void *p)
+{
+    serve_arg *s = p;
+    gt_err e = gt_holder_agent_serve(s->agent, s->l, &s->stop);
+    return gt_is_ok(e) ? NULL : p;
+}
+
+static toy holder_toy = {"alice", "trainer-ok"};
+
+static void start_agent(serve_arg *s, pthread_t *th, gt_agreement *a, gt_ledger **ledger,
+                        uint64_t budget, uint32_t uses)
+{
+    GT_ASSERT_OK(gt_listener_open(&s->l, "127.0.0.1:0"));
+    agreement_for(a, gt_listener_port(s->l), budget, uses);
+    GT_ASSERT_OK(gt_ledger_open(ledger, ledger_path, keys.holder_sec));
+    gt_holder_agent_config cfg = {
+        .dataset_dir = dsdir, .keys = &keys, .agreement = a, .name = "alice",
+        .ledger = *ledger, .ledger_path = ledger_path,
+        .attestor = {toy_collect, toy_appraise, &holder_toy}, .idle_timeout_ms = 5000,
+    };
+    GT_ASSERT_OK(gt_holder_agent_create(&s->agent, &cfg));
+    s->stop = 0;
+    pthread_create(th, NULL, serve_main, s);
+}
+
+static void stop_agent(serve_arg *s, pthread_t th, gt_ledger *ledger)
+{
+    s->stop = 1;
+    void *ret = NULL;
+    pthread_join(th, &ret);
+    assert_null(ret);
+    gt_holder_agent_free(s->agent);
+    gt_listener_close(s->l);
+    gt_ledger_close(ledger);
+}
+
+static void check_chunk(gt_device *dev, gt_dbuf buf, uint32_t chunk, uint64_t n)
+{
+    uint16_t got[1024];
+    GT_ASSERT_OK(gt_device_copy_out(dev, got, buf, 0, n * 2));
+    assert_memory_equal(got, tokens + chunk * 1024, n * 2);
+}
+
+static void both_variants_deliver_the_chunk(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    serve_arg s;
+    pthread_t th;
+    gt_agreement a;
+    gt_ledger *ledger = NULL;
+    start_agent(&s, &th, &a, &ledger, 1000000, 1);
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+
+    toy trainer = {"trainer-ok", "alice"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    gt_holder_conn *c = NULL;
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    assert_int_equal(gt_holder_conn_manifest(c)->chunk_count, 3);
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    assert_int_equal(n, 1024);
+    check_chunk(dev, buf, 0, n);
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    GT_ASSERT_OK(gt_holder_fetch(c, 2, GT_FETCH_KEYRELEASE, dev, GT_DBUF_NO_READBACK, &buf, &n));
+    assert_int_equal(n, 952);
+    uint16_t probe[4];
+    assert_int_not_equal(gt_device_copy_out(dev, probe, buf, 0, sizeof probe).code, GT_E_NONE);
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    GT_ASSERT_OK(gt_holder_fetch(c, 1, GT_FETCH_KEYRELEASE, dev, 0, &buf, &n));
+    check_chunk(dev, buf, 1, n);
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+
+    // max_uses_per_chunk = 1: a second release of chunk 0 is refused, with the reason.
+    gt_err e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "already released 1 time"));
+    assert_int_equal(buf, 0);
+    GT_ASSERT_CODE(gt_holder_fetch(c, 9, GT_FETCH_PLAIN, dev, 0, &buf, &n), GT_E_ARG);
+    gt_holder_disconnect(c);
+
+    // A trainer the holder does not accept never gets a manifest; the refusal is ledgered.
+    toy intruder = {"trainer-evil", "alice"};
+    att.ctx = &intruder;
+    e = gt_holder_connect(&c, &a, 0, &att, "trainer-2");
+    assert_int_not_equal(e.code, GT_E_NONE);
+    assert_null(c);
+    usleep(300000);  // let the serve loop record the refusal
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(s.agent, &st);
+    assert_int_equal(st.grants, 3);
+    assert_int_equal(st.refusals, 2);
+    assert_int_equal(st.tokens_released, 3000);
+    stop_agent(&s, th, ledger);
+
+    // The ledger verifies and tells the story: genesis, 3 grants, refuse, refuse.
+    gt_ledger_summary sum;
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
+    assert_int_equal(sum.entries, 6);
+
+    // A restarted agent remembers its releases from the ledger.
+    start_agent(&s, &th, &a, &ledger, 1000000, 1);
+    att.ctx = &trainer;
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(e.code, GT_E_POLICY);
+    gt_holder_disconnect(c);
+    stop_agent(&s, th, ledger);
+    gt_device_close(dev);
+}
+
+static void budget_and_agreement_are_enforced(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    serve_arg s;
+    pthread_t th;
+    gt_agreement a;
+    gt_ledger *ledger = NULL;
+    start_agent(&s, &th, &a, &ledger, 1000, 5);  // budget: just under one chunk's 1024 tokens
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    toy trainer = {"trainer-ok", "alice"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    gt_holder_conn *c = NULL;
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    gt_err e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "token budget spent"));
+    gt_holder_disconnect(c);
+
+    // A trainer under another agreement (one byte differs) is refused at HELLO.
+    gt_agreement other = a;
+    other.hash[0] ^= 1;
+    e = gt_holder_connect(&c, &other, 0, &att, "trainer-1");
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "another agreement"));
+    stop_agent(&s, th, ledger);
+    gt_device_close(dev);
+
+    // An agent refuses to start for a dataset the agreement does not name.
+    gt_agreement wrong = a;
+    wrong.holders[0].dataset_id[0] ^= 1;
+    GT_ASSERT_OK(gt_ledger_open(&ledger, ledger_path, keys.holder_sec));
+    gt_holder_agent_config cfg = {.dataset_dir = dsdir, .keys = &keys, .agreement = &wrong,
+                                  .name = "alice", .ledger = ledger};
+    gt_holder_agent *agent = NULL;
+    GT_ASSERT_CODE(gt_holder_agent_create(&agent, &cfg), GT_E_POLICY);
+    cfg.name = "bob";
+    GT_ASSERT_CODE(gt_holder_agent_create(&agent, &cfg), GT_E_ARG);
+    gt_ledger_close(ledger);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(both_variants_deliver_the_chunk),
+        cmocka_unit_test(budget_and_agreement_are_enforced),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

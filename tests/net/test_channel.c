@@ -1,0 +1,216 @@
+// net/: attested TLS channels. A toy attestor stands in for TEE evidence: its "evidence" is the
+// binding plus a name, so the tests see exactly what was bound and what was refused.
+#include "testlib.h"
+
+#include <gputravel/net.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;         // what this side claims to be
+    const char *accept_name;  // the only peer name it accepts
+    bool replay;              // send evidence recorded for another session
+    uint8_t recorded[GT_NET_BINDING_BYTES];
+} toy;
+
+static gt_err toy_collect(void *ctx, const uint8_t binding[GT_NET_BINDING_BYTES], gt_buf *ev)
+{
+    toy *t = ctx;
+    GT_TRY(gt_buf_append(ev, t->replay ? t->recorded : binding, GT_NET_BINDING_BYTES));
+    return gt_buf_append(ev, t->name, strlen(t->name));
+}
+
+static gt_err toy_appraise(void *ctx, const uint8_t *ev, size_t len,
+                           const uint8_t binding[GT_NET_BINDING_BYTES])
+{
+    toy *t = ctx;
+    GT_ENSURE(len >= GT_NET_BINDING_BYTES, GT_E_FORMAT, "toy evidence too short");
+    GT_ENSURE(gt_ct_equal(ev, binding, GT_NET_BINDING_BYTES), GT_E_POLICY,
+              "evidence is bound to another session");
+    size_t n = len - GT_NET_BINDING_BYTES;
+    GT_ENSURE(n == strlen(t->accept_name) &&
+                  memcmp(ev + GT_NET_BINDING_BYTES, t->accept_name, n) == 0,
+              GT_E_POLICY, "unexpected peer '%.*s'", (int)n, (const char *)ev + GT_NET_BINDING_BYTES);
+    return GT_OK;
+}
+
+typedef struct {
+    gt_listener *l;
+    toy t;
+    gt_err result;
+    size_t bulk;      // bytes of the streamed frame to expect and echo a digest of
+} server_arg;
+
+static void *server_main(void *p)
+{
+    server_arg *a = p;
+    gt_net_attestor att = {toy_collect, toy_appraise, &a->t};
+    gt_channel *ch = NULL;
+    a->result = gt_listener_accept(a->l, &att, 5000, &ch);
+    if (!gt_is_ok(a->result)) {
+        return NULL;
+    }
+    uint32_t type = 0;
+    gt_buf msg = {0};
+    a->result = gt_channel_recv(ch, &type, &msg, 1024);
+    if (gt_is_ok(a->result)) {
+        a->result = gt_channel_send(ch, type + 1, msg.data, msg.len);  // echo
+    }
+    if (gt_is_ok(a->result) && a->bulk > 0) {
+        uint64_t len = 0;
+        a->result = gt_channel_recv_begin(ch, &type, &len);
+        uint8_t *buf = malloc(1 << 20);
+        uint64_t sum = 0;
+        for (uint64_t done = 0; gt_is_ok(a->result) && done < len;) {
+            size_t n = len - done > (1 << 20) ? (1 << 20) : (size_t)(len - done);
+            a->result = gt_channel_read(ch, buf, n);
+            for (size_t i = 0; i < n; i++) {
+                sum += buf[i];
+            }
+            done += n;
+        }
+        free(buf);
+        if (gt_is_ok(a->result)) {
+            a->result = gt_channel_send(ch, 99, &sum, sizeof sum);
+        }
+    }
+    gt_buf_free(&msg);
+    gt_channel_close(ch);
+    return NULL;
+}
+
+static void start_server(server_arg *a, pthread_t *th, char *addr, size_t cap)
+{
+    GT_ASSERT_OK(gt_listener_open(&a->l, "127.0.0.1:0"));
+    snprintf(addr, cap, "127.0.0.1:%d", gt_listener_port(a->l));
+    pthread_create(th, NULL, server_main, a);
+}
+
+static void attested_exchange_and_bulk_stream(void **state)
+{
+    (void)state;
+    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}, .bulk = 8u << 20};
+    pthread_t th;
+    char addr[64];
+    start_server(&a, &th, addr, sizeof addr);
+    toy me = {.name = "holder", .accept_name = "trainer"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &me};
+    gt_channel *ch = NULL;
+    GT_ASSERT_OK(gt_channel_connect(&ch, addr, &att));
+    GT_ASSERT_OK(gt_channel_send(ch, 7, "hello", 5));
+    uint32_t type = 0;
+    gt_buf reply = {0};
+    GT_ASSERT_OK(gt_channel_recv(ch, &type, &reply, 1024));
+    assert_int_equal(type, 8);
+    assert_int_equal(reply.len, 5);
+    assert_memory_equal(reply.data, "hello", 5);
+
+    // One 8 MiB frame written in uneven pieces; the server sums the bytes it reads.
+    uint8_t *buf = malloc(a.bulk);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < a.bulk; i++) {
+        buf[i] = (uint8_t)(i * 31 + 7);
+        sum += buf[i];
+    }
+    GT_ASSERT_OK(gt_channel_send_begin(ch, 50, a.bulk));
+    GT_ASSERT_CODE(gt_channel_send_begin(ch, 51, 1), GT_E_STATE);  // frame still open
+    GT_ASSERT_OK(gt_channel_write(ch, buf, 12345));
+    GT_ASSERT_OK(gt_channel_write(ch, buf + 12345, a.bulk - 12345));
+    GT_ASSERT_CODE(gt_channel_write(ch, buf, 1), GT_E_STATE);  // past the frame's length
+    GT_ASSERT_OK(gt_channel_recv(ch, &type, &reply, 1024));
+    assert_int_equal(reply.len, sizeof sum);
+    assert_memory_equal(reply.data, &sum, sizeof sum);
+    free(buf);
+    gt_buf_free(&reply);
+    gt_channel_close(ch);
+    pthread_join(th, NULL);
+    GT_ASSERT_OK(a.result);
+    gt_listener_close(a.l);
+}
+
+static void refused_peers_fail_on_both_sides(void **state)
+{
+    (void)state;
+    // The server does not accept this client's identity.
+    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}};
+    pthread_t th;
+    char addr[64];
+    start_server(&a, &th, addr, sizeof addr);
+    toy intruder = {.name = "mallory", .accept_name = "trainer"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &intruder};
+    gt_channel *ch = NULL;
+    gt_err e = gt_channel_connect(&ch, addr, &att);
+    assert_int_not_equal(e.code, GT_E_NONE);
+    assert_null(ch);
+    pthread_join(th, NULL);
+    assert_int_equal(a.result.code, GT_E_POLICY);
+    assert_non_null(strstr(a.result.msg, "unexpected peer 'mallory'"));
+    gt_listener_close(a.l);
+
+    // Evidence bound to another session (a replay) is refused even with the right name.
+    server_arg b = {.t = {.name = "trainer", .accept_name = "holder"}};
+    start_server(&b, &th, addr, sizeof addr);
+    toy replayer = {.name = "holder", .accept_name = "trainer", .replay = true};
+    memset(replayer.recorded, 0x42, sizeof replayer.recorded);
+    att.ctx = &replayer;
+    e = gt_channel_connect(&ch, addr, &att);
+    assert_int_not_equal(e.code, GT_E_NONE);
+    pthread_join(th, NULL);
+    assert_int_equal(b.result.code, GT_E_POLICY);
+    assert_non_null(strstr(b.result.msg, "bound to another session"));
+    gt_listener_close(b.l);
+
+    // The client refuses a server that is not the trainer it expects.
+    server_arg c = {.t = {.name = "impostor", .accept_name = "holder"}};
+    start_server(&c, &th, addr, sizeof addr);
+    toy holder = {.name = "holder", .accept_name = "trainer"};
+    att.ctx = &holder;
+    e = gt_channel_connect(&ch, addr, &att);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "unexpected peer 'impostor'"));
+    pthread_join(th, NULL);
+    gt_listener_close(c.l);
+}
+
+static void limits_and_timeouts(void **state)
+{
+    (void)state;
+    gt_listener *l = NULL;
+    GT_ASSERT_OK(gt_listener_open(&l, "127.0.0.1:0"));
+    toy t = {.name = "x", .accept_name = "x"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &t};
+    gt_channel *ch = NULL;
+    GT_ASSERT_CODE(gt_listener_accept(l, &att, 50, &ch), GT_E_TIMEOUT);
+    gt_listener_close(l);
+    GT_ASSERT_CODE(gt_listener_open(&l, "no-port"), GT_E_ARG);
+    GT_ASSERT_CODE(gt_channel_connect(&ch, "127.0.0.1:1", &att), GT_E_PEER);
+
+    // A frame above the receiver's limit is refused, not allocated.
+    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}};
+    pthread_t th;
+    char addr[64];
+    start_server(&a, &th, addr, sizeof addr);
+    toy me = {.name = "holder", .accept_name = "trainer"};
+    att.ctx = &me;
+    GT_ASSERT_OK(gt_channel_connect(&ch, addr, &att));
+    uint8_t big[2048] = {0};
+    GT_ASSERT_OK(gt_channel_send(ch, 1, big, sizeof big));
+    pthread_join(th, NULL);
+    assert_int_equal(a.result.code, GT_E_LIMIT);
+    gt_channel_close(ch);
+    gt_listener_close(a.l);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);  // as the CLI's main does
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(attested_exchange_and_bulk_stream),
+        cmocka_unit_test(refused_peers_fail_on_both_sides),
+        cmocka_unit_test(limits_and_timeouts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,136 @@
+// orchestr/: trip planning, token accounting, and the journal that makes them survive a crash.
+#include "testlib.h"
+
+#include <gputravel/orchestr.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+// Two holders: alice 3 chunks of 100 tokens, 2 uses each, budget 450; bob 1 chunk of 50
+// tokens, 1 use, budget 1000.
+static void make(gt_agreement *a, gt_schedule **s)
+{
+    memset(a, 0, sizeof *a);
+    a->holder_count = 2;
+    snprintf(a->holders[0].name, sizeof a->holders[0].name, "alice");
+    a->holders[0].token_budget = 450;
+    a->holders[0].max_uses_per_chunk = 2;
+    snprintf(a->holders[1].name, sizeof a->holders[1].name, "bob");
+    a->holders[1].token_budget = 1000;
+    a->holders[1].max_uses_per_chunk = 1;
+    static const uint64_t alice[3] = {100, 100, 100}, bob[1] = {50};
+    const uint64_t *tokens[2] = {alice, bob};
+    const uint32_t counts[2] = {3, 1};
+    GT_ASSERT_OK(gt_schedule_create(s, a, counts, tokens));
+}
+
+// Runs the schedule to the end, recording every offered chunk fully; returns the plan as text.
+static void drain(gt_schedule *s, char *plan, size_t cap)
+{
+    plan[0] = '\0';
+    uint32_t h = 0, c = 0;
+    uint64_t allowed = 0;
+    gt_err e;
+    while (gt_is_ok(e = gt_schedule_next(s, &h, &c, &allowed))) {
+        size_t n = strlen(plan);
+        snprintf(plan + n, cap - n, "%u.%u:%llu ", h, c, (unsigned long long)allowed);
+        GT_ASSERT_OK(gt_schedule_record(s, h, c, allowed));
+    }
+    assert_int_equal(e.code, GT_E_NOTFOUND);
+}
+
+static void plan_respects_uses_and_budgets(void **state)
+{
+    (void)state;
+    gt_agreement a;
+    gt_schedule *s = NULL;
+    make(&a, &s);
+    char plan[512];
+    drain(s, plan, sizeof plan);
+    // Round robin while bob has chunks; alice's least-used chunk first; her last use is cut to
+    // the 50 tokens left of her budget of 450.
+    assert_string_equal(plan, "0.0:100 1.0:50 0.1:100 0.2:100 0.0:100 0.1:50 ");
+    gt_holder_account acc;
+    gt_schedule_account(s, 0, &acc);
+    assert_int_equal(acc.tokens_used, 450);
+    assert_int_equal(acc.uses, 5);
+    gt_schedule_account(s, 1, &acc);
+    assert_int_equal(acc.tokens_used, 50);
+    assert_int_equal(acc.uses, 1);
+    // Nothing may be recorded beyond what the agreement allows.
+    GT_ASSERT_CODE(gt_schedule_record(s, 1, 0, 1), GT_E_POLICY);
+    GT_ASSERT_CODE(gt_schedule_record(s, 0, 2, 1), GT_E_POLICY);
+    GT_ASSERT_CODE(gt_schedule_record(s, 2, 0, 1), GT_E_ARG);
+    GT_ASSERT_CODE(gt_schedule_record(s, 0, 3, 1), GT_E_ARG);
+    gt_schedule_free(s);
+}
+
+static void journal_replays_only_committed_uses(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(path, sizeof path, dir, "journal"));
+    gt_journal *j = NULL;
+    GT_ASSERT_OK(gt_journal_open(&j, path));
+    GT_ASSERT_OK(gt_journal_append_use(j, 10, 0, 0, 100));
+    GT_ASSERT_OK(gt_journal_append_use(j, 20, 1, 0, 50));
+    GT_ASSERT_OK(gt_journal_append_use(j, 30, 0, 1, 100));  // after the checkpoint we restore
+    gt_journal_close(j);
+    FILE *fp = fopen(path, "a");
+    fputs("use 40 0 2 1", fp);  // torn by a crash
+    fclose(fp);
+
+    gt_agreement a;
+    gt_schedule *s = NULL;
+    make(&a, &s);
+    uint64_t replayed = 0, dropped = 0;
+    GT_ASSERT_OK(gt_journal_replay(path, 25, s, &replayed, &dropped));
+    assert_int_equal(replayed, 2);
+    assert_int_equal(dropped, 1);
+    assert_int_equal(gt_schedule_uses(s, 0, 0), 1);
+    assert_int_equal(gt_schedule_uses(s, 1, 0), 1);
+    assert_int_equal(gt_schedule_uses(s, 0, 1), 0);  // in flight at the crash: offered again
+    gt_buf b = {0};
+    GT_ASSERT_OK(gt_file_read_all(path, 4096, &b));
+    assert_int_equal(b.len, strlen("use 10 0 0 100\nuse 20 1 0 50\n"));
+    gt_buf_free(&b);
+
+    // Resuming continues the same plan an uninterrupted run would have made from here.
+    char plan[512];
+    drain(s, plan, sizeof plan);
+    assert_string_equal(plan, "0.1:100 0.2:100 0.0:100 0.1:50 ");  // the uninterrupted tail
+    gt_schedule_free(s);
+
+    // A journal that claims more than the agreement allows is refused, with its line.
+    fp = fopen(path, "w");
+    fputs("use 1 1 0 50\nuse 2 1 0 50\n", fp);
+    fclose(fp);
+    make(&a, &s);
+    gt_err e = gt_journal_replay(path, 100, s, &replayed, &dropped);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "line 2"));
+    gt_schedule_free(s);
+    fp = fopen(path, "w");
+    fputs("use 1 x 0 50\n", fp);
+    fclose(fp);
+    make(&a, &s);
+    GT_ASSERT_CODE(gt_journal_replay(path, 100, s, &replayed, &dropped), GT_E_FORMAT);
+    gt_schedule_free(s);
+    unlink(path);
+    make(&a, &s);
+    GT_ASSERT_OK(gt_journal_replay(path, 100, s, &replayed, &dropped));  // none yet: fresh run
+    assert_int_equal(replayed, 0);
+    gt_schedule_free(s);
+    gt_test_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(plan_respects_uses_and_budgets),
+        cmocka_unit_test(journal_replays_only_committed_uses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

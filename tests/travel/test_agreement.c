@@ -1,0 +1,133 @@
+// travel/: the training agreement - a valid document, its hash, and each rule it must satisfy.
+#include "testlib.h"
+
+#include <gputravel/travel.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#define KEY_A "1111111111111111111111111111111111111111111111111111111111111111"
+#define KEY_B "2222222222222222222222222222222222222222222222222222222222222222"
+#define DS_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define DS_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+// A template with one %s hole per replaceable part: model, holders, output.
+static void make_doc(char *out, size_t cap, const char *model, const char *holder_b,
+                     const char *output, const char *sim)
+{
+    snprintf(out, cap,
+             "{\"version\":1,\"name\":\"demo\",\"model\":%s,"
+             "\"training\":{\"steps\":10,\"batch\":4,\"seq\":32,\"learning_rate\":0.0003},"
+             "\"holders\":[{\"name\":\"alice\",\"identity_key\":\"" KEY_A "\","
+             "\"endpoint\":\"127.0.0.1:7001\",\"dataset_id\":\"" DS_A "\","
+             "\"token_budget\":100000,\"max_uses_per_chunk\":2}%s],"
+             "\"trainer\":{},\"device\":{},%s\"output\":%s}",
+             model ? model : "{\"layers\":2,\"channels\":64,\"heads\":4,\"vocab\":256,"
+                             "\"max_seq\":64,\"init_seed\":7}",
+             holder_b ? holder_b : ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\","
+                                   "\"endpoint\":\"127.0.0.1:7002\",\"dataset_id\":\"" DS_B "\","
+                                   "\"token_budget\":5000,\"max_uses_per_chunk\":1}",
+             sim ? sim : "\"allow_simulation\":true,",
+             output ? output : "{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"alice\"]}");
+}
+
+static void valid_document(void **state)
+{
+    (void)state;
+    char doc[4096];
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    gt_agreement a;
+    GT_ASSERT_OK(gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc)));
+    assert_int_equal(a.holder_count, 2);
+    assert_string_equal(a.holders[1].name, "bob");
+    assert_int_equal(a.holders[1].token_budget, 5000);
+    assert_int_equal(a.holders[0].max_uses_per_chunk, 2);
+    assert_int_equal(a.holders[0].identity_key[31], 0x11);
+    assert_int_equal(a.layers, 2);
+    assert_int_equal(a.seq, 32);
+    assert_true(a.allow_simulation);
+    assert_int_equal(a.output, GT_OUTPUT_SEALED_CHECKPOINT);
+    assert_string_equal(a.recipients[0], "alice");
+    uint8_t h[32];
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, h, doc, strlen(doc)));
+    assert_memory_equal(a.hash, h, 32);
+    assert_non_null(gt_agreement_find_holder(&a, "alice"));
+    assert_null(gt_agreement_find_holder(&a, "carol"));
+
+    // One changed byte (even whitespace) is another agreement.
+    size_t n = strlen(doc);
+    doc[n] = ' ';
+    doc[n + 1] = '\0';
+    gt_agreement b;
+    GT_ASSERT_OK(gt_agreement_parse(&b, (const uint8_t *)doc, n + 1));
+    assert_memory_not_equal(a.hash, b.hash, 32);
+}
+
+static void each_rule_is_enforced(void **state)
+{
+    (void)state;
+    struct { const char *model, *holder_b, *output, *sim, *says; } rows[] = {
+        {"{\"layers\":2,\"channels\":66,\"heads\":4,\"vocab\":256,\"max_seq\":64,\"init_seed\":1}",
+         NULL, NULL, NULL, "multiple of heads"},
+        {"{\"layers\":2,\"channels\":64,\"heads\":4,\"vocab\":256,\"max_seq\":16,\"init_seed\":1}",
+         NULL, NULL, NULL, "'seq' is 32"},
+        {NULL, ",{\"name\":\"alice\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "appears twice"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_A "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "same dataset"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"22\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "identity_key"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":0,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "token_budget must be positive"},
+        {NULL, ",{\"name\":\"b o b\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "may hold only"},
+        {NULL, NULL, "{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"carol\"]}", NULL,
+         "recipient 'carol' is not a holder"},
+        {NULL, NULL, "{\"kind\":\"everything\"}", NULL, "kind 'everything'"},
+        {NULL, NULL, NULL, "", "measurement lists are required"},
+        {NULL, NULL, NULL, "\"allow_simulation\":1,", "must be a bool"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char doc[4096];
+        make_doc(doc, sizeof doc, rows[i].model, rows[i].holder_b, rows[i].output, rows[i].sim);
+        gt_agreement a;
+        gt_err e = gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc));
+        if (e.code == GT_E_NONE || strstr(e.msg, rows[i].says) == NULL) {
+            fail_msg("row %zu: expected '%s', got %s '%s'", i, rows[i].says,
+                     gt_code_name(e.code), e.msg);
+        }
+        assert_int_equal(a.holder_count, 0);  // nothing half-parsed survives
+    }
+    gt_agreement a;
+    GT_ASSERT_CODE(gt_agreement_parse(&a, (const uint8_t *)"{\"version\":2}", 13),
+                   GT_E_UNSUPPORTED);
+    GT_ASSERT_CODE(gt_agreement_parse(&a, (const uint8_t *)"[", 1), GT_E_FORMAT);
+}
+
+static void measurement_lists(void **state)
+{
+    (void)state;
+    gt_measurement_list l = {.count = 0};
+    uint8_t m[GT_MEASUREMENT_BYTES] = {1};
+    assert_true(gt_measurement_allowed(&l, m));
+    l.count = 1;
+    memset(l.values[0], 2, GT_MEASUREMENT_BYTES);
+    assert_false(gt_measurement_allowed(&l, m));
+    memcpy(l.values[0], m, GT_MEASUREMENT_BYTES);
+    assert_true(gt_measurement_allowed(&l, m));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(valid_document),
+        cmocka_unit_test(each_rule_is_enforced),
+        cmocka_unit_test(measurement_lists),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
