@@ -138,10 +138,12 @@ int main(int argc, char **argv)
     qsort(tc, (size_t)steps, sizeof(double), cmp_double);
     qsort(ts, (size_t)steps, sizeof(double), cmp_double);
     double mc = tc[steps / 2], ms = ts[steps / 2];
-    printf("median step: cpu %.4f s, sim %.4f s -> sim/cpu %.3fx (mean %.3fx); target <= 1.05x: "
-           "%s; losses identical: %s\n",
-           mc, ms, ms / mc, sum_s / sum_c, ms / mc <= 1.05 ? "met" : "NOT met",
-           same ? "yes" : "NO");
+    // on a shared machine the fastest step is the least disturbed one
+    printf("step time: median cpu %.4f s, sim %.4f s (%.3fx); min cpu %.4f s, sim %.4f s "
+           "(%.3fx); mean ratio %.3fx\n", mc, ms, ms / mc, tc[0], ts[0], ts[0] / tc[0],
+           sum_s / sum_c);
+    printf("target sim <= 1.05x cpu (median): %s; losses identical: %s\n",
+           ms / mc <= 1.05 ? "met" : "NOT met", same ? "yes" : "NO");
     gt_gpt2_free(rc.m);
     gt_gpt2_free(rs.m);
     gt_device_close(cpu);
