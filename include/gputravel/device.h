@@ -18,6 +18,7 @@
 
 #include <gputravel/util.h>
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,5 +79,74 @@ typedef struct {
 GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
 // Waits for launched work to finish (a no-op for synchronous backends).
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
+
+// ---- sim device: gputravel devd and its attested session --------------------------------------
+// The client side of a sim device and devd (the server) exchange evidence through these hooks,
+// so device/ never hard-codes a TEE. report_data is what the evidence must bind (DESIGN.md §4:
+// SHA-512(domain tag || nonce || session public key || agreement/transcript hash)).
+#define GT_DEVICE_REPORT_DATA_BYTES 64
+#define GT_DEVICE_AGREEMENT_BYTES 32
+
+typedef struct {
+    void *ctx;
+    // This side's evidence binding report_data, appended to *evidence (caller frees, gt_buf_free).
+    gt_err (*produce)(void *ctx, const uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES],
+                      gt_buf *evidence);
+    // OK only if the peer's evidence is acceptable under this side's policy and binds exactly
+    // report_data; otherwise GT_E_POLICY / GT_E_AUTH with the reasons.
+    gt_err (*appraise)(void *ctx, gt_span evidence,
+                       const uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+} gt_device_attester;
+
+typedef struct {
+    // NULL hooks take the defaults: produce = sim evidence signed by this machine's sim root
+    // (attest.h; insecure-simulation), appraise = the device evidence must verify: identity key
+    // certified by the sim vendor root, evidence signed by it, bound to this session, a device
+    // in CC mode, not debug (always insecure-simulation).
+    gt_device_attester attester;
+    const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
+    uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES];  // zeros when there is none
+    int timeout_ms;  // per reply from devd (0: 60 s)
+} gt_device_sim_options;
+
+// gt_device_open for a sim device with explicit hooks (gt_device_open uses the defaults).
+GT_MUST_USE gt_err gt_device_open_sim(gt_device **dev, const gt_device_config *cfg,
+                                      const gt_device_sim_options *opt);
+
+// devd's counters, as it reports them to its current session (tests and benchmarks).
+typedef struct {
+    uint64_t sessions;       // sessions served so far, this one included
+    uint64_t bytes_in_use;   // allocated device memory, all sessions
+    uint64_t bytes_wiped;    // zeroized by free / session end since devd started
+    uint64_t buffers_live;
+    uint64_t mem_limit;
+} gt_device_sim_stat;
+GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat);
+// The device evidence received in the handshake (borrowed; valid until gt_device_close) and the
+// report_data it was appraised against (so a caller can keep or re-appraise it).
+GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
+                                          uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+
+// The server: owns all device memory (one arena, touched once at start), serves one session at a
+// time and refuses a second client while one is attached, until *stop becomes non-zero or
+// max_sessions sessions have ended. Returns only on a setup failure or when told to stop.
+typedef struct {
+    const char *socket_path;
+    uint64_t mem_limit;        // 0: GT_DEVD_DEFAULT_MEM
+    uint32_t slot_count;       // bounce slots (0: 4)
+    uint32_t slot_bytes;       // bytes per slot (0: 4 MiB)
+    int threads;               // OpenMP threads for launched ops (0: OpenMP's default)
+    gt_device_attester attester;  // NULL produce: sim device evidence from devd's identity;
+                                  // NULL appraise: admission policy below
+    const char *identity_dir;     // devd identity key (NULL: <sim root>/devd-identity)
+    const char *vendor_root_dir;  // sim vendor root that certifies it (NULL: the sim root)
+    const char *admit_policy;     // client admission policy JSON file (NULL: sim, not debug)
+    const char *client_root;      // root for client evidence, PEM (NULL: the sim root's public key)
+    const volatile sig_atomic_t *stop;  // may be NULL; checked between sessions
+    uint64_t max_sessions;     // 0: unlimited
+    int idle_timeout_ms;       // a silent client is dropped after this (0: never)
+} gt_devd_config;
+#define GT_DEVD_DEFAULT_MEM (1ull << 30)
+GT_MUST_USE gt_err gt_devd_run(const gt_devd_config *cfg);
 
 #endif

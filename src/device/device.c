@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "sim_client.h"
 
 struct gt_device {
     gt_device_kind kind;
@@ -33,6 +34,21 @@ gt_err gt_device_kind_parse(const char *name, gt_device_kind *kind)
     return gt_errf(GT_E_ARG, "unknown device '%s' (expected cpu, sim or cuda)", name);
 }
 
+static gt_err device_wrap(gt_device **dev, gt_device_kind kind, void *impl,
+                          const gt_device_backend *ops)
+{
+    gt_device *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        ops->close(impl);
+        return gt_errf(GT_E_NOMEM, "device: out of memory");
+    }
+    d->kind = kind;
+    d->ops = ops;
+    d->impl = impl;
+    *dev = d;
+    return GT_OK;
+}
+
 gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
 {
     *dev = NULL;
@@ -46,6 +62,9 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
         }
         break;
     }
+    case GT_DEVICE_SIM:
+        GT_TRY(gt_device_sim_open(cfg, &impl, &ops));
+        break;
 #ifdef GT_HAVE_CUDA
     case GT_DEVICE_CUDA: {
         gt_err e = gt_device_cuda_open(cfg, &impl, &ops);
@@ -69,6 +88,31 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
     d->impl = impl;
     *dev = d;
     return GT_OK;
+}
+
+gt_err gt_device_open_sim(gt_device **dev, const gt_device_config *cfg,
+                          const gt_device_sim_options *opt)
+{
+    *dev = NULL;
+    void *impl = NULL;
+    const gt_device_backend *ops = NULL;
+    GT_ENSURE(cfg->kind == GT_DEVICE_SIM, GT_E_ARG, "gt_device_open_sim: device kind is %s",
+              gt_device_kind_name(cfg->kind));
+    GT_TRY(gt_device_sim_open_opts(cfg, opt, &impl, &ops));
+    return device_wrap(dev, GT_DEVICE_SIM, impl, ops);
+}
+
+gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat)
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_stat(dev->impl, stat);
+}
+
+gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
+                              uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES])
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_evidence(dev->impl, evidence, report_data);
 }
 
 void gt_device_close(gt_device *dev)

@@ -45,4 +45,13 @@ int gt_test_count_files(const char *dir);
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
 int gt_test_run_cli(gt_buf *out, const char *const *args);
 
+// The emulated device for tests: starts `gputravel --quiet devd --socket DIR/devd.sock ARGS...`
+// (extra: NULL-terminated, may be NULL) and returns its pid once the socket accepts; the socket
+// path is written into sock. Unless GT_SIM_ROOT is set, it is set to DIR/sim-root first, so
+// devd (vendor root, identity under DIR/sim-root/devd-identity) and the test's own sim evidence
+// share one throw-away sim root. gt_test_devd_stop sends SIGTERM and reaps it (SIGKILL after 5 s).
+#include <sys/types.h>
+pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *const *extra);
+void gt_test_devd_stop(pid_t pid);
+
 #endif

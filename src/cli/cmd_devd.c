@@ -1,0 +1,138 @@
+// gputravel devd: run the emulated confidential GPU on a Unix socket until SIGINT/SIGTERM.
+#include "cli.h"
+
+#include <gputravel/device.h>
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t devd_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    devd_stop = 1;
+}
+
+static void usage(void)
+{
+    printf("usage: gputravel devd --socket PATH [--mem-limit BYTES] [--threads N]\n"
+           "                      [--slots N] [--slot-size BYTES] [--max-sessions N]\n"
+           "                      [--idle-timeout SECONDS] [--identity DIR] [--vendor-root DIR]\n"
+           "                      [--admit-policy P.json] [--client-root PEM]\n"
+           "\n"
+           "Runs the emulated confidential GPU: a separate process that owns all device memory,\n"
+           "attests itself (a P-384 identity key certified by a simulated vendor root; evidence is\n"
+           "always marked simulated) and serves one attested, encrypted session at a time.\n"
+           "\n"
+           "  --socket PATH          Unix socket to listen on (mode 0600)\n"
+           "  --mem-limit BYTES      device memory, reserved and touched at start (default 1GiB)\n"
+           "  --threads N            OpenMP threads for launched ops (default: all cores)\n"
+           "  --slots N              bounce slots per session (default 4)\n"
+           "  --slot-size BYTES      bytes per bounce slot (default 4MiB)\n"
+           "  --max-sessions N       exit after N sessions (default: serve until signalled)\n"
+           "  --idle-timeout SECONDS drop a client silent this long (default: never)\n"
+           "  --identity DIR         device identity key (default: <sim root>/devd-identity,\n"
+           "                         created on first start)\n"
+           "  --vendor-root DIR      simulated vendor root that certifies the identity\n"
+           "                         (default: the sim root, $GT_SIM_ROOT or ~/.local/share)\n"
+           "  --admit-policy P.json  admission policy for client evidence (default: sim\n"
+           "                         evidence accepted as insecure-simulation, debug refused)\n"
+           "  --client-root PEM      root for client evidence (default: the sim root's key)\n"
+           "\n"
+           "Device evidence: `gputravel verify --root <identity>/root-pub.pem` appraises it.\n");
+}
+
+int gt_cmd_devd(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'},    {"mem-limit", required_argument, NULL, 'm'},
+        {"threads", required_argument, NULL, 't'},   {"slots", required_argument, NULL, 'n'},
+        {"slot-size", required_argument, NULL, 'z'}, {"max-sessions", required_argument, NULL, 'x'},
+        {"idle-timeout", required_argument, NULL, 'i'}, {"identity", required_argument, NULL, 'I'},
+        {"vendor-root", required_argument, NULL, 'V'}, {"admit-policy", required_argument, NULL, 'P'},
+        {"client-root", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
+    };
+    gt_devd_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    int c;
+    while ((c = getopt_long(argc, argv, "s:m:t:", opts, NULL)) != -1) {
+        uint64_t v = 0;
+        char *end = NULL;
+        switch (c) {
+        case 's':
+            cfg.socket_path = optarg;
+            break;
+        case 'I':
+            cfg.identity_dir = optarg;
+            break;
+        case 'V':
+            cfg.vendor_root_dir = optarg;
+            break;
+        case 'P':
+            cfg.admit_policy = optarg;
+            break;
+        case 'R':
+            cfg.client_root = optarg;
+            break;
+        case 'm':
+        case 'z':
+            if (!gt_is_ok(gt_parse_size(optarg, &v)) || v == 0) {
+                return gt_cli_usage("devd", "bad size '%s'", optarg);
+            }
+            if (c == 'm') {
+                cfg.mem_limit = v;
+            } else if (v > UINT32_MAX) {
+                return gt_cli_usage("devd", "slot size '%s' is too large", optarg);
+            } else {
+                cfg.slot_bytes = (uint32_t)v;
+            }
+            break;
+        case 't':
+        case 'n':
+        case 'x':
+        case 'i':
+            v = strtoull(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || v > 1000000) {
+                return gt_cli_usage("devd", "bad number '%s'", optarg);
+            }
+            if (c == 't') {
+                cfg.threads = (int)v;
+            } else if (c == 'n') {
+                cfg.slot_count = (uint32_t)v;
+            } else if (c == 'x') {
+                cfg.max_sessions = v;
+            } else {
+                cfg.idle_timeout_ms = (int)(v * 1000);
+            }
+            break;
+        default:
+            return gt_cli_usage("devd", "unknown option");
+        }
+    }
+    if (optind != argc) {
+        return gt_cli_usage("devd", "unexpected argument '%s'", argv[optind]);
+    }
+    if (cfg.socket_path == NULL) {
+        return gt_cli_usage("devd", "--socket PATH is required");
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    cfg.stop = &devd_stop;
+    gt_err err = gt_devd_run(&cfg);
+    if (!gt_is_ok(err)) {
+        return gt_cli_fail("devd", err);
+    }
+    return GT_EXIT_OK;
+}

@@ -1,0 +1,687 @@
+// gputravel devd: the emulated confidential GPU. A separate process that owns all device memory
+// (one arena, reserved and touched once at start, DESIGN.md §4), attests itself with a device
+// identity key certified by a simulated vendor root, and serves one attested session at a time
+// over a Unix socket (protocol: sim_proto.h). Bulk data arrives encrypted in shared bounce slots
+// and is decrypted only into the arena; launched ops run on arena memory with devd's own OpenMP
+// threads. Any authentication or protocol failure ends the session, and a session's end (or its
+// client's death) zeroizes every buffer it owned.
+#include "backend.h"
+#include "sim_evidence.h"
+#include "sim_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DEVD_ALIGN 64u
+#define DEVD_MAX_BUFFERS 65536u
+#define DEVD_STAGE_BYTES (64u * 1024)
+#define DEVD_DEFAULT_SLOTS 4u
+#define DEVD_DEFAULT_SLOT_BYTES (4u << 20)
+#define DEVD_SEND_TIMEOUT_S 30
+#define DEVD_HELLO_TIMEOUT_MS 10000
+
+typedef struct {
+    uint64_t id;     // the handle the owner sees
+    uint64_t owner;  // session id
+    uint64_t off;    // into the arena
+    uint64_t size;   // as requested
+    uint64_t span;   // size rounded up to DEVD_ALIGN
+    uint32_t flags;
+} devd_buf;
+
+typedef struct {
+    const gt_devd_config *cfg;
+    gt_err (*produce)(void *ctx, const uint8_t *rd, gt_buf *evidence);
+    void *produce_ctx;
+    gt_err (*appraise)(void *ctx, gt_span evidence, const uint8_t *rd);
+    void *appraise_ctx;
+    gt_sim_identity *identity;
+    gt_sim_admission *admission;
+    uint8_t *arena;
+    uint64_t arena_bytes;
+    devd_buf *bufs;  // sorted by off
+    size_t nbufs, cap_bufs;
+    uint64_t next_handle;
+    uint64_t used;
+    uint64_t sessions;
+    uint64_t bytes_wiped;
+    int listen_fd;
+    uint32_t slot_count, slot_bytes;
+    uint8_t *stage;  // ciphertext is copied here before it is decrypted (no double fetch)
+    uint8_t *rx;     // one frame
+} devd;
+
+typedef struct {
+    devd *d;
+    int fd;
+    uint64_t id;
+    gt_sim_keys keys;
+    uint8_t *bounce;
+    size_t bounce_bytes;
+    int bounce_fd;
+    gt_sim_watch watch;
+} devd_session;
+
+// ---- memory -----------------------------------------------------------------------------------
+
+static gt_err buf_find(devd_session *s, uint64_t handle, devd_buf **out)
+{
+    devd *d = s->d;
+    for (size_t i = 0; i < d->nbufs; i++) {
+        if (d->bufs[i].id == handle && d->bufs[i].owner == s->id) {
+            *out = &d->bufs[i];
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_NOTFOUND, "device: no buffer 0x%llx in this session",
+                   (unsigned long long)handle);
+}
+
+static gt_err range_check(const devd_buf *b, uint64_t off, uint64_t len, const char *what)
+{
+    GT_ENSURE(off <= b->size && len <= b->size - off, GT_E_LIMIT,
+              "device: %s of %llu bytes at offset %llu outside buffer 0x%llx (%llu bytes)", what,
+              (unsigned long long)len, (unsigned long long)off, (unsigned long long)b->id,
+              (unsigned long long)b->size);
+    return GT_OK;
+}
+
+static gt_err buf_alloc(devd_session *s, uint64_t bytes, uint32_t flags, uint64_t *handle)
+{
+    devd *d = s->d;
+    GT_ENSURE(bytes > 0, GT_E_ARG, "device: alloc of 0 bytes");
+    GT_ENSURE((flags & ~(uint32_t)GT_DBUF_NO_READBACK) == 0, GT_E_ARG,
+              "device: unknown buffer flags 0x%x", flags);
+    char want[32], used[32], limit[32];
+    gt_format_size(want, sizeof want, bytes);
+    gt_format_size(used, sizeof used, d->used);
+    gt_format_size(limit, sizeof limit, d->arena_bytes);
+    GT_ENSURE(bytes <= d->arena_bytes, GT_E_LIMIT,
+              "device memory: cannot allocate %s: larger than the device (%s, devd --mem-limit)",
+              want, limit);
+    GT_ENSURE(d->nbufs < DEVD_MAX_BUFFERS, GT_E_LIMIT, "device: %u buffers already allocated",
+              DEVD_MAX_BUFFERS);
+    uint64_t span = (bytes + DEVD_ALIGN - 1) & ~(uint64_t)(DEVD_ALIGN - 1);
+    uint64_t prev_end = 0;
+    size_t at = d->nbufs;
+    for (size_t i = 0; i < d->nbufs; i++) {
+        if (d->bufs[i].off - prev_end >= span) {
+            at = i;
+            break;
+        }
+        prev_end = d->bufs[i].off + d->bufs[i].span;
+    }
+    if (at == d->nbufs) {
+        GT_ENSURE(d->arena_bytes - prev_end >= span, GT_E_LIMIT,
+                  "device memory exhausted: cannot allocate %s, %s of %s in use "
+                  "(raise devd --mem-limit)", want, used, limit);
+    }
+    if (d->nbufs == d->cap_bufs) {
+        size_t cap = d->cap_bufs ? 2 * d->cap_bufs : 64;
+        devd_buf *nb = realloc(d->bufs, cap * sizeof *nb);
+        GT_ENSURE(nb != NULL, GT_E_NOMEM, "devd: out of memory for the buffer table");
+        d->bufs = nb;
+        d->cap_bufs = cap;
+    }
+    memmove(&d->bufs[at + 1], &d->bufs[at], (d->nbufs - at) * sizeof *d->bufs);
+    d->bufs[at] = (devd_buf){.id = d->next_handle++, .owner = s->id, .off = prev_end,
+                             .size = bytes, .span = span, .flags = flags};
+    d->nbufs++;
+    d->used += span;
+    *handle = d->bufs[at].id;
+    return GT_OK;
+}
+
+// Zeroizes and releases bufs[i]. The arena's free space is therefore always zero.
+static void buf_release(devd *d, size_t i)
+{
+    devd_buf *b = &d->bufs[i];
+    gt_secure_zero(d->arena + b->off, b->span);
+    d->bytes_wiped += b->span;
+    d->used -= b->span;
+    memmove(&d->bufs[i], &d->bufs[i + 1], (d->nbufs - i - 1) * sizeof *d->bufs);
+    d->nbufs--;
+}
+
+static gt_err buf_free(devd_session *s, uint64_t handle)
+{
+    devd_buf *b = NULL;
+    GT_TRY(buf_find(s, handle, &b));
+    buf_release(s->d, (size_t)(b - s->d->bufs));
+    return GT_OK;
+}
+
+static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
+{
+    devd_session *s = ctx;
+    devd_buf *b = NULL;
+    GT_TRY(buf_find(s, ref.buf, &b));
+    GT_TRY(range_check(b, ref.offset, bytes, "op operand"));
+    *ptr = s->d->arena + b->off + ref.offset;
+    return GT_OK;
+}
+
+// ---- records ----------------------------------------------------------------------------------
+
+static gt_err send_msg(devd_session *s, const gt_sim_msg *m)
+{
+    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
+    uint8_t body[sizeof plain + GT_AEAD_TAG_BYTES];
+    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
+    size_t body_len = 0;
+    GT_TRY(gt_sim_msg_write(&w, m));
+    GT_TRY(gt_sim_record_seal(&s->keys, body, sizeof body, &body_len, plain, w.len));
+    return gt_sim_frame_send(s->fd, body, body_len, -1);
+}
+
+static gt_err send_status(devd_session *s, gt_err e)
+{
+    gt_sim_msg m;
+    gt_sim_msg_status(&m, e);
+    return send_msg(s, &m);
+}
+
+static gt_err recv_msg(devd_session *s, gt_sim_msg *m)
+{
+    size_t len = 0, plain_len = 0;
+    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
+    GT_TRY(gt_sim_frame_recv(s->fd, s->d->rx, GT_SIM_MAX_FRAME, &len, NULL, &s->watch));
+    GT_TRY(gt_sim_record_open(&s->keys, plain, sizeof plain, &plain_len,
+                              (gt_span){s->d->rx, len}));
+    gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
+    gt_secure_zero(plain, sizeof plain);
+    return err;
+}
+
+// ---- bulk transfers ---------------------------------------------------------------------------
+
+static uint64_t chunk_count(uint64_t len, uint64_t chunk)
+{
+    return len / chunk + (len % chunk != 0);
+}
+
+// Decrypts one chunk from the bounce slot into dst: the ciphertext is first copied, piece by
+// piece, out of shared memory, so what is authenticated is exactly what is decrypted.
+static gt_err open_chunk(devd_session *s, uint8_t *dst, const uint8_t *ct, uint32_t len,
+                         uint64_t handle, uint64_t offset)
+{
+    devd *d = s->d;
+    uint8_t aad[GT_SIM_BULK_AAD_BYTES], iv[GT_AEAD_IV_BYTES], tag[GT_AEAD_TAG_BYTES];
+    gt_sim_bulk_aad(aad, handle, offset, len);
+    gt_aead_stream *st = NULL;
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_sim_iv_next(&s->keys, GT_SIM_STREAM_BULK_C2S, iv), out);
+    GT_TRY_GOTO(err, gt_aead_stream_new(&st, false, aad, sizeof aad, iv,
+                                        gt_sim_stream_key(&s->keys, GT_SIM_STREAM_BULK_C2S)),
+                out);
+    for (uint32_t pos = 0; pos < len;) {
+        uint32_t n = len - pos < DEVD_STAGE_BYTES ? len - pos : DEVD_STAGE_BYTES;
+        memcpy(d->stage, ct + pos, n);
+        GT_TRY_GOTO(err, gt_aead_stream_update(st, dst + pos, d->stage, n), out);
+        pos += n;
+    }
+    memcpy(tag, ct + len, sizeof tag);
+    GT_TRY_GOTO(err, gt_aead_stream_final(st, tag), out);
+out:
+    gt_aead_stream_free(st);
+    gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
+    if (!gt_is_ok(err)) {
+        gt_secure_zero(dst, len);  // nothing unauthenticated stays in device memory
+        return gt_errf(GT_E_AUTH, "devd: bounce-buffer chunk authentication failed");
+    }
+    return GT_OK;
+}
+
+// Returns a fatal error (the session ends) or GT_OK; request errors go back as STATUS.
+static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
+{
+    devd *d = s->d;
+    devd_buf *b = NULL;
+    gt_err st = buf_find(s, req->handle, &b);
+    if (gt_is_ok(st)) {
+        st = range_check(b, req->offset, req->len, "copy_in");
+    }
+    GT_TRY(send_status(s, st));
+    if (!gt_is_ok(st)) {
+        return GT_OK;
+    }
+    uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
+    uint64_t n = chunk_count(req->len, chunk);
+    uint8_t *dst = d->arena + b->off + req->offset;
+    for (uint64_t i = 0; i < n; i++) {
+        gt_sim_msg m;
+        GT_TRY(recv_msg(s, &m));
+        uint64_t want = req->len - i * chunk < chunk ? req->len - i * chunk : chunk;
+        uint32_t slot = (uint32_t)(i % d->slot_count);
+        GT_ENSURE(m.type == GT_SIM_MSG_CHUNK, GT_E_STATE,
+                  "devd: %s during copy_in (expected chunk)", gt_sim_msg_name(m.type));
+        GT_ENSURE(m.slot == slot && m.len == want, GT_E_FORMAT,
+                  "devd: chunk %llu in slot %u of %llu bytes (expected slot %u, %llu bytes)",
+                  (unsigned long long)i, m.slot, (unsigned long long)m.len, slot,
+                  (unsigned long long)want);
+        GT_TRY(open_chunk(s, dst + i * chunk, s->bounce + (size_t)slot * d->slot_bytes,
+                          (uint32_t)want, req->handle, req->offset + i * chunk));
+        if (i + d->slot_count < n) {
+            gt_sim_msg f = {.type = GT_SIM_MSG_SLOT_FREE, .slot = slot};
+            GT_TRY(send_msg(s, &f));
+        }
+    }
+    return send_status(s, GT_OK);
+}
+
+static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
+{
+    devd *d = s->d;
+    devd_buf *b = NULL;
+    gt_err st = buf_find(s, req->handle, &b);
+    if (gt_is_ok(st)) {
+        st = range_check(b, req->offset, req->len, "copy_out");
+    }
+    if (gt_is_ok(st) && (b->flags & GT_DBUF_NO_READBACK)) {
+        st = gt_errf(GT_E_POLICY, "device: buffer 0x%llx is NO_READBACK: copy_out refused",
+                     (unsigned long long)b->id);
+    }
+    GT_TRY(send_status(s, st));
+    if (!gt_is_ok(st)) {
+        return GT_OK;
+    }
+    uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
+    uint64_t n = chunk_count(req->len, chunk);
+    const uint8_t *src = d->arena + b->off + req->offset;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)(i % d->slot_count);
+        if (i >= d->slot_count) {
+            gt_sim_msg m;
+            GT_TRY(recv_msg(s, &m));
+            GT_ENSURE(m.type == GT_SIM_MSG_SLOT_FREE && m.slot == slot, GT_E_STATE,
+                      "devd: %s during copy_out (expected slot_free %u)",
+                      gt_sim_msg_name(m.type), slot);
+        }
+        uint64_t want = req->len - i * chunk < chunk ? req->len - i * chunk : chunk;
+        uint8_t aad[GT_SIM_BULK_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
+        size_t ct_len = 0;
+        gt_sim_bulk_aad(aad, req->handle, req->offset + i * chunk, (uint32_t)want);
+        GT_TRY(gt_sim_iv_next(&s->keys, GT_SIM_STREAM_BULK_S2C, iv));
+        GT_TRY(gt_aead_seal(s->bounce + (size_t)slot * d->slot_bytes, d->slot_bytes, &ct_len,
+                            src + i * chunk, (size_t)want, aad, sizeof aad, iv,
+                            gt_sim_stream_key(&s->keys, GT_SIM_STREAM_BULK_S2C)));
+        gt_sim_msg c = {.type = GT_SIM_MSG_CHUNK, .slot = slot, .len = want};
+        GT_TRY(send_msg(s, &c));
+    }
+    return GT_OK;
+}
+
+// ---- one request ------------------------------------------------------------------------------
+
+// Serves one request. Returns a fatal error (protocol, authentication, I/O) or OK; *bye is set
+// when the client ends the session.
+static gt_err serve_one(devd_session *s, bool *bye)
+{
+    devd *d = s->d;
+    gt_sim_msg m, r;
+    GT_TRY(recv_msg(s, &m));
+    memset(&r, 0, sizeof r);
+    switch (m.type) {
+    case GT_SIM_REQ_ALLOC: {
+        uint64_t h = 0;
+        gt_err e = buf_alloc(s, m.len, m.flags, &h);
+        if (!gt_is_ok(e)) {
+            return send_status(s, e);
+        }
+        r.type = GT_SIM_REP_HANDLE;
+        r.handle = h;
+        return send_msg(s, &r);
+    }
+    case GT_SIM_REQ_FREE:
+        return send_status(s, buf_free(s, m.handle));
+    case GT_SIM_REQ_SIZE: {
+        devd_buf *b = NULL;
+        gt_err e = buf_find(s, m.handle, &b);
+        if (!gt_is_ok(e)) {
+            return send_status(s, e);
+        }
+        r.type = GT_SIM_REP_SIZE;
+        r.len = b->size;
+        return send_msg(s, &r);
+    }
+    case GT_SIM_REQ_MEMSET: {
+        devd_buf *b = NULL;
+        gt_err e = buf_find(s, m.handle, &b);
+        if (gt_is_ok(e)) {
+            e = range_check(b, m.offset, m.len, "memset");
+        }
+        if (gt_is_ok(e)) {
+            memset(d->arena + b->off + m.offset, (int)m.value, (size_t)m.len);
+        }
+        return send_status(s, e);
+    }
+    case GT_SIM_REQ_COPY_IN:
+        return do_copy_in(s, &m);
+    case GT_SIM_REQ_COPY_OUT:
+        return do_copy_out(s, &m);
+    case GT_SIM_REQ_LAUNCH:
+        return send_status(s, gt_ops_cpu_run(&m.op, resolve_ref, s));
+    case GT_SIM_REQ_SYNC:
+        return send_status(s, GT_OK);
+    case GT_SIM_REQ_STAT:
+        r.type = GT_SIM_REP_STAT;
+        r.stat = (gt_sim_stat){.sessions = d->sessions, .bytes_in_use = d->used,
+                               .bytes_wiped = d->bytes_wiped, .buffers_live = d->nbufs,
+                               .mem_limit = d->arena_bytes};
+        return send_msg(s, &r);
+    case GT_SIM_REQ_BYE:
+        *bye = true;
+        return GT_OK;
+    default:
+        return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m.type));
+    }
+}
+
+// ---- sessions ---------------------------------------------------------------------------------
+
+static void refuse_waiting(void *ctx)
+{
+    devd *d = ctx;
+    int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    uint8_t body[256];
+    gt_writer w = gt_writer_init_fixed(body, sizeof body);
+    gt_err why = gt_errf(GT_E_STATE, "device busy: another session owns the device");
+    if (gt_is_ok(gt_sim_refuse_write(&w, why))) {
+        gt_err e = gt_sim_frame_send(fd, body, w.len, -1);
+        (void)e;
+    }
+    shutdown(fd, SHUT_WR);
+    close(fd);
+    gt_log_info("devd: refused a second client (device busy)");
+}
+
+static gt_err bounce_create(devd_session *s)
+{
+    devd *d = s->d;
+    s->bounce_bytes = (size_t)d->slot_count * d->slot_bytes;
+    s->bounce_fd = memfd_create("gtsim-bounce", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    GT_ENSURE(s->bounce_fd >= 0, GT_E_IO, "devd: memfd_create: %s", strerror(errno));
+    GT_ENSURE(ftruncate(s->bounce_fd, (off_t)s->bounce_bytes) == 0, GT_E_IO,
+              "devd: bounce buffers: %s", strerror(errno));
+    // The client must not shrink the file under devd (SIGBUS) nor grow it.
+    GT_ENSURE(fcntl(s->bounce_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0,
+              GT_E_IO, "devd: sealing bounce buffers: %s", strerror(errno));
+    void *p = mmap(NULL, s->bounce_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   s->bounce_fd, 0);
+    GT_ENSURE(p != MAP_FAILED, GT_E_NOMEM, "devd: mapping bounce buffers: %s", strerror(errno));
+    s->bounce = p;
+    return GT_OK;
+}
+
+static gt_err handshake(devd_session *s)
+{
+    devd *d = s->d;
+    gt_err err = GT_OK;
+    size_t ch_len = 0;
+    uint8_t *ch_body = NULL;
+    gt_buf ev = {0};
+    gt_writer w = gt_writer_init_dynamic();
+    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_SIM_REPORT_DATA_BYTES];
+    gt_sim_client_hello ch;
+    memset(&ch, 0, sizeof ch);
+
+    GT_TRY_GOTO(err, gt_sim_frame_recv(s->fd, d->rx, GT_SIM_MAX_FRAME, &ch_len, NULL, &s->watch),
+                out);
+    ch_body = malloc(ch_len ? ch_len : 1);
+    GT_ENSURE_GOTO(err, ch_body != NULL, out, GT_E_NOMEM, "devd: out of memory");
+    memcpy(ch_body, d->rx, ch_len);
+    gt_span ch_span = {ch_body, ch_len};
+    GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
+    // client evidence: bound to its nonce, its X25519 key and the agreement
+    GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);
+    GT_TRY_GOTO(err, d->appraise(d->appraise_ctx, ch.evidence, rd), refuse);
+    // devd's side: ephemeral key, evidence bound to the client's nonce and hello and to the
+    // device's parameters (memory limit, bounce layout)
+    gt_sim_server_hello sh;
+    memset(&sh, 0, sizeof sh);
+    sh.version = GT_SIM_VERSION;
+    sh.slot_count = d->slot_count;
+    sh.slot_bytes = d->slot_bytes;
+    sh.mem_limit = d->arena_bytes;
+    GT_TRY_GOTO(err, gt_x25519_keypair(sh.pub, sec), out);
+    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, ch_span), out);
+    GT_TRY_GOTO(err, d->produce(d->produce_ctx, rd, &ev), out);
+    GT_TRY_GOTO(err, bounce_create(s), out);
+    sh.evidence = gt_buf_span(&ev);
+    GT_TRY_GOTO(err, gt_sim_server_hello_write(&w, &sh), out);
+    GT_TRY_GOTO(err, gt_x25519_shared(shared, ch.pub, sec), out);
+    GT_TRY_GOTO(err, gt_sim_keys_derive(&s->keys, false, shared, ch_span,
+                                        (gt_span){w.data, w.len}), out);
+    GT_TRY_GOTO(err, gt_sim_frame_send(s->fd, w.data, w.len, s->bounce_fd), out);
+    goto out;
+refuse: {
+    uint8_t body[256];
+    gt_writer rw = gt_writer_init_fixed(body, sizeof body);
+    if (gt_is_ok(gt_sim_refuse_write(&rw, err))) {
+        gt_err e = gt_sim_frame_send(s->fd, body, rw.len, -1);
+        (void)e;
+    }
+}
+out:
+    gt_secure_zero(sec, sizeof sec);
+    gt_secure_zero(shared, sizeof shared);
+    free(ch_body);
+    gt_buf_free_nowipe(&ev);
+    gt_writer_free(&w);
+    return err;
+}
+
+static void session_end(devd_session *s)
+{
+    devd *d = s->d;
+    uint64_t wiped = d->bytes_wiped;
+    for (size_t i = d->nbufs; i-- > 0;) {
+        if (d->bufs[i].owner == s->id) {
+            buf_release(d, i);
+        }
+    }
+    if (s->bounce != NULL) {
+        gt_secure_zero(s->bounce, s->bounce_bytes);
+        munmap(s->bounce, s->bounce_bytes);
+    }
+    if (s->bounce_fd >= 0) {
+        close(s->bounce_fd);
+    }
+    close(s->fd);
+    gt_secure_zero(&s->keys, sizeof s->keys);
+    gt_log_info("devd: session %llu ended; %llu bytes of its memory zeroized",
+                (unsigned long long)s->id, (unsigned long long)(d->bytes_wiped - wiped));
+}
+
+static void session_run(devd *d, int fd)
+{
+    devd_session s;
+    memset(&s, 0, sizeof s);
+    s.d = d;
+    s.fd = fd;
+    s.bounce_fd = -1;
+    s.id = ++d->sessions;
+    s.watch = (gt_sim_watch){.fd = d->listen_fd, .on_watch = refuse_waiting, .ctx = d,
+                             .timeout_ms = d->cfg->idle_timeout_ms, .stop = d->cfg->stop};
+    struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    // a connection that never says hello must not hold the device
+    s.watch.timeout_ms = DEVD_HELLO_TIMEOUT_MS;
+    gt_err err = handshake(&s);
+    s.watch.timeout_ms = d->cfg->idle_timeout_ms;
+    if (!gt_is_ok(err)) {
+        gt_log_warn("devd: session %llu refused: %s", (unsigned long long)s.id, err.msg);
+    } else {
+        gt_log_info("devd: session %llu attached", (unsigned long long)s.id);
+        bool bye = false;
+        while (gt_is_ok(err) && !bye) {
+            err = serve_one(&s, &bye);
+        }
+        if (!gt_is_ok(err)) {
+            if (err.code == GT_E_PEER) {
+                gt_log_info("devd: session %llu: client went away", (unsigned long long)s.id);
+            } else {
+                gt_log_warn("devd: session %llu ended: %s", (unsigned long long)s.id, err.msg);
+            }
+        }
+    }
+    session_end(&s);
+}
+
+// ---- the server -------------------------------------------------------------------------------
+
+static gt_err listen_on(const char *path, int *out)
+{
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    GT_ENSURE(strlen(path) < sizeof addr.sun_path, GT_E_ARG, "devd: socket path too long: %s",
+              path);
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        GT_ENSURE(S_ISSOCK(st.st_mode), GT_E_ARG, "devd: %s exists and is not a socket", path);
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0;
+        if (probe >= 0) {
+            close(probe);
+        }
+        GT_ENSURE(!live, GT_E_STATE, "devd: another devd is already serving %s", path);
+        unlink(path);
+    }
+    // Bind and listen under a temporary name, then rename: a client never finds the path
+    // before devd accepts on it.
+    struct sockaddr_un tmp = addr;
+    int tn = snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", path, (int)getpid());
+    GT_ENSURE(tn > 0 && (size_t)tn < sizeof tmp.sun_path, GT_E_ARG,
+              "devd: socket path too long: %s", path);
+    unlink(tmp.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    GT_ENSURE(fd >= 0, GT_E_IO, "devd: socket: %s", strerror(errno));
+    mode_t old = umask(0077);  // only this user may connect
+    int rc = bind(fd, (struct sockaddr *)&tmp, sizeof tmp);
+    umask(old);
+    if (rc != 0 || listen(fd, 8) != 0 || rename(tmp.sun_path, path) != 0) {
+        gt_err e = gt_errf(GT_E_IO, "devd: cannot listen on %s: %s", path, strerror(errno));
+        unlink(tmp.sun_path);
+        close(fd);
+        return e;
+    }
+    *out = fd;
+    return GT_OK;
+}
+
+static gt_err arena_create(devd *d)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+        uint64_t ram = (uint64_t)pages * (uint64_t)page;
+        char want[32], have[32];
+        gt_format_size(want, sizeof want, d->arena_bytes);
+        gt_format_size(have, sizeof have, ram);
+        GT_ENSURE(d->arena_bytes <= ram / 4 * 3, GT_E_LIMIT,
+                  "devd: --mem-limit %s is more than 3/4 of this machine's memory (%s)", want,
+                  have);
+    }
+    double t0 = gt_now_seconds();
+    void *p = mmap(NULL, d->arena_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    char sz[32];
+    gt_format_size(sz, sizeof sz, d->arena_bytes);
+    GT_ENSURE(p != MAP_FAILED, GT_E_NOMEM, "devd: cannot reserve %s of device memory: %s", sz,
+              strerror(errno));
+    d->arena = p;
+    // MAP_POPULATE faulted every page in once, here, as HBM simply exists; transfers never
+    // fault. Device memory never lands in a core dump.
+    madvise(p, d->arena_bytes, MADV_DONTDUMP);
+    gt_log_info("devd: %s of device memory reserved and touched in %.3f s", sz,
+                gt_now_seconds() - t0);
+    return GT_OK;
+}
+
+gt_err gt_devd_run(const gt_devd_config *cfg)
+{
+    gt_err err = GT_OK;
+    devd d;
+    memset(&d, 0, sizeof d);
+    d.cfg = cfg;
+    d.listen_fd = -1;
+    d.next_handle = 1;
+    d.arena_bytes = cfg->mem_limit ? cfg->mem_limit : GT_DEVD_DEFAULT_MEM;
+    d.slot_count = cfg->slot_count ? cfg->slot_count : DEVD_DEFAULT_SLOTS;
+    d.slot_bytes = cfg->slot_bytes ? cfg->slot_bytes : DEVD_DEFAULT_SLOT_BYTES;
+    GT_ENSURE(d.slot_count >= 2 && d.slot_count <= GT_SIM_MAX_SLOTS, GT_E_ARG,
+              "devd: %u bounce slots (2..%u)", d.slot_count, GT_SIM_MAX_SLOTS);
+    GT_ENSURE(d.slot_bytes >= GT_SIM_MIN_SLOT_BYTES && d.slot_bytes <= GT_SIM_MAX_SLOT_BYTES &&
+                  d.slot_bytes % 4096 == 0,
+              GT_E_ARG, "devd: bounce slot of %u bytes (4 KiB multiple, 4 KiB..64 MiB)",
+              d.slot_bytes);
+    GT_ENSURE(d.arena_bytes >= 4096, GT_E_ARG, "devd: memory limit of %llu bytes is too small",
+              (unsigned long long)d.arena_bytes);
+    gt_ops_cpu_set_threads(cfg->threads);  // devd's own OpenMP threads run launched ops
+    d.stage = malloc(DEVD_STAGE_BYTES);
+    d.rx = malloc(GT_SIM_MAX_FRAME);
+    GT_ENSURE_GOTO(err, d.stage != NULL && d.rx != NULL, out, GT_E_NOMEM, "devd: out of memory");
+    d.produce = cfg->attester.produce;
+    d.produce_ctx = cfg->attester.ctx;
+    d.appraise = cfg->attester.appraise;
+    d.appraise_ctx = cfg->attester.ctx;
+    if (d.produce == NULL) {
+        GT_TRY_GOTO(err, gt_sim_identity_open(&d.identity, cfg->identity_dir, cfg->vendor_root_dir),
+                    out);
+        d.produce = gt_sim_identity_produce;
+        d.produce_ctx = d.identity;
+    }
+    if (d.appraise == NULL) {
+        GT_TRY_GOTO(err, gt_sim_admission_open(&d.admission, cfg->admit_policy, cfg->client_root),
+                    out);
+        d.appraise = gt_sim_admission_appraise;
+        d.appraise_ctx = d.admission;
+    }
+    GT_TRY_GOTO(err, arena_create(&d), out);
+    GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
+    gt_log_info("devd: serving %s", cfg->socket_path);
+    while (cfg->stop == NULL || *cfg->stop == 0) {
+        if (cfg->max_sessions != 0 && d.sessions >= cfg->max_sessions) {
+            break;
+        }
+        struct pollfd pfd = {.fd = d.listen_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, 200);
+        if (pr <= 0) {
+            continue;  // timeout or EINTR: look at *stop again
+        }
+        int fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            continue;
+        }
+        session_run(&d, fd);
+    }
+out:
+    if (d.listen_fd >= 0) {
+        close(d.listen_fd);
+        unlink(cfg->socket_path);
+    }
+    if (d.arena != NULL) {
+        gt_secure_zero(d.arena, d.arena_bytes);
+        munmap(d.arena, d.arena_bytes);
+    }
+    free(d.bufs);
+    free(d.stage);
+    free(d.rx);
+    gt_sim_identity_free(d.identity);
+    gt_sim_admission_free(d.admission);
+    return err;
+}

@@ -1,0 +1,244 @@
+// The sim device's wire protocol: every message type, length and limit in one place (WireGuard's
+// messages.h style). Client = the process using the device (trainer, holder); devd = the emulated
+// confidential GPU (gputravel devd).
+//
+// Transport: one Unix stream socket per session. Every message is a frame: u32le body length,
+// then the body. Frames are at most GT_SIM_MAX_FRAME bytes; a longer length ends the session.
+//
+// Handshake (plaintext frames; DESIGN.md §4):
+//   client -> devd  CLIENT_HELLO  version, client nonce, client X25519 public key, agreement
+//                                 hash, client evidence (report_data = gt_attest_report_data_build
+//                                 (tag_c, nonce, client pub, agreement hash))
+//   devd -> client  SERVER_HELLO  version, devd X25519 public key, bounce layout, memory limit,
+//                                 devd evidence (report_data = gt_attest_report_data_build(tag_d,
+//                                 client nonce, devd pub, SHA-512(CLIENT_HELLO body || u32le
+//                                 slot_count || u32le slot_bytes || u64le mem_limit))): fresh,
+//                                 bound to the client's hello and to the device's parameters;
+//                                 the bounce memfd is attached to this frame (SCM_RIGHTS)
+//   devd -> client  REFUSE        instead of SERVER_HELLO: device busy, policy rejection, ...
+// Both sides then derive, with HKDF-SHA-512 over the X25519 secret, salt = SHA-512(CLIENT_HELLO
+// body || SERVER_HELLO body), one AES-256-GCM key per direction (info "gputravel devd c2s v1" /
+// "... s2c v1"). IVs are 4-byte stream id (big-endian) || 8-byte counter (big-endian). Four
+// streams, each with its own counter that starts at 0 and never wraps:
+//   1 control client->devd, 2 control devd->client, 3 bulk client->devd, 4 bulk devd->client.
+// Counters are implicit (never on the wire): a replayed, reordered, dropped or tampered record
+// fails authentication, and any failure ends the session.
+//
+// Records (after the handshake): frame body = AES-256-GCM(key_dir, iv, aad = "gtsim-rec" ||
+// u32le body length, plaintext = u16le type || fixed body of that type). Each type is accepted
+// only at its exact size (STATUS: exactly its declared message length).
+//
+// Bulk data (copy_in / copy_out) never goes through the socket: it goes through the shared
+// bounce slots. A transfer of len bytes is cut into chunks of at most slot_bytes - 16 plaintext
+// bytes; chunk i uses slot i % slot_count and is sealed with the bulk stream of its direction and
+// aad = "gtsim-bulk" || u64le handle || u64le offset of the chunk || u32le chunk length. The
+// sender sends CHUNK after filling a slot; the receiver sends SLOT_FREE for chunk i only when
+// chunk i + slot_count exists (so both sides know exactly which messages come). copy_in ends with
+// devd's STATUS; copy_out starts with devd's STATUS (ok: chunks follow) and ends after the last
+// CHUNK.
+#ifndef GT_DEVICE_SIM_PROTO_H
+#define GT_DEVICE_SIM_PROTO_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/device.h>
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GT_SIM_VERSION 1u
+#define GT_SIM_NONCE_BYTES 32
+#define GT_SIM_AGREEMENT_BYTES 32
+#define GT_SIM_REPORT_DATA_BYTES 64
+#define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
+#define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
+#define GT_SIM_MAX_STATUS_MSG 160          // text in a STATUS / REFUSE
+#define GT_SIM_MAX_SLOTS 16
+#define GT_SIM_MIN_SLOT_BYTES 4096
+#define GT_SIM_MAX_SLOT_BYTES (64u << 20)
+#define GT_SIM_BULK_CHUNK(slot_bytes) ((slot_bytes) - GT_AEAD_TAG_BYTES)
+
+// Domain tags (report_data, key derivation, aad).
+#define GT_SIM_TAG_CLIENT_RD "gputravel/devd-client/v1"
+#define GT_SIM_TAG_DEVICE_RD "gputravel/devd-device/v1"
+#define GT_SIM_INFO_C2S "gputravel devd c2s v1"
+#define GT_SIM_INFO_S2C "gputravel devd s2c v1"
+#define GT_SIM_AAD_REC "gtsim-rec"
+#define GT_SIM_AAD_BULK "gtsim-bulk"
+
+// ---- handshake frames (plaintext) -------------------------------------------------------------
+enum {
+    GT_SIM_MSG_CLIENT_HELLO = 0x4801,
+    GT_SIM_MSG_SERVER_HELLO = 0x4802,
+    GT_SIM_MSG_REFUSE = 0x4803,
+};
+
+// u16 type, u16 version, nonce[32], pub[32], agreement[32], u32 evidence_len, evidence
+#define GT_SIM_CLIENT_HELLO_FIXED (2 + 2 + GT_SIM_NONCE_BYTES + GT_X25519_BYTES + \
+                                   GT_SIM_AGREEMENT_BYTES + 4)
+typedef struct {
+    uint16_t version;
+    uint8_t nonce[GT_SIM_NONCE_BYTES];
+    uint8_t pub[GT_X25519_BYTES];
+    uint8_t agreement[GT_SIM_AGREEMENT_BYTES];
+    gt_span evidence;  // borrowed from the frame
+} gt_sim_client_hello;
+
+// u16 type, u16 version, pub[32], u32 slot_count, u32 slot_bytes, u64 mem_limit,
+// u32 evidence_len, evidence
+#define GT_SIM_SERVER_HELLO_FIXED (2 + 2 + GT_X25519_BYTES + 4 + 4 + 8 + 4)
+typedef struct {
+    uint16_t version;
+    uint8_t pub[GT_X25519_BYTES];
+    uint32_t slot_count;
+    uint32_t slot_bytes;
+    uint64_t mem_limit;
+    gt_span evidence;
+} gt_sim_server_hello;
+
+// u16 type, u32 code (gt_code), u16 msg_len, msg
+typedef struct {
+    uint32_t code;
+    char msg[GT_SIM_MAX_STATUS_MSG + 1];
+} gt_sim_status;
+
+GT_MUST_USE gt_err gt_sim_client_hello_write(gt_writer *w, const gt_sim_client_hello *h);
+GT_MUST_USE gt_err gt_sim_client_hello_parse(gt_span body, gt_sim_client_hello *h);
+GT_MUST_USE gt_err gt_sim_server_hello_write(gt_writer *w, const gt_sim_server_hello *h);
+GT_MUST_USE gt_err gt_sim_server_hello_parse(gt_span body, gt_sim_server_hello *h);
+GT_MUST_USE gt_err gt_sim_refuse_write(gt_writer *w, gt_err reason);
+// A REFUSE frame parses into *refused (code + text); other frames leave it untouched.
+GT_MUST_USE gt_err gt_sim_refuse_parse(gt_span body, gt_sim_status *refused);
+// The u16 type at the start of a frame body (GT_E_TRUNCATED if shorter).
+GT_MUST_USE gt_err gt_sim_peek_type(gt_span body, uint16_t *type);
+
+// report_data for each side's evidence (see the top of this file).
+GT_MUST_USE gt_err gt_sim_client_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
+                                             const gt_sim_client_hello *h);
+GT_MUST_USE gt_err gt_sim_device_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
+                                             const uint8_t client_nonce[GT_SIM_NONCE_BYTES],
+                                             const gt_sim_server_hello *sh,
+                                             gt_span client_hello_body);
+
+// ---- session keys and counters ----------------------------------------------------------------
+enum {
+    GT_SIM_STREAM_CTRL_C2S = 1,
+    GT_SIM_STREAM_CTRL_S2C = 2,
+    GT_SIM_STREAM_BULK_C2S = 3,
+    GT_SIM_STREAM_BULK_S2C = 4,
+};
+
+typedef struct {
+    uint8_t key_c2s[GT_AEAD_KEY_BYTES];
+    uint8_t key_s2c[GT_AEAD_KEY_BYTES];
+    uint64_t counter[5];  // next counter per stream id (index 0 unused)
+    bool is_client;
+} gt_sim_keys;
+
+// Derives both direction keys. Wipes nothing of the caller's; keys are the caller's to wipe
+// (gt_secure_zero(keys, sizeof *keys)).
+GT_MUST_USE gt_err gt_sim_keys_derive(gt_sim_keys *keys, bool is_client,
+                                      const uint8_t shared[GT_X25519_BYTES],
+                                      gt_span client_hello_body, gt_span server_hello_body);
+// The next IV of stream `stream`; GT_E_LIMIT once the counter would wrap.
+GT_MUST_USE gt_err gt_sim_iv_next(gt_sim_keys *keys, int stream, uint8_t iv[GT_AEAD_IV_BYTES]);
+// The key that seals (sending) or opens (receiving) stream `stream`.
+const uint8_t *gt_sim_stream_key(const gt_sim_keys *keys, int stream);
+
+// ---- records (AEAD-protected control messages) ------------------------------------------------
+enum {
+    // client -> devd
+    GT_SIM_REQ_ALLOC = 0x0101,     // u64 bytes, u32 flags
+    GT_SIM_REQ_FREE = 0x0102,      // u64 handle
+    GT_SIM_REQ_SIZE = 0x0103,      // u64 handle
+    GT_SIM_REQ_MEMSET = 0x0104,    // u64 handle, u64 offset, u32 value, u64 len
+    GT_SIM_REQ_COPY_IN = 0x0105,   // u64 handle, u64 offset, u64 len
+    GT_SIM_REQ_COPY_OUT = 0x0106,  // u64 handle, u64 offset, u64 len
+    GT_SIM_REQ_LAUNCH = 0x0107,    // gt_op: u32 kind, 12 x (u64 buf, u64 off), 8 x i64, 8 x f32
+    GT_SIM_REQ_SYNC = 0x0108,      // empty
+    GT_SIM_REQ_BYE = 0x0109,       // empty: the client ends the session (no reply)
+    GT_SIM_REQ_STAT = 0x010a,      // empty: devd statistics (tests and benchmarks)
+    // either direction, during a transfer
+    GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
+    GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
+    // devd -> client
+    GT_SIM_REP_STATUS = 0x0301,    // u32 code, u16 msg_len, msg
+    GT_SIM_REP_HANDLE = 0x0302,    // u64 handle
+    GT_SIM_REP_SIZE = 0x0303,      // u64 bytes
+    GT_SIM_REP_STAT = 0x0304,      // u64 sessions served, u64 bytes in use, u64 bytes wiped,
+                                   // u64 buffers live, u64 mem_limit
+};
+
+#define GT_SIM_OP_BYTES (4 + GT_OP_MAX_REFS * 16 + GT_OP_MAX_INTS * 8 + GT_OP_MAX_FLOATS * 4)
+#define GT_SIM_MAX_REC_PLAIN (2 + GT_SIM_OP_BYTES)  // the largest record plaintext (LAUNCH)
+
+typedef struct {
+    uint64_t sessions;
+    uint64_t bytes_in_use;
+    uint64_t bytes_wiped;
+    uint64_t buffers_live;
+    uint64_t mem_limit;
+} gt_sim_stat;
+
+// One parsed record. Which fields are set depends on type.
+typedef struct {
+    uint16_t type;
+    uint64_t handle;
+    uint64_t offset;
+    uint64_t len;      // bytes (ALLOC: size; MEMSET/COPY: length)
+    uint32_t flags;    // ALLOC
+    uint32_t value;    // MEMSET (0..255)
+    uint32_t slot;     // CHUNK, SLOT_FREE
+    gt_op op;          // LAUNCH
+    gt_sim_status status;
+    gt_sim_stat stat;
+} gt_sim_msg;
+
+// Serialises m (plaintext) into w. Each type writes exactly its fixed layout.
+GT_MUST_USE gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m);
+// Parses one record plaintext; GT_E_FORMAT for an unknown type or a wrong size.
+GT_MUST_USE gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *m);
+// Convenience: a STATUS message from a gt_err, and back.
+void gt_sim_msg_status(gt_sim_msg *m, gt_err e);
+gt_err gt_sim_status_err(const gt_sim_status *s);
+const char *gt_sim_msg_name(uint16_t type);
+
+// Seals record plaintext into a frame body (ciphertext || tag) with the next control IV of this
+// side's sending direction. out_cap >= plain_len + 16.
+GT_MUST_USE gt_err gt_sim_record_seal(gt_sim_keys *keys, uint8_t *out, size_t out_cap,
+                                      size_t *out_len, const uint8_t *plain, size_t plain_len);
+// Opens a frame body received from the peer with the next control IV of the peer's direction.
+// GT_E_AUTH on any failure (the caller ends the session).
+GT_MUST_USE gt_err gt_sim_record_open(gt_sim_keys *keys, uint8_t *plain, size_t plain_cap,
+                                      size_t *plain_len, gt_span body);
+
+// The aad of one bulk chunk.
+#define GT_SIM_BULK_AAD_BYTES (sizeof(GT_SIM_AAD_BULK) - 1 + 8 + 8 + 4)
+void gt_sim_bulk_aad(uint8_t aad[GT_SIM_BULK_AAD_BYTES], uint64_t handle, uint64_t offset,
+                     uint32_t len);
+
+// Serialising a gt_op (LAUNCH) on its own, for tests.
+GT_MUST_USE gt_err gt_sim_op_write(gt_writer *w, const gt_op *op);
+GT_MUST_USE gt_err gt_sim_op_parse(gt_reader *r, gt_op *op);
+
+// ---- frames on the socket (sim_io.c) ----------------------------------------------------------
+// Sends one frame (u32le length || body), attaching attach_fd (SCM_RIGHTS) when >= 0. Never
+// raises SIGPIPE; a peer that went away is GT_E_PEER.
+GT_MUST_USE gt_err gt_sim_frame_send(int fd, const uint8_t *body, size_t len, int attach_fd);
+// While waiting for input, devd also watches one more descriptor (its listening socket) and calls
+// on_watch when it is readable, so a second client is refused even mid-session.
+typedef struct {
+    int fd;                        // -1: none
+    void (*on_watch)(void *ctx);
+    void *ctx;
+    int timeout_ms;                // per wait for the next bytes; <= 0: no timeout
+    const volatile sig_atomic_t *stop;  // may be NULL; non-zero ends the wait (GT_E_STATE)
+} gt_sim_watch;
+// Receives one frame body into buf (cap bytes; a longer frame is GT_E_LIMIT). When recv_fd is not
+// NULL, a descriptor attached to the frame is returned there (else -1); descriptors attached where
+// none is expected are closed. EOF is GT_E_PEER.
+GT_MUST_USE gt_err gt_sim_frame_recv(int fd, uint8_t *buf, size_t cap, size_t *len, int *recv_fd,
+                                     const gt_sim_watch *watch);
+
+#endif
