@@ -45,6 +45,7 @@ static void usage(void)
         "  --grad-clip F           clip the global gradient norm (0: off, the default)\n"
         "device and output:\n"
         "  --device cpu|sim|cuda   (default cpu)   --threads N (default: all cores)\n"
+        "  --device-socket PATH    sim: the socket of a running 'gputravel devd'\n"
         "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
         "  --save-every N          also write them every N steps\n"
         "  --log-json PATH         one JSON object per step\n"
@@ -67,6 +68,7 @@ typedef struct {
     gt_adamw opt;
     gt_lr_schedule sched;
     gt_device_kind device;
+    const char *device_socket;  // sim: devd's socket
 } train_opts;
 
 static bool parse_int(const char *s, int lo, int hi, int *out)
@@ -97,7 +99,7 @@ enum {
     O_INIT = 1000, O_INIT_RANDOM, O_RESUME, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_MAXSEQ,
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
-    O_DEVICE, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
+    O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
 };
 
 static const struct option long_opts[] = {
@@ -129,6 +131,7 @@ static const struct option long_opts[] = {
     {"lr-final-frac", required_argument, NULL, O_FINAL},
     {"grad-clip", required_argument, NULL, O_CLIP},
     {"device", required_argument, NULL, O_DEVICE},
+    {"device-socket", required_argument, NULL, O_DEVICE_SOCKET},
     {"threads", required_argument, NULL, O_THREADS},
     {"out", required_argument, NULL, O_OUT},
     {"save-every", required_argument, NULL, O_SAVE_EVERY},
@@ -198,6 +201,7 @@ static int parse(int argc, char **argv, train_opts *o)
         case O_FINAL: ok = parse_float(optarg, &o->sched.final_frac); break;
         case O_CLIP: ok = parse_float(optarg, &o->opt.grad_clip) && o->opt.grad_clip >= 0; break;
         case O_DEVICE: ok = gt_is_ok(gt_device_kind_parse(optarg, &o->device)); break;
+        case O_DEVICE_SOCKET: o->device_socket = optarg; break;
         case O_THREADS: ok = parse_int(optarg, 0, 1024, &o->threads); break;
         case O_OUT: o->out = optarg; break;
         case O_SAVE_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->save_every); break;
@@ -219,6 +223,9 @@ static int parse(int argc, char **argv, train_opts *o)
     }
     if (o->ndata == 0) {
         return gt_cli_usage(CMD, "--data is required");
+    }
+    if (o->device == GT_DEVICE_SIM && o->device_socket == NULL) {
+        return gt_cli_usage(CMD, "--device sim needs --device-socket PATH (a running devd)");
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");
@@ -333,7 +340,7 @@ int gt_cmd_train(int argc, char **argv)
     float *curve = NULL, *vcurve = NULL;
     int first = 0, done = 0;
 
-    gt_device_config dc = {.kind = o.device, .threads = o.threads};
+    gt_device_config dc = {.kind = o.device, .threads = o.threads, .socket_path = o.device_socket};
     GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
     if (o.init_random) {
         gt_gpt2_config cfg = {.max_seq_len = o.maxT, .vocab_size = o.V,
