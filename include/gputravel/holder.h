@@ -60,10 +60,13 @@ GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_ke
 //   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
 //                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
 //                   or REFUSE   u32le gt_code | text
+//   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
-// A holder refuses a FETCH when the chunk does not exist, has been released max_uses_per_chunk
-// times, or the trainer's token budget is spent (released tokens >= budget; the trainer's own
-// accounting cuts its last chunk to the budget). Every grant and refusal is a ledger entry.
+// A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
+// was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
+// between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the
+// token budget is spent (released tokens >= budget; the trainer cuts its last chunk to the
+// budget). Every grant, refusal and confirmed use is a ledger entry.
 enum {
     GT_HP_HELLO = 0x48500001u,
     GT_HP_WELCOME,
@@ -73,6 +76,7 @@ enum {
     GT_HP_CHUNK_KEY,
     GT_HP_REFUSE,
     GT_HP_BYE,
+    GT_HP_USED,
 };
 #define GT_HP_MAX_CONTROL 4096
 #define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)

@@ -81,6 +81,61 @@ const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
 GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode,
                                    gt_device *dev, uint32_t flags, gt_dbuf *out,
                                    uint64_t *tokens);
+// Confirms to the holder that one use of `chunk` is committed (checkpointed and journaled).
+GT_MUST_USE gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens);
 void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
+
+// ---- collaborative training -----------------------------------------------------------------
+// Budgets count released tokens, the only thing a holder can enforce: each fetched chunk counts
+// whole, except the last one a budget allows, which counts (and is trained on) only up to the
+// budget. A use is one pass of training over the chunk, cut short only by the step count.
+// Trains the agreement's model on every holder's data: plans chunk fetches with gt_schedule,
+// brings each chunk into device memory (NO_READBACK) by the chosen transfer, trains on it,
+// erases it, checkpoints, and journals the use. Resumable: with `resume`, the last checkpoint in
+// state_dir is restored and the journal replayed up to it (orchestr.h, journal semantics).
+
+typedef enum {
+    GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
+    GT_TRANSFER_CONVENTIONAL_KEYRELEASE, // sealed chunk over TLS, its key released to this TEE
+    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim device only)
+} gt_transfer_mode;
+const char *gt_transfer_mode_name(gt_transfer_mode mode);
+GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+
+typedef struct {
+    uint32_t step, steps;
+    float loss;
+    double ms;
+    uint32_t holder, chunk;
+} gt_collab_step;
+
+typedef struct {
+    uint64_t tokens_used, token_budget;
+    uint32_t uses;
+    uint64_t bytes_moved;      // chunk bytes brought to the device
+    double transfer_seconds;   // wall time of those transfers
+} gt_collab_holder_report;
+
+typedef struct {
+    uint32_t steps_done;
+    float final_loss;
+    gt_collab_holder_report holders[GT_AGREEMENT_MAX_HOLDERS];
+} gt_collab_report;
+
+typedef struct {
+    const gt_agreement *agreement;
+    gt_device *dev;
+    gt_transfer_mode transfer;
+    gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
+    const char *trainer_name;
+    const char *state_dir;     // model.bin, model.bin.state and journal live here
+    bool resume;
+    // Progress for the caller to print (library code never prints); either may be NULL.
+    void (*on_step)(void *ctx, const gt_collab_step *s);
+    void (*on_event)(void *ctx, const char *line);
+    void *ctx;
+} gt_collab_config;
+
+GT_MUST_USE gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report);
 
 #endif

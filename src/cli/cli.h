@@ -29,6 +29,9 @@ int gt_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 // True when argv holds -h or --help (checked before getopt so help never fails on other args).
 bool gt_cli_wants_help(int argc, char **argv);
 
+// `gputravel train --agreement ...` (collaborative training), in cmd_train_agreement.c.
+int gt_cli_train_agreement(int argc, char **argv);
+
 #define GT_CLI_COMMAND(name, summary) int gt_cmd_##name(int argc, char **argv);
 #include "commands.h"
 #undef GT_CLI_COMMAND

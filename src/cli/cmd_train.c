@@ -22,7 +22,9 @@ static void usage(void)
     printf(
         "usage: gputravel train [OPTIONS] --data SHARD (--init CKPT | --init-random | --resume CKPT)\n"
         "\n"
-        "Trains GPT-2 (llm.c checkpoints and token shards) on a device.\n"
+        "Trains GPT-2 (llm.c checkpoints and token shards) on a device. With --agreement A.json\n"
+        "it trains collaboratively on the holders' data instead ('gputravel train --agreement\n"
+        "A.json --help').\n"
         "\n"
         "model:\n"
         "  --init CKPT             start from an llm.c fp32 checkpoint\n"
@@ -322,6 +324,11 @@ out:
 
 int gt_cmd_train(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--agreement") == 0 || strncmp(argv[i], "--agreement=", 12) == 0) {
+            return gt_cli_train_agreement(argc, argv);  // collaborative mode: its own options
+        }
+    }
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;

@@ -14,8 +14,9 @@ struct gt_holder_agent {
     const gt_agreement_holder *me;
     gt_manifest manifest;
     gt_buf manifest_bytes;
-    uint32_t *releases;  // per chunk
-    uint64_t tokens_released;
+    uint32_t *releases;  // per chunk: times sent
+    uint32_t *uses;      // per chunk: uses the trainer confirmed (USED)
+    uint64_t tokens_released;  // budget: tokens of distinct outstanding or confirmed releases
     gt_holder_agent_stats stats;
 };
 
@@ -37,7 +38,9 @@ static uint64_t chunk_tokens(const gt_manifest *m, uint32_t c)
 static void count_grant(void *ctx, const char *kind, const cJSON *detail)
 {
     gt_holder_agent *a = ctx;
-    if (kind == NULL || strcmp(kind, "grant") != 0) {
+    bool grant = kind != NULL && strcmp(kind, "grant") == 0;
+    bool use = kind != NULL && strcmp(kind, "use") == 0;
+    if (!grant && !use) {
         return;
     }
     char id_hex[2 * GT_DATASET_ID_BYTES + 1];
@@ -50,8 +53,15 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
         chunk >= a->manifest.chunk_count) {
         return;
     }
+    if (use) {
+        a->uses[chunk]++;
+        return;
+    }
+    // A resend of a chunk whose release was never confirmed costs no budget again.
+    if (a->releases[chunk] == a->uses[chunk]) {
+        a->tokens_released += tokens;
+    }
     a->releases[chunk]++;
-    a->tokens_released += tokens;
 }
 
 gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_config *cfg)
@@ -84,7 +94,9 @@ gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_confi
                    cfg->dataset_dir, cfg->name);
     a->releases = calloc(a->manifest.chunk_count ? a->manifest.chunk_count : 1,
                          sizeof *a->releases);
-    GT_ENSURE_GOTO(err, a->releases != NULL, fail, GT_E_NOMEM, "holder: out of memory");
+    a->uses = calloc(a->manifest.chunk_count ? a->manifest.chunk_count : 1, sizeof *a->uses);
+    GT_ENSURE_GOTO(err, a->releases != NULL && a->uses != NULL, fail, GT_E_NOMEM,
+                   "holder: out of memory");
     if (cfg->ledger_path != NULL) {
         GT_TRY_GOTO(err, gt_ledger_replay(cfg->ledger_path, cfg->keys->holder_pub, count_grant,
                                           a),
@@ -105,6 +117,7 @@ void gt_holder_agent_free(gt_holder_agent *a)
     gt_manifest_free(&a->manifest);
     gt_buf_free_nowipe(&a->manifest_bytes);
     free(a->releases);
+    free(a->uses);
     pthread_cond_destroy(&a->idle);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -134,8 +147,10 @@ static void ledger_note(gt_holder_agent *a, const char *kind, const char *traine
     if (mode != NULL) {
         cJSON_AddStringToObject(d, "mode", mode);
     }
-    if (strcmp(kind, "grant") == 0) {
+    if (strcmp(kind, "grant") == 0 || strcmp(kind, "use") == 0) {
         cJSON_AddNumberToObject(d, "tokens", (double)tokens);
+    }
+    if (strcmp(kind, "grant") == 0) {
         cJSON_AddNumberToObject(d, "bytes", (double)bytes);
     }
     if (reason != NULL) {
@@ -164,18 +179,26 @@ static gt_err decide(gt_holder_agent *a, uint32_t chunk, uint64_t *tokens)
               chunk, a->manifest.chunk_count);
     pthread_mutex_lock(&a->lock);
     gt_err err = GT_OK;
-    if (a->releases[chunk] >= a->me->max_uses_per_chunk) {
-        err = gt_errf(GT_E_POLICY, "chunk %u already released %u time(s); the agreement allows %u",
-                      chunk, a->releases[chunk], a->me->max_uses_per_chunk);
-    } else if (a->tokens_released >= a->me->token_budget) {
+    // A release not yet confirmed as used (the trainer crashed before committing it) may be
+    // sent once more to recover; beyond that, and beyond max uses, the chunk is refused.
+    bool outstanding = a->releases[chunk] > a->uses[chunk];
+    if (a->uses[chunk] >= a->me->max_uses_per_chunk) {
+        err = gt_errf(GT_E_POLICY, "chunk %u already used %u time(s); the agreement allows %u",
+                      chunk, a->uses[chunk], a->me->max_uses_per_chunk);
+    } else if (a->releases[chunk] >= a->me->max_uses_per_chunk + 1u) {
+        err = gt_errf(GT_E_POLICY, "chunk %u already sent %u time(s) without a confirmed use",
+                      chunk, a->releases[chunk]);
+    } else if (!outstanding && a->tokens_released >= a->me->token_budget) {
         err = gt_errf(GT_E_POLICY, "token budget spent: %llu of %llu tokens released",
                       (unsigned long long)a->tokens_released,
                       (unsigned long long)a->me->token_budget);
     } else {
+        if (!outstanding) {
+            a->tokens_released += chunk_tokens(&a->manifest, chunk);
+            a->stats.tokens_released += chunk_tokens(&a->manifest, chunk);
+        }
         a->releases[chunk]++;
-        a->tokens_released += chunk_tokens(&a->manifest, chunk);
         a->stats.grants++;
-        a->stats.tokens_released += chunk_tokens(&a->manifest, chunk);
     }
     if (!gt_is_ok(err)) {
         a->stats.refusals++;
@@ -221,6 +244,29 @@ out:
     return err;
 }
 
+// The trainer confirms one committed use of a chunk it was sent.
+static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *trainer)
+{
+    gt_reader r = gt_reader_init(body->data, body->len);
+    uint32_t chunk = 0;
+    uint64_t tokens = 0;
+    GT_TRY(gt_reader_u32le(&r, &chunk));
+    GT_TRY(gt_reader_u64le(&r, &tokens));
+    GT_TRY(gt_reader_expect_end(&r, "used"));
+    GT_ENSURE(chunk < a->manifest.chunk_count, GT_E_FORMAT, "used: chunk %u does not exist",
+              chunk);
+    pthread_mutex_lock(&a->lock);
+    bool sent = a->releases[chunk] > a->uses[chunk];
+    if (sent) {
+        a->uses[chunk]++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    GT_ENSURE(sent, GT_E_POLICY, "used: chunk %u was not sent, or its use is already counted",
+              chunk);
+    ledger_note(a, "use", trainer, chunk, NULL, tokens, 0, NULL);
+    return GT_OK;
+}
+
 static gt_err parse_hello(const gt_buf *body, uint8_t agreement[32], char *name, size_t cap)
 {
     gt_reader r = gt_reader_init(body->data, body->len);
@@ -263,6 +309,10 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
         if (type == GT_HP_BYE) {
             break;
+        }
+        if (type == GT_HP_USED) {
+            GT_TRY_GOTO(err, record_use(a, &body, trainer), out);
+            continue;
         }
         GT_ENSURE_GOTO(err, type == GT_HP_FETCH, out, GT_E_FORMAT, "expected FETCH, got %#x",
                        type);

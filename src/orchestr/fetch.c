@@ -75,6 +75,14 @@ fail:
     return gt_err_wrap(err, "holder %s", h->name);
 }
 
+gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens)
+{
+    uint8_t msg[12];
+    gt_store_u32le(msg, chunk);
+    gt_store_u64le(msg + 4, tokens);
+    return gt_channel_send(c->ch, GT_HP_USED, msg, sizeof msg);
+}
+
 void gt_holder_disconnect(gt_holder_conn *c)
 {
     if (c == NULL) {

@@ -142,3 +142,4 @@ uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk)
     }
     return s->holders[holder].uses[chunk];
 }
+

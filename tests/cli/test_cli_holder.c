@@ -98,6 +98,7 @@ static void holder_process_serves_and_ledgers(void **state)
     uint16_t got[1000];
     GT_ASSERT_OK(gt_device_copy_out(dev, got, buf, 0, sizeof got));
     assert_memory_equal(got, tokens + 1000, sizeof got);
+    GT_ASSERT_OK(gt_holder_confirm_use(c, 1, n));
     GT_ASSERT_CODE(gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n), GT_E_POLICY);
     gt_holder_disconnect(c);
     gt_device_close(dev);
@@ -111,7 +112,7 @@ static void holder_process_serves_and_ledgers(void **state)
     int rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", p[5], "--holder-key",
                                                      key_hex, NULL});
     assert_int_equal(rc, 0);
-    if (strstr((char *)out.data, "3 entries") == NULL) {  // genesis, grant, refuse
+    if (strstr((char *)out.data, "4 entries") == NULL) {  // genesis, grant, use, refuse
         gt_buf show = {0};
         gt_test_run_cli(&show, (const char *[]){"ledger", "show", p[5], NULL});
         fail_msg("%s", (char *)show.data);

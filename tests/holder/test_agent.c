@@ -159,6 +159,7 @@ static void both_variants_deliver_the_chunk(void **state)
     assert_int_equal(n, 1024);
     check_chunk(dev, buf, 0, n);
     GT_ASSERT_OK(gt_device_free(dev, buf));
+    GT_ASSERT_OK(gt_holder_confirm_use(c, 0, n));
     GT_ASSERT_OK(gt_holder_fetch(c, 2, GT_FETCH_KEYRELEASE, dev, GT_DBUF_NO_READBACK, &buf, &n));
     assert_int_equal(n, 952);
     uint16_t probe[4];
@@ -168,11 +169,21 @@ static void both_variants_deliver_the_chunk(void **state)
     check_chunk(dev, buf, 1, n);
     GT_ASSERT_OK(gt_device_free(dev, buf));
 
-    // max_uses_per_chunk = 1: a second release of chunk 0 is refused, with the reason.
+    // max_uses_per_chunk = 1: chunk 0's use is confirmed, so it is refused, with the reason.
     gt_err e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n);
     assert_int_equal(e.code, GT_E_POLICY);
-    assert_non_null(strstr(e.msg, "already released 1 time"));
+    assert_non_null(strstr(e.msg, "already used 1 time"));
     assert_int_equal(buf, 0);
+    // Chunk 1 was sent but its use never confirmed (a trainer crash): one resend recovers it,
+    // at no extra budget; a third send is refused.
+    GT_ASSERT_OK(gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    check_chunk(dev, buf, 1, n);
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "sent 2 time(s) without a confirmed use"));
+    // A use can be confirmed only for a chunk that was sent and not yet counted.
+    GT_ASSERT_OK(gt_holder_confirm_use(c, 1, n));
     GT_ASSERT_CODE(gt_holder_fetch(c, 9, GT_FETCH_PLAIN, dev, 0, &buf, &n), GT_E_ARG);
     gt_holder_disconnect(c);
 
@@ -185,22 +196,27 @@ static void both_variants_deliver_the_chunk(void **state)
     usleep(300000);  // let the serve loop record the refusal
     gt_holder_agent_stats st;
     gt_holder_agent_get_stats(s.agent, &st);
-    assert_int_equal(st.grants, 3);
-    assert_int_equal(st.refusals, 2);
-    assert_int_equal(st.tokens_released, 3000);
+    assert_int_equal(st.grants, 4);
+    assert_int_equal(st.refusals, 3);
+    assert_int_equal(st.tokens_released, 3000);  // the resend of chunk 1 cost nothing
     stop_agent(&s, th, ledger);
 
-    // The ledger verifies and tells the story: genesis, 3 grants, refuse, refuse.
+    // The ledger verifies and tells the story: genesis, grant, use, grant, grant, refuse,
+    // grant, refuse, use, refuse (the intruder).
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
-    assert_int_equal(sum.entries, 6);
+    assert_int_equal(sum.entries, 10);
 
-    // A restarted agent remembers its releases from the ledger.
+    // A restarted agent remembers sends and uses from the ledger: chunk 1 is used up, chunk 2
+    // (sent once, unconfirmed) may be resent once.
     start_agent(&s, &th, &a, &ledger, 1000000, 1);
     att.ctx = &trainer;
     GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
     e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
     assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "already used"));
+    GT_ASSERT_OK(gt_holder_fetch(c, 2, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    GT_ASSERT_OK(gt_device_free(dev, buf));
     gt_holder_disconnect(c);
     stop_agent(&s, th, ledger);
     gt_device_close(dev);

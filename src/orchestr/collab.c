@@ -1,0 +1,231 @@
+// Collaborative training: schedule, fetch, train, erase, checkpoint, journal (orchestr.h).
+#include <gputravel/orchestr.h>
+#include <gputravel/train.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gt_transfer_mode_name(gt_transfer_mode mode)
+{
+    switch (mode) {
+    case GT_TRANSFER_CONVENTIONAL: return "conventional";
+    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
+    case GT_TRANSFER_TRAVEL: return "travel";
+    default: return "unknown";
+    }
+}
+
+gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
+{
+    for (int m = GT_TRANSFER_CONVENTIONAL; m <= GT_TRANSFER_TRAVEL; m++) {
+        if (strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
+            *mode = (gt_transfer_mode)m;
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_ARG, "unknown transfer '%s' (conventional, conventional-keyrelease or "
+                             "travel)", name);
+}
+
+static void event(const gt_collab_config *cfg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void event(const gt_collab_config *cfg, const char *fmt, ...)
+{
+    if (cfg->on_event == NULL) {
+        return;
+    }
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    cfg->on_event(cfg->ctx, line);
+}
+
+typedef struct {
+    gt_holder_conn *conns[GT_AGREEMENT_MAX_HOLDERS];
+    uint32_t counts[GT_AGREEMENT_MAX_HOLDERS];
+    uint64_t *tokens[GT_AGREEMENT_MAX_HOLDERS];
+} holders;
+
+static void holders_close(holders *h, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        gt_holder_disconnect(h->conns[i]);
+        free(h->tokens[i]);
+    }
+}
+
+static gt_err holders_open(holders *h, const gt_collab_config *cfg)
+{
+    const gt_agreement *a = cfg->agreement;
+    for (uint32_t i = 0; i < a->holder_count; i++) {
+        GT_TRY(gt_holder_connect(&h->conns[i], a, i, &cfg->attestor, cfg->trainer_name));
+        const gt_manifest *m = gt_holder_conn_manifest(h->conns[i]);
+        h->counts[i] = m->chunk_count;
+        h->tokens[i] = calloc(m->chunk_count ? m->chunk_count : 1, sizeof *h->tokens[i]);
+        GT_ENSURE(h->tokens[i] != NULL, GT_E_NOMEM, "out of memory");
+        for (uint32_t c = 0; c < m->chunk_count; c++) {
+            h->tokens[i][c] = m->chunks[c].plaintext_len / 2;
+        }
+        event(cfg, "holder %s: attested, serves dataset of %llu tokens in %u chunk(s)",
+              a->holders[i].name, (unsigned long long)(m->token_count), m->chunk_count);
+    }
+    return GT_OK;
+}
+
+// Trains up to `max_steps` steps on one chunk buffer; returns steps done and tokens consumed.
+static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbuf buf,
+                             uint64_t allowed, uint32_t holder, uint32_t chunk, uint32_t step0,
+                             uint32_t max_steps, uint32_t *steps_done, uint64_t *tokens,
+                             float *last_loss)
+{
+    const gt_agreement *a = cfg->agreement;
+    const int B = (int)a->batch, T = (int)a->seq;
+    const uint64_t per_step = (uint64_t)B * (uint64_t)T;
+    *steps_done = 0;
+    *tokens = 0;
+    if (allowed < per_step + 1) {
+        return GT_OK;  // too small for one (B, T) batch: nothing trained, nothing counted
+    }
+    uint64_t samples = (allowed - 1) / per_step;
+    uint32_t k = samples < max_steps ? (uint32_t)samples : max_steps;
+    gt_loader *loader = NULL;
+    uint64_t ntok = allowed;
+    GT_TRY(gt_loader_create(&loader, cfg->dev, &buf, &ntok, 1, B, T, (int)a->vocab, false, 0));
+    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
+    gt_err err = GT_OK;
+    for (uint32_t s = 0; s < k; s++) {
+        double t0 = gt_now_seconds();
+        float loss = NAN;
+        GT_TRY_GOTO(err, gt_loader_next(loader), out);
+        GT_TRY_GOTO(err, gt_gpt2_zero_grad(model), out);
+        GT_TRY_GOTO(err, gt_gpt2_forward_backward(model, gt_loader_inputs(loader),
+                                                  gt_loader_targets(loader), B, T, 1.0f, &loss),
+                    out);
+        GT_TRY_GOTO(err, gt_gpt2_update(model, &opt, a->learning_rate, NULL), out);
+        GT_TRY_GOTO(err, gt_device_sync(cfg->dev), out);
+        *last_loss = loss;
+        (*steps_done)++;
+        *tokens += per_step;
+        if (cfg->on_step != NULL) {
+            gt_collab_step st = {.step = step0 + s + 1, .steps = a->steps, .loss = loss,
+                                 .ms = (gt_now_seconds() - t0) * 1e3, .holder = holder,
+                                 .chunk = chunk};
+            cfg->on_step(cfg->ctx, &st);
+        }
+    }
+out:
+    gt_loader_free(loader);
+    return err;
+}
+
+gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
+{
+    memset(report, 0, sizeof *report);
+    const gt_agreement *a = cfg->agreement;
+    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL, GT_E_UNSUPPORTED,
+              "transfer 'travel' is not wired into collaborative training yet "
+              "(use conventional or conventional-keyrelease)");
+    char ckpt[4200], state[4300], journal_path[4200];
+    GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
+    GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
+    snprintf(state, sizeof state, "%s.state", ckpt);
+
+    gt_gpt2_config mc = {.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
+                         .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
+                         .num_layers = (int)a->layers, .num_heads = (int)a->heads,
+                         .channels = (int)a->channels};
+    gt_gpt2 *model = NULL;
+    gt_schedule *sched = NULL;
+    gt_journal *journal = NULL;
+    holders hs;
+    memset(&hs, 0, sizeof hs);
+    gt_err err = GT_OK;
+    float loss = NAN;
+    GT_TRY_GOTO(err, gt_gpt2_create(&model, cfg->dev, &mc), out);
+    uint64_t step = 0;
+    if (cfg->resume && gt_path_exists(state)) {
+        gt_loader_pos ignored;
+        GT_TRY_GOTO(err, gt_train_state_load(model, &ignored, state), out);
+        step = gt_gpt2_step(model);
+        event(cfg, "resumed from %s at step %llu", state, (unsigned long long)step);
+    } else {
+        GT_TRY_GOTO(err, gt_gpt2_init_random(model, a->init_seed), out);
+    }
+    GT_TRY_GOTO(err, holders_open(&hs, cfg), out);
+    GT_TRY_GOTO(err, gt_schedule_create(&sched, a, hs.counts, (const uint64_t *const *)hs.tokens),
+                out);
+    uint64_t replayed = 0, dropped = 0;
+    GT_TRY_GOTO(err, gt_journal_replay(journal_path, step, sched, &replayed, &dropped), out);
+    if (replayed || dropped) {
+        event(cfg, "journal: %llu committed chunk use(s) replayed, %llu uncommitted dropped",
+              (unsigned long long)replayed, (unsigned long long)dropped);
+    }
+    GT_TRY_GOTO(err, gt_journal_open(&journal, journal_path), out);
+    gt_fetch_mode fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
+                                                                     : GT_FETCH_KEYRELEASE;
+    while (step < a->steps) {
+        uint32_t h = 0, c = 0;
+        uint64_t allowed = 0;
+        gt_err next = gt_schedule_next(sched, &h, &c, &allowed);
+        if (next.code == GT_E_NOTFOUND) {
+            event(cfg, "every chunk is used as often as the agreement allows: stopping at step "
+                       "%llu of %u", (unsigned long long)step, a->steps);
+            break;
+        }
+        GT_TRY_GOTO(err, next, out);
+        double t0 = gt_now_seconds();
+        gt_dbuf buf = 0;
+        uint64_t ntok = 0;
+        GT_TRY_GOTO(err, gt_holder_fetch(hs.conns[h], c, fetch, cfg->dev, GT_DBUF_NO_READBACK,
+                                         &buf, &ntok),
+                    out);
+        double secs = gt_now_seconds() - t0;
+        report->holders[h].bytes_moved += ntok * 2;
+        report->holders[h].transfer_seconds += secs;
+        event(cfg, "chunk %u of %s: %llu tokens in device memory by %s transmission (%.3f s)", c,
+              a->holders[h].name, (unsigned long long)ntok, gt_transfer_mode_name(cfg->transfer),
+              secs);
+        // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
+        // except that the budget's last chunk counts only up to the budget, and only that part
+        // is trained on. One use is one pass over it, cut short only by the step count.
+        uint64_t counted = allowed < ntok ? allowed : ntok;
+        uint32_t done = 0;
+        uint64_t trained = 0;
+        err = train_on_chunk(model, cfg, buf, counted, h, c, (uint32_t)step,
+                             a->steps - (uint32_t)step, &done, &trained, &loss);
+        // Erase the chunk whatever happened: it was lent for this use only.
+        gt_err erase = gt_device_free(cfg->dev, buf);
+        GT_TRY_GOTO(err, err, out);
+        GT_TRY_GOTO(err, erase, out);
+        step += done;
+        // Commit: checkpoint first, then the journal record that counts the use.
+        gt_loader_pos pos = {0};
+        GT_TRY_GOTO(err, gt_gpt2_save(model, ckpt), out);
+        GT_TRY_GOTO(err, gt_train_state_save(model, pos, state), out);
+        GT_TRY_GOTO(err, gt_schedule_record(sched, h, c, counted), out);
+        GT_TRY_GOTO(err, gt_journal_append_use(journal, step, h, c, counted), out);
+        GT_TRY_GOTO(err, gt_holder_confirm_use(hs.conns[h], c, counted), out);
+        event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
+                   "device, use recorded", c, a->holders[h].name, done,
+              (unsigned long long)trained);
+    }
+    report->steps_done = (uint32_t)step;
+    report->final_loss = loss;
+    for (uint32_t i = 0; i < a->holder_count; i++) {
+        gt_holder_account acc;
+        gt_schedule_account(sched, i, &acc);
+        report->holders[i].tokens_used = acc.tokens_used;
+        report->holders[i].token_budget = acc.token_budget;
+        report->holders[i].uses = acc.uses;
+    }
+out:
+    gt_journal_close(journal);
+    gt_schedule_free(sched);
+    holders_close(&hs, a->holder_count);
+    gt_gpt2_free(model);
+    return err;
+}
