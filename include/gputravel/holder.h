@@ -88,7 +88,7 @@ typedef struct {
     const char *dataset_dir;
     const gt_holder_keys *keys;
     const gt_agreement *agreement;
-    const char *name;          // this holder's name in the agreement
+    const char *name;          // this holder's name in the agreement (read at create only)
     gt_ledger *ledger;         // decisions are appended here (borrowed)
     const char *ledger_path;   // replayed at create to restore release counts
     gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)

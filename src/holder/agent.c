@@ -159,7 +159,7 @@ static void ledger_note(gt_holder_agent *a, const char *kind, const char *traine
     gt_err err = gt_ledger_append(a->cfg.ledger, kind, d);
     cJSON_Delete(d);
     if (!gt_is_ok(err)) {
-        gt_log_error("holder %s: ledger: %s", a->cfg.name, err.msg);
+        gt_log_error("holder %s: ledger: %s", a->me->name, err.msg);
     }
 }
 
@@ -340,7 +340,7 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         pthread_mutex_lock(&a->lock);
         a->stats.bytes_sent += sent;
         pthread_mutex_unlock(&a->lock);
-        gt_log_info("holder %s: released chunk %u (%s, %llu tokens) to %s", a->cfg.name, chunk,
+        gt_log_info("holder %s: released chunk %u (%s, %llu tokens) to %s", a->me->name, chunk,
                     mode_name, (unsigned long long)tokens, trainer);
     }
 out:
@@ -358,7 +358,7 @@ static void *conn_main(void *p)
     conn_arg *c = p;
     gt_err err = gt_holder_agent_handle(c->a, c->ch);
     if (!gt_is_ok(err) && err.code != GT_E_PEER) {
-        gt_log_warn("holder %s: connection ended: %s", c->a->cfg.name, err.msg);
+        gt_log_warn("holder %s: connection ended: %s", c->a->me->name, err.msg);
     }
     gt_channel_close(c->ch);
     pthread_mutex_lock(&c->a->lock);
@@ -380,7 +380,7 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
         }
         if (!gt_is_ok(err)) {
             // A trainer whose evidence was refused (or a broken handshake) is a decision too.
-            gt_log_warn("holder %s: refused a connection: %s", a->cfg.name, err.msg);
+            gt_log_warn("holder %s: refused a connection: %s", a->me->name, err.msg);
             pthread_mutex_lock(&a->lock);
             a->stats.refusals++;
             pthread_mutex_unlock(&a->lock);
@@ -401,7 +401,7 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
             pthread_mutex_lock(&a->lock);
             a->threads--;
             pthread_mutex_unlock(&a->lock);
-            gt_log_error("holder %s: cannot start a connection thread", a->cfg.name);
+            gt_log_error("holder %s: cannot start a connection thread", a->me->name);
         }
         pthread_attr_destroy(&attr);
     }
