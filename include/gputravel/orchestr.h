@@ -89,6 +89,8 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // Budgets count released tokens, the only thing a holder can enforce: each fetched chunk counts
 // whole, except the last one a budget allows, which counts (and is trained on) only up to the
 // budget. A use is one pass of training over the chunk, cut short only by the step count.
+// Optimiser: AdamW (0.9, 0.95, eps 1e-8, no weight decay), gradients clipped to norm 1, the
+// agreement's learning rate with a linear warmup over steps/20 and cosine decay to a tenth.
 // Trains the agreement's model on every holder's data: plans chunk fetches with gt_schedule,
 // brings each chunk into device memory (NO_READBACK) by the chosen transfer, trains on it,
 // erases it, checkpoints, and journals the use. Resumable: with `resume`, the last checkpoint in

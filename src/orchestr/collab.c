@@ -95,7 +95,12 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
     gt_loader *loader = NULL;
     uint64_t ntok = allowed;
     GT_TRY(gt_loader_create(&loader, cfg->dev, &buf, &ntok, 1, B, T, (int)a->vocab, false, 0));
-    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
+    // GPT-2's usual recipe: warmup, cosine decay, clipped gradients; stable on small batches.
+    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
+                    .grad_clip = 1.0f};
+    gt_lr_schedule lrs = {.kind = GT_LR_COSINE, .lr = a->learning_rate,
+                          .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
+                          .final_frac = 0.1f};
     gt_err err = GT_OK;
     for (uint32_t s = 0; s < k; s++) {
         double t0 = gt_now_seconds();
@@ -105,7 +110,8 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
         GT_TRY_GOTO(err, gt_gpt2_forward_backward(model, gt_loader_inputs(loader),
                                                   gt_loader_targets(loader), B, T, 1.0f, &loss),
                     out);
-        GT_TRY_GOTO(err, gt_gpt2_update(model, &opt, a->learning_rate, NULL), out);
+        GT_TRY_GOTO(err, gt_gpt2_update(model, &opt, gt_lr_at(&lrs, (int)(step0 + s)), NULL),
+                    out);
         GT_TRY_GOTO(err, gt_device_sync(cfg->dev), out);
         *last_loss = loss;
         (*steps_done)++;
