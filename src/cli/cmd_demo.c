@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -422,6 +423,7 @@ static gt_err spawn(pid_t *pid, const char *log, char *const argv[])
     GT_ENSURE(fd >= 0, GT_E_IO, "%s: %s", log, strerror(errno));
     pid_t p = fork();
     if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);  // the demo's processes end with the demo
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
         execv(argv[0], argv);

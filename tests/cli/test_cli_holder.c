@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +59,7 @@ static void holder_process_serves_and_ledgers(void **state)
 
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed assertion in the parent must not leak it
         int devnull = open("/dev/null", 1);
         dup2(devnull, 1);
         dup2(devnull, 2);
