@@ -83,6 +83,8 @@ static gt_err parse_block(gt_nvgpu_measurement *m, gt_reader *rec)
     GT_TRY(gt_reader_u8(rec, &m->index));
     GT_TRY(gt_reader_u8(rec, &m->spec));
     GT_TRY(gt_reader_u16le(rec, &size));
+    GT_ENSURE(m->index >= 1 && m->index <= 0xfe, GT_E_FORMAT, "measurement index %u reserved",
+              m->index);
     gt_reader blk = {0};
     GT_TRY(gt_reader_sub(rec, size, &blk));
     GT_ENSURE(m->spec == 1, GT_E_UNSUPPORTED, "measurement %u: specification 0x%02x (DMTF only)",
@@ -164,7 +166,10 @@ gt_err gt_nvgpu_evidence_parse(gt_nvgpu_evidence *ev, const uint8_t *data, size_
     }
     if (err.code == GT_E_NONE) {
         // Everything read so far is signed: borrow exactly those bytes.
-        ev->signed_region = (gt_span){data, r.pos};
+        gt_reader whole = gt_reader_init(data, len);
+        err = gt_reader_span(&whole, r.pos, &ev->signed_region);
+    }
+    if (err.code == GT_E_NONE) {
         err = gt_err_wrap(gt_reader_bytes(&r, ev->signature, sizeof ev->signature), "signature");
     }
     if (err.code != GT_E_NONE) {

@@ -79,9 +79,13 @@ static gt_err read_tcb(gt_reader *r, gt_snp_tcb *t)
     return GT_OK;
 }
 
-static gt_err parse_fields(gt_snp_report *rep, gt_reader *r)
+static gt_err parse_fields(gt_snp_report *rep, gt_reader *body)
 {
-    size_t start = r->pos;
+    // Borrow the signed region first, then read the claims from it alone: the signature covers
+    // exactly the bytes the claims come from.
+    GT_TRY(gt_reader_span(body, GT_SNP_SIGNED_BYTES, &rep->signed_region));
+    gt_reader sr = gt_reader_init(rep->signed_region.data, rep->signed_region.len);
+    gt_reader *r = &sr;
     GT_TRY(gt_reader_u32le(r, &rep->version));                          // 0x000
     GT_ENSURE(rep->version >= 2 && rep->version <= 5, GT_E_UNSUPPORTED,
               "version %u (expected 2 to 5)", rep->version);
@@ -121,8 +125,8 @@ static gt_err parse_fields(gt_snp_report *rep, gt_reader *r)
     GT_TRY(gt_reader_u64le(r, &launch_mit));                            // 0x1F8 (v5+)
     GT_TRY(gt_reader_u64le(r, &current_mit));                           // 0x200 (v5+)
     GT_TRY(gt_reader_skip(r, GT_SNP_SIGNED_BYTES - 0x208));             // reserved
-    // The signed region is exactly what was parsed above: borrow it from the reader's bytes.
-    rep->signed_region = (gt_span){r->data + start, r->pos - start};
+    GT_TRY(gt_reader_expect_end(r, "signed region"));
+    r = body;
     GT_TRY(gt_reader_bytes(r, rep->sig_r_le, sizeof rep->sig_r_le));    // 0x2A0
     GT_TRY(gt_reader_bytes(r, rep->sig_s_le, sizeof rep->sig_s_le));    // 0x2E8
     gt_span reserved = {0};

@@ -169,6 +169,8 @@ static void malformed_rejected(void **state)
         {41, 63, GT_E_FORMAT},        // one block less: record has bytes left
         {44, 0x01, GT_E_TRUNCATED},   // record length beyond the evidence
         {45 + 55, 1, GT_E_FORMAT},    // block 2 claims index 1 again
+        {45, 0x00, GT_E_FORMAT},      // index 0 is reserved
+        {45, 0xff, GT_E_FORMAT},      // index 0xff means "all", never a block
         {46, 0x02, GT_E_UNSUPPORTED}, // not a DMTF measurement block
         {47, 0x34, GT_E_FORMAT},      // block size 52 != 3 + value size
     };
@@ -275,6 +277,12 @@ static void wrong_root_rejected(void **state)
     assert_false(v.ok);
     assert_false(v.chain_valid);
     assert_true(v.signature_valid);
+    assert_true(has_reason(&v, "chain"));
+    // With the chain's own (untrusted) copy of the NVIDIA root among the intermediates: still
+    // rejected, since only `roots` are trusted.
+    p.intermediate_count = s.chain_count - 1;
+    GT_ASSERT_OK(gt_nvgpu_evidence_verify(&v, ev, &p));
+    assert_false(v.chain_valid);
     assert_true(has_reason(&v, "chain"));
     p.root_count = 0;
     GT_ASSERT_OK(gt_nvgpu_evidence_verify(&v, ev, &p));
