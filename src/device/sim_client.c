@@ -472,8 +472,7 @@ gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_
     gt_err err = rpc(c, &req, GT_SIM_REP_STATUS, &rep);
     gt_secure_zero(&req, sizeof req);
     if (!gt_is_ok(err)) {
-        c->broken = true;  // devd closes a refused attach
-        return err;
+        return err;  // devd closes a refused attach; close waits for that
     }
     c->holder = true;
     return GT_OK;
