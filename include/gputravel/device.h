@@ -144,7 +144,7 @@ GT_MUST_USE gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,
 
 typedef struct {
     gt_dbuf buf;     // a buffer of the trainer's now (NO_READBACK)
-    uint64_t bytes;  // plaintext bytes the holder loaded into it
+    uint64_t bytes;  // end of the furthest chunk loaded into it (offset + plaintext length)
 } gt_device_sim_loaded;
 
 // Trainer: waits up to timeout_ms (0: no limit; the lease bounds the trip) for the device to

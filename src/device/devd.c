@@ -36,7 +36,7 @@ typedef struct {
     uint64_t span;   // size rounded up to DEVD_ALIGN
     uint32_t flags;
     uint64_t trip;   // holder session that allocated it on a trip (owner is the trainer); 0: none
-    uint64_t loaded; // plaintext bytes authenticated into it by LOAD_SEALED on that trip
+    uint64_t loaded; // end of the furthest chunk LOAD_SEALED authenticated into it on that trip
 } devd_buf;
 
 typedef struct devd_session devd_session;
@@ -780,7 +780,9 @@ out:
                                       "buffer 0x%llx wiped and freed",
                                       (unsigned long long)handle));
     }
-    b->loaded += req->len;
+    if (req->offset + req->len > b->loaded) {
+        b->loaded = req->offset + req->len;  // the extent holding authenticated chunk data
+    }
     d->trip.state = GT_SIM_TRIP_LOADED;
     return send_status(h, GT_OK);
 }
