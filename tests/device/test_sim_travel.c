@@ -537,9 +537,75 @@ static void test_trainer_dies_while_lent(void **state)
     gt_device_close(t2);
 }
 
+// Each travel record round-trips and is accepted only at its exact size.
+static void test_messages_exact_sizes(void **state)
+{
+    (void)state;
+    gt_sim_msg in[8];
+    memset(in, 0, sizeof in);
+    in[0].type = GT_SIM_REQ_LEND;
+    in[0].ms = 1234;
+    in[1].type = GT_SIM_REQ_TRIP_STATUS;
+    in[2].type = GT_SIM_REQ_ATTACH;
+    memset(in[2].ticket, 0xa5, sizeof in[2].ticket);
+    in[3].type = GT_SIM_REQ_LOAD_SEALED;
+    in[3].handle = 7;
+    in[3].offset = 64;
+    in[3].len = 1000;
+    memset(in[3].iv, 1, sizeof in[3].iv);
+    memset(in[3].aad, 2, sizeof in[3].aad);
+    memset(in[3].key, 3, sizeof in[3].key);
+    in[4].type = GT_SIM_REQ_RETURN;
+    in[5].type = GT_SIM_REP_TICKET;
+    memset(in[5].ticket, 0x5a, sizeof in[5].ticket);
+    in[6].type = GT_SIM_REP_TRIP;
+    in[6].state = GT_SIM_TRIP_RETURNED;
+    in[6].code = 0;
+    in[6].count = 3;
+    in[7].type = GT_SIM_REP_LOADED;
+    in[7].handle = 9;
+    in[7].len = 4096;
+    const size_t sizes[8] = {6, 2, 34, 102, 2, 34, 14, 18};
+    for (int i = 0; i < 8; i++) {
+        uint8_t buf[256];
+        gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
+        GT_ASSERT_OK(gt_sim_msg_write(&w, &in[i]));
+        assert_int_equal(w.len, sizes[i]);
+        gt_sim_msg out;
+        GT_ASSERT_OK(gt_sim_msg_parse((gt_span){buf, w.len}, &out));
+        assert_int_equal(out.type, in[i].type);
+        assert_int_equal(out.ms, in[i].ms);
+        assert_int_equal(out.handle, in[i].handle);
+        assert_int_equal(out.offset, in[i].offset);
+        assert_int_equal(out.len, in[i].len);
+        assert_int_equal(out.state, in[i].state);
+        assert_int_equal(out.count, in[i].count);
+        assert_memory_equal(out.ticket, in[i].ticket, sizeof out.ticket);
+        assert_memory_equal(out.iv, in[i].iv, sizeof out.iv);
+        assert_memory_equal(out.aad, in[i].aad, sizeof out.aad);
+        assert_memory_equal(out.key, in[i].key, sizeof out.key);
+        assert_string_not_equal(gt_sim_msg_name(in[i].type), "unknown");
+        gt_sim_msg junk;
+        memset(&junk, 0x77, sizeof junk);
+        GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){buf, w.len - 1}, &junk),
+                       GT_E_TRUNCATED);
+        assert_int_equal(junk.type, 0x7777);  // untouched on failure
+        buf[w.len] = 0;
+        GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){buf, w.len + 1}, &junk), GT_E_FORMAT);
+    }
+    // a trip report with an impossible state or count
+    uint8_t bad[14] = {0x06, 0x03, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    gt_sim_msg out;
+    GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
+    bad[2] = GT_SIM_TRIP_RETURNED;
+    bad[12] = 1;  // count 65536
+    GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_messages_exact_sizes),
         cmocka_unit_test_setup_teardown(test_full_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_refused_while_lent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_ticket_and_second_attach, setup, teardown),
