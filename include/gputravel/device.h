@@ -127,6 +127,60 @@ GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *st
 GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
                                           uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
 
+// ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
+// The trainer lends its device to one holder for one trip and gets it back with the holder's
+// chunks loaded into buffers the trainer owns but can never read back (NO_READBACK): it can only
+// launch ops on them. The ticket is a capability: whoever holds it (and passes devd's admission
+// policy with the trainer's agreement hash) may attach once; send it to the holder only over an
+// attested channel. The trainer's buffers and session survive the trip.
+#define GT_DEVICE_TICKET_BYTES 32
+#define GT_DEVICE_CHUNK_AAD_BYTES 32  // data.h GT_CHUNK_AAD_BYTES
+
+// Trainer: lends the device for at most lease_ms (1 .. 3600000) and receives a fresh random
+// ticket (the caller wipes it after handing it on). Until the trip ends every other call on dev
+// fails with GT_E_STATE ("device is lent"); gt_device_sim_wait_return is the one that works.
+GT_MUST_USE gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,
+                                      uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+
+typedef struct {
+    gt_dbuf buf;     // a buffer of the trainer's now (NO_READBACK)
+    uint64_t bytes;  // end of the furthest chunk loaded into it (offset + plaintext length)
+} gt_device_sim_loaded;
+
+// Trainer: waits up to timeout_ms (0: no limit; the lease bounds the trip) for the device to
+// come back. Returned: GT_OK, *count loaded buffers, the first min(count, cap) in loaded[]
+// (GT_E_LIMIT when more than cap, the device is back all the same). The trip failed (lease
+// expired, holder gone before RETURN): the code why (GT_E_TIMEOUT, GT_E_PEER, ...), every buffer
+// of the trip wiped, the device back. Still away after timeout_ms: GT_E_TIMEOUT with
+// "still lent" and the trip goes on. Not lent: GT_E_STATE.
+GT_MUST_USE gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms,
+                                             gt_device_sim_loaded *loaded, size_t cap,
+                                             size_t *count);
+
+// Holder: opens a session with the lent device (the same attested handshake as
+// gt_device_open_sim: the holder appraises the device's evidence through opt, and opt's
+// agreement_hash must be the lending trainer's) and attaches with the ticket. Wrong ticket:
+// GT_E_AUTH (the lend stands). The holder device then allows only gt_device_alloc (buffers owned
+// by the trainer's session, NO_READBACK forced), gt_device_buf_size, gt_device_free of its own
+// trip buffers, gt_device_sim_load_sealed and gt_device_sim_return; copy_in/out, memset and launch
+// fail with GT_E_POLICY, other buffers are GT_E_NOTFOUND.
+GT_MUST_USE gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
+                                        const gt_device_sim_options *opt,
+                                        const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+// Holder: streams one sealed chunk (ciphertext || tag exactly as stored, len bytes including the
+// 16-byte tag) through the bounce slots unchanged; the chunk key, IV and AAD go in one
+// AEAD-protected record, and devd decrypts into dst at dst_offset (len - 16 bytes). Tag failure:
+// GT_E_AUTH, and dst is wiped and freed (its handle is dead). devd wipes the key after use.
+GT_MUST_USE gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
+                                             const uint8_t *ct_and_tag, uint64_t len,
+                                             const uint8_t iv[12],
+                                             const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                             const uint8_t key[32]);
+// Holder: ends the trip; the loaded buffers become the trainer's, the rest of the trip's buffers
+// are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
+// holder device without return fails the trip (everything it loaded is wiped).
+GT_MUST_USE gt_err gt_device_sim_return(gt_device *holder);
+
 // The server: owns all device memory (one arena, touched once at start), serves one session at a
 // time and refuses a second client while one is attached, until *stop becomes non-zero or
 // max_sessions sessions have ended. Returns only on a setup failure or when told to stop.

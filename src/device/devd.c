@@ -35,7 +35,27 @@ typedef struct {
     uint64_t size;   // as requested
     uint64_t span;   // size rounded up to DEVD_ALIGN
     uint32_t flags;
+    uint64_t trip;   // holder session that allocated it on a trip (owner is the trainer); 0: none
+    uint64_t loaded; // end of the furthest chunk LOAD_SEALED authenticated into it on that trip
 } devd_buf;
+
+typedef struct devd_session devd_session;
+
+// The one trip the device can be on (docs/device-sim.md "Travelling").
+typedef struct {
+    uint32_t state;  // gt_sim_trip_state
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
+    double lease_end;         // gt_now_seconds()
+    uint64_t trainer;         // the lending session
+    uint64_t holder;          // the attached holder session (0: none)
+    devd_session *tsess;      // the lending session, while the trip runs
+    bool trainer_gone;        // the lender's socket failed while a holder was attached
+    uint32_t fail_code;       // FAILED: why (gt_code)
+    size_t nloaded;
+    struct {
+        uint64_t handle, bytes;
+    } loaded[GT_SIM_MAX_TRIP_BUFFERS];
+} devd_trip;
 
 typedef struct {
     const gt_devd_config *cfg;
@@ -57,18 +77,21 @@ typedef struct {
     uint32_t slot_count, slot_bytes;
     uint8_t *stage;  // ciphertext is copied here before it is decrypted (no double fetch)
     uint8_t *rx;     // one frame
+    devd_trip trip;
 } devd;
 
-typedef struct {
+struct devd_session {
     devd *d;
     int fd;
     uint64_t id;
+    bool holder;     // attached with a ticket: may only alloc, load_sealed, free, return
+    uint8_t agreement[GT_SIM_AGREEMENT_BYTES];  // from its hello (appraised evidence binds it)
     gt_sim_keys keys;
     uint8_t *bounce;
     size_t bounce_bytes;
     int bounce_fd;
     gt_sim_watch watch;
-} devd_session;
+};
 
 // ---- memory -----------------------------------------------------------------------------------
 
@@ -76,7 +99,10 @@ static gt_err buf_find(devd_session *s, uint64_t handle, devd_buf **out)
 {
     devd *d = s->d;
     for (size_t i = 0; i < d->nbufs; i++) {
-        if (d->bufs[i].id == handle && d->bufs[i].owner == s->id) {
+        // a holder sees only what it allocated on this trip (owned by the lending trainer)
+        bool mine = s->holder ? d->bufs[i].owner == d->trip.trainer && d->bufs[i].trip == s->id
+                              : d->bufs[i].owner == s->id;
+        if (d->bufs[i].id == handle && mine) {
             *out = &d->bufs[i];
             return GT_OK;
         }
@@ -109,6 +135,15 @@ static gt_err buf_alloc(devd_session *s, uint64_t bytes, uint32_t flags, uint64_
               want, limit);
     GT_ENSURE(d->nbufs < DEVD_MAX_BUFFERS, GT_E_LIMIT, "device: %u buffers already allocated",
               DEVD_MAX_BUFFERS);
+    if (s->holder) {
+        size_t mine = 0;
+        for (size_t i = 0; i < d->nbufs; i++) {
+            mine += d->bufs[i].trip == s->id;
+        }
+        GT_ENSURE(mine < GT_SIM_MAX_TRIP_BUFFERS, GT_E_LIMIT,
+                  "device: %u buffers already allocated on this trip", GT_SIM_MAX_TRIP_BUFFERS);
+        flags |= GT_DBUF_NO_READBACK;  // holder data never goes back to any CPU
+    }
     uint64_t span = (bytes + DEVD_ALIGN - 1) & ~(uint64_t)(DEVD_ALIGN - 1);
     uint64_t prev_end = 0;
     size_t at = d->nbufs;
@@ -132,8 +167,10 @@ static gt_err buf_alloc(devd_session *s, uint64_t bytes, uint32_t flags, uint64_
         d->cap_bufs = cap;
     }
     memmove(&d->bufs[at + 1], &d->bufs[at], (d->nbufs - at) * sizeof *d->bufs);
-    d->bufs[at] = (devd_buf){.id = d->next_handle++, .owner = s->id, .off = prev_end,
-                             .size = bytes, .span = span, .flags = flags};
+    d->bufs[at] = (devd_buf){.id = d->next_handle++,
+                             .owner = s->holder ? d->trip.trainer : s->id, .off = prev_end,
+                             .size = bytes, .span = span, .flags = flags,
+                             .trip = s->holder ? s->id : 0};
     d->nbufs++;
     d->used += span;
     *handle = d->bufs[at].id;
@@ -321,6 +358,9 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
 
 // ---- one request ------------------------------------------------------------------------------
 
+static gt_err do_lend(devd_session *t, const gt_sim_msg *req);
+static gt_err send_trip(devd_session *t);
+
 // Serves one request. Returns a fatal error (protocol, authentication, I/O) or OK; *bye is set
 // when the client ends the session.
 static gt_err serve_one(devd_session *s, bool *bye)
@@ -380,6 +420,17 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_BYE:
         *bye = true;
         return GT_OK;
+    case GT_SIM_REQ_LEND:
+        return do_lend(s, &m);
+    case GT_SIM_REQ_TRIP_STATUS:
+        return send_trip(s);
+    case GT_SIM_REQ_ATTACH:
+    case GT_SIM_REQ_LOAD_SEALED:
+    case GT_SIM_REQ_RETURN:
+        gt_secure_zero(&m, sizeof m);
+        return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
+                                      "attached with a ticket (is the device lent?)",
+                                      gt_sim_msg_name(m.type)));
     default:
         return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m.type));
     }
@@ -445,6 +496,7 @@ static gt_err handshake(devd_session *s)
     memcpy(ch_body, d->rx, ch_len);
     gt_span ch_span = {ch_body, ch_len};
     GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
+    memcpy(s->agreement, ch.agreement, sizeof s->agreement);
     // client evidence: bound to its nonce, its X25519 key and the agreement
     GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);
     GT_TRY_GOTO(err, d->appraise(d->appraise_ctx, ch.evidence, rd), refuse);
@@ -539,6 +591,424 @@ static void session_run(devd *d, int fd)
         }
     }
     session_end(&s);
+}
+
+
+// ---- travelling (docs/device-sim.md "Travelling") ---------------------------------------------
+
+// STATUS/TRIP answers for a request from the lending trainer; never blocks on the trip.
+static gt_err send_trip(devd_session *t)
+{
+    devd *d = t->d;
+    bool ours = d->trip.trainer == t->id;
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    r.type = GT_SIM_REP_TRIP;
+    r.state = ours ? d->trip.state : GT_SIM_TRIP_AT_TRAINER;
+    r.code = ours ? d->trip.fail_code : 0;
+    r.count = ours && r.state == GT_SIM_TRIP_RETURNED ? (uint32_t)d->trip.nloaded : 0;
+    GT_TRY(send_msg(t, &r));
+    for (uint32_t i = 0; i < r.count; i++) {
+        gt_sim_msg l = {.type = GT_SIM_REP_LOADED, .handle = d->trip.loaded[i].handle,
+                        .len = d->trip.loaded[i].bytes};
+        GT_TRY(send_msg(t, &l));
+    }
+    return GT_OK;
+}
+
+// One record from the lending trainer while the device is away: only TRIP_STATUS is served,
+// everything else is refused ("device is lent"); an error means the trainer is gone.
+static gt_err trainer_while_lent(devd_session *t)
+{
+    // its own buffer and watch: this may run inside a holder's frame read (d->rx is in use)
+    uint8_t body[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16 + GT_AEAD_TAG_BYTES];
+    uint8_t plain[sizeof body];
+    size_t len = 0, plain_len = 0;
+    gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
+    gt_sim_msg m;
+    GT_TRY(gt_sim_frame_recv(t->fd, body, sizeof body, &len, NULL, &w));
+    GT_TRY(gt_sim_record_open(&t->keys, plain, sizeof plain, &plain_len, (gt_span){body, len}));
+    gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, &m);
+    gt_secure_zero(plain, sizeof plain);
+    GT_TRY(err);
+    switch (m.type) {
+    case GT_SIM_REQ_TRIP_STATUS:
+        return send_trip(t);
+    case GT_SIM_REQ_BYE:
+        return gt_errf(GT_E_PEER, "devd: the lending trainer ended its session");
+    case GT_SIM_MSG_CHUNK:
+    case GT_SIM_MSG_SLOT_FREE:
+        return gt_errf(GT_E_STATE, "devd: %s from the lending trainer", gt_sim_msg_name(m.type));
+    default:
+        gt_secure_zero(&m, sizeof m);
+        return send_status(t, gt_errf(GT_E_STATE, "device is lent (trip %s): only trip_status "
+                                      "until it returns",
+                                      gt_sim_trip_state_name(t->d->trip.state)));
+    }
+}
+
+static void trainer_watch(void *ctx)
+{
+    devd_session *t = ctx;
+    if (t->d->trip.trainer_gone) {
+        return;
+    }
+    gt_err e = trainer_while_lent(t);
+    if (!gt_is_ok(e)) {
+        gt_log_warn("devd: the lending trainer (session %llu) failed: %s",
+                    (unsigned long long)t->id, e.msg);
+        t->d->trip.trainer_gone = true;
+    }
+}
+
+// Ends the trip. returned: loaded buffers become the trainer's (still NO_READBACK), the rest of
+// the trip's buffers are wiped; otherwise every buffer of the trip is wiped (FAILED).
+static void trip_end(devd *d, bool returned, gt_code why)
+{
+    d->trip.nloaded = 0;
+    for (size_t i = d->nbufs; i-- > 0;) {
+        devd_buf *b = &d->bufs[i];
+        if (b->trip == 0) {
+            continue;
+        }
+        if (returned && b->loaded > 0 && d->trip.nloaded < GT_SIM_MAX_TRIP_BUFFERS) {
+            d->trip.loaded[d->trip.nloaded].handle = b->id;
+            d->trip.loaded[d->trip.nloaded].bytes = b->loaded;
+            d->trip.nloaded++;
+            b->trip = 0;
+            b->loaded = 0;
+        } else {
+            buf_release(d, i);
+        }
+    }
+    // handles in increasing order
+    for (size_t i = 1; i < d->trip.nloaded; i++) {
+        for (size_t j = i; j > 0 && d->trip.loaded[j - 1].handle > d->trip.loaded[j].handle; j--) {
+            uint64_t h = d->trip.loaded[j].handle, n = d->trip.loaded[j].bytes;
+            d->trip.loaded[j] = d->trip.loaded[j - 1];
+            d->trip.loaded[j - 1].handle = h;
+            d->trip.loaded[j - 1].bytes = n;
+        }
+    }
+    d->trip.state = returned ? GT_SIM_TRIP_RETURNED : GT_SIM_TRIP_FAILED;
+    d->trip.fail_code = returned ? 0 : (uint32_t)(why ? why : GT_E_PEER);
+    d->trip.holder = 0;
+    gt_secure_zero(d->trip.ticket, sizeof d->trip.ticket);  // the ticket is dead
+    gt_log_info("devd: trip %s: %zu buffers loaded for session %llu",
+                gt_sim_trip_state_name(d->trip.state), d->trip.nloaded,
+                (unsigned long long)d->trip.trainer);
+}
+
+// LOAD_SEALED: the holder's sealed chunk (ciphertext || tag, exactly as stored) arrives through
+// the bounce slots without a second session encryption; devd opens it with the chunk key from
+// the (AEAD-protected) request into the trainer-owned buffer: one decryption pass, here.
+static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
+{
+    devd *d = h->d;
+    devd_buf *b = NULL;
+    gt_err st = buf_find(h, req->handle, &b);
+    if (gt_is_ok(st)) {
+        st = range_check(b, req->offset, req->len, "load_sealed");
+    }
+    GT_TRY(send_status(h, st));
+    if (!gt_is_ok(st)) {
+        return GT_OK;
+    }
+    uint64_t handle = b->id;
+    uint64_t total = req->len + GT_AEAD_TAG_BYTES, sb = d->slot_bytes;
+    uint64_t n = chunk_count(total, sb);
+    uint8_t *dst = d->arena + b->off + req->offset;
+    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    gt_aead_stream *as = NULL;
+    gt_err err = GT_OK;
+    bool auth_failed = false;
+    GT_TRY_GOTO(err, gt_aead_stream_new(&as, false, req->aad, sizeof req->aad, req->iv, req->key),
+                out);
+    for (uint64_t i = 0; i < n; i++) {
+        gt_sim_msg m;
+        GT_TRY_GOTO(err, recv_msg(h, &m), out);
+        uint64_t want = total - i * sb < sb ? total - i * sb : sb;
+        uint32_t slot = (uint32_t)(i % d->slot_count);
+        GT_ENSURE_GOTO(err, m.type == GT_SIM_MSG_CHUNK, out, GT_E_STATE,
+                       "devd: %s during load_sealed (expected chunk)", gt_sim_msg_name(m.type));
+        GT_ENSURE_GOTO(err, m.slot == slot && m.len == want, out, GT_E_FORMAT,
+                       "devd: load chunk %llu in slot %u of %llu bytes (expected slot %u, %llu)",
+                       (unsigned long long)i, m.slot, (unsigned long long)m.len, slot,
+                       (unsigned long long)want);
+        const uint8_t *src = h->bounce + (size_t)slot * sb;
+        for (uint64_t k = 0; k < want;) {
+            // copied out of shared memory first: what is authenticated is what is decrypted
+            uint64_t piece = want - k < DEVD_STAGE_BYTES ? want - k : DEVD_STAGE_BYTES;
+            uint64_t p = i * sb + k;  // position in ciphertext || tag
+            memcpy(d->stage, src + k, (size_t)piece);
+            uint64_t nct = p < req->len ? (req->len - p < piece ? req->len - p : piece) : 0;
+            if (nct > 0) {
+                GT_TRY_GOTO(err, gt_aead_stream_update(as, dst + p, d->stage, (size_t)nct), out);
+            }
+            if (piece > nct) {
+                memcpy(tag + (p + nct - req->len), d->stage + nct, (size_t)(piece - nct));
+            }
+            k += piece;
+        }
+        if (i + d->slot_count < n) {
+            gt_sim_msg f = {.type = GT_SIM_MSG_SLOT_FREE, .slot = slot};
+            GT_TRY_GOTO(err, send_msg(h, &f), out);
+        }
+    }
+    if (!gt_is_ok(gt_aead_stream_final(as, tag))) {
+        auth_failed = true;
+    }
+out:
+    gt_aead_stream_free(as);
+    gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
+    if (!gt_is_ok(err) || auth_failed) {
+        // nothing unauthenticated stays in device memory: the buffer is wiped and released
+        for (size_t i = 0; i < d->nbufs; i++) {
+            if (d->bufs[i].id == handle) {
+                buf_release(d, i);
+                break;
+            }
+        }
+    }
+    if (!gt_is_ok(err)) {
+        return err;  // protocol or channel failure: the trip fails
+    }
+    if (auth_failed) {
+        gt_log_warn("devd: load_sealed into 0x%llx: chunk authentication failed; buffer wiped",
+                    (unsigned long long)handle);
+        return send_status(h, gt_errf(GT_E_AUTH, "device: sealed chunk authentication failed; "
+                                      "buffer 0x%llx wiped and freed",
+                                      (unsigned long long)handle));
+    }
+    if (req->offset + req->len > b->loaded) {
+        b->loaded = req->offset + req->len;  // the extent holding authenticated chunk data
+    }
+    d->trip.state = GT_SIM_TRIP_LOADED;
+    return send_status(h, GT_OK);
+}
+
+// One record from the attached holder. *returned is set by RETURN.
+static gt_err serve_holder_one(devd_session *h, bool *returned)
+{
+    gt_sim_msg m, r;
+    GT_TRY(recv_msg(h, &m));
+    memset(&r, 0, sizeof r);
+    gt_err err = GT_OK;
+    switch (m.type) {
+    case GT_SIM_REQ_ALLOC: {
+        uint64_t hd = 0;
+        gt_err e = buf_alloc(h, m.len, m.flags, &hd);
+        if (!gt_is_ok(e)) {
+            err = send_status(h, e);
+            break;
+        }
+        r.type = GT_SIM_REP_HANDLE;
+        r.handle = hd;
+        err = send_msg(h, &r);
+        break;
+    }
+    case GT_SIM_REQ_FREE:
+        err = send_status(h, buf_free(h, m.handle));
+        break;
+    case GT_SIM_REQ_SIZE: {
+        devd_buf *b = NULL;
+        gt_err e = buf_find(h, m.handle, &b);
+        if (!gt_is_ok(e)) {
+            err = send_status(h, e);
+            break;
+        }
+        r.type = GT_SIM_REP_SIZE;
+        r.len = b->size;
+        err = send_msg(h, &r);
+        break;
+    }
+    case GT_SIM_REQ_LOAD_SEALED:
+        err = do_load_sealed(h, &m);
+        break;
+    case GT_SIM_REQ_SYNC:
+        err = send_status(h, GT_OK);
+        break;
+    case GT_SIM_REQ_STAT:
+        r.type = GT_SIM_REP_STAT;
+        r.stat = (gt_sim_stat){.sessions = h->d->sessions, .bytes_in_use = h->d->used,
+                               .bytes_wiped = h->d->bytes_wiped, .buffers_live = h->d->nbufs,
+                               .mem_limit = h->d->arena_bytes};
+        err = send_msg(h, &r);
+        break;
+    case GT_SIM_REQ_RETURN:
+        *returned = true;
+        break;
+    case GT_SIM_REQ_BYE:
+        err = gt_errf(GT_E_PEER, "devd: the holder left without RETURN");
+        break;
+    case GT_SIM_REQ_COPY_IN:
+    case GT_SIM_REQ_COPY_OUT:
+    case GT_SIM_REQ_MEMSET:
+    case GT_SIM_REQ_LAUNCH:
+    case GT_SIM_REQ_LEND:
+    case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_ATTACH:
+        err = send_status(h, gt_errf(GT_E_POLICY, "device: a travelling holder may not %s "
+                                     "(only alloc, load_sealed, size, free, return)",
+                                     gt_sim_msg_name(m.type)));
+        break;
+    default:
+        err = gt_errf(GT_E_STATE, "devd: unexpected %s message from the holder",
+                      gt_sim_msg_name(m.type));
+        break;
+    }
+    gt_secure_zero(&m, sizeof m);  // LOAD_SEALED's chunk key
+    return err;
+}
+
+// The holder's first record: ATTACH with the ticket. Wrong ticket or another agreement: refused,
+// the lend stands.
+static gt_err attach_check(devd_session *h, const devd_session *t)
+{
+    devd *d = h->d;
+    gt_sim_msg m;
+    GT_TRY(recv_msg(h, &m));
+    gt_err st = GT_OK;
+    if (m.type != GT_SIM_REQ_ATTACH) {
+        st = gt_errf(GT_E_STATE, "devd: %s before attach (the device is lent)",
+                     gt_sim_msg_name(m.type));
+    } else if (!gt_ct_equal(m.ticket, d->trip.ticket, GT_SIM_TICKET_BYTES)) {
+        st = gt_errf(GT_E_AUTH, "devd: wrong travel ticket");
+    } else if (!gt_ct_equal(h->agreement, t->agreement, GT_SIM_AGREEMENT_BYTES)) {
+        st = gt_errf(GT_E_POLICY, "devd: the holder's agreement hash is not the lending "
+                     "trainer's");
+    }
+    gt_secure_zero(&m, sizeof m);
+    gt_err e = send_status(h, st);
+    return gt_is_ok(st) ? e : st;
+}
+
+static gt_err handshake(devd_session *s);
+static void session_end(devd_session *s);
+static void refuse_waiting(void *ctx);
+
+// A connection that arrived while the device is lent: handshake, ticket, then the holder's
+// requests until RETURN, its disconnection or the lease's end.
+static void holder_run(devd *d, devd_session *t, int fd)
+{
+    devd_session h;
+    memset(&h, 0, sizeof h);
+    h.d = d;
+    h.fd = fd;
+    h.bounce_fd = -1;
+    h.id = ++d->sessions;
+    h.holder = true;
+    h.watch = (gt_sim_watch){.fd = d->listen_fd, .on_watch = refuse_waiting, .ctx = d,
+                             .timeout_ms = DEVD_HELLO_TIMEOUT_MS, .stop = d->cfg->stop,
+                             .fd2 = t->fd, .on_watch2 = trainer_watch, .ctx2 = t,
+                             .abort2 = &d->trip.trainer_gone, .deadline = d->trip.lease_end};
+    struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    gt_err err = handshake(&h);
+    if (gt_is_ok(err)) {
+        err = attach_check(&h, t);
+    }
+    if (!gt_is_ok(err)) {
+        gt_log_warn("devd: attach refused (session %llu): %s", (unsigned long long)h.id, err.msg);
+        session_end(&h);
+        return;  // still LENT (unless the lease ran out meanwhile: the lend loop sees it)
+    }
+    d->trip.state = GT_SIM_TRIP_ATTACHED;
+    d->trip.holder = h.id;
+    h.watch.timeout_ms = d->cfg->idle_timeout_ms;
+    gt_log_info("devd: holder session %llu attached to the device lent by session %llu",
+                (unsigned long long)h.id, (unsigned long long)t->id);
+    bool returned = false;
+    while (gt_is_ok(err) && !returned) {
+        err = serve_holder_one(&h, &returned);
+    }
+    if (returned) {
+        trip_end(d, true, GT_E_NONE);
+        gt_err e = send_status(&h, GT_OK);
+        (void)e;
+    } else {
+        gt_log_warn("devd: trip failed: %s", err.msg);
+        trip_end(d, false, d->trip.trainer_gone ? GT_E_PEER : err.code);
+    }
+    session_end(&h);
+}
+
+// The device is lent: until the trip ends, serve trip_status to the trainer, refuse its other
+// requests, and let one connection with the ticket attach. A fatal error ends the trainer's
+// session (and with it every buffer, trip buffers included).
+static gt_err lend_run(devd_session *t)
+{
+    devd *d = t->d;
+    while (d->trip.state == GT_SIM_TRIP_LENT) {
+        if (d->cfg->stop != NULL && *d->cfg->stop) {
+            trip_end(d, false, GT_E_STATE);
+            return gt_errf(GT_E_STATE, "devd: stopping");
+        }
+        double left = d->trip.lease_end - gt_now_seconds();
+        if (left <= 0) {
+            gt_log_warn("devd: lease expired before a holder attached");
+            trip_end(d, false, GT_E_TIMEOUT);
+            break;
+        }
+        struct pollfd pfd[2] = {{.fd = d->listen_fd, .events = POLLIN},
+                                {.fd = t->fd, .events = POLLIN}};
+        int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
+        if (poll(pfd, 2, ms) <= 0) {
+            continue;
+        }
+        if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            gt_err e = trainer_while_lent(t);
+            if (!gt_is_ok(e)) {
+                trip_end(d, false, GT_E_PEER);
+                return e;
+            }
+        }
+        if (pfd[0].revents & POLLIN) {
+            int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                holder_run(d, t, fd);
+            }
+            if (d->trip.trainer_gone) {
+                if (d->trip.state == GT_SIM_TRIP_LENT) {
+                    trip_end(d, false, GT_E_PEER);
+                }
+                return gt_errf(GT_E_PEER, "devd: the lending trainer went away");
+            }
+        }
+    }
+    d->trip.tsess = NULL;
+    return GT_OK;
+}
+
+static gt_err do_lend(devd_session *t, const gt_sim_msg *req)
+{
+    devd *d = t->d;
+    if (req->ms == 0 || req->ms > GT_SIM_MAX_LEASE_MS) {
+        return send_status(t, gt_errf(GT_E_ARG, "device: lease of %u ms (1..%u)", req->ms,
+                                      GT_SIM_MAX_LEASE_MS));
+    }
+    memset(&d->trip, 0, sizeof d->trip);
+    gt_err e = gt_random_bytes(d->trip.ticket, sizeof d->trip.ticket);
+    if (!gt_is_ok(e)) {
+        return send_status(t, e);
+    }
+    d->trip.state = GT_SIM_TRIP_LENT;
+    d->trip.trainer = t->id;
+    d->trip.tsess = t;
+    d->trip.lease_end = gt_now_seconds() + req->ms / 1000.0;
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    r.type = GT_SIM_REP_TICKET;
+    memcpy(r.ticket, d->trip.ticket, sizeof r.ticket);
+    e = send_msg(t, &r);
+    gt_secure_zero(&r, sizeof r);
+    if (!gt_is_ok(e)) {
+        trip_end(d, false, GT_E_PEER);
+        return e;
+    }
+    gt_log_info("devd: session %llu lent the device for %u ms", (unsigned long long)t->id,
+                req->ms);
+    return lend_run(t);
 }
 
 // ---- the server -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "sim_client.h"
@@ -164,3 +165,77 @@ gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset, int value,
 gt_err gt_device_launch(gt_device *dev, const gt_op *op) { return dev->ops->launch(dev->impl, op); }
 
 gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
+
+// ---- sim travelling ---------------------------------------------------------------------------
+
+gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,
+                          uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_lend(dev->impl, lease_ms, ticket);
+}
+
+gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms, gt_device_sim_loaded *loaded,
+                                 size_t cap, size_t *count)
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    *count = 0;
+    double end = gt_now_seconds() + timeout_ms / 1000.0;
+    for (;;) {
+        uint32_t state = 0, code = 0;
+        size_t n = 0;
+        GT_TRY(gt_device_sim_impl_trip(dev->impl, &state, &code, loaded, cap, &n));
+        switch (state) {
+        case GT_SIM_TRIP_AT_TRAINER:
+            return gt_errf(GT_E_STATE, "device: not lent");
+        case GT_SIM_TRIP_RETURNED:
+            *count = n;
+            GT_ENSURE(n <= cap, GT_E_LIMIT, "device: %zu buffers loaded (room for %zu)", n, cap);
+            return GT_OK;
+        case GT_SIM_TRIP_FAILED:
+            return gt_errf(code > GT_E_NONE && code <= GT_E_TIMEOUT ? (gt_code)code : GT_E_PEER,
+                           "device: the trip failed (%s); its buffers were wiped and the "
+                           "device is back", gt_code_text((gt_code)code));
+        default:
+            break;
+        }
+        if (timeout_ms > 0 && gt_now_seconds() >= end) {
+            return gt_errf(GT_E_TIMEOUT, "device: still lent (%s) after %d ms",
+                           gt_sim_trip_state_name(state), timeout_ms);
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
+                            const gt_device_sim_options *opt,
+                            const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+{
+    *holder = NULL;
+    gt_device *dev = NULL;
+    GT_TRY(gt_device_open_sim(&dev, cfg, opt));
+    gt_err err = gt_device_sim_impl_attach(dev->impl, ticket);
+    if (!gt_is_ok(err)) {
+        gt_device_close(dev);
+        return err;
+    }
+    *holder = dev;
+    return GT_OK;
+}
+
+gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
+                                 const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
+                                 const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                 const uint8_t key[32])
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_load_sealed(holder->impl, dst, dst_offset, ct_and_tag, len, iv, aad,
+                                          key);
+}
+
+gt_err gt_device_sim_return(gt_device *holder)
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_return(holder->impl);
+}

@@ -426,3 +426,114 @@ gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
     memcpy(report_data, c->device_report_data, GT_SIM_REPORT_DATA_BYTES);
     return GT_OK;
 }
+
+// ---- travelling -------------------------------------------------------------------------------
+
+gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
+                               uint8_t ticket[GT_SIM_TICKET_BYTES])
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_LEND, .ms = lease_ms}, rep;
+    gt_err err = rpc(impl, &req, GT_SIM_REP_TICKET, &rep);
+    if (gt_is_ok(err)) {
+        memcpy(ticket, rep.ticket, GT_SIM_TICKET_BYTES);
+    }
+    gt_secure_zero(&rep, sizeof rep);
+    return err;
+}
+
+gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
+                               gt_device_sim_loaded *loaded, size_t cap, size_t *count)
+{
+    gt_sim_conn *c = impl;
+    gt_sim_msg req = {.type = GT_SIM_REQ_TRIP_STATUS}, rep;
+    GT_TRY(rpc(c, &req, GT_SIM_REP_TRIP, &rep));
+    *state = rep.state;
+    *code = rep.code;
+    *count = rep.count;
+    for (uint32_t i = 0; i < rep.count; i++) {  // always read them all: the session goes on
+        gt_sim_msg l;
+        GT_TRY(gt_sim_conn_recv(c, &l));
+        if (l.type != GT_SIM_REP_LOADED) {
+            return conn_fail(c, gt_errf(GT_E_STATE, "sim device: devd sent %s in a trip report",
+                                        gt_sim_msg_name(l.type)));
+        }
+        if (i < cap) {
+            loaded[i] = (gt_device_sim_loaded){.buf = l.handle, .bytes = l.len};
+        }
+    }
+    return GT_OK;
+}
+
+gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES])
+{
+    gt_sim_conn *c = impl;
+    gt_sim_msg req = {.type = GT_SIM_REQ_ATTACH}, rep;
+    memcpy(req.ticket, ticket, GT_SIM_TICKET_BYTES);
+    gt_err err = rpc(c, &req, GT_SIM_REP_STATUS, &rep);
+    gt_secure_zero(&req, sizeof req);
+    if (!gt_is_ok(err)) {
+        return err;  // devd closes a refused attach; close waits for that
+    }
+    c->holder = true;
+    return GT_OK;
+}
+
+gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint64_t dst_offset,
+                                      const uint8_t *ct_and_tag, uint64_t len,
+                                      const uint8_t iv[GT_AEAD_IV_BYTES],
+                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                      const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
+              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
+    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED, .handle = dst, .offset = dst_offset,
+                      .len = len - GT_AEAD_TAG_BYTES};
+    memcpy(req.iv, iv, sizeof req.iv);
+    memcpy(req.aad, aad, sizeof req.aad);
+    memcpy(req.key, key, sizeof req.key);
+    gt_sim_msg m;
+    gt_err err = rpc(c, &req, GT_SIM_REP_STATUS, &m);
+    gt_secure_zero(&req, sizeof req);  // the chunk key
+    GT_TRY(err);
+    // ciphertext || tag as stored: no second encryption (GCM's tag protects it end to end)
+    uint64_t sb = c->slot_bytes;
+    uint64_t n = chunk_count(len, sb);
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)(i % c->slot_count);
+        if (i >= c->slot_count) {
+            GT_TRY(gt_sim_conn_recv(c, &m));
+            if (m.type != GT_SIM_MSG_SLOT_FREE || m.slot != slot) {
+                return conn_fail(c, gt_errf(GT_E_STATE, "sim device: devd sent %s during "
+                                            "load_sealed", gt_sim_msg_name(m.type)));
+            }
+        }
+        uint64_t want = len - i * sb < sb ? len - i * sb : sb;
+        memcpy(c->bounce + (size_t)slot * sb, ct_and_tag + i * sb, (size_t)want);
+        gt_sim_msg ready = {.type = GT_SIM_MSG_CHUNK, .slot = slot, .len = want};
+        GT_TRY(gt_sim_conn_send(c, &ready));
+    }
+    GT_TRY(gt_sim_conn_recv(c, &m));
+    if (m.type != GT_SIM_REP_STATUS) {
+        return conn_fail(c, gt_errf(GT_E_STATE, "sim device: devd sent %s after load_sealed",
+                                    gt_sim_msg_name(m.type)));
+    }
+    return gt_sim_status_err(&m.status);
+}
+
+gt_err gt_device_sim_impl_return(void *impl)
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(c->holder, GT_E_STATE, "sim device: return: this session is not attached to a "
+              "lent device");
+    gt_sim_msg req = {.type = GT_SIM_REQ_RETURN}, rep;
+    GT_TRY(rpc(c, &req, GT_SIM_REP_STATUS, &rep));
+    // devd ends the holder's session now; wait until it has (the device is the trainer's again)
+    gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
+    uint8_t sink[64];
+    size_t n = 0;
+    gt_err e = gt_sim_frame_recv(c->fd, sink, sizeof sink, &n, NULL, &w);
+    (void)e;
+    c->broken = true;  // every later call: "the session has ended"
+    return GT_OK;
+}

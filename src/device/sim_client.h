@@ -18,6 +18,7 @@ typedef struct {
     uint8_t device_report_data[GT_SIM_REPORT_DATA_BYTES];
     gt_sim_watch watch;  // reply timeout
     bool broken;         // a fatal error ended the session; every call fails from then on
+    bool holder;         // attached to a lent device with a ticket
 } gt_sim_conn;
 
 // Connects, runs the handshake and maps the bounce slots. On failure c is closed.
@@ -33,5 +34,19 @@ GT_MUST_USE gt_err gt_device_sim_open_opts(const gt_device_config *cfg,
 GT_MUST_USE gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat);
 GT_MUST_USE gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
                                                uint8_t report_data[GT_SIM_REPORT_DATA_BYTES]);
+
+// Travelling (device.h gt_device_sim_lend ... wait_return).
+GT_MUST_USE gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
+                                           uint8_t ticket[GT_SIM_TICKET_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
+                                           gt_device_sim_loaded *loaded, size_t cap,
+                                           size_t *count);
+GT_MUST_USE gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint64_t dst_offset,
+                                                  const uint8_t *ct_and_tag, uint64_t len,
+                                                  const uint8_t iv[GT_AEAD_IV_BYTES],
+                                                  const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                                  const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_return(void *impl);
 
 #endif

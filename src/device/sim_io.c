@@ -96,10 +96,21 @@ static gt_err read_exact(int fd, uint8_t *p, size_t n, int *recv_fd, const gt_si
             return gt_errf(GT_E_STATE, "devd: stopping");
         }
         if (watch != NULL) {
-            struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN},
-                                    {.fd = watch->fd, .events = POLLIN}};
-            int np = watch->fd >= 0 ? 2 : 1;
-            int pr = poll(pfd, (nfds_t)np, watch->timeout_ms > 0 ? watch->timeout_ms : -1);
+            struct pollfd pfd[3] = {{.fd = fd, .events = POLLIN},
+                                    {.fd = watch->fd, .events = POLLIN},
+                                    {.fd = watch->on_watch2 != NULL ? watch->fd2 : -1,
+                                     .events = POLLIN}};
+            int timeout = watch->timeout_ms > 0 ? watch->timeout_ms : -1;
+            bool by_deadline = false;
+            if (watch->deadline > 0) {
+                double left = watch->deadline - gt_now_seconds();
+                int left_ms = left <= 0 ? 0 : (int)(left * 1000) + 1;
+                if (timeout < 0 || left_ms < timeout) {
+                    timeout = left_ms;
+                    by_deadline = true;
+                }
+            }
+            int pr = poll(pfd, 3, timeout);
             if (pr < 0) {
                 if (errno == EINTR) {
                     continue;
@@ -107,11 +118,20 @@ static gt_err read_exact(int fd, uint8_t *p, size_t n, int *recv_fd, const gt_si
                 return gt_errf(GT_E_IO, "sim: poll: %s", strerror(errno));
             }
             if (pr == 0) {
+                if (by_deadline) {
+                    return gt_errf(GT_E_TIMEOUT, "sim: deadline passed (lease expired)");
+                }
                 return gt_errf(GT_E_TIMEOUT, "sim: peer sent nothing for %d ms",
                                watch->timeout_ms);
             }
-            if (np == 2 && (pfd[1].revents & POLLIN) && watch->on_watch != NULL) {
+            if (watch->fd >= 0 && (pfd[1].revents & POLLIN) && watch->on_watch != NULL) {
                 watch->on_watch(watch->ctx);
+            }
+            if (pfd[2].fd >= 0 && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+                watch->on_watch2(watch->ctx2);
+                if (watch->abort2 != NULL && *watch->abort2) {
+                    return gt_errf(GT_E_PEER, "devd: the lending trainer went away");
+                }
             }
             if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
                 continue;

@@ -326,6 +326,14 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_HANDLE: return "handle";
     case GT_SIM_REP_SIZE: return "size_reply";
     case GT_SIM_REP_STAT: return "stat_reply";
+    case GT_SIM_REQ_LEND: return "lend";
+    case GT_SIM_REQ_TRIP_STATUS: return "trip_status";
+    case GT_SIM_REQ_ATTACH: return "attach";
+    case GT_SIM_REQ_LOAD_SEALED: return "load_sealed";
+    case GT_SIM_REQ_RETURN: return "return";
+    case GT_SIM_REP_TICKET: return "ticket";
+    case GT_SIM_REP_TRIP: return "trip";
+    case GT_SIM_REP_LOADED: return "loaded";
     default: return "unknown";
     }
 }
@@ -359,7 +367,28 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REQ_SYNC:
     case GT_SIM_REQ_BYE:
     case GT_SIM_REQ_STAT:
+    case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_RETURN:
         return GT_OK;
+    case GT_SIM_REQ_LEND:
+        return gt_writer_u32le(w, m->ms);
+    case GT_SIM_REQ_ATTACH:
+    case GT_SIM_REP_TICKET:
+        return gt_writer_bytes(w, m->ticket, sizeof m->ticket);
+    case GT_SIM_REQ_LOAD_SEALED:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        GT_TRY(gt_writer_u64le(w, m->offset));
+        GT_TRY(gt_writer_u64le(w, m->len));
+        GT_TRY(gt_writer_bytes(w, m->iv, sizeof m->iv));
+        GT_TRY(gt_writer_bytes(w, m->aad, sizeof m->aad));
+        return gt_writer_bytes(w, m->key, sizeof m->key);
+    case GT_SIM_REP_TRIP:
+        GT_TRY(gt_writer_u32le(w, m->state));
+        GT_TRY(gt_writer_u32le(w, m->code));
+        return gt_writer_u32le(w, m->count);
+    case GT_SIM_REP_LOADED:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_u64le(w, m->len);
     case GT_SIM_MSG_CHUNK:
         GT_TRY(gt_writer_u32le(w, m->slot));
         return gt_writer_u32le(w, (uint32_t)m->len);
@@ -417,6 +446,34 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     case GT_SIM_REQ_SYNC:
     case GT_SIM_REQ_BYE:
     case GT_SIM_REQ_STAT:
+    case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_RETURN:
+        break;
+    case GT_SIM_REQ_LEND:
+        GT_TRY(gt_reader_u32le(&r, &m.ms));
+        break;
+    case GT_SIM_REQ_ATTACH:
+    case GT_SIM_REP_TICKET:
+        GT_TRY(gt_reader_bytes(&r, m.ticket, sizeof m.ticket));
+        break;
+    case GT_SIM_REQ_LOAD_SEALED:
+        GT_TRY(gt_reader_u64le(&r, &m.handle));
+        GT_TRY(gt_reader_u64le(&r, &m.offset));
+        GT_TRY(gt_reader_u64le(&r, &m.len));
+        GT_TRY(gt_reader_bytes(&r, m.iv, sizeof m.iv));
+        GT_TRY(gt_reader_bytes(&r, m.aad, sizeof m.aad));
+        GT_TRY(gt_reader_bytes(&r, m.key, sizeof m.key));
+        break;
+    case GT_SIM_REP_TRIP:
+        GT_TRY(gt_reader_u32le(&r, &m.state));
+        GT_TRY(gt_reader_u32le(&r, &m.code));
+        GT_TRY(gt_reader_u32le(&r, &m.count));
+        GT_ENSURE(m.state <= GT_SIM_TRIP_FAILED && m.count <= GT_SIM_MAX_TRIP_BUFFERS,
+                  GT_E_FORMAT, "trip: state %u, %u buffers", m.state, m.count);
+        break;
+    case GT_SIM_REP_LOADED:
+        GT_TRY(gt_reader_u64le(&r, &m.handle));
+        GT_TRY(gt_reader_u64le(&r, &m.len));
         break;
     case GT_SIM_MSG_CHUNK:
         GT_TRY(gt_reader_u32le(&r, &m.slot));
@@ -441,9 +498,25 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     default:
         return gt_errf(GT_E_FORMAT, "sim: unknown message type 0x%04x", m.type);
     }
-    GT_TRY(gt_reader_expect_end(&r, gt_sim_msg_name(m.type)));
-    *out = m;
-    return GT_OK;
+    gt_err err = gt_reader_expect_end(&r, gt_sim_msg_name(m.type));
+    if (gt_is_ok(err)) {
+        *out = m;
+    }
+    gt_secure_zero(&m, sizeof m);  // LOAD_SEALED carries a chunk key
+    return err;
+}
+
+const char *gt_sim_trip_state_name(uint32_t state)
+{
+    switch (state) {
+    case GT_SIM_TRIP_AT_TRAINER: return "at_trainer";
+    case GT_SIM_TRIP_LENT: return "lent";
+    case GT_SIM_TRIP_ATTACHED: return "attached";
+    case GT_SIM_TRIP_LOADED: return "loaded";
+    case GT_SIM_TRIP_RETURNED: return "returned";
+    case GT_SIM_TRIP_FAILED: return "failed";
+    default: return "unknown";
+    }
 }
 
 void gt_sim_msg_status(gt_sim_msg *m, gt_err e)

@@ -159,6 +159,15 @@ enum {
     GT_SIM_REQ_SYNC = 0x0108,      // empty
     GT_SIM_REQ_BYE = 0x0109,       // empty: the client ends the session (no reply)
     GT_SIM_REQ_STAT = 0x010a,      // empty: devd statistics (tests and benchmarks)
+    // travelling (docs/device-sim.md "Travelling")
+    GT_SIM_REQ_LEND = 0x010b,      // trainer: u32 lease_ms -> TICKET
+    GT_SIM_REQ_TRIP_STATUS = 0x010c, // trainer: empty -> TRIP (+ count x LOADED when ended)
+    GT_SIM_REQ_ATTACH = 0x010d,    // holder, first record: ticket[32] -> STATUS
+    GT_SIM_REQ_LOAD_SEALED = 0x010e, // holder: u64 handle, u64 offset, u64 len (ciphertext bytes,
+                                   // tag excluded), iv[12], aad[32], key[32] -> STATUS, then
+                                   // len + 16 raw bytes (ciphertext || tag) through the slots
+                                   // (CHUNK / SLOT_FREE as copy_in), then STATUS
+    GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -168,7 +177,27 @@ enum {
     GT_SIM_REP_SIZE = 0x0303,      // u64 bytes
     GT_SIM_REP_STAT = 0x0304,      // u64 sessions served, u64 bytes in use, u64 bytes wiped,
                                    // u64 buffers live, u64 mem_limit
+    GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
+    GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
+                                   // u32 count (LOADED records that follow; 0 unless RETURNED)
+    GT_SIM_REP_LOADED = 0x0307,    // u64 handle, u64 bytes loaded
 };
+
+// Travelling: one trip of the device from the trainer's session to one holder and back.
+#define GT_SIM_TICKET_BYTES 32
+#define GT_SIM_LOAD_AAD_BYTES 32          // a sealed chunk's AAD (GT_CHUNK_AAD_BYTES)
+#define GT_SIM_MAX_LEASE_MS (3600u * 1000)
+#define GT_SIM_MAX_TRIP_BUFFERS 256u      // buffers one holder may allocate on one trip
+typedef enum {
+    GT_SIM_TRIP_AT_TRAINER = 0,  // never lent (or the result was already replaced by a new lend)
+    GT_SIM_TRIP_LENT = 1,        // ticket issued, no holder attached yet
+    GT_SIM_TRIP_ATTACHED = 2,    // a holder with the ticket passed admission; keys live
+    GT_SIM_TRIP_LOADED = 3,      // at least one sealed chunk loaded and authenticated
+    GT_SIM_TRIP_RETURNED = 4,    // holder sent RETURN; loaded buffers are the trainer's
+    GT_SIM_TRIP_FAILED = 5,      // lease expired, holder vanished or trainer left: trip buffers
+                                 // wiped; the device is back at the trainer
+} gt_sim_trip_state;
+const char *gt_sim_trip_state_name(uint32_t state);
 
 #define GT_SIM_OP_BYTES (4 + GT_OP_MAX_REFS * 16 + GT_OP_MAX_INTS * 8 + GT_OP_MAX_FLOATS * 4)
 #define GT_SIM_MAX_REC_PLAIN (2 + GT_SIM_OP_BYTES)  // the largest record plaintext (LAUNCH)
@@ -193,6 +222,14 @@ typedef struct {
     gt_op op;          // LAUNCH
     gt_sim_status status;
     gt_sim_stat stat;
+    uint32_t ms;       // LEND: lease
+    uint32_t state;    // TRIP
+    uint32_t code;     // TRIP
+    uint32_t count;    // TRIP
+    uint8_t ticket[GT_SIM_TICKET_BYTES];   // ATTACH, TICKET
+    uint8_t iv[GT_AEAD_IV_BYTES];          // LOAD_SEALED
+    uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
+    uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
 } gt_sim_msg;
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.
@@ -234,6 +271,14 @@ typedef struct {
     void *ctx;
     int timeout_ms;                // per wait for the next bytes; <= 0: no timeout
     const volatile sig_atomic_t *stop;  // may be NULL; non-zero ends the wait (GT_E_STATE)
+    // A second watched descriptor (devd: the lending trainer's socket while a holder is
+    // attached), used only when on_watch2 is set.
+    int fd2;
+    void (*on_watch2)(void *ctx2);
+    void *ctx2;
+    const bool *abort2;            // set by on_watch2: the wait ends (GT_E_PEER)
+    double deadline;               // gt_now_seconds() after which a wait fails (GT_E_TIMEOUT);
+                                   // 0: none (devd: the lease's end)
 } gt_sim_watch;
 // Receives one frame body into buf (cap bytes; a longer frame is GT_E_LIMIT). When recv_fd is not
 // NULL, a descriptor attached to the frame is returned there (else -1); descriptors attached where

@@ -1,0 +1,199 @@
+// bench_travel: the travelling load against one AES-256-GCM decryption pass, same run.
+// For each size: (a) LOAD_SEALED of a sealed chunk (ciphertext || tag as stored, AES-256-GCM
+// under a chunk key, 32-byte chunk AAD) from an attached holder into devd (streamed unchanged
+// through the bounce slots, opened once inside devd); (b) one gt_aead_open pass over the same
+// bytes in this process; (c) the ordinary copy_in path (session encrypt + devd decrypt) of the
+// same plaintext, for comparison. Target: (a) >= 0.7x (b). devd runs in a forked child with its
+// arena touched once at start; devd start, the trainer's session, lend and the holder's attach
+// are one-time setup, reported apart. Median of REPS after a warm-up.
+//
+// usage: bench_travel [MiB ...]   (default 64 128 256 512)
+#include <gputravel/crypto.h>
+#include <gputravel/device.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define REPS 3
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static void check(const char *what, gt_err e)
+{
+    if (!gt_is_ok(e)) {
+        fprintf(stderr, "bench_travel: %s: %s\n", what, e.msg);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes_mib[16] = {64, 128, 256, 512};
+    int nsizes = 4;
+    if (argc > 1) {
+        nsizes = 0;
+        for (int i = 1; i < argc && nsizes < 16; i++) {
+            sizes_mib[nsizes++] = (size_t)strtoul(argv[i], NULL, 10);
+        }
+    }
+    size_t max = 0;
+    for (int i = 0; i < nsizes; i++) {
+        max = sizes_mib[i] > max ? sizes_mib[i] : max;
+    }
+    size_t max_bytes = max << 20;
+
+    char dir[] = "/tmp/bench-travel-XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char sock[256], root[256];
+    snprintf(sock, sizeof sock, "%s/devd.sock", dir);
+    snprintf(root, sizeof root, "%s/sim-root", dir);
+    setenv("GT_SIM_ROOT", root, 1);
+    gt_log_set_level(GT_LOG_ERROR);
+
+    double t0 = gt_now_seconds();
+    pid_t pid = fork();
+    if (pid == 0) {
+        gt_devd_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.socket_path = sock;
+        cfg.mem_limit = 2 * (uint64_t)max_bytes + (64u << 20);  // copy_in buffer + load buffer
+        gt_err e = gt_devd_run(&cfg);
+        _exit(gt_is_ok(e) ? 0 : 1);
+    }
+    struct stat st;
+    while (stat(sock, &st) != 0) {
+        usleep(2000);
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            fprintf(stderr, "bench_travel: devd failed to start\n");
+            return 1;
+        }
+    }
+    double t_devd = gt_now_seconds() - t0;
+
+    uint8_t *src = malloc(max_bytes), *pt = malloc(max_bytes);
+    uint8_t *ct = malloc(max_bytes + GT_AEAD_TAG_BYTES);
+    if (!src || !pt || !ct) {
+        fprintf(stderr, "bench_travel: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < max_bytes; i++) {
+        src[i] = (uint8_t)(i * 131 + (i >> 13));
+    }
+    memset(pt, 0, max_bytes);
+    memset(ct, 0, max_bytes + GT_AEAD_TAG_BYTES);
+    uint8_t key[GT_AEAD_KEY_BYTES], iv[GT_AEAD_IV_BYTES], aad[GT_DEVICE_CHUNK_AAD_BYTES];
+    check("random", gt_random_bytes(key, sizeof key));
+    check("random", gt_random_bytes(iv, sizeof iv));
+    check("random", gt_random_bytes(aad, sizeof aad));
+
+    // the trainer's session and its own buffer (copy_in path)
+    t0 = gt_now_seconds();
+    gt_device *tr = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = sock};
+    check("trainer open", gt_device_open(&tr, &dc));
+    double t_session = gt_now_seconds() - t0;
+    gt_dbuf tbuf = 0;
+    check("alloc", gt_device_alloc(tr, max_bytes, 0, &tbuf));
+
+    double tin[16][REPS];
+    for (int s = 0; s < nsizes; s++) {  // (c) before the lend: the trainer cannot copy_in then
+        size_t n = sizes_mib[s] << 20;
+        check("copy_in warm-up", gt_device_copy_in(tr, tbuf, 0, src, n));
+        for (int r = 0; r < REPS; r++) {
+            double a = gt_now_seconds();
+            check("copy_in", gt_device_copy_in(tr, tbuf, 0, src, n));
+            tin[s][r] = gt_now_seconds() - a;
+        }
+    }
+
+    t0 = gt_now_seconds();
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES];
+    check("lend", gt_device_sim_lend(tr, 3600u * 1000, ticket));
+    double t_lend = gt_now_seconds() - t0;
+    t0 = gt_now_seconds();
+    gt_device *h = NULL;
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    check("attach", gt_device_sim_attach(&h, &dc, &opt, ticket));
+    double t_attach = gt_now_seconds() - t0;
+    gt_dbuf hbuf = 0;
+    check("holder alloc", gt_device_alloc(h, max_bytes, 0, &hbuf));
+
+    printf("one-time setup: devd start (arena %zu MiB reserved+touched, identity) %.3f s; "
+           "trainer session %.3f s; lend %.6f s; holder attach (attested handshake + ticket) "
+           "%.3f s\n", 2 * max + 64, t_devd, t_session, t_lend, t_attach);
+    printf("per transfer, median of %d (MB/s = 10^6 plaintext bytes/s):\n", REPS);
+    printf("%8s | %14s %14s %8s | %14s %8s\n", "size", "travel MB/s", "1x decrypt MB/s",
+           "ratio", "copy_in MB/s", "ratio");
+    int ok_all = 1;
+    for (int s = 0; s < nsizes; s++) {
+        size_t n = sizes_mib[s] << 20, l = 0;
+        check("seal", gt_aead_seal(ct, n + GT_AEAD_TAG_BYTES, &l, src, n, aad, sizeof aad, iv,
+                                   key));
+        double tl[REPS], td[REPS];
+        check("load warm-up", gt_device_sim_load_sealed(h, hbuf, 0, ct, n + GT_AEAD_TAG_BYTES,
+                                                        iv, aad, key));
+        for (int r = 0; r < REPS; r++) {
+            double a = gt_now_seconds();
+            check("load_sealed", gt_device_sim_load_sealed(h, hbuf, 0, ct, n + GT_AEAD_TAG_BYTES,
+                                                           iv, aad, key));
+            double b = gt_now_seconds();
+            check("decrypt", gt_aead_open(pt, n, &l, ct, n + GT_AEAD_TAG_BYTES, aad, sizeof aad,
+                                          iv, key));
+            double c = gt_now_seconds();
+            tl[r] = b - a;
+            td[r] = c - b;
+        }
+        if (memcmp(pt, src, n) != 0) {
+            fprintf(stderr, "bench_travel: decryption mismatch\n");
+            return 1;
+        }
+        double travel = (double)n / median(tl, REPS) / 1e6;
+        double dec = (double)n / median(td, REPS) / 1e6;
+        double in = (double)n / median(tin[s], REPS) / 1e6;
+        printf("%5zu MiB | %14.0f %14.0f %7.2fx | %14.0f %7.2fx%s\n", sizes_mib[s], travel, dec,
+               travel / dec, in, in / dec,
+               travel / dec >= 0.7 ? "" : "  (travel below 0.7x target)");
+        ok_all &= travel / dec >= 0.7;
+    }
+    check("return", gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_sim_loaded loaded[4];
+    size_t count = 0;
+    check("wait_return", gt_device_sim_wait_return(tr, 10000, loaded, 4, &count));
+    printf("returned: %zu buffer(s) loaded (%llu bytes)\n", count,
+           count ? (unsigned long long)loaded[0].bytes : 0ull);
+    printf("target travel >= 0.7x one decryption pass: %s\n", ok_all ? "met" : "NOT met");
+    gt_device_close(tr);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    unlink(sock);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench_travel: could not remove %s\n", dir);
+    }
+    gt_secure_zero(key, sizeof key);
+    free(src);
+    free(pt);
+    free(ct);
+    return ok_all ? 0 : 2;
+}

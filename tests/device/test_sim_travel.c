@@ -1,0 +1,619 @@
+// GPU travelling on the sim device: the trainer lends devd to a holder, which attaches with the
+// ticket, loads real sealed chunks (gt_seal) that devd opens with the chunk key, and returns the
+// device; the trainer then runs ops on buffers it can never read back. Against a real devd.
+#include "testlib.h"
+
+#include <gputravel/crypto.h>
+#include <gputravel/data.h>
+#include <gputravel/device.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/ops.h"
+#include "device/sim_client.h"
+#include "device/sim_proto.h"
+
+#define SLOT_BYTES (64u * 1024)
+#define NTOK 300000u
+#define VOCAB 50257u
+#define CHUNK_BYTES 400000u  // two chunks: 400000 and 200000 plaintext bytes
+
+static char g_dir[512];
+static char g_ds[600];
+static uint16_t *g_tokens;
+static gt_holder_keys g_keys;
+
+typedef struct {
+    gt_manifest m;
+    gt_buf file[2];  // chunk files: header (magic || AAD) || ciphertext || tag
+    uint8_t key[2][GT_AEAD_KEY_BYTES];
+} sealed;
+static sealed g_sealed;
+
+typedef struct {
+    char dir[512];
+    char sock[600];
+    pid_t pid;
+} fixture;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    gt_test_tmpdir(g_dir, sizeof g_dir);
+    char shard[600], keydir[600];
+    snprintf(shard, sizeof shard, "%s/a.bin", g_dir);
+    snprintf(keydir, sizeof keydir, "%s/keys", g_dir);
+    snprintf(g_ds, sizeof g_ds, "%s/ds", g_dir);
+    g_tokens = malloc(NTOK * sizeof *g_tokens);
+    uint32_t x = 7;
+    for (uint32_t i = 0; i < NTOK; i++) {
+        x = x * 1664525u + 1013904223u;
+        g_tokens[i] = (uint16_t)((x >> 8) % VOCAB);
+    }
+    GT_ASSERT_OK(gt_shard_write(shard, g_tokens, NTOK));
+    GT_ASSERT_OK(gt_keydir_generate(keydir, false, &g_keys));
+    const char *shards[] = {shard};
+    gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = g_ds,
+                        .chunk_size = CHUNK_BYTES, .vocab_size = VOCAB};
+    gt_seal_result r;
+    GT_ASSERT_OK(gt_seal(&p, &g_keys, &r));
+    assert_int_equal(r.chunk_count, 2);
+    GT_ASSERT_OK(gt_manifest_load(&g_sealed.m, g_ds));
+    for (uint32_t i = 0; i < 2; i++) {
+        char path[700];
+        GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, i));
+        GT_ASSERT_OK(gt_file_read_all(path, 1u << 24, &g_sealed.file[i]));
+        GT_ASSERT_OK(gt_chunk_key_derive(g_sealed.key[i], g_keys.dataset_key, &g_sealed.m, i));
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        gt_buf_free_nowipe(&g_sealed.file[i]);
+    }
+    gt_secure_zero(g_sealed.key, sizeof g_sealed.key);
+    gt_manifest_free(&g_sealed.m);
+    gt_holder_keys_wipe(&g_keys);
+    free(g_tokens);
+    gt_test_rmtree(g_dir);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    gt_test_tmpdir(f->dir, sizeof f->dir);
+    const char *args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots", "3",
+                          "--threads", "1", NULL};
+    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    gt_test_devd_stop(f->pid);
+    gt_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static gt_device *open_trainer(fixture *f)
+{
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    return dev;
+}
+
+static gt_err attach(fixture *f, const uint8_t ticket[GT_DEVICE_TICKET_BYTES], gt_device **holder)
+{
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.timeout_ms = 10000;
+    return gt_device_sim_attach(holder, &cfg, &opt, ticket);
+}
+
+static uint64_t chunk_plain(uint32_t i) { return g_sealed.m.chunks[i].plaintext_len; }
+
+// Loads sealed chunk i as stored (the file minus its 40-byte header) into dst.
+static gt_err load_chunk(gt_device *holder, gt_dbuf dst, uint32_t i, const uint8_t *ct_and_tag)
+{
+    const gt_buf *file = &g_sealed.file[i];
+    const uint8_t *aad = file->data + 8;  // header = magic(8) || AAD(32)
+    if (ct_and_tag == NULL) {
+        ct_and_tag = file->data + GT_CHUNK_HEADER_BYTES;
+    }
+    return gt_device_sim_load_sealed(holder, dst, 0, ct_and_tag,
+                                     file->len - GT_CHUNK_HEADER_BYTES, g_sealed.m.chunks[i].iv,
+                                     aad, g_sealed.key[i]);
+}
+
+static gt_device_sim_stat stat_of(gt_device *dev)
+{
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
+    return st;
+}
+
+static gt_op tokens_check(gt_dbuf data, int64_t n, int64_t v)
+{
+    gt_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = GT_OP_TOKENS_CHECK;
+    op.refs[0] = (gt_dref){data, 0};
+    op.ints[0] = n;
+    op.ints[1] = v;
+    return op;
+}
+
+static void test_full_trip(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    // the trainer's own buffer survives the trip
+    uint8_t mine[1000], back[1000];
+    for (size_t i = 0; i < sizeof mine; i++) {
+        mine[i] = (uint8_t)(i * 7);
+    }
+    gt_dbuf own = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, sizeof mine, 0, &own));
+    GT_ASSERT_OK(gt_device_copy_in(tr, own, 0, mine, sizeof mine));
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0}, zero[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    assert_memory_not_equal(ticket, zero, sizeof ticket);
+
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_dbuf b[2] = {0, 0};
+    for (uint32_t i = 0; i < 2; i++) {
+        GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(i), 0, &b[i]));
+        GT_ASSERT_OK(load_chunk(h, b[i], i, NULL));
+    }
+    // the holder can neither read nor compute, nor see the trainer's buffers
+    uint8_t tmp[64];
+    GT_ASSERT_CODE(gt_device_copy_out(h, tmp, b[0], 0, sizeof tmp), GT_E_POLICY);
+    gt_op chk = tokens_check(b[0], 100, VOCAB);
+    GT_ASSERT_CODE(gt_device_launch(h, &chk), GT_E_POLICY);
+    GT_ASSERT_CODE(gt_device_copy_in(h, b[0], 0, tmp, sizeof tmp), GT_E_POLICY);
+    GT_ASSERT_CODE(gt_device_memset(h, b[0], 0, 0, 16), GT_E_POLICY);
+    uint64_t sz = 0;
+    GT_ASSERT_CODE(gt_device_buf_size(h, own, &sz), GT_E_NOTFOUND);
+    GT_ASSERT_CODE(gt_device_free(h, own), GT_E_NOTFOUND);
+    GT_ASSERT_OK(gt_device_buf_size(h, b[1], &sz));
+    assert_int_equal(sz, chunk_plain(1));
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_dbuf late = 0;
+    GT_ASSERT_CODE(gt_device_alloc(h, 64, 0, &late), GT_E_STATE);  // the holder's session is over
+    gt_device_close(h);
+
+    gt_device_sim_loaded loaded[4];
+    size_t n = 0;
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 4, &n));
+    assert_int_equal(n, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        assert_int_equal(loaded[i].buf, b[i]);
+        assert_int_equal(loaded[i].bytes, chunk_plain(i));
+    }
+    // the trainer owns them now, but can never read them back
+    GT_ASSERT_CODE(gt_device_copy_out(tr, tmp, b[0], 0, sizeof tmp), GT_E_POLICY);
+    GT_ASSERT_OK(gt_device_copy_out(tr, back, own, 0, sizeof back));
+    assert_memory_equal(back, mine, sizeof mine);
+    // it can run ops on them: every token < V, and a gathered batch equals the original tokens
+    for (uint32_t i = 0; i < 2; i++) {
+        chk = tokens_check(b[i], (int64_t)(chunk_plain(i) / 2), VOCAB);
+        GT_ASSERT_OK(gt_device_launch(tr, &chk));
+    }
+    chk = tokens_check(b[0], (int64_t)(chunk_plain(0) / 2), 5);
+    assert_int_not_equal(gt_device_launch(tr, &chk).code, GT_E_NONE);
+    const int64_t N = 4096, OFF = 1234;
+    gt_dbuf inp = 0, tgt = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, N * 4, 0, &inp));
+    GT_ASSERT_OK(gt_device_alloc(tr, N * 4, 0, &tgt));
+    uint64_t base = chunk_plain(0) / 2;  // chunk 1 starts at this token
+    gt_op g;
+    memset(&g, 0, sizeof g);
+    g.kind = GT_OP_TOKENS_GATHER;
+    g.refs[0] = (gt_dref){inp, 0};
+    g.refs[1] = (gt_dref){tgt, 0};
+    g.refs[2] = (gt_dref){b[1], 0};
+    g.ints[0] = N;
+    g.ints[1] = OFF;
+    g.ints[2] = VOCAB;
+    GT_ASSERT_OK(gt_device_launch(tr, &g));
+    int32_t *gi = malloc(N * 4), *gt = malloc(N * 4);
+    GT_ASSERT_OK(gt_device_copy_out(tr, gi, inp, 0, N * 4));  // launch outputs are the trainer's
+    GT_ASSERT_OK(gt_device_copy_out(tr, gt, tgt, 0, N * 4));
+    for (int64_t i = 0; i < N; i++) {
+        assert_int_equal(gi[i], g_tokens[base + OFF + i]);
+        assert_int_equal(gt[i], g_tokens[base + OFF + i + 1]);
+    }
+    free(gi);
+    free(gt);
+    // the ticket is dead: a new connection is refused while the trainer holds the device ...
+    gt_device *h2 = NULL;
+    GT_ASSERT_CODE(attach(f, ticket, &h2), GT_E_STATE);
+    assert_null(h2);
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 100, loaded, 4, &n), GT_E_NONE);
+    gt_device_close(tr);
+    // ... and, once the device is free, attaching with it is refused as well
+    GT_ASSERT_CODE(attach(f, ticket, &h2), GT_E_STATE);
+    assert_null(h2);
+    // the trainer's session ended: every buffer (loaded ones too) wiped
+    gt_device *t2 = open_trainer(f);
+    gt_device_sim_stat st = stat_of(t2);
+    assert_int_equal(st.buffers_live, 0);
+    assert_int_equal(st.bytes_in_use, 0);
+    GT_ASSERT_CODE(gt_device_sim_wait_return(t2, 100, loaded, 4, &n), GT_E_STATE);
+    gt_device_close(t2);
+}
+
+static void test_trainer_refused_while_lent(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    gt_dbuf own = 0;
+    uint8_t buf[256] = {1, 2, 3};
+    GT_ASSERT_OK(gt_device_alloc(tr, sizeof buf, 0, &own));
+    GT_ASSERT_OK(gt_device_copy_in(tr, own, 0, buf, sizeof buf));
+    GT_ASSERT_CODE(gt_device_sim_lend(tr, 0, (uint8_t[32]){0}), GT_E_ARG);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0}, t2[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_dbuf x = 0;
+    GT_ASSERT_CODE(gt_device_alloc(tr, 64, 0, &x), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_copy_out(tr, buf, own, 0, sizeof buf), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_copy_in(tr, own, 0, buf, sizeof buf), GT_E_STATE);
+    gt_op chk = tokens_check(own, 8, VOCAB);
+    GT_ASSERT_CODE(gt_device_launch(tr, &chk), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_free(tr, own), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_sim_lend(tr, 1000, t2), GT_E_STATE);
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 50, loaded, 2, &n), GT_E_TIMEOUT);
+    // a holder comes and returns with nothing loaded
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    GT_ASSERT_CODE(gt_device_alloc(tr, 64, 0, &x), GT_E_STATE);  // still away while attached
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 50, loaded, 2, &n), GT_E_TIMEOUT);
+    gt_dbuf hb = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, 4096, 0, &hb));  // allocated, never loaded: wiped at return
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n));
+    assert_int_equal(n, 0);
+    // everything works again, the trainer's data intact
+    uint8_t back[256];
+    GT_ASSERT_OK(gt_device_copy_out(tr, back, own, 0, sizeof back));
+    assert_int_equal(back[2], 3);
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &x));
+    gt_device_sim_stat st = stat_of(tr);
+    assert_int_equal(st.buffers_live, 2);
+    GT_ASSERT_CODE(gt_device_buf_size(tr, hb, &(uint64_t){0}), GT_E_NOTFOUND);
+    gt_device_close(tr);
+}
+
+static void test_wrong_ticket_and_second_attach(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    uint8_t wrong[GT_DEVICE_TICKET_BYTES];
+    memcpy(wrong, ticket, sizeof wrong);
+    wrong[31] ^= 1;
+    gt_device *h = NULL, *h2 = NULL;
+    GT_ASSERT_CODE(attach(f, wrong, &h), GT_E_AUTH);
+    assert_null(h);
+    GT_ASSERT_CODE(attach(f, wrong, &h), GT_E_AUTH);
+    // another agreement hash: refused too
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.agreement_hash[0] = 1;
+    GT_ASSERT_CODE(gt_device_sim_attach(&h, &cfg, &opt, ticket), GT_E_POLICY);
+    // the lend stands: the right ticket attaches
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    // a second attach, even with the right ticket, is refused (device busy)
+    GT_ASSERT_CODE(attach(f, ticket, &h2), GT_E_STATE);
+    assert_null(h2);
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n));
+    assert_int_equal(n, 1);
+    gt_device_close(tr);
+}
+
+static void test_tampered_chunk(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    size_t len = g_sealed.file[1].len - GT_CHUNK_HEADER_BYTES;
+    uint8_t *bad = malloc(len);
+    const size_t where[] = {0, SLOT_BYTES - 1, SLOT_BYTES, len - 17, len - 16, len - 1};
+    for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
+        memcpy(bad, g_sealed.file[1].data + GT_CHUNK_HEADER_BYTES, len);
+        bad[where[k]] ^= 0x40;
+        gt_dbuf b = 0;
+        GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+        gt_device_sim_stat before = stat_of(h);
+        GT_ASSERT_CODE(load_chunk(h, b, 1, bad), GT_E_AUTH);
+        gt_device_sim_stat after = stat_of(h);
+        // the buffer was wiped and freed: its handle is dead
+        assert_int_equal(after.buffers_live, before.buffers_live - 1);
+        assert_true(after.bytes_wiped >= before.bytes_wiped + chunk_plain(1));
+        assert_int_equal(after.bytes_in_use, before.bytes_in_use - ((chunk_plain(1) + 63) & ~63ull));
+        GT_ASSERT_CODE(load_chunk(h, b, 1, NULL), GT_E_NOTFOUND);
+    }
+    // another chunk's key or AAD does not open it either
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
+    GT_ASSERT_CODE(gt_device_sim_load_sealed(h, b, 0, g_sealed.file[0].data + 40,
+                                             g_sealed.file[0].len - 40, g_sealed.m.chunks[0].iv,
+                                             g_sealed.file[0].data + 8, g_sealed.key[1]),
+                   GT_E_AUTH);
+    // the session goes on: the genuine chunk loads
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(loaded[0].buf, b);
+    free(bad);
+    gt_device_close(tr);
+}
+
+static void test_holder_killed_mid_load(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    gt_device_sim_stat st0 = stat_of(tr);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(pfd[0]);
+        gt_device *h = NULL;
+        if (!gt_is_ok(attach(f, ticket, &h))) {
+            _exit(2);
+        }
+        gt_dbuf done = 0;  // one chunk fully loaded, then a second load cut short
+        if (!gt_is_ok(gt_device_alloc(h, chunk_plain(1), 0, &done)) ||
+            !gt_is_ok(load_chunk(h, done, 1, NULL))) {
+            _exit(3);
+        }
+        gt_sim_conn *c = gt_device_backend_impl(h, GT_DEVICE_SIM);
+        gt_dbuf b = 0;
+        if (!gt_is_ok(gt_device_alloc(h, chunk_plain(0), 0, &b))) {
+            _exit(4);
+        }
+        gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED, .handle = b,
+                          .len = chunk_plain(0)}, m;
+        memcpy(req.iv, g_sealed.m.chunks[0].iv, 12);
+        memcpy(req.aad, g_sealed.file[0].data + 8, 32);
+        memcpy(req.key, g_sealed.key[0], 32);
+        if (!gt_is_ok(gt_sim_conn_send(c, &req)) || !gt_is_ok(gt_sim_conn_recv(c, &m)) ||
+            m.type != GT_SIM_REP_STATUS || m.status.code != 0) {
+            _exit(5);
+        }
+        memcpy(c->bounce, g_sealed.file[0].data + 40, SLOT_BYTES);
+        gt_sim_msg ch = {.type = GT_SIM_MSG_CHUNK, .slot = 0, .len = SLOT_BYTES};
+        if (!gt_is_ok(gt_sim_conn_send(c, &ch)) || write(pfd[1], "r", 1) != 1) {
+            _exit(6);
+        }
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    char r = 0;
+    assert_int_equal(read(pfd[0], &r, 1), 1);
+    close(pfd[0]);
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 50, loaded, 2, &n), GT_E_TIMEOUT);  // loaded
+    sleep_ms(20);
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    assert_true(WIFSIGNALED(status));
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n), GT_E_PEER);
+    assert_int_equal(n, 0);
+    // both trip buffers (the complete one too) wiped; the device is the trainer's again
+    gt_device_sim_stat st = stat_of(tr);
+    assert_int_equal(st.buffers_live, st0.buffers_live);
+    assert_int_equal(st.bytes_in_use, st0.bytes_in_use);
+    assert_true(st.bytes_wiped >= st0.bytes_wiped + chunk_plain(0) + chunk_plain(1));
+    gt_dbuf x = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &x));
+    gt_device_close(tr);
+}
+
+static void test_lease_timeout(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    gt_device_sim_stat st0 = stat_of(tr);
+    // nobody comes
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 200, ticket));
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n), GT_E_TIMEOUT);
+    gt_dbuf x = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &x));  // back at the trainer
+    GT_ASSERT_OK(gt_device_free(tr, x));
+    gt_device *h = NULL;
+    GT_ASSERT_CODE(attach(f, ticket, &h), GT_E_STATE);  // the expired ticket is dead
+    // a holder that overstays: loads, then the lease ends before its RETURN
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 1500, ticket));
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n), GT_E_TIMEOUT);
+    gt_err e = gt_device_sim_return(h);
+    assert_int_not_equal(e.code, GT_E_NONE);  // too late: devd ended the holder's session
+    gt_device_close(h);
+    gt_device_sim_stat st = stat_of(tr);
+    assert_int_equal(st.buffers_live, st0.buffers_live);
+    assert_int_equal(st.bytes_in_use, st0.bytes_in_use);
+    gt_device_close(tr);
+}
+
+static void test_holder_close_without_return(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
+    gt_device_close(h);  // BYE, not RETURN: the trip fails
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n), GT_E_PEER);
+    GT_ASSERT_CODE(gt_device_buf_size(tr, b, &(uint64_t){0}), GT_E_NOTFOUND);
+    assert_int_equal(stat_of(tr).buffers_live, 0);
+    gt_device_close(tr);
+}
+
+static void test_trainer_dies_while_lent(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    gt_device_close(tr);  // its session ends: the trip fails, the holder is cut off
+    GT_ASSERT_CODE(load_chunk(h, b, 1, NULL), GT_E_PEER);
+    gt_device_close(h);
+    gt_device *t2 = NULL;
+    for (int i = 0; i < 100; i++) {  // devd is free again
+        gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+        if (gt_is_ok(gt_device_open(&t2, &cfg))) {
+            break;
+        }
+        sleep_ms(20);
+    }
+    assert_non_null(t2);
+    gt_device_sim_stat st = stat_of(t2);
+    assert_int_equal(st.buffers_live, 0);
+    gt_device_close(t2);
+}
+
+// Each travel record round-trips and is accepted only at its exact size.
+static void test_messages_exact_sizes(void **state)
+{
+    (void)state;
+    gt_sim_msg in[8];
+    memset(in, 0, sizeof in);
+    in[0].type = GT_SIM_REQ_LEND;
+    in[0].ms = 1234;
+    in[1].type = GT_SIM_REQ_TRIP_STATUS;
+    in[2].type = GT_SIM_REQ_ATTACH;
+    memset(in[2].ticket, 0xa5, sizeof in[2].ticket);
+    in[3].type = GT_SIM_REQ_LOAD_SEALED;
+    in[3].handle = 7;
+    in[3].offset = 64;
+    in[3].len = 1000;
+    memset(in[3].iv, 1, sizeof in[3].iv);
+    memset(in[3].aad, 2, sizeof in[3].aad);
+    memset(in[3].key, 3, sizeof in[3].key);
+    in[4].type = GT_SIM_REQ_RETURN;
+    in[5].type = GT_SIM_REP_TICKET;
+    memset(in[5].ticket, 0x5a, sizeof in[5].ticket);
+    in[6].type = GT_SIM_REP_TRIP;
+    in[6].state = GT_SIM_TRIP_RETURNED;
+    in[6].code = 0;
+    in[6].count = 3;
+    in[7].type = GT_SIM_REP_LOADED;
+    in[7].handle = 9;
+    in[7].len = 4096;
+    const size_t sizes[8] = {6, 2, 34, 102, 2, 34, 14, 18};
+    for (int i = 0; i < 8; i++) {
+        uint8_t buf[256];
+        gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
+        GT_ASSERT_OK(gt_sim_msg_write(&w, &in[i]));
+        assert_int_equal(w.len, sizes[i]);
+        gt_sim_msg out;
+        GT_ASSERT_OK(gt_sim_msg_parse((gt_span){buf, w.len}, &out));
+        assert_int_equal(out.type, in[i].type);
+        assert_int_equal(out.ms, in[i].ms);
+        assert_int_equal(out.handle, in[i].handle);
+        assert_int_equal(out.offset, in[i].offset);
+        assert_int_equal(out.len, in[i].len);
+        assert_int_equal(out.state, in[i].state);
+        assert_int_equal(out.count, in[i].count);
+        assert_memory_equal(out.ticket, in[i].ticket, sizeof out.ticket);
+        assert_memory_equal(out.iv, in[i].iv, sizeof out.iv);
+        assert_memory_equal(out.aad, in[i].aad, sizeof out.aad);
+        assert_memory_equal(out.key, in[i].key, sizeof out.key);
+        assert_string_not_equal(gt_sim_msg_name(in[i].type), "unknown");
+        gt_sim_msg junk;
+        memset(&junk, 0x77, sizeof junk);
+        GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){buf, w.len - 1}, &junk),
+                       GT_E_TRUNCATED);
+        assert_int_equal(junk.type, 0x7777);  // untouched on failure
+        buf[w.len] = 0;
+        GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){buf, w.len + 1}, &junk), GT_E_FORMAT);
+    }
+    // a trip report with an impossible state or count
+    uint8_t bad[14] = {0x06, 0x03, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    gt_sim_msg out;
+    GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
+    bad[2] = GT_SIM_TRIP_RETURNED;
+    bad[12] = 1;  // count 65536
+    GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_messages_exact_sizes),
+        cmocka_unit_test_setup_teardown(test_full_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trainer_refused_while_lent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_ticket_and_second_attach, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tampered_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_killed_mid_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_close_without_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
