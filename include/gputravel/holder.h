@@ -14,6 +14,7 @@
 
 #include <gputravel/crypto.h>
 #include <gputravel/data.h>
+#include <gputravel/device.h>
 #include <gputravel/net.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>
@@ -60,6 +61,11 @@ GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_ke
 //   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
 //                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
 //                   or REFUSE   u32le gt_code | text
+//   trainer -> holder  TRAVEL   u32le chunk | ticket (32) | u16le length | device socket path:
+//                               the trainer lent its device; the holder attaches with the ticket,
+//                               appraises the device, loads the sealed chunk unchanged (only
+//                               its key goes to the device), returns the device, then answers
+//                      TRAVELLED u64le bytes loaded, or REFUSE
 //   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
@@ -77,11 +83,13 @@ enum {
     GT_HP_REFUSE,
     GT_HP_BYE,
     GT_HP_USED,
+    GT_HP_TRAVEL,
+    GT_HP_TRAVELLED,
 };
 #define GT_HP_MAX_CONTROL 4096
 #define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
 
-typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2 } gt_fetch_mode;
+typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2, GT_FETCH_TRAVEL = 3 } gt_fetch_mode;
 const char *gt_fetch_mode_name(gt_fetch_mode mode);
 
 typedef struct {

@@ -81,6 +81,14 @@ const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
 GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode,
                                    gt_device *dev, uint32_t flags, gt_dbuf *out,
                                    uint64_t *tokens);
+// GPU travelling (sim device): lends dev for one trip (lease_ms), sends the ticket and the
+// device's address over the attested channel, lets the holder attach, load `chunk` sealed and
+// return the device; then *out is the loaded NO_READBACK buffer (the trainer's, never readable)
+// and *tokens its tokens. A refusal is GT_E_POLICY with the holder's reason; a failed trip
+// leaves the device back with nothing loaded.
+GT_MUST_USE gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
+                                    const char *device_address, uint32_t lease_ms,
+                                    gt_dbuf *out, uint64_t *tokens);
 // Confirms to the holder that one use of `chunk` is committed (checkpointed and journaled).
 GT_MUST_USE gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens);
 void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
@@ -131,6 +139,7 @@ typedef struct {
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
     const char *state_dir;     // model.bin, model.bin.state and journal live here
+    const char *device_address;  // travel: where holders reach the device (devd's socket)
     bool resume;
     // Progress for the caller to print (library code never prints); either may be NULL.
     void (*on_step)(void *ctx, const gt_collab_step *s);

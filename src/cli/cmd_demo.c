@@ -87,8 +87,9 @@ static void usage(void)
            "End to end on one machine: three data holders (hospital, bank, lab) seal their\n"
            "own text (the fortunes databases, split by file); an emulated confidential GPU\n"
            "(gputravel devd) and three holder agents (gputravel holder) start as processes;\n"
-           "the trainer attests to every holder and trains one GPT-2 on all their data, each\n"
-           "chunk brought into the device's protected memory, trained on, and erased. Then every\n"
+           "the trainer attests to every holder and trains one GPT-2 on all their data: for each\n"
+           "chunk the device travels to its holder, who loads the chunk straight into the\n"
+           "device's protected memory; it is trained on, then erased. Then every\n"
            "holder's ledger is verified, a loss curve is drawn, and the model writes some text.\n"
            "All TEEs are simulated and the device is emulated: every evidence says\n"
            "insecure-simulation.\n"
@@ -96,7 +97,8 @@ static void usage(void)
            "  --out DIR        work folder (default: a new folder under /tmp); a folder from an\n"
            "                   earlier demo is reused, any other non-empty folder is refused\n"
            "  --steps N        training steps (default 600)\n"
-           "  --transfer MODE  conventional-keyrelease (default) or conventional\n"
+           "  --transfer MODE  travel (default: the GPU travels to each holder),\n"
+           "                   conventional-keyrelease or conventional\n"
            "  --quiet          only the final line\n");
 }
 
@@ -547,7 +549,9 @@ static gt_err step_train(demo *d, gt_collab_report *rep)
     GT_TRY_GOTO(err, gt_file_read_all(d->root_pub, 1 << 16, &root), out);
     gt_attest_file rf = {d->root_pub, gt_buf_span(&root)};
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = d->socket};
-    GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+    gt_device_sim_options so = {.timeout_ms = 0};
+    memcpy(so.agreement_hash, d->agreement.hash, sizeof so.agreement_hash);
+    GT_TRY_GOTO(err, gt_device_open_sim(&dev, &dc, &so), out);
     say(d, "    The trainer opened an attested session with devd: the device's evidence\n"
            "    (insecure-simulation) verified against the simulated vendor root.\n");
     gt_tee_attestor att = {.collect = {.type = GT_TEE_SIM, .sim_root = d->sim_root},
@@ -558,10 +562,19 @@ static gt_err step_train(demo *d, gt_collab_report *rep)
         .agreement = &d->agreement, .dev = dev, .transfer = d->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = "demo-trainer",
         .state_dir = d->state, .on_step = on_step, .on_event = on_event, .ctx = d,
+        .device_address = d->socket,
     };
-    say(d, "    Transfer: %s. Each chunk lands in device memory as a NO_READBACK buffer,\n"
-           "    is trained on once, then erased; the use is checkpointed, journaled and\n"
-           "    confirmed to its holder.\n", gt_transfer_mode_name(d->transfer));
+    if (d->transfer == GT_TRANSFER_TRAVEL) {
+        say(d, "    GPU travelling: for each chunk the trainer lends the device to its holder;\n"
+               "    the holder attaches with the ticket (sent over the attested channel),\n"
+               "    appraises the device, streams the sealed chunk unchanged and releases only\n"
+               "    its key to the device, which decrypts it once into protected memory; the\n"
+               "    device returns. No dataset byte crosses the network.\n");
+    } else {
+        say(d, "    Transfer: %s over the attested channel.\n", gt_transfer_mode_name(d->transfer));
+    }
+    say(d, "    Each chunk lands in device memory as a NO_READBACK buffer, is trained on once,\n"
+           "    then erased; the use is checkpointed, journaled and confirmed to its holder.\n");
     GT_TRY_GOTO(err, gt_collab_train(&cfg, rep), out);
     say(d, "    %-9s %12s %12s %6s %12s\n", "holder", "tokens used", "budget", "chunks",
         "transfer s");
@@ -680,7 +693,7 @@ int gt_cmd_demo(int argc, char **argv)
     }
     d->quiet = gt_cli.quiet;
     d->steps = 600;
-    d->transfer = GT_TRANSFER_CONVENTIONAL_KEYRELEASE;
+    d->transfer = GT_TRANSFER_TRAVEL;
     int c;
     while ((c = getopt_long(argc, argv, "o:q", opts, NULL)) != -1) {
         switch (c) {
@@ -688,10 +701,10 @@ int gt_cmd_demo(int argc, char **argv)
         case 'q': d->quiet = true; break;
         case 's': d->steps = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 't':
-            if (!gt_is_ok(gt_transfer_mode_parse(optarg, &d->transfer)) ||
-                d->transfer == GT_TRANSFER_TRAVEL) {
+            if (!gt_is_ok(gt_transfer_mode_parse(optarg, &d->transfer))) {
                 free(d);
-                return gt_cli_usage("demo", "--transfer: conventional or conventional-keyrelease");
+                return gt_cli_usage("demo", "--transfer: travel, conventional or "
+                                            "conventional-keyrelease");
             }
             break;
         default: free(d); return gt_cli_usage("demo", "unknown option");

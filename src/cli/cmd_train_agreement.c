@@ -25,6 +25,7 @@ static void usage(void)
            "  --state DIR          checkpoint (model.bin, model.bin.state) and journal folder\n"
            "  --resume             continue from DIR's checkpoint and journal\n"
            "  --transfer MODE      conventional (default), conventional-keyrelease or travel\n"
+           "                       (travel: the device goes to each holder; needs --device sim)\n"
            "  --device cpu|sim     device (default cpu); sim needs --device-socket PATH\n"
            "  --threads N          kernel threads (default: all cores)\n"
            "  --name NAME          this trainer's name in holders' ledgers (default trainer)\n"
@@ -154,7 +155,15 @@ int gt_cli_train_agreement(int argc, char **argv)
         root_files[i] = (gt_attest_file){roots[i], gt_buf_span(&root_bytes[i])};
     }
     gt_device_config dc = {.kind = kind, .threads = threads, .socket_path = socket};
-    GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+    if (kind == GT_DEVICE_SIM) {
+        // The device session carries the agreement: a holder the device travels to must
+        // attach under the same one.
+        gt_device_sim_options so = {.timeout_ms = 0};
+        memcpy(so.agreement_hash, a.hash, sizeof so.agreement_hash);
+        GT_TRY_GOTO(err, gt_device_open_sim(&dev, &dc, &so), out);
+    } else {
+        GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+    }
     gt_tee_attestor att = {.collect = {.type = tee, .sim_root = sim_root}, .policy = policy,
                            .roots = root_files, .root_count = (size_t)root_count,
                            .agreement = &a, .peer_role = GT_PEER_HOLDER};
@@ -170,6 +179,7 @@ int gt_cli_train_agreement(int argc, char **argv)
         .agreement = &a, .dev = dev, .transfer = transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = name, .state_dir = state_dir,
         .resume = resume, .on_step = on_step, .on_event = on_event, .ctx = &cv,
+        .device_address = socket,
     };
     gt_collab_report rep;
     GT_TRY_GOTO(err, gt_collab_train(&cfg, &rep), out);

@@ -25,6 +25,7 @@ const char *gt_fetch_mode_name(gt_fetch_mode mode)
     switch (mode) {
     case GT_FETCH_PLAIN: return "plain";
     case GT_FETCH_KEYRELEASE: return "key-release";
+    case GT_FETCH_TRAVEL: return "travel";
     default: return "unknown";
     }
 }
@@ -267,6 +268,93 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     return GT_OK;
 }
 
+// The device travelled here: attach with the ticket, load the sealed chunk as stored (devd
+// decrypts it once with the chunk key, the only secret that leaves), return the device.
+static gt_err travel_load(gt_holder_agent *a, uint32_t chunk, const uint8_t ticket[32],
+                          const char *socket, uint64_t *loaded)
+{
+    char path[4200];
+    GT_TRY(gt_chunk_path(path, sizeof path, a->cfg.dataset_dir, chunk));
+    gt_buf file = {0};
+    uint8_t key[GT_AEAD_KEY_BYTES];
+    gt_device *dev = NULL;
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_file_read_all(path, gt_manifest_chunk_file_bytes(&a->manifest, chunk),
+                                      &file),
+                out);
+    GT_TRY_GOTO(err, gt_chunk_header_check(file.data, file.len, &a->manifest, chunk), out);
+    GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
+                out);
+    gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
+    gt_device_sim_options opt = {.timeout_ms = 60000};
+    memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
+    GT_TRY_GOTO(err, gt_device_sim_attach(&dev, &dc, &opt, ticket), out);
+    const uint64_t pt_len = a->manifest.chunks[chunk].plaintext_len;
+    gt_dbuf buf = 0;
+    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf), out);
+    // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h).
+    GT_TRY_GOTO(err, gt_device_sim_load_sealed(dev, buf, 0, file.data + GT_CHUNK_HEADER_BYTES,
+                                               file.len - GT_CHUNK_HEADER_BYTES,
+                                               a->manifest.chunks[chunk].iv, file.data + 8, key),
+                out);
+    GT_TRY_GOTO(err, gt_device_sim_return(dev), out);
+    *loaded = pt_len;
+out:
+    gt_device_close(dev);  // without a return (any failure) the trip fails and devd wipes it
+    gt_secure_zero(key, sizeof key);
+    gt_buf_free_nowipe(&file);
+    return err;
+}
+
+static gt_err parse_travel(const gt_buf *body, uint32_t *chunk, uint8_t ticket[32], char *socket,
+                           size_t cap)
+{
+    gt_reader r = gt_reader_init(body->data, body->len);
+    uint16_t n = 0;
+    GT_TRY(gt_reader_u32le(&r, chunk));
+    GT_TRY(gt_reader_bytes(&r, ticket, 32));
+    GT_TRY(gt_reader_u16le(&r, &n));
+    GT_ENSURE(n > 0 && n < cap, GT_E_FORMAT, "travel: device address of %u bytes", n);
+    GT_TRY(gt_reader_bytes(&r, socket, n));
+    GT_TRY(gt_reader_expect_end(&r, "travel"));
+    socket[n] = '\0';
+    GT_ENSURE(strlen(socket) == n, GT_E_FORMAT, "travel: device address holds a NUL byte");
+    return GT_OK;
+}
+
+static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
+                           const char *trainer)
+{
+    uint32_t chunk = 0;
+    uint8_t ticket[32];
+    char socket[256];
+    GT_TRY(parse_travel(body, &chunk, ticket, socket, sizeof socket));
+    uint64_t tokens = 0;
+    gt_err verdict = decide(a, chunk, &tokens);
+    if (!gt_is_ok(verdict)) {
+        ledger_note(a, "refuse", trainer, chunk, "travel", 0, 0, verdict.msg);
+        gt_secure_zero(ticket, sizeof ticket);
+        return send_refuse(ch, verdict);
+    }
+    ledger_note(a, "grant", trainer, chunk, "travel", tokens,
+                gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
+    uint64_t loaded = 0;
+    gt_err err = travel_load(a, chunk, ticket, socket, &loaded);
+    gt_secure_zero(ticket, sizeof ticket);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
+        return send_refuse(ch, gt_err_wrap(err, "trip failed"));
+    }
+    gt_log_info("holder %s: loaded chunk %u (%llu tokens) into the travelling device for %s",
+                a->me->name, chunk, (unsigned long long)tokens, trainer);
+    pthread_mutex_lock(&a->lock);
+    a->stats.bytes_sent += gt_manifest_chunk_file_bytes(&a->manifest, chunk);
+    pthread_mutex_unlock(&a->lock);
+    uint8_t reply[8];
+    gt_store_u64le(reply, loaded);
+    return gt_channel_send(ch, GT_HP_TRAVELLED, reply, sizeof reply);
+}
+
 static gt_err parse_hello(const gt_buf *body, uint8_t agreement[32], char *name, size_t cap)
 {
     gt_reader r = gt_reader_init(body->data, body->len);
@@ -312,6 +400,10 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         }
         if (type == GT_HP_USED) {
             GT_TRY_GOTO(err, record_use(a, &body, trainer), out);
+            continue;
+        }
+        if (type == GT_HP_TRAVEL) {
+            GT_TRY_GOTO(err, serve_travel(a, ch, &body, trainer), out);
             continue;
         }
         GT_ENSURE_GOTO(err, type == GT_HP_FETCH, out, GT_E_FORMAT, "expected FETCH, got %#x",

@@ -132,9 +132,10 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
     const gt_agreement *a = cfg->agreement;
-    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL, GT_E_UNSUPPORTED,
-              "transfer 'travel' is not wired into collaborative training yet "
-              "(use conventional or conventional-keyrelease)");
+    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL ||
+                  (gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM && cfg->device_address),
+              GT_E_UNSUPPORTED,
+              "transfer 'travel' needs the sim device and its address (devd's socket)");
     char ckpt[4200], state[4300], journal_path[4200];
     GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
@@ -186,14 +187,22 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         double t0 = gt_now_seconds();
         gt_dbuf buf = 0;
         uint64_t ntok = 0;
-        GT_TRY_GOTO(err, gt_holder_fetch(hs.conns[h], c, fetch, cfg->dev, GT_DBUF_NO_READBACK,
-                                         &buf, &ntok),
-                    out);
+        if (cfg->transfer == GT_TRANSFER_TRAVEL) {
+            GT_TRY_GOTO(err, gt_holder_travel(hs.conns[h], c, cfg->dev, cfg->device_address,
+                                              60000, &buf, &ntok),
+                        out);
+        } else {
+            GT_TRY_GOTO(err, gt_holder_fetch(hs.conns[h], c, fetch, cfg->dev,
+                                             GT_DBUF_NO_READBACK, &buf, &ntok),
+                        out);
+        }
         double secs = gt_now_seconds() - t0;
         report->holders[h].bytes_moved += ntok * 2;
         report->holders[h].transfer_seconds += secs;
-        event(cfg, "chunk %u of %s: %llu tokens in device memory by %s transmission (%.3f s)", c,
-              a->holders[h].name, (unsigned long long)ntok, gt_transfer_mode_name(cfg->transfer),
+        event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
+              a->holders[h].name, (unsigned long long)ntok,
+              cfg->transfer == GT_TRANSFER_TRAVEL ? "GPU travelling"
+                                                  : gt_transfer_mode_name(cfg->transfer),
               secs);
         // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
         // except that the budget's last chunk counts only up to the budget, and only that part

@@ -75,6 +75,57 @@ fail:
     return gt_err_wrap(err, "holder %s", h->name);
 }
 
+gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
+                        const char *device_address, uint32_t lease_ms, gt_dbuf *out,
+                        uint64_t *tokens)
+{
+    *out = 0;
+    *tokens = 0;
+    GT_ENSURE(chunk < c->manifest.chunk_count, GT_E_ARG, "holder %s has no chunk %u", c->name,
+              chunk);
+    size_t alen = strlen(device_address);
+    GT_ENSURE(alen > 0 && alen < 256, GT_E_ARG, "device address of %zu bytes", alen);
+    uint8_t msg[4 + GT_DEVICE_TICKET_BYTES + 2 + 256];
+    gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+    gt_err err = GT_OK;
+    gt_buf body = {0};
+    GT_TRY_GOTO(err, gt_writer_u32le(&w, chunk), out);
+    uint8_t *ticket = NULL;
+    GT_TRY_GOTO(err, gt_writer_reserve(&w, GT_DEVICE_TICKET_BYTES, &ticket), out);
+    GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)alen), out);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, device_address, alen), out);
+    // From here the device is away: only wait_return works on it until the trip ends.
+    GT_TRY_GOTO(err, gt_device_sim_lend(dev, lease_ms, ticket), out);
+    err = gt_channel_send(c->ch, GT_HP_TRAVEL, w.data, w.len);
+    uint32_t type = 0;
+    if (gt_is_ok(err)) {
+        err = gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_CONTROL);
+    }
+    if (gt_is_ok(err) && type == GT_HP_REFUSE) {
+        err = refused(c->ch, &body, c->name);
+    } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED || body.len != 8)) {
+        err = gt_errf(GT_E_FORMAT, "holder %s: expected TRAVELLED, got %#x", c->name, type);
+    }
+    // Whatever the holder said, the device comes back (a refused or failed trip within the
+    // lease; the holder's session end returns it at once).
+    gt_device_sim_loaded loaded[1];
+    size_t count = 0;
+    gt_err back = gt_device_sim_wait_return(dev, (int)lease_ms + 5000, loaded, 1, &count);
+    if (gt_is_ok(err) && !gt_is_ok(back)) {
+        err = gt_err_wrap(back, "the device's trip to %s failed", c->name);
+    }
+    GT_TRY_GOTO(err, err, out);
+    GT_ENSURE_GOTO(err, count == 1, out, GT_E_STATE,
+                   "holder %s: the device came back with %zu buffers (expected 1)", c->name,
+                   count);
+    *out = loaded[0].buf;
+    *tokens = loaded[0].bytes / 2;
+out:
+    gt_secure_zero(msg, sizeof msg);
+    gt_buf_free_nowipe(&body);
+    return gt_err_wrap(err, "travel for chunk %u", chunk);
+}
+
 gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens)
 {
     uint8_t msg[12];
