@@ -36,6 +36,12 @@
 // chunk i + slot_count exists (so both sides know exactly which messages come). copy_in ends with
 // devd's STATUS; copy_out starts with devd's STATUS (ok: chunks follow) and ends after the last
 // CHUNK.
+//
+// Travelling (LEND ... RETURN, docs/device-sim.md "Travelling"): the one exception to "bulk is
+// sealed with the bulk stream" is LOAD_SEALED, whose bulk bytes are a holder's sealed chunk
+// (ciphertext || tag under the chunk key) sent unchanged: cut into chunks of slot_bytes (no tag
+// room needed), chunk i in slot i % slot_count, with the same CHUNK / SLOT_FREE rule. The chunk
+// key, IV and AAD travel in the (AEAD-protected) LOAD_SEALED record.
 #ifndef GT_DEVICE_SIM_PROTO_H
 #define GT_DEVICE_SIM_PROTO_H
 
