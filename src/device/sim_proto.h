@@ -174,6 +174,10 @@ enum {
                                    // len + 16 raw bytes (ciphertext || tag) through the slots
                                    // (CHUNK / SLOT_FREE as copy_in), then STATUS
     GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
+    GT_SIM_REQ_LOAD_SEALED_FD = 0x0110, // holder: as LOAD_SEALED plus u64 file_offset, with the
+                                   // holder's chunk file attached (SCM_RIGHTS, a regular file):
+                                   // devd reads ciphertext || tag from it at file_offset into
+                                   // its private memory (no bounce slots) -> one STATUS at the end
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -228,6 +232,7 @@ typedef struct {
     gt_op op;          // LAUNCH
     gt_sim_status status;
     gt_sim_stat stat;
+    uint64_t file_offset;  // LOAD_SEALED_FD
     uint32_t ms;       // LEND: lease
     uint32_t state;    // TRIP
     uint32_t code;     // TRIP
