@@ -176,6 +176,16 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uin
                                              const uint8_t iv[12],
                                              const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
                                              const uint8_t key[32]);
+// Holder: the same from a file: ciphertext || tag (len bytes, tag included) at file_offset of fd
+// (a regular file: the chunk file itself, at GT_CHUNK_HEADER_BYTES). The descriptor is passed to
+// devd, which reads the bytes into its own memory and decrypts them: no copy in the holder, no
+// bounce slots. fd stays the caller's. Same results as gt_device_sim_load_sealed; a file that is
+// too short or not regular is GT_E_ARG (nothing loaded, the session goes on).
+GT_MUST_USE gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
+                                                int fd, uint64_t file_offset, uint64_t len,
+                                                const uint8_t iv[12],
+                                                const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                                const uint8_t key[32]);
 // Holder: ends the trip; the loaded buffers become the trainer's, the rest of the trip's buffers
 // are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
 // holder device without return fails the trip (everything it loaded is wiped).

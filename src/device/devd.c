@@ -22,7 +22,7 @@
 
 #define DEVD_ALIGN 64u
 #define DEVD_MAX_BUFFERS 65536u
-#define DEVD_STAGE_BYTES (64u * 1024)
+#define DEVD_STAGE_BYTES (256u * 1024)
 #define DEVD_DEFAULT_SLOTS 4u
 #define DEVD_DEFAULT_SLOT_BYTES (4u << 20)
 #define DEVD_SEND_TIMEOUT_S 30
@@ -226,16 +226,23 @@ static gt_err send_status(devd_session *s, gt_err e)
     return send_msg(s, &m);
 }
 
-static gt_err recv_msg(devd_session *s, gt_sim_msg *m)
+// recv_fd: NULL (attached descriptors are closed) or where one goes (-1 if none; the caller
+// closes it, also on failure).
+static gt_err recv_msg_fd(devd_session *s, gt_sim_msg *m, int *recv_fd)
 {
     size_t len = 0, plain_len = 0;
     uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    GT_TRY(gt_sim_frame_recv(s->fd, s->d->rx, GT_SIM_MAX_FRAME, &len, NULL, &s->watch));
+    GT_TRY(gt_sim_frame_recv(s->fd, s->d->rx, GT_SIM_MAX_FRAME, &len, recv_fd, &s->watch));
     GT_TRY(gt_sim_record_open(&s->keys, plain, sizeof plain, &plain_len,
                               (gt_span){s->d->rx, len}));
     gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
     gt_secure_zero(plain, sizeof plain);
     return err;
+}
+
+static gt_err recv_msg(devd_session *s, gt_sim_msg *m)
+{
+    return recv_msg_fd(s, m, NULL);
 }
 
 // ---- bulk transfers ---------------------------------------------------------------------------
@@ -426,6 +433,7 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_trip(s);
     case GT_SIM_REQ_ATTACH:
     case GT_SIM_REQ_LOAD_SEALED:
+    case GT_SIM_REQ_LOAD_SEALED_FD:
     case GT_SIM_REQ_RETURN:
         gt_secure_zero(&m, sizeof m);
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
@@ -787,13 +795,108 @@ out:
     return send_status(h, GT_OK);
 }
 
+// LOAD_SEALED_FD: as LOAD_SEALED, but devd reads the chunk (ciphertext || tag) itself from the
+// holder's chunk file (a regular file), piece by piece into its private stage, and decrypts
+// from there: the one copy out of the holder's memory is the read (no double fetch), no bounce
+// slots, and the holder does no copying at all. Closes fd.
+static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
+{
+    devd *d = h->d;
+    devd_buf *b = NULL;
+    struct stat st;
+    gt_err s = fd >= 0 ? GT_OK : gt_errf(GT_E_ARG, "device: load_sealed_fd without a file");
+    if (gt_is_ok(s)) {
+        s = buf_find(h, req->handle, &b);
+    }
+    if (gt_is_ok(s)) {
+        s = range_check(b, req->offset, req->len, "load_sealed_fd");
+    }
+    if (gt_is_ok(s) && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                        req->file_offset > (uint64_t)st.st_size ||
+                        (uint64_t)st.st_size - req->file_offset < req->len + GT_AEAD_TAG_BYTES)) {
+        s = gt_errf(GT_E_ARG, "device: load_sealed_fd: not a regular file holding %llu bytes "
+                    "at offset %llu", (unsigned long long)(req->len + GT_AEAD_TAG_BYTES),
+                    (unsigned long long)req->file_offset);
+    }
+    if (!gt_is_ok(s)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return send_status(h, s);
+    }
+    uint64_t handle = b->id;
+    uint8_t *dst = d->arena + b->off + req->offset;
+    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    gt_aead_stream *as = NULL;
+    gt_err err = GT_OK;
+    bool auth_failed = false;
+    GT_TRY_GOTO(err, gt_aead_stream_new(&as, false, req->aad, sizeof req->aad, req->iv, req->key),
+                out);
+    for (uint64_t pos = 0; pos < req->len + GT_AEAD_TAG_BYTES;) {
+        uint64_t left = req->len + GT_AEAD_TAG_BYTES - pos;
+        size_t piece = left < DEVD_STAGE_BYTES ? (size_t)left : DEVD_STAGE_BYTES;
+        ssize_t got = pread(fd, d->stage, piece, (off_t)(req->file_offset + pos));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        GT_ENSURE_GOTO(err, got > 0, out, GT_E_IO, "devd: reading the holder's chunk file: %s",
+                       got < 0 ? strerror(errno) : "ends early");
+        uint64_t n = (uint64_t)got;
+        uint64_t nct = pos < req->len ? (req->len - pos < n ? req->len - pos : n) : 0;
+        if (nct > 0) {
+            GT_TRY_GOTO(err, gt_aead_stream_update(as, dst + pos, d->stage, (size_t)nct), out);
+        }
+        if (n > nct) {
+            memcpy(tag + (pos + nct - req->len), d->stage + nct, (size_t)(n - nct));
+        }
+        pos += n;
+    }
+    if (!gt_is_ok(gt_aead_stream_final(as, tag))) {
+        auth_failed = true;
+    }
+out:
+    close(fd);
+    gt_aead_stream_free(as);
+    gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
+    if (!gt_is_ok(err) || auth_failed) {
+        for (size_t i = 0; i < d->nbufs; i++) {
+            if (d->bufs[i].id == handle) {
+                buf_release(d, i);  // wiped
+                break;
+            }
+        }
+    }
+    if (!gt_is_ok(err) || auth_failed) {
+        // a file error is the request's, not the channel's: the session goes on
+        return send_status(h, auth_failed ? gt_errf(GT_E_AUTH, "device: sealed chunk "
+                                                    "authentication failed; buffer 0x%llx wiped "
+                                                    "and freed", (unsigned long long)handle)
+                                          : err);
+    }
+    if (req->offset + req->len > b->loaded) {
+        b->loaded = req->offset + req->len;
+    }
+    d->trip.state = GT_SIM_TRIP_LOADED;
+    return send_status(h, GT_OK);
+}
+
 // One record from the attached holder. *returned is set by RETURN.
 static gt_err serve_holder_one(devd_session *h, bool *returned)
 {
     gt_sim_msg m, r;
-    GT_TRY(recv_msg(h, &m));
+    int fd = -1;
+    gt_err err = recv_msg_fd(h, &m, &fd);
+    if (!gt_is_ok(err)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return err;
+    }
+    if (fd >= 0 && m.type != GT_SIM_REQ_LOAD_SEALED_FD) {
+        close(fd);  // a descriptor nobody asked for
+        fd = -1;
+    }
     memset(&r, 0, sizeof r);
-    gt_err err = GT_OK;
     switch (m.type) {
     case GT_SIM_REQ_ALLOC: {
         uint64_t hd = 0;
@@ -824,6 +927,9 @@ static gt_err serve_holder_one(devd_session *h, bool *returned)
     }
     case GT_SIM_REQ_LOAD_SEALED:
         err = do_load_sealed(h, &m);
+        break;
+    case GT_SIM_REQ_LOAD_SEALED_FD:
+        err = do_load_sealed_fd(h, &m, fd);  // closes fd
         break;
     case GT_SIM_REQ_SYNC:
         err = send_status(h, GT_OK);

@@ -234,6 +234,16 @@ gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_of
                                           key);
 }
 
+gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst_offset, int fd,
+                                    uint64_t file_offset, uint64_t len, const uint8_t iv[12],
+                                    const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                    const uint8_t key[32])
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_load_sealed_fd(holder->impl, dst, dst_offset, fd, file_offset, len,
+                                             iv, aad, key);
+}
+
 gt_err gt_device_sim_return(gt_device *holder)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");

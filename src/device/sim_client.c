@@ -22,7 +22,14 @@ static gt_err conn_fail(gt_sim_conn *c, gt_err e)
     return e;
 }
 
+static gt_err conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd);
+
 gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m)
+{
+    return conn_send_fd(c, m, -1);
+}
+
+static gt_err conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 {
     GT_ENSURE(!c->broken, GT_E_STATE, "sim device: the session has ended");
     uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
@@ -34,8 +41,9 @@ gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m)
         e = gt_sim_record_seal(&c->keys, body, sizeof body, &body_len, plain, w.len);
     }
     if (gt_is_ok(e)) {
-        e = gt_sim_frame_send(c->fd, body, body_len, -1);
+        e = gt_sim_frame_send(c->fd, body, body_len, attach_fd);
     }
+    gt_secure_zero(plain, sizeof plain);  // LOAD_SEALED carries a chunk key
     return gt_is_ok(e) ? e : conn_fail(c, e);
 }
 
@@ -536,4 +544,26 @@ gt_err gt_device_sim_impl_return(void *impl)
     (void)e;
     c->broken = true;  // every later call: "the session has ended"
     return GT_OK;
+}
+
+gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_offset, int fd,
+                                         uint64_t file_offset, uint64_t len,
+                                         const uint8_t iv[GT_AEAD_IV_BYTES],
+                                         const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                         const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
+              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
+    GT_ENSURE(fd >= 0, GT_E_ARG, "sim device: load_sealed_fd: no file");
+    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_FD, .handle = dst, .offset = dst_offset,
+                      .len = len - GT_AEAD_TAG_BYTES, .file_offset = file_offset};
+    memcpy(req.iv, iv, sizeof req.iv);
+    memcpy(req.aad, aad, sizeof req.aad);
+    memcpy(req.key, key, sizeof req.key);
+    gt_err err = conn_send_fd(c, &req, fd);
+    gt_secure_zero(&req, sizeof req);
+    GT_TRY(err);
+    gt_sim_msg m;
+    return recv_reply(c, GT_SIM_REP_STATUS, &m);
 }

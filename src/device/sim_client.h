@@ -47,6 +47,11 @@ GT_MUST_USE gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint6
                                                   const uint8_t iv[GT_AEAD_IV_BYTES],
                                                   const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                                   const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_offset,
+                                                     int fd, uint64_t file_offset, uint64_t len,
+                                                     const uint8_t iv[GT_AEAD_IV_BYTES],
+                                                     const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                                     const uint8_t key[GT_AEAD_KEY_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_return(void *impl);
 
 #endif

@@ -331,6 +331,7 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REQ_ATTACH: return "attach";
     case GT_SIM_REQ_LOAD_SEALED: return "load_sealed";
     case GT_SIM_REQ_RETURN: return "return";
+    case GT_SIM_REQ_LOAD_SEALED_FD: return "load_sealed_fd";
     case GT_SIM_REP_TICKET: return "ticket";
     case GT_SIM_REP_TRIP: return "trip";
     case GT_SIM_REP_LOADED: return "loaded";
@@ -376,9 +377,13 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REP_TICKET:
         return gt_writer_bytes(w, m->ticket, sizeof m->ticket);
     case GT_SIM_REQ_LOAD_SEALED:
+    case GT_SIM_REQ_LOAD_SEALED_FD:
         GT_TRY(gt_writer_u64le(w, m->handle));
         GT_TRY(gt_writer_u64le(w, m->offset));
         GT_TRY(gt_writer_u64le(w, m->len));
+        if (m->type == GT_SIM_REQ_LOAD_SEALED_FD) {
+            GT_TRY(gt_writer_u64le(w, m->file_offset));
+        }
         GT_TRY(gt_writer_bytes(w, m->iv, sizeof m->iv));
         GT_TRY(gt_writer_bytes(w, m->aad, sizeof m->aad));
         return gt_writer_bytes(w, m->key, sizeof m->key);
@@ -457,9 +462,13 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_bytes(&r, m.ticket, sizeof m.ticket));
         break;
     case GT_SIM_REQ_LOAD_SEALED:
+    case GT_SIM_REQ_LOAD_SEALED_FD:
         GT_TRY(gt_reader_u64le(&r, &m.handle));
         GT_TRY(gt_reader_u64le(&r, &m.offset));
         GT_TRY(gt_reader_u64le(&r, &m.len));
+        if (m.type == GT_SIM_REQ_LOAD_SEALED_FD) {
+            GT_TRY(gt_reader_u64le(&r, &m.file_offset));
+        }
         GT_TRY(gt_reader_bytes(&r, m.iv, sizeof m.iv));
         GT_TRY(gt_reader_bytes(&r, m.aad, sizeof m.aad));
         GT_TRY(gt_reader_bytes(&r, m.key, sizeof m.key));

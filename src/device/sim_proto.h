@@ -36,6 +36,12 @@
 // chunk i + slot_count exists (so both sides know exactly which messages come). copy_in ends with
 // devd's STATUS; copy_out starts with devd's STATUS (ok: chunks follow) and ends after the last
 // CHUNK.
+//
+// Travelling (LEND ... RETURN, docs/device-sim.md "Travelling"): the one exception to "bulk is
+// sealed with the bulk stream" is LOAD_SEALED, whose bulk bytes are a holder's sealed chunk
+// (ciphertext || tag under the chunk key) sent unchanged: cut into chunks of slot_bytes (no tag
+// room needed), chunk i in slot i % slot_count, with the same CHUNK / SLOT_FREE rule. The chunk
+// key, IV and AAD travel in the (AEAD-protected) LOAD_SEALED record.
 #ifndef GT_DEVICE_SIM_PROTO_H
 #define GT_DEVICE_SIM_PROTO_H
 
@@ -168,6 +174,10 @@ enum {
                                    // len + 16 raw bytes (ciphertext || tag) through the slots
                                    // (CHUNK / SLOT_FREE as copy_in), then STATUS
     GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
+    GT_SIM_REQ_LOAD_SEALED_FD = 0x0110, // holder: as LOAD_SEALED plus u64 file_offset, with the
+                                   // holder's chunk file attached (SCM_RIGHTS, a regular file):
+                                   // devd reads ciphertext || tag from it at file_offset into
+                                   // its private memory (no bounce slots) -> one STATUS at the end
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -222,6 +232,7 @@ typedef struct {
     gt_op op;          // LAUNCH
     gt_sim_status status;
     gt_sim_stat stat;
+    uint64_t file_offset;  // LOAD_SEALED_FD
     uint32_t ms;       // LEND: lease
     uint32_t state;    // TRIP
     uint32_t code;     // TRIP

@@ -7,6 +7,7 @@
 #include <gputravel/data.h>
 #include <gputravel/device.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -490,6 +491,91 @@ static void test_lease_timeout(void **state)
     gt_device_close(tr);
 }
 
+static gt_op gather(gt_dbuf inp, gt_dbuf tgt, gt_dbuf data, int64_t n, int64_t off)
+{
+    gt_op g;
+    memset(&g, 0, sizeof g);
+    g.kind = GT_OP_TOKENS_GATHER;
+    g.refs[0] = (gt_dref){inp, 0};
+    g.refs[1] = (gt_dref){tgt, 0};
+    g.refs[2] = (gt_dref){data, 0};
+    g.ints[0] = n;
+    g.ints[1] = off;
+    g.ints[2] = VOCAB;
+    return g;
+}
+
+// LOAD_SEALED_FD: devd reads the chunk file itself (the descriptor travels with the record).
+static void test_load_from_file(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    char path[700], badpath[700];
+    GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, 0));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    uint64_t flen = g_sealed.file[0].len - GT_CHUNK_HEADER_BYTES;
+    const uint8_t *aad = g_sealed.file[0].data + 8;
+    gt_dbuf b = 0, x = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
+    // a file too short for the claimed length, and a pipe: refused, nothing loaded, session goes on
+    GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES + 1, flen,
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                   GT_E_ARG);
+    int pp[2];
+    assert_int_equal(pipe(pp), 0);
+    GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, pp[0], 0, flen, g_sealed.m.chunks[0].iv,
+                                                aad, g_sealed.key[0]),
+                   GT_E_ARG);
+    close(pp[0]);
+    close(pp[1]);
+    GT_ASSERT_OK(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
+                                              g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]));
+    close(fd);
+    // a tampered copy of the file: GT_E_AUTH, the buffer wiped and freed
+    snprintf(badpath, sizeof badpath, "%s/bad.gtc", f->dir);
+    uint8_t *bad = malloc(g_sealed.file[0].len);
+    memcpy(bad, g_sealed.file[0].data, g_sealed.file[0].len);
+    bad[GT_CHUNK_HEADER_BYTES + 70000] ^= 1;
+    GT_ASSERT_OK(gt_file_write_atomic(badpath, bad, g_sealed.file[0].len, 0600));
+    free(bad);
+    fd = open(badpath, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &x));
+    uint64_t live = stat_of(h).buffers_live;
+    GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, x, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                   GT_E_AUTH);
+    close(fd);
+    assert_int_equal(stat_of(h).buffers_live, live - 1);
+    GT_ASSERT_CODE(gt_device_buf_size(h, x, &(uint64_t){0}), GT_E_NOTFOUND);
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(loaded[0].buf, b);
+    assert_int_equal(loaded[0].bytes, chunk_plain(0));
+    const int64_t N = 2048, OFF = 99;
+    gt_dbuf inp = 0, tgt = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, N * 4, 0, &inp));
+    GT_ASSERT_OK(gt_device_alloc(tr, N * 4, 0, &tgt));
+    gt_op g = gather(inp, tgt, b, N, OFF);
+    GT_ASSERT_OK(gt_device_launch(tr, &g));
+    int32_t *gi = malloc(N * 4);
+    GT_ASSERT_OK(gt_device_copy_out(tr, gi, inp, 0, N * 4));
+    for (int64_t i = 0; i < N; i++) {
+        assert_int_equal(gi[i], g_tokens[OFF + i]);
+    }
+    free(gi);
+    gt_device_close(tr);
+}
+
 static void test_holder_close_without_return(void **state)
 {
     fixture *f = *state;
@@ -541,7 +627,7 @@ static void test_trainer_dies_while_lent(void **state)
 static void test_messages_exact_sizes(void **state)
 {
     (void)state;
-    gt_sim_msg in[8];
+    gt_sim_msg in[9];
     memset(in, 0, sizeof in);
     in[0].type = GT_SIM_REQ_LEND;
     in[0].ms = 1234;
@@ -565,8 +651,11 @@ static void test_messages_exact_sizes(void **state)
     in[7].type = GT_SIM_REP_LOADED;
     in[7].handle = 9;
     in[7].len = 4096;
-    const size_t sizes[8] = {6, 2, 34, 102, 2, 34, 14, 18};
-    for (int i = 0; i < 8; i++) {
+    in[8] = in[3];
+    in[8].type = GT_SIM_REQ_LOAD_SEALED_FD;
+    in[8].file_offset = 40;
+    const size_t sizes[9] = {6, 2, 34, 102, 2, 34, 14, 18, 110};
+    for (int i = 0; i < 9; i++) {
         uint8_t buf[256];
         gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
         GT_ASSERT_OK(gt_sim_msg_write(&w, &in[i]));
@@ -577,6 +666,7 @@ static void test_messages_exact_sizes(void **state)
         assert_int_equal(out.ms, in[i].ms);
         assert_int_equal(out.handle, in[i].handle);
         assert_int_equal(out.offset, in[i].offset);
+        assert_int_equal(out.file_offset, in[i].file_offset);
         assert_int_equal(out.len, in[i].len);
         assert_int_equal(out.state, in[i].state);
         assert_int_equal(out.count, in[i].count);
@@ -613,6 +703,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_holder_killed_mid_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_close_without_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_from_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
