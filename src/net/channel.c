@@ -257,8 +257,10 @@ gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeou
     gt_channel *ch = NULL;
     GT_TRY(channel_new(&ch, fd, true));
     gt_err err = GT_OK;
-    // A peer that connects and stalls must not hold the listener's thread forever.
-    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, timeout_ms > 0 ? timeout_ms : 30000), fail);
+    // A peer that connects and stalls must not hold the listener's thread forever; the wait for
+    // a connection (timeout_ms, often short, for a server that polls a stop flag) is another
+    // matter: collecting and appraising evidence can take seconds.
+    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 30000), fail);
     GT_ENSURE_GOTO(err, SSL_accept(ch->ssl) == 1, fail, GT_E_PEER, "%s",
                    ssl_error("handshake").msg);
     // The client proves itself first; the server answers only to an accepted client.

@@ -172,14 +172,22 @@ static void maybe_die(void *ctx, const gt_collab_step *s)
     }
 }
 
-static gt_err train(const gt_agreement *a, const char *state_dir, bool resume,
-                    gt_collab_report *rep)
+static gt_err train_on(const gt_agreement *a, const char *state_dir, bool resume,
+                       gt_collab_report *rep, const char *devd_socket)
 {
     gt_device *dev = NULL;
-    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
-    GT_TRY(gt_device_open(&dev, &dc));
+    gt_device_config dc = {.kind = devd_socket ? GT_DEVICE_SIM : GT_DEVICE_CPU, .threads = 1,
+                           .socket_path = devd_socket};
+    if (devd_socket != NULL) {
+        gt_device_sim_options so = {.timeout_ms = 0};
+        memcpy(so.agreement_hash, a->hash, sizeof so.agreement_hash);
+        GT_TRY(gt_device_open_sim(&dev, &dc, &so));
+    } else {
+        GT_TRY(gt_device_open(&dev, &dc));
+    }
     gt_collab_config cfg = {
-        .agreement = a, .dev = dev, .transfer = GT_TRANSFER_CONVENTIONAL_KEYRELEASE,
+        .agreement = a, .dev = dev, .device_address = devd_socket,
+        .transfer = devd_socket ? GT_TRANSFER_TRAVEL : GT_TRANSFER_CONVENTIONAL_KEYRELEASE,
         .attestor = {toy_collect, trainer_appraise, &trainer_toy}, .trainer_name = "trainer",
         .state_dir = state_dir, .resume = resume, .on_step = maybe_die,
     };
@@ -188,11 +196,18 @@ static gt_err train(const gt_agreement *a, const char *state_dir, bool resume,
     return err;
 }
 
+static gt_err train(const gt_agreement *a, const char *state_dir, bool resume,
+                    gt_collab_report *rep)
+{
+    return train_on(a, state_dir, resume, rep, NULL);
+}
+
 // Sums the ledger's confirmed-use tokens and counts uses per chunk (fails on a double use).
 typedef struct {
     uint64_t tokens;
     uint32_t uses[16];
     uint32_t grants;
+    uint32_t travels;
 } ledger_tally;
 static void tally(void *ctx, const char *kind, const cJSON *detail)
 {
@@ -200,6 +215,8 @@ static void tally(void *ctx, const char *kind, const cJSON *detail)
     uint64_t chunk = 0, tokens = 0;
     if (strcmp(kind, "grant") == 0) {
         t->grants++;
+        const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
+        t->travels += mode != NULL && strcmp(mode, "travel") == 0;
     }
     if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "chunk", &chunk)) &&
         gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens)) && chunk < 16) {
@@ -255,11 +272,52 @@ static void killed_trainer_resumes_exactly(void **state)
     assert_int_equal(trainer_tokens, 4000);
 }
 
+// The device travels to each holder: chunks arrive by lend / attach / load / return, training
+// on them gives the same losses as fetching them conventionally onto the cpu device.
+static void travelling_matches_conventional(void **state)
+{
+    (void)state;
+    for (int h = 0; h < HOLDERS; h++) {
+        unlink(ledgers[h]);
+    }
+    holder_run runs[HOLDERS];
+    gt_agreement a;
+    start_holders(runs, &a, 40);
+    char sock[600], conv_dir[600], travel_dir[600];
+    pid_t devd = gt_test_devd_start(sock, sizeof sock, dir, NULL);
+    assert_true(devd > 0);
+    GT_ASSERT_OK(gt_path_join(conv_dir, sizeof conv_dir, dir, "conv"));
+    GT_ASSERT_OK(gt_path_join(travel_dir, sizeof travel_dir, dir, "travel"));
+    GT_ASSERT_OK(gt_mkdir_p(conv_dir, 0700));
+    GT_ASSERT_OK(gt_mkdir_p(travel_dir, 0700));
+    kill_at_step = 0;
+    gt_collab_report by_travel, by_conv;
+    GT_ASSERT_OK(train_on(&a, travel_dir, false, &by_travel, sock));
+    stop_holders(runs);
+    for (int h = 0; h < HOLDERS; h++) {
+        ledger_tally t;
+        memset(&t, 0, sizeof t);
+        GT_ASSERT_OK(gt_ledger_replay(ledgers[h], keys[h].holder_pub, tally, &t));
+        assert_int_equal(t.travels, t.grants);  // every release was a trip of the device
+        assert_true(t.grants >= 1);
+        unlink(ledgers[h]);
+    }
+    start_holders(runs, &a, 40);
+    GT_ASSERT_OK(train_on(&a, conv_dir, false, &by_conv, NULL));
+    stop_holders(runs);
+    gt_test_devd_stop(devd);
+    assert_int_equal(by_travel.steps_done, 40);
+    assert_int_equal(by_conv.steps_done, 40);
+    // Same data, same order, same kernels: the same model (devd runs the cpu kernels).
+    assert_true(by_travel.final_loss == by_conv.final_loss);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(killed_trainer_resumes_exactly),
+        cmocka_unit_test(travelling_matches_conventional),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
