@@ -2,6 +2,9 @@
 // serves chunks, and records every decision in its ledger. Protocol in holder.h.
 #include <gputravel/holder.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,14 +278,16 @@ static gt_err travel_load(gt_holder_agent *a, uint32_t chunk, const uint8_t tick
 {
     char path[4200];
     GT_TRY(gt_chunk_path(path, sizeof path, a->cfg.dataset_dir, chunk));
-    gt_buf file = {0};
+    uint8_t header[GT_CHUNK_HEADER_BYTES];
     uint8_t key[GT_AEAD_KEY_BYTES];
     gt_device *dev = NULL;
     gt_err err = GT_OK;
-    GT_TRY_GOTO(err, gt_file_read_all(path, gt_manifest_chunk_file_bytes(&a->manifest, chunk),
-                                      &file),
-                out);
-    GT_TRY_GOTO(err, gt_chunk_header_check(file.data, file.len, &a->manifest, chunk), out);
+    const uint64_t file_len = gt_manifest_chunk_file_bytes(&a->manifest, chunk);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    GT_ENSURE(fd >= 0, GT_E_IO, "%s: %s", path, strerror(errno));
+    GT_ENSURE_GOTO(err, pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header, out,
+                   GT_E_TRUNCATED, "%s: shorter than a chunk header", path);
+    GT_TRY_GOTO(err, gt_chunk_header_check(header, sizeof header, &a->manifest, chunk), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
                 out);
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
@@ -292,17 +297,19 @@ static gt_err travel_load(gt_holder_agent *a, uint32_t chunk, const uint8_t tick
     const uint64_t pt_len = a->manifest.chunks[chunk].plaintext_len;
     gt_dbuf buf = 0;
     GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf), out);
-    // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h).
-    GT_TRY_GOTO(err, gt_device_sim_load_sealed(dev, buf, 0, file.data + GT_CHUNK_HEADER_BYTES,
-                                               file.len - GT_CHUNK_HEADER_BYTES,
-                                               a->manifest.chunks[chunk].iv, file.data + 8, key),
+    // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h). devd
+    // reads the ciphertext from the file itself and decrypts it once; the GCM tag (checked
+    // in devd) catches a file changed since the header check.
+    GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
+                                                  file_len - GT_CHUNK_HEADER_BYTES,
+                                                  a->manifest.chunks[chunk].iv, header + 8, key),
                 out);
     GT_TRY_GOTO(err, gt_device_sim_return(dev), out);
     *loaded = pt_len;
 out:
     gt_device_close(dev);  // without a return (any failure) the trip fails and devd wipes it
     gt_secure_zero(key, sizeof key);
-    gt_buf_free_nowipe(&file);
+    close(fd);
     return err;
 }
 
