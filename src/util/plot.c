@@ -25,6 +25,18 @@ static void put_quoted(FILE *fp, const char *s)
     fputc('\'', fp);
 }
 
+// Inline data take double-quoted strings (a label may hold spaces: "64.0 MiB").
+static void put_data_label(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (; s && *s; s++) {
+        if (*s != '"' && *s != '\\' && *s != '\n') {
+            fputc(*s, fp);
+        }
+    }
+    fputc('"', fp);
+}
+
 static gt_err plot_open(FILE **fp, char *tmp, size_t cap, const char *png_path,
                         const gt_plot_style *st)
 {
@@ -109,7 +121,7 @@ gt_err gt_plot_bars(const char *png_path, const gt_plot_style *style,
     fputc('\n', fp);
     for (size_t s = 0; s < nseries; s++) {
         for (size_t g = 0; g < ngroups; g++) {
-            put_quoted(fp, group_labels[g]);
+            put_data_label(fp, group_labels[g]);
             size_t i = s * ngroups + g;
             if (errors) {
                 fprintf(fp, " %.9g %.9g %.9g\n", values[i], lo[i], hi[i]);

@@ -18,7 +18,7 @@ static void lines_and_bars_make_pngs(void **state)
     gt_plot_series s[2] = {{"train", x, y, 5}, {"it's val", x, y, 3}};
     gt_plot_style st = {.title = "loss", .xlabel = "step", .ylabel = "loss"};
     GT_ASSERT_OK(gt_plot_lines(lines, &st, s, 2));
-    const char *groups[] = {"64M", "512M"}, *names[] = {"conventional", "travel"};
+    const char *groups[] = {"64.0 MiB", "512 \"M\""}, *names[] = {"conventional", "travel"};
     double v[4] = {1.0, 8.0, 0.2, 1.6}, lo[4] = {0.9, 7.5, 0.1, 1.5}, hi[4] = {1.1, 8.5, 0.3, 1.7};
     GT_ASSERT_OK(gt_plot_bars(bars, &st, groups, 2, names, 2, v, lo, hi));
     GT_ASSERT_OK(gt_plot_bars(bars, &st, groups, 2, names, 2, v, NULL, NULL));

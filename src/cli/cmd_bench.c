@@ -1,0 +1,540 @@
+// gputravel bench transfer: conventional transmission against GPU travelling, side by side, over
+// loopback and over a shaped link between two network namespaces.
+#include "cli.h"
+
+#include <gputravel/orchestr.h>
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CMD "bench"
+#define MAX_SIZES 8
+#define MAX_RUNS 50
+#define PATHS 4  // conventional, conventional-keyrelease, travel, one decryption pass
+
+static const char *const path_names[PATHS] = {"conventional", "conventional-keyrelease", "travel",
+                                              "decrypt-pass"};
+
+static void usage(void)
+{
+    printf("usage: gputravel bench transfer [--sizes 64M,128M,256M,512M] [--link 10gbit]\n"
+           "                                [--runs N] [--json] [--out DIR] [--no-link]\n"
+           "\n"
+           "Times how a holder's sealed chunk reaches the device's protected memory, every path\n"
+           "side by side in one run (median, min, max of N runs):\n"
+           "  conventional             holder decrypts, TLS carries plaintext, the trainer copies\n"
+           "                           it into the device (encrypted bounce buffers)\n"
+           "  conventional-keyrelease  the sealed chunk crosses TLS, its key is released to the\n"
+           "                           trainer's TEE, which decrypts once and copies it in\n"
+           "  travel                   the device is lent to the holder, who loads the sealed\n"
+           "                           chunk unchanged and releases only its key to the device\n"
+           "  decrypt-pass             one AES-256-GCM decryption of the same bytes (reference)\n"
+           "First over loopback, then (as root, unless --no-link) between two network namespaces\n"
+           "joined by a veth pair shaped with tc to --link (set up and torn down here). The\n"
+           "trainer, holder and device are simulated (insecure-simulation evidence).\n"
+           "\n"
+           "  --sizes LIST   chunk sizes (default 64M,128M,256M,512M)\n"
+           "  --link RATE    shaped link rate, e.g. 10gbit, 1gbit, 500mbit (default 10gbit)\n"
+           "  --runs N       runs per path and size (default 3)\n"
+           "  --json         one JSON object per (link, path, size) and the speedups, on stdout\n"
+           "  --out DIR      work folder and plots (default: a new folder under /tmp)\n");
+}
+
+typedef struct {
+    uint64_t sizes[MAX_SIZES];
+    int nsizes, runs;
+    uint64_t link_bps;
+    bool json, no_link;
+    const char *out;
+} options;
+
+static gt_err parse_rate(const char *s, uint64_t *bps)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    GT_ENSURE(end != s && v > 0, GT_E_ARG, "--link '%s': not a rate", s);
+    double mult = strcasecmp(end, "gbit") == 0 ? 1e9 : strcasecmp(end, "mbit") == 0 ? 1e6
+                  : strcasecmp(end, "kbit") == 0 ? 1e3 : 0;
+    GT_ENSURE(mult > 0, GT_E_ARG, "--link '%s': use gbit, mbit or kbit", s);
+    *bps = (uint64_t)(v * mult);
+    return GT_OK;
+}
+
+// ---- one size's world: a sealed single-chunk dataset, an agreement, a holder agent -----------
+
+typedef struct {
+    char dir[2048], ds[2100], keys[2100], ledger[2100], agreement[2100], sim_root[2100];
+    char root_pub[2200], listen[64];
+    gt_holder_keys k;
+    gt_agreement a;
+    gt_policy *policy;
+    gt_buf root_bytes;
+    gt_attest_file root;
+    gt_ledger *ledger_h;
+    gt_holder_agent *agent;
+    gt_listener *listener;
+    gt_tee_attestor holder_att;
+    const char *netns;  // the holder's namespace, or NULL
+    volatile int stop;
+    pthread_t th;
+    gt_err serve_err;
+    int ready;
+} world;
+
+static gt_err make_dataset(world *w, uint64_t bytes)
+{
+    char shard[2200];
+    snprintf(shard, sizeof shard, "%s/in.bin", w->dir);
+    uint64_t n = bytes / 2;
+    uint16_t *tok = malloc(n * sizeof *tok);
+    GT_ENSURE(tok != NULL, GT_E_NOMEM, "out of memory");
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < n; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        tok[i] = (uint16_t)(rng % 256);
+    }
+    gt_err err = gt_shard_write(shard, tok, n);
+    free(tok);
+    GT_TRY(err);
+    GT_TRY(gt_keydir_generate(w->keys, false, &w->k));
+    const char *shards[] = {shard};
+    gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = w->ds,
+                        .chunk_size = bytes, .vocab_size = 256};
+    gt_seal_result r;
+    GT_TRY(gt_seal(&p, &w->k, &r));
+    unlink(shard);
+    char key[65], id[33], doc[2048];
+    gt_hex_encode(key, sizeof key, w->k.holder_pub, 32);
+    gt_hex_encode(id, sizeof id, r.dataset_id, 16);
+    snprintf(doc, sizeof doc,
+             "{\"version\":1,\"name\":\"bench\",\"model\":{\"layers\":1,\"channels\":8,\"heads\":1,"
+             "\"vocab\":256,\"max_seq\":8,\"init_seed\":1},\"training\":{\"steps\":1,\"batch\":1,"
+             "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"holder\",\"identity_key\":"
+             "\"%s\",\"endpoint\":\"%s\",\"dataset_id\":\"%s\",\"token_budget\":%llu,"
+             "\"max_uses_per_chunk\":1000000}],\"trainer\":{},\"device\":{},"
+             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+             key, w->listen, id, (unsigned long long)(n * 1000000ull));
+    GT_TRY(gt_file_write_atomic(w->agreement, doc, strlen(doc), 0644));
+    return gt_agreement_load(&w->a, w->agreement);
+}
+
+static void *holder_main(void *p)
+{
+    world *w = p;
+    if (w->netns != NULL) {
+        w->serve_err = gt_netns_enter(w->netns);  // this thread only
+    }
+    if (gt_is_ok(w->serve_err)) {
+        w->serve_err = gt_listener_open(&w->listener, w->listen);
+    }
+    __atomic_store_n(&w->ready, gt_is_ok(w->serve_err) ? 1 : -1, __ATOMIC_RELEASE);
+    if (gt_is_ok(w->serve_err)) {
+        w->serve_err = gt_holder_agent_serve(w->agent, w->listener, &w->stop);
+    }
+    return NULL;
+}
+
+static gt_err world_start(world *w)
+{
+    GT_TRY(gt_ledger_open(&w->ledger_h, w->ledger, w->k.holder_sec));
+    w->holder_att = (gt_tee_attestor){.collect = {.type = GT_TEE_SIM, .sim_root = w->sim_root},
+                                      .policy = w->policy, .roots = &w->root, .root_count = 1,
+                                      .agreement = &w->a, .peer_role = GT_PEER_TRAINER};
+    gt_holder_agent_config cfg = {.dataset_dir = w->ds, .keys = &w->k, .agreement = &w->a,
+                                  .name = "holder", .ledger = w->ledger_h,
+                                  .ledger_path = w->ledger,
+                                  .attestor = gt_tee_attestor_bind(&w->holder_att)};
+    GT_TRY(gt_holder_agent_create(&w->agent, &cfg));
+    w->stop = 0;
+    w->ready = 0;
+    pthread_create(&w->th, NULL, holder_main, w);
+    while (__atomic_load_n(&w->ready, __ATOMIC_ACQUIRE) == 0) {
+        usleep(1000);
+    }
+    return w->serve_err;
+}
+
+static void world_stop(world *w)
+{
+    if (w->agent != NULL) {
+        w->stop = 1;
+        pthread_join(w->th, NULL);
+    }
+    gt_listener_close(w->listener);
+    gt_holder_agent_free(w->agent);
+    gt_ledger_close(w->ledger_h);
+    w->listener = NULL;
+    w->agent = NULL;
+    w->ledger_h = NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    double median, min, max;
+} stat3;
+
+static stat3 stats(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return (stat3){n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
+}
+
+// One decryption pass over the chunk file, in this process (the reference the travel path is
+// held to).
+static gt_err time_decrypt(world *w, double *secs)
+{
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, w->ds));
+    char path[2200];
+    gt_buf file = {0}, pt = {0};
+    uint8_t key[GT_AEAD_KEY_BYTES];
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_chunk_path(path, sizeof path, w->ds, 0), out);
+    GT_TRY_GOTO(err, gt_file_read_all(path, gt_manifest_chunk_file_bytes(&m, 0), &file), out);
+    GT_TRY_GOTO(err, gt_buf_reserve(&pt, m.chunks[0].plaintext_len), out);
+    GT_TRY_GOTO(err, gt_chunk_key_derive(key, w->k.dataset_key, &m, 0), out);
+    memset(pt.data, 0, m.chunks[0].plaintext_len);  // touched before timing, as device memory is
+    double t0 = gt_now_seconds();
+    GT_TRY_GOTO(err, gt_chunk_open(pt.data, pt.cap, &pt.len, file.data, file.len, &m, 0, key),
+                out);
+    *secs = gt_now_seconds() - t0;
+out:
+    gt_secure_zero(key, sizeof key);
+    gt_buf_free(&pt);
+    gt_buf_free_nowipe(&file);
+    gt_manifest_free(&m);
+    return err;
+}
+
+// Runs every path `runs` times for one world; times[path][run] in seconds.
+static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
+                      double times[PATHS][MAX_RUNS])
+{
+    gt_tee_attestor att = {.collect = {.type = GT_TEE_SIM, .sim_root = w->sim_root},
+                           .policy = w->policy, .roots = &w->root, .root_count = 1,
+                           .agreement = &w->a, .peer_role = GT_PEER_HOLDER};
+    gt_net_attestor na = gt_tee_attestor_bind(&att);
+    gt_holder_conn *c = NULL;
+    GT_TRY(gt_holder_connect(&c, &w->a, 0, &na, "bench-trainer"));
+    gt_err err = GT_OK;
+    for (int r = 0; r < runs && gt_is_ok(err); r++) {
+        for (int p = 0; p < PATHS && gt_is_ok(err); p++) {
+            gt_dbuf buf = 0;
+            uint64_t tokens = 0;
+            double t0 = gt_now_seconds();
+            if (p == 0 || p == 1) {
+                err = gt_holder_fetch(c, 0, p == 0 ? GT_FETCH_PLAIN : GT_FETCH_KEYRELEASE, dev,
+                                      GT_DBUF_NO_READBACK, &buf, &tokens);
+            } else if (p == 2) {
+                err = gt_holder_travel(c, 0, dev, socket, 120000, &buf, &tokens);
+            } else {
+                err = time_decrypt(w, &times[p][r]);
+                continue;
+            }
+            times[p][r] = gt_now_seconds() - t0;
+            if (gt_is_ok(err)) {
+                err = gt_device_free(dev, buf);
+            }
+            if (gt_is_ok(err)) {
+                err = gt_holder_confirm_use(c, 0, tokens);
+            }
+        }
+    }
+    gt_holder_disconnect(c);
+    return err;
+}
+
+static pid_t start_devd(const char *socket, uint64_t mem, const char *log)
+{
+    char self[4096], memarg[32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        return -1;
+    }
+    self[n] = '\0';
+    snprintf(memarg, sizeof memarg, "%llu", (unsigned long long)mem);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(self, self, "devd", "--socket", socket, "--mem-limit", memarg, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 600 && pid > 0 && !gt_path_exists(socket); i++) {
+        usleep(50000);
+    }
+    return pid;
+}
+
+static int report(const options *o, const char *dir, int nlinks,
+                  stat3 st[2][MAX_SIZES][PATHS])
+{
+    static const char *const link_names[2] = {"loopback", "link"};
+    for (int L = 0; L < nlinks; L++) {
+        char title[96];
+        if (L == 0) {
+            snprintf(title, sizeof title, "loopback");
+        } else {
+            snprintf(title, sizeof title, "veth shaped to %.3g Gbit/s",
+                     (double)o->link_bps / 1e9);
+        }
+        if (!o->json) {
+            printf("\n%s (seconds per chunk into device memory; median [min, max] of %d)\n",
+                   title, o->runs);
+            printf("%-10s", "size");
+            for (int p = 0; p < PATHS; p++) {
+                printf(" %26s", path_names[p]);
+            }
+            printf(" %12s %12s\n", "travel/conv", "travel/dec");
+        }
+        double med[PATHS * MAX_SIZES], lo[PATHS * MAX_SIZES], hi[PATHS * MAX_SIZES];
+        const char *labels[MAX_SIZES];
+        char label_buf[MAX_SIZES][32];
+        for (int s = 0; s < o->nsizes; s++) {
+            gt_format_size(label_buf[s], sizeof label_buf[s], o->sizes[s]);
+            labels[s] = label_buf[s];
+            double speedup = st[L][s][0].median / st[L][s][2].median;
+            double vs_dec = st[L][s][3].median / st[L][s][2].median;
+            if (o->json) {
+                for (int p = 0; p < PATHS; p++) {
+                    printf("{\"link\":\"%s\",\"path\":\"%s\",\"size\":%llu,\"median_s\":%.6f,"
+                           "\"min_s\":%.6f,\"max_s\":%.6f}\n",
+                           link_names[L], path_names[p], (unsigned long long)o->sizes[s],
+                           st[L][s][p].median, st[L][s][p].min, st[L][s][p].max);
+                }
+                printf("{\"link\":\"%s\",\"size\":%llu,\"speedup_travel_vs_conventional\":%.3f,"
+                       "\"speedup_travel_vs_keyrelease\":%.3f,\"travel_vs_decrypt_pass\":%.3f}\n",
+                       link_names[L], (unsigned long long)o->sizes[s], speedup,
+                       st[L][s][1].median / st[L][s][2].median, vs_dec);
+            } else {
+                printf("%-10s", labels[s]);
+                for (int p = 0; p < PATHS; p++) {
+                    char cell[64];
+                    snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st[L][s][p].median,
+                             st[L][s][p].min, st[L][s][p].max);
+                    printf(" %26s", cell);
+                }
+                printf(" %11.2fx %11.2fx\n", speedup, vs_dec);
+            }
+            for (int p = 0; p < PATHS; p++) {
+                med[p * o->nsizes + s] = st[L][s][p].median;
+                lo[p * o->nsizes + s] = st[L][s][p].min;
+                hi[p * o->nsizes + s] = st[L][s][p].max;
+            }
+        }
+        char png[2200];
+        snprintf(png, sizeof png, "%s/transfer-%s.png", dir, link_names[L]);
+        char ptitle[160];
+        snprintf(ptitle, sizeof ptitle, "one chunk into device memory, %s (lower is better)",
+                 title);
+        gt_plot_style ps = {.title = ptitle, .xlabel = "chunk size", .ylabel = "seconds"};
+        gt_err perr = gt_plot_bars(png, &ps, labels, (size_t)o->nsizes, path_names, PATHS, med,
+                                   lo, hi);
+        if (!o->json) {
+            printf(gt_is_ok(perr) ? "plot: %s\n" : "(no plot: %s)\n",
+                   gt_is_ok(perr) ? png : perr.msg);
+        }
+    }
+    if (!o->json) {
+        printf("\ntravel/conv: conventional (plain) median over travel median; travel/dec: one\n"
+               "AES-256-GCM decryption pass over travel (>= 0.7 is the target). All parties are\n"
+               "simulated (insecure-simulation); work folder %s\n", dir);
+    }
+    return GT_EXIT_OK;
+}
+
+static int bench_transfer(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"sizes", required_argument, NULL, 's'}, {"link", required_argument, NULL, 'l'},
+        {"runs", required_argument, NULL, 'r'},  {"json", no_argument, NULL, 'j'},
+        {"out", required_argument, NULL, 'o'},   {"no-link", no_argument, NULL, 'n'},
+        {0}};
+    options o = {.runs = 3, .link_bps = 10000000000ull};
+    const char *sizes = "64M,128M,256M,512M";
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sizes = optarg; break;
+        case 'l':
+            if (!gt_is_ok(parse_rate(optarg, &o.link_bps))) {
+                return gt_cli_usage(CMD, "--link: a rate such as 10gbit");
+            }
+            break;
+        case 'r': o.runs = atoi(optarg); break;
+        case 'j': o.json = true; break;
+        case 'o': o.out = optarg; break;
+        case 'n': o.no_link = true; break;
+        default: return gt_cli_usage(CMD, "unknown option");
+        }
+    }
+    if (o.runs < 1 || o.runs > MAX_RUNS) {
+        return gt_cli_usage(CMD, "--runs must be 1..%d", MAX_RUNS);
+    }
+    char list[256];
+    snprintf(list, sizeof list, "%s", sizes);
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o.nsizes == MAX_SIZES || !gt_is_ok(gt_parse_size(t, &o.sizes[o.nsizes])) ||
+            o.sizes[o.nsizes] < 4096 || o.sizes[o.nsizes] % 2 || o.sizes[o.nsizes] > (4ull << 30)) {
+            return gt_cli_usage(CMD, "--sizes: up to %d even sizes, 4K..4G", MAX_SIZES);
+        }
+        o.nsizes++;
+    }
+    bool link = !o.no_link && geteuid() == 0;
+    if (!o.no_link && !link) {
+        fprintf(stderr, "gputravel bench: not root: the shaped-link pass is skipped\n");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (!gt_cli.verbose) {
+        gt_log_set_level(GT_LOG_ERROR);
+    }
+    char dir[1024];
+    if (o.out != NULL) {
+        if (strlen(o.out) >= sizeof dir) {
+            return gt_cli_usage(CMD, "--out: path too long");
+        }
+        snprintf(dir, sizeof dir, "%s", o.out);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/gputravel-bench-XXXXXX");
+        if (mkdtemp(dir) == NULL) {
+            return gt_cli_fail(CMD, gt_errf(GT_E_IO, "mkdtemp failed"));
+        }
+    }
+    gt_err err = gt_mkdir_p(dir, 0700);
+    char sim_root[2100], socket[2100], devd_log[2100];
+    snprintf(sim_root, sizeof sim_root, "%s/sim-root", dir);
+    snprintf(socket, sizeof socket, "%s/devd.sock", dir);
+    snprintf(devd_log, sizeof devd_log, "%s/devd.log", dir);
+    setenv("GT_SIM_ROOT", sim_root, 1);
+    gt_pkey *root = NULL;
+    if (gt_is_ok(err)) {
+        err = gt_sim_root_open(&root, NULL, 0, sim_root, true);
+        gt_pkey_free(root);
+    }
+    uint64_t biggest = 0;
+    for (int i = 0; i < o.nsizes; i++) {
+        biggest = o.sizes[i] > biggest ? o.sizes[i] : biggest;
+    }
+    unlink(socket);
+    pid_t devd = gt_is_ok(err) ? start_devd(socket, 2 * biggest + (64u << 20), devd_log) : -1;
+    if (gt_is_ok(err) && (devd <= 0 || !gt_path_exists(socket))) {
+        err = gt_errf(GT_E_PEER, "devd did not start: see %s", devd_log);
+    }
+    const int nlinks = link ? 2 : 1;
+    static double times[2][MAX_SIZES][PATHS][MAX_RUNS];
+    stat3 st[2][MAX_SIZES][PATHS];
+    gt_netns_pair pair = {0};
+    int self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    for (int L = 0; L < nlinks && gt_is_ok(err); L++) {
+        if (L == 1) {
+            err = gt_netns_pair_create(&pair, "bench", o.link_bps);
+            if (!gt_is_ok(err)) {
+                break;
+            }
+        }
+        for (int s = 0; s < o.nsizes && gt_is_ok(err); s++) {
+            world *w = calloc(1, sizeof *w);
+            snprintf(w->dir, sizeof w->dir, "%s/%s-%llu", dir, L ? "link" : "loopback",
+                     (unsigned long long)o.sizes[s]);
+            snprintf(w->ds, sizeof w->ds, "%s/ds", w->dir);
+            snprintf(w->keys, sizeof w->keys, "%s/keys", w->dir);
+            snprintf(w->ledger, sizeof w->ledger, "%s/ledger.log", w->dir);
+            snprintf(w->agreement, sizeof w->agreement, "%s/agreement.json", w->dir);
+            snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
+            snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
+            snprintf(w->listen, sizeof w->listen, "%s:%d", L ? GT_NETNS_ADDR_A : "127.0.0.1",
+                     17400 + s);
+            w->netns = L ? pair.ns[0] : NULL;
+            err = gt_mkdir_p(w->dir, 0700);
+            if (gt_is_ok(err)) {
+                err = make_dataset(w, o.sizes[s]);
+            }
+            if (gt_is_ok(err)) {
+                err = gt_policy_parse(&w->policy, "{\"allow_simulation\":true}", 25);
+            }
+            if (gt_is_ok(err)) {
+                err = gt_file_read_all(w->root_pub, 1 << 16, &w->root_bytes);
+                w->root = (gt_attest_file){w->root_pub, gt_buf_span(&w->root_bytes)};
+            }
+            if (gt_is_ok(err)) {
+                err = world_start(w);
+            }
+            gt_device *dev = NULL;
+            if (gt_is_ok(err) && L == 1) {
+                err = gt_netns_enter(pair.ns[1]);  // the trainer's side of the link
+            }
+            if (gt_is_ok(err)) {
+                gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
+                gt_device_sim_options so = {.timeout_ms = 0};
+                memcpy(so.agreement_hash, w->a.hash, sizeof so.agreement_hash);
+                err = gt_device_open_sim(&dev, &dc, &so);
+            }
+            if (gt_is_ok(err)) {
+                if (!o.json) {
+                    char sz[32];
+                    gt_format_size(sz, sizeof sz, o.sizes[s]);
+                    fprintf(stderr, "bench: %s, %s: %d run(s) of each path...\n",
+                            L ? "shaped link" : "loopback", sz, o.runs);
+                }
+                err = measure(w, dev, socket, o.runs, times[L][s]);
+            }
+            gt_device_close(dev);
+            if (L == 1 && self_ns >= 0) {
+                setns(self_ns, CLONE_NEWNET);
+            }
+            world_stop(w);
+            gt_policy_free(w->policy);
+            gt_buf_free_nowipe(&w->root_bytes);
+            gt_holder_keys_wipe(&w->k);
+            free(w);
+            for (int p = 0; p < PATHS && gt_is_ok(err); p++) {
+                st[L][s][p] = stats(times[L][s][p], o.runs);
+            }
+        }
+    }
+    gt_netns_pair_destroy(&pair);  // only what was created
+    if (self_ns >= 0) {
+        close(self_ns);
+    }
+    if (devd > 0) {
+        kill(devd, SIGTERM);
+        waitpid(devd, NULL, 0);
+    }
+    if (!gt_is_ok(err)) {
+        return gt_cli_fail(CMD, err);
+    }
+    return report(&o, dir, nlinks, st);
+}
+
+int gt_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage();
+        return argc < 2 ? GT_EXIT_USAGE : GT_EXIT_OK;
+    }
+    if (strcmp(argv[1], "transfer") != 0) {
+        return gt_cli_usage(CMD, "unknown benchmark '%s' (transfer)", argv[1]);
+    }
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    optind = 2;
+    return bench_transfer(argc, argv);
+}
