@@ -443,7 +443,9 @@ static int bench_transfer(int argc, char **argv)
     int self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     for (int L = 0; L < nlinks && gt_is_ok(err); L++) {
         if (L == 1) {
-            err = gt_netns_pair_create(&pair, "bench", o.link_bps);
+            char tag[9];
+            snprintf(tag, sizeof tag, "b%d", (int)(getpid() % 1000000));  // concurrent benches
+            err = gt_netns_pair_create(&pair, tag, o.link_bps);
             if (!gt_is_ok(err)) {
                 break;
             }
