@@ -162,13 +162,17 @@ static void stop_holders(holder_run runs[HOLDERS])
     }
 }
 
-static uint32_t kill_at_step;
+static uint32_t kill_at_step, kill_devd_at_step;
+static pid_t devd_pid;
 
 static void maybe_die(void *ctx, const gt_collab_step *s)
 {
     (void)ctx;
     if (s->step == kill_at_step) {
         kill(getpid(), SIGKILL);  // a crash mid-chunk: after some steps, before the commit
+    }
+    if (s->step == kill_devd_at_step && devd_pid > 0) {
+        kill(devd_pid, SIGKILL);  // the device dies under the trainer
     }
 }
 
@@ -312,12 +316,51 @@ static void travelling_matches_conventional(void **state)
     assert_true(by_travel.final_loss == by_conv.final_loss);
 }
 
+// devd killed during training: the trainer stops with a clear reason, nothing more is counted
+// than what was committed, and every holder's ledger still verifies.
+static void device_death_stops_training_cleanly(void **state)
+{
+    (void)state;
+    for (int h = 0; h < HOLDERS; h++) {
+        unlink(ledgers[h]);
+    }
+    holder_run runs[HOLDERS];
+    gt_agreement a;
+    start_holders(runs, &a, 100);
+    char sock[600], state_dir[600];
+    devd_pid = gt_test_devd_start(sock, sizeof sock, dir, NULL);
+    assert_true(devd_pid > 0);
+    GT_ASSERT_OK(gt_path_join(state_dir, sizeof state_dir, dir, "devd-death"));
+    GT_ASSERT_OK(gt_mkdir_p(state_dir, 0700));
+    kill_at_step = 0;
+    kill_devd_at_step = 40;  // in the second chunk
+    gt_collab_report rep;
+    gt_err e = train_on(&a, state_dir, false, &rep, sock);
+    kill_devd_at_step = 0;
+    print_message("training stopped: %s\n", e.msg);
+    assert_int_not_equal(e.code, GT_E_NONE);
+    assert_true(strstr(e.msg, "devd") != NULL || strstr(e.msg, "device") != NULL ||
+                e.code == GT_E_PEER);
+    stop_holders(runs);
+    gt_test_devd_stop(devd_pid);
+    devd_pid = 0;
+    uint64_t used = 0;
+    for (int h = 0; h < HOLDERS; h++) {
+        ledger_tally t;
+        memset(&t, 0, sizeof t);
+        GT_ASSERT_OK(gt_ledger_replay(ledgers[h], keys[h].holder_pub, tally, &t));
+        used += t.tokens;
+    }
+    assert_int_equal(used, 1000);  // only the first chunk's use was committed and confirmed
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(killed_trainer_resumes_exactly),
         cmocka_unit_test(travelling_matches_conventional),
+        cmocka_unit_test(device_death_stops_training_cleanly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -73,6 +73,8 @@ static void *server_main(void *p)
 }
 
 // Holder (server) appraises a trainer (client) whose agreement is `trainer_a`.
+static bool trainer_debug;  // the trainer's simulated TEE runs with debug enabled
+
 static gt_err run_pair(const gt_agreement *holder_a, const gt_agreement *trainer_a,
                        const gt_policy *holder_policy, char *summary, size_t cap)
 {
@@ -86,7 +88,9 @@ static gt_err run_pair(const gt_agreement *holder_a, const gt_agreement *trainer
     snprintf(addr, sizeof addr, "127.0.0.1:%d", gt_listener_port(s.l));
     pthread_t th;
     pthread_create(&th, NULL, server_main, &s);
-    gt_tee_attestor trainer = {.collect = {.type = GT_TEE_SIM, .sim_root = dir}, .policy = open,
+    gt_tee_attestor trainer = {.collect = {.type = GT_TEE_SIM, .sim_root = dir,
+                                           .sim_debug = trainer_debug},
+                               .policy = open,
                                .roots = &root_file, .root_count = 1, .agreement = trainer_a,
                                .peer_role = GT_PEER_HOLDER};
     gt_net_attestor na = gt_tee_attestor_bind(&trainer);
@@ -142,6 +146,17 @@ static void accepted_and_refused_trainers(void **state)
     e = run_pair(&a, &a, strict, summary, sizeof summary);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "allow_simulation"));
+    // A trainer whose TEE runs in debug mode is refused by a holder that forbids debug.
+    gt_policy *no_debug = NULL;
+    static const char nd[] = "{\"allow_simulation\":true,\"debug_forbidden\":true}";
+    GT_ASSERT_OK(gt_policy_parse(&no_debug, nd, sizeof nd - 1));
+    trainer_debug = true;
+    e = run_pair(&a, &a, no_debug, summary, sizeof summary);
+    trainer_debug = false;
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "debug"));
+    GT_ASSERT_OK(run_pair(&a, &a, no_debug, summary, sizeof summary));  // not in debug: accepted
+    gt_policy_free(no_debug);
     gt_policy_free(sim_ok);
     gt_policy_free(strict);
 }
