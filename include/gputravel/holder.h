@@ -90,6 +90,29 @@ enum {
 #define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
 
 typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2, GT_FETCH_TRAVEL = 3 } gt_fetch_mode;
+
+// Parsers of the trainer's messages (untrusted; gt_reader; each only at its exact size).
+typedef struct {
+    uint8_t agreement[32];
+    char trainer[64];  // 1..63 printable ASCII bytes, NUL-terminated
+} gt_hp_hello;
+typedef struct {
+    uint8_t mode;  // GT_FETCH_PLAIN or GT_FETCH_KEYRELEASE
+    uint32_t chunk;
+} gt_hp_fetch;
+typedef struct {
+    uint32_t chunk;
+    uint8_t ticket[32];
+    char device[256];  // the lent device's address, NUL-terminated, no NUL inside
+} gt_hp_travel;
+typedef struct {
+    uint32_t chunk;
+    uint64_t tokens;
+} gt_hp_used;
+GT_MUST_USE gt_err gt_hp_hello_parse(gt_span body, gt_hp_hello *out);
+GT_MUST_USE gt_err gt_hp_fetch_parse(gt_span body, gt_hp_fetch *out);
+GT_MUST_USE gt_err gt_hp_travel_parse(gt_span body, gt_hp_travel *out);
+GT_MUST_USE gt_err gt_hp_used_parse(gt_span body, gt_hp_used *out);
 const char *gt_fetch_mode_name(gt_fetch_mode mode);
 
 typedef struct {

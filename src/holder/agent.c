@@ -251,12 +251,10 @@ out:
 // The trainer confirms one committed use of a chunk it was sent.
 static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *trainer)
 {
-    gt_reader r = gt_reader_init(body->data, body->len);
-    uint32_t chunk = 0;
-    uint64_t tokens = 0;
-    GT_TRY(gt_reader_u32le(&r, &chunk));
-    GT_TRY(gt_reader_u64le(&r, &tokens));
-    GT_TRY(gt_reader_expect_end(&r, "used"));
+    gt_hp_used m;
+    GT_TRY(gt_hp_used_parse(gt_buf_span(body), &m));
+    const uint32_t chunk = m.chunk;
+    const uint64_t tokens = m.tokens;
     GT_ENSURE(chunk < a->manifest.chunk_count, GT_E_FORMAT, "used: chunk %u does not exist",
               chunk);
     pthread_mutex_lock(&a->lock);
@@ -313,41 +311,26 @@ out:
     return err;
 }
 
-static gt_err parse_travel(const gt_buf *body, uint32_t *chunk, uint8_t ticket[32], char *socket,
-                           size_t cap)
-{
-    gt_reader r = gt_reader_init(body->data, body->len);
-    uint16_t n = 0;
-    GT_TRY(gt_reader_u32le(&r, chunk));
-    GT_TRY(gt_reader_bytes(&r, ticket, 32));
-    GT_TRY(gt_reader_u16le(&r, &n));
-    GT_ENSURE(n > 0 && n < cap, GT_E_FORMAT, "travel: device address of %u bytes", n);
-    GT_TRY(gt_reader_bytes(&r, socket, n));
-    GT_TRY(gt_reader_expect_end(&r, "travel"));
-    socket[n] = '\0';
-    GT_ENSURE(strlen(socket) == n, GT_E_FORMAT, "travel: device address holds a NUL byte");
-    return GT_OK;
-}
-
 static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
                            const char *trainer)
 {
-    uint32_t chunk = 0;
-    uint8_t ticket[32];
-    char socket[256];
-    GT_TRY(parse_travel(body, &chunk, ticket, socket, sizeof socket));
+    gt_hp_travel m;
+    GT_TRY(gt_hp_travel_parse(gt_buf_span(body), &m));
+    const uint32_t chunk = m.chunk;
+    uint8_t *ticket = m.ticket;
+    const char *socket = m.device;
     uint64_t tokens = 0;
     gt_err verdict = decide(a, chunk, &tokens);
     if (!gt_is_ok(verdict)) {
         ledger_note(a, "refuse", trainer, chunk, "travel", 0, 0, verdict.msg);
-        gt_secure_zero(ticket, sizeof ticket);
+        gt_secure_zero(m.ticket, sizeof m.ticket);
         return send_refuse(ch, verdict);
     }
     ledger_note(a, "grant", trainer, chunk, "travel", tokens,
                 gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
     uint64_t loaded = 0;
     gt_err err = travel_load(a, chunk, ticket, socket, &loaded);
-    gt_secure_zero(ticket, sizeof ticket);
+    gt_secure_zero(m.ticket, sizeof m.ticket);
     if (!gt_is_ok(err)) {
         gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
         return send_refuse(ch, gt_err_wrap(err, "trip failed"));
@@ -362,22 +345,6 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     return gt_channel_send(ch, GT_HP_TRAVELLED, reply, sizeof reply);
 }
 
-static gt_err parse_hello(const gt_buf *body, uint8_t agreement[32], char *name, size_t cap)
-{
-    gt_reader r = gt_reader_init(body->data, body->len);
-    uint16_t n = 0;
-    GT_TRY(gt_reader_bytes(&r, agreement, 32));
-    GT_TRY(gt_reader_u16le(&r, &n));
-    GT_ENSURE(n > 0 && n < cap, GT_E_FORMAT, "hello: trainer name of %u bytes", n);
-    GT_TRY(gt_reader_bytes(&r, name, n));
-    GT_TRY(gt_reader_expect_end(&r, "hello"));
-    name[n] = '\0';
-    for (uint16_t i = 0; i < n; i++) {
-        GT_ENSURE(name[i] > 0x20 && name[i] < 0x7f, GT_E_FORMAT, "hello: unprintable name");
-    }
-    return GT_OK;
-}
-
 gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
 {
     GT_TRY(gt_channel_set_timeout(ch, a->cfg.idle_timeout_ms > 0 ? a->cfg.idle_timeout_ms
@@ -389,7 +356,10 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
     GT_ENSURE_GOTO(err, type == GT_HP_HELLO, out, GT_E_FORMAT, "expected HELLO, got %#x", type);
-    GT_TRY_GOTO(err, parse_hello(&body, agreement, trainer, sizeof trainer), out);
+    gt_hp_hello hello;
+    GT_TRY_GOTO(err, gt_hp_hello_parse(gt_buf_span(&body), &hello), out);
+    memcpy(agreement, hello.agreement, sizeof agreement);
+    memcpy(trainer, hello.trainer, sizeof trainer);
     if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
         err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
         ledger_note(a, "refuse", trainer, -1, NULL, 0, 0, err.msg);
@@ -415,14 +385,10 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         }
         GT_ENSURE_GOTO(err, type == GT_HP_FETCH, out, GT_E_FORMAT, "expected FETCH, got %#x",
                        type);
-        gt_reader r = gt_reader_init(body.data, body.len);
-        uint8_t mode = 0;
-        uint32_t chunk = 0;
-        GT_TRY_GOTO(err, gt_reader_u8(&r, &mode), out);
-        GT_TRY_GOTO(err, gt_reader_u32le(&r, &chunk), out);
-        GT_TRY_GOTO(err, gt_reader_expect_end(&r, "fetch"), out);
-        GT_ENSURE_GOTO(err, mode == GT_FETCH_PLAIN || mode == GT_FETCH_KEYRELEASE, out,
-                       GT_E_FORMAT, "fetch: unknown mode %u", mode);
+        gt_hp_fetch f;
+        GT_TRY_GOTO(err, gt_hp_fetch_parse(gt_buf_span(&body), &f), out);
+        const uint8_t mode = f.mode;
+        const uint32_t chunk = f.chunk;
         uint64_t tokens = 0;
         gt_err verdict = decide(a, chunk, &tokens);
         const char *mode_name = gt_fetch_mode_name((gt_fetch_mode)mode);

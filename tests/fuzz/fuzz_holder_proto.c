@@ -1,0 +1,47 @@
+// Fuzz: the trainer's messages to a holder agent are untrusted. The first byte picks the parser.
+#include <gputravel/holder.h>
+
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0) {
+        return 0;
+    }
+    gt_span body = {data + 1, size - 1};
+    switch (data[0] % 4) {
+    case 0: {
+        gt_hp_hello m;
+        if (gt_is_ok(gt_hp_hello_parse(body, &m)) && strlen(m.trainer) == 0) {
+            __builtin_trap();  // an accepted hello names its trainer
+        }
+        break;
+    }
+    case 1: {
+        gt_hp_fetch m;
+        if (gt_is_ok(gt_hp_fetch_parse(body, &m)) && m.mode != GT_FETCH_PLAIN &&
+            m.mode != GT_FETCH_KEYRELEASE) {
+            __builtin_trap();
+        }
+        break;
+    }
+    case 2: {
+        gt_hp_travel m;
+        if (gt_is_ok(gt_hp_travel_parse(body, &m)) && strlen(m.device) == 0) {
+            __builtin_trap();
+        }
+        break;
+    }
+    default: {
+        gt_hp_used m;
+        gt_err e = gt_hp_used_parse(body, &m);
+        if (gt_is_ok(e) && body.len != 12) {
+            __builtin_trap();  // USED is accepted only at its exact size
+        }
+        break;
+    }
+    }
+    return 0;
+}
