@@ -452,6 +452,10 @@ static int bench_transfer(int argc, char **argv)
         }
         for (int s = 0; s < o.nsizes && gt_is_ok(err); s++) {
             world *w = calloc(1, sizeof *w);
+            if (w == NULL) {
+                err = gt_errf(GT_E_NOMEM, "out of memory");
+                break;
+            }
             snprintf(w->dir, sizeof w->dir, "%s/%s-%llu", dir, L ? "link" : "loopback",
                      (unsigned long long)o.sizes[s]);
             snprintf(w->ds, sizeof w->ds, "%s/ds", w->dir);
