@@ -13,6 +13,8 @@ struct gt_holder_agent {
     pthread_mutex_t lock;  // guards releases, tokens_released, stats and the thread count
     pthread_cond_t idle;
     int threads;
+    pthread_t *joinable;  // every connection thread, joined when serving stops
+    size_t joinable_count, joinable_cap;
     gt_holder_agent_config cfg;
     const gt_agreement_holder *me;
     gt_manifest manifest;
@@ -122,6 +124,7 @@ void gt_holder_agent_free(gt_holder_agent *a)
     gt_buf_free_nowipe(&a->manifest_bytes);
     free(a->releases);
     free(a->uses);
+    free(a->joinable);
     pthread_cond_destroy(&a->idle);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -453,27 +456,45 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
             continue;
         }
         conn_arg *c = malloc(sizeof *c);
-        pthread_t th;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_mutex_lock(&a->lock);
-        a->threads++;
+        if (a->joinable_count == a->joinable_cap) {
+            size_t cap = a->joinable_cap ? 2 * a->joinable_cap : 16;
+            pthread_t *p = realloc(a->joinable, cap * sizeof *p);
+            if (p != NULL) {
+                a->joinable = p;
+                a->joinable_cap = cap;
+            }
+        }
+        bool room = a->joinable_count < a->joinable_cap;
+        bool started = false;
+        if (c != NULL && room) {
+            c->a = a;
+            c->ch = ch;
+            a->threads++;
+            started = pthread_create(&a->joinable[a->joinable_count], NULL, conn_main, c) == 0;
+            if (started) {
+                a->joinable_count++;
+            } else {
+                a->threads--;
+            }
+        }
         pthread_mutex_unlock(&a->lock);
-        if (c == NULL || (c->a = a, c->ch = ch, pthread_create(&th, &attr, conn_main, c)) != 0) {
+        if (!started) {
             free(c);
             gt_channel_close(ch);
-            pthread_mutex_lock(&a->lock);
-            a->threads--;
-            pthread_mutex_unlock(&a->lock);
             gt_log_error("holder %s: cannot start a connection thread", a->me->name);
         }
-        pthread_attr_destroy(&attr);
+    }
+    // Join every connection thread (not just wait for them): nothing of theirs, OpenSSL's
+    // per-thread state included, outlives the server.
+    pthread_mutex_lock(&a->lock);
+    size_t n = a->joinable_count;
+    pthread_mutex_unlock(&a->lock);
+    for (size_t i = 0; i < n; i++) {
+        pthread_join(a->joinable[i], NULL);
     }
     pthread_mutex_lock(&a->lock);
-    while (a->threads > 0) {
-        pthread_cond_wait(&a->idle, &a->lock);
-    }
+    a->joinable_count = 0;
     pthread_mutex_unlock(&a->lock);
     return GT_OK;
 }
