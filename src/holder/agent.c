@@ -10,9 +10,7 @@
 #include <string.h>
 
 struct gt_holder_agent {
-    pthread_mutex_t lock;  // guards releases, tokens_released, stats and the thread count
-    pthread_cond_t idle;
-    int threads;
+    pthread_mutex_t lock;  // guards releases, uses, tokens_released, stats, joinable
     pthread_t *joinable;  // every connection thread, joined when serving stops
     size_t joinable_count, joinable_cap;
     gt_holder_agent_config cfg;
@@ -76,7 +74,6 @@ gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_confi
     gt_holder_agent *a = calloc(1, sizeof *a);
     GT_ENSURE(a != NULL, GT_E_NOMEM, "holder: out of memory");
     pthread_mutex_init(&a->lock, NULL);
-    pthread_cond_init(&a->idle, NULL);
     a->cfg = *cfg;
     gt_err err = GT_OK;
     a->me = gt_agreement_find_holder(cfg->agreement, cfg->name);
@@ -125,7 +122,6 @@ void gt_holder_agent_free(gt_holder_agent *a)
     free(a->releases);
     free(a->uses);
     free(a->joinable);
-    pthread_cond_destroy(&a->idle);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }
@@ -429,11 +425,6 @@ static void *conn_main(void *p)
         gt_log_warn("holder %s: connection ended: %s", c->a->me->name, err.msg);
     }
     gt_channel_close(c->ch);
-    pthread_mutex_lock(&c->a->lock);
-    if (--c->a->threads == 0) {
-        pthread_cond_broadcast(&c->a->idle);
-    }
-    pthread_mutex_unlock(&c->a->lock);
     free(c);
     return NULL;
 }
@@ -470,12 +461,9 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
         if (c != NULL && room) {
             c->a = a;
             c->ch = ch;
-            a->threads++;
             started = pthread_create(&a->joinable[a->joinable_count], NULL, conn_main, c) == 0;
             if (started) {
                 a->joinable_count++;
-            } else {
-                a->threads--;
             }
         }
         pthread_mutex_unlock(&a->lock);

@@ -15,9 +15,8 @@ struct gt_holder_conn {
 
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c) { return &c->manifest; }
 
-static gt_err refused(gt_channel *ch, const gt_buf *body, const char *holder)
+static gt_err refused(const gt_buf *body, const char *holder)
 {
-    (void)ch;
     gt_reader r = gt_reader_init(body->data, body->len);
     uint32_t code = 0;
     GT_TRY(gt_reader_u32le(&r, &code));
@@ -49,7 +48,7 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
     uint32_t type = 0;
     GT_TRY_GOTO(err, gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_MANIFEST), fail);
     if (type == GT_HP_REFUSE) {
-        err = refused(c->ch, &body, h->name);
+        err = refused(&body, h->name);
         goto fail;
     }
     GT_ENSURE_GOTO(err, type == GT_HP_WELCOME, fail, GT_E_FORMAT,
@@ -102,7 +101,7 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
         err = gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_CONTROL);
     }
     if (gt_is_ok(err) && type == GT_HP_REFUSE) {
-        err = refused(c->ch, &body, c->name);
+        err = refused(&body, c->name);
     } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED || body.len != 8)) {
         err = gt_errf(GT_E_FORMAT, "holder %s: expected TRAVELLED, got %#x", c->name, type);
     }
@@ -191,7 +190,7 @@ gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode, gt
         GT_TRY_GOTO(err, gt_buf_reserve(&body, (size_t)len + 1), fail);
         GT_TRY_GOTO(err, gt_channel_read(c->ch, body.data, (size_t)len), fail);
         body.len = (size_t)len;
-        err = refused(c->ch, &body, c->name);
+        err = refused(&body, c->name);
         goto fail;
     }
     GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, flags, &buf), fail);
