@@ -65,6 +65,9 @@ GT_MUST_USE gt_err gt_channel_recv(gt_channel *ch, uint32_t *type, gt_buf *data,
 // Receives a frame header only; the payload is then read with gt_channel_read (exactly len).
 GT_MUST_USE gt_err gt_channel_recv_begin(gt_channel *ch, uint32_t *type, uint64_t *len);
 GT_MUST_USE gt_err gt_channel_read(gt_channel *ch, void *data, size_t len);
+// Parses one frame header (the peer's bytes) from r. The caller still owns the length check
+// against its own limit: a header says nothing about what the receiver will accept.
+GT_MUST_USE gt_err gt_net_frame_header_parse(gt_reader *r, uint32_t *type, uint64_t *len);
 // Sets a receive/send timeout in milliseconds for the underlying socket (0: none).
 GT_MUST_USE gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms);
 void gt_channel_close(gt_channel *ch);

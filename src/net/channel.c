@@ -400,14 +400,24 @@ gt_err gt_channel_send(gt_channel *ch, uint32_t type, const void *data, size_t l
     return gt_channel_write(ch, data, len);
 }
 
+gt_err gt_net_frame_header_parse(gt_reader *r, uint32_t *type, uint64_t *len)
+{
+    uint32_t t = 0;
+    uint64_t n = 0;
+    GT_TRY(gt_reader_u32be(r, &t));
+    GT_TRY(gt_reader_u64be(r, &n));
+    *type = t;
+    *len = n;
+    return GT_OK;
+}
+
 gt_err gt_channel_recv_begin(gt_channel *ch, uint32_t *type, uint64_t *len)
 {
     GT_ENSURE(ch->recv_left == 0, GT_E_STATE, "channel: previous frame not fully read");
     uint8_t hdr[GT_NET_FRAME_HEADER_BYTES];
     GT_TRY(read_raw(ch, hdr, sizeof hdr));
     gt_reader r = gt_reader_init(hdr, sizeof hdr);
-    GT_TRY(gt_reader_u32be(&r, type));
-    GT_TRY(gt_reader_u64be(&r, len));
+    GT_TRY(gt_net_frame_header_parse(&r, type, len));
     ch->recv_left = *len;
     return GT_OK;
 }
