@@ -98,4 +98,13 @@ GT_MUST_USE gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, cons
                                       const char *tcb_status, const gt_appraise_params *params,
                                       gt_strlist *reasons, gt_strlist *warnings);
 
+// ---- certificate glue the format verifiers share (chain.c) ----------------------------------
+
+// The chain from leaf to one of xp's roots at xp->at. GT_E_AUTH (message = the reason) when it
+// does not verify or no root is given; any other code means it could not be evaluated.
+GT_MUST_USE gt_err gt_attest_chain_verify(const gt_x509 *leaf, const gt_x509_verify_params *xp);
+// The leaf's EC public key as x || y (cap >= 2 * 66 covers P-521).
+GT_MUST_USE gt_err gt_attest_leaf_ec_point(const gt_x509 *leaf, uint8_t *xy, size_t cap,
+                                           size_t *len);
+
 #endif

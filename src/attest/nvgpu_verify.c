@@ -2,6 +2,8 @@
 // the leaf key, the verifier's nonce, and the opaque FWID against the leaf's DICE FWID.
 #include "attest/nvgpu_evidence.h"
 
+#include "attest_internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,8 +129,7 @@ gt_err gt_nvgpu_evidence_verify(gt_nvgpu_verdict *v, const gt_nvgpu_evidence *ev
         .crl_count = p->crl_count,
         .at = p->at,
     };
-    gt_err e = p->root_count == 0 ? gt_errf(GT_E_AUTH, "no trusted root given")
-                                  : gt_x509_verify_chain(p->leaf, &xp);
+    gt_err e = gt_attest_chain_verify(p->leaf, &xp);
     v->chain_valid = e.code == GT_E_NONE;
     if (!v->chain_valid) {
         if (e.code != GT_E_AUTH) {
@@ -138,14 +139,9 @@ gt_err gt_nvgpu_evidence_verify(gt_nvgpu_verdict *v, const gt_nvgpu_evidence *ev
     }
 
     // 2. The SPDM signature with the leaf's key.
-    gt_pkey *key = NULL;
     uint8_t xy[2 * 66] = {0};
     size_t xy_len = 0;
-    e = gt_x509_public_key(p->leaf, &key);
-    if (e.code == GT_E_NONE) {
-        e = gt_pkey_ec_public_xy(key, xy, sizeof xy, &xy_len);
-    }
-    gt_pkey_free(key);
+    e = gt_attest_leaf_ec_point(p->leaf, xy, sizeof xy, &xy_len);
     if (e.code != GT_E_NONE) {
         add_reason(v, "leaf public key: %s", e.msg);
     } else if (xy_len != GT_NVGPU_PUB_BYTES) {

@@ -2,6 +2,8 @@
 // the VEK's TCB/hwID extensions against the report (AMD 57230, "VCEK certificate extensions").
 #include "attest/snp_report.h"
 
+#include "attest_internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,8 +188,7 @@ gt_err gt_snp_report_verify(gt_snp_verdict *v, const gt_snp_report *rep,
         .crl_count = p->crl_count,
         .at = p->at,
     };
-    gt_err e = p->root_count == 0 ? gt_errf(GT_E_AUTH, "no trusted root given")
-                                  : gt_x509_verify_chain(p->vek, &xp);
+    gt_err e = gt_attest_chain_verify(p->vek, &xp);
     v->chain_valid = e.code == GT_E_NONE;
     if (!v->chain_valid) {
         if (e.code != GT_E_AUTH) {
@@ -200,14 +201,9 @@ gt_err gt_snp_report_verify(gt_snp_verdict *v, const gt_snp_report *rep,
     check_key_kind(v, rep, p->vek);
 
     // 3. The report signature with the VEK's public key.
-    gt_pkey *key = NULL;
     uint8_t xy[2 * 66] = {0};
     size_t xy_len = 0;
-    e = gt_x509_public_key(p->vek, &key);
-    if (e.code == GT_E_NONE) {
-        e = gt_pkey_ec_public_xy(key, xy, sizeof xy, &xy_len);
-    }
-    gt_pkey_free(key);
+    e = gt_attest_leaf_ec_point(p->vek, xy, sizeof xy, &xy_len);
     if (e.code != GT_E_NONE) {
         add_reason(v, "VEK public key: %s", e.msg);
     } else if (xy_len != GT_SNP_VEK_PUB_BYTES) {
