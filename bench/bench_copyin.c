@@ -8,6 +8,8 @@
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
+#include "bench_common.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +20,6 @@
 
 #define REPS 5
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 static void die(const char *what, gt_err e)
 {
     fprintf(stderr, "bench_copyin: %s: %s\n", what, e.msg);
@@ -38,51 +28,19 @@ static void die(const char *what, gt_err e)
 
 int main(int argc, char **argv)
 {
-    size_t sizes_mib[16] = {64, 128, 256, 512};
-    int nsizes = 4;
-    if (argc > 1) {
-        nsizes = 0;
-        for (int i = 1; i < argc && nsizes < 16; i++) {
-            sizes_mib[nsizes++] = (size_t)strtoul(argv[i], NULL, 10);
-        }
-    }
-    size_t max = 0;
-    for (int i = 0; i < nsizes; i++) {
-        max = sizes_mib[i] > max ? sizes_mib[i] : max;
-    }
+    size_t sizes_mib[16];
+    int nsizes = 0;
+    size_t max = bench_sizes_mib(argc, argv, sizes_mib, 16, &nsizes);
     size_t max_bytes = max << 20;
-
-    char dir[] = "/tmp/bench-copyin-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
+    gt_log_set_level(GT_LOG_WARN);
+    bench_devd devd;
+    if (bench_devd_start(&devd, "bench-copyin",
+                         (gt_devd_config){.mem_limit = (uint64_t)max_bytes + (64u << 20),
+                                          .max_sessions = 1}) != 0) {
         return 1;
     }
-    char sock[256], root[256];
-    snprintf(sock, sizeof sock, "%s/devd.sock", dir);
-    snprintf(root, sizeof root, "%s/sim-root", dir);
-    setenv("GT_SIM_ROOT", root, 1);
-    gt_log_set_level(GT_LOG_WARN);
-
-    double t0 = gt_now_seconds();
-    pid_t pid = fork();
-    if (pid == 0) {
-        gt_devd_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.socket_path = sock;
-        cfg.mem_limit = (uint64_t)max_bytes + (64u << 20);
-        cfg.max_sessions = 1;
-        gt_err e = gt_devd_run(&cfg);
-        _exit(gt_is_ok(e) ? 0 : 1);
-    }
-    struct stat st;
-    while (stat(sock, &st) != 0) {
-        usleep(2000);
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            fprintf(stderr, "bench_copyin: devd failed to start\n");
-            return 1;
-        }
-    }
-    double t_devd = gt_now_seconds() - t0;
+    const char *sock = devd.sock;
+    double t_devd = devd.start_s, t0 = 0;
 
     // host buffers, touched once
     uint8_t *src = malloc(max_bytes), *back = malloc(max_bytes);
@@ -161,8 +119,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_copyin: data mismatch at %zu MiB\n", sizes_mib[s]);
             return 1;
         }
-        double me = median(te, REPS), md = median(td, REPS), mi = median(tin, REPS),
-               mo = median(tout, REPS);
+        double me = bench_median(te, REPS), md = bench_median(td, REPS), mi = bench_median(tin, REPS),
+               mo = bench_median(tout, REPS);
         double base = (double)n / (me + md) / 1e6;
         double in = (double)n / mi / 1e6, out = (double)n / mo / 1e6;
         printf("%5zu MiB | %10.0f %10.0f %12.0f | %12.0f %12.0f | %6.2fx %6.2fx%s\n",
@@ -171,13 +129,7 @@ int main(int argc, char **argv)
         ok_all &= in / base >= 0.7;
     }
     gt_device_close(dev);
-    waitpid(pid, NULL, 0);
-    unlink(sock);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "bench_copyin: could not remove %s\n", dir);
-    }
+    bench_devd_stop(&devd, false);
     printf("target copy_in >= 0.7x enc+dec: %s\n", ok_all ? "met" : "NOT met");
     free(src);
     free(back);

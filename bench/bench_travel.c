@@ -13,6 +13,8 @@
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
+#include "bench_common.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,27 +26,6 @@
 
 #define REPS 5
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
-static double best(const double *v, int n)
-{
-    double b = v[0];
-    for (int i = 1; i < n; i++) {
-        b = v[i] < b ? v[i] : b;
-    }
-    return b;
-}
-
 static void check(const char *what, gt_err e)
 {
     if (!gt_is_ok(e)) {
@@ -55,52 +36,22 @@ static void check(const char *what, gt_err e)
 
 int main(int argc, char **argv)
 {
-    size_t sizes_mib[16] = {64, 128, 256, 512};
-    int nsizes = 4;
-    if (argc > 1) {
-        nsizes = 0;
-        for (int i = 1; i < argc && nsizes < 16; i++) {
-            sizes_mib[nsizes++] = (size_t)strtoul(argv[i], NULL, 10);
-        }
-    }
-    size_t max = 0;
-    for (int i = 0; i < nsizes; i++) {
-        max = sizes_mib[i] > max ? sizes_mib[i] : max;
-    }
+    size_t sizes_mib[16];
+    int nsizes = 0;
+    size_t max = bench_sizes_mib(argc, argv, sizes_mib, 16, &nsizes);
     size_t max_bytes = max << 20;
-
-    char dir[] = "/tmp/bench-travel-XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
+    gt_log_set_level(GT_LOG_ERROR);
+    const char *slot = getenv("BENCH_SLOT_KIB");
+    bench_devd devd;
+    if (bench_devd_start(&devd, "bench-travel",
+                         (gt_devd_config){
+                             .mem_limit = 2 * (uint64_t)max_bytes + (64u << 20),  // copy_in + load
+                             .slot_bytes = slot ? (uint32_t)strtoul(slot, NULL, 10) << 10 : 0,
+                         }) != 0) {
         return 1;
     }
-    char sock[256], root[256];
-    snprintf(sock, sizeof sock, "%s/devd.sock", dir);
-    snprintf(root, sizeof root, "%s/sim-root", dir);
-    setenv("GT_SIM_ROOT", root, 1);
-    gt_log_set_level(GT_LOG_ERROR);
-
-    double t0 = gt_now_seconds();
-    pid_t pid = fork();
-    if (pid == 0) {
-        gt_devd_config cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.socket_path = sock;
-        cfg.mem_limit = 2 * (uint64_t)max_bytes + (64u << 20);  // copy_in buffer + load buffer
-        const char *slot = getenv("BENCH_SLOT_KIB");
-        cfg.slot_bytes = slot ? (uint32_t)strtoul(slot, NULL, 10) << 10 : 0;
-        gt_err e = gt_devd_run(&cfg);
-        _exit(gt_is_ok(e) ? 0 : 1);
-    }
-    struct stat st;
-    while (stat(sock, &st) != 0) {
-        usleep(2000);
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            fprintf(stderr, "bench_travel: devd failed to start\n");
-            return 1;
-        }
-    }
-    double t_devd = gt_now_seconds() - t0;
+    const char *sock = devd.sock, *dir = devd.dir;
+    double t_devd = devd.start_s, t0 = 0;
 
     uint8_t *src = malloc(max_bytes), *pt = malloc(max_bytes);
     uint8_t *ct = malloc(max_bytes + GT_AEAD_TAG_BYTES);
@@ -204,12 +155,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_travel: decryption mismatch\n");
             return 1;
         }
-        double tb = (double)n / best(tl, REPS) / 1e6, db = (double)n / best(td, REPS) / 1e6;
-        double ib = (double)n / best(tin[s], REPS) / 1e6, fb = (double)n / best(tf, REPS) / 1e6;
-        double travel = (double)n / median(tl, REPS) / 1e6;
-        double file = (double)n / median(tf, REPS) / 1e6;
-        double dec = (double)n / median(td, REPS) / 1e6;
-        double in = (double)n / median(tin[s], REPS) / 1e6;
+        double tb = (double)n / bench_best(tl, REPS) / 1e6, db = (double)n / bench_best(td, REPS) / 1e6;
+        double ib = (double)n / bench_best(tin[s], REPS) / 1e6, fb = (double)n / bench_best(tf, REPS) / 1e6;
+        double travel = (double)n / bench_median(tl, REPS) / 1e6;
+        double file = (double)n / bench_median(tf, REPS) / 1e6;
+        double dec = (double)n / bench_median(td, REPS) / 1e6;
+        double in = (double)n / bench_median(tin[s], REPS) / 1e6;
         printf("%5zu MiB | %7.0f [%6.0f] %7.0f [%6.0f] %7.0f [%6.0f] | %5.2fx [%5.2fx] "
                "%5.2fx [%5.2fx] | %7.0f [%6.0f] %5.2fx [%4.2fx]\n", sizes_mib[s], travel, tb,
                file, fb, dec, db, travel / dec, tb / db, file / dec, fb / db, in, ib, in / dec,
@@ -227,14 +178,7 @@ int main(int argc, char **argv)
     printf("target travelling (better of mem/file, median) >= 0.7x one decryption pass: %s\n",
            ok_all ? "met at every size" : "NOT met at every size");
     gt_device_close(tr);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-    unlink(sock);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "bench_travel: could not remove %s\n", dir);
-    }
+    bench_devd_stop(&devd, true);
     gt_secure_zero(key, sizeof key);
     free(src);
     free(pt);

@@ -1,0 +1,115 @@
+// What the devd benchmarks share: statistics over repeated timings, the size list from argv and
+// a devd in a forked child with its own scratch folder. Header-only: every bench/*.c is its own
+// executable.
+#ifndef GPUTRAVEL_BENCH_COMMON_H
+#define GPUTRAVEL_BENCH_COMMON_H
+
+#include <gputravel/device.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Sorts v in place.
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return v[n / 2];
+}
+
+static inline double bench_best(const double *v, int n)
+{
+    double b = v[0];
+    for (int i = 1; i < n; i++) {
+        b = v[i] < b ? v[i] : b;
+    }
+    return b;
+}
+
+// Sizes in MiB from argv[1..] (at most cap), else 64 128 256 512. Returns the largest.
+static inline size_t bench_sizes_mib(int argc, char **argv, size_t *sizes, int cap, int *count)
+{
+    static const size_t defaults[] = {64, 128, 256, 512};
+    int n = 0;
+    for (int i = 1; i < argc && n < cap; i++) {
+        sizes[n++] = (size_t)strtoul(argv[i], NULL, 10);
+    }
+    if (n == 0) {
+        for (; n < 4 && n < cap; n++) {
+            sizes[n] = defaults[n];
+        }
+    }
+    size_t max = 0;
+    for (int i = 0; i < n; i++) {
+        max = sizes[i] > max ? sizes[i] : max;
+    }
+    *count = n;
+    return max;
+}
+
+typedef struct {
+    char dir[64];    // scratch folder: the socket and the sim root
+    char sock[256];
+    pid_t pid;
+    double start_s;  // until the socket appeared (arena reserved and touched, identity made)
+} bench_devd;
+
+// Starts devd (gt_devd_run) in a forked child. cfg's socket_path is filled in here.
+static inline int bench_devd_start(bench_devd *d, const char *name, gt_devd_config cfg)
+{
+    snprintf(d->dir, sizeof d->dir, "/tmp/%s-XXXXXX", name);
+    if (mkdtemp(d->dir) == NULL) {
+        perror("mkdtemp");
+        return -1;
+    }
+    char root[300];
+    snprintf(d->sock, sizeof d->sock, "%s/devd.sock", d->dir);
+    snprintf(root, sizeof root, "%s/sim-root", d->dir);
+    setenv("GT_SIM_ROOT", root, 1);
+    double t0 = gt_now_seconds();
+    d->pid = fork();
+    if (d->pid < 0) {
+        perror("fork");
+        return -1;
+    }
+    if (d->pid == 0) {
+        cfg.socket_path = d->sock;
+        _exit(gt_is_ok(gt_devd_run(&cfg)) ? 0 : 1);
+    }
+    struct stat st;
+    while (stat(d->sock, &st) != 0) {
+        usleep(2000);
+        if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+            fprintf(stderr, "%s: devd failed to start\n", name);
+            return -1;
+        }
+    }
+    d->start_s = gt_now_seconds() - t0;
+    return 0;
+}
+
+// Stops devd (SIGTERM when it still serves) and removes the scratch folder.
+static inline void bench_devd_stop(bench_devd *d, bool terminate)
+{
+    if (terminate) {
+        kill(d->pid, SIGTERM);
+    }
+    waitpid(d->pid, NULL, 0);
+    unlink(d->sock);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", d->dir);
+    }
+}
+
+#endif
