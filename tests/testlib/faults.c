@@ -1,0 +1,127 @@
+// See faults.h. The __real_* symbols exist only in executables linked with --wrap; this object
+// is pulled from the test library only by tests that call gt_fault_arm.
+#include "faults.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+static gt_fault_kind armed_kind;
+static uint64_t fail_at, seen;
+static bool fired;
+
+void gt_fault_arm(gt_fault_kind kind, uint64_t nth)
+{
+    armed_kind = kind;
+    fail_at = nth;
+    seen = 0;
+    fired = false;
+}
+
+bool gt_fault_disarm(void)
+{
+    armed_kind = 0;
+    return fired;
+}
+
+uint64_t gt_fault_calls(void)
+{
+    return seen;
+}
+
+// True when this call of `kind` is the one to fail.
+static bool fault_now(gt_fault_kind kind, int err)
+{
+    if (armed_kind != kind) {
+        return false;
+    }
+    if (++seen != fail_at) {
+        return false;
+    }
+    fired = true;
+    errno = err;
+    return true;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t count, size_t n);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+ssize_t __real_write(int fd, const void *b, size_t n);
+ssize_t __real_pwrite(int fd, const void *b, size_t n, off_t at);
+size_t __real_fwrite(const void *b, size_t size, size_t count, FILE *f);
+int __real_fflush(FILE *f);
+int __real_fsync(int fd);
+int __real_rename(const char *from, const char *to);
+
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t count, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **p, size_t align, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+ssize_t __wrap_write(int fd, const void *b, size_t n);
+ssize_t __wrap_pwrite(int fd, const void *b, size_t n, off_t at);
+size_t __wrap_fwrite(const void *b, size_t size, size_t count, FILE *f);
+int __wrap_fflush(FILE *f);
+int __wrap_fsync(int fd);
+int __wrap_rename(const char *from, const char *to);
+
+void *__wrap_malloc(size_t n)
+{
+    return fault_now(GT_FAULT_ALLOC, ENOMEM) ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t count, size_t n)
+{
+    return fault_now(GT_FAULT_ALLOC, ENOMEM) ? NULL : __real_calloc(count, n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    return fault_now(GT_FAULT_ALLOC, ENOMEM) ? NULL : __real_realloc(p, n);
+}
+
+int __wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+    return fault_now(GT_FAULT_ALLOC, ENOMEM) ? ENOMEM : __real_posix_memalign(p, align, n);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+    return fault_now(GT_FAULT_ALLOC, ENOMEM) ? NULL : __real_aligned_alloc(align, n);
+}
+
+ssize_t __wrap_write(int fd, const void *b, size_t n)
+{
+    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_write(fd, b, n);
+}
+
+ssize_t __wrap_pwrite(int fd, const void *b, size_t n, off_t at)
+{
+    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_pwrite(fd, b, n, at);
+}
+
+size_t __wrap_fwrite(const void *b, size_t size, size_t count, FILE *f)
+{
+    // A failed fwrite writes nothing here; a real one may write part, which callers must treat
+    // the same way (any short count is a failure).
+    return fault_now(GT_FAULT_WRITE, EIO) ? 0 : __real_fwrite(b, size, count, f);
+}
+
+int __wrap_fflush(FILE *f)
+{
+    return fault_now(GT_FAULT_WRITE, EIO) ? EOF : __real_fflush(f);
+}
+
+int __wrap_fsync(int fd)
+{
+    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_fsync(fd);
+}
+
+int __wrap_rename(const char *from, const char *to)
+{
+    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_rename(from, to);
+}
