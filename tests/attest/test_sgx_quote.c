@@ -27,51 +27,32 @@ static int64_t sample_at(const char *id)
     return 0;
 }
 
-typedef struct {
-    gt_buf file;
-    gt_intel_quote q;
-    cJSON *expected;
-} sample;
+typedef gt_test_intel_sample sample;
 
 static void sample_load(sample *s, const char *evidence)
 {
-    char r[512], e[600];
-    memset(s, 0, sizeof *s);
-    snprintf(r, sizeof r, SGX_DIR "%s", evidence);
-    gt_test_read_data(r, &s->file);
-    GT_ASSERT_OK(gt_intel_quote_parse(&s->q, s->file.data, s->file.len));
-    snprintf(e, sizeof e, "%s.expected.json", r);
-    s->expected = gt_test_intel_load_json(e);
+    gt_test_intel_sample_load(s, SGX_DIR, evidence);
 }
 
 static void sample_free(sample *s)
 {
-    gt_buf_free_nowipe(&s->file);
-    cJSON_Delete(s->expected);
+    gt_test_intel_sample_free(s);
 }
-
-static gt_x509 **g_root;
-static size_t g_root_count;
 
 static int setup(void **state)
 {
     (void)state;
-    gt_test_intel_load_certs(SGX_DIR "intel_sgx_root_ca.pem", &g_root, &g_root_count);
+    gt_test_intel_roots_load(SGX_DIR);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    gt_test_intel_free_certs(g_root, g_root_count);
+    gt_test_intel_roots_free();
     return 0;
 }
 
-static gt_intel_verify_params params(int64_t at, const gt_intel_collateral *c)
-{
-    return (gt_intel_verify_params){.roots = (const gt_x509 *const *)g_root,
-                                    .root_count = g_root_count, .at = at, .collateral = c};
-}
 
 static void sgx_samples_parse_to_expected(void **state)
 {
@@ -105,7 +86,7 @@ static void sgx_samples_verify(void **state)
         sample x;
         sample_load(&x, cJSON_GetObjectItemCaseSensitive(s, "evidence")->valuestring);
         int64_t at = sample_at(id);
-        gt_intel_verify_params p = params(at, NULL);
+        gt_intel_verify_params p = gt_test_intel_params(at, NULL);
         gt_intel_verdict v;
         gt_err err = gt_intel_quote_verify(&x.q, &p, &v);
         if (!gt_is_ok(err)) {
@@ -118,7 +99,7 @@ static void sgx_samples_verify(void **state)
         gt_intel_collateral c = {0};
         gt_test_intel_load_collateral(SGX_DIR, cJSON_GetObjectItemCaseSensitive(s, "collateral"),
                                       &c);
-        p = params(at, &c);
+        p = gt_test_intel_params(at, &c);
         err = gt_intel_quote_verify(&x.q, &p, &v);
         gt_test_intel_print_verdict(&v);
         if (!gt_is_ok(err)) {
@@ -288,7 +269,7 @@ static void sgx_rejections(void **state)
     gt_test_intel_free_certs(other, n);
 
     // A month after the TCB info's nextUpdate.
-    p = params(gt_test_intel_time("2025-08-20T00:00:00Z"), &c);
+    p = gt_test_intel_params(gt_test_intel_time("2025-08-20T00:00:00Z"), &c);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "TCB info: expired"));
     assert_true(gt_intel_verdict_has_reason(&v, "QE identity: expired"));
@@ -297,7 +278,7 @@ static void sgx_rejections(void **state)
     // TDX collateral (TDX TCB info, TD_QE identity, Platform CA CRL) for an SGX quote.
     gt_test_data_path(path, sizeof path, "attestation/tdx/dcap-qvl_tdx_quote_collateral.json");
     GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_DCAP_QVL_JSON, path));
-    p = params(sample_at("dcapqvl-sgx-v3"), &c);
+    p = gt_test_intel_params(sample_at("dcapqvl-sgx-v3"), &c);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "TCB info: id TDX version 3 does not fit a SGX"));
     assert_true(gt_intel_verdict_has_reason(&v, "QE identity: id TD_QE does not fit a SGX"));
@@ -339,7 +320,7 @@ static void sgx_verdict_json(void **state)
     char path[4096];
     gt_test_data_path(path, sizeof path, SGX_DIR "dcap-qvl_sgx_quote_collateral.json");
     GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_DCAP_QVL_JSON, path));
-    gt_intel_verify_params p = params(sample_at("dcapqvl-sgx-v3"), &c);
+    gt_intel_verify_params p = gt_test_intel_params(sample_at("dcapqvl-sgx-v3"), &c);
     gt_intel_verdict v;
     GT_ASSERT_OK(gt_intel_quote_verify(&x.q, &p, &v));
     cJSON *obj = cJSON_CreateObject();
@@ -386,7 +367,7 @@ static void sgx_other_vendor_rejected(void **state)
     x.file.data[12] ^= 0xff;  // qe_vendor_id[0] (signed: the quote signature fails too)
     gt_intel_quote q;
     GT_ASSERT_OK(gt_intel_quote_parse(&q, x.file.data, x.file.len));
-    gt_intel_verify_params p = params(sample_at("mobilecoin-sgx-v3"), NULL);
+    gt_intel_verify_params p = gt_test_intel_params(sample_at("mobilecoin-sgx-v3"), NULL);
     gt_intel_verdict v;
     GT_ASSERT_CODE(gt_intel_quote_verify(&q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "QE vendor id is not Intel's"));

@@ -34,57 +34,32 @@ static int64_t sample_at(const char *id)
     return 0;
 }
 
-static void rel(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, TDX_DIR "%s", name);
-}
-
-typedef struct {
-    gt_buf file;
-    gt_intel_quote q;
-    cJSON *expected;
-} sample;
+typedef gt_test_intel_sample sample;
 
 static void sample_load(sample *s, const char *evidence)
 {
-    char r[512];
-    memset(s, 0, sizeof *s);
-    rel(r, sizeof r, evidence);
-    gt_test_read_data(r, &s->file);
-    GT_ASSERT_OK(gt_intel_quote_parse(&s->q, s->file.data, s->file.len));
-    char e[600];
-    snprintf(e, sizeof e, "%s.expected.json", r);
-    s->expected = gt_test_intel_load_json(e);
+    gt_test_intel_sample_load(s, TDX_DIR, evidence);
 }
 
 static void sample_free(sample *s)
 {
-    gt_buf_free_nowipe(&s->file);
-    cJSON_Delete(s->expected);
+    gt_test_intel_sample_free(s);
 }
-
-static gt_x509 **g_root;
-static size_t g_root_count;
 
 static int setup(void **state)
 {
     (void)state;
-    gt_test_intel_load_certs(TDX_DIR "intel_sgx_root_ca.pem", &g_root, &g_root_count);
+    gt_test_intel_roots_load(TDX_DIR);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    gt_test_intel_free_certs(g_root, g_root_count);
+    gt_test_intel_roots_free();
     return 0;
 }
 
-static gt_intel_verify_params params(int64_t at, const gt_intel_collateral *c)
-{
-    return (gt_intel_verify_params){.roots = (const gt_x509 *const *)g_root,
-                                    .root_count = g_root_count, .at = at, .collateral = c};
-}
 
 // Every sample of catalog.json parses to exactly the values of its .expected.json.
 static void tdx_samples_parse_to_expected(void **state)
@@ -124,7 +99,7 @@ static void tdx_samples_verify(void **state)
         int64_t at = sample_at(id);
 
         // Quote and PCK chain only.
-        gt_intel_verify_params p = params(at, NULL);
+        gt_intel_verify_params p = gt_test_intel_params(at, NULL);
         gt_intel_verdict v;
         gt_err err = gt_intel_quote_verify(&x.q, &p, &v);
         if (!gt_is_ok(err)) {
@@ -141,7 +116,7 @@ static void tdx_samples_verify(void **state)
         if (spec != NULL) {
             gt_intel_collateral c = {0};
             gt_test_intel_load_collateral(TDX_DIR, spec, &c);
-            p = params(at, &c);
+            p = gt_test_intel_params(at, &c);
             err = gt_intel_quote_verify(&x.q, &p, &v);
             gt_test_intel_print_verdict(&v);
             assert_true(v.signature_valid && v.chain_valid);
@@ -367,7 +342,7 @@ static void verify_dcapqvl_at(const sample *x, const char *iso, gt_intel_verdict
     char path[4096];
     gt_test_data_path(path, sizeof path, TDX_DIR "dcap-qvl_tdx_quote_collateral.json");
     GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_DCAP_QVL_JSON, path));
-    gt_intel_verify_params p = params(gt_test_intel_time(iso), &c);
+    gt_intel_verify_params p = gt_test_intel_params(gt_test_intel_time(iso), &c);
     gt_err err = gt_intel_quote_verify(&x->q, &p, v);
     gt_test_intel_print_verdict(v);
     assert_int_equal(err.code, v->accepted ? GT_E_NONE : GT_E_AUTH);
@@ -397,7 +372,7 @@ static void tdx_expired_time_rejected(void **state)
     verify_dcapqvl_at(&x, "2033-01-01T00:00:00Z", &v);
     assert_true(gt_intel_verdict_has_reason(&v, "PCK chain: x509: CRL has expired"));
     // Without CRLs the first failure is the PCK leaf itself (notAfter 2032-02-06).
-    gt_intel_verify_params p = params(gt_test_intel_time("2033-01-01T00:00:00Z"), NULL);
+    gt_intel_verify_params p = gt_test_intel_params(gt_test_intel_time("2033-01-01T00:00:00Z"), NULL);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "PCK chain: x509: certificate has expired"));
     assert_false(v.chain_valid);
@@ -422,7 +397,7 @@ static void tdx_wrong_collateral_rejected(void **state)
     GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_TCB_SIGNING_CHAIN, path));
     GT_ASSERT_CODE(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_TCB_SIGNING_CHAIN, path),
                    GT_E_STATE);
-    gt_intel_verify_params p = params(at, &c);
+    gt_intel_verify_params p = gt_test_intel_params(at, &c);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "FMSPC does not match the PCK certificate "
                                                 "(b0c06f000000)"));
@@ -434,7 +409,7 @@ static void tdx_wrong_collateral_rejected(void **state)
     // SGX collateral for a TDX quote.
     gt_test_data_path(path, sizeof path, "attestation/sgx/dcap-qvl_sgx_quote_collateral.json");
     GT_ASSERT_OK(gt_intel_collateral_add_file(&c, GT_INTEL_COLL_DCAP_QVL_JSON, path));
-    p = params(at, &c);
+    p = gt_test_intel_params(at, &c);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "TCB info: id SGX version 3 does not fit a TDX"));
     assert_true(gt_intel_verdict_has_reason(&v, "QE identity: id QE does not fit a TDX quote"));
@@ -451,7 +426,7 @@ static void tdx_wrong_collateral_rejected(void **state)
     hit = strstr((char *)c.qe_identity.data, "\"isvprodid\":2");
     assert_non_null(hit);
     hit[strlen("\"isvprodid\":")] = '3';
-    p = params(at, &c);
+    p = gt_test_intel_params(at, &c);
     GT_ASSERT_CODE(gt_intel_quote_verify(&x.q, &p, &v), GT_E_AUTH);
     assert_true(gt_intel_verdict_has_reason(&v, "TCB info: signature by the TCB signing key"));
     assert_true(gt_intel_verdict_has_reason(&v, "QE identity: signature by the TCB signing key"));
@@ -466,7 +441,7 @@ static void tdx_damaged_signature_data_rejected(void **state)
     (void)state;
     sample x;
     sample_load(&x, "dcap-qvl_tdx_quote");
-    gt_intel_verify_params p = params(sample_at("dcapqvl-v4"), NULL);
+    gt_intel_verify_params p = gt_test_intel_params(sample_at("dcapqvl-v4"), NULL);
     gt_intel_verdict v;
     gt_intel_quote q;
     uint8_t *qe = (uint8_t *)x.q.qe_report_raw.data;
@@ -626,7 +601,7 @@ static void verify_synthetic(const gt_test_pki *pki, const gt_intel_quote *q, co
     if (qe != NULL) {
         GT_ASSERT_OK(gt_intel_collateral_add(&c, GT_INTEL_COLL_QE_IDENTITY, qe->data, qe->len));
     }
-    const gt_x509 *roots[2] = {g_root[0], gt_test_pki_root(pki)};
+    const gt_x509 *roots[2] = {gt_test_intel_root[0], gt_test_pki_root(pki)};
     gt_intel_verify_params p = {.roots = roots, .root_count = 2,
                                 .at = gt_test_intel_time("2025-07-01T00:00:00Z"),
                                 .collateral = &c};
@@ -783,7 +758,7 @@ static void tdx_revoked_cert_rejected(void **state)
         gt_buf_free_nowipe(&root_crl);
     }
     // The rebuilt quote does not verify against Intel's root.
-    gt_intel_verify_params p = params(gt_test_intel_time("2025-07-01T00:00:00Z"), NULL);
+    gt_intel_verify_params p = gt_test_intel_params(gt_test_intel_time("2025-07-01T00:00:00Z"), NULL);
     GT_ASSERT_CODE(gt_intel_quote_verify(&q, &p, &v), GT_E_AUTH);
     assert_false(v.chain_valid);
     gt_buf_free_nowipe(&rebuilt);

@@ -613,3 +613,43 @@ void gt_test_pki_crl(const gt_test_pki *p, bool pck_ca, bool revoke, gt_buf *out
     OPENSSL_free(der);
     X509_CRL_free(crl);
 }
+
+void gt_test_intel_sample_load(gt_test_intel_sample *s, const char *dir, const char *evidence)
+{
+    char r[512], e[600];
+    memset(s, 0, sizeof *s);
+    snprintf(r, sizeof r, "%s%s", dir, evidence);
+    gt_test_read_data(r, &s->file);
+    GT_ASSERT_OK(gt_intel_quote_parse(&s->q, s->file.data, s->file.len));
+    snprintf(e, sizeof e, "%s.expected.json", r);
+    s->expected = gt_test_intel_load_json(e);
+}
+
+void gt_test_intel_sample_free(gt_test_intel_sample *s)
+{
+    gt_buf_free_nowipe(&s->file);
+    cJSON_Delete(s->expected);
+}
+
+gt_x509 **gt_test_intel_root;
+static size_t root_count;
+
+void gt_test_intel_roots_load(const char *dir)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%sintel_sgx_root_ca.pem", dir);
+    gt_test_intel_load_certs(p, &gt_test_intel_root, &root_count);
+}
+
+void gt_test_intel_roots_free(void)
+{
+    gt_test_intel_free_certs(gt_test_intel_root, root_count);
+    gt_test_intel_root = NULL;
+    root_count = 0;
+}
+
+gt_intel_verify_params gt_test_intel_params(int64_t at, const gt_intel_collateral *c)
+{
+    return (gt_intel_verify_params){.roots = (const gt_x509 *const *)gt_test_intel_root,
+                                    .root_count = root_count, .at = at, .collateral = c};
+}

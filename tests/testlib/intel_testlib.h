@@ -26,6 +26,23 @@ void gt_test_intel_load_collateral(const char *dir, const cJSON *spec, gt_intel_
 // Prints the verdict's reasons (on a test failure).
 void gt_test_intel_print_verdict(const gt_intel_verdict *v);
 
+// A sample quote under tests/data/attestation/<dir> ("attestation/tdx/"): the file, its parse
+// (which must succeed) and its <evidence>.expected.json.
+typedef struct {
+    gt_buf file;
+    gt_intel_quote q;
+    cJSON *expected;
+} gt_test_intel_sample;
+void gt_test_intel_sample_load(gt_test_intel_sample *s, const char *dir, const char *evidence);
+void gt_test_intel_sample_free(gt_test_intel_sample *s);
+
+// Intel's SGX root CA in <dir>intel_sgx_root_ca.pem as the trust anchor (cmocka setup/teardown
+// of a test group), and verification parameters with it at a time, with optional collateral.
+extern gt_x509 **gt_test_intel_root;
+void gt_test_intel_roots_load(const char *dir);
+void gt_test_intel_roots_free(void);
+gt_intel_verify_params gt_test_intel_params(int64_t at, const gt_intel_collateral *c);
+
 // ---- a synthetic Intel-like PKI, for what real samples cannot show (revocation, every TCB
 // status): root -> TCB signing, root -> PCK CA -> PCK leaf (carrying a copy of a real PCK
 // leaf's SGX extension). Certificates valid 2020-01-01 .. 2040-01-01.
