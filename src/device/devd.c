@@ -89,6 +89,7 @@ struct devd_session {
     gt_sim_keys keys;
     uint8_t *bounce;
     size_t bounce_bytes;
+    bool bounce_used;  // a bulk transfer touched the slots (only then are they wiped)
     int bounce_fd;
     gt_sim_watch watch;
 };
@@ -298,6 +299,7 @@ static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
         return GT_OK;
     }
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
+    s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
     uint8_t *dst = d->arena + b->off + req->offset;
     for (uint64_t i = 0; i < n; i++) {
@@ -338,6 +340,7 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
         return GT_OK;
     }
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
+    s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
     const uint8_t *src = d->arena + b->off + req->offset;
     for (uint64_t i = 0; i < n; i++) {
@@ -478,8 +481,9 @@ static gt_err bounce_create(devd_session *s)
     // The client must not shrink the file under devd (SIGBUS) nor grow it.
     GT_ENSURE(fcntl(s->bounce_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0,
               GT_E_IO, "devd: sealing bounce buffers: %s", strerror(errno));
-    void *p = mmap(NULL, s->bounce_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                   s->bounce_fd, 0);
+    // Not populated: a session that never copies in or out (a travelling holder loading from a
+    // file) never pays for 16 MiB of pages; a bulk transfer faults them in as it goes.
+    void *p = mmap(NULL, s->bounce_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->bounce_fd, 0);
     GT_ENSURE(p != MAP_FAILED, GT_E_NOMEM, "devd: mapping bounce buffers: %s", strerror(errno));
     s->bounce = p;
     return GT_OK;
@@ -554,7 +558,9 @@ static void session_end(devd_session *s)
         }
     }
     if (s->bounce != NULL) {
-        gt_secure_zero(s->bounce, s->bounce_bytes);
+        if (s->bounce_used) {  // ciphertext only; wiped anyway. Untouched pages hold nothing.
+            gt_secure_zero(s->bounce, s->bounce_bytes);
+        }
         munmap(s->bounce, s->bounce_bytes);
     }
     if (s->bounce_fd >= 0) {

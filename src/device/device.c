@@ -181,6 +181,7 @@ gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms, gt_device_sim_l
     GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     *count = 0;
     double end = gt_now_seconds() + timeout_ms / 1000.0;
+    long backoff_us = 500;
     for (;;) {
         uint32_t state = 0, code = 0;
         size_t n = 0;
@@ -203,8 +204,11 @@ gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms, gt_device_sim_l
             return gt_errf(GT_E_TIMEOUT, "device: still lent (%s) after %d ms",
                            gt_sim_trip_state_name(state), timeout_ms);
         }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
+        // Back off from 0.5 ms to 8 ms: a trip that is already over (the usual case: the holder
+        // said TRAVELLED) costs one status round trip, a long one little CPU.
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = backoff_us * 1000L};
         nanosleep(&ts, NULL);
+        backoff_us = backoff_us < 8000 ? backoff_us * 2 : 8000;
     }
 }
 

@@ -177,7 +177,7 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     struct stat st;
     GT_ENSURE_GOTO(err, fstat(bounce_fd, &st) == 0 && (uint64_t)st.st_size == bytes, out,
                    GT_E_FORMAT, "sim device: bounce buffers are not %zu bytes", bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, bounce_fd, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bounce_fd, 0);  // see devd
     GT_ENSURE_GOTO(err, p != MAP_FAILED, out, GT_E_NOMEM, "sim device: mapping bounce buffers: %s",
                    strerror(errno));
     c->bounce = p;
