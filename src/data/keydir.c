@@ -202,10 +202,8 @@ gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k)
     char ident[4096];
     GT_TRY(gt_path_join(ident, sizeof ident, dir, GT_KEYDIR_HOLDER_SECRET));
     GT_ENSURE(gt_path_exists(path) || !gt_path_exists(ident), GT_E_NOTFOUND,
-              "%s has no recipient key (%s): the folder was made before sealed checkpoints; "
-              "add one with `gputravel keygen --out %s --add-recipient-key` and give its public "
-              "key to the agreement",
-              dir, GT_KEYDIR_RECIPIENT_SECRET, dir);
+              "no recipient key (the folder predates sealed checkpoints): add one with "
+              "`gputravel keygen --add-recipient-key --out %s`", dir);
     uint8_t sec_pub[2 * GT_X25519_BYTES] = {0};
     uint8_t derived[GT_X25519_BYTES] = {0};
     gt_err err = GT_OK;
