@@ -151,6 +151,9 @@ int gt_cli_train_agreement(int argc, char **argv)
     curve cv = {0};
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_agreement_load(&a, agreement_path), out);
+    GT_ENSURE_GOTO(err, sealed_out == NULL || a.output == GT_OUTPUT_SEALED_CHECKPOINT, out,
+                   GT_E_POLICY, "--sealed-out: the agreement's output is loss_only, so no "
+                                "checkpoint may leave the TEE");
     GT_TRY_GOTO(err, gt_mkdir_p(state_dir, 0700), out);
     if (policy_path != NULL) {
         GT_TRY_GOTO(err, gt_policy_load_file(&policy, policy_path), out);

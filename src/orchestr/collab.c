@@ -128,6 +128,11 @@ out:
     return err;
 }
 
+// data/ checks the llm.c header of what it seals by these numbers; train/ writes them.
+_Static_assert(GT_SCKPT_LLMC_MAGIC == GT_GPT2_CKPT_MAGIC &&
+                   GT_SCKPT_LLMC_VERSION == GT_GPT2_CKPT_VERSION,
+               "sealed checkpoints name the llm.c checkpoint train/ writes");
+
 // What may leave the TEE at the end (the agreement's "output"): the final weights sealed for
 // the named recipients, or nothing but the loss curve.
 static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const char *ckpt,
