@@ -194,6 +194,120 @@ GT_MUST_USE gt_err gt_keydir_load(const char *dir, gt_holder_keys *keys);
 GT_MUST_USE gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
 void gt_holder_keys_wipe(gt_holder_keys *keys);
 
+// ---- recipient keys (X25519) ----------------------------------------------------------------
+// A holder's key for receiving sealed checkpoints: a separate X25519 key pair in its key folder,
+// generated fresh (never converted from the Ed25519 identity). DIR/recipient_x25519.key (magic
+// "GTXSEC01" || secret 32 || public 32) and DIR/recipient_x25519.pub (magic "GTXPUB01" ||
+// public 32); mode 0600, written atomically. gt_keydir_generate makes it with the other keys;
+// gt_keydir_recipient_generate adds it to a folder made before recipient keys existed.
+#define GT_KEYDIR_RECIPIENT_SECRET "recipient_x25519.key"
+#define GT_KEYDIR_RECIPIENT_PUBLIC "recipient_x25519.pub"
+
+typedef struct {
+    uint8_t sec[GT_X25519_BYTES];
+    uint8_t pub[GT_X25519_BYTES];
+} gt_recipient_keys;
+
+// Adds a fresh recipient key pair to dir (which must already be a key folder: its identity key
+// is kept). Refuses (GT_E_STATE) if a recipient key exists, unless overwrite. pub_out may be NULL.
+GT_MUST_USE gt_err gt_keydir_recipient_generate(const char *dir, bool overwrite,
+                                                uint8_t pub_out[GT_X25519_BYTES]);
+// Loads and cross-checks (the public key must match the secret). A folder without one gets
+// GT_E_NOTFOUND naming the command that adds it. On failure *k is zeroed.
+GT_MUST_USE gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k);
+// Reads a recipient public key from a key folder, a .pub file, or 64 hex digits.
+GT_MUST_USE gt_err gt_recipient_pub_load(const char *spec, uint8_t pub[GT_X25519_BYTES]);
+void gt_recipient_keys_wipe(gt_recipient_keys *k);
+
+// ---- sealed checkpoints (docs/formats.md "Sealed checkpoint") -------------------------------
+// An llm.c fp32 checkpoint (model.bin: weights only, no optimizer state) encrypted once under a
+// fresh random content key (AES-256-GCM), that key wrapped for each named recipient: X25519 with
+// one ephemeral key per file, HKDF-SHA256 -> wrapping key and IV, AES-256-GCM. The header binds
+// the agreement hash, the training step, the model config and the recipient list: the wraps
+// authenticate the header's bound part (everything before the wraps) and the body authenticates
+// the whole header, so no field, recipient or wrap can be changed or swapped.
+//
+//   bound part  magic "GTSCKPT1" | u32 version | u32 suite | u32 content | agreement hash 32 |
+//               u64 step | 6 x u32 config (maxT, V, L, NH, C, Vp) | u64 plaintext length |
+//               body IV 12 | ephemeral X25519 public 32 | u32 n | n x (name 64 | X25519 pub 32)
+//   wraps       n x (wrapped content key 32 | tag 16)
+//   body        ciphertext (plaintext length bytes) | tag 16
+// Integers little-endian. Names are NUL-padded, 1..63 characters of [A-Za-z0-9._-].
+#define GT_SCKPT_MAGIC "GTSCKPT1"
+#define GT_SCKPT_VERSION 1
+#define GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM 1
+#define GT_SCKPT_CONTENT_LLMC_FP32 1  // llm.c checkpoint, header version 3, weights only
+#define GT_SCKPT_MAX_RECIPIENTS 64
+#define GT_SCKPT_NAME_BYTES 64
+#define GT_SCKPT_FIXED_BYTES 140      // the bound part before the recipient entries
+#define GT_SCKPT_RECIPIENT_BYTES 96   // name 64 | X25519 public key 32
+#define GT_SCKPT_WRAP_BYTES 48        // wrapped key 32 | tag 16
+#define GT_SCKPT_MAX_HEADER_BYTES \
+    (GT_SCKPT_FIXED_BYTES + GT_SCKPT_MAX_RECIPIENTS * (GT_SCKPT_RECIPIENT_BYTES + GT_SCKPT_WRAP_BYTES))
+#define GT_SCKPT_MAX_PLAINTEXT (32ull << 30)  // below GCM's 2^39 - 256 bits per (key, IV)
+#define GT_SCKPT_LLMC_MAGIC 20240326  // the first int32 of an llm.c checkpoint
+#define GT_SCKPT_LLMC_VERSION 3        // fp32
+
+typedef struct {
+    char name[GT_SCKPT_NAME_BYTES];   // NUL-terminated
+    uint8_t pub[GT_X25519_BYTES];
+} gt_sckpt_recipient;
+
+// The model shapes, in llm.c header order.
+typedef struct {
+    uint32_t max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size;
+} gt_sckpt_model;
+
+typedef struct {
+    uint32_t version, suite, content;
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_sckpt_model model;
+    uint64_t plaintext_len;
+    uint8_t body_iv[GT_AEAD_IV_BYTES];
+    uint8_t ephemeral_pub[GT_X25519_BYTES];
+    uint32_t recipient_count;
+    gt_sckpt_recipient recipients[GT_SCKPT_MAX_RECIPIENTS];
+    uint8_t wraps[GT_SCKPT_MAX_RECIPIENTS][GT_SCKPT_WRAP_BYTES];
+    size_t bound_len;   // bytes of the bound part
+    size_t header_len;  // bound part + wraps: where the body starts
+} gt_sckpt_header;
+
+// Parses a header from the first bytes of a file (data may go on into the body). Checks magic,
+// version, suite, content, counts, names (valid, unique) and keys (unique), the plaintext limit;
+// no keys needed, nothing authenticated. On failure *h is zeroed.
+GT_MUST_USE gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len);
+// Reads and parses the header of the file at path and checks the file's size is exactly
+// header + plaintext + tag (GT_E_TRUNCATED if shorter, GT_E_FORMAT if longer).
+GT_MUST_USE gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h);
+// Total file size the header announces.
+uint64_t gt_sckpt_file_bytes(const gt_sckpt_header *h);
+
+typedef struct {
+    const char *model_path;   // the llm.c fp32 checkpoint to seal (its header must match model)
+    const char *out_path;     // written atomically, mode 0644 (it is ciphertext)
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_sckpt_model model;
+    const gt_sckpt_recipient *recipients;  // 1..GT_SCKPT_MAX_RECIPIENTS, unique names and keys
+    uint32_t recipient_count;
+} gt_sckpt_seal_params;
+
+// Seals p->model_path for p's recipients into p->out_path (streamed: constant memory). The
+// content key, ephemeral secret and wrapping keys are wiped; on failure nothing is left at
+// out_path. hdr_out (may be NULL) receives the header written.
+GT_MUST_USE gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out);
+
+// Opens a sealed checkpoint with a recipient's keys into out_path (mode 0600): header, exact
+// file size, the recipient entry whose key is k->pub (GT_E_NOTFOUND naming the recipients when
+// none is), its wrap (GT_E_AUTH), the body streamed to a temporary file and renamed only after
+// its tag verified (GT_E_AUTH) and its llm.c header matched the sealed model config. On failure
+// nothing is left at out_path. hdr_out (may be NULL) receives the header; *recipient_index the
+// entry used (may be NULL).
+GT_MUST_USE gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k,
+                                 const char *out_path, gt_sckpt_header *hdr_out,
+                                 uint32_t *recipient_index);
+
 // ---- seal / verify / unseal -----------------------------------------------------------------
 typedef struct {
     const char *const *shards;  // input llm.c shards, in order

@@ -101,7 +101,9 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // agreement's learning rate with a linear warmup over steps/20 and cosine decay to a tenth.
 // Trains the agreement's model on every holder's data: plans chunk fetches with gt_schedule,
 // brings each chunk into device memory (NO_READBACK) by the chosen transfer, trains on it,
-// erases it, checkpoints, and journals the use. Resumable: with `resume`, the last checkpoint in
+// erases it, checkpoints, and journals the use. When training ends, the agreement's output rule
+// applies: sealed_checkpoint seals the final weights for its recipients (their recipient_key);
+// loss_only leaves the checkpoint in state_dir only. Resumable: with `resume`, the last checkpoint in
 // state_dir is restored and the journal replayed up to it (orchestr.h, journal semantics).
 
 typedef enum {
@@ -130,6 +132,12 @@ typedef struct {
     uint32_t steps_done;
     float final_loss;
     gt_collab_holder_report holders[GT_AGREEMENT_MAX_HOLDERS];
+    // What left the TEE at the end: with output sealed_checkpoint, the sealed file's path and
+    // size and how many recipients can open it; with loss_only, sealed is false.
+    bool sealed;
+    char sealed_path[4200];
+    uint64_t sealed_bytes;
+    uint32_t sealed_recipients;
 } gt_collab_report;
 
 typedef struct {
@@ -140,6 +148,10 @@ typedef struct {
     const char *trainer_name;
     const char *state_dir;     // model.bin, model.bin.state and journal live here
     const char *device_address;  // travel: where holders reach the device (devd's socket)
+    // Output sealed_checkpoint: where the checkpoint sealed for the agreement's recipients is
+    // written when training ends (data.h "sealed checkpoints"); NULL: state_dir/model.sealed.
+    // Output loss_only: nothing is written outside state_dir.
+    const char *sealed_path;
     bool resume;
     // Progress for the caller to print (library code never prints); either may be NULL.
     void (*on_step)(void *ctx, const gt_collab_step *s);

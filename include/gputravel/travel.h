@@ -27,6 +27,9 @@ typedef struct {
     uint8_t dataset_id[GT_DATASET_ID_BYTES];
     uint64_t token_budget;        // tokens the trainer may consume from this holder in total
     uint32_t max_uses_per_chunk;  // how many times each chunk may be loaded and trained on
+    // X25519 key a sealed checkpoint is wrapped to ("recipient_key"); required for recipients.
+    uint8_t recipient_key[GT_X25519_BYTES];
+    bool has_recipient_key;
 } gt_agreement_holder;
 
 typedef struct {

@@ -45,7 +45,7 @@ typedef struct {
     char dir[3072];
     bool quiet;
     char sim_root[4096], root_pub[4200], policy[4096], agreement_path[4096], socket[4096];
-    char state[4096], devd_log[4096], tampered[4096], self[4096];
+    char state[4096], devd_log[4096], tampered[4096], self[4096], sealed[4200];
     demo_holder h[HOLDERS];
     gt_agreement agreement;
     pid_t devd;
@@ -377,15 +377,18 @@ static gt_err step_agreement(demo *d)
     for (int i = 0; i < HOLDERS; i++) {
         demo_holder *h = &d->h[i];
         GT_TRY(free_port(&h->port));
-        char key[65], id[33], one[512];
+        char key[65], id[33], rkey[65], one[640];
+        uint8_t rpub[GT_X25519_BYTES] = {0};
+        GT_TRY(gt_recipient_pub_load(h->keys, rpub));
         gt_hex_encode(key, sizeof key, h->k.holder_pub, 32);
         gt_hex_encode(id, sizeof id, h->dataset_id, 16);
+        gt_hex_encode(rkey, sizeof rkey, rpub, sizeof rpub);
         snprintf(one, sizeof one,
                  "%s\n    {\"name\": \"%s\", \"identity_key\": \"%s\", \"endpoint\": "
                  "\"127.0.0.1:%d\", \"dataset_id\": \"%s\", \"token_budget\": %llu, "
-                 "\"max_uses_per_chunk\": 1}",
+                 "\"max_uses_per_chunk\": 1,\n     \"recipient_key\": \"%s\"}",
                  i ? "," : "", holder_names[i], key, h->port, id,
-                 (unsigned long long)h->tokens);
+                 (unsigned long long)h->tokens, rkey);
         strncat(holders, one, sizeof holders - strlen(holders) - 1);
     }
     char doc[8192];
@@ -408,7 +411,8 @@ static gt_err step_agreement(demo *d)
     gt_hex_encode(hash, sizeof hash, d->agreement.hash, sizeof d->agreement.hash);
     say(d, "    %s: GPT-2 (4 layers, 128 channels, byte vocabulary), %u steps of 8 x 64\n"
            "    tokens; each holder's budget is its whole dataset, each chunk used once; the\n"
-           "    trained model goes, sealed, to the three holders only.\n"
+           "    trained model goes, sealed, to the three holders only (each holder's X25519\n"
+           "    recipient_key from its key folder).\n"
            "    Agreement hash %s: bound into every evidence.\n"
            "    Simulated TEEs are allowed (allow_simulation): this demo has no TDX/SEV-SNP\n"
            "    hardware and no H100, and proves the protocol, not hardware isolation.\n",
@@ -530,7 +534,8 @@ static void on_event(void *ctx, const char *line)
 {
     demo *d = ctx;
     // Chunk-by-chunk events are many; the story keeps the first of each kind.
-    static const char *const keep[] = {"attested", "resumed", "journal", "stopping"};
+    static const char *const keep[] = {"attested", "resumed", "journal", "stopping", "sealed",
+                                       "output"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         if (strstr(line, keep[i]) != NULL) {
             say(d, "    %s\n", line);
@@ -558,11 +563,12 @@ static gt_err step_train(demo *d, gt_collab_report *rep)
                            .policy = policy, .roots = &rf, .root_count = 1,
                            .agreement = &d->agreement, .peer_role = GT_PEER_HOLDER};
     GT_TRY_GOTO(err, gt_mkdir_p(d->state, 0700), out);
+    snprintf(d->sealed, sizeof d->sealed, "%s/model.sealed", d->dir);
     gt_collab_config cfg = {
         .agreement = &d->agreement, .dev = dev, .transfer = d->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = "demo-trainer",
         .state_dir = d->state, .on_step = on_step, .on_event = on_event, .ctx = d,
-        .device_address = d->socket,
+        .device_address = d->socket, .sealed_path = d->sealed,
     };
     if (d->transfer == GT_TRANSFER_TRAVEL) {
         say(d, "    GPU travelling: for each chunk the trainer lends the device to its holder;\n"
@@ -639,14 +645,31 @@ static gt_err step_ledgers(demo *d, const gt_collab_report *rep)
 
 static gt_err step_sample(demo *d)
 {
-    step_begin(d, 8, "The model writes");
+    step_begin(d, 8, "A recipient opens the sealed model, and the model writes");
+    // The trainer's checkpoint stays in its TEE; what left is the sealed file. The first
+    // recipient opens it with its own recipient key, and the text below comes from that copy.
+    const demo_holder *r = &d->h[0];
     char ckpt[4200];
-    snprintf(ckpt, sizeof ckpt, "%s/model.bin", d->state);
+    snprintf(ckpt, sizeof ckpt, "%s/%s/model.bin", d->dir, holder_names[0]);
     gt_device *dev = NULL;
     gt_gpt2 *m = NULL;
     gt_tokenizer *tok = NULL;
     int32_t tokens[64] = {0};
+    gt_recipient_keys rk;
+    memset(&rk, 0, sizeof rk);
+    gt_sckpt_header *hdr = calloc(1, sizeof *hdr);
     gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, hdr != NULL, out, GT_E_NOMEM, "out of memory");
+    GT_TRY_GOTO(err, gt_keydir_recipient_load(r->keys, &rk), out);
+    uint32_t me = 0;
+    GT_TRY_GOTO(err, gt_sckpt_open(d->sealed, &rk, ckpt, hdr, &me), out);
+    GT_ENSURE_GOTO(err, gt_ct_equal(hdr->agreement_hash, d->agreement.hash, GT_SHA256_BYTES), out,
+                   GT_E_STATE, "the sealed checkpoint names another agreement");
+    say(d, "    %s opened model.sealed with its own recipient key (recipient %u of %u; step\n"
+           "    %llu, this agreement's hash; GCM tag verified) into %s/model.bin.\n"
+           "    The text below is sampled from that copy, not from the trainer's checkpoint:\n",
+        holder_names[0], me + 1, hdr->recipient_count, (unsigned long long)hdr->step,
+        holder_names[0]);
     gt_device_config dc = {.kind = GT_DEVICE_CPU};
     GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
     GT_TRY_GOTO(err, gt_gpt2_load(&m, dev, ckpt), out);
@@ -665,9 +688,10 @@ static gt_err step_sample(demo *d)
             say(d, "%c", c == '\n' ? ' ' : (c >= 32 && c < 127 ? c : '?'));
         }
     }
-    say(d, "\"\n    (The agreement sends the model sealed to the holders; sealing checkpoints to\n"
-           "    recipients is not built yet, so the demo reads the trainer's checkpoint.)\n");
+    say(d, "\"\n");
 out:
+    gt_recipient_keys_wipe(&rk);
+    free(hdr);
     gt_tokenizer_free(tok);
     gt_gpt2_free(m);
     gt_device_close(dev);

@@ -1,14 +1,22 @@
-// gputravel inspect: a sealed dataset's manifest, as text or JSON (no key needed).
+// gputravel inspect: a sealed dataset's manifest, or a sealed checkpoint's header, as text or
+// JSON (no key needed).
 #include "cli.h"
 
 #include <gputravel/data.h>
 
 #include <getopt.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 static void usage(void)
 {
     printf("usage: gputravel inspect DSDIR [--json]\n"
+           "       gputravel inspect SEALED-CHECKPOINT [--json]\n"
+           "\n"
+           "A file is read as a sealed checkpoint: its header (agreement hash, training step,\n"
+           "model config, recipients and their X25519 keys, sizes) is shown without a key; the\n"
+           "body is authenticated only by gputravel open-checkpoint.\n"
            "\n"
            "Shows a sealed dataset's manifest after checking its signature against the holder key\n"
            "it names: dataset id, holder key, token type, vocabulary, sizes, and per chunk its\n"
@@ -90,6 +98,63 @@ static void print_text(const gt_manifest *m, const char *dsdir)
     }
 }
 
+static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
+{
+    char hash[2 * GT_SHA256_BYTES + 1], b[2 * GT_X25519_BYTES + 1];
+    hex(hash, sizeof hash, h->agreement_hash, sizeof h->agreement_hash);
+    if (!json) {
+        printf("sealed checkpoint %s (version %u; header authenticated only on opening)\n", path,
+               h->version);
+        printf("  agreement hash  %s\n", hash);
+        printf("  step            %llu\n", (unsigned long long)h->step);
+        printf("  model           llm.c fp32, weights only: L=%u C=%u NH=%u V=%u Vp=%u maxT=%u\n",
+               h->model.num_layers, h->model.channels, h->model.num_heads, h->model.vocab_size,
+               h->model.padded_vocab_size, h->model.max_seq_len);
+        printf("  plaintext       %llu bytes; file %llu bytes\n",
+               (unsigned long long)h->plaintext_len,
+               (unsigned long long)gt_sckpt_file_bytes(h));
+        printf("  cipher suite    X25519 + HKDF-SHA256 key wrap, AES-256-GCM\n");
+        printf("  recipients      %u\n", h->recipient_count);
+        for (uint32_t i = 0; i < h->recipient_count; i++) {
+            hex(b, sizeof b, h->recipients[i].pub, GT_X25519_BYTES);
+            printf("    %-16s %s (X25519)\n", h->recipients[i].name, b);
+        }
+        return GT_EXIT_OK;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "sealed_checkpoint");
+    cJSON_AddNumberToObject(o, "version", h->version);
+    cJSON_AddStringToObject(o, "suite", "X25519/HKDF-SHA256/AES-256-GCM");
+    cJSON_AddStringToObject(o, "content", "llm.c fp32 checkpoint (weights only)");
+    cJSON_AddStringToObject(o, "agreement_hash", hash);
+    cJSON_AddNumberToObject(o, "step", (double)h->step);
+    cJSON *m = cJSON_AddObjectToObject(o, "model");
+    cJSON_AddNumberToObject(m, "max_seq_len", h->model.max_seq_len);
+    cJSON_AddNumberToObject(m, "vocab_size", h->model.vocab_size);
+    cJSON_AddNumberToObject(m, "num_layers", h->model.num_layers);
+    cJSON_AddNumberToObject(m, "num_heads", h->model.num_heads);
+    cJSON_AddNumberToObject(m, "channels", h->model.channels);
+    cJSON_AddNumberToObject(m, "padded_vocab_size", h->model.padded_vocab_size);
+    cJSON_AddNumberToObject(o, "plaintext_bytes", (double)h->plaintext_len);
+    cJSON_AddNumberToObject(o, "file_bytes", (double)gt_sckpt_file_bytes(h));
+    cJSON *rs = cJSON_AddArrayToObject(o, "recipients");
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", h->recipients[i].name);
+        hex(b, sizeof b, h->recipients[i].pub, GT_X25519_BYTES);
+        cJSON_AddStringToObject(e, "recipient_key", b);
+        cJSON_AddItemToArray(rs, e);
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (text == NULL) {
+        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    printf("%s\n", text);
+    free(text);
+    return GT_EXIT_OK;
+}
+
 int gt_cmd_inspect(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -106,7 +171,18 @@ int gt_cmd_inspect(int argc, char **argv)
         }
     }
     if (optind + 1 != argc) {
-        return gt_cli_usage("inspect", "needs exactly one DSDIR");
+        return gt_cli_usage("inspect", "needs exactly one DSDIR or sealed checkpoint FILE");
+    }
+    struct stat st;
+    if (stat(argv[optind], &st) == 0 && S_ISREG(st.st_mode)) {
+        gt_sckpt_header *h = calloc(1, sizeof *h);
+        if (h == NULL) {
+            return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
+        }
+        gt_err e = gt_sckpt_read_header(argv[optind], h);
+        int rc = gt_is_ok(e) ? print_sckpt(h, argv[optind], json) : gt_cli_fail("inspect", e);
+        free(h);
+        return rc;
     }
     gt_manifest m;
     gt_err err = gt_manifest_load(&m, argv[optind]);

@@ -33,7 +33,11 @@ static void usage(void)
            "  --sim-root DIR       simulated platform root for sim evidence\n"
            "  --policy FILE        appraisal policy for holders' evidence (default policy)\n"
            "  --root FILE          trust input for holders' evidence (repeatable)\n"
-           "  --plot PNG           loss curve (default DIR/loss.png; 'none' skips)\n");
+           "  --plot PNG           loss curve (default DIR/loss.png; 'none' skips)\n"
+           "  --sealed-out FILE    where the checkpoint sealed for the agreement's recipients\n"
+           "                       goes when training ends (default DIR/model.sealed; only with\n"
+           "                       output sealed_checkpoint: loss_only writes no checkpoint\n"
+           "                       outside DIR)\n");
 }
 
 typedef struct {
@@ -86,9 +90,11 @@ int gt_cli_train_agreement(int argc, char **argv)
         {"threads", required_argument, NULL, 'j'}, {"name", required_argument, NULL, 'n'},
         {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
         {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
-        {"plot", required_argument, NULL, 'P'}, {0}};
+        {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
+        {0}};
     const char *agreement_path = NULL, *state_dir = NULL, *socket = NULL, *name = "trainer";
     const char *sim_root = NULL, *policy_path = NULL, *plot = NULL, *roots[MAX_ROOTS];
+    const char *sealed_out = NULL;
     int root_count = 0, threads = 0;
     bool resume = false;
     gt_transfer_mode transfer = GT_TRANSFER_CONVENTIONAL;
@@ -127,6 +133,7 @@ int gt_cli_train_agreement(int argc, char **argv)
             roots[root_count++] = optarg;
             break;
         case 'P': plot = optarg; break;
+        case 'O': sealed_out = optarg; break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
     }
@@ -144,6 +151,9 @@ int gt_cli_train_agreement(int argc, char **argv)
     curve cv = {0};
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_agreement_load(&a, agreement_path), out);
+    GT_ENSURE_GOTO(err, sealed_out == NULL || a.output == GT_OUTPUT_SEALED_CHECKPOINT, out,
+                   GT_E_POLICY, "--sealed-out: the agreement's output is loss_only, so no "
+                                "checkpoint may leave the TEE");
     GT_TRY_GOTO(err, gt_mkdir_p(state_dir, 0700), out);
     if (policy_path != NULL) {
         GT_TRY_GOTO(err, gt_policy_load_file(&policy, policy_path), out);
@@ -179,7 +189,7 @@ int gt_cli_train_agreement(int argc, char **argv)
         .agreement = &a, .dev = dev, .transfer = transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = name, .state_dir = state_dir,
         .resume = resume, .on_step = on_step, .on_event = on_event, .ctx = &cv,
-        .device_address = socket,
+        .device_address = socket, .sealed_path = sealed_out,
     };
     gt_collab_report rep;
     GT_TRY_GOTO(err, gt_collab_train(&cfg, &rep), out);
@@ -191,6 +201,13 @@ int gt_cli_train_agreement(int argc, char **argv)
         printf("%-16s %12llu %12llu %6u %12llu %10.3f\n", a.holders[i].name,
                (unsigned long long)h->tokens_used, (unsigned long long)h->token_budget, h->uses,
                (unsigned long long)h->bytes_moved, h->transfer_seconds);
+    }
+    if (rep.sealed) {
+        printf("sealed checkpoint: %s (%llu bytes), openable only by the agreement's %u "
+               "recipient(s) with gputravel open-checkpoint\n",
+               rep.sealed_path, (unsigned long long)rep.sealed_bytes, rep.sealed_recipients);
+    } else {
+        printf("output loss_only: no checkpoint was written outside %s\n", state_dir);
     }
     if (cv.n > 0 && (plot == NULL || strcmp(plot, "none") != 0)) {
         char png[4200];

@@ -1,5 +1,6 @@
-// A holder's key folder: Ed25519 identity (signs manifests) and the 32-byte dataset key (from
-// which every chunk key is derived). Formats: docs/formats.md "Key folder".
+// A holder's key folder: Ed25519 identity (signs manifests), the 32-byte dataset key (from
+// which every chunk key is derived) and an X25519 recipient key (sealed checkpoints are wrapped
+// to it). Formats: docs/formats.md "Key folder".
 #include <gputravel/data.h>
 
 #include <string.h>
@@ -8,6 +9,8 @@
 #define SECRET_MAGIC "GTEDSEC1"
 #define PUBLIC_MAGIC "GTEDPUB1"
 #define DSKEY_MAGIC "GTDSKEY1"
+#define XSEC_MAGIC "GTXSEC01"
+#define XPUB_MAGIC "GTXPUB01"
 
 void gt_holder_keys_wipe(gt_holder_keys *keys)
 {
@@ -51,7 +54,8 @@ static gt_err read_key_file(const char *dir, const char *name, const char *magic
     GT_TRY_GOTO(err, gt_reader_bytes(&r, out, out_len), out);
     GT_TRY_GOTO(err, gt_reader_expect_end(&r, name), out);
     struct stat st;
-    if (stat(path, &st) == 0 && (st.st_mode & 077) != 0 && strcmp(magic, PUBLIC_MAGIC) != 0) {
+    if (stat(path, &st) == 0 && (st.st_mode & 077) != 0 && strcmp(magic, PUBLIC_MAGIC) != 0 &&
+        strcmp(magic, XPUB_MAGIC) != 0) {
         gt_log_warn("%s is readable by other users (mode %03o); chmod 600 it", path,
                     (unsigned)(st.st_mode & 0777));
     }
@@ -64,10 +68,30 @@ out:
     return GT_OK;
 }
 
+// The recipient key pair: secret file first, the .pub last (as for the identity).
+static gt_err write_recipient(const char *dir, uint8_t pub_out[GT_X25519_BYTES])
+{
+    gt_recipient_keys k;
+    memset(&k, 0, sizeof k);
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_x25519_keypair(k.pub, k.sec), out);
+    GT_TRY_GOTO(err, write_key_file(dir, GT_KEYDIR_RECIPIENT_SECRET, XSEC_MAGIC, k.sec,
+                                    sizeof k.sec, k.pub, sizeof k.pub), out);
+    GT_TRY_GOTO(err, write_key_file(dir, GT_KEYDIR_RECIPIENT_PUBLIC, XPUB_MAGIC, k.pub,
+                                    sizeof k.pub, NULL, 0), out);
+    if (pub_out != NULL) {
+        memcpy(pub_out, k.pub, sizeof k.pub);
+    }
+out:
+    gt_recipient_keys_wipe(&k);
+    return err;
+}
+
 gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_out)
 {
     static const char *const names[] = {GT_KEYDIR_HOLDER_SECRET, GT_KEYDIR_HOLDER_PUBLIC,
-                                        GT_KEYDIR_DATASET_KEY};
+                                        GT_KEYDIR_DATASET_KEY, GT_KEYDIR_RECIPIENT_SECRET,
+                                        GT_KEYDIR_RECIPIENT_PUBLIC};
     GT_TRY(gt_mkdir_p(dir, 0700));
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !overwrite; i++) {
         char path[4096];
@@ -82,6 +106,7 @@ gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_ed25519_keypair(k.holder_pub, k.holder_sec), out);
     GT_TRY_GOTO(err, gt_random_bytes(k.dataset_key, sizeof k.dataset_key), out);
+    GT_TRY_GOTO(err, write_recipient(dir, NULL), out);
     // the public key last: a folder with a .pub has its secrets complete
     GT_TRY_GOTO(err, write_key_file(dir, GT_KEYDIR_DATASET_KEY, DSKEY_MAGIC, k.dataset_key,
                                     sizeof k.dataset_key, NULL, 0), out);
@@ -144,4 +169,79 @@ gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]
         snprintf(dir, sizeof dir, ".");
     }
     return read_key_file(dir, name, PUBLIC_MAGIC, pub, GT_ED25519_PUBLIC_BYTES);
+}
+
+void gt_recipient_keys_wipe(gt_recipient_keys *k)
+{
+    gt_secure_zero(k, sizeof *k);
+}
+
+gt_err gt_keydir_recipient_generate(const char *dir, bool overwrite,
+                                    uint8_t pub_out[GT_X25519_BYTES])
+{
+    char path[4096];
+    GT_TRY(gt_path_join(path, sizeof path, dir, GT_KEYDIR_HOLDER_PUBLIC));
+    GT_ENSURE(gt_path_exists(path), GT_E_NOTFOUND,
+              "%s: missing (is %s a key folder from gputravel keygen?)", path, dir);
+    for (int i = 0; i < 2 && !overwrite; i++) {
+        GT_TRY(gt_path_join(path, sizeof path, dir,
+                            i == 0 ? GT_KEYDIR_RECIPIENT_SECRET : GT_KEYDIR_RECIPIENT_PUBLIC));
+        GT_ENSURE(!gt_path_exists(path), GT_E_STATE,
+                  "%s already exists: refusing to replace the recipient key (--force replaces "
+                  "it, and checkpoints sealed to the old key can then no longer be opened)",
+                  path);
+    }
+    return write_recipient(dir, pub_out);
+}
+
+gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k)
+{
+    memset(k, 0, sizeof *k);
+    char path[4096];
+    GT_TRY(gt_path_join(path, sizeof path, dir, GT_KEYDIR_RECIPIENT_SECRET));
+    char ident[4096];
+    GT_TRY(gt_path_join(ident, sizeof ident, dir, GT_KEYDIR_HOLDER_SECRET));
+    GT_ENSURE(gt_path_exists(path) || !gt_path_exists(ident), GT_E_NOTFOUND,
+              "no recipient key (the folder predates sealed checkpoints): add one with "
+              "`gputravel keygen --add-recipient-key --out %s`", dir);
+    uint8_t sec_pub[2 * GT_X25519_BYTES] = {0};
+    uint8_t derived[GT_X25519_BYTES] = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, read_key_file(dir, GT_KEYDIR_RECIPIENT_SECRET, XSEC_MAGIC, sec_pub,
+                                   sizeof sec_pub), out);
+    memcpy(k->sec, sec_pub, GT_X25519_BYTES);
+    memcpy(k->pub, sec_pub + GT_X25519_BYTES, GT_X25519_BYTES);
+    GT_TRY_GOTO(err, gt_x25519_public(derived, k->sec), out);
+    GT_ENSURE_GOTO(err, memcmp(derived, k->pub, sizeof derived) == 0, out, GT_E_FORMAT,
+                   "%s/%s: the public key does not belong to the secret key", dir,
+                   GT_KEYDIR_RECIPIENT_SECRET);
+out:
+    gt_secure_zero(sec_pub, sizeof sec_pub);
+    if (err.code != GT_E_NONE) {
+        gt_recipient_keys_wipe(k);
+    }
+    return err;
+}
+
+gt_err gt_recipient_pub_load(const char *spec, uint8_t pub[GT_X25519_BYTES])
+{
+    struct stat st;
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
+        return read_key_file(spec, GT_KEYDIR_RECIPIENT_PUBLIC, XPUB_MAGIC, pub, GT_X25519_BYTES);
+    }
+    if (stat(spec, &st) != 0 && strlen(spec) == 2 * GT_X25519_BYTES) {
+        return gt_hex_decode_exact(pub, GT_X25519_BYTES, spec);
+    }
+    char dir[4096];
+    GT_ENSURE(strlen(spec) < sizeof dir, GT_E_LIMIT, "path too long: %s", spec);
+    snprintf(dir, sizeof dir, "%s", spec);
+    char *slash = strrchr(dir, '/');
+    const char *name = spec;
+    if (slash != NULL) {
+        *slash = '\0';
+        name = spec + (slash - dir) + 1;
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    return read_key_file(dir, name, XPUB_MAGIC, pub, GT_X25519_BYTES);
 }

@@ -128,6 +128,71 @@ out:
     return err;
 }
 
+// data/ checks the llm.c header of what it seals by these numbers; train/ writes them.
+_Static_assert(GT_SCKPT_LLMC_MAGIC == GT_GPT2_CKPT_MAGIC &&
+                   GT_SCKPT_LLMC_VERSION == GT_GPT2_CKPT_VERSION,
+               "sealed checkpoints name the llm.c checkpoint train/ writes");
+
+// What may leave the TEE at the end (the agreement's "output"): the final weights sealed for
+// the named recipients, or nothing but the loss curve.
+static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const char *ckpt,
+                          uint64_t step, gt_collab_report *report)
+{
+    const gt_agreement *a = cfg->agreement;
+    if (a->output != GT_OUTPUT_SEALED_CHECKPOINT) {
+        event(cfg, "output loss_only: no checkpoint leaves the TEE; the model stays in %s",
+              cfg->state_dir);
+        return GT_OK;
+    }
+    gt_sckpt_seal_params p = {.model_path = ckpt, .step = step,
+                              .recipient_count = a->recipient_count};
+    char path[4200], names[1024] = "";
+    if (cfg->sealed_path != NULL) {
+        GT_ENSURE(strlen(cfg->sealed_path) < sizeof path, GT_E_LIMIT, "path too long: %s",
+                  cfg->sealed_path);
+        snprintf(path, sizeof path, "%s", cfg->sealed_path);
+    } else {
+        GT_TRY(gt_path_join(path, sizeof path, cfg->state_dir, "model.sealed"));
+    }
+    p.out_path = path;
+    memcpy(p.agreement_hash, a->hash, sizeof p.agreement_hash);
+    const gt_gpt2_config *mc = gt_gpt2_get_config(model);
+    p.model = (gt_sckpt_model){.max_seq_len = (uint32_t)mc->max_seq_len,
+                               .vocab_size = (uint32_t)mc->vocab_size,
+                               .num_layers = (uint32_t)mc->num_layers,
+                               .num_heads = (uint32_t)mc->num_heads,
+                               .channels = (uint32_t)mc->channels,
+                               .padded_vocab_size = (uint32_t)mc->padded_vocab_size};
+    gt_sckpt_recipient *r = calloc(a->recipient_count ? a->recipient_count : 1, sizeof *r);
+    GT_ENSURE(r != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = GT_OK;
+    for (uint32_t i = 0; i < a->recipient_count; i++) {
+        const gt_agreement_holder *h = gt_agreement_find_holder(a, a->recipients[i]);
+        GT_ENSURE_GOTO(err, h != NULL && h->has_recipient_key, out, GT_E_FORMAT,
+                       "output: recipient '%s' has no recipient_key", a->recipients[i]);
+        snprintf(r[i].name, sizeof r[i].name, "%s", h->name);
+        memcpy(r[i].pub, h->recipient_key, sizeof r[i].pub);
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", h->name);
+    }
+    p.recipients = r;
+    // The final weights (model.bin is already this step's; written again so it surely is).
+    GT_TRY_GOTO(err, gt_gpt2_save(model, ckpt), out);
+    gt_sckpt_header h;
+    GT_TRY_GOTO(err, gt_err_wrap(gt_sckpt_seal(&p, &h), "sealing the checkpoint"), out);
+    report->sealed = true;
+    snprintf(report->sealed_path, sizeof report->sealed_path, "%s", path);
+    report->sealed_bytes = gt_sckpt_file_bytes(&h);
+    report->sealed_recipients = h.recipient_count;
+    char size[32];
+    gt_format_size(size, sizeof size, h.plaintext_len);
+    event(cfg, "sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
+          (unsigned long long)step, size, names, path);
+out:
+    free(r);
+    return err;
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -237,6 +302,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         report->holders[i].token_budget = acc.token_budget;
         report->holders[i].uses = acc.uses;
     }
+    GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, report), out);
 out:
     gt_journal_close(journal);
     gt_schedule_free(sched);

@@ -73,6 +73,11 @@ static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
     out->token_budget = budget;
     GT_TRY(gt_err_wrap(get_u32(h, "max_uses_per_chunk", 1, 1000000, &out->max_uses_per_chunk),
                        "holder %s", out->name));
+    if (cJSON_GetObjectItemCaseSensitive(h, "recipient_key") != NULL) {
+        GT_TRY(gt_err_wrap(gt_json_get_hex(h, "recipient_key", out->recipient_key,
+                                           sizeof out->recipient_key), "holder %s", out->name));
+        out->has_recipient_key = true;
+    }
     return GT_OK;
 }
 
@@ -118,6 +123,11 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
             GT_ENSURE(memcmp(a->holders[i].dataset_id, out->dataset_id, GT_DATASET_ID_BYTES) != 0,
                       GT_E_FORMAT, "holders '%s' and '%s' name the same dataset",
                       a->holders[i].name, out->name);
+            GT_ENSURE(!out->has_recipient_key || !a->holders[i].has_recipient_key ||
+                          memcmp(a->holders[i].recipient_key, out->recipient_key,
+                                 GT_X25519_BYTES) != 0,
+                      GT_E_FORMAT, "holders '%s' and '%s' have the same recipient_key",
+                      a->holders[i].name, out->name);
         }
         a->holder_count++;
     }
@@ -150,9 +160,18 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
                   "output: too many recipients");
         const cJSON *r = NULL;
         cJSON_ArrayForEach(r, rec) {
-            GT_ENSURE(cJSON_IsString(r) && gt_agreement_find_holder(a, r->valuestring) != NULL,
-                      GT_E_FORMAT, "output: recipient '%s' is not a holder",
+            const gt_agreement_holder *holder =
+                cJSON_IsString(r) ? gt_agreement_find_holder(a, r->valuestring) : NULL;
+            GT_ENSURE(holder != NULL, GT_E_FORMAT, "output: recipient '%s' is not a holder",
                       cJSON_IsString(r) ? r->valuestring : "?");
+            GT_ENSURE(holder->has_recipient_key, GT_E_FORMAT,
+                      "output: recipient '%s' has no 'recipient_key' (64 hex digits: the X25519 "
+                      "public key in its key folder's recipient_x25519.pub)",
+                      holder->name);
+            for (uint32_t i = 0; i < a->recipient_count; i++) {
+                GT_ENSURE(strcmp(a->recipients[i], holder->name) != 0, GT_E_FORMAT,
+                          "output: recipient '%s' appears twice", holder->name);
+            }
             snprintf(a->recipients[a->recipient_count++], GT_AGREEMENT_NAME_BYTES, "%s",
                      r->valuestring);
         }

@@ -19,6 +19,11 @@ static void demo_runs_end_to_end(void **state)
         fail_msg("demo failed (%d):\n%s", rc, (char *)log.data);
     }
     assert_non_null(strstr((char *)log.data, "insecure-simulation"));
+    // The model left the trainer sealed for the three holders, and the sample comes from the
+    // copy the first of them opened with its own key.
+    assert_non_null(strstr((char *)log.data, "sealed the checkpoint of step 12"));
+    assert_non_null(strstr((char *)log.data, "for hospital, bank, lab"));
+    assert_non_null(strstr((char *)log.data, "hospital opened"));
     gt_buf_free(&log);
     const char *names[] = {"hospital", "bank", "lab"};
     for (int i = 0; i < 3; i++) {
@@ -31,6 +36,10 @@ static void demo_runs_end_to_end(void **state)
     }
     char p[700];
     snprintf(p, sizeof p, "%s/trainer/model.bin", out);
+    assert_true(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/model.sealed", out);
+    assert_true(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/hospital/model.bin", out);
     assert_true(gt_path_exists(p));
     // Running it again into the same folder starts over cleanly.
     rc = gt_test_run_cli(NULL, (const char *[]){"demo", "--out", out, "--steps", "3", "--quiet",

@@ -279,15 +279,16 @@ static void keydir_files_and_refusals(void **state)
 {
     (void)state;
     const char *names[] = {GT_KEYDIR_HOLDER_SECRET, GT_KEYDIR_HOLDER_PUBLIC,
-                           GT_KEYDIR_DATASET_KEY};
-    for (size_t i = 0; i < 3; i++) {
+                           GT_KEYDIR_DATASET_KEY, GT_KEYDIR_RECIPIENT_SECRET,
+                           GT_KEYDIR_RECIPIENT_PUBLIC};
+    for (size_t i = 0; i < 5; i++) {
         char path[700];
         struct stat st;
         GT_ASSERT_OK(gt_path_join(path, sizeof path, keys_dir, names[i]));
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 0777, 0600);
     }
-    assert_int_equal(gt_test_count_files(keys_dir), 3);  // no temporary files left
+    assert_int_equal(gt_test_count_files(keys_dir), 5);  // no temporary files left
     gt_holder_keys k;
     GT_ASSERT_OK(gt_keydir_load(keys_dir, &k));
     assert_memory_equal(&k, &keys, sizeof k);

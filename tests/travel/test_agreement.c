@@ -8,6 +8,7 @@
 
 #define KEY_A "1111111111111111111111111111111111111111111111111111111111111111"
 #define KEY_B "2222222222222222222222222222222222222222222222222222222222222222"
+#define RKEY_A "3333333333333333333333333333333333333333333333333333333333333333"
 #define DS_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define DS_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
@@ -20,7 +21,7 @@ static void make_doc(char *out, size_t cap, const char *model, const char *holde
              "\"training\":{\"steps\":10,\"batch\":4,\"seq\":32,\"learning_rate\":0.0003},"
              "\"holders\":[{\"name\":\"alice\",\"identity_key\":\"" KEY_A "\","
              "\"endpoint\":\"127.0.0.1:7001\",\"dataset_id\":\"" DS_A "\","
-             "\"token_budget\":100000,\"max_uses_per_chunk\":2}%s],"
+             "\"token_budget\":100000,\"max_uses_per_chunk\":2,\"recipient_key\":\"" RKEY_A "\"}%s],"
              "\"trainer\":{},\"device\":{},%s\"output\":%s}",
              model ? model : "{\"layers\":2,\"channels\":64,\"heads\":4,\"vocab\":256,"
                              "\"max_seq\":64,\"init_seed\":7}",
@@ -48,6 +49,10 @@ static void valid_document(void **state)
     assert_true(a.allow_simulation);
     assert_int_equal(a.output, GT_OUTPUT_SEALED_CHECKPOINT);
     assert_string_equal(a.recipients[0], "alice");
+    assert_int_equal(a.recipient_count, 1);
+    assert_true(a.holders[0].has_recipient_key);
+    assert_int_equal(a.holders[0].recipient_key[0], 0x33);
+    assert_false(a.holders[1].has_recipient_key);  // bob is no recipient: his key is optional
     uint8_t h[32];
     GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, h, doc, strlen(doc)));
     assert_memory_equal(a.hash, h, 32);
@@ -88,6 +93,18 @@ static void each_rule_is_enforced(void **state)
          NULL, NULL, "may hold only"},
         {NULL, NULL, "{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"carol\"]}", NULL,
          "recipient 'carol' is not a holder"},
+        {NULL, NULL, "{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"alice\",\"bob\"]}",
+         NULL, "recipient 'bob' has no 'recipient_key'"},
+        {NULL, NULL, "{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"alice\",\"alice\"]}",
+         NULL, "recipient 'alice' appears twice"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1,"
+               "\"recipient_key\":\"44\"}",
+         NULL, NULL, "recipient_key"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1,"
+               "\"recipient_key\":\"" RKEY_A "\"}",
+         NULL, NULL, "same recipient_key"},
         {NULL, NULL, "{\"kind\":\"everything\"}", NULL, "kind 'everything'"},
         {NULL, NULL, NULL, "", "measurement lists are required"},
         {NULL, NULL, NULL, "\"allow_simulation\":1,", "must be a bool"},

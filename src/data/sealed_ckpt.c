@@ -1,0 +1,461 @@
+// Sealed checkpoints: an llm.c checkpoint encrypted once under a random content key, that key
+// wrapped for each recipient with X25519 + HKDF-SHA256 + AES-256-GCM (data.h; docs/formats.md
+// "Sealed checkpoint"). The header is read only through gt_reader; the body streams through
+// AES-256-GCM in constant memory and reaches its name only after its tag verified.
+#include <gputravel/data.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WRAP_LABEL "gputravel sealed checkpoint wrap v1"
+#define WRAP_OKM_BYTES (GT_AEAD_KEY_BYTES + GT_AEAD_IV_BYTES)
+#define LLMC_PREFIX_BYTES 32  // the 8 int32 of an llm.c header that name format and shapes
+#define IO_BYTES GT_SEAL_IO_BYTES
+
+uint64_t gt_sckpt_file_bytes(const gt_sckpt_header *h)
+{
+    return (uint64_t)h->header_len + h->plaintext_len + GT_AEAD_TAG_BYTES;
+}
+
+// 1..63 characters of [A-Za-z0-9._-], NUL-padded to 64 bytes (the agreement's name rule).
+static gt_err name_check(const uint8_t raw[GT_SCKPT_NAME_BYTES], uint32_t index)
+{
+    size_t n = 0;
+    while (n < GT_SCKPT_NAME_BYTES && raw[n] != 0) {
+        uint8_t c = raw[n];
+        GT_ENSURE((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '_' || c == '.',
+                  GT_E_FORMAT, "recipient %u: name holds byte 0x%02x", index, c);
+        n++;
+    }
+    GT_ENSURE(n > 0 && n < GT_SCKPT_NAME_BYTES, GT_E_FORMAT,
+              "recipient %u: name must have 1..%d characters", index, GT_SCKPT_NAME_BYTES - 1);
+    for (size_t i = n; i < GT_SCKPT_NAME_BYTES; i++) {
+        GT_ENSURE(raw[i] == 0, GT_E_FORMAT, "recipient %u: name padding is not zero", index);
+    }
+    return GT_OK;
+}
+
+// Names and keys are unique: one wrap per recipient, one recipient per key.
+static gt_err recipients_check(const gt_sckpt_recipient *r, uint32_t n)
+{
+    GT_ENSURE(n >= 1 && n <= GT_SCKPT_MAX_RECIPIENTS, GT_E_FORMAT,
+              "%u recipients (expected 1..%d)", n, GT_SCKPT_MAX_RECIPIENTS);
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < i; j++) {
+            GT_ENSURE(strcmp(r[i].name, r[j].name) != 0, GT_E_FORMAT,
+                      "recipient '%s' appears twice", r[i].name);
+            GT_ENSURE(memcmp(r[i].pub, r[j].pub, GT_X25519_BYTES) != 0, GT_E_FORMAT,
+                      "recipients '%s' and '%s' have the same key", r[j].name, r[i].name);
+        }
+    }
+    return GT_OK;
+}
+
+static gt_err model_check(const gt_sckpt_model *m)
+{
+    GT_ENSURE(m->max_seq_len > 0 && m->vocab_size > 0 && m->num_layers > 0 && m->num_heads > 0 &&
+                  m->channels > 0 && m->padded_vocab_size >= m->vocab_size &&
+                  m->max_seq_len <= INT32_MAX && m->padded_vocab_size <= INT32_MAX &&
+                  m->num_layers <= INT32_MAX && m->channels <= INT32_MAX,
+              GT_E_FORMAT, "model config: shapes must be positive and Vp >= V");
+    return GT_OK;
+}
+
+gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len)
+{
+    memset(h, 0, sizeof *h);
+    gt_reader r = gt_reader_init(data, len);
+    uint8_t magic[8] = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_reader_bytes(&r, magic, sizeof magic), fail);
+    GT_ENSURE_GOTO(err, memcmp(magic, GT_SCKPT_MAGIC, 8) == 0, fail, GT_E_FORMAT,
+                   "not a sealed checkpoint (magic is not %s)", GT_SCKPT_MAGIC);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->version), fail);
+    GT_ENSURE_GOTO(err, h->version == GT_SCKPT_VERSION, fail, GT_E_UNSUPPORTED,
+                   "sealed checkpoint version %u (expected %d)", h->version, GT_SCKPT_VERSION);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->suite), fail);
+    GT_ENSURE_GOTO(err, h->suite == GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM, fail,
+                   GT_E_UNSUPPORTED, "cipher suite %u (expected %d)", h->suite,
+                   GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->content), fail);
+    GT_ENSURE_GOTO(err, h->content == GT_SCKPT_CONTENT_LLMC_FP32, fail, GT_E_UNSUPPORTED,
+                   "content type %u (expected %d: llm.c fp32 checkpoint)", h->content,
+                   GT_SCKPT_CONTENT_LLMC_FP32);
+    GT_TRY_GOTO(err, gt_reader_bytes(&r, h->agreement_hash, sizeof h->agreement_hash), fail);
+    GT_TRY_GOTO(err, gt_reader_u64le(&r, &h->step), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.max_seq_len), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.vocab_size), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.num_layers), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.num_heads), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.channels), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.padded_vocab_size), fail);
+    GT_TRY_GOTO(err, model_check(&h->model), fail);
+    GT_TRY_GOTO(err, gt_reader_u64le(&r, &h->plaintext_len), fail);
+    GT_ENSURE_GOTO(err, h->plaintext_len >= LLMC_PREFIX_BYTES &&
+                            h->plaintext_len <= GT_SCKPT_MAX_PLAINTEXT,
+                   fail, GT_E_FORMAT, "plaintext length %llu (expected %d..%llu)",
+                   (unsigned long long)h->plaintext_len, LLMC_PREFIX_BYTES,
+                   (unsigned long long)GT_SCKPT_MAX_PLAINTEXT);
+    GT_TRY_GOTO(err, gt_reader_bytes(&r, h->body_iv, sizeof h->body_iv), fail);
+    GT_TRY_GOTO(err, gt_reader_bytes(&r, h->ephemeral_pub, sizeof h->ephemeral_pub), fail);
+    GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->recipient_count), fail);
+    GT_ENSURE_GOTO(err, h->recipient_count >= 1 &&
+                            h->recipient_count <= GT_SCKPT_MAX_RECIPIENTS,
+                   fail, GT_E_FORMAT, "%u recipients (expected 1..%d)", h->recipient_count,
+                   GT_SCKPT_MAX_RECIPIENTS);
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
+        GT_TRY_GOTO(err, gt_reader_bytes(&r, raw, sizeof raw), fail);
+        GT_TRY_GOTO(err, name_check(raw, i), fail);
+        memcpy(h->recipients[i].name, raw, sizeof raw);
+        GT_TRY_GOTO(err, gt_reader_bytes(&r, h->recipients[i].pub, GT_X25519_BYTES), fail);
+    }
+    GT_TRY_GOTO(err, recipients_check(h->recipients, h->recipient_count), fail);
+    h->bound_len = r.pos;
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        GT_TRY_GOTO(err, gt_reader_bytes(&r, h->wraps[i], GT_SCKPT_WRAP_BYTES), fail);
+    }
+    h->header_len = r.pos;
+    return GT_OK;
+fail:
+    memset(h, 0, sizeof *h);
+    return gt_err_wrap(err, "sealed checkpoint");
+}
+
+// The bound part, as gt_sckpt_header_parse reads it.
+static gt_err bound_encode(gt_writer *w, const gt_sckpt_header *h)
+{
+    GT_TRY(gt_writer_bytes(w, GT_SCKPT_MAGIC, 8));
+    GT_TRY(gt_writer_u32le(w, h->version));
+    GT_TRY(gt_writer_u32le(w, h->suite));
+    GT_TRY(gt_writer_u32le(w, h->content));
+    GT_TRY(gt_writer_bytes(w, h->agreement_hash, sizeof h->agreement_hash));
+    GT_TRY(gt_writer_u64le(w, h->step));
+    GT_TRY(gt_writer_u32le(w, h->model.max_seq_len));
+    GT_TRY(gt_writer_u32le(w, h->model.vocab_size));
+    GT_TRY(gt_writer_u32le(w, h->model.num_layers));
+    GT_TRY(gt_writer_u32le(w, h->model.num_heads));
+    GT_TRY(gt_writer_u32le(w, h->model.channels));
+    GT_TRY(gt_writer_u32le(w, h->model.padded_vocab_size));
+    GT_TRY(gt_writer_u64le(w, h->plaintext_len));
+    GT_TRY(gt_writer_bytes(w, h->body_iv, sizeof h->body_iv));
+    GT_TRY(gt_writer_bytes(w, h->ephemeral_pub, sizeof h->ephemeral_pub));
+    GT_TRY(gt_writer_u32le(w, h->recipient_count));
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
+        memcpy(raw, h->recipients[i].name, strnlen(h->recipients[i].name, sizeof raw - 1));
+        GT_TRY(gt_writer_bytes(w, raw, sizeof raw));
+        GT_TRY(gt_writer_bytes(w, h->recipients[i].pub, GT_X25519_BYTES));
+    }
+    return GT_OK;
+}
+
+// Wrapping key and IV for recipient i: HKDF-SHA256(ikm = X25519 shared secret, no salt,
+// info = label || ephemeral public || recipient public || u32le i).
+static gt_err wrap_okm(uint8_t okm[WRAP_OKM_BYTES], const uint8_t shared[GT_X25519_BYTES],
+                       const gt_sckpt_header *h, uint32_t i)
+{
+    uint8_t info[sizeof WRAP_LABEL - 1 + 2 * GT_X25519_BYTES + 4];
+    size_t n = sizeof WRAP_LABEL - 1;
+    memcpy(info, WRAP_LABEL, n);
+    memcpy(info + n, h->ephemeral_pub, GT_X25519_BYTES);
+    n += GT_X25519_BYTES;
+    memcpy(info + n, h->recipients[i].pub, GT_X25519_BYTES);
+    n += GT_X25519_BYTES;
+    gt_store_u32le(info + n, i);
+    n += 4;
+    return gt_hkdf(GT_HASH_SHA256, okm, WRAP_OKM_BYTES, shared, GT_X25519_BYTES, NULL, 0, info,
+                   n);
+}
+
+// The first 32 bytes of an llm.c fp32 checkpoint: magic, version, maxT, V, L, NH, C, Vp.
+static gt_err llmc_prefix_check(const uint8_t *p, size_t len, const gt_sckpt_model *m,
+                                const char *what)
+{
+    gt_reader r = gt_reader_init(p, len);
+    uint32_t v[8] = {0};
+    for (int i = 0; i < 8; i++) {
+        GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &v[i]), "%s", what));
+    }
+    GT_ENSURE(v[0] == GT_SCKPT_LLMC_MAGIC && v[1] == GT_SCKPT_LLMC_VERSION, GT_E_FORMAT,
+              "%s: not an llm.c fp32 checkpoint (magic %u, version %u)", what, v[0], v[1]);
+    GT_ENSURE(v[2] == m->max_seq_len && v[3] == m->vocab_size && v[4] == m->num_layers &&
+                  v[5] == m->num_heads && v[6] == m->channels && v[7] == m->padded_vocab_size,
+              GT_E_FORMAT,
+              "%s: model shapes (maxT %u V %u L %u NH %u C %u Vp %u) differ from the sealed "
+              "config (maxT %u V %u L %u NH %u C %u Vp %u)",
+              what, v[2], v[3], v[4], v[5], v[6], v[7], m->max_seq_len, m->vocab_size,
+              m->num_layers, m->num_heads, m->channels, m->padded_vocab_size);
+    return GT_OK;
+}
+
+static gt_err open_regular(const char *path, FILE **fp, uint64_t *size)
+{
+    *fp = fopen(path, "rb");
+    GT_ENSURE(*fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
+              strerror(errno));
+    struct stat st;
+    if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(*fp);
+        *fp = NULL;
+        return gt_errf(GT_E_IO, "%s: not a regular file", path);
+    }
+    *size = (uint64_t)st.st_size;
+    return GT_OK;
+}
+
+static gt_err read_exact(FILE *fp, void *out, size_t n, const char *path)
+{
+    size_t got = fread(out, 1, n, fp);
+    GT_ENSURE(got == n, GT_E_TRUNCATED, "%s: ends early (%s)", path,
+              ferror(fp) ? strerror(errno) : "short read");
+    return GT_OK;
+}
+
+gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
+{
+    GT_TRY(recipients_check(p->recipients, p->recipient_count));
+    for (uint32_t i = 0; i < p->recipient_count; i++) {
+        uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
+        size_t n = strnlen(p->recipients[i].name, GT_SCKPT_NAME_BYTES);
+        GT_ENSURE(n < GT_SCKPT_NAME_BYTES, GT_E_FORMAT, "recipient %u: name too long", i);
+        memcpy(raw, p->recipients[i].name, n);
+        GT_TRY(name_check(raw, i));
+    }
+    GT_TRY(model_check(&p->model));
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
+    uint8_t *io = malloc(IO_BYTES);
+    uint8_t header[GT_SCKPT_MAX_HEADER_BYTES];
+    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, eph_sec[GT_X25519_BYTES] = {0};
+    uint8_t shared[GT_X25519_BYTES] = {0}, okm[WRAP_OKM_BYTES] = {0};
+    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    gt_aead_stream *s = NULL;
+    gt_atomic_file out = {0};
+    FILE *in = NULL;
+    uint64_t size = 0;
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
+    GT_TRY_GOTO(err, open_regular(p->model_path, &in, &size), done);
+    GT_ENSURE_GOTO(err, size >= LLMC_PREFIX_BYTES && size <= GT_SCKPT_MAX_PLAINTEXT, done,
+                   GT_E_FORMAT, "%s: %llu bytes (expected %d..%llu)", p->model_path,
+                   (unsigned long long)size, LLMC_PREFIX_BYTES,
+                   (unsigned long long)GT_SCKPT_MAX_PLAINTEXT);
+
+    h->version = GT_SCKPT_VERSION;
+    h->suite = GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM;
+    h->content = GT_SCKPT_CONTENT_LLMC_FP32;
+    memcpy(h->agreement_hash, p->agreement_hash, sizeof h->agreement_hash);
+    h->step = p->step;
+    h->model = p->model;
+    h->plaintext_len = size;
+    h->recipient_count = p->recipient_count;
+    for (uint32_t i = 0; i < p->recipient_count; i++) {
+        h->recipients[i] = p->recipients[i];
+        h->recipients[i].name[GT_SCKPT_NAME_BYTES - 1] = '\0';
+    }
+    GT_TRY_GOTO(err, gt_random_bytes(h->body_iv, sizeof h->body_iv), done);
+    GT_TRY_GOTO(err, gt_random_bytes(content_key, sizeof content_key), done);
+    GT_TRY_GOTO(err, gt_x25519_keypair(h->ephemeral_pub, eph_sec), done);
+
+    gt_writer w = gt_writer_init_fixed(header, sizeof header);
+    GT_TRY_GOTO(err, bound_encode(&w, h), done);
+    h->bound_len = w.len;
+    // es: one ephemeral key for the file, one shared secret per recipient
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        size_t n = 0;
+        GT_TRY_GOTO(err, gt_err_wrap(gt_x25519_shared(shared, h->recipients[i].pub, eph_sec),
+                                     "recipient '%s'", h->recipients[i].name), done);
+        GT_TRY_GOTO(err, wrap_okm(okm, shared, h, i), done);
+        GT_TRY_GOTO(err, gt_aead_seal(h->wraps[i], GT_SCKPT_WRAP_BYTES, &n, content_key,
+                                      sizeof content_key, header, h->bound_len,
+                                      okm + GT_AEAD_KEY_BYTES, okm), done);
+        GT_TRY_GOTO(err, gt_writer_bytes(&w, h->wraps[i], GT_SCKPT_WRAP_BYTES), done);
+        gt_secure_zero(shared, sizeof shared);
+        gt_secure_zero(okm, sizeof okm);
+    }
+    h->header_len = w.len;
+
+    // The body: the llm.c file under the content key; AAD = the whole header (wraps included).
+    GT_TRY_GOTO(err, read_exact(in, io, LLMC_PREFIX_BYTES, p->model_path), done);
+    GT_TRY_GOTO(err, llmc_prefix_check(io, LLMC_PREFIX_BYTES, &p->model, p->model_path), done);
+    GT_TRY_GOTO(err, gt_atomic_file_open(&out, p->out_path, 0644), done);
+    GT_TRY_GOTO(err, gt_atomic_file_write(&out, header, h->header_len), done);
+    GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, header, h->header_len, h->body_iv,
+                                        content_key), done);
+    size_t have = LLMC_PREFIX_BYTES;  // bytes of io already read
+    for (uint64_t at = 0; at < size;) {
+        size_t k = (size_t)(size - at < IO_BYTES ? size - at : IO_BYTES);
+        if (have < k) {
+            GT_TRY_GOTO(err, read_exact(in, io + have, k - have, p->model_path), done);
+        }
+        have = 0;
+        GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k), done);
+        GT_TRY_GOTO(err, gt_atomic_file_write(&out, io, k), done);
+        at += k;
+    }
+    GT_ENSURE_GOTO(err, fgetc(in) == EOF, done, GT_E_STATE, "%s changed while it was sealed",
+                   p->model_path);
+    GT_TRY_GOTO(err, gt_aead_stream_final(s, tag), done);
+    GT_TRY_GOTO(err, gt_atomic_file_write(&out, tag, sizeof tag), done);
+    GT_TRY_GOTO(err, gt_atomic_file_commit(&out), done);
+    if (hdr_out != NULL) {
+        *hdr_out = *h;
+    }
+done:
+    gt_atomic_file_abort(&out);
+    gt_aead_stream_free(s);
+    if (in != NULL) {
+        fclose(in);
+    }
+    if (io != NULL) {
+        gt_secure_zero(io, IO_BYTES);  // plaintext staging
+        free(io);
+    }
+    free(h);
+    gt_secure_zero(content_key, sizeof content_key);
+    gt_secure_zero(eph_sec, sizeof eph_sec);
+    gt_secure_zero(shared, sizeof shared);
+    gt_secure_zero(okm, sizeof okm);
+    return err;
+}
+
+// Reads the header of an open file into buf (the first min(size, GT_SCKPT_MAX_HEADER_BYTES)
+// bytes), parses it from there and checks the file size.
+static gt_err header_from_file(FILE *fp, uint64_t size, const char *path, gt_sckpt_header *h,
+                               uint8_t buf[GT_SCKPT_MAX_HEADER_BYTES])
+{
+    size_t want = size < GT_SCKPT_MAX_HEADER_BYTES ? (size_t)size : GT_SCKPT_MAX_HEADER_BYTES;
+    GT_TRY(read_exact(fp, buf, want, path));
+    GT_TRY(gt_err_wrap(gt_sckpt_header_parse(h, buf, want), "%s", path));
+    uint64_t expect = gt_sckpt_file_bytes(h);
+    gt_err err = GT_OK;
+    if (size < expect) {
+        err = gt_errf(GT_E_TRUNCATED, "%s: sealed checkpoint ends early: %llu bytes, the header "
+                                      "announces %llu", path, (unsigned long long)size,
+                      (unsigned long long)expect);
+    } else if (size > expect) {
+        err = gt_errf(GT_E_FORMAT, "%s: sealed checkpoint has %llu bytes after its end", path,
+                      (unsigned long long)(size - expect));
+    }
+    if (!gt_is_ok(err)) {
+        memset(h, 0, sizeof *h);
+    }
+    return err;
+}
+
+gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h)
+{
+    memset(h, 0, sizeof *h);
+    FILE *fp = NULL;
+    uint64_t size = 0;
+    GT_TRY(open_regular(path, &fp, &size));
+    uint8_t *buf = malloc(GT_SCKPT_MAX_HEADER_BYTES);
+    gt_err err = buf != NULL ? header_from_file(fp, size, path, h, buf)
+                             : gt_errf(GT_E_NOMEM, "out of memory");
+    free(buf);  // public bytes
+    fclose(fp);
+    return err;
+}
+
+gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *out_path,
+                     gt_sckpt_header *hdr_out, uint32_t *recipient_index)
+{
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
+    uint8_t *io = malloc(IO_BYTES);
+    uint8_t header[GT_SCKPT_MAX_HEADER_BYTES];
+    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, shared[GT_X25519_BYTES] = {0};
+    uint8_t okm[WRAP_OKM_BYTES] = {0}, prefix[LLMC_PREFIX_BYTES] = {0};
+    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    gt_aead_stream *s = NULL;
+    gt_atomic_file out = {0};
+    FILE *in = NULL;
+    uint64_t size = 0;
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
+    GT_TRY_GOTO(err, open_regular(path, &in, &size), done);
+    GT_TRY_GOTO(err, header_from_file(in, size, path, h, header), done);
+    uint32_t me = h->recipient_count;
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        if (memcmp(h->recipients[i].pub, k->pub, GT_X25519_BYTES) == 0) {  // public keys
+            me = i;
+        }
+    }
+    if (me == h->recipient_count) {
+        char names[512] = "", key[2 * GT_X25519_BYTES + 1];
+        for (uint32_t i = 0; i < h->recipient_count; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                     h->recipients[i].name);
+        }
+        gt_hex_encode(key, sizeof key, k->pub, GT_X25519_BYTES);
+        err = gt_errf(GT_E_NOTFOUND, "not a recipient: the checkpoint is sealed for %s; this "
+                                     "recipient key (%.16s...) is none of theirs", names, key);
+        goto done;
+    }
+    // header[0, header_len) holds the exact bytes the fields were parsed from: the AADs.
+    GT_ENSURE_GOTO(err, fseek(in, (long)h->header_len, SEEK_SET) == 0, done, GT_E_IO,
+                   "%s: seek: %s", path, strerror(errno));
+    GT_TRY_GOTO(err, gt_x25519_shared(shared, h->ephemeral_pub, k->sec), done);
+    GT_TRY_GOTO(err, wrap_okm(okm, shared, h, me), done);
+    size_t n = 0;
+    gt_err e = gt_aead_open(content_key, sizeof content_key, &n, h->wraps[me],
+                            GT_SCKPT_WRAP_BYTES, header, h->bound_len, okm + GT_AEAD_KEY_BYTES,
+                            okm);
+    GT_ENSURE_GOTO(err, e.code == GT_E_NONE && n == sizeof content_key, done, GT_E_AUTH,
+                   "%s: the content key wrapped for '%s' does not authenticate: the file was "
+                   "tampered with, or this is not the key it was sealed to", path,
+                   h->recipients[me].name);
+    gt_secure_zero(shared, sizeof shared);
+    gt_secure_zero(okm, sizeof okm);
+
+    // Body: staged in the temporary file, renamed only after the tag and the llm.c header check.
+    GT_TRY_GOTO(err, gt_atomic_file_open(&out, out_path, 0600), done);
+    GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, header, h->header_len, h->body_iv,
+                                        content_key), done);
+    for (uint64_t at = 0; at < h->plaintext_len;) {
+        uint64_t left = h->plaintext_len - at;
+        size_t k2 = (size_t)(left < IO_BYTES ? left : IO_BYTES);
+        GT_TRY_GOTO(err, read_exact(in, io, k2, path), done);
+        GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k2), done);
+        if (at < LLMC_PREFIX_BYTES) {
+            size_t c = LLMC_PREFIX_BYTES - (size_t)at < k2 ? LLMC_PREFIX_BYTES - (size_t)at : k2;
+            memcpy(prefix + at, io, c);
+        }
+        GT_TRY_GOTO(err, gt_atomic_file_write(&out, io, k2), done);
+        at += k2;
+    }
+    GT_TRY_GOTO(err, read_exact(in, tag, sizeof tag, path), done);
+    e = gt_aead_stream_final(s, tag);
+    GT_ENSURE_GOTO(err, e.code == GT_E_NONE, done, GT_E_AUTH,
+                   "%s: the checkpoint does not authenticate: the file was tampered with", path);
+    GT_TRY_GOTO(err, llmc_prefix_check(prefix, sizeof prefix, &h->model, "opened checkpoint"),
+                done);
+    GT_TRY_GOTO(err, gt_atomic_file_commit(&out), done);
+    if (hdr_out != NULL) {
+        *hdr_out = *h;
+    }
+    if (recipient_index != NULL) {
+        *recipient_index = me;
+    }
+done:
+    gt_atomic_file_abort(&out);  // removes the staged plaintext on failure
+    gt_aead_stream_free(s);
+    if (in != NULL) {
+        fclose(in);
+    }
+    if (io != NULL) {
+        gt_secure_zero(io, IO_BYTES);
+        free(io);
+    }
+    free(h);
+    gt_secure_zero(content_key, sizeof content_key);
+    gt_secure_zero(shared, sizeof shared);
+    gt_secure_zero(okm, sizeof okm);
+    gt_secure_zero(prefix, sizeof prefix);
+    return err;
+}
