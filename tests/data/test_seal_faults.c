@@ -8,11 +8,9 @@
 
 #include <gputravel/data.h>
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define TOKENS 5000  // 10000 bytes: 3 chunks of 4096
 #define CHUNK 4096
@@ -22,20 +20,8 @@ typedef struct {
     char shard[300], keys[300], ds[300], out[300];
     gt_holder_keys k;
     uint16_t tokens[TOKENS];
+    int entries;  // in dir before the operation
 } fixture;
-
-// Entries in dir other than . and .. (files and folders).
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    }
-    closedir(d);
-    return n;
-}
 
 static int setup(void **state)
 {
@@ -64,8 +50,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static gt_err seal(fixture *f)
+static gt_err seal(void *ctx)
 {
+    fixture *f = ctx;
     const char *shards[] = {f->shard};
     gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = f->ds,
                         .chunk_size = CHUNK, .vocab_size = 256};
@@ -73,29 +60,25 @@ static gt_err seal(fixture *f)
     return gt_seal(&p, &f->k, &r);
 }
 
-// Runs seal with the N-th call of `kind` failing, N = 1.. until it passes. Returns how many
-// runs failed.
-static uint64_t seal_under(fixture *f, gt_fault_kind kind, gt_code want)
+static gt_err unseal(void *ctx)
 {
-    int entries = count_entries(f->dir);  // shard + key folder
-    for (uint64_t n = 1;; n++) {
-        gt_fault_arm(kind, n);
-        gt_err e = seal(f);
-        bool fired = gt_fault_disarm();
-        if (!fired) {
-            GT_ASSERT_OK(e);
-            GT_ASSERT_OK(gt_dataset_verify(f->ds, f->k.holder_pub, false, NULL));
-            return n - 1;
-        }
-        if (e.code != want) {
-            fail_msg("seal with call %llu failing: expected %s, got %s (%s)",
-                     (unsigned long long)n, gt_code_name(want), gt_code_name(e.code), e.msg);
-        }
-        assert_true(strlen(e.msg) > 0);
-        if (count_entries(f->dir) != entries) {
-            fail_msg("seal with call %llu failing left something behind", (unsigned long long)n);
-        }
+    fixture *f = ctx;
+    return gt_unseal(f->ds, &f->k, f->out, false, NULL);
+}
+
+// No dataset, staging folder, plaintext or temporary file survives a failed run.
+static void nothing_left(void *ctx, uint64_t n)
+{
+    fixture *f = ctx;
+    if (gt_test_count_entries(f->dir) != f->entries) {
+        fail_msg("the run with call %llu failing left something behind", (unsigned long long)n);
     }
+}
+
+static uint64_t sweep(fixture *f, gt_err (*op)(void *), gt_fault_kind kind, gt_code want)
+{
+    f->entries = gt_test_count_entries(f->dir);
+    return gt_fault_sweep(kind, want, op, nothing_left, f);
 }
 
 static void check_unsealed(fixture *f)
@@ -108,61 +91,42 @@ static void check_unsealed(fixture *f)
     free(got);
 }
 
-static uint64_t unseal_under(fixture *f, gt_fault_kind kind, gt_code want)
-{
-    int entries = count_entries(f->dir);
-    for (uint64_t n = 1;; n++) {
-        gt_fault_arm(kind, n);
-        gt_err e = gt_unseal(f->ds, &f->k, f->out, false, NULL);
-        bool fired = gt_fault_disarm();
-        if (!fired) {
-            GT_ASSERT_OK(e);
-            check_unsealed(f);
-            return n - 1;
-        }
-        if (e.code != want) {
-            fail_msg("unseal with call %llu failing: expected %s, got %s (%s)",
-                     (unsigned long long)n, gt_code_name(want), gt_code_name(e.code), e.msg);
-        }
-        // No plaintext, partial or temporary, survives a failed unseal.
-        if (count_entries(f->dir) != entries) {
-            fail_msg("unseal with call %llu failing left a file behind", (unsigned long long)n);
-        }
-    }
-}
-
 static void seal_survives_allocation_failures(void **state)
 {
     fixture *f = *state;
-    uint64_t failed = seal_under(f, GT_FAULT_ALLOC, GT_E_NOMEM);
+    uint64_t failed = sweep(f, seal, GT_FAULT_ALLOC, GT_E_NOMEM);
     print_message("seal: %llu allocations, each failed once\n", (unsigned long long)failed);
     assert_true(failed >= 2);  // at least the manifest and the streaming buffer
+    GT_ASSERT_OK(gt_dataset_verify(f->ds, f->k.holder_pub, false, NULL));
 }
 
 static void seal_survives_write_failures(void **state)
 {
     fixture *f = *state;
-    uint64_t failed = seal_under(f, GT_FAULT_WRITE, GT_E_IO);
+    uint64_t failed = sweep(f, seal, GT_FAULT_WRITE, GT_E_IO);
     print_message("seal: %llu write-side calls, each failed once\n", (unsigned long long)failed);
     assert_true(failed >= 4);  // 3 chunk files, the manifest, the final rename
+    GT_ASSERT_OK(gt_dataset_verify(f->ds, f->k.holder_pub, false, NULL));
 }
 
 static void unseal_survives_allocation_failures(void **state)
 {
     fixture *f = *state;
     GT_ASSERT_OK(seal(f));
-    uint64_t failed = unseal_under(f, GT_FAULT_ALLOC, GT_E_NOMEM);
+    uint64_t failed = sweep(f, unseal, GT_FAULT_ALLOC, GT_E_NOMEM);
     print_message("unseal: %llu allocations, each failed once\n", (unsigned long long)failed);
     assert_true(failed >= 1);
+    check_unsealed(f);
 }
 
 static void unseal_survives_write_failures(void **state)
 {
     fixture *f = *state;
     GT_ASSERT_OK(seal(f));
-    uint64_t failed = unseal_under(f, GT_FAULT_WRITE, GT_E_IO);
+    uint64_t failed = sweep(f, unseal, GT_FAULT_WRITE, GT_E_IO);
     print_message("unseal: %llu write-side calls, each failed once\n", (unsigned long long)failed);
     assert_true(failed >= 2);  // the shard's writes and its rename
+    check_unsealed(f);
 }
 
 int main(void)

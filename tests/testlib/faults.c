@@ -2,6 +2,11 @@
 // is pulled from the test library only by tests that call gt_fault_arm.
 #include "faults.h"
 
+#include "testlib.h"
+
+#include <dirent.h>
+#include <string.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +34,42 @@ bool gt_fault_disarm(void)
 uint64_t gt_fault_calls(void)
 {
     return seen;
+}
+
+uint64_t gt_fault_sweep(gt_fault_kind kind, gt_code want, gt_err (*op)(void *ctx),
+                        void (*after_failure)(void *ctx, uint64_t n), void *ctx)
+{
+    for (uint64_t n = 1;; n++) {
+        gt_fault_arm(kind, n);
+        gt_err e = op(ctx);
+        if (!gt_fault_disarm()) {
+            if (e.code != GT_E_NONE) {
+                fail_msg("with no fault left to inject (%llu calls): %s (%s)",
+                         (unsigned long long)(n - 1), gt_code_name(e.code), e.msg);
+            }
+            return n - 1;
+        }
+        if (e.code != want || e.msg[0] == '\0') {
+            fail_msg("with %s call %llu failing: expected %s, got %s (%s)",
+                     kind == GT_FAULT_ALLOC ? "allocation" : "write-side", (unsigned long long)n,
+                     gt_code_name(want), gt_code_name(e.code), e.msg);
+        }
+        if (after_failure != NULL) {
+            after_failure(ctx, n);
+        }
+    }
+}
+
+int gt_test_count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    }
+    closedir(d);
+    return n;
 }
 
 // True when this call of `kind` is the one to fail.

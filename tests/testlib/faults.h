@@ -8,6 +8,8 @@
 #ifndef GT_TESTLIB_FAULTS_H
 #define GT_TESTLIB_FAULTS_H
 
+#include <gputravel/util.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,5 +24,15 @@ void gt_fault_arm(gt_fault_kind kind, uint64_t nth);
 bool gt_fault_disarm(void);
 // Calls of the armed kind seen since arming.
 uint64_t gt_fault_calls(void);
+
+// The sweep: runs op(ctx) with the n-th call of `kind` failing, for n = 1, 2, ... until a run no
+// longer reaches the fault. Each failed run must return `want` with a message (the test fails
+// otherwise, naming n), then after_failure(ctx, n) checks the state it left (may be NULL). The
+// final run must succeed. Returns the number of runs that failed.
+uint64_t gt_fault_sweep(gt_fault_kind kind, gt_code want, gt_err (*op)(void *ctx),
+                        void (*after_failure)(void *ctx, uint64_t n), void *ctx);
+
+// Entries in dir other than . and .. (files and folders): "nothing was left behind".
+int gt_test_count_entries(const char *dir);
 
 #endif
