@@ -52,6 +52,8 @@ enum {
     H_WRONG_AAD,           // hands over another chunk
     H_STALL,               // attaches, then sits past the lease
     H_VANISH,              // hands over, then dies without BYE
+    H_ALLOC,               // asks for something else than a handoff (devd's ALLOC)
+    H_SECOND,              // while attached, a second client tries to connect: refused, busy
 };
 
 static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
@@ -102,6 +104,23 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
         sleep_ms(2500);
         gt_sim_conn_close(&c);
         return 0;
+    }
+    if (mode == H_ALLOC) {
+        gt_sim_msg m = {.type = GT_SIM_REQ_ALLOC, .len = 4096};
+        if (!gt_is_ok(gt_sim_conn_send(&c, &m))) {
+            return 13;
+        }
+        e = gt_sim_conn_recv(&c, &m);  // the trainer ends the trip without an answer
+        gt_sim_conn_close(&c);
+        return e.code == GT_E_PEER ? 0 : 14;
+    }
+    if (mode == H_SECOND) {
+        gt_sim_conn c2;
+        e = gt_ipc_trip_attach(&c2, g_sock, &opt, ticket);
+        if (e.code != GT_E_STATE || strstr(e.msg, "busy") == NULL) {
+            fprintf(stderr, "holder: second attach: %s\n", e.msg);
+            return 15;
+        }
     }
     // "load and decrypt on the device": into memory this process exports
     char name[64];
@@ -343,6 +362,7 @@ static void full_trip(void **state, int mode)
 }
 
 static void test_full_trip(void **state) { full_trip(state, H_OK); }
+static void test_second_client_refused(void **state) { full_trip(state, H_SECOND); }
 static void test_wrong_ticket_then_right(void **state) { full_trip(state, H_WRONG_TICKET_FIRST); }
 
 // Refusals before the handoff: the trip fails with the reason and nothing is imported.
@@ -365,6 +385,7 @@ static void failed_trip(void **state, int mode, uint32_t lease_ms, gt_code want)
 static void test_tampered_chunk(void **state) { failed_trip(state, H_TAMPER, 10000, GT_E_PEER); }
 static void test_oversized_claim(void **state) { failed_trip(state, H_BIG, 10000, GT_E_ARG); }
 static void test_other_chunk(void **state) { failed_trip(state, H_WRONG_AAD, 10000, GT_E_POLICY); }
+static void test_other_request(void **state) { failed_trip(state, H_ALLOC, 10000, GT_E_POLICY); }
 static void test_lease_no_holder(void **state) { failed_trip(state, -1, 300, GT_E_TIMEOUT); }
 static void test_lease_after_attach(void **state)
 {
@@ -407,6 +428,40 @@ static void test_bad_config(void **state)
     assert_null(t);
 }
 
+// The holder's side is devd's client: against devd, RETURN_IPC is refused and the trip fails
+// (devd wipes the trip's buffers), so a handoff can only go to a trainer serving the trip.
+static void test_devd_refuses_return_ipc(void **state)
+{
+    (void)state;
+    char dir[700], sock[800];
+    snprintf(dir, sizeof dir, "%s/devd", g_dir);
+    mkdir(dir, 0700);
+    const char *args[] = {"--mem-limit", "8MiB", "--slot-size", "64KiB", "--threads", "1", NULL};
+    pid_t devd = gt_test_devd_start(sock, sizeof sock, dir, args);
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = sock};
+    gt_device *tr = NULL;
+    GT_ASSERT_OK(gt_device_open(&tr, &cfg));
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.timeout_ms = 10000;
+    gt_sim_conn c;
+    GT_ASSERT_OK(gt_ipc_trip_attach(&c, sock, &opt, ticket));
+    uint8_t ipc[GT_SIM_IPC_DESC_BYTES] = {1, 2, 3};
+    GT_ASSERT_CODE(gt_ipc_trip_hand_over(&c, ipc, g_aad), GT_E_PEER);
+    gt_sim_conn_close(&c);
+    gt_device_sim_loaded loaded[1];
+    size_t count = 9;
+    gt_err back = gt_device_sim_wait_return(tr, 10000, loaded, 1, &count);
+    assert_false(gt_is_ok(back));  // FAILED, the device is back
+    assert_int_equal(count, 0);
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &b));  // usable again
+    gt_device_close(tr);
+    gt_test_devd_stop(devd);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -441,6 +496,9 @@ int main(void)
         cmocka_unit_test_teardown(test_lease_after_attach, teardown),
         cmocka_unit_test_teardown(test_other_agreement, teardown),
         cmocka_unit_test_teardown(test_holder_vanishes, teardown),
+        cmocka_unit_test_teardown(test_second_client_refused, teardown),
+        cmocka_unit_test_teardown(test_other_request, teardown),
+        cmocka_unit_test(test_devd_refuses_return_ipc),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
