@@ -40,6 +40,7 @@ struct gt_ipc_trip {
     int bounce_fd;
     const gt_ipc_trip_importer *imp;
     gt_dbuf import;  // the holder's buffer while RETURNED (0: none)
+    bool released;   // gt_ipc_trip_release done
 };
 
 // ---- records ----------------------------------------------------------------------------------
@@ -86,7 +87,13 @@ static gt_err listen_on(gt_ipc_trip *t, const char *path)
     struct stat st;
     if (lstat(path, &st) == 0) {
         GT_ENSURE(S_ISSOCK(st.st_mode), GT_E_ARG, "trip: %s exists and is not a socket", path);
-        unlink(path);  // a stale trip socket of this user (the directory is the caller's)
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool live = probe >= 0 && connect(probe, (struct sockaddr *)&addr, sizeof addr) == 0;
+        if (probe >= 0) {
+            close(probe);
+        }
+        GT_ENSURE(!live, GT_E_STATE, "trip: another trip is being served on %s", path);
+        unlink(path);  // a stale trip socket
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     GT_ENSURE(fd >= 0, GT_E_IO, "trip: socket: %s", strerror(errno));
@@ -315,6 +322,7 @@ gt_err gt_ipc_trip_check(gt_ipc_trip *t)
     }
     GT_ENSURE(t->state == GT_SIM_TRIP_RETURNED, GT_E_STATE, "trip: nothing handed over (%s)",
               gt_sim_trip_state_name(t->state));
+    GT_ENSURE(!t->released, GT_E_STATE, "trip: the holder's buffer is already released");
     struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
     if (poll(&pfd, 1, 0) <= 0) {
         return GT_OK;  // silent (or interrupted: asked again next time)
@@ -330,6 +338,7 @@ gt_err gt_ipc_trip_release(gt_ipc_trip *t)
     GT_TRY(gt_ipc_trip_check(t));
     gt_dbuf b = t->import;
     t->import = 0;
+    t->released = true;
     gt_err err = t->imp->release(t->imp->ctx, b);  // wipes the holder's memory, unmaps it
     if (!gt_is_ok(err)) {
         trip_fail(t, err.code);

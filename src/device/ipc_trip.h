@@ -61,7 +61,8 @@ GT_MUST_USE gt_err gt_ipc_trip_wait(gt_ipc_trip *trip, const gt_ipc_trip_importe
 // FAILED, and GT_E_PEER says to discard whatever was computed from it.
 GT_MUST_USE gt_err gt_ipc_trip_check(gt_ipc_trip *trip);
 // Trainer, done: releases the import (wipe), sends RELEASED and waits (5 s) for the holder's
-// BYE. GT_E_PEER when the holder had vanished first (discard the trip's results).
+// BYE. GT_E_PEER when the holder had vanished first (discard the trip's results); GT_E_STATE
+// when there is nothing (more) to release.
 GT_MUST_USE gt_err gt_ipc_trip_release(gt_ipc_trip *trip);
 uint32_t gt_ipc_trip_state(const gt_ipc_trip *trip);  // gt_sim_trip_state
 // Releases an import still held, closes, removes the socket.

@@ -355,6 +355,9 @@ static void full_trip(void **state, int mode)
     GT_ASSERT_OK(gt_ipc_trip_check(f->trip));
     GT_ASSERT_OK(gt_ipc_trip_release(f->trip));
     assert_int_equal(f->si.releases, 1);
+    GT_ASSERT_CODE(gt_ipc_trip_release(f->trip), GT_E_STATE);  // once
+    GT_ASSERT_CODE(gt_ipc_trip_check(f->trip), GT_E_STATE);
+    assert_int_equal(f->si.releases, 1);
     assert_int_equal(reap(pid), 0);  // the holder saw RELEASED, freed and said BYE
     // released: the import's handle is dead
     uint64_t n = 0;
@@ -417,6 +420,18 @@ static void test_holder_vanishes(void **state)
 static void test_bad_config(void **state)
 {
     (void)state;
+    // a live trip socket is not taken over
+    fixture *f = calloc(1, sizeof *f);
+    gt_ipc_trip_config live;
+    memset(&live, 0, sizeof live);
+    live.socket_path = g_sock;
+    live.lease_ms = 5000;
+    GT_ASSERT_OK(gt_ipc_trip_lend(&f->trip, &live, f->ticket));
+    gt_ipc_trip *t2 = NULL;
+    GT_ASSERT_CODE(gt_ipc_trip_lend(&t2, &live, f->ticket), GT_E_STATE);
+    assert_null(t2);
+    gt_ipc_trip_close(f->trip);
+    free(f);
     gt_ipc_trip *t = NULL;
     uint8_t ticket[GT_SIM_TICKET_BYTES];
     gt_ipc_trip_config tc;
