@@ -78,7 +78,10 @@ GT_MUST_USE gt_err gt_ipc_trip_attach(gt_sim_conn *c, const char *socket_path,
 GT_MUST_USE gt_err gt_ipc_trip_hand_over(gt_sim_conn *c, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES],
                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES]);
 // Holder: waits up to timeout_ms (0: 1 hour) for RELEASED; only then may it free its allocation.
-// Then gt_sim_conn_close (BYE).
+// Then gt_sim_conn_close (BYE). GT_E_PEER: the trainer's process is gone (and with it its
+// mapping): free. GT_E_TIMEOUT: the trainer holds the buffer longer than the holder allows; the
+// holder may free it anyway (the trainer's import then reads undefined memory, which makes its
+// trip void: it is attested code that only launches on the import, never reads it back).
 GT_MUST_USE gt_err gt_ipc_trip_wait_released(gt_sim_conn *c, int timeout_ms);
 
 #endif
