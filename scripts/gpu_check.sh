@@ -41,6 +41,17 @@ run() {
     summary+=("$name: $r")
     return 0
 }
+# gpu_run: as run, for a program that needs the GPU and has no skip code of its own (benches)
+have_gpu=0
+nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
+gpu_run() {
+    if [ "$have_gpu" -eq 0 ]; then
+        local name=${GT_NAME:-$(basename "$2")}
+        echo "RESULT $name: SKIP (no GPU: nvidia-smi lists none)"; summary+=("$name: SKIP (no GPU)")
+        return 0
+    fi
+    run "$@"
+}
 
 step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || true
@@ -78,12 +89,12 @@ step "all tests (ctest)"
 GT_NAME=ctest run 120 ctest --test-dir "$build" -j8 --output-on-failure
 
 step "training benchmark: GPT-2 124M, B=8, T=1024 (cuda)"
-GT_NAME="bench_train_device cuda" run 150 "$build/bench_train_device" --device cuda --model 124M -B 8 -T 1024 --steps 10
+GT_NAME="bench_train_device cuda" gpu_run 150 "$build/bench_train_device" --device cuda --model 124M -B 8 -T 1024 --steps 10
 step "training benchmark: GPT-2 124M, B=4, T=256, 1 step (cpu, all cores, for scale)"
 GT_NAME="bench_train_device cpu" run 60 "$build/bench_train_device" --device cpu --model 124M -B 4 -T 256 --steps 1
 
 step "key-release variant: AES-256-GCM open on the GPU vs OpenSSL (64 and 512 MiB chunks)"
-run 90 "$build/bench_cuda_gcm"
+gpu_run 90 "$build/bench_cuda_gcm"
 
 for b in "$build"/bench_transfer*; do
     [ -x "$b" ] || continue
@@ -93,8 +104,8 @@ done
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$san" ]; then
     step "compute-sanitizer memcheck on the kernel tests (last: it is slow)"
-    GT_NAME="memcheck test_cuda_ops" run 120 "$san" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops"
-    GT_NAME="racecheck test_cuda_ops" run 90 "$san" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+    GT_NAME="memcheck test_cuda_ops" gpu_run 120 "$san" --tool memcheck --error-exitcode 9 "$build/tests/test_cuda_ops"
+    GT_NAME="racecheck test_cuda_ops" gpu_run 90 "$san" --tool racecheck --error-exitcode 9 "$build/tests/test_cuda_ops"
 fi
 step "done"
 echo "summary (PASS / FAIL / SKIP per step):"
