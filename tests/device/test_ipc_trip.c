@@ -101,7 +101,7 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
         return 5;
     }
     if (mode == H_STALL) {
-        sleep_ms(2500);
+        sleep_ms(4000);
         gt_sim_conn_close(&c);
         return 0;
     }
@@ -392,11 +392,11 @@ static void test_other_request(void **state) { failed_trip(state, H_ALLOC, 10000
 static void test_lease_no_holder(void **state) { failed_trip(state, -1, 300, GT_E_TIMEOUT); }
 static void test_lease_after_attach(void **state)
 {
-    failed_trip(state, H_STALL, 1000, GT_E_TIMEOUT);
+    failed_trip(state, H_STALL, 2500, GT_E_TIMEOUT);
 }
 static void test_other_agreement(void **state)
 {
-    failed_trip(state, H_OTHER_AGREEMENT, 1500, GT_E_TIMEOUT);  // refused; the lend ran out
+    failed_trip(state, H_OTHER_AGREEMENT, 3000, GT_E_TIMEOUT);  // refused; the lend ran out
 }
 
 // The holder dies while the trainer uses its buffer: the import is released at once and the
