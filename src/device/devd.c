@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "sim_evidence.h"
 #include "sim_proto.h"
+#include "sim_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -489,63 +490,24 @@ static gt_err bounce_create(devd_session *s)
     return GT_OK;
 }
 
+static gt_err bounce_make(void *ctx, int *fd)
+{
+    devd_session *s = ctx;
+    GT_TRY(bounce_create(s));
+    *fd = s->bounce_fd;
+    return GT_OK;
+}
+
+// The handshake is sim_server.c's (shared with a trainer serving a trip itself).
 static gt_err handshake(devd_session *s)
 {
     devd *d = s->d;
-    gt_err err = GT_OK;
-    size_t ch_len = 0;
-    uint8_t *ch_body = NULL;
-    gt_buf ev = {0};
-    gt_writer w = gt_writer_init_dynamic();
-    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_SIM_REPORT_DATA_BYTES];
-    gt_sim_client_hello ch;
-    memset(&ch, 0, sizeof ch);
-
-    GT_TRY_GOTO(err, gt_sim_frame_recv(s->fd, d->rx, GT_SIM_MAX_FRAME, &ch_len, NULL, &s->watch),
-                out);
-    ch_body = malloc(ch_len ? ch_len : 1);
-    GT_ENSURE_GOTO(err, ch_body != NULL, out, GT_E_NOMEM, "devd: out of memory");
-    memcpy(ch_body, d->rx, ch_len);
-    gt_span ch_span = {ch_body, ch_len};
-    GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
-    memcpy(s->agreement, ch.agreement, sizeof s->agreement);
-    // client evidence: bound to its nonce, its X25519 key and the agreement
-    GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);
-    GT_TRY_GOTO(err, d->appraise(d->appraise_ctx, ch.evidence, rd), refuse);
-    // devd's side: ephemeral key, evidence bound to the client's nonce and hello and to the
-    // device's parameters (memory limit, bounce layout)
-    gt_sim_server_hello sh;
-    memset(&sh, 0, sizeof sh);
-    sh.version = GT_SIM_VERSION;
-    sh.slot_count = d->slot_count;
-    sh.slot_bytes = d->slot_bytes;
-    sh.mem_limit = d->arena_bytes;
-    GT_TRY_GOTO(err, gt_x25519_keypair(sh.pub, sec), out);
-    GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, ch_span), out);
-    GT_TRY_GOTO(err, d->produce(d->produce_ctx, rd, &ev), out);
-    GT_TRY_GOTO(err, bounce_create(s), out);
-    sh.evidence = gt_buf_span(&ev);
-    GT_TRY_GOTO(err, gt_sim_server_hello_write(&w, &sh), out);
-    GT_TRY_GOTO(err, gt_x25519_shared(shared, ch.pub, sec), out);
-    GT_TRY_GOTO(err, gt_sim_keys_derive(&s->keys, false, shared, ch_span,
-                                        (gt_span){w.data, w.len}), out);
-    GT_TRY_GOTO(err, gt_sim_frame_send(s->fd, w.data, w.len, s->bounce_fd), out);
-    goto out;
-refuse: {
-    uint8_t body[256];
-    gt_writer rw = gt_writer_init_fixed(body, sizeof body);
-    if (gt_is_ok(gt_sim_refuse_write(&rw, err))) {
-        gt_err e = gt_sim_frame_send(s->fd, body, rw.len, -1);
-        (void)e;
-    }
-}
-out:
-    gt_secure_zero(sec, sizeof sec);
-    gt_secure_zero(shared, sizeof shared);
-    free(ch_body);
-    gt_buf_free_nowipe(&ev);
-    gt_writer_free(&w);
-    return err;
+    gt_sim_server_params p = {.slot_count = d->slot_count, .slot_bytes = d->slot_bytes,
+                              .mem_limit = d->arena_bytes, .produce = d->produce,
+                              .produce_ctx = d->produce_ctx, .appraise = d->appraise,
+                              .appraise_ctx = d->appraise_ctx, .bounce = bounce_make,
+                              .bounce_ctx = s};
+    return gt_sim_server_handshake(s->fd, d->rx, &s->watch, &p, &s->keys, s->agreement);
 }
 
 static void session_end(devd_session *s)

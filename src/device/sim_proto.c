@@ -335,6 +335,8 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_TICKET: return "ticket";
     case GT_SIM_REP_TRIP: return "trip";
     case GT_SIM_REP_LOADED: return "loaded";
+    case GT_SIM_REQ_RETURN_IPC: return "return_ipc";
+    case GT_SIM_REP_RELEASED: return "released";
     default: return "unknown";
     }
 }
@@ -370,7 +372,11 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REQ_STAT:
     case GT_SIM_REQ_TRIP_STATUS:
     case GT_SIM_REQ_RETURN:
+    case GT_SIM_REP_RELEASED:
         return GT_OK;
+    case GT_SIM_REQ_RETURN_IPC:
+        GT_TRY(gt_writer_bytes(w, m->ipc, sizeof m->ipc));
+        return gt_writer_bytes(w, m->aad, sizeof m->aad);
     case GT_SIM_REQ_LEND:
         return gt_writer_u32le(w, m->ms);
     case GT_SIM_REQ_ATTACH:
@@ -453,6 +459,11 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     case GT_SIM_REQ_STAT:
     case GT_SIM_REQ_TRIP_STATUS:
     case GT_SIM_REQ_RETURN:
+    case GT_SIM_REP_RELEASED:
+        break;
+    case GT_SIM_REQ_RETURN_IPC:
+        GT_TRY(gt_reader_bytes(&r, m.ipc, sizeof m.ipc));
+        GT_TRY(gt_reader_bytes(&r, m.aad, sizeof m.aad));
         break;
     case GT_SIM_REQ_LEND:
         GT_TRY(gt_reader_u32le(&r, &m.ms));

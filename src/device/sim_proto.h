@@ -178,6 +178,10 @@ enum {
                                    // holder's chunk file attached (SCM_RIGHTS, a regular file):
                                    // devd reads ciphertext || tag from it at file_offset into
                                    // its private memory (no bounce slots) -> one STATUS at the end
+    GT_SIM_REQ_RETURN_IPC = 0x0111, // holder -> a trainer serving the trip itself (--device cuda,
+                                   // docs/cuda.md "Travelling with a real GPU"): ipc[72] (the
+                                   // exported buffer, gt_cuda_ipc_desc wire form), aad[32] (the
+                                   // chunk it holds) -> STATUS; later the trainer sends RELEASED
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -191,6 +195,8 @@ enum {
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
     GT_SIM_REP_LOADED = 0x0307,    // u64 handle, u64 bytes loaded
+    GT_SIM_REP_RELEASED = 0x0308,  // trainer -> holder after RETURN_IPC: empty; the import is
+                                   // wiped and unmapped, the holder may free its allocation
 };
 
 // Travelling: one trip of the device from the trainer's session to one holder and back.
@@ -198,6 +204,8 @@ enum {
 #define GT_SIM_LOAD_AAD_BYTES 32          // a sealed chunk's AAD (GT_CHUNK_AAD_BYTES)
 #define GT_SIM_MAX_LEASE_MS (3600u * 1000)
 #define GT_SIM_MAX_TRIP_BUFFERS 256u      // buffers one holder may allocate on one trip
+#define GT_SIM_IPC_DESC_BYTES 72          // RETURN_IPC: opaque here; cuda_backend.h's
+                                          // GT_CUDA_IPC_DESC_BYTES (64-byte handle, u64le size)
 typedef enum {
     GT_SIM_TRIP_AT_TRAINER = 0,  // never lent (or the result was already replaced by a new lend)
     GT_SIM_TRIP_LENT = 1,        // ticket issued, no holder attached yet
@@ -241,6 +249,7 @@ typedef struct {
     uint8_t iv[GT_AEAD_IV_BYTES];          // LOAD_SEALED
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
+    uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
 } gt_sim_msg;
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.

@@ -1,0 +1,28 @@
+// Internal to device/ (GPUTRAVEL_CUDA only): the GPU steps of a trip served by the trainer
+// itself (ipc_trip.h; docs/cuda.md "Travelling with a real GPU").
+#ifndef GT_DEVICE_CUDA_TRIP_H
+#define GT_DEVICE_CUDA_TRIP_H
+
+#include "cuda_backend.h"
+#include "ipc_trip.h"
+
+// Trainer: the importer for gt_ipc_trip_wait on the trainer's cuda device. import: the
+// descriptor (gt_cuda_ipc_desc wire form, read through gt_reader at its exact size) must claim
+// exactly the chunk's size, and the driver's record of the allocation must hold it; the buffer
+// is mapped GT_DBUF_NO_READBACK. release: gt_device_free, which wipes the holder's memory and
+// unmaps it.
+gt_ipc_trip_importer gt_cuda_trip_importer(gt_device *dev);
+
+// Holder: its sealed chunk (ciphertext || tag, len bytes with the tag, as stored) is copied to
+// its own GPU unchanged and opened there in place with gt_device_cuda_aes_gcm_open (the tag is
+// checked before plaintext is written; the key goes into that call only). OK: *buf (a
+// NO_READBACK buffer of len - 16 bytes holding the plaintext) is exported into ipc; keep it
+// allocated until the trainer says RELEASED, then gt_device_free it. Tag failure: GT_E_AUTH,
+// the buffer is wiped and freed, *buf = 0 and ipc zeroed: nothing to hand over.
+GT_MUST_USE gt_err gt_cuda_trip_load(gt_device *dev, const uint8_t *ct_and_tag, uint64_t len,
+                                     const uint8_t iv[GT_AEAD_IV_BYTES],
+                                     const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                     const uint8_t key[GT_AEAD_KEY_BYTES], gt_dbuf *buf,
+                                     uint8_t ipc[GT_SIM_IPC_DESC_BYTES]);
+
+#endif
