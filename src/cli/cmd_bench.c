@@ -4,6 +4,7 @@
 
 #include <gputravel/orchestr.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
@@ -87,7 +88,7 @@ typedef struct {
     volatile int stop;
     pthread_t th;
     gt_err serve_err;
-    int ready;
+    bool serving;  // th runs
 } world;
 
 static gt_err make_dataset(world *w, uint64_t bytes)
@@ -130,17 +131,27 @@ static gt_err make_dataset(world *w, uint64_t bytes)
 static void *holder_main(void *p)
 {
     world *w = p;
-    if (w->netns != NULL) {
-        w->serve_err = gt_netns_enter(w->netns);  // this thread only
-    }
-    if (gt_is_ok(w->serve_err)) {
-        w->serve_err = gt_listener_open(&w->listener, w->listen);
-    }
-    __atomic_store_n(&w->ready, gt_is_ok(w->serve_err) ? 1 : -1, __ATOMIC_RELEASE);
-    if (gt_is_ok(w->serve_err)) {
-        w->serve_err = gt_holder_agent_serve(w->agent, w->listener, &w->stop);
-    }
+    w->serve_err = gt_holder_agent_serve(w->agent, w->listener, &w->stop);
     return NULL;
+}
+
+// The holder's listener on a free port (so concurrent benches never collide), opened inside the
+// holder's namespace when there is one: a socket stays in the namespace it was made in.
+static gt_err world_listen(world *w, const char *host, int self_ns)
+{
+    char addr[64];
+    snprintf(addr, sizeof addr, "%s:0", host);
+    if (w->netns != NULL) {
+        GT_TRY(gt_netns_enter(w->netns));
+    }
+    gt_err err = gt_listener_open(&w->listener, addr);
+    if (w->netns != NULL && setns(self_ns, CLONE_NEWNET) != 0 && gt_is_ok(err)) {
+        err = gt_errf(GT_E_IO, "cannot return to this process's network namespace: %s",
+                      strerror(errno));
+    }
+    GT_TRY(err);
+    snprintf(w->listen, sizeof w->listen, "%s:%d", host, gt_listener_port(w->listener));
+    return GT_OK;
 }
 
 static gt_err world_start(world *w)
@@ -155,19 +166,18 @@ static gt_err world_start(world *w)
                                   .attestor = gt_tee_attestor_bind(&w->holder_att)};
     GT_TRY(gt_holder_agent_create(&w->agent, &cfg));
     w->stop = 0;
-    w->ready = 0;
-    pthread_create(&w->th, NULL, holder_main, w);
-    while (__atomic_load_n(&w->ready, __ATOMIC_ACQUIRE) == 0) {
-        usleep(1000);
-    }
-    return w->serve_err;
+    GT_ENSURE(pthread_create(&w->th, NULL, holder_main, w) == 0, GT_E_IO,
+              "cannot start the holder's thread");
+    w->serving = true;
+    return GT_OK;
 }
 
 static void world_stop(world *w)
 {
-    if (w->agent != NULL) {
+    if (w->serving) {
         w->stop = 1;
         pthread_join(w->th, NULL);
+        w->serving = false;
     }
     gt_listener_close(w->listener);
     gt_holder_agent_free(w->agent);
@@ -464,10 +474,11 @@ static int bench_transfer(int argc, char **argv)
             snprintf(w->agreement, sizeof w->agreement, "%s/agreement.json", w->dir);
             snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
             snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
-            snprintf(w->listen, sizeof w->listen, "%s:%d", L ? GT_NETNS_ADDR_A : "127.0.0.1",
-                     17400 + s);
             w->netns = L ? pair.ns[0] : NULL;
             err = gt_mkdir_p(w->dir, 0700);
+            if (gt_is_ok(err)) {
+                err = world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns);
+            }
             if (gt_is_ok(err)) {
                 err = make_dataset(w, o.sizes[s]);
             }
