@@ -7,11 +7,13 @@
 _Static_assert(GT_SIM_IPC_DESC_BYTES == GT_CUDA_IPC_DESC_BYTES,
                "RETURN_IPC carries a gt_cuda_ipc_desc in its wire form");
 
-static gt_err import(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], uint64_t bytes,
+static gt_err import(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int fd, uint64_t bytes,
                      gt_dbuf *out)
 {
     gt_device *dev = ctx;
     *out = 0;
+    GT_ENSURE(fd < 0, GT_E_FORMAT, "trip: a file descriptor came with a CUDA IPC handoff (a "
+              "host-memory handoff to a cuda trainer)");
     gt_cuda_ipc_desc desc;
     gt_reader r = gt_reader_init(ipc, GT_SIM_IPC_DESC_BYTES);
     GT_TRY(gt_cuda_ipc_desc_read(&r, &desc));

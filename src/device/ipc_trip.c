@@ -63,15 +63,21 @@ static gt_err send_status(gt_ipc_trip *t, gt_err e)
     return send_msg(t, &m);
 }
 
-static gt_err recv_msg(gt_ipc_trip *t, gt_sim_msg *m)
+// recv_fd: where a descriptor attached to the frame goes (-1 when none; NULL: closed).
+static gt_err recv_msg_fd(gt_ipc_trip *t, gt_sim_msg *m, int *recv_fd)
 {
     size_t len = 0, plain_len = 0;
     uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    GT_TRY(gt_sim_frame_recv(t->fd, t->rx, GT_SIM_MAX_FRAME, &len, NULL, &t->watch));
+    GT_TRY(gt_sim_frame_recv(t->fd, t->rx, GT_SIM_MAX_FRAME, &len, recv_fd, &t->watch));
     GT_TRY(gt_sim_record_open(&t->keys, plain, sizeof plain, &plain_len, (gt_span){t->rx, len}));
     gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
     gt_secure_zero(plain, sizeof plain);
     return err;
+}
+
+static gt_err recv_msg(gt_ipc_trip *t, gt_sim_msg *m)
+{
+    return recv_msg_fd(t, m, NULL);
 }
 
 // ---- setup ------------------------------------------------------------------------------------
@@ -246,7 +252,14 @@ static gt_err take_handoff(gt_ipc_trip *t, const uint8_t aad[GT_SIM_LOAD_AAD_BYT
                            uint64_t bytes)
 {
     gt_sim_msg m;
-    GT_TRY(recv_msg(t, &m));
+    int fd = -1;
+    gt_err rx = recv_msg_fd(t, &m, &fd);
+    if (!gt_is_ok(rx) || m.type != GT_SIM_REQ_RETURN_IPC) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        GT_TRY(rx);
+    }
     if (m.type == GT_SIM_REQ_BYE) {
         return gt_errf(GT_E_PEER, "trip: the holder left without handing anything over");
     }
@@ -256,10 +269,13 @@ static gt_err take_handoff(gt_ipc_trip *t, const uint8_t aad[GT_SIM_LOAD_AAD_BYT
     if (!gt_ct_equal(m.aad, aad, GT_SIM_LOAD_AAD_BYTES)) {
         st = gt_errf(GT_E_POLICY, "trip: the handed-over buffer holds another chunk");
     } else {
-        st = t->imp->import(t->imp->ctx, m.ipc, bytes, &t->import);
+        st = t->imp->import(t->imp->ctx, m.ipc, fd, bytes, &t->import);
         if (!gt_is_ok(st)) {
             t->import = 0;
         }
+    }
+    if (fd >= 0) {
+        close(fd);
     }
     gt_secure_zero(&m, sizeof m);
     gt_err e = send_status(t, st);
@@ -406,13 +422,13 @@ gt_err gt_ipc_trip_attach(gt_sim_conn *c, const char *socket_path,
 }
 
 gt_err gt_ipc_trip_hand_over(gt_sim_conn *c, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES],
-                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES])
+                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], int attach_fd)
 {
     GT_ENSURE(c->holder, GT_E_STATE, "trip: not attached");
     gt_sim_msg req = {.type = GT_SIM_REQ_RETURN_IPC}, rep;
     memcpy(req.ipc, ipc, sizeof req.ipc);
     memcpy(req.aad, aad, sizeof req.aad);
-    GT_TRY(gt_sim_conn_send(c, &req));
+    GT_TRY(gt_sim_conn_send_fd(c, &req, attach_fd));
     GT_TRY(gt_sim_conn_recv(c, &rep));
     GT_ENSURE(rep.type == GT_SIM_REP_STATUS, GT_E_STATE, "trip: the trainer sent %s (expected "
               "status)", gt_sim_msg_name(rep.type));

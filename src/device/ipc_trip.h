@@ -25,7 +25,9 @@ typedef struct {
     void *ctx;
     // Maps the holder's exported buffer described by ipc as a buffer the trainer may launch on
     // but never read back (GT_DBUF_NO_READBACK). GT_E_ARG unless it holds exactly `bytes` bytes.
-    gt_err (*import)(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], uint64_t bytes,
+    // fd: the descriptor that came with RETURN_IPC (SCM_RIGHTS), -1 if none; borrowed (the trip
+    // closes it after the import).
+    gt_err (*import)(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int fd, uint64_t bytes,
                      gt_dbuf *out);
     // Wipes and unmaps an import (the holder's memory reads as zeros afterwards).
     gt_err (*release)(void *ctx, gt_dbuf buf);
@@ -73,10 +75,11 @@ void gt_ipc_trip_close(gt_ipc_trip *trip);
 GT_MUST_USE gt_err gt_ipc_trip_attach(gt_sim_conn *c, const char *socket_path,
                                       const gt_device_sim_options *opt,
                                       const uint8_t ticket[GT_SIM_TICKET_BYTES]);
-// Holder: RETURN_IPC with the exported buffer's descriptor and the chunk's AAD; the trainer's
+// Holder: RETURN_IPC with the exported buffer's descriptor and the chunk's AAD (attach_fd, when
+// >= 0, goes with it over SCM_RIGHTS: the host-memory handoff of host_trip.h); the trainer's
 // STATUS (its import's result) is the result.
 GT_MUST_USE gt_err gt_ipc_trip_hand_over(gt_sim_conn *c, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES],
-                                         const uint8_t aad[GT_SIM_LOAD_AAD_BYTES]);
+                                         const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], int attach_fd);
 // Holder: waits up to timeout_ms (0: 1 hour) for RELEASED; only then may it free its allocation.
 // Then gt_sim_conn_close (BYE). GT_E_PEER: the trainer's process is gone (and with it its
 // mapping): free. GT_E_TIMEOUT: the trainer holds the buffer longer than the holder allows; the

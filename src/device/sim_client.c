@@ -29,6 +29,11 @@ gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m)
     return conn_send_fd(c, m, -1);
 }
 
+gt_err gt_sim_conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
+{
+    return conn_send_fd(c, m, attach_fd);
+}
+
 static gt_err conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 {
     GT_ENSURE(!c->broken, GT_E_STATE, "sim device: the session has ended");

@@ -27,6 +27,8 @@ GT_MUST_USE gt_err gt_sim_conn_open(gt_sim_conn *c, const char *socket_path,
 void gt_sim_conn_close(gt_sim_conn *c);  // sends BYE when the session is still good
 GT_MUST_USE gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m);
 GT_MUST_USE gt_err gt_sim_conn_recv(gt_sim_conn *c, gt_sim_msg *m);
+// The same with attach_fd attached to the record's frame (SCM_RIGHTS) when >= 0.
+GT_MUST_USE gt_err gt_sim_conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd);
 
 GT_MUST_USE gt_err gt_device_sim_open_opts(const gt_device_config *cfg,
                                            const gt_device_sim_options *opt, void **impl,

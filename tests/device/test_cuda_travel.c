@@ -125,7 +125,7 @@ static int holder(bool tamper, const char *ticket_hex)
            (unsigned long long)(PLAIN_BYTES >> 20), (t1 - t0) * 1e3,
            (double)PLAIN_BYTES / (t1 - t0) / 1e9);
     double s = -1.0;
-    e = gt_ipc_trip_hand_over(&c, ipc, g_aad);
+    e = gt_ipc_trip_hand_over(&c, ipc, g_aad, -1);
     if (!gt_is_ok(e)) {
         fprintf(stderr, "holder: hand over: %s\n", e.msg);
         rc = 8;

@@ -2,8 +2,8 @@
 // GPU"), on the CPU: the trainer (this process, a cpu device) lends, a holder (a forked child)
 // attaches with the ticket over the attested handshake, decrypts its sealed chunk into memory it
 // exports, and hands the buffer over with RETURN_IPC; the trainer imports it NO_READBACK, runs a
-// kernel on it, releases it and says RELEASED. The GPU step (CUDA IPC) is replaced by a stand-in
-// with the same contract: the descriptor names a POSIX shared-memory object and its size. Also:
+// kernel on it, releases it and says RELEASED. The GPU step (CUDA IPC) is replaced by the cpu
+// trainer's host-memory handoff (host_trip.c: a sealed memfd over SCM_RIGHTS). Also:
 // wrong ticket, other agreement, tampered chunk, wrong size, wrong chunk, lease expiry before and
 // after attach, and a holder that vanishes while its buffer is in use.
 #include "testlib.h"
@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device/host_trip.h"
 #include "device/ipc_trip.h"
 #include "device/ops.h"
 
@@ -122,24 +123,14 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
             return 15;
         }
     }
-    // "load and decrypt on the device": into memory this process exports
-    char name[64];
-    snprintf(name, sizeof name, "/gt-trip-%d-%d", (int)getpid(), mode);
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 || ftruncate(fd, (off_t)PLAIN_BYTES) != 0) {
-        return 6;
-    }
-    uint8_t *mem = mmap(NULL, PLAIN_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (mem == MAP_FAILED) {
-        return 7;
-    }
-    size_t pt_len = 0;
-    e = gt_aead_open(mem, PLAIN_BYTES, &pt_len, ct, ct_len, g_aad, sizeof g_aad, iv, key);
+    // "load and decrypt on the device": the host-memory handoff (a sealed memfd, OpenSSL)
+    gt_host_trip_buf hb;
+    uint8_t ipc[GT_SIM_IPC_DESC_BYTES] = {0}, aad[GT_SIM_LOAD_AAD_BYTES];
+    e = gt_host_trip_load(ct, ct_len, iv, g_aad, key, &hb, ipc);
     gt_secure_zero(key, sizeof key);
     int rc = 0;
     if (mode == H_TAMPER) {
-        rc = e.code == GT_E_AUTH ? 0 : 8;  // nothing is handed over
+        rc = e.code == GT_E_AUTH && hb.fd < 0 ? 0 : 8;  // nothing is handed over
         gt_sim_conn_close(&c);
         goto out;
     }
@@ -147,8 +138,6 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
         rc = 9;
         goto out;
     }
-    uint8_t ipc[GT_SIM_IPC_DESC_BYTES] = {0}, aad[GT_SIM_LOAD_AAD_BYTES];
-    memcpy(ipc, name, strlen(name));
     uint64_t claim = PLAIN_BYTES + (mode == H_BIG ? 4 : 0);
     for (int i = 0; i < 8; i++) {
         ipc[64 + i] = (uint8_t)(claim >> (8 * i));
@@ -157,7 +146,7 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
     if (mode == H_WRONG_AAD) {
         aad[31] ^= 1;
     }
-    e = gt_ipc_trip_hand_over(&c, ipc, aad);
+    e = gt_ipc_trip_hand_over(&c, ipc, aad, hb.fd);
     if (mode == H_BIG || mode == H_WRONG_AAD) {
         rc = e.code == (mode == H_BIG ? GT_E_ARG : GT_E_POLICY) ? 0 : 10;
         gt_sim_conn_close(&c);
@@ -169,8 +158,7 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
         goto out;
     }
     if (mode == H_VANISH) {
-        gt_secure_zero(mem, PLAIN_BYTES);
-        shm_unlink(name);
+        gt_host_trip_free(&hb);
         _exit(0);  // no BYE, no RELEASED awaited
     }
     e = gt_ipc_trip_wait_released(&c, 10000);
@@ -180,9 +168,7 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
     }
     gt_sim_conn_close(&c);
 out:
-    gt_secure_zero(mem, PLAIN_BYTES);  // the holder frees its allocation (wiped) last
-    munmap(mem, PLAIN_BYTES);
-    shm_unlink(name);
+    gt_host_trip_free(&hb);  // the holder frees its allocation (wiped) last
     free(plain);
     free(ct);
     return rc;
@@ -206,37 +192,19 @@ static int reap(pid_t pid)
     return WEXITSTATUS(status);
 }
 
-// ---- the trainer's importer (stand-in for CUDA IPC) -------------------------------------------
+// ---- the trainer's importer: host_trip.c's (a sealed memfd for CUDA IPC), counted ----------
 
 typedef struct {
     gt_device *dev;
+    gt_ipc_trip_importer host;
     int imports, releases;
 } shm_importer;
 
-static gt_err shm_import(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], uint64_t bytes,
-                         gt_dbuf *out)
+static gt_err shm_import(void *ctx, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int fd,
+                         uint64_t bytes, gt_dbuf *out)
 {
     shm_importer *s = ctx;
-    char name[65] = {0};
-    uint64_t claim = 0;
-    gt_reader r = gt_reader_init(ipc, GT_SIM_IPC_DESC_BYTES);
-    GT_TRY(gt_reader_bytes(&r, name, 64));
-    GT_TRY(gt_reader_u64le(&r, &claim));
-    GT_TRY(gt_reader_expect_end(&r, "ipc descriptor"));
-    GT_ENSURE(claim == bytes, GT_E_ARG, "import: %llu bytes claimed, the chunk has %llu",
-              (unsigned long long)claim, (unsigned long long)bytes);
-    int fd = shm_open(name, O_RDONLY, 0);
-    GT_ENSURE(fd >= 0, GT_E_IO, "import: cannot open the exported buffer");
-    struct stat st;
-    void *p = fstat(fd, &st) == 0 && (uint64_t)st.st_size >= bytes
-                  ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    close(fd);
-    GT_ENSURE(p != MAP_FAILED, GT_E_ARG, "import: the allocation is smaller than claimed");
-    gt_err e = gt_device_alloc(s->dev, bytes, GT_DBUF_NO_READBACK, out);
-    if (gt_is_ok(e)) {
-        e = gt_device_copy_in(s->dev, *out, 0, p, bytes);
-    }
-    munmap(p, bytes);
+    gt_err e = s->host.import(s->host.ctx, ipc, fd, bytes, out);
     if (gt_is_ok(e)) {
         s->imports++;
     }
@@ -247,7 +215,7 @@ static gt_err shm_release(void *ctx, gt_dbuf buf)
 {
     shm_importer *s = ctx;
     s->releases++;
-    return gt_device_free(s->dev, buf);
+    return s->host.release(s->host.ctx, buf);
 }
 
 typedef struct {
@@ -262,6 +230,7 @@ static fixture *lend(void **state, uint32_t lease_ms)
     fixture *f = calloc(1, sizeof *f);
     gt_device_config cfg = {.kind = GT_DEVICE_CPU};
     GT_ASSERT_OK(gt_device_open(&f->si.dev, &cfg));
+    f->si.host = gt_host_trip_importer(f->si.dev);
     f->imp = (gt_ipc_trip_importer){.ctx = &f->si, .import = shm_import, .release = shm_release};
     gt_ipc_trip_config tc;
     memset(&tc, 0, sizeof tc);
@@ -464,7 +433,7 @@ static void test_devd_refuses_return_ipc(void **state)
     gt_sim_conn c;
     GT_ASSERT_OK(gt_ipc_trip_attach(&c, sock, &opt, ticket));
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES] = {1, 2, 3};
-    GT_ASSERT_CODE(gt_ipc_trip_hand_over(&c, ipc, g_aad), GT_E_PEER);
+    GT_ASSERT_CODE(gt_ipc_trip_hand_over(&c, ipc, g_aad, -1), GT_E_PEER);
     gt_sim_conn_close(&c);
     gt_device_sim_loaded loaded[1];
     size_t count = 9;
