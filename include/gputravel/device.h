@@ -213,8 +213,10 @@ typedef struct gt_device_trip gt_device_trip;  // the trainer's end
 // The trainer's evidence is sim device evidence (<sim root>/devd-identity) and holders are
 // admitted by devd's default policy. *ticket: hand it on over the attested holder channel, then
 // wipe it; address: what goes into TRAVEL (address_cap >= GT_DEVICE_TRIP_ADDRESS_MAX).
+// peer_fd (-1: none): the holder channel's socket; if it turns readable before the holder
+// attaches (it refused on the channel, or left), the wait ends at once with GT_E_PEER.
 GT_MUST_USE gt_err gt_device_trip_lend(gt_device_trip **trip, gt_device *dev,
-                                       const char *socket_path, uint32_t lease_ms,
+                                       const char *socket_path, uint32_t lease_ms, int peer_fd,
                                        const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
                                        uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
                                        size_t address_cap);

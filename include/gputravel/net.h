@@ -70,6 +70,10 @@ GT_MUST_USE gt_err gt_channel_read(gt_channel *ch, void *data, size_t len);
 GT_MUST_USE gt_err gt_net_frame_header_parse(gt_reader *r, uint32_t *type, uint64_t *len);
 // Sets a receive/send timeout in milliseconds for the underlying socket (0: none).
 GT_MUST_USE gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms);
+// The socket under the channel, to poll() for "the peer sent something or left" while waiting on
+// something else (e.g. a trip the peer should attach to). Read nothing from it directly; bytes
+// OpenSSL already buffered are not seen by poll().
+int gt_channel_fd(const gt_channel *ch);
 void gt_channel_close(gt_channel *ch);
 
 // ---- network namespaces for measurements -----------------------------------------------------

@@ -89,6 +89,22 @@ GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_m
 GT_MUST_USE gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
                                     const char *device_address, uint32_t lease_ms,
                                     gt_dbuf *out, uint64_t *tokens);
+// The trip served by the trainer itself (cpu or cuda device; docs/cuda.md): lends a trip on
+// socket_path for lease_ms (device.h gt_device_trip_lend), sends TRAVEL with its address
+// ("ipc-cpu:" / "ipc-cuda:" + path), waits for the holder's handoff of `chunk` (the import must
+// carry the chunk's AAD and plaintext length), then reads TRAVELLED. OK: *out is the NO_READBACK
+// import, *tokens its tokens, *trip the trip: keep it while *out is in use, then
+// gt_holder_trip_end (never gt_device_free *out yourself). A refusal is GT_E_POLICY with the
+// holder's reason (its trip failure included); nothing is imported then and *trip is NULL.
+GT_MUST_USE gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
+                                  const char *socket_path,
+                                  const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
+                                  uint32_t lease_ms, gt_device_trip **trip, gt_dbuf *out,
+                                  uint64_t *tokens);
+// Ends a trip of gt_holder_trip: the holder still there (else GT_E_PEER: it went away while its
+// chunk was in use; the import is released and what was computed from it must be discarded,
+// no use counted), release (wipe), RELEASED. Closes the trip in every case. NULL: GT_OK.
+GT_MUST_USE gt_err gt_holder_trip_end(gt_device_trip *trip);
 // Confirms to the holder that one use of `chunk` is committed (checkpointed and journaled).
 GT_MUST_USE gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens);
 void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
@@ -147,7 +163,9 @@ typedef struct {
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
     const char *state_dir;     // model.bin, model.bin.state and journal live here
-    const char *device_address;  // travel: where holders reach the device (devd's socket)
+    // travel: where holders reach the device: devd's socket (sim device), or the socket the
+    // trainer serves its trips on (cpu or cuda device; gt_holder_trip).
+    const char *device_address;
     // Output sealed_checkpoint: where the checkpoint sealed for the agreement's recipients is
     // written when training ends (data.h "sealed checkpoints"); NULL: state_dir/model.sealed.
     // Output loss_only: nothing is written outside state_dir.

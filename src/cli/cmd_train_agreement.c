@@ -25,8 +25,11 @@ static void usage(void)
            "  --state DIR          checkpoint (model.bin, model.bin.state) and journal folder\n"
            "  --resume             continue from DIR's checkpoint and journal\n"
            "  --transfer MODE      conventional (default), conventional-keyrelease or travel\n"
-           "                       (travel: the device goes to each holder; needs --device sim)\n"
-           "  --device cpu|sim     device (default cpu); sim needs --device-socket PATH\n"
+           "                       (travel: the device goes to each holder. sim: through devd;\n"
+           "                       cpu, cuda: this trainer serves the trip on DIR/trip.sock or\n"
+           "                       --device-socket, the holder decrypts in its own process and\n"
+           "                       hands the buffer over; cpu is host memory, no protection)\n"
+           "  --device cpu|sim|cuda  device (default cpu); sim needs --device-socket PATH\n"
            "  --threads N          kernel threads (default: all cores)\n"
            "  --name NAME          this trainer's name in holders' ledgers (default trainer)\n"
            "  --tee TYPE           how this trainer proves itself: sim (default), tdx or snp\n"
@@ -173,6 +176,24 @@ int gt_cli_train_agreement(int argc, char **argv)
         GT_TRY_GOTO(err, gt_device_open_sim(&dev, &dc, &so), out);
     } else {
         GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+    }
+    char trip_sock[4200];
+    if (transfer == GT_TRANSFER_TRAVEL && kind != GT_DEVICE_SIM) {
+        // This trainer serves the trips; its device evidence comes from the sim root.
+        if (socket == NULL) {
+            GT_TRY_GOTO(err, gt_path_join(trip_sock, sizeof trip_sock, state_dir, "trip.sock"),
+                        out);
+            socket = trip_sock;
+        }
+        if (sim_root != NULL) {
+            setenv("GT_SIM_ROOT", sim_root, 1);
+        }
+        printf("travel on the %s device: this trainer serves each trip on %s%s\n",
+               gt_device_kind_name(kind), socket,
+               kind == GT_DEVICE_CPU ? " (cpu: the holder hands its decrypted chunk over in host "
+                                       "memory; no confidentiality, this shows the protocol and "
+                                       "the accounting only)"
+                                     : "");
     }
     gt_tee_attestor att = {.collect = {.type = tee, .sim_root = sim_root}, .policy = policy,
                            .roots = root_files, .root_count = (size_t)root_count,

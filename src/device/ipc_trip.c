@@ -41,6 +41,7 @@ struct gt_ipc_trip {
     const gt_ipc_trip_importer *imp;
     gt_dbuf import;  // the holder's buffer while RETURNED (0: none)
     bool released;   // gt_ipc_trip_release done
+    int peer_fd;     // gt_ipc_trip_watch_peer (-1: none)
 };
 
 // ---- records ----------------------------------------------------------------------------------
@@ -145,6 +146,7 @@ gt_err gt_ipc_trip_lend(gt_ipc_trip **trip, const gt_ipc_trip_config *cfg,
     t->listen_fd = -1;
     t->fd = -1;
     t->bounce_fd = -1;
+    t->peer_fd = -1;
     gt_err err = GT_OK;
     t->rx = malloc(GT_SIM_MAX_FRAME);
     GT_ENSURE_GOTO(err, t->rx != NULL, fail, GT_E_NOMEM, "trip: out of memory");
@@ -296,9 +298,16 @@ gt_err gt_ipc_trip_wait(gt_ipc_trip *t, const gt_ipc_trip_importer *imp,
             trip_fail(t, GT_E_TIMEOUT);
             return gt_errf(GT_E_TIMEOUT, "trip: lease expired before a holder attached");
         }
-        struct pollfd pfd = {.fd = t->listen_fd, .events = POLLIN};
+        struct pollfd pfd[2] = {{.fd = t->listen_fd, .events = POLLIN},
+                                {.fd = t->peer_fd, .events = POLLIN}};
         int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
-        if (poll(&pfd, 1, ms) <= 0 || !(pfd.revents & POLLIN)) {
+        int ready = poll(pfd, t->peer_fd >= 0 ? 2 : 1, ms);
+        if (ready > 0 && t->peer_fd >= 0 && pfd[1].revents != 0) {
+            trip_fail(t, GT_E_PEER);
+            return gt_errf(GT_E_PEER, "trip: the holder answered on its channel instead of "
+                           "attaching");
+        }
+        if (ready <= 0 || !(pfd[0].revents & POLLIN)) {
             continue;
         }
         int fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -378,6 +387,11 @@ gt_err gt_ipc_trip_release(gt_ipc_trip *t)
         gt_log_warn("trip: after release: %s", err.msg);
     }
     return GT_OK;
+}
+
+void gt_ipc_trip_watch_peer(gt_ipc_trip *t, int fd)
+{
+    t->peer_fd = fd;
 }
 
 uint32_t gt_ipc_trip_state(const gt_ipc_trip *t)

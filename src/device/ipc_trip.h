@@ -67,6 +67,10 @@ GT_MUST_USE gt_err gt_ipc_trip_check(gt_ipc_trip *trip);
 // when there is nothing (more) to release.
 GT_MUST_USE gt_err gt_ipc_trip_release(gt_ipc_trip *trip);
 uint32_t gt_ipc_trip_state(const gt_ipc_trip *trip);  // gt_sim_trip_state
+// Trainer: while LENT, gt_ipc_trip_wait also watches fd (the holder's channel to the trainer):
+// readable before an attach means the holder answered there instead (a refusal, or it left),
+// and the wait ends at once with GT_E_PEER instead of at the lease's end. -1: none.
+void gt_ipc_trip_watch_peer(gt_ipc_trip *trip, int fd);
 // Releases an import still held, closes, removes the socket.
 void gt_ipc_trip_close(gt_ipc_trip *trip);
 

@@ -66,7 +66,7 @@ struct gt_device_trip {
 };
 
 gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *socket_path,
-                           uint32_t lease_ms,
+                           uint32_t lease_ms, int peer_fd,
                            const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
                            uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
                            size_t address_cap)
@@ -97,6 +97,11 @@ gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *soc
     if (!gt_is_ok(err)) {
         free(t);
         return err;
+    }
+    gt_ipc_trip_watch_peer(t->trip, peer_fd);
+    if (kind == GT_DEVICE_CPU) {
+        gt_log_info("trip: cpu device: the holder's chunk arrives in host memory (no "
+                    "confidentiality; the protocol and the accounting only)");
     }
     snprintf(address, address_cap, "%s%s", scheme, socket_path);
     *out = t;

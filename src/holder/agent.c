@@ -2,6 +2,8 @@
 // serves chunks, and records every decision in its ledger. Protocol in holder.h.
 #include <gputravel/holder.h>
 
+#include "holder_internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -328,7 +330,17 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     ledger_note(a, "grant", trainer, chunk, "travel", tokens,
                 gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
     uint64_t loaded = 0;
-    gt_err err = travel_load(a, chunk, ticket, socket, &loaded);
+    gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
+    gt_device_kind kind = GT_DEVICE_SIM;
+    char dpath[GT_DEVICE_TRIP_ADDRESS_MAX];
+    gt_err err = gt_device_trip_address_parse(socket, &kind, dpath, sizeof dpath);
+    if (gt_is_ok(err)) {
+        err = kind == GT_DEVICE_SIM
+                  ? travel_load(a, chunk, ticket, socket, &loaded)
+                  : gt_holder_trip_carry(a->cfg.dataset_dir, &a->manifest,
+                                         a->cfg.keys->dataset_key, a->cfg.agreement->hash, chunk,
+                                         ticket, socket, &carrier, &loaded);
+    }
     gt_secure_zero(m.ticket, sizeof m.ticket);
     if (!gt_is_ok(err)) {
         gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
@@ -341,7 +353,8 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     pthread_mutex_unlock(&a->lock);
     uint8_t reply[8];
     gt_store_u64le(reply, loaded);
-    return gt_channel_send(ch, GT_HP_TRAVELLED, reply, sizeof reply);
+    gt_err sent = gt_channel_send(ch, GT_HP_TRAVELLED, reply, sizeof reply);
+    return carrier ? gt_holder_trip_finish(carrier, sent, a->me->name, chunk) : sent;
 }
 
 gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)

@@ -319,6 +319,11 @@ gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms)
     return GT_OK;
 }
 
+int gt_channel_fd(const gt_channel *ch)
+{
+    return ch->fd;
+}
+
 void gt_channel_close(gt_channel *ch)
 {
     if (ch == NULL) {

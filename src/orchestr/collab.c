@@ -197,10 +197,11 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
     const gt_agreement *a = cfg->agreement;
-    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL ||
-                  (gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM && cfg->device_address),
-              GT_E_UNSUPPORTED,
-              "transfer 'travel' needs the sim device and its address (devd's socket)");
+    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL || cfg->device_address, GT_E_UNSUPPORTED,
+              "transfer 'travel' needs the device's address (devd's socket for the sim device, "
+              "the trip socket for cpu and cuda)");
+    // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
+    const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     char ckpt[4200], state[4300], journal_path[4200];
     GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
@@ -252,7 +253,12 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         double t0 = gt_now_seconds();
         gt_dbuf buf = 0;
         uint64_t ntok = 0;
-        if (cfg->transfer == GT_TRANSFER_TRAVEL) {
+        gt_device_trip *trip = NULL;  // a served trip: ends (release, RELEASED) before the commit
+        if (cfg->transfer == GT_TRANSFER_TRAVEL && served_trip) {
+            GT_TRY_GOTO(err, gt_holder_trip(hs.conns[h], c, cfg->dev, cfg->device_address, a->hash,
+                                            60000, &trip, &buf, &ntok),
+                        out);
+        } else if (cfg->transfer == GT_TRANSFER_TRAVEL) {
             GT_TRY_GOTO(err, gt_holder_travel(hs.conns[h], c, cfg->dev, cfg->device_address,
                                               60000, &buf, &ntok),
                         out);
@@ -278,7 +284,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         err = train_on_chunk(model, cfg, buf, counted, h, c, (uint32_t)step,
                              a->steps - (uint32_t)step, &done, &trained, &loss);
         // Erase the chunk whatever happened: it was lent for this use only.
-        gt_err erase = gt_device_free(cfg->dev, buf);
+        gt_err erase = trip ? gt_holder_trip_end(trip) : gt_device_free(cfg->dev, buf);
         GT_TRY_GOTO(err, err, out);
         GT_TRY_GOTO(err, erase, out);
         step += done;

@@ -2,6 +2,8 @@
 // channel and place it in device memory.
 #include <gputravel/orchestr.h>
 
+#include "orchestr_internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,4 +235,13 @@ fail:
     gt_buf_free(&plain);
     gt_buf_free_nowipe(&sealed);
     return gt_err_wrap(err, "fetch chunk %u", chunk);
+}
+
+// ---- for trip.c (orchestr_internal.h) ----------------------------------------------------------
+
+gt_channel *gt_holder_conn_channel(gt_holder_conn *c) { return c->ch; }
+const char *gt_holder_conn_name(const gt_holder_conn *c) { return c->name; }
+gt_err gt_holder_conn_refused(const gt_buf *body, const char *holder)
+{
+    return refused(body, holder);
 }

@@ -1,0 +1,349 @@
+// `gputravel train --agreement A --device cpu --transfer travel` end to end against two real
+// `gputravel holder` processes, no devd: the trainer serves each trip itself, every holder
+// decrypts its chunk in its own process and hands it over in host memory (a sealed memfd over
+// the trip socket). Checks: the same model, bit for bit, as --transfer conventional-keyrelease
+// under the same agreement; the trainer's token accounting equals the holders' ledgers; every
+// ledger verifies; a holder killed while its chunk is in use stops training with a clear error
+// and no use is counted. (The cpu device protects nothing: this shows protocol and accounting.)
+#include "testlib.h"
+
+#include <gputravel/orchestr.h>
+#include <gputravel/train.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HOLDERS 2
+#define STEPS 40
+
+static char dir[256], simroot[600], policy[600], rootpem[600], agreement[600];
+static char ds[HOLDERS][600], keydir[HOLDERS][600];
+static char key_hex[HOLDERS][65];
+static pid_t pids[HOLDERS];
+
+static int setup(void **state)
+{
+    (void)state;
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(simroot, sizeof simroot, dir, "simroot"));
+    GT_ASSERT_OK(gt_path_join(policy, sizeof policy, dir, "policy.json"));
+    GT_ASSERT_OK(gt_path_join(rootpem, sizeof rootpem, simroot, "root-pub.pem"));
+    GT_ASSERT_OK(gt_path_join(agreement, sizeof agreement, dir, "agreement.json"));
+    setenv("GT_SIM_ROOT", simroot, 1);  // holders, trainer and its trip identity share it
+    gt_pkey *root = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&root, NULL, 0, simroot, true));
+    gt_pkey_free(root);
+    GT_ASSERT_OK(gt_file_write_atomic(policy, "{\"allow_simulation\":true}", 25, 0644));
+    char holders_json[2048] = "";
+    for (int h = 0; h < HOLDERS; h++) {
+        char name[32], shard[600];
+        snprintf(name, sizeof name, "keys%d", h);
+        GT_ASSERT_OK(gt_path_join(keydir[h], sizeof keydir[h], dir, name));
+        snprintf(name, sizeof name, "ds%d", h);
+        GT_ASSERT_OK(gt_path_join(ds[h], sizeof ds[h], dir, name));
+        snprintf(name, sizeof name, "in%d.bin", h);
+        GT_ASSERT_OK(gt_path_join(shard, sizeof shard, dir, name));
+        uint16_t tokens[2000];
+        uint64_t rng = 7 + (uint64_t)h;
+        for (int i = 0; i < 2000; i++) {
+            tokens[i] = (uint16_t)(gt_rng_u32(&rng) % 200);
+        }
+        GT_ASSERT_OK(gt_shard_write(shard, tokens, 2000));
+        gt_holder_keys keys;
+        GT_ASSERT_OK(gt_keydir_generate(keydir[h], false, &keys));
+        const char *shards[] = {shard};
+        gt_seal_params sp = {.shards = shards, .shard_count = 1, .out_dir = ds[h],
+                             .chunk_size = 400, .vocab_size = 256};
+        gt_seal_result res;
+        GT_ASSERT_OK(gt_seal(&sp, &keys, &res));
+        gt_listener *probe = NULL;  // a free port: bind, read it, release it
+        GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
+        int port = gt_listener_port(probe);
+        gt_listener_close(probe);
+        char id_hex[33];
+        gt_hex_encode(key_hex[h], sizeof key_hex[h], keys.holder_pub, 32);
+        gt_hex_encode(id_hex, sizeof id_hex, res.dataset_id, 16);
+        size_t used = strlen(holders_json);
+        snprintf(holders_json + used, sizeof holders_json - used,
+                 "%s{\"name\":\"h%d\",\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\","
+                 "\"dataset_id\":\"%s\",\"token_budget\":100000,\"max_uses_per_chunk\":1}",
+                 h ? "," : "", h, key_hex[h], port, id_hex);
+        gt_holder_keys_wipe(&keys);
+    }
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "{\"version\":1,\"name\":\"trip\",\"model\":{\"layers\":1,\"channels\":16,\"heads\":2,"
+             "\"vocab\":256,\"max_seq\":8,\"init_seed\":3},\"training\":{\"steps\":%d,\"batch\":2,"
+             "\"seq\":8,\"learning_rate\":0.01},\"holders\":[%s],\"trainer\":{},\"device\":{},"
+             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+             STEPS, holders_json);
+    GT_ASSERT_OK(gt_file_write_atomic(agreement, doc, strlen(doc), 0644));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    gt_test_rmtree(dir);
+    return 0;
+}
+
+static void ledger_path(char *out, size_t cap, const char *run, int h)
+{
+    char name[64];
+    snprintf(name, sizeof name, "ledger-%s-%d", run, h);
+    GT_ASSERT_OK(gt_path_join(out, cap, dir, name));
+}
+
+static void holders_start(const char *run)
+{
+    for (int h = 0; h < HOLDERS; h++) {
+        char ledger[700];
+        ledger_path(ledger, sizeof ledger, run, h);
+        pids[h] = fork();
+        assert_true(pids[h] >= 0);
+        if (pids[h] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed assertion must not leak it
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+            execl(GT_CLI_PATH, GT_CLI_PATH, "holder", "--dataset", ds[h], "--key", keydir[h],
+                  "--agreement", agreement, "--ledger", ledger, "--policy", policy,
+                  "--sim-root", simroot, "--root", rootpem, (char *)NULL);
+            _exit(127);
+        }
+    }
+    usleep(300000);  // the holders listen (the trainer's connect also retries below)
+}
+
+static void holders_stop(void)
+{
+    for (int h = 0; h < HOLDERS; h++) {
+        if (pids[h] <= 0) {
+            continue;
+        }
+        kill(pids[h], SIGTERM);
+        int status = 0;
+        waitpid(pids[h], &status, 0);
+        pids[h] = 0;
+    }
+}
+
+typedef struct {
+    uint64_t grants, travels, uses, use_tokens;
+} tally_t;
+
+static void tally(void *ctx, const char *kind, const cJSON *detail)
+{
+    tally_t *t = ctx;
+    const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
+    uint64_t tokens = 0;
+    if (strcmp(kind, "grant") == 0) {
+        t->grants++;
+        t->travels += mode != NULL && strcmp(mode, "travel") == 0;
+    } else if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens))) {
+        t->uses++;
+        t->use_tokens += tokens;
+    }
+}
+
+// The ledger verifies (gputravel ledger verify) and its entries are tallied.
+static tally_t ledger_check(const char *run, int h)
+{
+    char ledger[700];
+    ledger_path(ledger, sizeof ledger, run, h);
+    gt_buf out = {0};
+    int rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", ledger, "--holder-key",
+                                                     key_hex[h], NULL});
+    if (rc != 0) {
+        fail_msg("ledger %s: %s", ledger, (char *)out.data);
+    }
+    gt_buf_free(&out);
+    uint8_t pub[32];
+    size_t n = 0;
+    GT_ASSERT_OK(gt_hex_decode(pub, sizeof pub, &n, key_hex[h]));
+    tally_t t = {0};
+    GT_ASSERT_OK(gt_ledger_replay(ledger, pub, tally, &t));
+    return t;
+}
+
+// Runs the trainer CLI; returns its output (caller frees).
+static void train_cli(gt_buf *out, const char *transfer, const char *state_dir)
+{
+    int rc = -1;
+    for (int tries = 0; tries < 20; tries++) {
+        gt_buf_free(out);
+        rc = gt_test_run_cli(out, (const char *[]){
+            "train", "--agreement", agreement, "--state", state_dir, "--device", "cpu",
+            "--transfer", transfer, "--threads", "1", "--plot", "none", "--sim-root", simroot,
+            "--policy", policy, "--root", rootpem, NULL});
+        if (rc == 0 || strstr((char *)out->data, "onnect") == NULL) {
+            break;  // only "cannot connect" (a holder not listening yet) is retried
+        }
+        usleep(200000);
+    }
+    if (rc != 0) {
+        fail_msg("train --transfer %s: rc %d\n%s", transfer, rc, (char *)out->data);
+    }
+}
+
+static int losses(const char *out, float *l, int cap)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "step ")) != NULL; p++) {
+        int s = 0, m = 0;
+        float x = 0.0f;
+        if ((p == out || p[-1] == '\n') && sscanf(p, "step %d/%d | loss %f |", &s, &m, &x) == 3 &&
+            n < cap) {
+            l[n++] = x;
+        }
+    }
+    return n;
+}
+
+// The trainer's "tokens used" column for holder h.
+static uint64_t tokens_used(const char *out, int h)
+{
+    char name[8];
+    snprintf(name, sizeof name, "\nh%d ", h);
+    const char *p = strstr(out, name);
+    assert_non_null(p);
+    char who[16];
+    unsigned long long used = 0;
+    assert_int_equal(sscanf(p + 1, "%15s %llu", who, &used), 2);
+    return used;
+}
+
+static void travel_matches_keyrelease(void **state)
+{
+    (void)state;
+    char s_travel[700], s_conv[700];
+    GT_ASSERT_OK(gt_path_join(s_travel, sizeof s_travel, dir, "state-travel"));
+    GT_ASSERT_OK(gt_path_join(s_conv, sizeof s_conv, dir, "state-conv"));
+    gt_buf travel = {0}, conv = {0};
+    holders_start("travel");
+    train_cli(&travel, "travel", s_travel);
+    holders_stop();
+    const char *tout = (const char *)travel.data;
+    assert_non_null(strstr(tout, "this trainer serves each trip"));
+    assert_non_null(strstr(tout, "no confidentiality"));
+    uint64_t total = 0;
+    for (int h = 0; h < HOLDERS; h++) {
+        tally_t t = ledger_check("travel", h);
+        assert_true(t.grants > 0);
+        assert_int_equal(t.travels, t.grants);  // every release was a trip
+        assert_int_equal(t.uses, t.grants);     // and every trip a committed use
+        assert_int_equal(t.use_tokens, tokens_used(tout, h));
+        total += t.use_tokens;
+    }
+    assert_true(total >= STEPS * 16);  // every step's tokens were released and counted
+
+    holders_start("conv");
+    train_cli(&conv, "conventional-keyrelease", s_conv);
+    holders_stop();
+    float lt[STEPS + 1], lc[STEPS + 1];
+    assert_int_equal(losses(tout, lt, STEPS + 1), STEPS);
+    assert_int_equal(losses((const char *)conv.data, lc, STEPS + 1), STEPS);
+    assert_memory_equal(lt, lc, sizeof(float) * STEPS);
+    for (int h = 0; h < HOLDERS; h++) {
+        tally_t t = ledger_check("conv", h);
+        assert_int_equal(t.use_tokens, tokens_used((const char *)conv.data, h));
+        assert_int_equal(t.use_tokens, tokens_used(tout, h));
+    }
+    // the same weights, bit for bit
+    char mt[800], mc[800];
+    GT_ASSERT_OK(gt_path_join(mt, sizeof mt, s_travel, "model.bin"));
+    GT_ASSERT_OK(gt_path_join(mc, sizeof mc, s_conv, "model.bin"));
+    gt_buf bt = {0}, bc = {0};
+    GT_ASSERT_OK(gt_file_read_all(mt, 64 << 20, &bt));
+    GT_ASSERT_OK(gt_file_read_all(mc, 64 << 20, &bc));
+    assert_int_equal(bt.len, bc.len);
+    assert_memory_equal(bt.data, bc.data, bt.len);
+    gt_buf_free_nowipe(&bt);
+    gt_buf_free_nowipe(&bc);
+    gt_buf_free(&travel);
+    gt_buf_free(&conv);
+}
+
+// ---- a holder killed while its chunk is in use (the library, so the kill lands mid-trip) ----
+
+static int kill_holder = -1;
+
+static void kill_on_step(void *ctx, const gt_collab_step *s)
+{
+    (void)ctx;
+    if (kill_holder < 0 && s->holder == 1 && pids[1] > 0) {
+        kill_holder = 1;
+        kill(pids[1], SIGKILL);
+        int status = 0;
+        waitpid(pids[1], &status, 0);  // gone (its trip socket closed) before the next step
+        pids[1] = 0;
+    }
+}
+
+static void killed_holder_voids_the_trip(void **state)
+{
+    (void)state;
+    holders_start("kill");
+    gt_agreement a;
+    GT_ASSERT_OK(gt_agreement_load(&a, agreement));
+    gt_policy *pol = NULL;
+    GT_ASSERT_OK(gt_policy_load_file(&pol, policy));
+    gt_buf root_pub = {0};
+    GT_ASSERT_OK(gt_file_read_all(rootpem, 1 << 16, &root_pub));
+    gt_attest_file rf = {rootpem, gt_buf_span(&root_pub)};
+    gt_tee_attestor att = {.collect = {.type = GT_TEE_SIM, .sim_root = simroot}, .policy = pol,
+                           .roots = &rf, .root_count = 1, .agreement = &a,
+                           .peer_role = GT_PEER_HOLDER};
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    char state_dir[700], sock[800];
+    GT_ASSERT_OK(gt_path_join(state_dir, sizeof state_dir, dir, "state-kill"));
+    GT_ASSERT_OK(gt_mkdir_p(state_dir, 0700));
+    GT_ASSERT_OK(gt_path_join(sock, sizeof sock, state_dir, "trip.sock"));
+    gt_collab_config cfg = {.agreement = &a, .dev = dev, .transfer = GT_TRANSFER_TRAVEL,
+                            .attestor = gt_tee_attestor_bind(&att), .trainer_name = "trainer",
+                            .state_dir = state_dir, .device_address = sock,
+                            .on_step = kill_on_step};
+    gt_collab_report rep;
+    gt_err e = GT_OK;
+    for (int tries = 0; tries < 20; tries++) {
+        e = gt_collab_train(&cfg, &rep);
+        if (kill_holder >= 0 || strstr(e.msg, "onnect") == NULL) {
+            break;
+        }
+        usleep(200000);
+    }
+    assert_int_equal(kill_holder, 1);
+    GT_ASSERT_CODE(e, GT_E_PEER);
+    assert_non_null(strstr(e.msg, "went away while its chunk was in use"));
+    assert_non_null(strstr(e.msg, "no use is counted"));
+    holders_stop();
+    // The killed holder's ledger verifies; its last grant has no use; the trainer's journal
+    // counts exactly the uses the holders' ledgers confirm.
+    tally_t t1 = ledger_check("kill", 1);
+    assert_int_equal(t1.grants, t1.uses + 1);
+    tally_t t0 = ledger_check("kill", 0);
+    assert_int_equal(t0.grants, t0.uses);
+    gt_device_close(dev);
+    gt_buf_free_nowipe(&root_pub);
+    gt_policy_free(pol);
+
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(travel_matches_keyrelease),
+        cmocka_unit_test(killed_holder_voids_the_trip),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
