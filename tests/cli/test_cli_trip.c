@@ -244,6 +244,34 @@ static void travel_matches_keyrelease(void **state)
     }
     assert_true(total >= STEPS * 16);  // every step's tokens were released and counted
 
+    // The same holders again (their ledgers count every use): the first chunk is refused on the
+    // channel, and the trainer stops waiting for the trip at once and prints the reason.
+    holders_start("travel");
+    char s_again[700];
+    GT_ASSERT_OK(gt_path_join(s_again, sizeof s_again, dir, "state-again"));
+    gt_buf again = {0};
+    double t0 = gt_now_seconds();
+    int rc = 0;
+    for (int tries = 0; tries < 20; tries++) {
+        gt_buf_free(&again);
+        rc = gt_test_run_cli(&again, (const char *[]){
+            "train", "--agreement", agreement, "--state", s_again, "--device", "cpu",
+            "--transfer", "travel", "--plot", "none", "--sim-root", simroot, "--policy", policy,
+            "--root", rootpem, NULL});
+        if (strstr((char *)again.data, "onnect") == NULL) {
+            break;
+        }
+        usleep(200000);
+    }
+    holders_stop();
+    assert_int_not_equal(rc, 0);
+    if (strstr((char *)again.data, "refused: chunk") == NULL ||
+        strstr((char *)again.data, "already used") == NULL) {
+        fail_msg("%s", (char *)again.data);
+    }
+    assert_true(gt_now_seconds() - t0 < 20.0);  // not the 60 s lease
+    gt_buf_free(&again);
+
     holders_start("conv");
     train_cli(&conv, "conventional-keyrelease", s_conv);
     holders_stop();
