@@ -3,6 +3,7 @@
 # most ~8 minutes: builds with CUDA (Release), prints the GPU, runs every CUDA test verbosely
 # (kernels vs the cpu backend, the PyTorch oracle on cuda, AES-GCM vs OpenSSL, IPC handoff, a
 # trip with GPU decryption and IPC handoff, NVML CC state; a RESULT line each and a summary),
+# a short `gputravel train --agreement ... --device cuda --transfer travel` with two holders,
 # then the training benchmark (GPT-2 124M, B=8, T=1024, tokens/s, cuda and for
 # scale a short cpu run), then the transfer benchmark where one exists, then compute-sanitizer
 # (memcheck) over the kernel tests where it is installed. Prints everything; the
@@ -84,6 +85,13 @@ for t in cuda_nvml cuda_aes_model cuda_ops cuda_aes_gcm cuda_ipc cuda_travel cud
     echo "-- $t"
     GT_NAME=test_$t run 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test_$t"
 done
+
+step "gputravel train --agreement --device cuda --transfer travel (2 holder processes, < 60 s)"
+# test_cli_trip builds its own sealed datasets, keys and agreement, starts two `gputravel holder`
+# processes, trains 40 steps by trainer-served trips on the GPU (each holder decrypts on its own
+# GPU context, CUDA IPC handoff), checks accounting = ledgers and the losses against the cpu run.
+GT_NAME="train --device cuda --transfer travel" run 60 env GT_TRIP_CUDA_ONLY=1 \
+    CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test_cli_trip"
 
 step "all tests (ctest)"
 GT_NAME=ctest run 120 ctest --test-dir "$build" -j8 --output-on-failure

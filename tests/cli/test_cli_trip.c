@@ -174,13 +174,14 @@ static tally_t ledger_check(const char *run, int h)
 }
 
 // Runs the trainer CLI; returns its output (caller frees).
-static void train_cli(gt_buf *out, const char *transfer, const char *state_dir)
+static void train_cli_on(gt_buf *out, const char *device, const char *transfer,
+                         const char *state_dir)
 {
     int rc = -1;
     for (int tries = 0; tries < 20; tries++) {
         gt_buf_free(out);
         rc = gt_test_run_cli(out, (const char *[]){
-            "train", "--agreement", agreement, "--state", state_dir, "--device", "cpu",
+            "train", "--agreement", agreement, "--state", state_dir, "--device", device,
             "--transfer", transfer, "--threads", "1", "--plot", "none", "--sim-root", simroot,
             "--policy", policy, "--root", rootpem, NULL});
         if (rc == 0 || strstr((char *)out->data, "onnect") == NULL) {
@@ -191,6 +192,11 @@ static void train_cli(gt_buf *out, const char *transfer, const char *state_dir)
     if (rc != 0) {
         fail_msg("train --transfer %s: rc %d\n%s", transfer, rc, (char *)out->data);
     }
+}
+
+static void train_cli(gt_buf *out, const char *transfer, const char *state_dir)
+{
+    train_cli_on(out, "cpu", transfer, state_dir);
 }
 
 static int losses(const char *out, float *l, int cap)
@@ -366,12 +372,78 @@ static void killed_holder_voids_the_trip(void **state)
 
 }
 
+// With a GPU (a build with CUDA on a machine that has one; scripts/gpu_check.sh): the same
+// agreement trained with --device cuda --transfer travel: each holder decrypts its chunk on its
+// own GPU context and hands it over by CUDA IPC. Accounting equals the ledgers; the losses
+// follow the cpu run's (another backend: close, not bit-identical).
+static void cuda_travel(void **state)
+{
+    (void)state;
+    gt_device *probe = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CUDA};
+    gt_err e = gt_device_open(&probe, &dc);
+    if (!gt_is_ok(e)) {
+        printf("no usable cuda device (%s): skipped\n", e.msg);
+        skip();
+    }
+    gt_device_close(probe);
+    char s_cuda[700], s_cpu[700];
+    GT_ASSERT_OK(gt_path_join(s_cuda, sizeof s_cuda, dir, "state-cuda"));
+    GT_ASSERT_OK(gt_path_join(s_cpu, sizeof s_cpu, dir, "state-cpu-ref"));
+    gt_buf cuda = {0}, ref = {0};
+    double t0 = gt_now_seconds();
+    holders_start("cuda");
+    train_cli_on(&cuda, "cuda", "travel", s_cuda);
+    holders_stop();
+    double secs = gt_now_seconds() - t0;
+    holders_start("cpuref");
+    train_cli(&ref, "conventional-keyrelease", s_cpu);
+    holders_stop();
+    const char *out = (const char *)cuda.data;
+    assert_non_null(strstr(out, "this trainer serves each trip"));
+    for (int h = 0; h < HOLDERS; h++) {
+        tally_t t = ledger_check("cuda", h);
+        assert_true(t.grants > 0);
+        assert_int_equal(t.travels, t.grants);
+        assert_int_equal(t.uses, t.grants);
+        assert_int_equal(t.use_tokens, tokens_used(out, h));
+        assert_int_equal(t.use_tokens, tokens_used((const char *)ref.data, h));
+    }
+    float lg[STEPS + 1], lc[STEPS + 1];
+    assert_int_equal(losses(out, lg, STEPS + 1), STEPS);
+    assert_int_equal(losses((const char *)ref.data, lc, STEPS + 1), STEPS);
+    float worst = 0.0f;
+    for (int i = 0; i < STEPS; i++) {
+        float d = lg[i] > lc[i] ? lg[i] - lc[i] : lc[i] - lg[i];
+        worst = d > worst ? d : worst;
+    }
+    printf("cuda travel: %d steps, %.2f s with the holders' start; loss %.4f (cpu "
+           "key-release %.4f), max |diff| over the steps %.2e\n", STEPS, secs,
+           (double)lg[STEPS - 1], (double)lc[STEPS - 1], (double)worst);
+    assert_true(worst < 0.05f);
+    gt_buf_free(&cuda);
+    gt_buf_free(&ref);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("GT_TRIP_CUDA_ONLY") != NULL) {  // scripts/gpu_check.sh: the cuda run alone
+        gt_device *probe = NULL;
+        gt_device_config dc = {.kind = GT_DEVICE_CUDA};
+        gt_err e = gt_device_open(&probe, &dc);
+        if (!gt_is_ok(e)) {
+            printf("no usable cuda device: %s\n", e.msg);
+            return 77;
+        }
+        gt_device_close(probe);
+        const struct CMUnitTest only[] = {cmocka_unit_test(cuda_travel)};
+        return cmocka_run_group_tests(only, setup, teardown);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(travel_matches_keyrelease),
         cmocka_unit_test(killed_holder_voids_the_trip),
+        cmocka_unit_test(cuda_travel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
