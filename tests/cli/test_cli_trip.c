@@ -216,7 +216,7 @@ static int losses(const char *out, float *l, int cap)
 // The trainer's "tokens used" column for holder h.
 static uint64_t tokens_used(const char *out, int h)
 {
-    char name[8];
+    char name[24];
     snprintf(name, sizeof name, "\nh%d ", h);
     const char *p = strstr(out, name);
     assert_non_null(p);
