@@ -132,6 +132,9 @@ static void holders_stop(void)
         int status = 0;
         waitpid(pids[h], &status, 0);
         pids[h] = 0;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {  // (ASan: no leak either)
+            fail_msg("holder h%d did not exit cleanly on SIGTERM (status %#x)", h, status);
+        }
     }
 }
 
