@@ -125,7 +125,8 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 typedef enum {
     GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
     GT_TRANSFER_CONVENTIONAL_KEYRELEASE, // sealed chunk over TLS, its key released to this TEE
-    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim device only)
+    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim: devd; cpu,
+                                         // cuda: a trip the trainer serves, gt_holder_trip)
 } gt_transfer_mode;
 const char *gt_transfer_mode_name(gt_transfer_mode mode);
 GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
