@@ -61,11 +61,16 @@ GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_ke
 //   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
 //                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
 //                   or REFUSE   u32le gt_code | text
-//   trainer -> holder  TRAVEL   u32le chunk | ticket (32) | u16le length | device socket path:
+//   trainer -> holder  TRAVEL   u32le chunk | ticket (32) | u16le length | device address:
 //                               the trainer lent its device; the holder attaches with the ticket,
 //                               appraises the device, loads the sealed chunk unchanged (only
 //                               its key goes to the device), returns the device, then answers
 //                      TRAVELLED u64le bytes loaded, or REFUSE
+//                               The address is devd's socket path, or "ipc-cuda:" / "ipc-cpu:"
+//                               + the socket of a trip the trainer serves itself (device.h): the
+//                               holder decrypts in its own process and hands the buffer over,
+//                               answers TRAVELLED, then waits for the trainer's RELEASED before
+//                               it reads the next message (the trainer releases before USED).
 //   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
