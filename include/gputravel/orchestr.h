@@ -34,8 +34,10 @@ void gt_schedule_free(gt_schedule *s);
 // left anywhere.
 GT_MUST_USE gt_err gt_schedule_next(gt_schedule *s, uint32_t *holder, uint32_t *chunk,
                                     uint64_t *tokens_allowed);
-// Records one committed use of (holder, chunk) that trained on `tokens` tokens. Refused
-// (GT_E_POLICY) if it would exceed the chunk's max uses or the holder's budget.
+// Records one committed use of (holder, chunk) that trained on `tokens` tokens, and passes the
+// turn to the holder after it (so replaying a journal restores the round-robin cursor: a resumed
+// run is offered chunks in the order an uninterrupted one would be). Refused (GT_E_POLICY) if it
+// would exceed the chunk's max uses or the holder's budget.
 GT_MUST_USE gt_err gt_schedule_record(gt_schedule *s, uint32_t holder, uint32_t chunk,
                                       uint64_t tokens);
 
