@@ -126,6 +126,12 @@ GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *st
 // report_data it was appraised against (so a caller can keep or re-appraise it).
 GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
                                           uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+// The device's measurement (sim: SHA-384 of devd's executable) from the evidence the default
+// appraise hook accepted at open or attach, for checks against an agreement's
+// device.accepted_measurements. GT_E_NOTFOUND when a custom appraise hook judged the device.
+#define GT_DEVICE_MEASUREMENT_BYTES 48
+GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
+                                             uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
 
 // ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
 // The trainer lends its device to one holder for one trip and gets it back with the holder's
