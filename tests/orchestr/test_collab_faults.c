@@ -231,64 +231,108 @@ static void attested_attacks_are_refused_on_both_sides(void **state)
 
 // ---- device evidence that fails ---------------------------------------------------------------
 
+// A trainer that does not check its device at all (its own loss: the holders still do). Its
+// evidence goes to devd as the default hook would make it.
+static gt_err trust_any_device(void *ctx, gt_span evidence,
+                               const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES])
+{
+    (void)ctx;
+    (void)evidence;
+    (void)rd;
+    return GT_OK;
+}
+
+static gt_err sim_produce(void *ctx, const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES], gt_buf *out)
+{
+    (void)ctx;
+    gt_collect_params p = {.type = GT_TEE_SIM};
+    gt_evidence ev;
+    GT_TRY(gt_attest_collect(&ev, &p, rd));
+    gt_err err = gt_evidence_encode(&ev, out);
+    gt_evidence_free(&ev);
+    return err;
+}
+
+typedef enum { DEV_HONEST_TRAINER, DEV_CARELESS_TRAINER, DEV_ACCEPTED } device_case;
+
+// The agreement accepts one device measurement: devd's own (DEV_ACCEPTED) or another one. An
+// honest trainer refuses a device the agreement does not accept before contacting anyone; a
+// trainer that does not check is stopped by the holder, which appraises the device when it
+// attaches and refuses to load: nothing is released, nothing loaded, the device comes back.
+static void run_device_case(const char *sock, device_case dc)
+{
+    char sd[600], devd_m[97], device_json[160];
+    if (dc == DEV_ACCEPTED) {
+        measurement_hex(devd_m, GT_CLI_PATH);  // devd measures its own executable
+    } else {
+        memset(devd_m, 'b', 96);
+        devd_m[96] = '\0';
+    }
+    snprintf(device_json, sizeof device_json, "\"accepted_measurements\":[\"%s\"]", devd_m);
+    fresh_ledgers();
+    gt_tc_holder runs[GT_TC_MAX_HOLDERS];
+    int ports[GT_TC_MAX_HOLDERS];
+    gt_tc_listen(&F, runs, ports);
+    gt_tc_terms terms = {.steps = 20, .device_json = device_json};
+    gt_agreement a;
+    gt_tc_agreement(&F, &a, ports, &terms);
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_serve_thread(&F, &runs[h], h, &a, NULL);
+    }
+    state_dir(sd, sizeof sd, "device");
+    gt_tc_train_opts o = {.a = &a, .state_dir = sd, .devd_socket = sock};
+    if (dc == DEV_CARELESS_TRAINER) {
+        o.device_attester = (gt_device_attester){.produce = sim_produce,
+                                                 .appraise = trust_any_device};
+    }
+    gt_collab_report rep;
+    gt_device_sim_stat st;
+    memset(&st, 0, sizeof st);
+    double t0 = gt_now_seconds();
+    gt_err e = gt_tc_train(&o, &rep, &st);
+    double secs = gt_now_seconds() - t0;
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_stop(&runs[h], false);
+    }
+    if (dc == DEV_ACCEPTED) {
+        GT_ASSERT_OK(e);
+        assert_int_equal(check_accounts(&rep), 1000);
+        return;
+    }
+    print_message("device not in the agreement, %s trainer: %s (%.2f s)\n",
+                  dc == DEV_HONEST_TRAINER ? "honest" : "careless", e.msg, secs);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "is not one the agreement accepts"));
+    gt_tc_tally t;
+    gt_tc_ledger_tally(&F, 0, &t);
+    assert_int_equal(t.grants, 0);
+    assert_int_equal(check_accounts(&rep), 0);
+    if (dc == DEV_HONEST_TRAINER) {
+        assert_non_null(strstr(e.msg, "the device's measurement"));
+        assert_int_equal(t.entries, 1);  // genesis only: no holder was even asked
+        return;
+    }
+    assert_non_null(strstr(e.msg, "holder h0 refused: travelling device: measurement "));
+    // The holder closed the device unreturned: the trip failed at once (not at lease end).
+    assert_true(secs < 30.0);
+    print_message("holder h0 ledger: refuse \"%s\"\n", t.last_refusal);
+    assert_int_equal(t.refusals, 1);
+    assert_non_null(strstr(t.last_refusal, "travelling device: measurement "));
+    assert_non_null(strstr(t.last_refusal, "is not one the agreement accepts"));
+    // Nothing loaded, nothing left: every buffer of the session (the model's too) is gone.
+    assert_int_equal(st.buffers_live, 0);
+    assert_int_equal(st.bytes_in_use, 0);
+}
+
 static void rejected_device_is_never_loaded(void **state)
 {
     (void)state;
-    char sock[600], log[600], sd[600], devd_m[97], device_json[160];
+    char sock[600], log[600];
     GT_ASSERT_OK(gt_path_join(log, sizeof log, F.dir, "devd-device.log"));
     pid_t devd = gt_tc_devd_start_logged(sock, sizeof sock, F.dir, log);
-    for (int round = 0; round < 2; round++) {
-        // round 0: the agreement accepts another device than devd; round 1: devd itself.
-        if (round == 0) {
-            memset(devd_m, 'b', 96);
-            devd_m[96] = '\0';
-        } else {
-            measurement_hex(devd_m, GT_CLI_PATH);  // devd measures its own executable
-        }
-        snprintf(device_json, sizeof device_json, "\"accepted_measurements\":[\"%s\"]", devd_m);
-        fresh_ledgers();
-        gt_tc_holder runs[GT_TC_MAX_HOLDERS];
-        int ports[GT_TC_MAX_HOLDERS];
-        gt_tc_listen(&F, runs, ports);
-        gt_tc_terms terms = {.steps = 20, .device_json = device_json};
-        gt_agreement a;
-        gt_tc_agreement(&F, &a, ports, &terms);
-        for (int h = 0; h < F.holders; h++) {
-            gt_tc_serve_thread(&F, &runs[h], h, &a, NULL);
-        }
-        state_dir(sd, sizeof sd, "device");
-        gt_tc_train_opts o = {.a = &a, .state_dir = sd, .devd_socket = sock};
-        gt_collab_report rep;
-        gt_device_sim_stat st;
-        memset(&st, 0, sizeof st);
-        double t0 = gt_now_seconds();
-        gt_err e = gt_tc_train(&o, &rep, &st);
-        double secs = gt_now_seconds() - t0;
-        for (int h = 0; h < F.holders; h++) {
-            gt_tc_stop(&runs[h], false);
-        }
-        if (round == 1) {
-            GT_ASSERT_OK(e);
-            assert_int_equal(check_accounts(&rep), 1000);
-            break;
-        }
-        print_message("device not in the agreement: trainer: %s (%.2f s)\n", e.msg, secs);
-        assert_int_equal(e.code, GT_E_POLICY);
-        assert_non_null(strstr(e.msg, "holder h0 refused: travelling device: measurement "));
-        assert_non_null(strstr(e.msg, "is not one the agreement accepts"));
-        // The holder closed the device unreturned: the trip failed at once (not at lease end).
-        assert_true(secs < 30.0);
-        gt_tc_tally t;
-        gt_tc_ledger_tally(&F, 0, &t);
-        print_message("holder h0 ledger: refuse \"%s\"\n", t.last_refusal);
-        assert_int_equal(t.grants, 0);
-        assert_int_equal(t.refusals, 1);
-        assert_non_null(strstr(t.last_refusal, "is not one the agreement accepts"));
-        assert_int_equal(check_accounts(&rep), 0);
-        // Nothing loaded, nothing left: every buffer of the session (the model's too) is gone.
-        assert_int_equal(st.buffers_live, 0);
-        assert_int_equal(st.bytes_in_use, 0);
-    }
+    run_device_case(sock, DEV_HONEST_TRAINER);
+    run_device_case(sock, DEV_CARELESS_TRAINER);
+    run_device_case(sock, DEV_ACCEPTED);
     gt_test_devd_stop(devd);
 }
 

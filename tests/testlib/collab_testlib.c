@@ -278,7 +278,7 @@ gt_err gt_tc_train(const gt_tc_train_opts *o, gt_collab_report *rep, gt_device_s
     gt_device_config dc = {.kind = o->devd_socket ? GT_DEVICE_SIM : GT_DEVICE_CPU, .threads = 1,
                            .socket_path = o->devd_socket};
     if (o->devd_socket != NULL) {
-        gt_device_sim_options so = {.timeout_ms = 0};
+        gt_device_sim_options so = {.timeout_ms = 0, .attester = o->device_attester};
         memcpy(so.agreement_hash, o->a->hash, sizeof so.agreement_hash);
         // A trainer resumed right after a crash may find devd still ending the dead session
         // ("device busy"): wait a little, as an operator restarting it would.

@@ -104,6 +104,7 @@ typedef struct {
     gt_transfer_mode transfer;   // ignored with devd_socket (always travel)
     const char *devd_socket;     // NULL: the cpu device
     gt_net_attestor attestor;    // zero: the toy trainer attestor
+    gt_device_attester device_attester;  // the trainer's hooks with devd (zero: the defaults)
     void (*on_step)(void *ctx, const gt_collab_step *s);
     void *ctx;
 } gt_tc_train_opts;
