@@ -514,12 +514,15 @@ static void killed_trainer_resumes_like_uninterrupted(void **state)
 // tokens, the canary - as u16 little-endian tokens and as text - is in no file that the trainer,
 // the holders or devd wrote (state folder: checkpoint, journal; ledgers; devd's log; the sim
 // root), in no file of /dev/shm, and in no memfd still open in devd or in this process (the
-// bounce slots). And the trainer cannot read a travelled buffer back. What it cannot show:
+// bounce slots); also not as the int32 inputs/targets the loader gathers on the device (launch
+// outputs are the trainer's by design, docs/device-sim.md: the trainer computes on the data, it
+// must not store it). And the trainer cannot read a travelled buffer back. What it cannot show:
 // process memory (devd's arena legitimately holds the plaintext; the holder and trainer
 // processes are not scanned), swap, or what the kernel's socket buffers held.
 
 typedef struct {
     uint8_t u16[2 * CANARY_LEN];
+    uint8_t i32[4 * CANARY_LEN];
     int files;
     char hit[600];
 } scan;
@@ -548,6 +551,7 @@ static void scan_file(const char *path)
     S.files++;
     for (size_t i = 0; i < len && S.hit[0] == '\0'; i++) {
         if ((i + sizeof S.u16 <= len && memcmp(b + i, S.u16, sizeof S.u16) == 0) ||
+            (i + sizeof S.i32 <= len && memcmp(b + i, S.i32, sizeof S.i32) == 0) ||
             (i + CANARY_LEN <= len && memcmp(b + i, canary, CANARY_LEN) == 0)) {
             snprintf(S.hit, sizeof S.hit, "%s at byte %zu", path, i);
         }
@@ -596,6 +600,7 @@ static void no_plaintext_outside_devd(void **state)
     for (size_t i = 0; i < CANARY_LEN; i++) {
         S.u16[2 * i] = (uint8_t)canary[i];
         S.u16[2 * i + 1] = 0;
+        gt_store_u32le(S.i32 + 4 * i, (uint8_t)canary[i]);
     }
     fresh_ledgers();
     char sock[600], log[600], sd[600], trainer_log[600];
@@ -665,12 +670,17 @@ static void no_plaintext_outside_devd(void **state)
     if (S.hit[0] != '\0') {
         fail_msg("plaintext canary found: %s", S.hit);
     }
-    // The scan can see plaintext: a file that holds it is found.
+    // The scan can see plaintext: a file that holds it in any of the three forms is found.
     char probe[600];
     GT_ASSERT_OK(gt_path_join(probe, sizeof probe, F.dir, "probe"));
-    GT_ASSERT_OK(gt_file_write_atomic(probe, S.u16, sizeof S.u16, 0600));
-    scan_file(probe);
-    assert_true(S.hit[0] != '\0');
+    const gt_span forms[] = {{S.u16, sizeof S.u16}, {S.i32, sizeof S.i32},
+                             {(const uint8_t *)canary, CANARY_LEN}};
+    for (size_t i = 0; i < 3; i++) {
+        S.hit[0] = '\0';
+        GT_ASSERT_OK(gt_file_write_atomic(probe, forms[i].data, forms[i].len, 0600));
+        scan_file(probe);
+        assert_true(S.hit[0] != '\0');
+    }
     unlink(probe);
 }
 
