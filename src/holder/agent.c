@@ -284,7 +284,7 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
     gt_device_sim_options opt = {.timeout_ms = 60000};
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
-    GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device: "));
+    GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
     const gt_measurement_list *accepted = &a->cfg.agreement->device_measurements;
     if (accepted->count > 0) {
         uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
