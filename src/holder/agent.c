@@ -325,18 +325,22 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, uint32_t chunk, ui
                 out);
     const uint64_t pt_len = a->manifest.chunks[chunk].plaintext_len;
     gt_dbuf buf = 0;
-    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf), out);
+    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf),
+                device_failed);
     // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h). devd
     // reads the ciphertext from the file itself and decrypts it once; the GCM tag (checked
     // in devd) catches a file changed since the header check.
     GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
                                                   file_len - GT_CHUNK_HEADER_BYTES,
                                                   a->manifest.chunks[chunk].iv, header + 8, key),
-                out);
+                device_failed);
     gt_secure_zero(key, sizeof key);
     trip_hook(a, "loaded", chunk);
-    GT_TRY_GOTO(err, gt_device_sim_return(dev), out);
+    GT_TRY_GOTO(err, gt_device_sim_return(dev), device_failed);
     *loaded = pt_len;
+    goto out;
+device_failed:
+    err = gt_err_wrap(err, "travelling device");
 out:
     gt_device_close(dev);  // without a return (any failure) the trip fails and devd wipes it
     gt_secure_zero(key, sizeof key);

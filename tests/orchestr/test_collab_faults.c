@@ -437,6 +437,59 @@ static void killed_holder_mid_trip(void **state)
     kill_holder_at("loaded");
 }
 
+// ---- devd killed mid-trip ---------------------------------------------------------------------
+
+static void kill_devd_once(void *ctx, const char *stage, uint32_t chunk)
+{
+    (void)chunk;
+    pid_t *devd = ctx;
+    if (strcmp(stage, "attached") == 0 && *devd > 0) {
+        kill(*devd, SIGKILL);  // the device dies while a holder has it
+        waitpid(*devd, NULL, 0);
+        *devd = 0;
+    }
+}
+
+// devd dies while the holder is attached: the holder records the failed trip with its reason
+// and tells the trainer, which stops with it; nothing was used, the ledgers verify.
+static void devd_killed_mid_trip(void **state)
+{
+    (void)state;
+    fresh_ledgers();
+    char sock[600], sd[600];
+    pid_t devd = gt_test_devd_start(sock, sizeof sock, F.dir, NULL);
+    gt_tc_holder runs[GT_TC_MAX_HOLDERS];
+    int ports[GT_TC_MAX_HOLDERS];
+    gt_tc_listen(&F, runs, ports);
+    gt_tc_terms terms = {.steps = 40};
+    gt_agreement a;
+    gt_tc_agreement(&F, &a, ports, &terms);
+    gt_tc_holder_opts killer = {.trip_hook = kill_devd_once, .trip_hook_ctx = &devd};
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_serve_thread(&F, &runs[h], h, &a, &killer);
+    }
+    state_dir(sd, sizeof sd, "devd-killed");
+    gt_tc_train_opts o = {.a = &a, .state_dir = sd, .devd_socket = sock};
+    gt_collab_report rep;
+    gt_err e = gt_tc_train(&o, &rep, NULL);
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_stop(&runs[h], false);
+    }
+    assert_int_equal(devd, 0);  // it was killed
+    unlink(sock);               // its socket stays behind; the next devd must not see it
+    print_message("devd killed mid-trip: trainer: %s\n", e.msg);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "holder h0 refused: trip failed: "));
+    assert_non_null(strstr(e.msg, "travelling device"));
+    gt_tc_tally t;
+    gt_tc_ledger_tally(&F, 0, &t);
+    print_message("holder h0 ledger: trip-failed \"%s\"\n", t.last_trip_failure);
+    assert_int_equal(t.grants, 1);
+    assert_int_equal(t.trip_failures, 1);
+    assert_non_null(strstr(t.last_trip_failure, "travelling device"));
+    assert_int_equal(check_accounts(&rep), 0);
+}
+
 // ---- the trainer killed: resumed == uninterrupted ---------------------------------------------
 
 static uint32_t kill_at_step;
@@ -708,6 +761,7 @@ int main(void)
         cmocka_unit_test(attested_attacks_are_refused_on_both_sides),
         cmocka_unit_test(rejected_device_is_never_loaded),
         cmocka_unit_test(killed_holder_mid_trip),
+        cmocka_unit_test(devd_killed_mid_trip),
         cmocka_unit_test(killed_trainer_resumes_like_uninterrupted),
         cmocka_unit_test(no_plaintext_outside_devd),
     };
