@@ -163,6 +163,11 @@ GT_MUST_USE gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms,
                                              gt_device_sim_loaded *loaded, size_t cap,
                                              size_t *count);
 
+// Trainer: takes the device back from a trip no holder has attached to yet (the holder refused
+// before attaching): the trip FAILS at once (GT_E_STATE), and wait_return reports it. Once a
+// holder is attached: GT_E_STATE "a holder has it" (its RETURN or departure ends the trip).
+GT_MUST_USE gt_err gt_device_sim_recall(gt_device *dev);
+
 // Holder: opens a session with the lent device (the same attested handshake as
 // gt_device_open_sim: the holder appraises the device's evidence through opt, and opt's
 // agreement_hash must be the lending trainer's) and attaches with the ticket. Wrong ticket:

@@ -214,6 +214,12 @@ gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms, gt_device_sim_l
     }
 }
 
+gt_err gt_device_sim_recall(gt_device *dev)
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_recall(dev->impl);
+}
+
 gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
                             const gt_device_sim_options *opt,
                             const uint8_t ticket[GT_DEVICE_TICKET_BYTES])

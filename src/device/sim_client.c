@@ -496,6 +496,12 @@ gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
     return GT_OK;
 }
 
+gt_err gt_device_sim_impl_recall(void *impl)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_RECALL}, rep;
+    return rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
+}
+
 gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     gt_sim_conn *c = impl;

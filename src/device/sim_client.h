@@ -45,6 +45,7 @@ GT_MUST_USE gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
 GT_MUST_USE gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
                                            gt_device_sim_loaded *loaded, size_t cap,
                                            size_t *count);
+GT_MUST_USE gt_err gt_device_sim_impl_recall(void *impl);
 GT_MUST_USE gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint64_t dst_offset,
                                                   const uint8_t *ct_and_tag, uint64_t len,

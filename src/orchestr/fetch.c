@@ -107,7 +107,12 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
         err = gt_errf(GT_E_FORMAT, "holder %s: expected TRAVELLED, got %#x", c->name, type);
     }
     // Whatever the holder said, the device comes back (a refused or failed trip within the
-    // lease; the holder's session end returns it at once).
+    // lease; the holder's session end returns it at once). A holder that refused or went away
+    // before attaching never will: recall the device (refused, and ignored, if one attached).
+    if (!gt_is_ok(err)) {
+        gt_err ignored = gt_device_sim_recall(dev);
+        (void)ignored;
+    }
     gt_device_sim_loaded loaded[1];
     size_t count = 0;
     gt_err back = gt_device_sim_wait_return(dev, (int)lease_ms + 5000, loaded, 1, &count);

@@ -253,7 +253,12 @@ static gt_err sim_produce(void *ctx, const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTE
     return err;
 }
 
-typedef enum { DEV_HONEST_TRAINER, DEV_CARELESS_TRAINER, DEV_ACCEPTED } device_case;
+typedef enum {
+    DEV_HONEST_TRAINER,    // the agreement lists another device measurement
+    DEV_CARELESS_TRAINER,  // the same, the trainer does not check its device
+    DEV_ACCEPTED,          // the agreement lists devd's measurement
+    DEV_UNCERTIFIED,       // devd's identity is certified by another vendor root; no list
+} device_case;
 
 // The agreement accepts one device measurement: devd's own (DEV_ACCEPTED) or another one. An
 // honest trainer refuses a device the agreement does not accept before contacting anyone; a
@@ -269,6 +274,9 @@ static void run_device_case(const char *sock, device_case dc)
         devd_m[96] = '\0';
     }
     snprintf(device_json, sizeof device_json, "\"accepted_measurements\":[\"%s\"]", devd_m);
+    if (dc == DEV_UNCERTIFIED) {
+        device_json[0] = '\0';
+    }
     fresh_ledgers();
     gt_tc_holder runs[GT_TC_MAX_HOLDERS];
     int ports[GT_TC_MAX_HOLDERS];
@@ -281,7 +289,7 @@ static void run_device_case(const char *sock, device_case dc)
     }
     state_dir(sd, sizeof sd, "device");
     gt_tc_train_opts o = {.a = &a, .state_dir = sd, .devd_socket = sock};
-    if (dc == DEV_CARELESS_TRAINER) {
+    if (dc == DEV_CARELESS_TRAINER || dc == DEV_UNCERTIFIED) {
         o.device_attester = (gt_device_attester){.produce = sim_produce,
                                                  .appraise = trust_any_device};
     }
@@ -299,14 +307,30 @@ static void run_device_case(const char *sock, device_case dc)
         assert_int_equal(check_accounts(&rep), 1000);
         return;
     }
-    print_message("device not in the agreement, %s trainer: %s (%.2f s)\n",
-                  dc == DEV_HONEST_TRAINER ? "honest" : "careless", e.msg, secs);
+    print_message("%s: trainer: %s (%.2f s)\n",
+                  dc == DEV_HONEST_TRAINER     ? "device not in the agreement, honest trainer"
+                  : dc == DEV_CARELESS_TRAINER ? "device not in the agreement, careless trainer"
+                                               : "device not certified by the vendor root",
+                  e.msg, secs);
     assert_int_equal(e.code, GT_E_POLICY);
-    assert_non_null(strstr(e.msg, "is not one the agreement accepts"));
     gt_tc_tally t;
     gt_tc_ledger_tally(&F, 0, &t);
     assert_int_equal(t.grants, 0);
     assert_int_equal(check_accounts(&rep), 0);
+    if (dc == DEV_UNCERTIFIED) {
+        // The holder's handshake appraisal fails, so it refuses without ever attaching; the
+        // trainer recalls its device at once instead of waiting out the 60 s lease.
+        assert_non_null(strstr(e.msg, "holder h0 refused: travelling device: "));
+        assert_non_null(strstr(e.msg, "not certified by the vendor root"));
+        assert_true(secs < 30.0);
+        print_message("holder h0 ledger: refuse \"%s\"\n", t.last_refusal);
+        assert_int_equal(t.refusals, 1);
+        assert_non_null(strstr(t.last_refusal, "not certified by the vendor root"));
+        assert_int_equal(st.buffers_live, 0);
+        assert_int_equal(st.bytes_in_use, 0);
+        return;
+    }
+    assert_non_null(strstr(e.msg, "is not one the agreement accepts"));
     if (dc == DEV_HONEST_TRAINER) {
         assert_non_null(strstr(e.msg, "the device's measurement"));
         assert_int_equal(t.entries, 1);  // genesis only: no holder was even asked
@@ -333,6 +357,17 @@ static void rejected_device_is_never_loaded(void **state)
     run_device_case(sock, DEV_HONEST_TRAINER);
     run_device_case(sock, DEV_CARELESS_TRAINER);
     run_device_case(sock, DEV_ACCEPTED);
+    gt_test_devd_stop(devd);
+    // A device whose identity another vendor root certified (a device of another make, or a
+    // forged one): devd with its own identity and vendor root.
+    char dir2[600], vendor[700], ident[700];
+    GT_ASSERT_OK(gt_path_join(dir2, sizeof dir2, F.dir, "other-device"));
+    GT_ASSERT_OK(gt_mkdir_p(dir2, 0700));
+    GT_ASSERT_OK(gt_path_join(vendor, sizeof vendor, dir2, "vendor"));
+    GT_ASSERT_OK(gt_path_join(ident, sizeof ident, dir2, "identity"));
+    const char *extra[] = {"--vendor-root", vendor, "--identity", ident, NULL};
+    devd = gt_test_devd_start(sock, sizeof sock, dir2, extra);
+    run_device_case(sock, DEV_UNCERTIFIED);
     gt_test_devd_stop(devd);
 }
 
