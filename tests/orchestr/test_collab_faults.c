@@ -548,8 +548,11 @@ static void run_trainer(const char *name, uint32_t kill, const char *devd_socket
     gt_tc_terms terms = {.steps = 100};
     gt_agreement a;
     gt_tc_agreement(&F, &a, ports, &terms);
+    // Holders in child processes: the trainer forked below must come from a process with no
+    // other thread (a fork while a holder thread holds a lock - malloc's, OpenSSL's,
+    // ASan's - can leave the child stuck).
     for (int h = 0; h < F.holders; h++) {
-        gt_tc_serve_thread(&F, &runs[h], h, &a, NULL);
+        gt_tc_serve_process(&F, &runs[h], h, &a, NULL);
     }
     char sd[600], path[700];
     state_dir(sd, sizeof sd, name);
