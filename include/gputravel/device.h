@@ -126,6 +126,12 @@ GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *st
 // report_data it was appraised against (so a caller can keep or re-appraise it).
 GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
                                           uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+// The device's measurement (sim: SHA-384 of devd's executable) from the evidence the default
+// appraise hook accepted at open or attach, for checks against an agreement's
+// device.accepted_measurements. GT_E_NOTFOUND when a custom appraise hook judged the device.
+#define GT_DEVICE_MEASUREMENT_BYTES 48
+GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
+                                             uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
 
 // ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
 // The trainer lends its device to one holder for one trip and gets it back with the holder's
@@ -156,6 +162,11 @@ typedef struct {
 GT_MUST_USE gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms,
                                              gt_device_sim_loaded *loaded, size_t cap,
                                              size_t *count);
+
+// Trainer: takes the device back from a trip no holder has attached to yet (the holder refused
+// before attaching): the trip FAILS at once (GT_E_STATE), and wait_return reports it. Once a
+// holder is attached: GT_E_STATE "a holder has it" (its RETURN or departure ends the trip).
+GT_MUST_USE gt_err gt_device_sim_recall(gt_device *dev);
 
 // Holder: opens a session with the lent device (the same attested handshake as
 // gt_device_open_sim: the holder appraises the device's evidence through opt, and opt's

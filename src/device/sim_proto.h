@@ -174,6 +174,8 @@ enum {
                                    // len + 16 raw bytes (ciphertext || tag) through the slots
                                    // (CHUNK / SLOT_FREE as copy_in), then STATUS
     GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
+    GT_SIM_REQ_RECALL = 0x0111,    // trainer, while lent: empty -> STATUS; ends a trip no holder
+                                   // has attached to yet (FAILED), else GT_E_STATE
     GT_SIM_REQ_LOAD_SEALED_FD = 0x0110, // holder: as LOAD_SEALED plus u64 file_offset, with the
                                    // holder's chunk file attached (SCM_RIGHTS, a regular file):
                                    // devd reads ciphertext || tag from it at file_offset into
