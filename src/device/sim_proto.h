@@ -180,7 +180,7 @@ enum {
                                    // holder's chunk file attached (SCM_RIGHTS, a regular file):
                                    // devd reads ciphertext || tag from it at file_offset into
                                    // its private memory (no bounce slots) -> one STATUS at the end
-    GT_SIM_REQ_RETURN_IPC = 0x0111, // holder -> a trainer serving the trip itself (--device cuda,
+    GT_SIM_REQ_RETURN_IPC = 0x0112, // holder -> a trainer serving the trip itself (--device cuda,
                                    // docs/cuda.md "Travelling with a real GPU"): ipc[72] (the
                                    // exported buffer, gt_cuda_ipc_desc wire form), aad[32] (the
                                    // chunk it holds) -> STATUS; later the trainer sends RELEASED
