@@ -126,6 +126,12 @@ GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *st
 // report_data it was appraised against (so a caller can keep or re-appraise it).
 GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
                                           uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+// The device's measurement (sim: SHA-384 of devd's executable) from the evidence the default
+// appraise hook accepted at open or attach, for checks against an agreement's
+// device.accepted_measurements. GT_E_NOTFOUND when a custom appraise hook judged the device.
+#define GT_DEVICE_MEASUREMENT_BYTES 48
+GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
+                                             uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
 
 // ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
 // The trainer lends its device to one holder for one trip and gets it back with the holder's
@@ -156,6 +162,11 @@ typedef struct {
 GT_MUST_USE gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms,
                                              gt_device_sim_loaded *loaded, size_t cap,
                                              size_t *count);
+
+// Trainer: takes the device back from a trip no holder has attached to yet (the holder refused
+// before attaching): the trip FAILS at once (GT_E_STATE), and wait_return reports it. Once a
+// holder is attached: GT_E_STATE "a holder has it" (its RETURN or departure ends the trip).
+GT_MUST_USE gt_err gt_device_sim_recall(gt_device *dev);
 
 // Holder: opens a session with the lent device (the same attested handshake as
 // gt_device_open_sim: the holder appraises the device's evidence through opt, and opt's
@@ -236,24 +247,34 @@ GT_MUST_USE gt_err gt_device_trip_release(gt_device_trip *trip);
 void gt_device_trip_close(gt_device_trip *trip);  // releases what is still held; NULL is fine
 
 typedef struct gt_device_trip_carrier gt_device_trip_carrier;  // the holder's end
-// Holder: attaches to the trip at address (ipc-cuda: or ipc-cpu:) with the ticket (opt: its
-// evidence, its appraisal of the trainer's device evidence, the agreement hash), opens its
-// sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its own process (cuda:
-// on its GPU, needs a build with CUDA: GT_E_UNSUPPORTED otherwise; cpu: OpenSSL into a memfd)
-// and hands it over. OK: *carrier holds the buffer until gt_device_trip_carrier_finish. On any
-// failure the trip connection is closed (the trainer's wait ends at once), *carrier = NULL.
-GT_MUST_USE gt_err gt_device_trip_carry(gt_device_trip_carrier **carrier, const char *address,
-                                        const gt_device_sim_options *opt,
-                                        const uint8_t ticket[GT_DEVICE_TICKET_BYTES],
-                                        const uint8_t *ct_and_tag, uint64_t len,
-                                        const uint8_t iv[12],
-                                        const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
-                                        const uint8_t key[32]);
-// Holder: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees its buffer, says BYE
-// and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT: it kept the buffer too
-// long. The buffer is freed whatever the result.
+// Holder: attaches to the trip at address (ipc-cuda: or ipc-cpu:; devd's path is GT_E_ARG) with
+// the ticket: the attested handshake (opt: its evidence, its appraisal of the trainer's device
+// evidence, the agreement hash), then ATTACH. Nothing is loaded yet.
+GT_MUST_USE gt_err gt_device_trip_attach(gt_device_trip_carrier **carrier, const char *address,
+                                         const gt_device_sim_options *opt,
+                                         const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+// Holder: the trainer's device measurement, as gt_device_sim_measurement (GT_E_NOTFOUND when a
+// custom appraise hook judged it).
+GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
+                                              uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
+// Holder: opens its sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its
+// own process (cuda trainer: on this holder's GPU, which needs a build with CUDA, else
+// GT_E_UNSUPPORTED with the reason; cpu trainer: OpenSSL into a sealed memfd) and hands it over.
+// On failure the trip connection is closed at once (the trainer's wait ends) and the buffer is
+// wiped and freed; the carrier still has to be closed.
+GT_MUST_USE gt_err gt_device_trip_hand_over(gt_device_trip_carrier *carrier,
+                                            const uint8_t *ct_and_tag, uint64_t len,
+                                            const uint8_t iv[12],
+                                            const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                            const uint8_t key[32]);
+// Holder, after a hand-over: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees
+// its buffer, says BYE and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT:
+// it kept the buffer too long. The buffer is freed whatever the result.
 GT_MUST_USE gt_err gt_device_trip_carrier_finish(gt_device_trip_carrier *carrier,
                                                  int timeout_ms);
+// Holder: ends the trip without (or without waiting after) a hand-over: BYE, buffer wiped and
+// freed, carrier freed. NULL is fine.
+void gt_device_trip_carrier_close(gt_device_trip_carrier *carrier);
 
 // The server: owns all device memory (one arena, touched once at start), serves one session at a
 // time and refuses a second client while one is attached, until *stop becomes non-zero or

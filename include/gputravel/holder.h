@@ -63,8 +63,11 @@ GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_ke
 //                   or REFUSE   u32le gt_code | text
 //   trainer -> holder  TRAVEL   u32le chunk | ticket (32) | u16le length | device address:
 //                               the trainer lent its device; the holder attaches with the ticket,
-//                               appraises the device, loads the sealed chunk unchanged (only
-//                               its key goes to the device), returns the device, then answers
+//                               appraises the device (its evidence, and its measurement against
+//                               the agreement's device.accepted_measurements when it lists any),
+//                               decides, loads the sealed chunk unchanged (only its key goes to
+//                               the device), returns the device (a refusal after attaching
+//                               closes it unreturned: the trip fails at once), then answers
 //                      TRAVELLED u64le bytes loaded, or REFUSE
 //                               The address is devd's socket path, or "ipc-cuda:" / "ipc-cpu:"
 //                               + the socket of a trip the trainer serves itself (device.h): the
@@ -129,6 +132,11 @@ typedef struct {
     const char *ledger_path;   // replayed at create to restore release counts
     gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)
     int idle_timeout_ms;       // a connection silent this long is closed (0: 5 minutes)
+    // Tests only (NULL otherwise), in the spirit of gt_tsm_params.hook: called during a trip
+    // once the device is attached and accepted ("attached", chunk UINT32_MAX) and once the chunk
+    // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.
+    void (*trip_hook)(void *ctx, const char *stage, uint32_t chunk);
+    void *trip_hook_ctx;
 } gt_holder_agent_config;
 
 typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from several threads

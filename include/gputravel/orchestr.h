@@ -34,8 +34,10 @@ void gt_schedule_free(gt_schedule *s);
 // left anywhere.
 GT_MUST_USE gt_err gt_schedule_next(gt_schedule *s, uint32_t *holder, uint32_t *chunk,
                                     uint64_t *tokens_allowed);
-// Records one committed use of (holder, chunk) that trained on `tokens` tokens. Refused
-// (GT_E_POLICY) if it would exceed the chunk's max uses or the holder's budget.
+// Records one committed use of (holder, chunk) that trained on `tokens` tokens, and passes the
+// turn to the holder after it (so replaying a journal restores the round-robin cursor: a resumed
+// run is offered chunks in the order an uninterrupted one would be). Refused (GT_E_POLICY) if it
+// would exceed the chunk's max uses or the holder's budget.
 GT_MUST_USE gt_err gt_schedule_record(gt_schedule *s, uint32_t holder, uint32_t chunk,
                                       uint64_t tokens);
 
@@ -85,7 +87,9 @@ GT_MUST_USE gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_m
 // device's address over the attested channel, lets the holder attach, load `chunk` sealed and
 // return the device; then *out is the loaded NO_READBACK buffer (the trainer's, never readable)
 // and *tokens its tokens. A refusal is GT_E_POLICY with the holder's reason; a failed trip
-// leaves the device back with nothing loaded.
+// leaves the device back with nothing loaded (a holder that refused or went away before
+// attaching cannot return it: the device is recalled, not left lent until the lease ends); a
+// holder lost mid-trip is named as such ("went away during the trip").
 GT_MUST_USE gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
                                     const char *device_address, uint32_t lease_ms,
                                     gt_dbuf *out, uint64_t *tokens);

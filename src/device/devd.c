@@ -435,6 +435,8 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return do_lend(s, &m);
     case GT_SIM_REQ_TRIP_STATUS:
         return send_trip(s);
+    case GT_SIM_REQ_RECALL:
+        return send_status(s, gt_errf(GT_E_STATE, "device: not lent"));
     case GT_SIM_REQ_ATTACH:
     case GT_SIM_REQ_LOAD_SEALED:
     case GT_SIM_REQ_LOAD_SEALED_FD:
@@ -592,7 +594,10 @@ static gt_err send_trip(devd_session *t)
     return GT_OK;
 }
 
-// One record from the lending trainer while the device is away: only TRIP_STATUS is served,
+static void trip_end(devd *d, bool returned, gt_code why);
+
+// One record from the lending trainer while the device is away: only TRIP_STATUS and RECALL are
+// served,
 // everything else is refused ("device is lent"); an error means the trainer is gone.
 static gt_err trainer_while_lent(devd_session *t)
 {
@@ -610,6 +615,17 @@ static gt_err trainer_while_lent(devd_session *t)
     switch (m.type) {
     case GT_SIM_REQ_TRIP_STATUS:
         return send_trip(t);
+    case GT_SIM_REQ_RECALL:
+        // The trainer takes its device back while no holder has attached (the holder refused
+        // before attaching); an attached holder's trip ends with its RETURN or its departure.
+        if (t->d->trip.state != GT_SIM_TRIP_LENT) {
+            return send_status(t, gt_errf(GT_E_STATE, "device: a holder has it (trip %s)",
+                                          gt_sim_trip_state_name(t->d->trip.state)));
+        }
+        gt_log_info("devd: session %llu recalled the device before any holder attached",
+                    (unsigned long long)t->id);
+        trip_end(t->d, false, GT_E_STATE);
+        return send_status(t, GT_OK);
     case GT_SIM_REQ_BYE:
         return gt_errf(GT_E_PEER, "devd: the lending trainer ended its session");
     case GT_SIM_MSG_CHUNK:
@@ -921,6 +937,7 @@ static gt_err serve_holder_one(devd_session *h, bool *returned)
     case GT_SIM_REQ_LAUNCH:
     case GT_SIM_REQ_LEND:
     case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_RECALL:
     case GT_SIM_REQ_ATTACH:
         err = send_status(h, gt_errf(GT_E_POLICY, "device: a travelling holder may not %s "
                                      "(only alloc, load_sealed, size, free, return)",
@@ -946,6 +963,9 @@ static gt_err attach_check(devd_session *h, const devd_session *t)
     if (m.type != GT_SIM_REQ_ATTACH) {
         st = gt_errf(GT_E_STATE, "devd: %s before attach (the device is lent)",
                      gt_sim_msg_name(m.type));
+    } else if (d->trip.state != GT_SIM_TRIP_LENT) {
+        st = gt_errf(GT_E_STATE, "devd: the trip has ended (trip %s)",
+                     gt_sim_trip_state_name(d->trip.state));
     } else if (!gt_ct_equal(m.ticket, d->trip.ticket, GT_SIM_TICKET_BYTES)) {
         st = gt_errf(GT_E_AUTH, "devd: wrong travel ticket");
     } else if (!gt_ct_equal(h->agreement, t->agreement, GT_SIM_AGREEMENT_BYTES)) {

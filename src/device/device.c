@@ -116,6 +116,12 @@ gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
     return gt_device_sim_impl_evidence(dev->impl, evidence, report_data);
 }
 
+gt_err gt_device_sim_measurement(gt_device *dev, uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_measurement(dev->impl, out);
+}
+
 void gt_device_close(gt_device *dev)
 {
     if (dev == NULL) {
@@ -210,6 +216,12 @@ gt_err gt_device_sim_wait_return(gt_device *dev, int timeout_ms, gt_device_sim_l
         nanosleep(&ts, NULL);
         backoff_us = backoff_us < 8000 ? backoff_us * 2 : 8000;
     }
+}
+
+gt_err gt_device_sim_recall(gt_device *dev)
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_recall(dev->impl);
 }
 
 gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,

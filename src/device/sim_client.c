@@ -173,7 +173,22 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
                    "sim device: server hello came without bounce buffers");
     // device evidence: bound to our nonce, devd's X25519 key and our whole hello
     GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, (gt_span){w.data, w.len}), out);
-    GT_TRY_GOTO(err, appraise(appraise_ctx, sh.evidence, rd), out);
+    if (opt->attester.appraise == NULL) {
+        // The default appraisal, keeping the device's measurement for gt_device_sim_measurement
+        // (an agreement's device.accepted_measurements is checked by the caller).
+        cJSON *claims = NULL;
+        GT_TRY_GOTO(err, gt_sim_device_evidence_appraise(sh.evidence, rd, opt->vendor_root_pem,
+                                                         NULL, &claims),
+                    out);
+        const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims,
+                                                                              "measurement"));
+        c->has_measurement = m != NULL &&
+                             gt_is_ok(gt_hex_decode_exact(c->device_measurement,
+                                                          sizeof c->device_measurement, m));
+        cJSON_Delete(claims);
+    } else {
+        GT_TRY_GOTO(err, appraise(appraise_ctx, sh.evidence, rd), out);
+    }
     memcpy(c->device_report_data, rd, sizeof rd);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, sh.pub, sec), out);
     GT_TRY_GOTO(err, gt_sim_keys_derive(&c->keys, true, shared, (gt_span){w.data, w.len}, sh_span),
@@ -440,6 +455,15 @@ gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
     return GT_OK;
 }
 
+gt_err gt_device_sim_impl_measurement(void *impl, uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(c->has_measurement, GT_E_NOTFOUND,
+              "sim device: no measurement kept (a custom appraise hook judged the device)");
+    memcpy(out, c->device_measurement, GT_DEVICE_MEASUREMENT_BYTES);
+    return GT_OK;
+}
+
 // ---- travelling -------------------------------------------------------------------------------
 
 gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
@@ -475,6 +499,12 @@ gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
         }
     }
     return GT_OK;
+}
+
+gt_err gt_device_sim_impl_recall(void *impl)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_RECALL}, rep;
+    return rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
 }
 
 gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES])

@@ -16,6 +16,8 @@ typedef struct {
     uint64_t mem_limit;
     gt_buf device_evidence;
     uint8_t device_report_data[GT_SIM_REPORT_DATA_BYTES];
+    uint8_t device_measurement[GT_DEVICE_MEASUREMENT_BYTES];
+    bool has_measurement;  // the default appraisal ran and kept the evidence's measurement
     gt_sim_watch watch;  // reply timeout
     bool broken;         // a fatal error ended the session; every call fails from then on
     bool holder;         // attached to a lent device with a ticket
@@ -36,6 +38,8 @@ GT_MUST_USE gt_err gt_device_sim_open_opts(const gt_device_config *cfg,
 GT_MUST_USE gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat);
 GT_MUST_USE gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
                                                uint8_t report_data[GT_SIM_REPORT_DATA_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_measurement(void *impl,
+                                                  uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
 
 // Travelling (device.h gt_device_sim_lend ... wait_return).
 GT_MUST_USE gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
@@ -43,6 +47,7 @@ GT_MUST_USE gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,
 GT_MUST_USE gt_err gt_device_sim_impl_trip(void *impl, uint32_t *state, uint32_t *code,
                                            gt_device_sim_loaded *loaded, size_t cap,
                                            size_t *count);
+GT_MUST_USE gt_err gt_device_sim_impl_recall(void *impl);
 GT_MUST_USE gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint64_t dst_offset,
                                                   const uint8_t *ct_and_tag, uint64_t len,

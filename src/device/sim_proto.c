@@ -328,6 +328,7 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_STAT: return "stat_reply";
     case GT_SIM_REQ_LEND: return "lend";
     case GT_SIM_REQ_TRIP_STATUS: return "trip_status";
+    case GT_SIM_REQ_RECALL: return "recall";
     case GT_SIM_REQ_ATTACH: return "attach";
     case GT_SIM_REQ_LOAD_SEALED: return "load_sealed";
     case GT_SIM_REQ_RETURN: return "return";
@@ -371,6 +372,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REQ_BYE:
     case GT_SIM_REQ_STAT:
     case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_RECALL:
     case GT_SIM_REQ_RETURN:
     case GT_SIM_REP_RELEASED:
         return GT_OK;
@@ -458,6 +460,7 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     case GT_SIM_REQ_BYE:
     case GT_SIM_REQ_STAT:
     case GT_SIM_REQ_TRIP_STATUS:
+    case GT_SIM_REQ_RECALL:
     case GT_SIM_REQ_RETURN:
     case GT_SIM_REP_RELEASED:
         break;

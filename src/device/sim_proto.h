@@ -174,11 +174,13 @@ enum {
                                    // len + 16 raw bytes (ciphertext || tag) through the slots
                                    // (CHUNK / SLOT_FREE as copy_in), then STATUS
     GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
+    GT_SIM_REQ_RECALL = 0x0111,    // trainer, while lent: empty -> STATUS; ends a trip no holder
+                                   // has attached to yet (FAILED), else GT_E_STATE
     GT_SIM_REQ_LOAD_SEALED_FD = 0x0110, // holder: as LOAD_SEALED plus u64 file_offset, with the
                                    // holder's chunk file attached (SCM_RIGHTS, a regular file):
                                    // devd reads ciphertext || tag from it at file_offset into
                                    // its private memory (no bounce slots) -> one STATUS at the end
-    GT_SIM_REQ_RETURN_IPC = 0x0111, // holder -> a trainer serving the trip itself (--device cuda,
+    GT_SIM_REQ_RETURN_IPC = 0x0112, // holder -> a trainer serving the trip itself (--device cuda,
                                    // docs/cuda.md "Travelling with a real GPU"): ipc[72] (the
                                    // exported buffer, gt_cuda_ipc_desc wire form), aad[32] (the
                                    // chunk it holds) -> STATUS; later the trainer sends RELEASED

@@ -140,6 +140,8 @@ struct gt_device_trip_carrier {
     gt_host_trip_buf host;  // cpu trainer: the memfd
     gt_device *gpu;         // cuda trainer: this holder's own GPU context and its buffer
     gt_dbuf gpu_buf;
+    gt_device_kind kind;    // the trainer's
+    bool attached, handed_over;
 };
 
 static void carrier_free_buffer(gt_device_trip_carrier *c)
@@ -181,11 +183,9 @@ static gt_err carrier_load(gt_device_trip_carrier *c, gt_device_kind kind,
 #endif
 }
 
-gt_err gt_device_trip_carry(gt_device_trip_carrier **out, const char *address,
-                            const gt_device_sim_options *opt,
-                            const uint8_t ticket[GT_DEVICE_TICKET_BYTES],
-                            const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
-                            const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES], const uint8_t key[32])
+gt_err gt_device_trip_attach(gt_device_trip_carrier **out, const char *address,
+                             const gt_device_sim_options *opt,
+                             const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
 {
     *out = NULL;
     gt_device_kind kind = GT_DEVICE_SIM;
@@ -196,25 +196,42 @@ gt_err gt_device_trip_carry(gt_device_trip_carrier **out, const char *address,
     gt_device_trip_carrier *c = calloc(1, sizeof *c);
     GT_ENSURE(c != NULL, GT_E_NOMEM, "trip: out of memory");
     c->host.fd = -1;
+    c->kind = kind;
     gt_err err = gt_ipc_trip_attach(&c->conn, path, opt, ticket);
     if (!gt_is_ok(err)) {
         free(c);
         return err;
     }
-    // Attached: from here every failure closes the connection, so the trainer's wait ends now.
+    c->attached = true;
+    *out = c;
+    return GT_OK;
+}
+
+gt_err gt_device_trip_measurement(gt_device_trip_carrier *c,
+                                  uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+{
+    return gt_device_sim_impl_measurement(&c->conn, out);
+}
+
+gt_err gt_device_trip_hand_over(gt_device_trip_carrier *c, const uint8_t *ct_and_tag,
+                                uint64_t len, const uint8_t iv[12],
+                                const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                const uint8_t key[32])
+{
+    GT_ENSURE(c->attached && !c->handed_over, GT_E_STATE, "trip: not attached, or handed over");
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];
     int fd = -1;
-    err = carrier_load(c, kind, ct_and_tag, len, iv, aad, key, ipc, &fd);
+    gt_err err = carrier_load(c, c->kind, ct_and_tag, len, iv, aad, key, ipc, &fd);
     if (gt_is_ok(err)) {
         err = gt_ipc_trip_hand_over(&c->conn, ipc, aad, fd);
     }
     if (!gt_is_ok(err)) {
         gt_sim_conn_close(&c->conn);  // BYE: nothing handed over (or the import refused)
+        c->attached = false;
         carrier_free_buffer(c);
-        free(c);
         return err;
     }
-    *out = c;
+    c->handed_over = true;
     return GT_OK;
 }
 
@@ -223,9 +240,21 @@ gt_err gt_device_trip_carrier_finish(gt_device_trip_carrier *c, int timeout_ms)
     if (c == NULL) {
         return GT_OK;
     }
-    gt_err err = gt_ipc_trip_wait_released(&c->conn, timeout_ms);
-    carrier_free_buffer(c);  // only now: the trainer's mapping is gone (or the trainer is)
-    gt_sim_conn_close(&c->conn);
-    free(c);
+    gt_err err = c->handed_over ? gt_ipc_trip_wait_released(&c->conn, timeout_ms)
+                                : gt_errf(GT_E_STATE, "trip: nothing was handed over");
+    gt_device_trip_carrier_close(c);  // frees only now: the trainer's mapping is gone
     return err;
+}
+
+void gt_device_trip_carrier_close(gt_device_trip_carrier *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    if (c->attached) {
+        gt_sim_conn_close(&c->conn);
+    }
+    carrier_free_buffer(c);
+    gt_secure_zero(c, sizeof *c);
+    free(c);
 }

@@ -270,45 +270,91 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     return GT_OK;
 }
 
-// The device travelled here: attach with the ticket, load the sealed chunk as stored (devd
-// decrypts it once with the chunk key, the only secret that leaves), return the device.
-static gt_err travel_load(gt_holder_agent *a, uint32_t chunk, const uint8_t ticket[32],
-                          const char *socket, uint64_t *loaded)
+static void trip_hook(gt_holder_agent *a, const char *stage, uint32_t chunk)
+{
+    if (a->cfg.trip_hook != NULL) {
+        a->cfg.trip_hook(a->cfg.trip_hook_ctx, stage, chunk);
+    }
+}
+
+// The device travelled here: attach with the ticket (the handshake appraises the device's
+// evidence) and check its measurement is one the agreement accepts, before anything is decided
+// or loaded.
+static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const char *socket,
+                            gt_device **out, gt_device_trip_carrier **carrier)
+{
+    // "ipc-cuda:" / "ipc-cpu:": a trip the trainer serves itself (holder/trip.c)
+    GT_TRY(gt_holder_trip_attach(a->cfg.agreement, ticket, socket, carrier));
+    if (*carrier != NULL) {
+        trip_hook(a, "attached", UINT32_MAX);
+        return GT_OK;
+    }
+    gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
+    gt_device_sim_options opt = {.timeout_ms = 60000};
+    memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
+    GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
+    const gt_measurement_list *accepted = &a->cfg.agreement->device_measurements;
+    if (accepted->count > 0) {
+        uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+        char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
+        gt_err err = gt_device_sim_measurement(*out, m);
+        if (gt_is_ok(err) && !gt_measurement_allowed(accepted, m)) {
+            gt_hex_encode(hex, sizeof hex, m, sizeof m);
+            err = gt_errf(GT_E_POLICY, "travelling device: measurement %.16s... is not one the "
+                                       "agreement accepts", hex);
+        }
+        if (!gt_is_ok(err)) {
+            gt_device_close(*out);  // attached, never returned: the trip fails, nothing loaded
+            *out = NULL;
+            return err;
+        }
+    }
+    trip_hook(a, "attached", UINT32_MAX);
+    return GT_OK;
+}
+
+// Loads the sealed chunk as stored (devd decrypts it once with the chunk key, the only secret
+// that leaves) into the attached device, and returns the device. Closes dev in every case.
+static gt_err travel_load(gt_holder_agent *a, gt_device *dev, uint32_t chunk, uint64_t *loaded)
 {
     char path[4200];
-    GT_TRY(gt_chunk_path(path, sizeof path, a->cfg.dataset_dir, chunk));
     uint8_t header[GT_CHUNK_HEADER_BYTES];
     uint8_t key[GT_AEAD_KEY_BYTES];
-    gt_device *dev = NULL;
     gt_err err = GT_OK;
+    int fd = -1;
     const uint64_t file_len = gt_manifest_chunk_file_bytes(&a->manifest, chunk);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    GT_ENSURE(fd >= 0, GT_E_IO, "%s: %s", path, strerror(errno));
+    GT_TRY_GOTO(err, gt_chunk_path(path, sizeof path, a->cfg.dataset_dir, chunk), out);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    GT_ENSURE_GOTO(err, fd >= 0, out, GT_E_IO, "%s: %s", path, strerror(errno));
     GT_ENSURE_GOTO(err, pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header, out,
                    GT_E_TRUNCATED, "%s: shorter than a chunk header", path);
     GT_TRY_GOTO(err, gt_chunk_header_check(header, sizeof header, &a->manifest, chunk), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
                 out);
-    gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
-    gt_device_sim_options opt = {.timeout_ms = 60000};
-    memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
-    GT_TRY_GOTO(err, gt_device_sim_attach(&dev, &dc, &opt, ticket), out);
     const uint64_t pt_len = a->manifest.chunks[chunk].plaintext_len;
     gt_dbuf buf = 0;
-    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf), out);
+    GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf),
+                device_failed);
     // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h). devd
     // reads the ciphertext from the file itself and decrypts it once; the GCM tag (checked
     // in devd) catches a file changed since the header check.
     GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
                                                   file_len - GT_CHUNK_HEADER_BYTES,
                                                   a->manifest.chunks[chunk].iv, header + 8, key),
-                out);
-    GT_TRY_GOTO(err, gt_device_sim_return(dev), out);
+                device_failed);
+    gt_secure_zero(key, sizeof key);
+    trip_hook(a, "loaded", chunk);
+    GT_TRY_GOTO(err, gt_device_sim_return(dev), device_failed);
     *loaded = pt_len;
+    goto out;
+device_failed:
+    err = gt_err_wrap(err, "travelling device");
 out:
     gt_device_close(dev);  // without a return (any failure) the trip fails and devd wipes it
     gt_secure_zero(key, sizeof key);
-    close(fd);
+    if (fd >= 0) {
+        close(fd);
+    }
     return err;
 }
 
@@ -318,32 +364,40 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     gt_hp_travel m;
     GT_TRY(gt_hp_travel_parse(gt_buf_span(body), &m));
     const uint32_t chunk = m.chunk;
-    uint8_t *ticket = m.ticket;
-    const char *socket = m.device;
     uint64_t tokens = 0;
-    gt_err verdict = decide(a, chunk, &tokens);
+    gt_device *dev = NULL;
+    gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
+    // The device first, then the release decision. A refusal after attaching closes the device
+    // without a return: the trip fails at once, the trainer has its device back, nothing loaded.
+    gt_err verdict = chunk < a->manifest.chunk_count
+                         ? travel_attach(a, m.ticket, m.device, &dev, &carrier)
+                         : gt_errf(GT_E_ARG, "chunk %u does not exist (%u chunks)", chunk,
+                                   a->manifest.chunk_count);
+    gt_secure_zero(m.ticket, sizeof m.ticket);
+    if (gt_is_ok(verdict)) {
+        verdict = decide(a, chunk, &tokens);
+    } else {
+        pthread_mutex_lock(&a->lock);
+        a->stats.refusals++;
+        pthread_mutex_unlock(&a->lock);
+    }
     if (!gt_is_ok(verdict)) {
+        gt_device_close(dev);
+        gt_device_trip_carrier_close(carrier);
+        gt_log_warn("holder %s: refused a trip for chunk %u: %s", a->me->name, chunk,
+                    verdict.msg);
         ledger_note(a, "refuse", trainer, chunk, "travel", 0, 0, verdict.msg);
-        gt_secure_zero(m.ticket, sizeof m.ticket);
         return send_refuse(ch, verdict);
     }
     ledger_note(a, "grant", trainer, chunk, "travel", tokens,
                 gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
     uint64_t loaded = 0;
-    gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
-    gt_device_kind kind = GT_DEVICE_SIM;
-    char dpath[GT_DEVICE_TRIP_ADDRESS_MAX];
-    gt_err err = gt_device_trip_address_parse(socket, &kind, dpath, sizeof dpath);
-    if (gt_is_ok(err)) {
-        err = kind == GT_DEVICE_SIM
-                  ? travel_load(a, chunk, ticket, socket, &loaded)
-                  : gt_holder_trip_carry(a->cfg.dataset_dir, &a->manifest,
-                                         a->cfg.keys->dataset_key, a->cfg.agreement->hash, chunk,
-                                         ticket, socket, &carrier, &loaded);
-    }
-    gt_secure_zero(m.ticket, sizeof m.ticket);
+    gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
+                                               a->cfg.keys->dataset_key, chunk, &loaded)
+                         : travel_load(a, dev, chunk, &loaded);
     if (!gt_is_ok(err)) {
         gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
+        ledger_note(a, "trip-failed", trainer, chunk, "travel", 0, 0, err.msg);
         return send_refuse(ch, gt_err_wrap(err, "trip failed"));
     }
     gt_log_info("holder %s: loaded chunk %u (%llu tokens) into the travelling device for %s",

@@ -4,14 +4,19 @@
 
 #include <gputravel/holder.h>
 
-// Reads chunk `chunk` of the dataset in dataset_dir (header checked against m), derives its key
-// and carries it to the trip at address (ipc-cpu: / ipc-cuda:, device.h gt_device_trip_carry)
-// under agreement_hash. OK: *carrier holds the handed-over buffer, *loaded = plaintext bytes.
-GT_MUST_USE gt_err gt_holder_trip_carry(const char *dataset_dir, const gt_manifest *m,
-                                        const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
-                                        const uint8_t agreement_hash[32], uint32_t chunk,
-                                        const uint8_t ticket[32], const char *address,
-                                        gt_device_trip_carrier **carrier, uint64_t *loaded);
+// For a TRAVEL address "ipc-cuda:" / "ipc-cpu:" (device.h): attaches to the trainer's trip with
+// the ticket (its device evidence appraised, under the agreement's hash) and checks its
+// measurement against the agreement's accepted device measurements, as for devd. devd's address
+// (a plain path): GT_OK and *carrier = NULL (not a served trip). A malformed address: GT_E_FORMAT.
+GT_MUST_USE gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket[32],
+                                         const char *address, gt_device_trip_carrier **carrier);
+// Reads chunk `chunk` of the dataset in dataset_dir (header checked against m), derives its key,
+// opens it in this process and hands it over. *loaded = plaintext bytes. On failure the trip is
+// ended and *carrier closed (NULL).
+GT_MUST_USE gt_err gt_holder_trip_load(gt_device_trip_carrier **carrier, const char *dataset_dir,
+                                       const gt_manifest *m,
+                                       const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                       uint32_t chunk, uint64_t *loaded);
 // After TRAVELLED went out (sent: its result): waits for the trainer's RELEASED, then wipes and
 // frees the buffer. The first failure of the two is the result.
 GT_MUST_USE gt_err gt_holder_trip_finish(gt_device_trip_carrier *carrier, gt_err sent,

@@ -1,45 +1,81 @@
-// The holder's end of a trip the trainer serves itself (holder_internal.h): the sealed chunk is
-// opened in this process (cpu trainer: OpenSSL into a memfd; cuda trainer: on this holder's GPU)
-// and handed over; it is freed only after the trainer's RELEASED.
+// The holder's end of a trip the trainer serves itself (holder_internal.h): attach (device
+// evidence and measurement checked), then the sealed chunk is opened in this process (cpu
+// trainer: OpenSSL into a memfd; cuda trainer: on this holder's GPU) and handed over; it is
+// freed only after the trainer's RELEASED.
 #include "holder_internal.h"
 
 #include <string.h>
 
 #define TRIP_RELEASE_TIMEOUT_MS (3600 * 1000)
 
-gt_err gt_holder_trip_carry(const char *dataset_dir, const gt_manifest *m,
-                            const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
-                            const uint8_t agreement_hash[32], uint32_t chunk,
-                            const uint8_t ticket[32], const char *address,
-                            gt_device_trip_carrier **carrier, uint64_t *loaded)
+gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket[32],
+                             const char *address, gt_device_trip_carrier **carrier)
 {
     *carrier = NULL;
+    gt_device_kind kind = GT_DEVICE_SIM;
+    char path[GT_DEVICE_TRIP_ADDRESS_MAX];
+    GT_TRY(gt_err_wrap(gt_device_trip_address_parse(address, &kind, path, sizeof path),
+                       "travelling device"));
+    if (kind == GT_DEVICE_SIM) {
+        return GT_OK;  // devd's: the caller attaches to devd
+    }
+    gt_device_sim_options opt = {.timeout_ms = 60000};
+    memcpy(opt.agreement_hash, agreement->hash, sizeof opt.agreement_hash);
+    gt_device_trip_carrier *c = NULL;
+    GT_TRY(gt_err_wrap(gt_device_trip_attach(&c, address, &opt, ticket), "travelling device"));
+    const gt_measurement_list *accepted = &agreement->device_measurements;
+    if (accepted->count > 0) {
+        uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+        gt_err err = gt_device_trip_measurement(c, m);
+        if (gt_is_ok(err) && !gt_measurement_allowed(accepted, m)) {
+            char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
+            gt_hex_encode(hex, sizeof hex, m, sizeof m);
+            err = gt_errf(GT_E_POLICY, "travelling device: measurement %.16s... is not one the "
+                                       "agreement accepts", hex);
+        }
+        if (!gt_is_ok(err)) {
+            gt_device_trip_carrier_close(c);  // BYE: the trainer's trip fails at once
+            return err;
+        }
+    }
+    *carrier = c;
+    return GT_OK;
+}
+
+gt_err gt_holder_trip_load(gt_device_trip_carrier **carrier, const char *dataset_dir,
+                           const gt_manifest *m, const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                           uint32_t chunk, uint64_t *loaded)
+{
     *loaded = 0;
-    GT_ENSURE(chunk < m->chunk_count, GT_E_ARG, "chunk %u does not exist", chunk);
     char path[4200];
-    GT_TRY(gt_chunk_path(path, sizeof path, dataset_dir, chunk));
     const uint64_t file_len = gt_manifest_chunk_file_bytes(m, chunk);
     gt_buf file = {0};
     uint8_t key[GT_AEAD_KEY_BYTES];
     gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, chunk < m->chunk_count, out, GT_E_ARG, "chunk %u does not exist", chunk);
+    GT_TRY_GOTO(err, gt_chunk_path(path, sizeof path, dataset_dir, chunk), out);
     GT_TRY_GOTO(err, gt_file_read_all(path, file_len, &file), out);
     GT_ENSURE_GOTO(err, file.len == file_len, out, GT_E_TRUNCATED,
                    "%s: %zu bytes, the manifest says %llu", path, file.len,
                    (unsigned long long)file_len);
     GT_TRY_GOTO(err, gt_chunk_header_check(file.data, file.len, m, chunk), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, dataset_key, m, chunk), out);
-    gt_device_sim_options opt = {.timeout_ms = 60000};
-    memcpy(opt.agreement_hash, agreement_hash, sizeof opt.agreement_hash);
     // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h).
-    GT_TRY_GOTO(err, gt_device_trip_carry(carrier, address, &opt, ticket,
-                                          file.data + GT_CHUNK_HEADER_BYTES,
-                                          file.len - GT_CHUNK_HEADER_BYTES,
-                                          m->chunks[chunk].iv, file.data + 8, key),
+    GT_TRY_GOTO(err, gt_err_wrap(gt_device_trip_hand_over(*carrier,
+                                                          file.data + GT_CHUNK_HEADER_BYTES,
+                                                          file.len - GT_CHUNK_HEADER_BYTES,
+                                                          m->chunks[chunk].iv, file.data + 8,
+                                                          key),
+                                 "travelling device"),
                 out);
     *loaded = m->chunks[chunk].plaintext_len;
 out:
     gt_secure_zero(key, sizeof key);
     gt_buf_free_nowipe(&file);  // ciphertext
+    if (!gt_is_ok(err)) {
+        gt_device_trip_carrier_close(*carrier);
+        *carrier = NULL;
+    }
     return err;
 }
 

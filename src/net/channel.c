@@ -19,6 +19,8 @@
 #define EXPORTER_LABEL "EXPORTER-gputravel-attested-tls"
 #define BINDING_TAG "gputravel/tls-binding/v1"
 #define FRAME_EVIDENCE 0xfff00001u  // reserved: the evidence exchange right after the handshake
+#define FRAME_REFUSED 0xfff00002u   // reserved: why the server refused the client's evidence
+#define REFUSED_MAX 512
 
 struct gt_listener {
     int fd;
@@ -229,6 +231,19 @@ static gt_err check_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_
     uint32_t type = 0;
     gt_buf ev = {0};
     gt_err err = gt_channel_recv(ch, &type, &ev, GT_NET_EVIDENCE_MAX);
+    if (gt_is_ok(err) && type == FRAME_REFUSED && peer == GT_NET_ROLE_SERVER) {
+        // The server refused our evidence and said why (printable text only, bounded).
+        size_t n = ev.len < REFUSED_MAX ? ev.len : REFUSED_MAX;
+        for (size_t i = 0; i < n; i++) {
+            if (ev.data[i] < 0x20 || ev.data[i] > 0x7e) {
+                ev.data[i] = '?';
+            }
+        }
+        err = gt_errf(GT_E_POLICY, "the peer refused our evidence: %.*s", (int)n,
+                      (const char *)ev.data);
+        gt_buf_free_nowipe(&ev);
+        return err;
+    }
     if (gt_is_ok(err) && type != FRAME_EVIDENCE) {
         err = gt_errf(GT_E_FORMAT, "expected the peer's evidence, got frame type %u", type);
     }
@@ -263,8 +278,20 @@ gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeou
     GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 30000), fail);
     GT_ENSURE_GOTO(err, SSL_accept(ch->ssl) == 1, fail, GT_E_PEER, "%s",
                    ssl_error("handshake").msg);
-    // The client proves itself first; the server answers only to an accepted client.
-    GT_TRY_GOTO(err, check_evidence(ch, att, GT_NET_ROLE_CLIENT), fail);
+    // The client proves itself first; the server answers only to an accepted client. A refused
+    // client learns why (the reason only: no evidence of ours goes to an unaccepted peer).
+    err = check_evidence(ch, att, GT_NET_ROLE_CLIENT);
+    if (err.code == GT_E_POLICY) {
+        static const char prefix[] = "peer evidence refused: ";
+        const char *why = err.msg;
+        if (strncmp(why, prefix, sizeof prefix - 1) == 0) {
+            why += sizeof prefix - 1;
+        }
+        size_t n = strlen(why);
+        gt_err ignored = gt_channel_send(ch, FRAME_REFUSED, why, n < REFUSED_MAX ? n : REFUSED_MAX);
+        (void)ignored;
+    }
+    GT_TRY_GOTO(err, err, fail);
     GT_TRY_GOTO(err, send_evidence(ch, att, GT_NET_ROLE_SERVER), fail);
     GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 0), fail);
     *out = ch;

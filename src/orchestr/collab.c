@@ -202,6 +202,19 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
               "the trip socket for cpu and cuda)");
     // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
+    if (gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM && a->device_measurements.count > 0) {
+        // The agreement names the devices it accepts: this one must be one of them (a device
+        // whose evidence a custom hook judged keeps no measurement; that hook decided).
+        uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+        gt_err e = gt_device_sim_measurement(cfg->dev, m);
+        if (gt_is_ok(e) && !gt_measurement_allowed(&a->device_measurements, m)) {
+            char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
+            gt_hex_encode(hex, sizeof hex, m, sizeof m);
+            return gt_errf(GT_E_POLICY, "the device's measurement %.16s... is not one the "
+                                        "agreement accepts", hex);
+        }
+        GT_ENSURE(gt_is_ok(e) || e.code == GT_E_NOTFOUND, e.code, "%s", e.msg);
+    }
     char ckpt[4200], state[4300], journal_path[4200];
     GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));

@@ -102,17 +102,27 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
     if (gt_is_ok(err)) {
         err = gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_CONTROL);
     }
+    const bool lost = !gt_is_ok(err);  // the holder's connection broke mid-trip
     if (gt_is_ok(err) && type == GT_HP_REFUSE) {
         err = refused(&body, c->name);
     } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED || body.len != 8)) {
         err = gt_errf(GT_E_FORMAT, "holder %s: expected TRAVELLED, got %#x", c->name, type);
     }
     // Whatever the holder said, the device comes back (a refused or failed trip within the
-    // lease; the holder's session end returns it at once).
+    // lease; the holder's session end returns it at once). A holder that refused or went away
+    // before attaching never will: recall the device (refused, and ignored, if one attached).
+    if (!gt_is_ok(err)) {
+        gt_err ignored = gt_device_sim_recall(dev);
+        (void)ignored;
+    }
     gt_device_sim_loaded loaded[1];
     size_t count = 0;
     gt_err back = gt_device_sim_wait_return(dev, (int)lease_ms + 5000, loaded, 1, &count);
-    if (gt_is_ok(err) && !gt_is_ok(back)) {
+    if (lost) {
+        err = gt_errf(err.code, "holder %s went away during the trip; the device came back%s "
+                                "(%s)", c->name, gt_is_ok(back) ? "" : ", the trip's buffers wiped",
+                      err.msg);
+    } else if (gt_is_ok(err) && !gt_is_ok(back)) {
         err = gt_err_wrap(back, "the device's trip to %s failed", c->name);
     }
     GT_TRY_GOTO(err, err, out);

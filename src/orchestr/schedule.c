@@ -15,7 +15,7 @@ typedef struct {
 
 struct gt_schedule {
     uint32_t holder_count;
-    uint32_t next_holder;  // round-robin cursor
+    uint32_t next_holder;  // round-robin cursor: the holder after the last one offered or recorded
     holder_state *holders;
 };
 
@@ -117,6 +117,10 @@ gt_err gt_schedule_record(gt_schedule *s, uint32_t holder, uint32_t chunk, uint6
               (unsigned long long)hs->token_budget);
     hs->uses[chunk]++;
     hs->tokens_used += tokens;
+    // The turn passes on from the holder whose use this is: the same as after the
+    // gt_schedule_next that offered it, and what a journal replay needs to leave the cursor
+    // where an uninterrupted run had it.
+    s->next_holder = (holder + 1) % s->holder_count;
     return GT_OK;
 }
 

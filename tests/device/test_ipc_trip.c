@@ -502,16 +502,30 @@ static int carrier(const char *address, const uint8_t ticket[GT_DEVICE_TICKET_BY
     opt.timeout_ms = 10000;
     memcpy(opt.agreement_hash, g_agreement, sizeof opt.agreement_hash);
     gt_device_trip_carrier *c = NULL;
-    gt_err e = gt_device_trip_carry(&c, address, &opt, ticket, ct, ct_len, iv, g_aad, key);
+    gt_err e = gt_device_trip_attach(&c, address, &opt, ticket);
+    if (e.code != GT_E_NONE) {
+        fprintf(stderr, "holder: attach: %s\n", e.msg);
+        return 7;
+    }
+    uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+    if (!gt_is_ok(gt_device_trip_measurement(c, m))) {  // the default appraisal kept it
+        return 8;
+    }
+    e = gt_device_trip_hand_over(c, ct, ct_len, iv, g_aad, key);
+    free(pt);
+    free(ct);
     if (e.code != want) {
-        fprintf(stderr, "holder: carry: %s\n", e.msg);
+        fprintf(stderr, "holder: hand over: %s\n", e.msg);
+        gt_device_trip_carrier_close(c);
         return 3;
     }
     if (want == GT_E_UNSUPPORTED) {
-        return c == NULL && strstr(e.msg, "built without CUDA") != NULL ? 0 : 4;
+        gt_device_trip_carrier_close(c);
+        return strstr(e.msg, "built without CUDA") != NULL ? 0 : 4;
     }
     if (want != GT_E_NONE) {
-        return c == NULL ? 0 : 5;
+        gt_device_trip_carrier_close(c);
+        return 0;
     }
     e = gt_device_trip_carrier_finish(c, 10000);
     return e.code == GT_E_NONE ? 0 : 6;

@@ -596,6 +596,43 @@ static void test_holder_close_without_return(void **state)
     gt_device_close(tr);
 }
 
+// A holder that refuses before attaching never returns the device: the trainer recalls it and
+// has it back at once, not at the lease's end; a recalled ticket is dead. Once a holder is
+// attached the recall is refused (its RETURN or departure ends the trip).
+static void test_recall_before_attach(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    GT_ASSERT_CODE(gt_device_sim_recall(tr), GT_E_STATE);  // not lent
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 60000, ticket));
+    double t0 = gt_now_seconds();
+    GT_ASSERT_OK(gt_device_sim_recall(tr));
+    gt_device_sim_loaded loaded[2];
+    size_t n = 0;
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n), GT_E_STATE);
+    assert_true(gt_now_seconds() - t0 < 5.0);
+    gt_dbuf x = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &x));  // back at the trainer
+    GT_ASSERT_OK(gt_device_free(tr, x));
+    gt_device *h = NULL;
+    GT_ASSERT_CODE(attach(f, ticket, &h), GT_E_STATE);  // the recalled ticket is dead
+    assert_null(h);
+    // Attached: the recall is refused, the holder's trip goes on and returns as usual.
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 60000, ticket));
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    GT_ASSERT_CODE(gt_device_sim_recall(tr), GT_E_STATE);
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
+    GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
+    GT_ASSERT_CODE(gt_device_sim_recall(h), GT_E_POLICY);  // not the holder's to recall
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, 2, &n));
+    assert_int_equal(n, 1);
+    gt_device_close(tr);
+}
+
 static void test_trainer_dies_while_lent(void **state)
 {
     fixture *f = *state;
@@ -627,7 +664,7 @@ static void test_trainer_dies_while_lent(void **state)
 static void test_messages_exact_sizes(void **state)
 {
     (void)state;
-    gt_sim_msg in[9];
+    gt_sim_msg in[10];
     memset(in, 0, sizeof in);
     in[0].type = GT_SIM_REQ_LEND;
     in[0].ms = 1234;
@@ -654,8 +691,9 @@ static void test_messages_exact_sizes(void **state)
     in[8] = in[3];
     in[8].type = GT_SIM_REQ_LOAD_SEALED_FD;
     in[8].file_offset = 40;
-    const size_t sizes[9] = {6, 2, 34, 102, 2, 34, 14, 18, 110};
-    for (int i = 0; i < 9; i++) {
+    in[9].type = GT_SIM_REQ_RECALL;
+    const size_t sizes[10] = {6, 2, 34, 102, 2, 34, 14, 18, 110, 2};
+    for (int i = 0; i < 10; i++) {
         uint8_t buf[256];
         gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
         GT_ASSERT_OK(gt_sim_msg_write(&w, &in[i]));
@@ -703,6 +741,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_holder_killed_mid_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_holder_close_without_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_from_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, teardown),
     };

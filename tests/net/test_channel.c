@@ -143,7 +143,9 @@ static void refused_peers_fail_on_both_sides(void **state)
     gt_net_attestor att = {toy_collect, toy_appraise, &intruder};
     gt_channel *ch = NULL;
     gt_err e = gt_channel_connect(&ch, addr, &att);
-    assert_int_not_equal(e.code, GT_E_NONE);
+    // The refused client learns the server's reason, not just a closed connection.
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "the peer refused our evidence: unexpected peer 'mallory'"));
     assert_null(ch);
     pthread_join(th, NULL);
     assert_int_equal(a.result.code, GT_E_POLICY);
@@ -157,7 +159,8 @@ static void refused_peers_fail_on_both_sides(void **state)
     memset(replayer.recorded, 0x42, sizeof replayer.recorded);
     att.ctx = &replayer;
     e = gt_channel_connect(&ch, addr, &att);
-    assert_int_not_equal(e.code, GT_E_NONE);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "bound to another session"));
     pthread_join(th, NULL);
     assert_int_equal(b.result.code, GT_E_POLICY);
     assert_non_null(strstr(b.result.msg, "bound to another session"));

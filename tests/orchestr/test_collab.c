@@ -128,7 +128,9 @@ static void make_agreement(gt_agreement *a, const int ports[HOLDERS], uint32_t s
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
-static void start_holders(holder_run runs[HOLDERS], gt_agreement *a, uint32_t steps)
+// Listeners, agreement and agents, without their threads yet (a trainer forked from this
+// process must not inherit a holder thread mid-lock).
+static void open_holders(holder_run runs[HOLDERS], gt_agreement *a, uint32_t steps)
 {
     int ports[HOLDERS];
     for (int h = 0; h < HOLDERS; h++) {
@@ -146,9 +148,21 @@ static void start_holders(holder_run runs[HOLDERS], gt_agreement *a, uint32_t st
             .attestor = {toy_collect, toy_appraise, &holder_toys[h]}, .idle_timeout_ms = 10000,
         };
         GT_ASSERT_OK(gt_holder_agent_create(&runs[h].agent, &cfg));
+    }
+}
+
+static void run_holders(holder_run runs[HOLDERS])
+{
+    for (int h = 0; h < HOLDERS; h++) {
         runs[h].stop = 0;
         pthread_create(&runs[h].th, NULL, serve_main, &runs[h]);
     }
+}
+
+static void start_holders(holder_run runs[HOLDERS], gt_agreement *a, uint32_t steps)
+{
+    open_holders(runs, a, steps);
+    run_holders(runs);
 }
 
 static void stop_holders(holder_run runs[HOLDERS])
@@ -234,12 +248,14 @@ static void killed_trainer_resumes_exactly(void **state)
     (void)state;
     holder_run runs[HOLDERS];
     gt_agreement a;
-    start_holders(runs, &a, 100);
+    open_holders(runs, &a, 100);
     char state_dir[600];
     GT_ASSERT_OK(gt_path_join(state_dir, sizeof state_dir, dir, "trainer"));
     GT_ASSERT_OK(gt_mkdir_p(state_dir, 0700));
 
-    // First run: killed at step 40, in the middle of its second chunk (31 steps each).
+    // First run: killed at step 40, in the middle of its second chunk (31 steps each). Forked
+    // before the holders' threads start; it connects once they serve.
+    fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         kill_at_step = 40;
@@ -247,6 +263,7 @@ static void killed_trainer_resumes_exactly(void **state)
         gt_err e = train(&a, state_dir, false, &rep);
         _exit(gt_is_ok(e) ? 0 : 3);
     }
+    run_holders(runs);
     int status = 0;
     waitpid(pid, &status, 0);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
