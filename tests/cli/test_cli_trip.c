@@ -23,6 +23,7 @@
 #define STEPS 40
 
 static char dir[256], simroot[600], policy[600], rootpem[600], agreement[600];
+static char agreement_m[600];  // the same with a device measurement no trainer has
 static char ds[HOLDERS][600], keydir[HOLDERS][600];
 static char key_hex[HOLDERS][65];
 static pid_t pids[HOLDERS];
@@ -84,6 +85,16 @@ static int setup(void **state)
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
              STEPS, holders_json);
     GT_ASSERT_OK(gt_file_write_atomic(agreement, doc, strlen(doc), 0644));
+    char *dev = strstr(doc, "\"device\":{}");
+    assert_non_null(dev);
+    char doc_m[4300];
+    char aa[97];
+    memset(aa, 'a', 96);
+    aa[96] = '\0';
+    snprintf(doc_m, sizeof doc_m, "%.*s\"device\":{\"accepted_measurements\":[\"%s\"]}%s",
+             (int)(dev - doc), doc, aa, dev + strlen("\"device\":{}"));
+    GT_ASSERT_OK(gt_path_join(agreement_m, sizeof agreement_m, dir, "agreement-m.json"));
+    GT_ASSERT_OK(gt_file_write_atomic(agreement_m, doc_m, strlen(doc_m), 0644));
     return 0;
 }
 
@@ -101,7 +112,7 @@ static void ledger_path(char *out, size_t cap, const char *run, int h)
     GT_ASSERT_OK(gt_path_join(out, cap, dir, name));
 }
 
-static void holders_start(const char *run)
+static void holders_start_under(const char *run, const char *agreement_path)
 {
     for (int h = 0; h < HOLDERS; h++) {
         char ledger[700];
@@ -114,12 +125,17 @@ static void holders_start(const char *run)
             dup2(devnull, 1);
             dup2(devnull, 2);
             execl(GT_CLI_PATH, GT_CLI_PATH, "holder", "--dataset", ds[h], "--key", keydir[h],
-                  "--agreement", agreement, "--ledger", ledger, "--policy", policy,
+                  "--agreement", agreement_path, "--ledger", ledger, "--policy", policy,
                   "--sim-root", simroot, "--root", rootpem, (char *)NULL);
             _exit(127);
         }
     }
     usleep(300000);  // the holders listen (the trainer's connect also retries below)
+}
+
+static void holders_start(const char *run)
+{
+    holders_start_under(run, agreement);
 }
 
 static void holders_stop(void)
@@ -308,6 +324,39 @@ static void travel_matches_keyrelease(void **state)
     gt_buf_free(&conv);
 }
 
+// The agreement accepts one device measurement, not this trainer's trip device: each holder
+// attaches, checks it, refuses before any release decision, and the trainer prints why.
+static void trip_device_measurement_refused(void **state)
+{
+    (void)state;
+    holders_start_under("measure", agreement_m);
+    char s_m[700];
+    GT_ASSERT_OK(gt_path_join(s_m, sizeof s_m, dir, "state-measure"));
+    gt_buf out = {0};
+    int rc = 0;
+    for (int tries = 0; tries < 20; tries++) {
+        gt_buf_free(&out);
+        rc = gt_test_run_cli(&out, (const char *[]){
+            "train", "--agreement", agreement_m, "--state", s_m, "--device", "cpu",
+            "--transfer", "travel", "--plot", "none", "--sim-root", simroot, "--policy", policy,
+            "--root", rootpem, NULL});
+        if (strstr((char *)out.data, "onnect") == NULL) {
+            break;
+        }
+        usleep(200000);
+    }
+    holders_stop();
+    assert_int_not_equal(rc, 0);
+    if (strstr((char *)out.data, "is not one the agreement accepts") == NULL) {
+        fail_msg("%s", (char *)out.data);
+    }
+    gt_buf_free(&out);
+    for (int h = 0; h < HOLDERS; h++) {
+        tally_t t = ledger_check("measure", h);
+        assert_int_equal(t.grants, 0);  // nothing released
+    }
+}
+
 // ---- a holder killed while its chunk is in use (the library, so the kill lands mid-trip) ----
 
 static int kill_holder = -1;
@@ -446,6 +495,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(travel_matches_keyrelease),
         cmocka_unit_test(killed_holder_voids_the_trip),
+        cmocka_unit_test(trip_device_measurement_refused),
         cmocka_unit_test(cuda_travel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
