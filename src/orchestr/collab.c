@@ -285,7 +285,8 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         report->holders[h].transfer_seconds += secs;
         event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
               a->holders[h].name, (unsigned long long)ntok,
-              cfg->transfer == GT_TRANSFER_TRAVEL ? "GPU travelling"
+              cfg->transfer == GT_TRANSFER_TRAVEL ? (served_trip ? "a trip this trainer serves"
+                                                                 : "GPU travelling")
                                                   : gt_transfer_mode_name(cfg->transfer),
               secs);
         // Budgets count released tokens (all a holder can enforce): the whole chunk counts,

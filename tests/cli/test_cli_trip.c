@@ -300,6 +300,14 @@ static void travel_matches_keyrelease(void **state)
     holders_start("conv");
     train_cli(&conv, "conventional-keyrelease", s_conv);
     holders_stop();
+    // the trainer's table (tokens, bytes, transfer seconds) of both runs, for the record
+    for (int h = 0; h < HOLDERS; h++) {
+        char name[24];
+        snprintf(name, sizeof name, "\nh%d ", h);
+        const char *a = strstr(tout, name), *b = strstr((const char *)conv.data, name);
+        printf("travel  : %.*s\nkeyrel. : %.*s\n", (int)strcspn(a + 1, "\n"), a + 1,
+               (int)strcspn(b + 1, "\n"), b + 1);
+    }
     float lt[STEPS + 1], lc[STEPS + 1];
     assert_int_equal(losses(tout, lt, STEPS + 1), STEPS);
     assert_int_equal(losses((const char *)conv.data, lc, STEPS + 1), STEPS);
