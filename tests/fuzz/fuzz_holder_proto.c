@@ -1,4 +1,6 @@
-// Fuzz: the trainer's messages to a holder agent are untrusted. The first byte picks the parser.
+// Fuzz: the trainer's messages to a holder agent are untrusted. The first byte picks the parser;
+// TRAVEL's device address goes on through the trip address parser.
+#include <gputravel/device.h>
 #include <gputravel/holder.h>
 
 #include <string.h>
@@ -29,8 +31,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 2: {
         gt_hp_travel m;
-        if (gt_is_ok(gt_hp_travel_parse(body, &m)) && strlen(m.device) == 0) {
+        if (!gt_is_ok(gt_hp_travel_parse(body, &m))) {
+            break;
+        }
+        if (strlen(m.device) == 0) {
             __builtin_trap();
+        }
+        // The device address says which trip protocol the holder speaks (device.h).
+        gt_device_kind kind = GT_DEVICE_CPU;
+        char path[GT_DEVICE_TRIP_ADDRESS_MAX];
+        if (gt_is_ok(gt_device_trip_address_parse(m.device, &kind, path, sizeof path)) &&
+            (path[0] == '\0' || strlen(path) >= sizeof path || strlen(path) > strlen(m.device))) {
+            __builtin_trap();  // an accepted address names a non-empty socket path inside it
         }
         break;
     }
