@@ -215,6 +215,14 @@ GT_MUST_USE gt_err gt_hex_decode_exact(uint8_t *out, size_t n, const char *hex);
 // never sees a half-written file and a failure leaves nothing behind.
 
 GT_MUST_USE gt_err gt_file_read_all(const char *path, size_t max_len, gt_buf *out);
+// Calls fn(ctx, data, len) on a read-only mapping of fd's bytes [offset, offset + len): the
+// bytes are read once, in place, with no copy. If the file shrinks while fn runs (the process
+// that owns it may truncate it), the SIGBUS ends fn early and the call returns GT_E_IO instead of
+// killing the process; fn must therefore only read the mapping and keep nothing (locks, memory)
+// that a cut-short call would leak. Outside such calls SIGBUS keeps whatever handling it had.
+GT_MUST_USE gt_err gt_file_map_visit(int fd, uint64_t offset, uint64_t len,
+                                     gt_err (*fn)(void *ctx, const uint8_t *data, size_t len),
+                                     void *ctx);
 GT_MUST_USE gt_err gt_file_write_atomic(const char *path, const void *data, size_t len,
                                         unsigned mode);
 

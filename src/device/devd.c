@@ -783,6 +783,27 @@ out:
 // holder's chunk file (a regular file), piece by piece into its private stage, and decrypts
 // from there: the one copy out of the holder's memory is the read (no double fetch), no bounce
 // slots, and the holder does no copying at all. Closes fd.
+typedef struct {
+    gt_aead_stream *as;
+    uint8_t *dst;
+    uint64_t ct_len;
+    uint8_t *tag;
+} fd_load;
+
+// Decrypts the mapped ciphertext straight into device memory and keeps the tag that follows.
+static gt_err fd_load_visit(void *ctx, const uint8_t *data, size_t len)
+{
+    fd_load *ld = ctx;
+    for (uint64_t pos = 0; pos < ld->ct_len;) {
+        uint64_t left = ld->ct_len - pos;
+        size_t piece = left < (1u << 30) ? (size_t)left : (1u << 30);
+        GT_TRY(gt_aead_stream_update(ld->as, ld->dst + pos, data + pos, piece));
+        pos += piece;
+    }
+    memcpy(ld->tag, data + ld->ct_len, len - ld->ct_len);
+    return GT_OK;
+}
+
 static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
 {
     devd *d = h->d;
@@ -816,32 +837,18 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
     bool auth_failed = false;
     GT_TRY_GOTO(err, gt_aead_stream_new(&as, false, req->aad, sizeof req->aad, req->iv, req->key),
                 out);
-    for (uint64_t pos = 0; pos < req->len + GT_AEAD_TAG_BYTES;) {
-        uint64_t left = req->len + GT_AEAD_TAG_BYTES - pos;
-        size_t piece = left < DEVD_STAGE_BYTES ? (size_t)left : DEVD_STAGE_BYTES;
-        ssize_t got = pread(fd, d->stage, piece, (off_t)(req->file_offset + pos));
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        GT_ENSURE_GOTO(err, got > 0, out, GT_E_IO, "devd: reading the holder's chunk file: %s",
-                       got < 0 ? strerror(errno) : "ends early");
-        uint64_t n = (uint64_t)got;
-        uint64_t nct = pos < req->len ? (req->len - pos < n ? req->len - pos : n) : 0;
-        if (nct > 0) {
-            GT_TRY_GOTO(err, gt_aead_stream_update(as, dst + pos, d->stage, (size_t)nct), out);
-        }
-        if (n > nct) {
-            memcpy(tag + (pos + nct - req->len), d->stage + nct, (size_t)(n - nct));
-        }
-        pos += n;
-    }
+    // Read in place through a mapping (no copy out of the page cache); the holder truncating
+    // its file meanwhile is GT_E_IO, not the end of devd.
+    fd_load ld = {.as = as, .dst = dst, .ct_len = req->len, .tag = tag};
+    GT_TRY_GOTO(err, gt_file_map_visit(fd, req->file_offset, req->len + GT_AEAD_TAG_BYTES,
+                                       fd_load_visit, &ld),
+                out);
     if (!gt_is_ok(gt_aead_stream_final(as, tag))) {
         auth_failed = true;
     }
 out:
     close(fd);
     gt_aead_stream_free(as);
-    gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
     if (!gt_is_ok(err) || auth_failed) {
         for (size_t i = 0; i < d->nbufs; i++) {
             if (d->bufs[i].id == handle) {
