@@ -87,6 +87,30 @@ out:
     return err;
 }
 
+_Static_assert(GT_ED25519_SECRET_BYTES == 32 && GT_ED25519_PUBLIC_BYTES == 32 &&
+                   GT_X25519_BYTES == 32, "read_key_pair reads 32-byte halves");
+
+// A key file holding secret (32) || public (32), both 32-byte keys of one scheme: the public half
+// must be the one `derive` computes from the secret half.
+static gt_err read_key_pair(const char *dir, const char *name, const char *magic,
+                            uint8_t sec[32], uint8_t pub[32],
+                            gt_err (*derive)(uint8_t pub[32], const uint8_t sec[32]))
+{
+    uint8_t sec_pub[64] = {0}, derived[32] = {0};
+    gt_err err = read_key_file(dir, name, magic, sec_pub, sizeof sec_pub);
+    if (err.code == GT_E_NONE) {
+        memcpy(sec, sec_pub, 32);
+        memcpy(pub, sec_pub + 32, 32);
+        err = derive(derived, sec);
+    }
+    if (err.code == GT_E_NONE && memcmp(derived, pub, sizeof derived) != 0) {
+        err = gt_errf(GT_E_FORMAT, "%s/%s: the public key does not belong to the secret key", dir,
+                      name);
+    }
+    gt_secure_zero(sec_pub, sizeof sec_pub);
+    return err;
+}
+
 gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_out)
 {
     static const char *const names[] = {GT_KEYDIR_HOLDER_SECRET, GT_KEYDIR_HOLDER_PUBLIC,
@@ -125,21 +149,12 @@ out:
 gt_err gt_keydir_load(const char *dir, gt_holder_keys *keys)
 {
     memset(keys, 0, sizeof *keys);
-    uint8_t sec_pub[GT_ED25519_SECRET_BYTES + GT_ED25519_PUBLIC_BYTES] = {0};
-    uint8_t derived[GT_ED25519_PUBLIC_BYTES] = {0};
     gt_err err = GT_OK;
-    GT_TRY_GOTO(err, read_key_file(dir, GT_KEYDIR_HOLDER_SECRET, SECRET_MAGIC, sec_pub,
-                                   sizeof sec_pub), out);
+    GT_TRY_GOTO(err, read_key_pair(dir, GT_KEYDIR_HOLDER_SECRET, SECRET_MAGIC, keys->holder_sec,
+                                   keys->holder_pub, gt_ed25519_public), out);
     GT_TRY_GOTO(err, read_key_file(dir, GT_KEYDIR_DATASET_KEY, DSKEY_MAGIC, keys->dataset_key,
                                    sizeof keys->dataset_key), out);
-    memcpy(keys->holder_sec, sec_pub, GT_ED25519_SECRET_BYTES);
-    memcpy(keys->holder_pub, sec_pub + GT_ED25519_SECRET_BYTES, GT_ED25519_PUBLIC_BYTES);
-    GT_TRY_GOTO(err, gt_ed25519_public(derived, keys->holder_sec), out);
-    GT_ENSURE_GOTO(err, memcmp(derived, keys->holder_pub, sizeof derived) == 0, out, GT_E_FORMAT,
-                   "%s/%s: the public key does not belong to the secret key", dir,
-                   GT_KEYDIR_HOLDER_SECRET);
 out:
-    gt_secure_zero(sec_pub, sizeof sec_pub);
     if (err.code != GT_E_NONE) {
         gt_holder_keys_wipe(keys);
     }
@@ -204,19 +219,8 @@ gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k)
     GT_ENSURE(gt_path_exists(path) || !gt_path_exists(ident), GT_E_NOTFOUND,
               "no recipient key (the folder predates sealed checkpoints): add one with "
               "`gputravel keygen --add-recipient-key --out %s`", dir);
-    uint8_t sec_pub[2 * GT_X25519_BYTES] = {0};
-    uint8_t derived[GT_X25519_BYTES] = {0};
-    gt_err err = GT_OK;
-    GT_TRY_GOTO(err, read_key_file(dir, GT_KEYDIR_RECIPIENT_SECRET, XSEC_MAGIC, sec_pub,
-                                   sizeof sec_pub), out);
-    memcpy(k->sec, sec_pub, GT_X25519_BYTES);
-    memcpy(k->pub, sec_pub + GT_X25519_BYTES, GT_X25519_BYTES);
-    GT_TRY_GOTO(err, gt_x25519_public(derived, k->sec), out);
-    GT_ENSURE_GOTO(err, memcmp(derived, k->pub, sizeof derived) == 0, out, GT_E_FORMAT,
-                   "%s/%s: the public key does not belong to the secret key", dir,
-                   GT_KEYDIR_RECIPIENT_SECRET);
-out:
-    gt_secure_zero(sec_pub, sizeof sec_pub);
+    gt_err err = read_key_pair(dir, GT_KEYDIR_RECIPIENT_SECRET, XSEC_MAGIC, k->sec, k->pub,
+                               gt_x25519_public);
     if (err.code != GT_E_NONE) {
         gt_recipient_keys_wipe(k);
     }

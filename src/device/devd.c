@@ -212,13 +212,7 @@ static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 
 static gt_err send_msg(devd_session *s, const gt_sim_msg *m)
 {
-    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    uint8_t body[sizeof plain + GT_AEAD_TAG_BYTES];
-    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
-    size_t body_len = 0;
-    GT_TRY(gt_sim_msg_write(&w, m));
-    GT_TRY(gt_sim_record_seal(&s->keys, body, sizeof body, &body_len, plain, w.len));
-    return gt_sim_frame_send(s->fd, body, body_len, -1);
+    return gt_sim_msg_send(s->fd, &s->keys, m, -1);
 }
 
 static gt_err send_status(devd_session *s, gt_err e)
@@ -232,14 +226,7 @@ static gt_err send_status(devd_session *s, gt_err e)
 // closes it, also on failure).
 static gt_err recv_msg_fd(devd_session *s, gt_sim_msg *m, int *recv_fd)
 {
-    size_t len = 0, plain_len = 0;
-    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    GT_TRY(gt_sim_frame_recv(s->fd, s->d->rx, GT_SIM_MAX_FRAME, &len, recv_fd, &s->watch));
-    GT_TRY(gt_sim_record_open(&s->keys, plain, sizeof plain, &plain_len,
-                              (gt_span){s->d->rx, len}));
-    gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
-    gt_secure_zero(plain, sizeof plain);
-    return err;
+    return gt_sim_msg_recv(s->fd, &s->keys, s->d->rx, GT_SIM_MAX_FRAME, recv_fd, &s->watch, m);
 }
 
 static gt_err recv_msg(devd_session *s, gt_sim_msg *m)
@@ -603,15 +590,9 @@ static gt_err trainer_while_lent(devd_session *t)
 {
     // its own buffer and watch: this may run inside a holder's frame read (d->rx is in use)
     uint8_t body[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16 + GT_AEAD_TAG_BYTES];
-    uint8_t plain[sizeof body];
-    size_t len = 0, plain_len = 0;
     gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
     gt_sim_msg m;
-    GT_TRY(gt_sim_frame_recv(t->fd, body, sizeof body, &len, NULL, &w));
-    GT_TRY(gt_sim_record_open(&t->keys, plain, sizeof plain, &plain_len, (gt_span){body, len}));
-    gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, &m);
-    gt_secure_zero(plain, sizeof plain);
-    GT_TRY(err);
+    GT_TRY(gt_sim_msg_recv(t->fd, &t->keys, body, sizeof body, NULL, &w, &m));
     switch (m.type) {
     case GT_SIM_REQ_TRIP_STATUS:
         return send_trip(t);

@@ -48,13 +48,7 @@ struct gt_ipc_trip {
 
 static gt_err send_msg(gt_ipc_trip *t, const gt_sim_msg *m)
 {
-    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    uint8_t body[sizeof plain + GT_AEAD_TAG_BYTES];
-    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
-    size_t body_len = 0;
-    GT_TRY(gt_sim_msg_write(&w, m));
-    GT_TRY(gt_sim_record_seal(&t->keys, body, sizeof body, &body_len, plain, w.len));
-    return gt_sim_frame_send(t->fd, body, body_len, -1);
+    return gt_sim_msg_send(t->fd, &t->keys, m, -1);
 }
 
 static gt_err send_status(gt_ipc_trip *t, gt_err e)
@@ -67,13 +61,7 @@ static gt_err send_status(gt_ipc_trip *t, gt_err e)
 // recv_fd: where a descriptor attached to the frame goes (-1 when none; NULL: closed).
 static gt_err recv_msg_fd(gt_ipc_trip *t, gt_sim_msg *m, int *recv_fd)
 {
-    size_t len = 0, plain_len = 0;
-    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    GT_TRY(gt_sim_frame_recv(t->fd, t->rx, GT_SIM_MAX_FRAME, &len, recv_fd, &t->watch));
-    GT_TRY(gt_sim_record_open(&t->keys, plain, sizeof plain, &plain_len, (gt_span){t->rx, len}));
-    gt_err err = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
-    gt_secure_zero(plain, sizeof plain);
-    return err;
+    return gt_sim_msg_recv(t->fd, &t->keys, t->rx, GT_SIM_MAX_FRAME, recv_fd, &t->watch, m);
 }
 
 static gt_err recv_msg(gt_ipc_trip *t, gt_sim_msg *m)

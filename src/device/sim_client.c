@@ -37,18 +37,7 @@ gt_err gt_sim_conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 static gt_err conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 {
     GT_ENSURE(!c->broken, GT_E_STATE, "sim device: the session has ended");
-    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
-    uint8_t body[sizeof plain + GT_AEAD_TAG_BYTES];
-    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
-    size_t body_len = 0;
-    gt_err e = gt_sim_msg_write(&w, m);
-    if (gt_is_ok(e)) {
-        e = gt_sim_record_seal(&c->keys, body, sizeof body, &body_len, plain, w.len);
-    }
-    if (gt_is_ok(e)) {
-        e = gt_sim_frame_send(c->fd, body, body_len, attach_fd);
-    }
-    gt_secure_zero(plain, sizeof plain);  // LOAD_SEALED carries a chunk key
+    gt_err e = gt_sim_msg_send(c->fd, &c->keys, m, attach_fd);
     return gt_is_ok(e) ? e : conn_fail(c, e);
 }
 
@@ -56,17 +45,9 @@ gt_err gt_sim_conn_recv(gt_sim_conn *c, gt_sim_msg *m)
 {
     GT_ENSURE(!c->broken, GT_E_STATE, "sim device: the session has ended");
     uint8_t body[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16 + GT_AEAD_TAG_BYTES];
-    uint8_t plain[sizeof body];
-    size_t len = 0, plain_len = 0;
-    gt_err e = gt_sim_frame_recv(c->fd, body, sizeof body, &len, NULL, &c->watch);
-    if (e.code == GT_E_PEER) {
+    gt_err e = gt_sim_msg_recv(c->fd, &c->keys, body, sizeof body, NULL, &c->watch, m);
+    if (e.code == GT_E_PEER) {  // only the socket says PEER: devd closed it
         e = gt_errf(GT_E_PEER, "sim device: devd ended the session");
-    }
-    if (gt_is_ok(e)) {
-        e = gt_sim_record_open(&c->keys, plain, sizeof plain, &plain_len, (gt_span){body, len});
-    }
-    if (gt_is_ok(e)) {
-        e = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
     }
     return gt_is_ok(e) ? e : conn_fail(c, e);
 }

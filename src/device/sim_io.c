@@ -193,3 +193,34 @@ fail:
     }
     return err;
 }
+
+gt_err gt_sim_msg_send(int fd, gt_sim_keys *keys, const gt_sim_msg *m, int attach_fd)
+{
+    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
+    uint8_t body[sizeof plain + GT_AEAD_TAG_BYTES];
+    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
+    size_t body_len = 0;
+    gt_err e = gt_sim_msg_write(&w, m);
+    if (gt_is_ok(e)) {
+        e = gt_sim_record_seal(keys, body, sizeof body, &body_len, plain, w.len);
+    }
+    if (gt_is_ok(e)) {
+        e = gt_sim_frame_send(fd, body, body_len, attach_fd);
+    }
+    gt_secure_zero(plain, sizeof plain);
+    return e;
+}
+
+gt_err gt_sim_msg_recv(int fd, gt_sim_keys *keys, uint8_t *rx, size_t cap, int *recv_fd,
+                       const gt_sim_watch *watch, gt_sim_msg *m)
+{
+    size_t len = 0, plain_len = 0;
+    uint8_t plain[GT_SIM_MAX_REC_PLAIN + GT_SIM_MAX_STATUS_MSG + 16];
+    GT_TRY(gt_sim_frame_recv(fd, rx, cap, &len, recv_fd, watch));
+    gt_err e = gt_sim_record_open(keys, plain, sizeof plain, &plain_len, (gt_span){rx, len});
+    if (gt_is_ok(e)) {
+        e = gt_sim_msg_parse((gt_span){plain, plain_len}, m);
+    }
+    gt_secure_zero(plain, sizeof plain);
+    return e;
+}

@@ -308,4 +308,14 @@ typedef struct {
 GT_MUST_USE gt_err gt_sim_frame_recv(int fd, uint8_t *buf, size_t cap, size_t *len, int *recv_fd,
                                      const gt_sim_watch *watch);
 
+// ---- messages: one AEAD record per frame (sim_io.c) -------------------------------------------
+// Seals m as one record with this side's keys and sends it (attach_fd as gt_sim_frame_send). The
+// plaintext staging is wiped: a LOAD_SEALED record carries a chunk key.
+GT_MUST_USE gt_err gt_sim_msg_send(int fd, gt_sim_keys *keys, const gt_sim_msg *m, int attach_fd);
+// Receives one frame into rx (cap bytes), opens it with the peer's direction of keys and parses
+// the message; recv_fd as gt_sim_frame_recv (the caller closes a received descriptor, also on
+// failure). The opened plaintext is wiped.
+GT_MUST_USE gt_err gt_sim_msg_recv(int fd, gt_sim_keys *keys, uint8_t *rx, size_t cap,
+                                   int *recv_fd, const gt_sim_watch *watch, gt_sim_msg *m);
+
 #endif
