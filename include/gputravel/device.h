@@ -201,6 +201,21 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, 
 // are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
 // holder device without return fails the trip (everything it loaded is wiped).
 GT_MUST_USE gt_err gt_device_sim_return(gt_device *holder);
+// Holder: ends the trip exactly as gt_device_sim_return, but devd parks this attested session for
+// the holder's next trip instead of ending it: gt_device_sim_reattach then attaches it to the
+// next lend without a new handshake (no evidence produced or appraised again: it is the same
+// devd process on the same connection, and the agreement hash was bound at the handshake).
+// Parked, the device allows only gt_device_sim_reattach and gt_device_close (GT_E_STATE
+// otherwise). devd keeps at most 8 parked sessions and none attested more than 10 minutes ago;
+// one it has dropped fails the reattach with GT_E_PEER.
+GT_MUST_USE gt_err gt_device_sim_return_stay(gt_device *holder);
+// Holder: attaches a parked session to the current lend with its ticket. Refusals as
+// gt_device_sim_attach; any failure ends the session (close it; a fresh gt_device_sim_attach is
+// the way back). devd reads a parked session only while the device is lent or idle: a reattach
+// after the lease ran out, while the trainer uses its device again, waits for the next lend (or
+// the reply timeout) and is then refused.
+GT_MUST_USE gt_err gt_device_sim_reattach(gt_device *holder,
+                                          const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
 
 // ---- a trip served by the trainer itself (docs/cuda.md "The trip with a real GPU") ----------
 // With a cuda (or cpu) device there is no devd: the trainer's process is the far end of the

@@ -28,6 +28,8 @@
 #define DEVD_DEFAULT_SLOT_BYTES (4u << 20)
 #define DEVD_SEND_TIMEOUT_S 30
 #define DEVD_HELLO_TIMEOUT_MS 10000
+#define DEVD_MAX_PARKED 8          // holders' sessions kept between trips (RETURN_STAY)
+#define DEVD_PARK_MAX_S 600.0      // a parked session older than this is ended (fresh handshake)
 
 typedef struct {
     uint64_t id;     // the handle the owner sees
@@ -79,6 +81,11 @@ typedef struct {
     uint8_t *stage;  // ciphertext is copied here before it is decrypted (no double fetch)
     uint8_t *rx;     // one frame
     devd_trip trip;
+    // Attested holder sessions parked between trips (RETURN_STAY): the next trip of that holder
+    // starts with ATTACH on the same session. Read only while the device is lent (lend_run) or
+    // idle (the accept loop); anything else a parked session sends ends it.
+    devd_session *parked[DEVD_MAX_PARKED];
+    size_t nparked;
 } devd;
 
 struct devd_session {
@@ -93,6 +100,7 @@ struct devd_session {
     bool bounce_used;  // a bulk transfer touched the slots (only then are they wiped)
     int bounce_fd;
     gt_sim_watch watch;
+    double attested_at;  // gt_now_seconds() at the end of its handshake
 };
 
 // ---- memory -----------------------------------------------------------------------------------
@@ -428,6 +436,7 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_LOAD_SEALED:
     case GT_SIM_REQ_LOAD_SEALED_FD:
     case GT_SIM_REQ_RETURN:
+    case GT_SIM_REQ_RETURN_STAY:
         gt_secure_zero(&m, sizeof m);
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
                                       "attached with a ticket (is the device lent?)",
@@ -852,8 +861,9 @@ out:
     return send_status(h, GT_OK);
 }
 
-// One record from the attached holder. *returned is set by RETURN.
-static gt_err serve_holder_one(devd_session *h, bool *returned)
+// One record from the attached holder. *returned is set by RETURN and RETURN_STAY, *stay by
+// RETURN_STAY.
+static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
 {
     gt_sim_msg m, r;
     int fd = -1;
@@ -916,6 +926,10 @@ static gt_err serve_holder_one(devd_session *h, bool *returned)
     case GT_SIM_REQ_RETURN:
         *returned = true;
         break;
+    case GT_SIM_REQ_RETURN_STAY:
+        *returned = true;
+        *stay = true;
+        break;
     case GT_SIM_REQ_BYE:
         err = gt_errf(GT_E_PEER, "devd: the holder left without RETURN");
         break;
@@ -969,58 +983,156 @@ static gt_err handshake(devd_session *s);
 static void session_end(devd_session *s);
 static void refuse_waiting(void *ctx);
 
-// A connection that arrived while the device is lent: handshake, ticket, then the holder's
-// requests until RETURN, its disconnection or the lease's end.
-static void holder_run(devd *d, devd_session *t, int fd)
+// ---- holder sessions, fresh and parked --------------------------------------------------------
+
+static void holder_end(devd_session *h)
 {
-    devd_session h;
-    memset(&h, 0, sizeof h);
-    h.d = d;
-    h.fd = fd;
-    h.bounce_fd = -1;
-    h.id = ++d->sessions;
-    h.holder = true;
-    h.watch = (gt_sim_watch){.fd = d->listen_fd, .on_watch = refuse_waiting, .ctx = d,
-                             .timeout_ms = DEVD_HELLO_TIMEOUT_MS, .stop = d->cfg->stop,
-                             .fd2 = t->fd, .on_watch2 = trainer_watch, .ctx2 = t,
-                             .abort2 = &d->trip.trainer_gone, .deadline = d->trip.lease_end};
-    struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    gt_err err = handshake(&h);
-    if (gt_is_ok(err)) {
-        err = attach_check(&h, t);
+    session_end(h);
+    free(h);
+}
+
+static void parked_end(devd *d, size_t i, const char *why)
+{
+    devd_session *h = d->parked[i];
+    memmove(&d->parked[i], &d->parked[i + 1], (d->nparked - i - 1) * sizeof *d->parked);
+    d->nparked--;
+    gt_log_info("devd: parked holder session %llu ended: %s", (unsigned long long)h->id, why);
+    holder_end(h);
+}
+
+// Keeps h, its trip over, for its holder's next trip; the oldest parked session makes room.
+static void park(devd *d, devd_session *h)
+{
+    if (h->bounce_used) {  // ciphertext only, but nothing of a trip stays behind it
+        gt_secure_zero(h->bounce, h->bounce_bytes);
+        h->bounce_used = false;
     }
+    if (d->nparked == DEVD_MAX_PARKED) {
+        parked_end(d, 0, "room for a newer one");
+    }
+    d->parked[d->nparked++] = h;
+    gt_log_info("devd: holder session %llu parked for its next trip (%zu parked)",
+                (unsigned long long)h->id, d->nparked);
+}
+
+// A parked session is re-attested (ended) once its handshake is DEVD_PARK_MAX_S old.
+static void parked_expire(devd *d)
+{
+    double now = gt_now_seconds();
+    for (size_t i = d->nparked; i-- > 0;) {
+        if (now - d->parked[i]->attested_at > DEVD_PARK_MAX_S) {
+            parked_end(d, i, "attested too long ago");
+        }
+    }
+}
+
+// Parked session i turned readable while the device is not lent: its holder left, or sent
+// something with no trip to attach to (an ATTACH after the lease ran out). The session ends;
+// an ATTACH is answered first, so that holder learns why at once.
+static void parked_stray(devd *d, size_t i)
+{
+    devd_session *h = d->parked[i];
+    uint8_t body[GT_SIM_MAX_REC_PLAIN + GT_AEAD_TAG_BYTES];
+    gt_sim_watch w = {.fd = -1, .timeout_ms = 1000};
+    gt_sim_msg m;
+    memset(&m, 0, sizeof m);
+    gt_err e = gt_sim_msg_recv(h->fd, &h->keys, body, sizeof body, NULL, &w, &m);
+    if (gt_is_ok(e) && m.type == GT_SIM_REQ_ATTACH) {
+        gt_err ignored = send_status(h, gt_errf(GT_E_STATE, "devd: the device is not lent (that "
+                                                "trip has ended)"));
+        (void)ignored;
+    }
+    gt_secure_zero(&m, sizeof m);
+    parked_end(d, i, gt_is_ok(e) ? "a request with no trip to attach to"
+                                 : "its holder went away");
+}
+
+// While a holder has the device: a second connection is refused, the lending trainer may ask
+// for the trip's status, the lease bounds every wait.
+static void holder_watch(devd_session *h, devd_session *t, int timeout_ms)
+{
+    devd *d = h->d;
+    h->watch = (gt_sim_watch){.fd = d->listen_fd, .on_watch = refuse_waiting, .ctx = d,
+                              .timeout_ms = timeout_ms, .stop = d->cfg->stop,
+                              .fd2 = t->fd, .on_watch2 = trainer_watch, .ctx2 = t,
+                              .abort2 = &d->trip.trainer_gone, .deadline = d->trip.lease_end};
+}
+
+// One trip of an attested holder session (fresh or parked): ATTACH with the ticket, then its
+// requests until RETURN / RETURN_STAY, its departure or the lease's end. Afterwards the session
+// is parked (RETURN_STAY) or ended. A refused attach leaves the lend standing (unless the lease
+// ran out meanwhile: the lend loop sees it).
+static void holder_trip(devd *d, devd_session *t, devd_session *h)
+{
+    holder_watch(h, t, DEVD_HELLO_TIMEOUT_MS);
+    gt_err err = attach_check(h, t);
     if (!gt_is_ok(err)) {
-        gt_log_warn("devd: attach refused (session %llu): %s", (unsigned long long)h.id, err.msg);
-        session_end(&h);
-        return;  // still LENT (unless the lease ran out meanwhile: the lend loop sees it)
+        if (err.code == GT_E_PEER) {
+            gt_log_info("devd: holder session %llu left", (unsigned long long)h->id);
+        } else {
+            gt_log_warn("devd: attach refused (session %llu): %s", (unsigned long long)h->id,
+                        err.msg);
+        }
+        holder_end(h);
+        return;
     }
     d->trip.state = GT_SIM_TRIP_ATTACHED;
-    d->trip.holder = h.id;
-    h.watch.timeout_ms = d->cfg->idle_timeout_ms;
+    d->trip.holder = h->id;
+    h->watch.timeout_ms = d->cfg->idle_timeout_ms;
     gt_log_info("devd: holder session %llu attached to the device lent by session %llu",
-                (unsigned long long)h.id, (unsigned long long)t->id);
-    bool returned = false;
+                (unsigned long long)h->id, (unsigned long long)t->id);
+    bool returned = false, stay = false;
     while (gt_is_ok(err) && !returned) {
-        err = serve_holder_one(&h, &returned);
+        err = serve_holder_one(h, &returned, &stay);
     }
     if (returned) {
         trip_end(d, true, GT_E_NONE);
-        gt_err e = send_status(&h, GT_OK);
-        (void)e;
+        gt_err e = send_status(h, GT_OK);
+        if (stay && gt_is_ok(e)) {
+            park(d, h);
+            return;
+        }
     } else {
         gt_log_warn("devd: trip failed: %s", err.msg);
         trip_end(d, false, d->trip.trainer_gone ? GT_E_PEER : err.code);
     }
-    session_end(&h);
+    holder_end(h);
+}
+
+// A connection that arrived while the device is lent: the handshake, then its trip.
+static void holder_fresh(devd *d, devd_session *t, int fd)
+{
+    devd_session *h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        gt_log_warn("devd: out of memory for a holder session");
+        close(fd);
+        return;
+    }
+    h->d = d;
+    h->fd = fd;
+    h->bounce_fd = -1;
+    h->id = ++d->sessions;
+    h->holder = true;
+    holder_watch(h, t, DEVD_HELLO_TIMEOUT_MS);
+    struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    gt_err err = handshake(h);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("devd: attach refused (session %llu): %s", (unsigned long long)h->id, err.msg);
+        holder_end(h);
+        return;
+    }
+    h->attested_at = gt_now_seconds();
+    holder_trip(d, t, h);
 }
 
 // The device is lent: until the trip ends, serve trip_status to the trainer, refuse its other
-// requests, and let one connection with the ticket attach. A fatal error ends the trainer's
-// session (and with it every buffer, trip buffers included).
+// requests, and let one holder with the ticket attach: a new connection or a parked session. A
+// fatal error ends the trainer's session (and with it every buffer, trip buffers included).
 static gt_err lend_run(devd_session *t)
 {
     devd *d = t->d;
+    parked_expire(d);
     while (d->trip.state == GT_SIM_TRIP_LENT) {
         if (d->cfg->stop != NULL && *d->cfg->stop) {
             trip_end(d, false, GT_E_STATE);
@@ -1032,10 +1144,14 @@ static gt_err lend_run(devd_session *t)
             trip_end(d, false, GT_E_TIMEOUT);
             break;
         }
-        struct pollfd pfd[2] = {{.fd = d->listen_fd, .events = POLLIN},
-                                {.fd = t->fd, .events = POLLIN}};
+        struct pollfd pfd[2 + DEVD_MAX_PARKED] = {{.fd = d->listen_fd, .events = POLLIN},
+                                                  {.fd = t->fd, .events = POLLIN}};
+        size_t n = 2;
+        for (size_t i = 0; i < d->nparked; i++) {
+            pfd[n++] = (struct pollfd){.fd = d->parked[i]->fd, .events = POLLIN};
+        }
         int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
-        if (poll(pfd, 2, ms) <= 0) {
+        if (poll(pfd, n, ms) <= 0) {
             continue;
         }
         if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -1044,18 +1160,32 @@ static gt_err lend_run(devd_session *t)
                 trip_end(d, false, GT_E_PEER);
                 return e;
             }
+            if (d->trip.state != GT_SIM_TRIP_LENT) {
+                break;  // recalled
+            }
         }
         if (pfd[0].revents & POLLIN) {
             int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd >= 0) {
-                holder_run(d, t, fd);
+                holder_fresh(d, t, fd);
             }
-            if (d->trip.trainer_gone) {
-                if (d->trip.state == GT_SIM_TRIP_LENT) {
-                    trip_end(d, false, GT_E_PEER);
+        } else {
+            for (size_t i = 2; i < n; i++) {
+                if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                    devd_session *h = d->parked[i - 2];
+                    memmove(&d->parked[i - 2], &d->parked[i - 1],
+                            (d->nparked - (i - 1)) * sizeof *d->parked);
+                    d->nparked--;
+                    holder_trip(d, t, h);
+                    break;  // the parked list changed
                 }
-                return gt_errf(GT_E_PEER, "devd: the lending trainer went away");
             }
+        }
+        if (d->trip.trainer_gone) {
+            if (d->trip.state == GT_SIM_TRIP_LENT) {
+                trip_end(d, false, GT_E_PEER);
+            }
+            return gt_errf(GT_E_PEER, "devd: the lending trainer went away");
         }
     }
     d->trip.tsess = NULL;
@@ -1210,10 +1340,23 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
         if (cfg->max_sessions != 0 && d.sessions >= cfg->max_sessions) {
             break;
         }
-        struct pollfd pfd = {.fd = d.listen_fd, .events = POLLIN};
-        int pr = poll(&pfd, 1, 200);
+        parked_expire(&d);
+        struct pollfd pfd[1 + DEVD_MAX_PARKED] = {{.fd = d.listen_fd, .events = POLLIN}};
+        size_t n = 1;
+        for (size_t i = 0; i < d.nparked; i++) {
+            pfd[n++] = (struct pollfd){.fd = d.parked[i]->fd, .events = POLLIN};
+        }
+        int pr = poll(pfd, n, 200);
         if (pr <= 0) {
             continue;  // timeout or EINTR: look at *stop again
+        }
+        for (size_t i = n; i-- > 1;) {  // from the end: parked_stray shifts the rest down
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                parked_stray(&d, i - 1);
+            }
+        }
+        if ((pfd[0].revents & POLLIN) == 0) {
+            continue;
         }
         int fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
@@ -1222,6 +1365,9 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
         session_run(&d, fd);
     }
 out:
+    while (d.nparked > 0) {
+        parked_end(&d, d.nparked - 1, "devd stopping");
+    }
     if (d.listen_fd >= 0) {
         close(d.listen_fd);
         unlink(cfg->socket_path);

@@ -265,3 +265,15 @@ gt_err gt_device_sim_return(gt_device *holder)
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_return(holder->impl);
 }
+
+gt_err gt_device_sim_return_stay(gt_device *holder)
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_return_stay(holder->impl);
+}
+
+gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_reattach(holder->impl, ticket);
+}

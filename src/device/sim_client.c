@@ -37,6 +37,9 @@ gt_err gt_sim_conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 static gt_err conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd)
 {
     GT_ENSURE(!c->broken, GT_E_STATE, "sim device: the session has ended");
+    // devd reads a parked session only for the next trip's ATTACH
+    GT_ENSURE(!c->parked || m->type == GT_SIM_REQ_ATTACH, GT_E_STATE,
+              "sim device: %s on a parked session (reattach it first)", gt_sim_msg_name(m->type));
     gt_err e = gt_sim_msg_send(c->fd, &c->keys, m, attach_fd);
     return gt_is_ok(e) ? e : conn_fail(c, e);
 }
@@ -218,7 +221,7 @@ gt_err gt_sim_conn_open(gt_sim_conn *c, const char *socket_path, const gt_device
 
 void gt_sim_conn_close(gt_sim_conn *c)
 {
-    if (c->fd >= 0 && !c->broken) {
+    if (c->fd >= 0 && !c->broken && !c->parked) {
         gt_sim_msg bye = {.type = GT_SIM_REQ_BYE};
         if (gt_is_ok(gt_sim_conn_send(c, &bye))) {
             // Wait until devd has ended the session (wiped its buffers and closed): the device
@@ -560,6 +563,31 @@ gt_err gt_device_sim_impl_return(void *impl)
     (void)e;
     c->broken = true;  // every later call: "the session has ended"
     return GT_OK;
+}
+
+gt_err gt_device_sim_impl_return_stay(void *impl)
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(c->holder, GT_E_STATE, "sim device: return: this session is not attached to a "
+              "lent device");
+    gt_sim_msg req = {.type = GT_SIM_REQ_RETURN_STAY}, rep;
+    GT_TRY(rpc(c, &req, GT_SIM_REP_STATUS, &rep));
+    c->holder = false;
+    c->parked = true;  // the device is the trainer's again; this session waits for a reattach
+    return GT_OK;
+}
+
+gt_err gt_device_sim_impl_reattach(void *impl, const uint8_t ticket[GT_SIM_TICKET_BYTES])
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(c->parked && !c->broken, GT_E_STATE,
+              "sim device: reattach: this session is not parked after a trip");
+    gt_err err = gt_device_sim_impl_attach(c, ticket);
+    c->parked = false;
+    if (!gt_is_ok(err)) {
+        c->broken = true;  // devd ends a parked session whose attach it refused
+    }
+    return err;
 }
 
 gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_offset, int fd,

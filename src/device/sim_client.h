@@ -21,12 +21,15 @@ typedef struct {
     gt_sim_watch watch;  // reply timeout
     bool broken;         // a fatal error ended the session; every call fails from then on
     bool holder;         // attached to a lent device with a ticket
+    bool parked;         // the trip ended with RETURN_STAY: only a reattach may follow
 } gt_sim_conn;
 
 // Connects, runs the handshake and maps the bounce slots. On failure c is closed.
 GT_MUST_USE gt_err gt_sim_conn_open(gt_sim_conn *c, const char *socket_path,
                                     const gt_device_sim_options *opt);
-void gt_sim_conn_close(gt_sim_conn *c);  // sends BYE when the session is still good
+// Sends BYE when the session is still good and waits for devd to end it; a parked session is
+// just closed (devd, not reading it until the next lend, notices then).
+void gt_sim_conn_close(gt_sim_conn *c);
 GT_MUST_USE gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m);
 GT_MUST_USE gt_err gt_sim_conn_recv(gt_sim_conn *c, gt_sim_msg *m);
 // The same with attach_fd attached to the record's frame (SCM_RIGHTS) when >= 0.
@@ -60,5 +63,8 @@ GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, ui
                                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                                      const uint8_t key[GT_AEAD_KEY_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_return(void *impl);
+GT_MUST_USE gt_err gt_device_sim_impl_return_stay(void *impl);
+GT_MUST_USE gt_err gt_device_sim_impl_reattach(void *impl,
+                                               const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 
 #endif

@@ -332,6 +332,7 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REQ_ATTACH: return "attach";
     case GT_SIM_REQ_LOAD_SEALED: return "load_sealed";
     case GT_SIM_REQ_RETURN: return "return";
+    case GT_SIM_REQ_RETURN_STAY: return "return_stay";
     case GT_SIM_REQ_LOAD_SEALED_FD: return "load_sealed_fd";
     case GT_SIM_REP_TICKET: return "ticket";
     case GT_SIM_REP_TRIP: return "trip";
@@ -374,6 +375,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REQ_TRIP_STATUS:
     case GT_SIM_REQ_RECALL:
     case GT_SIM_REQ_RETURN:
+    case GT_SIM_REQ_RETURN_STAY:
     case GT_SIM_REP_RELEASED:
         return GT_OK;
     case GT_SIM_REQ_RETURN_IPC:
@@ -462,6 +464,7 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     case GT_SIM_REQ_TRIP_STATUS:
     case GT_SIM_REQ_RECALL:
     case GT_SIM_REQ_RETURN:
+    case GT_SIM_REQ_RETURN_STAY:
     case GT_SIM_REP_RELEASED:
         break;
     case GT_SIM_REQ_RETURN_IPC:

@@ -184,6 +184,9 @@ enum {
                                    // docs/cuda.md "Travelling with a real GPU"): ipc[72] (the
                                    // exported buffer, gt_cuda_ipc_desc wire form), aad[32] (the
                                    // chunk it holds) -> STATUS; later the trainer sends RELEASED
+    GT_SIM_REQ_RETURN_STAY = 0x0113, // holder: empty -> STATUS; as RETURN, but devd parks the
+                                   // attested session for the holder's next trip, which starts
+                                   // with ATTACH on it (no new handshake)
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot

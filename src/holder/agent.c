@@ -23,7 +23,14 @@ struct gt_holder_agent {
     uint32_t *uses;      // per chunk: uses the trainer confirmed (USED)
     uint64_t tokens_released;  // budget: tokens of distinct outstanding or confirmed releases
     gt_holder_agent_stats stats;
+    // The attested devd session kept after the last trip (RETURN_STAY), for the next trip to
+    // the same devd: no new handshake. Taken out while a trip uses it (guarded by lock).
+    gt_device *kept;
+    char kept_address[GT_DEVICE_TRIP_ADDRESS_MAX];
+    double kept_since;  // its handshake
 };
+
+#define KEPT_SESSION_MAX_S 300.0  // re-attest the device at least this often
 
 const char *gt_fetch_mode_name(gt_fetch_mode mode)
 {
@@ -124,6 +131,7 @@ void gt_holder_agent_free(gt_holder_agent *a)
     free(a->releases);
     free(a->uses);
     free(a->joinable);
+    gt_device_close(a->kept);
     pthread_mutex_destroy(&a->lock);
     free(a);
 }
@@ -277,11 +285,44 @@ static void trip_hook(gt_holder_agent *a, const char *stage, uint32_t chunk)
     }
 }
 
+// The kept devd session for address, taken out of the agent (NULL: none, or too old: closed).
+static gt_device *kept_take(gt_holder_agent *a, const char *address, double *since)
+{
+    pthread_mutex_lock(&a->lock);
+    gt_device *dev = NULL;
+    if (a->kept != NULL && strcmp(a->kept_address, address) == 0) {
+        dev = a->kept;
+        *since = a->kept_since;
+        a->kept = NULL;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (dev != NULL && gt_now_seconds() - *since > KEPT_SESSION_MAX_S) {
+        gt_device_close(dev);  // attested too long ago: the next attach appraises the device anew
+        dev = NULL;
+    }
+    return dev;
+}
+
+// Keeps a parked session for the next trip (replacing an older one).
+static void kept_put(gt_holder_agent *a, gt_device *dev, const char *address, double since)
+{
+    gt_device *old = NULL;
+    pthread_mutex_lock(&a->lock);
+    old = a->kept;
+    a->kept = dev;
+    snprintf(a->kept_address, sizeof a->kept_address, "%s", address);
+    a->kept_since = since;
+    pthread_mutex_unlock(&a->lock);
+    gt_device_close(old);
+}
+
 // The device travelled here: attach with the ticket (the handshake appraises the device's
 // evidence) and check its measurement is one the agreement accepts, before anything is decided
-// or loaded.
+// or loaded. A session kept from this holder's previous trip to the same devd attaches without
+// a new handshake: its evidence and measurement were checked when it was made.
 static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const char *socket,
-                            gt_device **out, gt_device_trip_carrier **carrier)
+                            gt_device **out, double *attested_at,
+                            gt_device_trip_carrier **carrier)
 {
     // "ipc-cuda:" / "ipc-cpu:": a trip the trainer serves itself (holder/trip.c)
     GT_TRY(gt_holder_trip_attach(a->cfg.agreement, ticket, socket, carrier));
@@ -289,10 +330,23 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
         trip_hook(a, "attached", UINT32_MAX);
         return GT_OK;
     }
+    gt_device *kept = kept_take(a, socket, attested_at);
+    if (kept != NULL) {
+        gt_err e = gt_device_sim_reattach(kept, ticket);
+        if (gt_is_ok(e)) {
+            *out = kept;
+            trip_hook(a, "attached", UINT32_MAX);
+            return GT_OK;
+        }
+        gt_log_info("holder %s: the kept device session did not reattach (%s); attaching afresh",
+                    a->me->name, e.msg);
+        gt_device_close(kept);
+    }
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
     gt_device_sim_options opt = {.timeout_ms = 60000};
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
     GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
+    *attested_at = gt_now_seconds();
     const gt_measurement_list *accepted = &a->cfg.agreement->device_measurements;
     if (accepted->count > 0) {
         uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
@@ -314,8 +368,10 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
 }
 
 // Loads the sealed chunk as stored (devd decrypts it once with the chunk key, the only secret
-// that leaves) into the attached device, and returns the device. Closes dev in every case.
-static gt_err travel_load(gt_holder_agent *a, gt_device *dev, uint32_t chunk, uint64_t *loaded)
+// that leaves) into the attached device, and returns the device: its session is kept for the
+// next trip, or closed on any failure (a close without return fails the trip).
+static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *address,
+                          double attested_at, uint32_t chunk, uint64_t *loaded)
 {
     char path[4200];
     uint8_t header[GT_CHUNK_HEADER_BYTES];
@@ -344,7 +400,9 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, uint32_t chunk, ui
                 device_failed);
     gt_secure_zero(key, sizeof key);
     trip_hook(a, "loaded", chunk);
-    GT_TRY_GOTO(err, gt_device_sim_return(dev), device_failed);
+    GT_TRY_GOTO(err, gt_device_sim_return_stay(dev), device_failed);
+    kept_put(a, dev, address, attested_at);
+    dev = NULL;
     *loaded = pt_len;
     goto out;
 device_failed:
@@ -366,11 +424,12 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     const uint32_t chunk = m.chunk;
     uint64_t tokens = 0;
     gt_device *dev = NULL;
+    double attested_at = 0;
     gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
     // The device first, then the release decision. A refusal after attaching closes the device
     // without a return: the trip fails at once, the trainer has its device back, nothing loaded.
     gt_err verdict = chunk < a->manifest.chunk_count
-                         ? travel_attach(a, m.ticket, m.device, &dev, &carrier)
+                         ? travel_attach(a, m.ticket, m.device, &dev, &attested_at, &carrier)
                          : gt_errf(GT_E_ARG, "chunk %u does not exist (%u chunks)", chunk,
                                    a->manifest.chunk_count);
     gt_secure_zero(m.ticket, sizeof m.ticket);
@@ -394,7 +453,7 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     uint64_t loaded = 0;
     gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
                                                a->cfg.keys->dataset_key, chunk, &loaded)
-                         : travel_load(a, dev, chunk, &loaded);
+                         : travel_load(a, dev, m.device, attested_at, chunk, &loaded);
     if (!gt_is_ok(err)) {
         gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
         ledger_note(a, "trip-failed", trainer, chunk, "travel", 0, 0, err.msg);

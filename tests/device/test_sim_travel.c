@@ -633,6 +633,114 @@ static void test_recall_before_attach(void **state)
     gt_device_close(tr);
 }
 
+// Lends the device, waits for the trip to end and returns its loaded buffers' count.
+static size_t trip_back(gt_device *tr, gt_device_sim_loaded *loaded, size_t cap)
+{
+    size_t n = 0;
+    GT_ASSERT_OK(gt_device_sim_wait_return(tr, 5000, loaded, cap, &n));
+    return n;
+}
+
+// RETURN_STAY parks the holder's attested session: the next trip attaches it with the new ticket
+// and no handshake (devd counts no new session), loads, and the trainer gets exactly that
+// trip's buffer. Parked, the session can do nothing but reattach; a wrong ticket ends it and
+// leaves the lend standing.
+static void test_parked_session_next_trip(void **state)
+{
+    fixture *f = *state;
+    gt_device *tr = open_trainer(f);
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_dbuf b[2] = {0, 0};
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b[0]));
+    GT_ASSERT_OK(load_chunk(h, b[0], 0, NULL));
+    GT_ASSERT_OK(gt_device_sim_return_stay(h));
+    gt_device_sim_loaded loaded[2];
+    assert_int_equal(trip_back(tr, loaded, 2), 1);
+    assert_int_equal(loaded[0].buf, b[0]);
+    const uint64_t sessions = stat_of(tr).sessions;
+    // parked: nothing but a reattach (and the old ticket is dead)
+    gt_dbuf x = 0;
+    GT_ASSERT_CODE(gt_device_alloc(h, 64, 0, &x), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_sim_return(h), GT_E_STATE);
+
+    uint8_t ticket2[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket2));
+    GT_ASSERT_OK(gt_device_sim_reattach(h, ticket2));
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b[1]));
+    GT_ASSERT_OK(load_chunk(h, b[1], 1, NULL));
+    uint64_t sz = 0;
+    GT_ASSERT_CODE(gt_device_buf_size(h, b[0], &sz), GT_E_NOTFOUND);  // not this trip's
+    GT_ASSERT_OK(gt_device_sim_return_stay(h));
+    assert_int_equal(trip_back(tr, loaded, 2), 1);
+    assert_int_equal(loaded[0].buf, b[1]);
+    assert_int_equal(loaded[0].bytes, chunk_plain(1));
+    assert_int_equal(stat_of(tr).sessions, sessions);  // no new handshake
+    for (uint32_t i = 0; i < 2; i++) {
+        gt_op chk = tokens_check(b[i], (int64_t)(chunk_plain(i) / 2), VOCAB);
+        GT_ASSERT_OK(gt_device_launch(tr, &chk));
+    }
+
+    // a wrong ticket on the parked session: refused and the session ends; the lend stands
+    uint8_t ticket3[GT_DEVICE_TICKET_BYTES] = {0};
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket3));
+    GT_ASSERT_CODE(gt_device_sim_reattach(h, ticket2), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_device_sim_reattach(h, ticket3), GT_E_STATE);
+    gt_device_close(h);
+    GT_ASSERT_OK(attach(f, ticket3, &h));
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    assert_int_equal(trip_back(tr, loaded, 2), 0);
+    assert_int_equal(stat_of(tr).buffers_live, 2);
+    gt_device_close(tr);
+}
+
+// A parked session is tied to the agreement of its handshake; one whose holder went away is
+// cleaned up at the next lend; a reattach when no lend is on (devd idle) is refused at once.
+static void test_parked_session_refusals(void **state)
+{
+    fixture *f = *state;
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options other;
+    memset(&other, 0, sizeof other);
+    other.timeout_ms = 10000;
+    other.agreement_hash[0] = 1;
+    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    gt_device_sim_loaded loaded[2];
+    // a session parked under another agreement cannot attach to this trainer's lend
+    gt_device *tb = NULL, *h = NULL, *h2 = NULL;
+    GT_ASSERT_OK(gt_device_open_sim(&tb, &cfg, &other));
+    GT_ASSERT_OK(gt_device_sim_lend(tb, 10000, ticket));
+    GT_ASSERT_OK(gt_device_sim_attach(&h, &cfg, &other, ticket));
+    GT_ASSERT_OK(gt_device_sim_return_stay(h));
+    assert_int_equal(trip_back(tb, loaded, 2), 0);
+    gt_device_close(tb);
+    gt_device *tr = open_trainer(f);
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    GT_ASSERT_CODE(gt_device_sim_reattach(h, ticket), GT_E_POLICY);
+    gt_device_close(h);
+    // the lend stands; this holder parks, then goes away while parked
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    GT_ASSERT_OK(gt_device_sim_return_stay(h));
+    assert_int_equal(trip_back(tr, loaded, 2), 0);
+    gt_device_close(h);  // no BYE wait: devd is not reading a parked session now
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    GT_ASSERT_OK(attach(f, ticket, &h2));
+    GT_ASSERT_OK(gt_device_sim_return_stay(h2));
+    assert_int_equal(trip_back(tr, loaded, 2), 0);
+    // the trainer leaves; devd is idle: a late reattach is answered at once
+    gt_device_close(tr);
+    double t0 = gt_now_seconds();
+    GT_ASSERT_CODE(gt_device_sim_reattach(h2, ticket), GT_E_STATE);
+    assert_true(gt_now_seconds() - t0 < 3.0);
+    gt_device_close(h2);
+    tr = open_trainer(f);  // and devd serves on
+    assert_int_equal(stat_of(tr).buffers_live, 0);
+    gt_device_close(tr);
+}
+
 static void test_trainer_dies_while_lent(void **state)
 {
     fixture *f = *state;
@@ -664,7 +772,7 @@ static void test_trainer_dies_while_lent(void **state)
 static void test_messages_exact_sizes(void **state)
 {
     (void)state;
-    gt_sim_msg in[10];
+    gt_sim_msg in[11];
     memset(in, 0, sizeof in);
     in[0].type = GT_SIM_REQ_LEND;
     in[0].ms = 1234;
@@ -692,8 +800,9 @@ static void test_messages_exact_sizes(void **state)
     in[8].type = GT_SIM_REQ_LOAD_SEALED_FD;
     in[8].file_offset = 40;
     in[9].type = GT_SIM_REQ_RECALL;
-    const size_t sizes[10] = {6, 2, 34, 102, 2, 34, 14, 18, 110, 2};
-    for (int i = 0; i < 10; i++) {
+    in[10].type = GT_SIM_REQ_RETURN_STAY;
+    const size_t sizes[11] = {6, 2, 34, 102, 2, 34, 14, 18, 110, 2, 2};
+    for (int i = 0; i < 11; i++) {
         uint8_t buf[256];
         gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
         GT_ASSERT_OK(gt_sim_msg_write(&w, &in[i]));
@@ -744,6 +853,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_from_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -303,7 +303,7 @@ static void travelling_matches_conventional(void **state)
     }
     holder_run runs[HOLDERS];
     gt_agreement a;
-    start_holders(runs, &a, 40);
+    start_holders(runs, &a, 100);
     char sock[600], conv_dir[600], travel_dir[600];
     pid_t devd = gt_test_devd_start(sock, sizeof sock, dir, NULL);
     assert_true(devd > 0);
@@ -314,21 +314,33 @@ static void travelling_matches_conventional(void **state)
     kill_at_step = 0;
     gt_collab_report by_travel, by_conv;
     GT_ASSERT_OK(train_on(&a, travel_dir, false, &by_travel, sock));
+    // Each holder made one attested devd session and kept it for all its trips: devd counts
+    // the trainer's session, one per holder, and this one.
+    gt_device *probe = NULL;
+    gt_device_config pc = {.kind = GT_DEVICE_SIM, .socket_path = sock};
+    GT_ASSERT_OK(gt_device_open(&probe, &pc));
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(probe, &st));
+    gt_device_close(probe);
     stop_holders(runs);
+    uint32_t trips = 0;
     for (int h = 0; h < HOLDERS; h++) {
         ledger_tally t;
         memset(&t, 0, sizeof t);
         GT_ASSERT_OK(gt_ledger_replay(ledgers[h], keys[h].holder_pub, tally, &t));
         assert_int_equal(t.travels, t.grants);  // every release was a trip of the device
-        assert_true(t.grants >= 1);
+        assert_true(t.grants >= 2);
+        trips += t.travels;
         unlink(ledgers[h]);
     }
-    start_holders(runs, &a, 40);
+    assert_int_equal(st.sessions, 1 + HOLDERS + 1);
+    assert_true(trips > HOLDERS);
+    start_holders(runs, &a, 100);
     GT_ASSERT_OK(train_on(&a, conv_dir, false, &by_conv, NULL));
     stop_holders(runs);
     gt_test_devd_stop(devd);
-    assert_int_equal(by_travel.steps_done, 40);
-    assert_int_equal(by_conv.steps_done, 40);
+    assert_int_equal(by_travel.steps_done, 100);
+    assert_int_equal(by_conv.steps_done, 100);
     // Same data, same order, same kernels: the same model (devd runs the cpu kernels).
     assert_true(by_travel.final_loss == by_conv.final_loss);
 }
