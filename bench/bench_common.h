@@ -35,13 +35,29 @@ static inline double bench_best(const double *v, int n)
     return b;
 }
 
-// Sizes in MiB from argv[1..] (at most cap), else 64 128 256 512. Returns the largest.
+// Sizes in MiB from argv[1..] (at most cap, each 1..65536), else 64 128 256 512. Returns the
+// largest. --help prints the usage and exits 0; anything else that is not a size exits 64.
 static inline size_t bench_sizes_mib(int argc, char **argv, size_t *sizes, int cap, int *count)
 {
     static const size_t defaults[] = {64, 128, 256, 512};
     int n = 0;
-    for (int i = 1; i < argc && n < cap; i++) {
-        sizes[n++] = (size_t)strtoul(argv[i], NULL, 10);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s [MiB ...]   (chunk sizes, default 64 128 256 512)\n", argv[0]);
+            exit(0);
+        }
+        char *end = NULL;
+        unsigned long v = strtoul(argv[i], &end, 10);
+        if (end == argv[i] || *end != '\0' || v == 0 || v > 65536 || argv[i][0] == '-') {
+            fprintf(stderr, "%s: '%s' is not a size in MiB (1..65536); --help for usage\n",
+                    argv[0], argv[i]);
+            exit(64);
+        }
+        if (n == cap) {
+            fprintf(stderr, "%s: at most %d sizes\n", argv[0], cap);
+            exit(64);
+        }
+        sizes[n++] = (size_t)v;
     }
     if (n == 0) {
         for (; n < 4 && n < cap; n++) {

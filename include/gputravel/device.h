@@ -107,6 +107,9 @@ typedef struct {
     const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
     uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES];  // zeros when there is none
     int timeout_ms;  // per reply from devd (0: 60 s)
+    // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for
+    // up to this long (0: not at all), e.g. while devd still wipes a crashed trainer's session.
+    int busy_wait_ms;
 } gt_device_sim_options;
 
 // gt_device_open for a sim device with explicit hooks (gt_device_open uses the defaults).

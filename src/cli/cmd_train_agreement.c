@@ -171,7 +171,8 @@ int gt_cli_train_agreement(int argc, char **argv)
     if (kind == GT_DEVICE_SIM) {
         // The device session carries the agreement: a holder the device travels to must
         // attach under the same one.
-        gt_device_sim_options so = {.timeout_ms = 0};
+        // busy_wait_ms: resumed right after a crash, devd may still be wiping the dead session.
+        gt_device_sim_options so = {.timeout_ms = 0, .busy_wait_ms = 30000};
         memcpy(so.agreement_hash, a.hash, sizeof so.agreement_hash);
         GT_TRY_GOTO(err, gt_device_open_sim(&dev, &dc, &so), out);
     } else {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -402,6 +403,15 @@ gt_err gt_device_sim_open_opts(const gt_device_config *cfg, const gt_device_sim_
     gt_sim_conn *c = calloc(1, sizeof *c);
     GT_ENSURE(c != NULL, GT_E_NOMEM, "sim device: out of memory");
     gt_err err = gt_sim_conn_open(c, cfg->socket_path, opt);
+    const double give_up = gt_now_seconds() + opt->busy_wait_ms / 1000.0;
+    long backoff_ms = 20;
+    while (err.code == GT_E_STATE && strstr(err.msg, "device busy") != NULL &&
+           gt_now_seconds() < give_up) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = backoff_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        backoff_ms = backoff_ms < 320 ? 2 * backoff_ms : 320;
+        err = gt_sim_conn_open(c, cfg->socket_path, opt);
+    }
     if (!gt_is_ok(err)) {
         free(c);
         return err;

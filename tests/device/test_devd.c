@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -60,16 +61,11 @@ static void sleep_ms(int ms)
 static gt_device *open_dev(fixture *f)
 {
     gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.busy_wait_ms = 2000;
     gt_device *dev = NULL;
-    gt_err e = GT_OK;
-    for (int i = 0; i < 200; i++) {
-        e = gt_device_open(&dev, &cfg);
-        if (e.code != GT_E_STATE) {
-            break;
-        }
-        sleep_ms(10);
-    }
-    GT_ASSERT_OK(e);
+    GT_ASSERT_OK(gt_device_open_sim(&dev, &cfg, &opt));
     return dev;
 }
 
@@ -203,6 +199,13 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 
 // ---- tests ------------------------------------------------------------------------------------
 
+static void *close_later(void *dev)
+{
+    sleep_ms(200);
+    gt_device_close(dev);
+    return NULL;
+}
+
 static void test_second_client_refused(void **state)
 {
     fixture *f = *state;
@@ -224,7 +227,24 @@ static void test_second_client_refused(void **state)
     gt_device_close(a);
     // once it left, the next client attaches
     GT_ASSERT_OK(gt_device_open(&b, &cfg));
-    gt_device_close(b);
+    // busy_wait_ms: a client that may wait gives up only after that long ...
+    gt_device_sim_options wait;
+    memset(&wait, 0, sizeof wait);
+    wait.busy_wait_ms = 300;
+    double t0 = gt_now_seconds();
+    GT_ASSERT_CODE(gt_device_open_sim(&a, &cfg, &wait), GT_E_STATE);
+    assert_true(gt_now_seconds() - t0 >= 0.3);
+    assert_null(a);
+    // ... and gets the device as soon as the owner has left
+    pthread_t closer;
+    pthread_create(&closer, NULL, close_later, b);
+    wait.busy_wait_ms = 10000;
+    t0 = gt_now_seconds();
+    GT_ASSERT_OK(gt_device_open_sim(&a, &cfg, &wait));
+    double waited = gt_now_seconds() - t0;
+    pthread_join(closer, NULL);
+    assert_true(waited >= 0.2 && waited < 5.0);
+    gt_device_close(a);
 }
 
 static void test_client_killed_mid_transfer(void **state)

@@ -278,20 +278,12 @@ gt_err gt_tc_train(const gt_tc_train_opts *o, gt_collab_report *rep, gt_device_s
     gt_device_config dc = {.kind = o->devd_socket ? GT_DEVICE_SIM : GT_DEVICE_CPU, .threads = 1,
                            .socket_path = o->devd_socket};
     if (o->devd_socket != NULL) {
-        gt_device_sim_options so = {.timeout_ms = 0, .attester = o->device_attester};
-        memcpy(so.agreement_hash, o->a->hash, sizeof so.agreement_hash);
         // A trainer resumed right after a crash may find devd still ending the dead session
-        // ("device busy"): wait a little, as an operator restarting it would.
-        gt_err e = GT_OK;
-        for (int i = 0; i < 100; i++) {
-            e = gt_device_open_sim(&dev, &dc, &so);
-            if (e.code != GT_E_STATE || strstr(e.msg, "device busy") == NULL) {
-                break;
-            }
-            struct timespec ts = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        GT_TRY(e);
+        // ("device busy"): the device layer waits for it, as `gputravel train` does.
+        gt_device_sim_options so = {.timeout_ms = 0, .attester = o->device_attester,
+                                    .busy_wait_ms = 5000};
+        memcpy(so.agreement_hash, o->a->hash, sizeof so.agreement_hash);
+        GT_TRY(gt_device_open_sim(&dev, &dc, &so));
     } else {
         GT_TRY(gt_device_open(&dev, &dc));
     }
