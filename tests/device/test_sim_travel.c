@@ -131,6 +131,17 @@ static gt_err attach(fixture *f, const uint8_t ticket[GT_DEVICE_TICKET_BYTES], g
     return gt_device_sim_attach(holder, &cfg, &opt, ticket);
 }
 
+// The usual start of a trip: the trainer's session, a lend of lease_ms, the holder attached.
+static gt_device *trip_start(fixture *f, gt_device **tr, uint32_t lease_ms,
+                             uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+{
+    *tr = open_trainer(f);
+    GT_ASSERT_OK(gt_device_sim_lend(*tr, lease_ms, ticket));
+    gt_device *h = NULL;
+    GT_ASSERT_OK(attach(f, ticket, &h));
+    return h;
+}
+
 static uint64_t chunk_plain(uint32_t i) { return g_sealed.m.chunks[i].plaintext_len; }
 
 // Loads sealed chunk i as stored (the file minus its 40-byte header) into dst.
@@ -348,11 +359,9 @@ static void test_wrong_ticket_and_second_attach(void **state)
 static void test_tampered_chunk(void **state)
 {
     fixture *f = *state;
-    gt_device *tr = open_trainer(f);
+    gt_device *tr = NULL;
     uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
-    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    gt_device *h = NULL;
-    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
     size_t len = g_sealed.file[1].len - GT_CHUNK_HEADER_BYTES;
     uint8_t *bad = malloc(len);
     const size_t where[] = {0, SLOT_BYTES - 1, SLOT_BYTES, len - 17, len - 16, len - 1};
@@ -509,11 +518,9 @@ static gt_op gather(gt_dbuf inp, gt_dbuf tgt, gt_dbuf data, int64_t n, int64_t o
 static void test_load_from_file(void **state)
 {
     fixture *f = *state;
-    gt_device *tr = open_trainer(f);
+    gt_device *tr = NULL;
     uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
-    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    gt_device *h = NULL;
-    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
     char path[700], badpath[700];
     GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, 0));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -579,11 +586,9 @@ static void test_load_from_file(void **state)
 static void test_holder_close_without_return(void **state)
 {
     fixture *f = *state;
-    gt_device *tr = open_trainer(f);
+    gt_device *tr = NULL;
     uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
-    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    gt_device *h = NULL;
-    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b = 0;
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
     GT_ASSERT_OK(load_chunk(h, b, 1, NULL));
@@ -633,7 +638,7 @@ static void test_recall_before_attach(void **state)
     gt_device_close(tr);
 }
 
-// Lends the device, waits for the trip to end and returns its loaded buffers' count.
+// Waits for the trip to end; returns how many buffers it loaded.
 static size_t trip_back(gt_device *tr, gt_device_sim_loaded *loaded, size_t cap)
 {
     size_t n = 0;
@@ -648,11 +653,9 @@ static size_t trip_back(gt_device *tr, gt_device_sim_loaded *loaded, size_t cap)
 static void test_parked_session_next_trip(void **state)
 {
     fixture *f = *state;
-    gt_device *tr = open_trainer(f);
+    gt_device *tr = NULL;
     uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
-    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    gt_device *h = NULL;
-    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b[2] = {0, 0};
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b[0]));
     GT_ASSERT_OK(load_chunk(h, b[0], 0, NULL));
@@ -744,11 +747,9 @@ static void test_parked_session_refusals(void **state)
 static void test_trainer_dies_while_lent(void **state)
 {
     fixture *f = *state;
-    gt_device *tr = open_trainer(f);
+    gt_device *tr = NULL;
     uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
-    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    gt_device *h = NULL;
-    GT_ASSERT_OK(attach(f, ticket, &h));
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b = 0;
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
     gt_device_close(tr);  // its session ends: the trip fails, the holder is cut off
