@@ -36,6 +36,11 @@ GT_MUST_USE gt_err gt_ledger_open(gt_ledger **l, const char *path,
 // Appends one entry (kind: "grant", "refuse", "erase", ...; detail: any JSON object, may be
 // NULL). Written with O_APPEND and fsynced before returning. Safe from several threads.
 GT_MUST_USE gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail);
+// The same, but the entry is only written (a crash of this process loses nothing), not fsynced:
+// the next gt_ledger_append, gt_ledger_sync or gt_ledger_close makes it durable. For entries no
+// later decision needs on disk first (a confirmed use: a release is decided on durable grants).
+GT_MUST_USE gt_err gt_ledger_append_lazy(gt_ledger *l, const char *kind, const cJSON *detail);
+GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);  // fsyncs lazy entries; cheap when there are none
 void gt_ledger_close(gt_ledger *l);  // wipes the key copy
 
 // Verifies a whole ledger. expected_key (may be NULL) pins the holder key; show (may be NULL)

@@ -143,11 +143,16 @@ void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out)
     pthread_mutex_unlock(&a->lock);
 }
 
-static void ledger_note(gt_holder_agent *a, const char *kind, const char *trainer, int64_t chunk,
-                        const char *mode, uint64_t tokens, uint64_t bytes, const char *reason)
+// Appends one decision. A confirmed use is written lazily (fsynced with the next decision: the
+// release cap, counted on durable grants, holds without it); everything else is durable before
+// this returns. Failures are logged; a grant's caller must refuse on one (nothing is released
+// that the ledger does not hold).
+static gt_err ledger_note(gt_holder_agent *a, const char *kind, const char *trainer,
+                          int64_t chunk, const char *mode, uint64_t tokens, uint64_t bytes,
+                          const char *reason)
 {
     if (a->cfg.ledger == NULL) {
-        return;
+        return GT_OK;
     }
     cJSON *d = cJSON_CreateObject();
     char id_hex[2 * GT_DATASET_ID_BYTES + 1];
@@ -169,11 +174,13 @@ static void ledger_note(gt_holder_agent *a, const char *kind, const char *traine
     if (reason != NULL) {
         cJSON_AddStringToObject(d, "reason", reason);
     }
-    gt_err err = gt_ledger_append(a->cfg.ledger, kind, d);
+    gt_err err = strcmp(kind, "use") == 0 ? gt_ledger_append_lazy(a->cfg.ledger, kind, d)
+                                           : gt_ledger_append(a->cfg.ledger, kind, d);
     cJSON_Delete(d);
     if (!gt_is_ok(err)) {
         gt_log_error("holder %s: ledger: %s", a->me->name, err.msg);
     }
+    return err;
 }
 
 static gt_err send_refuse(gt_channel *ch, gt_err why)
@@ -448,8 +455,13 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
         ledger_note(a, "refuse", trainer, chunk, "travel", 0, 0, verdict.msg);
         return send_refuse(ch, verdict);
     }
-    ledger_note(a, "grant", trainer, chunk, "travel", tokens,
-                gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
+    gt_err noted = ledger_note(a, "grant", trainer, chunk, "travel", tokens,
+                               gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
+    if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
+        gt_device_close(dev);
+        gt_device_trip_carrier_close(carrier);
+        return send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the grant"));
+    }
     uint64_t loaded = 0;
     gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
                                                a->cfg.keys->dataset_key, chunk, &loaded)
@@ -524,7 +536,13 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         }
         uint64_t bytes = mode == GT_FETCH_PLAIN ? a->manifest.chunks[chunk].plaintext_len
                                                 : gt_manifest_chunk_file_bytes(&a->manifest, chunk);
-        ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
+        gt_err noted = ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
+        if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
+            GT_TRY_GOTO(err, send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the "
+                                                                  "grant")),
+                        out);
+            continue;
+        }
         uint64_t sent = 0;
         GT_TRY_GOTO(err, serve_chunk(a, ch, chunk, (gt_fetch_mode)mode, &sent), out);
         pthread_mutex_lock(&a->lock);
@@ -534,6 +552,12 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
                     mode_name, (unsigned long long)tokens, trainer);
     }
 out:
+    if (a->cfg.ledger != NULL) {  // the trainer's last confirmed uses, durable as it leaves
+        gt_err synced = gt_ledger_sync(a->cfg.ledger);
+        if (!gt_is_ok(synced)) {
+            gt_log_error("holder %s: ledger: %s", a->me->name, synced.msg);
+        }
+    }
     gt_buf_free_nowipe(&body);
     return err;
 }

@@ -20,6 +20,7 @@ struct gt_ledger {
     uint8_t head[GT_SHA256_BYTES];
     uint8_t secret[GT_ED25519_SECRET_BYTES];
     char path[4096];
+    bool unsynced;  // a lazy entry is written but not yet fsynced
 };
 
 // Builds BODY ' ' HASH ' ' SIG '\n' for one entry and returns the new hash in `hash`.
@@ -63,7 +64,8 @@ out:
     return err;
 }
 
-static gt_err write_all(int fd, const uint8_t *p, size_t n, const char *path)
+// Writes the whole entry; with sync, fsyncs the file (and so every lazy entry before it too).
+static gt_err write_all(int fd, const uint8_t *p, size_t n, const char *path, bool sync)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
@@ -74,7 +76,7 @@ static gt_err write_all(int fd, const uint8_t *p, size_t n, const char *path)
         p += w;
         n -= (size_t)w;
     }
-    GT_ENSURE(fsync(fd) == 0, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
+    GT_ENSURE(!sync || fsync(fd) == 0, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
     return GT_OK;
 }
 
@@ -276,7 +278,7 @@ gt_err gt_ledger_open(gt_ledger **out, const char *path,
         err = entry_build(&line, l->head, 0, zero, "genesis", detail, l->secret);
         cJSON_Delete(detail);
         GT_TRY_GOTO(err, err, fail);
-        GT_TRY_GOTO(err, write_all(l->fd, line.data, line.len, path), fail);
+        GT_TRY_GOTO(err, write_all(l->fd, line.data, line.len, path, true), fail);
         l->next_seq = 1;
     }
     gt_buf_free_nowipe(&line);
@@ -288,7 +290,7 @@ fail:
     return err;
 }
 
-gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail)
+static gt_err append(gt_ledger *l, const char *kind, const cJSON *detail, bool sync)
 {
     gt_buf line = {0};
     uint8_t hash[GT_SHA256_BYTES];
@@ -296,7 +298,7 @@ gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail)
     gt_err err = entry_build(&line, hash, l->next_seq, l->head, kind, detail, l->secret);
     if (gt_is_ok(err)) {
         off_t before = lseek(l->fd, 0, SEEK_END);
-        err = write_all(l->fd, line.data, line.len, l->path);
+        err = write_all(l->fd, line.data, line.len, l->path, sync);
         if (!gt_is_ok(err) && before >= 0 && ftruncate(l->fd, before) != 0) {
             // The torn entry stays; verification reports it as an incomplete last entry.
             gt_log_error("%s: could not remove a torn entry: %s", l->path, strerror(errno));
@@ -305,9 +307,35 @@ gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail)
     if (gt_is_ok(err)) {
         memcpy(l->head, hash, sizeof hash);
         l->next_seq++;
+        l->unsynced = !sync;
     }
     pthread_mutex_unlock(&l->lock);
     gt_buf_free_nowipe(&line);
+    return err;
+}
+
+gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail)
+{
+    return append(l, kind, detail, true);
+}
+
+gt_err gt_ledger_append_lazy(gt_ledger *l, const char *kind, const cJSON *detail)
+{
+    return append(l, kind, detail, false);
+}
+
+gt_err gt_ledger_sync(gt_ledger *l)
+{
+    pthread_mutex_lock(&l->lock);
+    gt_err err = GT_OK;
+    if (l->unsynced) {
+        if (fsync(l->fd) == 0) {
+            l->unsynced = false;
+        } else {
+            err = gt_errf(GT_E_IO, "%s: fsync: %s", l->path, strerror(errno));
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
     return err;
 }
 
@@ -317,6 +345,10 @@ void gt_ledger_close(gt_ledger *l)
         return;
     }
     if (l->fd >= 0) {
+        gt_err e = gt_ledger_sync(l);
+        if (!gt_is_ok(e)) {
+            gt_log_error("ledger: %s", e.msg);
+        }
         close(l->fd);
     }
     pthread_mutex_destroy(&l->lock);

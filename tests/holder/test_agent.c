@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // A toy attestor (as in test_channel.c): evidence = binding || name.
@@ -269,12 +271,65 @@ static void budget_and_agreement_are_enforced(void **state)
     gt_ledger_close(ledger);
 }
 
+// Nothing leaves that the ledger does not hold: when the grant cannot be written (here the
+// file-size limit stops the append), the fetch is refused with that reason, no chunk byte is
+// sent, and the ledger still verifies without the grant. The next fetch, once the ledger can be
+// written again, is served.
+static void unrecorded_grant_is_refused(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    serve_arg s;
+    pthread_t th;
+    gt_agreement a;
+    gt_ledger *ledger = NULL;
+    start_agent(&s, &th, &a, &ledger, 100000, 5);
+    gt_device *dev = NULL;
+    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    toy trainer = {"trainer-ok", "alice"};
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    gt_holder_conn *c = NULL;
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    gt_ledger_summary before;
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &before));
+    struct stat st;
+    assert_int_equal(stat(ledger_path, &st), 0);
+    struct rlimit old, cap;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    cap = old;
+    cap.rlim_cur = (rlim_t)st.st_size;  // no file of this process may grow past the ledger now
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &cap), 0);
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    gt_err e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(e.code, GT_E_POLICY);  // a holder's refusal, with its reason
+    assert_non_null(strstr(e.msg, "cannot record the grant"));
+    gt_holder_agent_stats stats;
+    gt_holder_agent_get_stats(s.agent, &stats);
+    assert_int_equal(stats.bytes_sent, 0);
+    gt_ledger_summary after;
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &after));
+    assert_int_equal(after.entries, before.entries);
+    GT_ASSERT_OK(gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    check_chunk(dev, buf, 1, n);
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    gt_holder_disconnect(c);
+    stop_agent(&s, th, ledger);
+    gt_device_close(dev);
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &after));
+    assert_int_equal(after.entries, before.entries + 1);  // only the served grant
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(both_variants_deliver_the_chunk),
         cmocka_unit_test(budget_and_agreement_are_enforced),
+        cmocka_unit_test(unrecorded_grant_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
