@@ -745,7 +745,10 @@ static void no_plaintext_outside_devd(void **state)
     GT_ASSERT_OK(gt_device_open_sim(&dev, &dc, &so));
     gt_holder_conn *conn = NULL;
     gt_net_attestor toy = gt_tc_toy_trainer();
-    GT_ASSERT_OK(gt_holder_connect(&conn, &a, 0, &toy, "trainer"));
+    uint8_t signing_pub[GT_ED25519_PUBLIC_BYTES], signing_sec[GT_ED25519_SECRET_BYTES];
+    GT_ASSERT_OK(gt_ed25519_keypair(signing_pub, signing_sec));
+    gt_secure_zero(signing_sec, sizeof signing_sec);  // nothing is sealed by hand here
+    GT_ASSERT_OK(gt_holder_connect(&conn, &a, 0, &toy, "trainer", signing_pub));
     gt_dbuf buf = 0;
     uint64_t ntok = 0;
     GT_ASSERT_OK(gt_holder_travel(conn, 1, dev, sock, 10000, &buf, &ntok));
