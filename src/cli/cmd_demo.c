@@ -681,11 +681,13 @@ static gt_err step_sample(demo *d)
            "    %llu, this agreement's hash; GCM tag verified) into %s/model.bin.\n",
         holder_names[0], me + 1, hdr->recipient_count, (unsigned long long)hdr->step,
         holder_names[0]);
-    say(d, "    It was sealed by the trainer %s appraised: its signature verifies under\n"
-           "    signing key %.16s..., the key trainer '%s' presented inside the attested\n"
-           "    channel and %s's own ledger recorded (entry %llu%s%s).\n",
-        holder_names[0], signer_hex, ses.trainer, holder_names[0], (unsigned long long)ses.seq,
-        ses.appraisal[0] ? ": " : "", ses.appraisal);
+    say(d, "    It was sealed by the trainer %s appraised: the signature verifies under\n"
+           "    signing key %.16s..., which trainer '%s' presented inside the attested\n"
+           "    channel and %s's own ledger recorded (entry %llu).\n",
+        holder_names[0], signer_hex, ses.trainer, holder_names[0], (unsigned long long)ses.seq);
+    if (ses.appraisal[0] != '\0') {
+        say(d, "    %s appraised that trainer as: %s\n", holder_names[0], ses.appraisal);
+    }
     say(d, "    The text below is sampled from that copy, not from the trainer's checkpoint:\n");
     gt_device_config dc = {.kind = GT_DEVICE_CPU};
     GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
