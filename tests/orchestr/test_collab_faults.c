@@ -172,6 +172,18 @@ static void run_attack(const attack *at)
     gt_buf_free_nowipe(&rp.recorded);
     gt_policy_free(policy);
     print_message("%-28s trainer: %s\n", at->what, gt_is_ok(e) ? "trained" : e.msg);
+    // Holders are asked in order: each one before the refusing holder (all of them when none
+    // refuses) recorded this run's signing key in a session entry; from the refusing holder on,
+    // no ledger holds a key of a trainer it did not accept.
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_tally t;
+        gt_tc_ledger_tally(&F, h, &t);
+        bool asked = at->refusing < 0 || h < at->refusing;
+        assert_int_equal(t.sessions, asked ? 1 : 0);
+        if (asked) {
+            assert_memory_equal(t.last_session_key, rep.signing_key, 32);
+        }
+    }
     if (at->refusing < 0) {
         GT_ASSERT_OK(e);
         assert_int_equal(rep.steps_done, 20);
