@@ -413,6 +413,7 @@ static void signer_is_proved(void **state)
     memcpy(f.data + signed_len, g.data + signed_len, GT_SCKPT_SIG_BYTES);
     write_plain(mixed, f.data, f.len);
     GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], NULL, out, NULL, NULL), GT_E_AUTH);
+    gt_buf_free_nowipe(&f);
     GT_ASSERT_OK(gt_file_read_all(forged, 1u << 20, &f));
     memcpy(g.data + signed_len, f.data + signed_len, GT_SCKPT_SIG_BYTES);
     write_plain(mixed, g.data, g.len);
@@ -420,6 +421,7 @@ static void signer_is_proved(void **state)
     assert_int_equal(e.code, GT_E_AUTH);
     assert_non_null(strstr(e.msg, "signature does not verify"));
     // A version-1 (unsigned) header is refused as such.
+    gt_buf_free_nowipe(&g);
     GT_ASSERT_OK(gt_file_read_all(genuine, 1u << 20, &g));
     gt_store_u32le(g.data + 8, 1);
     gt_sckpt_header p;
