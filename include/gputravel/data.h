@@ -223,25 +223,34 @@ void gt_recipient_keys_wipe(gt_recipient_keys *k);
 // An llm.c fp32 checkpoint (model.bin: weights only, no optimizer state) encrypted once under a
 // fresh random content key (AES-256-GCM), that key wrapped for each named recipient: X25519 with
 // one ephemeral key per file, HKDF-SHA256 -> wrapping key and IV, AES-256-GCM. The header binds
-// the agreement hash, the training step, the model config and the recipient list: the wraps
-// authenticate the header's bound part (everything before the wraps) and the body authenticates
-// the whole header, so no field, recipient or wrap can be changed or swapped.
+// the agreement hash, the training step, the model config, the signer's Ed25519 public key and
+// the recipient list: the wraps authenticate the header's bound part (everything before the
+// wraps) and the body authenticates the whole header, so no field, recipient or wrap can be
+// changed or swapped. Version 2 adds provenance: the file ends with an Ed25519 signature by the
+// signer key over SHA-256(whole header || ciphertext || body tag), so the file says who sealed
+// it. The signer key is the trainer's per-process signing key, presented in its HELLO to every
+// holder inside the attested channel and recorded in each holder's ledger ("session" entry):
+// a recipient that finds it there knows the attested trainer sealed this file.
 //
-//   bound part  magic "GTSCKPT1" | u32 version | u32 suite | u32 content | agreement hash 32 |
+//   bound part  magic "GTSCKPT1" | u32 version 2 | u32 suite | u32 content | agreement hash 32 |
 //               u64 step | 6 x u32 config (maxT, V, L, NH, C, Vp) | u64 plaintext length |
-//               body IV 12 | ephemeral X25519 public 32 | u32 n | n x (name 64 | X25519 pub 32)
+//               body IV 12 | ephemeral X25519 public 32 | signer Ed25519 public 32 | u32 n |
+//               n x (name 64 | X25519 pub 32)
 //   wraps       n x (wrapped content key 32 | tag 16)
 //   body        ciphertext (plaintext length bytes) | tag 16
+//   signature   Ed25519(signer, SHA-256(bound part | wraps | ciphertext | tag)) 64
 // Integers little-endian. Names are NUL-padded, 1..63 characters of [A-Za-z0-9._-].
 #define GT_SCKPT_MAGIC "GTSCKPT1"
-#define GT_SCKPT_VERSION 1
+#define GT_SCKPT_VERSION 2            // 1: unsigned (no signer key, no signature); refused
 #define GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM 1
 #define GT_SCKPT_CONTENT_LLMC_FP32 1  // llm.c checkpoint, header version 3, weights only
 #define GT_SCKPT_MAX_RECIPIENTS 64
 #define GT_SCKPT_NAME_BYTES 64
-#define GT_SCKPT_FIXED_BYTES 140      // the bound part before the recipient entries
+#define GT_SCKPT_SIGNER_OFFSET 136    // where the signer's Ed25519 public key sits
+#define GT_SCKPT_FIXED_BYTES 172      // the bound part before the recipient entries
 #define GT_SCKPT_RECIPIENT_BYTES 96   // name 64 | X25519 public key 32
 #define GT_SCKPT_WRAP_BYTES 48        // wrapped key 32 | tag 16
+#define GT_SCKPT_SIG_BYTES GT_ED25519_SIG_BYTES  // the trailer: 64
 #define GT_SCKPT_MAX_HEADER_BYTES \
     (GT_SCKPT_FIXED_BYTES + GT_SCKPT_MAX_RECIPIENTS * (GT_SCKPT_RECIPIENT_BYTES + GT_SCKPT_WRAP_BYTES))
 #define GT_SCKPT_MAX_PLAINTEXT (32ull << 30)  // below GCM's 2^39 - 256 bits per (key, IV)
@@ -266,6 +275,7 @@ typedef struct {
     uint64_t plaintext_len;
     uint8_t body_iv[GT_AEAD_IV_BYTES];
     uint8_t ephemeral_pub[GT_X25519_BYTES];
+    uint8_t signer_pub[GT_ED25519_PUBLIC_BYTES];  // who sealed it (checked by opening)
     uint32_t recipient_count;
     gt_sckpt_recipient recipients[GT_SCKPT_MAX_RECIPIENTS];
     uint8_t wraps[GT_SCKPT_MAX_RECIPIENTS][GT_SCKPT_WRAP_BYTES];
@@ -275,10 +285,11 @@ typedef struct {
 
 // Parses a header from the first bytes of a file (data may go on into the body). Checks magic,
 // version, suite, content, counts, names (valid, unique) and keys (unique), the plaintext limit;
-// no keys needed, nothing authenticated. On failure *h is zeroed.
+// no keys needed, nothing authenticated (the signer key is only what the file claims until
+// gt_sckpt_open verified the signature). On failure *h is zeroed.
 GT_MUST_USE gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len);
 // Reads and parses the header of the file at path and checks the file's size is exactly
-// header + plaintext + tag (GT_E_TRUNCATED if shorter, GT_E_FORMAT if longer).
+// header + plaintext + tag + signature (GT_E_TRUNCATED if shorter, GT_E_FORMAT if longer).
 GT_MUST_USE gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h);
 // Total file size the header announces.
 uint64_t gt_sckpt_file_bytes(const gt_sckpt_header *h);
@@ -291,22 +302,29 @@ typedef struct {
     gt_sckpt_model model;
     const gt_sckpt_recipient *recipients;  // 1..GT_SCKPT_MAX_RECIPIENTS, unique names and keys
     uint32_t recipient_count;
+    // The signer's Ed25519 secret (RFC 8032 seed; borrowed, never copied past the call): its
+    // public key goes in the header and it signs the file. Required.
+    const uint8_t *signing_secret;
 } gt_sckpt_seal_params;
 
-// Seals p->model_path for p's recipients into p->out_path (streamed: constant memory). The
-// content key, ephemeral secret and wrapping keys are wiped; on failure nothing is left at
-// out_path. hdr_out (may be NULL) receives the header written.
+// Seals p->model_path for p's recipients into p->out_path (streamed: constant memory, the
+// signature's hash taken as the ciphertext is written). The content key, ephemeral secret and
+// wrapping keys are wiped; on failure nothing is left at out_path. hdr_out (may be NULL)
+// receives the header written.
 GT_MUST_USE gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out);
 
 // Opens a sealed checkpoint with a recipient's keys into out_path (mode 0600): header, exact
-// file size, the recipient entry whose key is k->pub (GT_E_NOTFOUND naming the recipients when
-// none is), its wrap (GT_E_AUTH), the body streamed to a temporary file and renamed only after
-// its tag verified (GT_E_AUTH) and its llm.c header matched the sealed model config. On failure
-// nothing is left at out_path. hdr_out (may be NULL) receives the header; *recipient_index the
-// entry used (may be NULL).
+// file size, the signer (when expect_signer is not NULL, the header's signer key must be it:
+// GT_E_POLICY before anything is decrypted), the recipient entry whose key is k->pub
+// (GT_E_NOTFOUND naming the recipients when none is), its wrap (GT_E_AUTH), then one streamed
+// pass: the body is hashed as read and decrypted into a temporary file, and renamed only after
+// the signature over header and body verified under the header's signer key (GT_E_AUTH), the
+// body's tag verified (GT_E_AUTH) and its llm.c header matched the sealed model config. On
+// failure nothing is left at out_path. hdr_out (may be NULL) receives the header;
+// *recipient_index the entry used (may be NULL).
 GT_MUST_USE gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k,
-                                 const char *out_path, gt_sckpt_header *hdr_out,
-                                 uint32_t *recipient_index);
+                                 const uint8_t *expect_signer, const char *out_path,
+                                 gt_sckpt_header *hdr_out, uint32_t *recipient_index);
 
 // ---- seal / verify / unseal -----------------------------------------------------------------
 typedef struct {

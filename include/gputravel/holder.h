@@ -57,10 +57,36 @@ typedef void (*gt_ledger_visit_fn)(void *ctx, const char *kind, const cJSON *det
 GT_MUST_USE gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key,
                                     gt_ledger_visit_fn visit, void *ctx);
 
+// A "session" entry (holder.h, HELLO): the trainer that presented a signing key to this holder
+// inside a channel whose evidence the holder accepted.
+typedef struct {
+    uint64_t seq;                          // the entry's sequence number
+    char trainer[64];
+    uint8_t agreement[GT_SHA256_BYTES];    // the agreement the trainer ran under
+    char appraisal[192];                   // "" when the entry has none
+} gt_ledger_session;
+// Verifies the whole ledger at path with its holder key pinned to holder_key (another holder's
+// ledger: GT_E_AUTH; a tampered one: the verification's code), then finds the first "session"
+// entry whose signing key is signing_key. GT_E_NOTFOUND when the file is missing or the ledger
+// holds no such entry. On failure *out is zeroed.
+GT_MUST_USE gt_err gt_ledger_find_session(const char *path,
+                                          const uint8_t holder_key[GT_ED25519_PUBLIC_BYTES],
+                                          const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES],
+                                          gt_ledger_session *out);
+
 // ---- the holder protocol --------------------------------------------------------------------
 // Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each
 // type is accepted only where the protocol expects it:
-//   trainer -> holder  HELLO    agreement hash (32) | u16le name length | trainer name
+//   trainer -> holder  HELLO    agreement hash (32) | signing key (32) | u16le name length |
+//                               trainer name. The signing key is the trainer process's fresh
+//                               Ed25519 public key, the one its sealed checkpoint is signed
+//                               with (data.h). HELLO travels inside the attested channel, whose
+//                               evidence binds the TLS exporter and both certificate keys
+//                               (net.h): only the TEE whose evidence this holder appraised can
+//                               have sent it, so the key is that attested trainer's. After the
+//                               agreement check the holder writes a "session" ledger entry
+//                               (trainer name, signing key, the appraisal summary when known)
+//                               before WELCOME; a holder that cannot write it refuses.
 //   holder -> trainer  WELCOME  the dataset's signed manifest, as stored
 //   trainer -> holder  FETCH    u8 mode | u32le chunk index
 //   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
@@ -107,6 +133,7 @@ typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2, GT_FETCH_TRAVEL = 3 
 // Parsers of the trainer's messages (untrusted; gt_reader; each only at its exact size).
 typedef struct {
     uint8_t agreement[32];
+    uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];  // the trainer's checkpoint signing key
     char trainer[64];  // 1..63 printable ASCII bytes, NUL-terminated
 } gt_hp_hello;
 typedef struct {
@@ -136,6 +163,10 @@ typedef struct {
     gt_ledger *ledger;         // decisions are appended here (borrowed)
     const char *ledger_path;   // replayed at create to restore release counts
     gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)
+    // May be NULL. A summary of the last peer the attestor accepted (gt_tee_attestor's
+    // peer_summary), read by gt_holder_agent_serve right after each accept, on the accepting
+    // thread, and written into that connection's "session" ledger entry as "appraisal".
+    const char *peer_summary;
     int idle_timeout_ms;       // a connection silent this long is closed (0: 5 minutes)
     // Tests only (NULL otherwise), in the spirit of gt_tsm_params.hook: called during a trip
     // once the device is attached and accepted ("attached", chunk UINT32_MAX) and once the chunk

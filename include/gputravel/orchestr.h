@@ -68,12 +68,15 @@ GT_MUST_USE gt_err gt_journal_replay(const char *path, uint64_t max_step, gt_sch
                                      uint64_t *replayed, uint64_t *dropped);
 
 // ---- fetching chunks from holders (conventional transmission) ------------------------------
-// A connection to one holder's agent: attested channel, HELLO with the agreement hash, and the
-// holder's signed manifest, checked against the agreement (holder key and dataset id).
+// A connection to one holder's agent: attested channel, HELLO with the agreement hash, the
+// trainer's checkpoint signing key (Ed25519 public; the holder records it in its ledger as the
+// key of the trainer it appraised) and name, and the holder's signed manifest, checked against
+// the agreement (holder key and dataset id).
 typedef struct gt_holder_conn gt_holder_conn;  // opaque
 GT_MUST_USE gt_err gt_holder_connect(gt_holder_conn **c, const gt_agreement *a,
                                      uint32_t holder_index, const gt_net_attestor *att,
-                                     const char *trainer_name);
+                                     const char *trainer_name,
+                                     const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES]);
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
 // Fetches chunk `chunk` and leaves its tokens (u16) in a fresh device buffer with `flags`
 // (GT_DBUF_NO_READBACK for holder data). plain: the holder decrypts, TLS carries plaintext, this
@@ -125,6 +128,9 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // applies: sealed_checkpoint seals the final weights for its recipients (their recipient_key);
 // loss_only leaves the checkpoint in state_dir only. Resumable: with `resume`, the last checkpoint in
 // state_dir is restored and the journal replayed up to it (orchestr.h, journal semantics).
+// Provenance: each call makes one fresh Ed25519 signing key pair, presents its public half in the
+// HELLO to every holder (each records it in its ledger, bound to the trainer it appraised),
+// signs the sealed checkpoint with it, and wipes the secret before returning.
 
 typedef enum {
     GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
@@ -159,6 +165,9 @@ typedef struct {
     char sealed_path[4200];
     uint64_t sealed_bytes;
     uint32_t sealed_recipients;
+    // This run's signing key (public half): in every holder's "session" ledger entry, and the
+    // sealed checkpoint's signer.
+    uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];
 } gt_collab_report;
 
 typedef struct {

@@ -535,7 +535,7 @@ static void on_event(void *ctx, const char *line)
     demo *d = ctx;
     // Chunk-by-chunk events are many; the story keeps the first of each kind.
     static const char *const keep[] = {"attested", "resumed", "journal", "stopping", "sealed",
-                                       "output"};
+                                       "output", "signing key"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         if (strstr(line, keep[i]) != NULL) {
             say(d, "    %s\n", line);
@@ -662,14 +662,33 @@ static gt_err step_sample(demo *d)
     GT_ENSURE_GOTO(err, hdr != NULL, out, GT_E_NOMEM, "out of memory");
     GT_TRY_GOTO(err, gt_keydir_recipient_load(r->keys, &rk), out);
     uint32_t me = 0;
-    GT_TRY_GOTO(err, gt_sckpt_open(d->sealed, &rk, ckpt, hdr, &me), out);
+    // Who sealed it: the signer must be the trainer whose session the hospital's own ledger
+    // recorded (the key its HELLO presented inside the channel the hospital appraised).
+    GT_TRY_GOTO(err, gt_sckpt_read_header(d->sealed, hdr), out);
+    gt_ledger_session ses;
+    GT_TRY_GOTO(err, gt_ledger_find_session(r->ledger, r->k.holder_pub, hdr->signer_pub, &ses),
+                out);
+    GT_ENSURE_GOTO(err, gt_ct_equal(ses.agreement, hdr->agreement_hash, GT_SHA256_BYTES), out,
+                   GT_E_STATE, "the signer served the hospital under another agreement");
+    uint8_t signer[GT_ED25519_PUBLIC_BYTES];
+    memcpy(signer, hdr->signer_pub, sizeof signer);
+    GT_TRY_GOTO(err, gt_sckpt_open(d->sealed, &rk, signer, ckpt, hdr, &me), out);
     GT_ENSURE_GOTO(err, gt_ct_equal(hdr->agreement_hash, d->agreement.hash, GT_SHA256_BYTES), out,
                    GT_E_STATE, "the sealed checkpoint names another agreement");
+    char signer_hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    gt_hex_encode(signer_hex, sizeof signer_hex, signer, sizeof signer);
     say(d, "    %s opened model.sealed with its own recipient key (recipient %u of %u; step\n"
-           "    %llu, this agreement's hash; GCM tag verified) into %s/model.bin.\n"
-           "    The text below is sampled from that copy, not from the trainer's checkpoint:\n",
+           "    %llu, this agreement's hash; GCM tag verified) into %s/model.bin.\n",
         holder_names[0], me + 1, hdr->recipient_count, (unsigned long long)hdr->step,
         holder_names[0]);
+    say(d, "    It was sealed by the trainer %s appraised: the signature verifies under\n"
+           "    signing key %.16s..., which trainer '%s' presented inside the attested\n"
+           "    channel and %s's own ledger recorded (entry %llu).\n",
+        holder_names[0], signer_hex, ses.trainer, holder_names[0], (unsigned long long)ses.seq);
+    if (ses.appraisal[0] != '\0') {
+        say(d, "    %s appraised that trainer as: %s\n", holder_names[0], ses.appraisal);
+    }
+    say(d, "    The text below is sampled from that copy, not from the trainer's checkpoint:\n");
     gt_device_config dc = {.kind = GT_DEVICE_CPU};
     GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
     GT_TRY_GOTO(err, gt_gpt2_load(&m, dev, ckpt), out);

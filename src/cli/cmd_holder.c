@@ -151,6 +151,7 @@ int gt_cmd_holder(int argc, char **argv)
     gt_holder_agent_config cfg = {
         .dataset_dir = o.dataset, .keys = &keys, .agreement = &agreement, .name = me->name,
         .ledger = ledger, .ledger_path = o.ledger, .attestor = gt_tee_attestor_bind(&att),
+        .peer_summary = att.peer_summary,
     };
     GT_TRY_GOTO(err, gt_holder_agent_create(&agent, &cfg), out);
     const char *addr = o.listen ? o.listen : me->endpoint;

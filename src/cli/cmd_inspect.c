@@ -101,7 +101,9 @@ static void print_text(const gt_manifest *m, const char *dsdir)
 static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
 {
     char hash[2 * GT_SHA256_BYTES + 1], b[2 * GT_X25519_BYTES + 1];
+    char signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
     hex(hash, sizeof hash, h->agreement_hash, sizeof h->agreement_hash);
+    hex(signer, sizeof signer, h->signer_pub, sizeof h->signer_pub);
     if (!json) {
         printf("sealed checkpoint %s (version %u; header authenticated only on opening)\n", path,
                h->version);
@@ -114,6 +116,8 @@ static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
                (unsigned long long)h->plaintext_len,
                (unsigned long long)gt_sckpt_file_bytes(h));
         printf("  cipher suite    X25519 + HKDF-SHA256 key wrap, AES-256-GCM\n");
+        printf("  signer          %s (Ed25519; signature verified on opening; who it is:\n"
+               "                  open-checkpoint --ledger)\n", signer);
         printf("  recipients      %u\n", h->recipient_count);
         for (uint32_t i = 0; i < h->recipient_count; i++) {
             hex(b, sizeof b, h->recipients[i].pub, GT_X25519_BYTES);
@@ -127,6 +131,7 @@ static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
     cJSON_AddStringToObject(o, "suite", "X25519/HKDF-SHA256/AES-256-GCM");
     cJSON_AddStringToObject(o, "content", "llm.c fp32 checkpoint (weights only)");
     cJSON_AddStringToObject(o, "agreement_hash", hash);
+    cJSON_AddStringToObject(o, "signer_key", signer);
     cJSON_AddNumberToObject(o, "step", (double)h->step);
     cJSON *m = cJSON_AddObjectToObject(o, "model");
     cJSON_AddNumberToObject(m, "max_seq_len", h->model.max_seq_len);

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <gputravel/data.h>
+#include <gputravel/holder.h>
 #include <gputravel/travel.h>
 
 #include <getopt.h>
@@ -13,20 +14,29 @@
 static void usage(void)
 {
     printf("usage: gputravel open-checkpoint FILE --key DIR --out model.bin [--agreement A.json]\n"
-           "                                 [--force]\n"
+           "                                 [--ledger LEDGER] [--force]\n"
            "\n"
            "Opens a checkpoint that collaborative training sealed for the agreement's recipients\n"
            "(docs/formats.md \"Sealed checkpoint\") with this holder's recipient key (X25519,\n"
            "DIR/" GT_KEYDIR_RECIPIENT_SECRET "), and writes the llm.c fp32 checkpoint it holds\n"
-           "(weights only) to --out, mode 0600. The body is authenticated before the file\n"
-           "appears under its name: on any failure (not a recipient, wrong key, tampered or\n"
-           "truncated file) nothing is written. `gputravel inspect FILE` shows the header\n"
-           "(recipients, step, agreement hash) without a key.\n"
+           "(weights only) to --out, mode 0600. The signer's signature and the body are\n"
+           "authenticated before the file appears under its name: on any failure (not a\n"
+           "recipient, wrong key, tampered or truncated file, a signer the ledger does not\n"
+           "know) nothing is written. `gputravel inspect FILE` shows the header (recipients,\n"
+           "step, agreement hash, signer key) without a key.\n"
+           "\n"
+           "Who sealed it: the file is signed by the trainer's per-run signing key, which the\n"
+           "trainer presented to every holder inside the attested channel. With --ledger, this\n"
+           "holder's ledger must verify under this key folder's identity key and hold a\n"
+           "\"session\" entry with exactly that signing key (under the checkpoint's agreement):\n"
+           "then the checkpoint was sealed by the trainer this holder appraised. Without it, the\n"
+           "signature is still checked, but not who made it.\n"
            "\n"
            "  -k, --key DIR          this holder's key folder (gputravel keygen)\n"
            "  -o, --out FILE         where the llm.c checkpoint goes (refused if it exists)\n"
            "  -a, --agreement FILE   also check the checkpoint was sealed under this agreement\n"
            "                         and for exactly its recipients and their keys\n"
+           "  -l, --ledger FILE      this holder's ledger: the signer must be a trainer it served\n"
            "  -f, --force            replace an existing --out\n"
            "  -h, --help             this help\n");
 }
@@ -58,6 +68,36 @@ out:
     return err;
 }
 
+// The checkpoint's signer must be a trainer this holder served: its ledger (pinned to the key
+// folder's identity key) holds a session with that signing key, under the same agreement.
+static gt_err check_ledger(const gt_sckpt_header *h, const char *ledger, const char *keydir,
+                           gt_ledger_session *ses)
+{
+    gt_holder_keys hk;
+    GT_TRY(gt_keydir_load(keydir, &hk));
+    uint8_t holder_pub[GT_ED25519_PUBLIC_BYTES];
+    memcpy(holder_pub, hk.holder_pub, sizeof holder_pub);
+    gt_holder_keys_wipe(&hk);
+    char signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    gt_hex_encode(signer, sizeof signer, h->signer_pub, sizeof h->signer_pub);
+    // Whose ledger is it? (verified whole: hashes, chain, signatures under its genesis key)
+    gt_ledger_summary sum;
+    GT_ENSURE(gt_path_exists(ledger), GT_E_NOTFOUND, "%s: no such ledger", ledger);
+    GT_TRY(gt_err_wrap(gt_ledger_verify_file(ledger, NULL, NULL, &sum), "ledger"));
+    GT_ENSURE(gt_ct_equal(sum.holder_key, holder_pub, GT_ED25519_PUBLIC_BYTES), GT_E_POLICY,
+              "%s is not this holder's ledger: it is signed by another holder key than %s's "
+              "identity key", ledger, keydir);
+    gt_err err = gt_ledger_find_session(ledger, holder_pub, h->signer_pub, ses);
+    GT_ENSURE(err.code != GT_E_NOTFOUND, GT_E_POLICY,
+              "signer %.16s... is not a trainer this holder served: %s holds no session with "
+              "that signing key", signer, ledger);
+    GT_TRY(gt_err_wrap(err, "ledger"));
+    GT_ENSURE(gt_ct_equal(ses->agreement, h->agreement_hash, GT_SHA256_BYTES), GT_E_POLICY,
+              "signer %.16s... served this holder under another agreement than the "
+              "checkpoint names (ledger entry %llu)", signer, (unsigned long long)ses->seq);
+    return GT_OK;
+}
+
 int gt_cmd_open_checkpoint(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -67,16 +107,18 @@ int gt_cmd_open_checkpoint(int argc, char **argv)
     static const struct option opts[] = {{"key", required_argument, NULL, 'k'},
                                          {"out", required_argument, NULL, 'o'},
                                          {"agreement", required_argument, NULL, 'a'},
+                                         {"ledger", required_argument, NULL, 'l'},
                                          {"force", no_argument, NULL, 'f'},
                                          {0}};
-    const char *key = NULL, *out = NULL, *agreement = NULL;
+    const char *key = NULL, *out = NULL, *agreement = NULL, *ledger = NULL;
     bool force = false;
     int c;
-    while ((c = getopt_long(argc, argv, "k:o:a:f", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "k:o:a:l:f", opts, NULL)) != -1) {
         switch (c) {
         case 'k': key = optarg; break;
         case 'o': out = optarg; break;
         case 'a': agreement = optarg; break;
+        case 'l': ledger = optarg; break;
         case 'f': force = true; break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
@@ -98,22 +140,39 @@ int gt_cmd_open_checkpoint(int argc, char **argv)
     }
     uint32_t me = 0;
     gt_err err = GT_OK;
+    gt_ledger_session ses;
+    memset(&ses, 0, sizeof ses);
+    uint8_t signer[GT_ED25519_PUBLIC_BYTES] = {0};
     GT_TRY_GOTO(err, gt_keydir_recipient_load(key, &k), done);
+    // Keyless checks first, so a checkpoint from another agreement, or from a signer this
+    // holder never served, is refused before any decryption.
+    GT_TRY_GOTO(err, gt_sckpt_read_header(file, h), done);
+    memcpy(signer, h->signer_pub, sizeof signer);
     if (agreement != NULL) {
-        // Keyless checks first, so a checkpoint from another agreement is refused before any
-        // decryption.
-        GT_TRY_GOTO(err, gt_sckpt_read_header(file, h), done);
         GT_TRY_GOTO(err, gt_err_wrap(check_agreement(h, agreement), "%s", file), done);
     }
-    GT_TRY_GOTO(err, gt_sckpt_open(file, &k, out, h, &me), done);
-    char hash[2 * GT_SHA256_BYTES + 1];
+    if (ledger != NULL) {
+        GT_TRY_GOTO(err, gt_err_wrap(check_ledger(h, ledger, key, &ses), "%s", file), done);
+    }
+    // Pinned to the signer read above: a file swapped in meanwhile is refused, not opened.
+    GT_TRY_GOTO(err, gt_sckpt_open(file, &k, signer, out, h, &me), done);
+    char hash[2 * GT_SHA256_BYTES + 1], signer_hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
     gt_hex_encode(hash, sizeof hash, h->agreement_hash, sizeof h->agreement_hash);
+    gt_hex_encode(signer_hex, sizeof signer_hex, h->signer_pub, sizeof h->signer_pub);
     printf("opened %s as recipient '%s' (%u of %u): step %llu, GPT-2 L=%u C=%u NH=%u V=%u "
            "maxT=%u\n",
            file, h->recipients[me].name, me + 1, h->recipient_count,
            (unsigned long long)h->step, h->model.num_layers, h->model.channels,
            h->model.num_heads, h->model.vocab_size, h->model.max_seq_len);
     printf("agreement %s%s\n", hash, agreement ? " (matches --agreement)" : "");
+    if (ledger != NULL) {
+        printf("signed by %.16s...: the trainer '%s' this holder served (ledger %s, entry %llu%s%s)"
+               "\n", signer_hex, ses.trainer, ledger, (unsigned long long)ses.seq,
+               ses.appraisal[0] ? "; appraised: " : "", ses.appraisal);
+    } else {
+        printf("signed by %.16s... (signature verified); this signer key was NOT checked against "
+               "any ledger (--ledger): who sealed it is not proved\n", signer_hex);
+    }
     printf("wrote %s (%llu bytes, llm.c fp32 checkpoint, weights only)\n", out,
            (unsigned long long)h->plaintext_len);
 done:

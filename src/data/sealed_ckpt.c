@@ -1,7 +1,8 @@
 // Sealed checkpoints: an llm.c checkpoint encrypted once under a random content key, that key
 // wrapped for each recipient with X25519 + HKDF-SHA256 + AES-256-GCM (data.h; docs/formats.md
 // "Sealed checkpoint"). The header is read only through gt_reader; the body streams through
-// AES-256-GCM in constant memory and reaches its name only after its tag verified.
+// AES-256-GCM in constant memory and reaches its name only after its tag and the signer's
+// Ed25519 signature over SHA-256(header || ciphertext || tag) verified.
 #include <gputravel/data.h>
 
 #include <errno.h>
@@ -16,7 +17,7 @@
 
 uint64_t gt_sckpt_file_bytes(const gt_sckpt_header *h)
 {
-    return (uint64_t)h->header_len + h->plaintext_len + GT_AEAD_TAG_BYTES;
+    return (uint64_t)h->header_len + h->plaintext_len + GT_AEAD_TAG_BYTES + GT_SCKPT_SIG_BYTES;
 }
 
 // 1..63 characters of [A-Za-z0-9._-], NUL-padded to 64 bytes (the agreement's name rule).
@@ -74,6 +75,9 @@ gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len
     GT_ENSURE_GOTO(err, memcmp(magic, GT_SCKPT_MAGIC, 8) == 0, fail, GT_E_FORMAT,
                    "not a sealed checkpoint (magic is not %s)", GT_SCKPT_MAGIC);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->version), fail);
+    GT_ENSURE_GOTO(err, h->version != 1, fail, GT_E_UNSUPPORTED,
+                   "sealed checkpoint version 1 is unsigned: it does not say who sealed it "
+                   "(expected version %d)", GT_SCKPT_VERSION);
     GT_ENSURE_GOTO(err, h->version == GT_SCKPT_VERSION, fail, GT_E_UNSUPPORTED,
                    "sealed checkpoint version %u (expected %d)", h->version, GT_SCKPT_VERSION);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->suite), fail);
@@ -101,6 +105,7 @@ gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len
                    (unsigned long long)GT_SCKPT_MAX_PLAINTEXT);
     GT_TRY_GOTO(err, gt_reader_bytes(&r, h->body_iv, sizeof h->body_iv), fail);
     GT_TRY_GOTO(err, gt_reader_bytes(&r, h->ephemeral_pub, sizeof h->ephemeral_pub), fail);
+    GT_TRY_GOTO(err, gt_reader_bytes(&r, h->signer_pub, sizeof h->signer_pub), fail);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->recipient_count), fail);
     GT_ENSURE_GOTO(err, h->recipient_count >= 1 &&
                             h->recipient_count <= GT_SCKPT_MAX_RECIPIENTS,
@@ -143,6 +148,7 @@ static gt_err bound_encode(gt_writer *w, const gt_sckpt_header *h)
     GT_TRY(gt_writer_u64le(w, h->plaintext_len));
     GT_TRY(gt_writer_bytes(w, h->body_iv, sizeof h->body_iv));
     GT_TRY(gt_writer_bytes(w, h->ephemeral_pub, sizeof h->ephemeral_pub));
+    GT_TRY(gt_writer_bytes(w, h->signer_pub, sizeof h->signer_pub));
     GT_TRY(gt_writer_u32le(w, h->recipient_count));
     for (uint32_t i = 0; i < h->recipient_count; i++) {
         uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
@@ -215,8 +221,17 @@ static gt_err read_exact(FILE *fp, void *out, size_t n, const char *path)
     return GT_OK;
 }
 
+// The signed message: SHA-256 of everything before the signature (the magic opens it, so the
+// digest names its format).
+static gt_err sig_digest_new(gt_hash_ctx **ctx, const uint8_t *header, size_t header_len)
+{
+    GT_TRY(gt_hash_new(ctx, GT_HASH_SHA256));
+    return gt_hash_update(*ctx, header, header_len);
+}
+
 gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
 {
+    GT_ENSURE(p->signing_secret != NULL, GT_E_ARG, "sealing needs the signer's secret key");
     GT_TRY(recipients_check(p->recipients, p->recipient_count));
     for (uint32_t i = 0; i < p->recipient_count; i++) {
         uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
@@ -233,6 +248,8 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, eph_sec[GT_X25519_BYTES] = {0};
     uint8_t shared[GT_X25519_BYTES] = {0}, okm[WRAP_OKM_BYTES] = {0};
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    uint8_t digest[GT_SHA256_BYTES] = {0}, sig[GT_SCKPT_SIG_BYTES] = {0};
+    gt_hash_ctx *hc = NULL;
     gt_aead_stream *s = NULL;
     gt_atomic_file out = {0};
     FILE *in = NULL;
@@ -260,6 +277,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     GT_TRY_GOTO(err, gt_random_bytes(h->body_iv, sizeof h->body_iv), done);
     GT_TRY_GOTO(err, gt_random_bytes(content_key, sizeof content_key), done);
     GT_TRY_GOTO(err, gt_x25519_keypair(h->ephemeral_pub, eph_sec), done);
+    GT_TRY_GOTO(err, gt_ed25519_public(h->signer_pub, p->signing_secret), done);
 
     gt_writer w = gt_writer_init_fixed(header, sizeof header);
     GT_TRY_GOTO(err, bound_encode(&w, h), done);
@@ -284,6 +302,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     GT_TRY_GOTO(err, llmc_prefix_check(io, LLMC_PREFIX_BYTES, &p->model, p->model_path), done);
     GT_TRY_GOTO(err, gt_atomic_file_open(&out, p->out_path, 0644), done);
     GT_TRY_GOTO(err, gt_atomic_file_write(&out, header, h->header_len), done);
+    GT_TRY_GOTO(err, sig_digest_new(&hc, header, h->header_len), done);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, header, h->header_len, h->body_iv,
                                         content_key), done);
     size_t have = LLMC_PREFIX_BYTES;  // bytes of io already read
@@ -294,6 +313,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
         }
         have = 0;
         GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k), done);
+        GT_TRY_GOTO(err, gt_hash_update(hc, io, k), done);  // ciphertext, as written
         GT_TRY_GOTO(err, gt_atomic_file_write(&out, io, k), done);
         at += k;
     }
@@ -301,6 +321,10 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
                    p->model_path);
     GT_TRY_GOTO(err, gt_aead_stream_final(s, tag), done);
     GT_TRY_GOTO(err, gt_atomic_file_write(&out, tag, sizeof tag), done);
+    GT_TRY_GOTO(err, gt_hash_update(hc, tag, sizeof tag), done);
+    GT_TRY_GOTO(err, gt_hash_final(hc, digest), done);
+    GT_TRY_GOTO(err, gt_ed25519_sign(sig, digest, sizeof digest, p->signing_secret), done);
+    GT_TRY_GOTO(err, gt_atomic_file_write(&out, sig, sizeof sig), done);
     GT_TRY_GOTO(err, gt_atomic_file_commit(&out), done);
     if (hdr_out != NULL) {
         *hdr_out = *h;
@@ -308,6 +332,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
 done:
     gt_atomic_file_abort(&out);
     gt_aead_stream_free(s);
+    gt_hash_free(hc);
     if (in != NULL) {
         fclose(in);
     }
@@ -361,8 +386,8 @@ gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h)
     return err;
 }
 
-gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *out_path,
-                     gt_sckpt_header *hdr_out, uint32_t *recipient_index)
+gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t *expect_signer,
+                     const char *out_path, gt_sckpt_header *hdr_out, uint32_t *recipient_index)
 {
     gt_sckpt_header *h = calloc(1, sizeof *h);
     GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
@@ -371,6 +396,8 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *o
     uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, shared[GT_X25519_BYTES] = {0};
     uint8_t okm[WRAP_OKM_BYTES] = {0}, prefix[LLMC_PREFIX_BYTES] = {0};
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    uint8_t digest[GT_SHA256_BYTES] = {0}, sig[GT_SCKPT_SIG_BYTES] = {0};
+    gt_hash_ctx *hc = NULL;
     gt_aead_stream *s = NULL;
     gt_atomic_file out = {0};
     FILE *in = NULL;
@@ -379,6 +406,15 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *o
     GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
     GT_TRY_GOTO(err, open_regular(path, &in, &size), done);
     GT_TRY_GOTO(err, header_from_file(in, size, path, h, header), done);
+    if (expect_signer != NULL &&
+        memcmp(h->signer_pub, expect_signer, GT_ED25519_PUBLIC_BYTES) != 0) {  // public keys
+        char got[2 * GT_ED25519_PUBLIC_BYTES + 1], want[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(got, sizeof got, h->signer_pub, GT_ED25519_PUBLIC_BYTES);
+        gt_hex_encode(want, sizeof want, expect_signer, GT_ED25519_PUBLIC_BYTES);
+        err = gt_errf(GT_E_POLICY, "%s: sealed by signing key %.16s..., not the expected %.16s...",
+                      path, got, want);
+        goto done;
+    }
     uint32_t me = h->recipient_count;
     for (uint32_t i = 0; i < h->recipient_count; i++) {
         if (memcmp(h->recipients[i].pub, k->pub, GT_X25519_BYTES) == 0) {  // public keys
@@ -413,14 +449,17 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *o
     gt_secure_zero(shared, sizeof shared);
     gt_secure_zero(okm, sizeof okm);
 
-    // Body: staged in the temporary file, renamed only after the tag and the llm.c header check.
+    // Body: staged in the temporary file, renamed only after the signature, the tag and the
+    // llm.c header check. One pass: the signature covers exactly the bytes decrypted.
     GT_TRY_GOTO(err, gt_atomic_file_open(&out, out_path, 0600), done);
+    GT_TRY_GOTO(err, sig_digest_new(&hc, header, h->header_len), done);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, header, h->header_len, h->body_iv,
                                         content_key), done);
     for (uint64_t at = 0; at < h->plaintext_len;) {
         uint64_t left = h->plaintext_len - at;
         size_t k2 = (size_t)(left < IO_BYTES ? left : IO_BYTES);
         GT_TRY_GOTO(err, read_exact(in, io, k2, path), done);
+        GT_TRY_GOTO(err, gt_hash_update(hc, io, k2), done);  // ciphertext, before decrypting
         GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k2), done);
         if (at < LLMC_PREFIX_BYTES) {
             size_t c = LLMC_PREFIX_BYTES - (size_t)at < k2 ? LLMC_PREFIX_BYTES - (size_t)at : k2;
@@ -430,6 +469,13 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *o
         at += k2;
     }
     GT_TRY_GOTO(err, read_exact(in, tag, sizeof tag, path), done);
+    GT_TRY_GOTO(err, read_exact(in, sig, sizeof sig, path), done);
+    GT_TRY_GOTO(err, gt_hash_update(hc, tag, sizeof tag), done);
+    GT_TRY_GOTO(err, gt_hash_final(hc, digest), done);
+    e = gt_ed25519_verify(sig, digest, sizeof digest, h->signer_pub);
+    GT_ENSURE_GOTO(err, e.code == GT_E_NONE, done, GT_E_AUTH,
+                   "%s: the signature does not verify under the signer key the header names: "
+                   "the file was tampered with", path);
     e = gt_aead_stream_final(s, tag);
     GT_ENSURE_GOTO(err, e.code == GT_E_NONE, done, GT_E_AUTH,
                    "%s: the checkpoint does not authenticate: the file was tampered with", path);
@@ -445,6 +491,7 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const char *o
 done:
     gt_atomic_file_abort(&out);  // removes the staged plaintext on failure
     gt_aead_stream_free(s);
+    gt_hash_free(hc);
     if (in != NULL) {
         fclose(in);
     }

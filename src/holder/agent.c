@@ -183,6 +183,35 @@ static gt_err ledger_note(gt_holder_agent *a, const char *kind, const char *trai
     return err;
 }
 
+// The trainer this connection serves, as its HELLO presented it inside the attested channel:
+// its name and the key its sealed checkpoint will be signed with (holder.h, HELLO). Unlike the
+// other notes this entry is required: it is what a recipient checks a checkpoint's signer
+// against, so a holder that cannot write it serves nothing.
+static gt_err ledger_session(gt_holder_agent *a, const gt_hp_hello *hello, const char *appraisal)
+{
+    if (a->cfg.ledger == NULL) {
+        return GT_OK;
+    }
+    cJSON *d = cJSON_CreateObject();
+    GT_ENSURE(d != NULL, GT_E_NOMEM, "out of memory");
+    char id_hex[2 * GT_DATASET_ID_BYTES + 1], key_hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    char agreement_hex[2 * sizeof hello->agreement + 1];
+    gt_hex_encode(id_hex, sizeof id_hex, a->manifest.dataset_id, GT_DATASET_ID_BYTES);
+    gt_hex_encode(key_hex, sizeof key_hex, hello->signing_key, sizeof hello->signing_key);
+    gt_hex_encode(agreement_hex, sizeof agreement_hex, hello->agreement,
+                  sizeof hello->agreement);
+    cJSON_AddStringToObject(d, "dataset", id_hex);
+    cJSON_AddStringToObject(d, "trainer", hello->trainer);
+    cJSON_AddStringToObject(d, "signing_key", key_hex);
+    cJSON_AddStringToObject(d, "agreement", agreement_hex);
+    if (appraisal != NULL && appraisal[0] != '\0') {
+        cJSON_AddStringToObject(d, "appraisal", appraisal);
+    }
+    gt_err err = gt_ledger_append(a->cfg.ledger, "session", d);
+    cJSON_Delete(d);
+    return gt_err_wrap(err, "ledger: the trainer's session");
+}
+
 static gt_err send_refuse(gt_channel *ch, gt_err why)
 {
     uint8_t body[4 + sizeof why.msg];
@@ -482,7 +511,8 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     return carrier ? gt_holder_trip_finish(carrier, sent, a->me->name, chunk) : sent;
 }
 
-gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
+// appraisal: what the attestor said of this trainer when it accepted it (may be NULL).
+static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal)
 {
     GT_TRY(gt_channel_set_timeout(ch, a->cfg.idle_timeout_ms > 0 ? a->cfg.idle_timeout_ms
                                                                   : 300000));
@@ -501,6 +531,14 @@ gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
         err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
         ledger_note(a, "refuse", trainer, -1, NULL, 0, 0, err.msg);
         gt_err ignored = send_refuse(ch, err);
+        (void)ignored;
+        goto out;
+    }
+    err = ledger_session(a, &hello, appraisal);
+    if (!gt_is_ok(err)) {
+        gt_log_error("holder %s: %s", a->me->name, err.msg);
+        gt_err ignored = send_refuse(ch, gt_errf(err.code, "the holder cannot record this "
+                                                           "session in its ledger"));
         (void)ignored;
         goto out;
     }
@@ -562,15 +600,21 @@ out:
     return err;
 }
 
+gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
+{
+    return handle_conn(a, ch, NULL);
+}
+
 typedef struct {
     gt_holder_agent *a;
     gt_channel *ch;
+    char appraisal[192];  // the attestor's summary of this connection's trainer
 } conn_arg;
 
 static void *conn_main(void *p)
 {
     conn_arg *c = p;
-    gt_err err = gt_holder_agent_handle(c->a, c->ch);
+    gt_err err = handle_conn(c->a, c->ch, c->appraisal);
     if (!gt_is_ok(err) && err.code != GT_E_PEER) {
         gt_log_warn("holder %s: connection ended: %s", c->a->me->name, err.msg);
     }
@@ -611,6 +655,9 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
         if (c != NULL && room) {
             c->a = a;
             c->ch = ch;
+            // Written by this connection's appraisal, on this thread, just now.
+            snprintf(c->appraisal, sizeof c->appraisal, "%s",
+                     a->cfg.peer_summary ? a->cfg.peer_summary : "");
             started = pthread_create(&a->joinable[a->joinable_count], NULL, conn_main, c) == 0;
             if (started) {
                 a->joinable_count++;

@@ -355,3 +355,57 @@ void gt_ledger_close(gt_ledger *l)
     gt_secure_zero(l->secret, sizeof l->secret);
     free(l);
 }
+
+// ---- finding a trainer's session --------------------------------------------------------------
+
+typedef struct {
+    const uint8_t *signing_key;
+    uint64_t seq;  // of the entry being visited
+    bool found;
+    gt_ledger_session *out;
+} session_search;
+
+static void visit_session(void *ctx, const char *kind, const cJSON *detail)
+{
+    session_search *s = ctx;
+    uint64_t seq = s->seq++;
+    if (s->found || kind == NULL || strcmp(kind, "session") != 0) {
+        return;
+    }
+    uint8_t key[GT_ED25519_PUBLIC_BYTES] = {0}, agreement[GT_SHA256_BYTES] = {0};
+    const char *trainer = NULL;
+    if (!gt_is_ok(gt_json_get_hex(detail, "signing_key", key, sizeof key)) ||
+        !gt_ct_equal(key, s->signing_key, sizeof key) ||
+        !gt_is_ok(gt_json_get_hex(detail, "agreement", agreement, sizeof agreement)) ||
+        !gt_is_ok(gt_json_get_string(detail, "trainer", &trainer))) {
+        return;
+    }
+    const char *appraisal =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "appraisal"));
+    s->found = true;
+    s->out->seq = seq;
+    snprintf(s->out->trainer, sizeof s->out->trainer, "%s", trainer);
+    memcpy(s->out->agreement, agreement, sizeof agreement);
+    snprintf(s->out->appraisal, sizeof s->out->appraisal, "%s", appraisal ? appraisal : "");
+}
+
+gt_err gt_ledger_find_session(const char *path, const uint8_t holder_key[GT_ED25519_PUBLIC_BYTES],
+                              const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES],
+                              gt_ledger_session *out)
+{
+    memset(out, 0, sizeof *out);
+    GT_ENSURE(gt_path_exists(path), GT_E_NOTFOUND, "%s: no such ledger", path);
+    session_search s = {.signing_key = signing_key, .out = out};
+    gt_err err = gt_ledger_replay(path, holder_key, visit_session, &s);
+    if (gt_is_ok(err) && !s.found) {
+        char hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(hex, sizeof hex, signing_key, GT_ED25519_PUBLIC_BYTES);
+        err = gt_errf(GT_E_NOTFOUND, "%s: no session of a trainer with signing key %.16s... in "
+                                     "this ledger (%llu entries)", path, hex,
+                      (unsigned long long)s.seq);
+    }
+    if (!gt_is_ok(err)) {
+        memset(out, 0, sizeof *out);
+    }
+    return err;
+}

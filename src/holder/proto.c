@@ -3,12 +3,12 @@
 
 #include <string.h>
 
-gt_err gt_hp_hello_parse(gt_span body, gt_hp_hello *out)
+static gt_err hello_parse(gt_span body, gt_hp_hello *out)
 {
-    memset(out, 0, sizeof *out);
     gt_reader r = gt_reader_init(body.data, body.len);
     uint16_t n = 0;
     GT_TRY(gt_reader_bytes(&r, out->agreement, sizeof out->agreement));
+    GT_TRY(gt_reader_bytes(&r, out->signing_key, sizeof out->signing_key));
     GT_TRY(gt_reader_u16le(&r, &n));
     GT_ENSURE(n > 0 && n < sizeof out->trainer, GT_E_FORMAT, "hello: trainer name of %u bytes",
               n);
@@ -19,6 +19,16 @@ gt_err gt_hp_hello_parse(gt_span body, gt_hp_hello *out)
                   "hello: unprintable trainer name");
     }
     return GT_OK;
+}
+
+gt_err gt_hp_hello_parse(gt_span body, gt_hp_hello *out)
+{
+    memset(out, 0, sizeof *out);
+    gt_err err = hello_parse(body, out);
+    if (!gt_is_ok(err)) {
+        memset(out, 0, sizeof *out);  // nothing half-parsed (a key without its trainer) survives
+    }
+    return err;
 }
 
 gt_err gt_hp_fetch_parse(gt_span body, gt_hp_fetch *out)

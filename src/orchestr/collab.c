@@ -58,11 +58,13 @@ static void holders_close(holders *h, uint32_t n)
     }
 }
 
-static gt_err holders_open(holders *h, const gt_collab_config *cfg)
+static gt_err holders_open(holders *h, const gt_collab_config *cfg,
+                           const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES])
 {
     const gt_agreement *a = cfg->agreement;
     for (uint32_t i = 0; i < a->holder_count; i++) {
-        GT_TRY(gt_holder_connect(&h->conns[i], a, i, &cfg->attestor, cfg->trainer_name));
+        GT_TRY(gt_holder_connect(&h->conns[i], a, i, &cfg->attestor, cfg->trainer_name,
+                                 signing_key));
         const gt_manifest *m = gt_holder_conn_manifest(h->conns[i]);
         h->counts[i] = m->chunk_count;
         h->tokens[i] = calloc(m->chunk_count ? m->chunk_count : 1, sizeof *h->tokens[i]);
@@ -136,7 +138,8 @@ _Static_assert(GT_SCKPT_LLMC_MAGIC == GT_GPT2_CKPT_MAGIC &&
 // What may leave the TEE at the end (the agreement's "output"): the final weights sealed for
 // the named recipients, or nothing but the loss curve.
 static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const char *ckpt,
-                          uint64_t step, gt_collab_report *report)
+                          uint64_t step, const uint8_t signing_secret[GT_ED25519_SECRET_BYTES],
+                          gt_collab_report *report)
 {
     const gt_agreement *a = cfg->agreement;
     if (a->output != GT_OUTPUT_SEALED_CHECKPOINT) {
@@ -145,7 +148,8 @@ static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const cha
         return GT_OK;
     }
     gt_sckpt_seal_params p = {.model_path = ckpt, .step = step,
-                              .recipient_count = a->recipient_count};
+                              .recipient_count = a->recipient_count,
+                              .signing_secret = signing_secret};
     char path[4200], names[1024] = "";
     if (cfg->sealed_path != NULL) {
         GT_ENSURE(strlen(cfg->sealed_path) < sizeof path, GT_E_LIMIT, "path too long: %s",
@@ -186,8 +190,12 @@ static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const cha
     report->sealed_recipients = h.recipient_count;
     char size[32];
     gt_format_size(size, sizeof size, h.plaintext_len);
+    char signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    gt_hex_encode(signer, sizeof signer, h.signer_pub, sizeof h.signer_pub);
     event(cfg, "sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
           (unsigned long long)step, size, names, path);
+    event(cfg, "signed it with this run's signing key %.16s..., the key every holder recorded "
+               "for this session", signer);
 out:
     free(r);
     return err;
@@ -231,6 +239,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     memset(&hs, 0, sizeof hs);
     gt_err err = GT_OK;
     float loss = NAN;
+    // This process's checkpoint signing key: fresh, presented to every holder, wiped at out.
+    uint8_t signing_secret[GT_ED25519_SECRET_BYTES] = {0};
+    GT_TRY_GOTO(err, gt_ed25519_keypair(report->signing_key, signing_secret), out);
     GT_TRY_GOTO(err, gt_gpt2_create(&model, cfg->dev, &mc), out);
     uint64_t step = 0;
     if (cfg->resume && gt_path_exists(state)) {
@@ -241,7 +252,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     } else {
         GT_TRY_GOTO(err, gt_gpt2_init_random(model, a->init_seed), out);
     }
-    GT_TRY_GOTO(err, holders_open(&hs, cfg), out);
+    GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
     GT_TRY_GOTO(err, gt_schedule_create(&sched, a, hs.counts, (const uint64_t *const *)hs.tokens),
                 out);
     uint64_t replayed = 0, dropped = 0;
@@ -322,8 +333,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         report->holders[i].token_budget = acc.token_budget;
         report->holders[i].uses = acc.uses;
     }
-    GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, report), out);
+    GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, signing_secret, report), out);
 out:
+    gt_secure_zero(signing_secret, sizeof signing_secret);
     gt_journal_close(journal);
     gt_schedule_free(sched);
     holders_close(&hs, a->holder_count);

@@ -28,7 +28,8 @@ static gt_err refused(const gt_buf *body, const char *holder)
 }
 
 gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t holder_index,
-                         const gt_net_attestor *att, const char *trainer_name)
+                         const gt_net_attestor *att, const char *trainer_name,
+                         const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES])
 {
     *out = NULL;
     GT_ENSURE(holder_index < a->holder_count, GT_E_ARG, "holder %u out of range", holder_index);
@@ -40,10 +41,12 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
     snprintf(c->name, sizeof c->name, "%s", h->name);
     gt_err err = GT_OK;
     gt_buf body = {0};
-    uint8_t hello[32 + 2 + 64];
+    uint8_t hello[32 + GT_ED25519_PUBLIC_BYTES + 2 + 64];
     gt_writer w = gt_writer_init_fixed(hello, sizeof hello);
     GT_TRY_GOTO(err, gt_channel_connect(&c->ch, h->endpoint, att), fail);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, a->hash, 32), fail);
+    // Inside the attested channel: the holder learns this key from the TEE it appraised.
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, signing_key, GT_ED25519_PUBLIC_BYTES), fail);
     GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)name_len), fail);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, trainer_name, name_len), fail);
     GT_TRY_GOTO(err, gt_channel_send(c->ch, GT_HP_HELLO, w.data, w.len), fail);

@@ -1,10 +1,13 @@
-// gputravel open-checkpoint and inspect on sealed checkpoints: a recipient opens; every bad
-// input (not a recipient, a key folder without a recipient key, missing keys, tampered,
-// truncated, not a sealed checkpoint, another agreement, an existing --out) fails with a clear
-// message and leaves no file behind.
+// gputravel open-checkpoint and inspect on sealed checkpoints: a recipient opens (with its
+// ledger: the signer is the trainer it served; without: it says the signer was not checked);
+// every bad input (not a recipient, a key folder without a recipient key, missing keys,
+// tampered, truncated, not a sealed checkpoint, another agreement, an existing --out, another
+// holder's ledger, a ledger without a session of this signer, a tampered ledger, a checkpoint
+// re-sealed by another signing key) fails with a clear message and leaves no file behind.
 #include "testlib.h"
 
 #include <gputravel/data.h>
+#include <gputravel/holder.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +16,33 @@
 
 static char dir[256], out_dir[512], model_path[512], sealed[512], agreement[512];
 static char kd_alice[512], kd_bob[512], kd_carol[512], kd_old[512];
+static char forged[512], ledger_alice[512], ledger_bob[512], ledger_other[512], ledger_bad[512];
+static char ledger_elsewhere[512];
 static gt_buf model;
+
+// A ledger of the holder in keydir with one "session" entry for signing key `key` under
+// agreement `agreement` (what the holder agent writes when a trainer's HELLO arrives).
+static void ledger_with_session(const char *path, const char *keydir, const uint8_t *key,
+                                const uint8_t *agreement)
+{
+    gt_holder_keys hk;
+    GT_ASSERT_OK(gt_keydir_load(keydir, &hk));
+    gt_ledger *l = NULL;
+    GT_ASSERT_OK(gt_ledger_open(&l, path, hk.holder_sec));
+    char kh[65], ah[65];
+    gt_hex_encode(kh, sizeof kh, key, 32);
+    gt_hex_encode(ah, sizeof ah, agreement, 32);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "dataset", "00000000000000000000000000000000");
+    cJSON_AddStringToObject(d, "trainer", "trainer-x");
+    cJSON_AddStringToObject(d, "signing_key", kh);
+    cJSON_AddStringToObject(d, "agreement", ah);
+    cJSON_AddStringToObject(d, "appraisal", "sim measurement 00 (test)");
+    GT_ASSERT_OK(gt_ledger_append(l, "session", d));
+    cJSON_Delete(d);
+    gt_ledger_close(l);
+    gt_holder_keys_wipe(&hk);
+}
 
 static void write_plain(const char *path, const void *data, size_t n)
 {
@@ -35,6 +64,12 @@ static int setup(void **state)
     snprintf(kd_bob, sizeof kd_bob, "%s/bob", dir);
     snprintf(kd_carol, sizeof kd_carol, "%s/carol", dir);
     snprintf(kd_old, sizeof kd_old, "%s/old", dir);
+    snprintf(forged, sizeof forged, "%s/forged.sealed", dir);
+    snprintf(ledger_alice, sizeof ledger_alice, "%s/alice.ledger", dir);
+    snprintf(ledger_bob, sizeof ledger_bob, "%s/bob.ledger", dir);
+    snprintf(ledger_other, sizeof ledger_other, "%s/alice-other-signer.ledger", dir);
+    snprintf(ledger_bad, sizeof ledger_bad, "%s/alice-tampered.ledger", dir);
+    snprintf(ledger_elsewhere, sizeof ledger_elsewhere, "%s/alice-other-agreement.ledger", dir);
     GT_ASSERT_OK(gt_mkdir_p(out_dir, 0700));
     const char *kds[] = {kd_alice, kd_bob, kd_carol, kd_old};
     for (int i = 0; i < 4; i++) {
@@ -86,10 +121,36 @@ static int setup(void **state)
              "\"output\":{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"alice\",\"bob\"]}}\n",
              1, 1, ka, 2, 2, kb);
     write_plain(agreement, doc, strlen(doc));
+    // The trainer's signing key, and a forger's who re-seals for the same recipients.
+    uint8_t tsec[32], tpub[32], fsec[32], fpub[32];
+    GT_ASSERT_OK(gt_ed25519_keypair(tpub, tsec));
+    GT_ASSERT_OK(gt_ed25519_keypair(fpub, fsec));
     gt_sckpt_seal_params sp = {.model_path = model_path, .out_path = sealed, .step = 42,
-                               .model = m, .recipients = r, .recipient_count = 2};
+                               .model = m, .recipients = r, .recipient_count = 2,
+                               .signing_secret = tsec};
     GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, sp.agreement_hash, doc, strlen(doc)));
     GT_ASSERT_OK(gt_sckpt_seal(&sp, NULL));
+    sp.out_path = forged;
+    sp.signing_secret = fsec;
+    GT_ASSERT_OK(gt_sckpt_seal(&sp, NULL));
+    // Ledgers: alice's and bob's recording the trainer; alice's recording only some other
+    // trainer; alice's, tampered; alice's, recording this trainer under another agreement.
+    ledger_with_session(ledger_alice, kd_alice, tpub, sp.agreement_hash);
+    ledger_with_session(ledger_bob, kd_bob, tpub, sp.agreement_hash);
+    ledger_with_session(ledger_other, kd_alice, fpub, sp.agreement_hash);
+    uint8_t elsewhere[32];
+    memcpy(elsewhere, sp.agreement_hash, 32);
+    elsewhere[0] ^= 1;
+    ledger_with_session(ledger_elsewhere, kd_alice, tpub, elsewhere);
+    gt_buf lb = {0};
+    GT_ASSERT_OK(gt_file_read_all(ledger_alice, 1 << 20, &lb));
+    char *at = strstr((char *)lb.data, "trainer-x");
+    assert_non_null(at);
+    at[8] = 'y';  // the session names another trainer: its hash no longer matches
+    write_plain(ledger_bad, lb.data, lb.len);
+    gt_buf_free_nowipe(&lb);
+    gt_secure_zero(tsec, sizeof tsec);
+    gt_secure_zero(fsec, sizeof fsec);
     return 0;
 }
 
@@ -117,9 +178,11 @@ static void recipient_opens(void **state)
     snprintf(out, sizeof out, "%s/model.bin", out_dir);
     gt_buf log = {0};
     int rc = run(&log, (const char *[]){"open-checkpoint", sealed, "--key", kd_bob, "--out", out,
-                                        "--agreement", agreement, NULL});
+                                        "--agreement", agreement, "--ledger", ledger_bob, NULL});
     if (rc != 0 || strstr((char *)log.data, "as recipient 'bob' (2 of 2): step 42") == NULL ||
-        strstr((char *)log.data, "matches --agreement") == NULL) {
+        strstr((char *)log.data, "matches --agreement") == NULL ||
+        strstr((char *)log.data, ": the trainer 'trainer-x' this holder served") == NULL ||
+        strstr((char *)log.data, "entry 1; appraised: sim measurement 00 (test)") == NULL) {
         fail_msg("open-checkpoint failed (%d):\n%s", rc, (char *)log.data);
     }
     gt_buf got = {0};
@@ -134,6 +197,9 @@ static void recipient_opens(void **state)
     rc = run(&log, (const char *[]){"open-checkpoint", sealed, "-k", kd_alice, "-o", out,
                                     "--force", NULL});
     assert_int_equal(rc, 0);
+    if (strstr((char *)log.data, "was NOT checked against any ledger") == NULL) {
+        fail_msg("no ledger, no warning:\n%s", (char *)log.data);
+    }
     unlink(out);
     // inspect shows the header without a key
     rc = run(&log, (const char *[]){"inspect", sealed, "--json", NULL});
@@ -146,10 +212,12 @@ static void recipient_opens(void **state)
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rs, 1), "name")->valuestring,
                         "bob");
     assert_int_equal(strlen(cJSON_GetObjectItem(j, "agreement_hash")->valuestring), 64);
+    assert_int_equal(strlen(cJSON_GetObjectItem(j, "signer_key")->valuestring), 64);
     cJSON_Delete(j);
     rc = run(&log, (const char *[]){"inspect", sealed, NULL});
     assert_int_equal(rc, 0);
     assert_non_null(strstr((char *)log.data, "recipients      2"));
+    assert_non_null(strstr((char *)log.data, "  signer          "));
     rc = run(&log, (const char *[]){"open-checkpoint", "--help", NULL});
     assert_int_equal(rc, 0);
     assert_non_null(strstr((char *)log.data, "usage: gputravel open-checkpoint"));
@@ -181,16 +249,30 @@ static void bad_input_matrix(void **state)
         const char *file, *key, *agreement;
         int rc;
         const char *says;
+        const char *ledger;
     } rows[] = {
-        {sealed, kd_carol, NULL, 1, "not a recipient: the checkpoint is sealed for alice, bob"},
-        {sealed, kd_old, NULL, 1, "--add-recipient-key"},
-        {sealed, "/nonexistent/keys", NULL, 1, "missing"},
-        {tampered, kd_alice, NULL, 1, "does not authenticate: the file was tampered with"},
-        {truncated, kd_alice, NULL, 1, "ends early"},
-        {model_path, kd_alice, NULL, 1, "not a sealed checkpoint"},
-        {"/nonexistent.sealed", kd_alice, NULL, 1, "No such file"},
-        {sealed, kd_alice, other_agreement, 1, "sealed under another agreement"},
-        {sealed, NULL, NULL, 64, "--key DIR and --out FILE are required"},
+        {sealed, kd_carol, NULL, 1, "not a recipient: the checkpoint is sealed for alice, bob",
+         NULL},
+        {sealed, kd_old, NULL, 1, "--add-recipient-key", NULL},
+        {sealed, "/nonexistent/keys", NULL, 1, "missing", NULL},
+        {tampered, kd_alice, NULL, 1, "signature does not verify under the signer key the "
+                                      "header names: the file was tampered with", NULL},
+        {truncated, kd_alice, NULL, 1, "ends early", NULL},
+        {model_path, kd_alice, NULL, 1, "not a sealed checkpoint", NULL},
+        {"/nonexistent.sealed", kd_alice, NULL, 1, "No such file", NULL},
+        {sealed, kd_alice, other_agreement, 1, "sealed under another agreement", NULL},
+        {sealed, NULL, NULL, 64, "--key DIR and --out FILE are required", NULL},
+        // Who sealed it, against alice's ledger:
+        {sealed, kd_alice, NULL, 1, "is not this holder's ledger: it is signed by another "
+                                    "holder key", ledger_bob},
+        {sealed, kd_alice, NULL, 1, "is not a trainer this holder served", ledger_other},
+        {sealed, kd_alice, NULL, 1, "entry hash does not match its body", ledger_bad},
+        {sealed, kd_alice, NULL, 1, "served this holder under another agreement",
+         ledger_elsewhere},
+        {sealed, kd_alice, NULL, 1, "no such ledger", "/nonexistent.ledger"},
+        // re-sealed for the same recipients by another signing key: well-formed, but its
+        // signer is no trainer alice served
+        {forged, kd_alice, agreement, 1, "is not a trainer this holder served", ledger_alice},
     };
     gt_buf log = {0};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -204,6 +286,10 @@ static void bad_input_matrix(void **state)
             args[n++] = "--agreement";
             args[n++] = rows[i].agreement;
         }
+        if (rows[i].ledger != NULL) {
+            args[n++] = "--ledger";
+            args[n++] = rows[i].ledger;
+        }
         args[n] = NULL;
         int rc = run(&log, args);
         if (rc != rows[i].rc || strstr((char *)log.data, rows[i].says) == NULL) {
@@ -214,6 +300,18 @@ static void bad_input_matrix(void **state)
             fail_msg("row %zu left a file in %s", i, out_dir);
         }
     }
+    // The forgery itself is a valid file: without --ledger alice can open it, and is told that
+    // nobody checked who sealed it; with her ledger the genuine one opens.
+    int rc = run(&log, (const char *[]){"open-checkpoint", forged, "-k", kd_alice, "-o", out,
+                                        NULL});
+    if (rc != 0 || strstr((char *)log.data, "NOT checked against any ledger") == NULL) {
+        fail_msg("forged, unchecked (%d):\n%s", rc, (char *)log.data);
+    }
+    unlink(out);
+    rc = run(&log, (const char *[]){"open-checkpoint", sealed, "-k", kd_alice, "-o", out,
+                                    "--ledger", ledger_alice, NULL});
+    assert_int_equal(rc, 0);
+    unlink(out);
     gt_buf_free(&log);
     gt_buf_free_nowipe(&f);
 }

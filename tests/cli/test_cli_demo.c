@@ -24,6 +24,22 @@ static void demo_runs_end_to_end(void **state)
     assert_non_null(strstr((char *)log.data, "sealed the checkpoint of step 12"));
     assert_non_null(strstr((char *)log.data, "for hospital, bank, lab"));
     assert_non_null(strstr((char *)log.data, "hospital opened"));
+    // ... signed by the trainer the hospital appraised (its own ledger's session entry).
+    assert_non_null(strstr((char *)log.data, "It was sealed by the trainer hospital appraised"));
+    assert_non_null(strstr((char *)log.data, "hospital appraised that trainer as: sim measurement"));
+    gt_buf_free(&log);
+    // Any recipient can check the same with its own key folder and ledger.
+    char sealed[700], keys[700], ledger[700], opened[700];
+    snprintf(sealed, sizeof sealed, "%s/model.sealed", out);
+    snprintf(keys, sizeof keys, "%s/bank/keys", out);
+    snprintf(ledger, sizeof ledger, "%s/bank/ledger.log", out);
+    snprintf(opened, sizeof opened, "%s/bank-model.bin", dir);
+    rc = gt_test_run_cli(&log, (const char *[]){"open-checkpoint", sealed, "--key", keys,
+                                                 "--out", opened, "--ledger", ledger, NULL});
+    if (rc != 0 || strstr((char *)log.data, "the trainer 'demo-trainer' this holder served") ==
+                       NULL) {
+        fail_msg("bank could not open the demo's checkpoint (%d):\n%s", rc, (char *)log.data);
+    }
     gt_buf_free(&log);
     const char *names[] = {"hospital", "bank", "lab"};
     for (int i = 0; i < 3; i++) {
@@ -31,8 +47,9 @@ static void demo_runs_end_to_end(void **state)
         snprintf(ledger, sizeof ledger, "%s/%s/ledger.log", out, names[i]);
         gt_ledger_summary s;
         GT_ASSERT_OK(gt_ledger_verify_file(ledger, NULL, NULL, &s));
-        // genesis, and for the first holder (12 steps fit in its first chunk) grant and use
-        assert_true(s.entries >= (i == 0 ? 3u : 1u));
+        // genesis and the trainer's session, and for the first holder (12 steps fit in its
+        // first chunk) grant and use
+        assert_true(s.entries >= (i == 0 ? 4u : 2u));
     }
     char p[700];
     snprintf(p, sizeof p, "%s/trainer/model.bin", out);

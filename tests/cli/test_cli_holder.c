@@ -81,8 +81,10 @@ static void holder_process_serves_and_ledgers(void **state)
     gt_net_attestor na = gt_tee_attestor_bind(&att);
     gt_holder_conn *c = NULL;
     gt_err e = GT_OK;
+    uint8_t signing_pub[GT_ED25519_PUBLIC_BYTES], signing_sec[GT_ED25519_SECRET_BYTES];
+    GT_ASSERT_OK(gt_ed25519_keypair(signing_pub, signing_sec));
     for (int tries = 0; tries < 100; tries++) {
-        e = gt_holder_connect(&c, &a, 0, &na, "trainer-cli");
+        e = gt_holder_connect(&c, &a, 0, &na, "trainer-cli", signing_pub);
         if (gt_is_ok(e)) {
             break;
         }
@@ -117,11 +119,23 @@ static void holder_process_serves_and_ledgers(void **state)
     int rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", p[5], "--holder-key",
                                                      key_hex, NULL});
     assert_int_equal(rc, 0);
-    if (strstr((char *)out.data, "4 entries") == NULL) {  // genesis, grant, use, refuse
+    // genesis, session (the trainer's signing key), grant, use, refuse
+    if (strstr((char *)out.data, "5 entries") == NULL) {
         gt_buf show = {0};
         gt_test_run_cli(&show, (const char *[]){"ledger", "show", p[5], NULL});
         fail_msg("%s", (char *)show.data);
     }
+    // The session entry: this trainer's name and signing key, and how the holder appraised it.
+    gt_ledger_session ses;
+    GT_ASSERT_OK(gt_ledger_find_session(p[5], keys.holder_pub, signing_pub, &ses));
+    assert_int_equal(ses.seq, 1);
+    assert_string_equal(ses.trainer, "trainer-cli");
+    assert_memory_equal(ses.agreement, a.hash, GT_SHA256_BYTES);
+    if (strstr(ses.appraisal, "sim measurement") == NULL ||
+        strstr(ses.appraisal, "insecure-simulation") == NULL) {
+        fail_msg("session appraisal: '%s'", ses.appraisal);
+    }
+    gt_secure_zero(signing_sec, sizeof signing_sec);
     gt_buf_free(&out);
     gt_buf_free_nowipe(&root_pub);
     gt_policy_free(policy);

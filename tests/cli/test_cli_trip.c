@@ -4,7 +4,9 @@
 // the trip socket). Checks: the same model, bit for bit, as --transfer conventional-keyrelease
 // under the same agreement; the trainer's token accounting equals the holders' ledgers; every
 // ledger verifies; a holder killed while its chunk is in use stops training with a clear error
-// and no use is counted. (The cpu device protects nothing: this shows protocol and accounting.)
+// and no use is counted; the sealed checkpoint a run leaves opens with a recipient's key and
+// its ledger (the signer is the trainer that holder served), and not with the ledger of another
+// run. (The cpu device protects nothing: this shows protocol and accounting.)
 #include "testlib.h"
 
 #include <gputravel/orchestr.h>
@@ -67,14 +69,18 @@ static int setup(void **state)
         GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
         int port = gt_listener_port(probe);
         gt_listener_close(probe);
-        char id_hex[33];
+        char id_hex[33], rk_hex[65];
+        uint8_t rk[GT_X25519_BYTES];
+        GT_ASSERT_OK(gt_recipient_pub_load(keydir[h], rk));
+        gt_hex_encode(rk_hex, sizeof rk_hex, rk, sizeof rk);
         gt_hex_encode(key_hex[h], sizeof key_hex[h], keys.holder_pub, 32);
         gt_hex_encode(id_hex, sizeof id_hex, res.dataset_id, 16);
         size_t used = strlen(holders_json);
         snprintf(holders_json + used, sizeof holders_json - used,
                  "%s{\"name\":\"h%d\",\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\","
-                 "\"dataset_id\":\"%s\",\"token_budget\":100000,\"max_uses_per_chunk\":1}",
-                 h ? "," : "", h, key_hex[h], port, id_hex);
+                 "\"dataset_id\":\"%s\",\"token_budget\":100000,\"max_uses_per_chunk\":1,"
+                 "\"recipient_key\":\"%s\"}",
+                 h ? "," : "", h, key_hex[h], port, id_hex, rk_hex);
         gt_holder_keys_wipe(&keys);
     }
     char doc[4096];
@@ -82,7 +88,8 @@ static int setup(void **state)
              "{\"version\":1,\"name\":\"trip\",\"model\":{\"layers\":1,\"channels\":16,\"heads\":2,"
              "\"vocab\":256,\"max_seq\":8,\"init_seed\":3},\"training\":{\"steps\":%d,\"batch\":2,"
              "\"seq\":8,\"learning_rate\":0.01},\"holders\":[%s],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+             "\"allow_simulation\":true,\"output\":{\"kind\":\"sealed_checkpoint\","
+             "\"recipients\":[\"h0\",\"h1\"]}}",
              STEPS, holders_json);
     GT_ASSERT_OK(gt_file_write_atomic(agreement, doc, strlen(doc), 0644));
     char *dev = strstr(doc, "\"device\":{}");
@@ -327,6 +334,49 @@ static void travel_matches_keyrelease(void **state)
     assert_int_equal(bt.len, bc.len);
     assert_memory_equal(bt.data, bc.data, bt.len);
     gt_buf_free_nowipe(&bt);
+    gt_buf_free_nowipe(&bc);
+
+    // Who sealed it: each run sealed its final weights for h0 and h1, signed by that run's own
+    // signing key. h1 opens the conventional run's file with its key folder and its ledger of
+    // that run: the signer is the trainer h1 served (and appraised) then. Its ledger of the
+    // travel run records another trainer process, so it does not vouch for this file.
+    assert_non_null(strstr((const char *)conv.data, "signed it with this run's signing key"));
+    char sealed[800], opened[800], l_conv[700], l_travel[700], l_h0[700];
+    GT_ASSERT_OK(gt_path_join(sealed, sizeof sealed, s_conv, "model.sealed"));
+    GT_ASSERT_OK(gt_path_join(opened, sizeof opened, dir, "opened-by-h1.bin"));
+    ledger_path(l_conv, sizeof l_conv, "conv", 1);
+    ledger_path(l_travel, sizeof l_travel, "travel", 1);
+    ledger_path(l_h0, sizeof l_h0, "conv", 0);
+    gt_buf o = {0};
+    int orc = gt_test_run_cli(&o, (const char *[]){"open-checkpoint", sealed, "--key", keydir[1],
+                                                    "--out", opened, "--agreement", agreement,
+                                                    "--ledger", l_travel, NULL});
+    if (orc != 1 || strstr((char *)o.data, "is not a trainer this holder served") == NULL ||
+        gt_path_exists(opened)) {
+        fail_msg("opened with another run's ledger (%d):\n%s", orc, (char *)o.data);
+    }
+    gt_buf_free(&o);
+    orc = gt_test_run_cli(&o, (const char *[]){"open-checkpoint", sealed, "--key", keydir[1],
+                                                "--out", opened, "--ledger", l_h0, NULL});
+    if (orc != 1 || strstr((char *)o.data, "is not this holder's ledger") == NULL) {
+        fail_msg("opened with h0's ledger (%d):\n%s", orc, (char *)o.data);
+    }
+    gt_buf_free(&o);
+    orc = gt_test_run_cli(&o, (const char *[]){"open-checkpoint", sealed, "--key", keydir[1],
+                                                "--out", opened, "--agreement", agreement,
+                                                "--ledger", l_conv, NULL});
+    if (orc != 0 || strstr((char *)o.data, "this holder served (ledger") == NULL ||
+        strstr((char *)o.data, "appraised: sim measurement") == NULL) {
+        fail_msg("h1 could not open the conventional run's checkpoint (%d):\n%s", orc,
+                 (char *)o.data);
+    }
+    gt_buf_free(&o);
+    gt_buf bo = {0};  // the weights the trainer left in its state folder, byte for byte
+    GT_ASSERT_OK(gt_file_read_all(opened, 64 << 20, &bo));
+    GT_ASSERT_OK(gt_file_read_all(mc, 64 << 20, &bc));
+    assert_int_equal(bo.len, bc.len);
+    assert_memory_equal(bo.data, bc.data, bc.len);
+    gt_buf_free(&bo);
     gt_buf_free_nowipe(&bc);
     gt_buf_free(&travel);
     gt_buf_free(&conv);

@@ -1,7 +1,9 @@
 // data/: sealed checkpoints and recipient keys. Round trips for 1 and 3 recipients; a
-// non-recipient and a wrong secret; every flipped bit of the header and a sample of the body;
-// truncation at every header offset; recipient lists swapped between files; and every failure
-// leaves no output file behind.
+// non-recipient and a wrong secret; the signer's signature (verifies by hand; a file re-sealed
+// by another signing key for the same recipients is refused when the signer is pinned; spliced
+// signatures and signer keys fail); every flipped bit of the header (signer key included) and
+// of the signature, and a sample of the body; truncation at every header and trailer offset;
+// recipient lists swapped between files; and every failure leaves no output file behind.
 #include "testlib.h"
 
 #include <gputravel/data.h>
@@ -17,6 +19,9 @@ static const char *const names[NKEYS] = {"alice", "bob", "carol", "mallory"};
 static char dir[256], out_dir[512], model_path[512], big_model_path[512];
 static char key_dirs[NKEYS][512];
 static gt_recipient_keys rk[NKEYS];
+// The trainer's signing key, and a forger's (who knows the recipients' public keys too).
+static uint8_t signer_sec[GT_ED25519_SECRET_BYTES], signer_pub[GT_ED25519_PUBLIC_BYTES];
+static uint8_t forger_sec[GT_ED25519_SECRET_BYTES], forger_pub[GT_ED25519_PUBLIC_BYTES];
 static gt_buf model, big_model;  // llm.c files: 1024-byte header + weights
 static const gt_sckpt_model shapes = {.max_seq_len = 64, .vocab_size = 256, .num_layers = 2,
                                       .num_heads = 4, .channels = 32, .padded_vocab_size = 256};
@@ -53,6 +58,8 @@ static int setup(void **state)
         GT_ASSERT_OK(gt_keydir_generate(key_dirs[i], false, NULL));
         GT_ASSERT_OK(gt_keydir_recipient_load(key_dirs[i], &rk[i]));
     }
+    GT_ASSERT_OK(gt_ed25519_keypair(signer_pub, signer_sec));
+    GT_ASSERT_OK(gt_ed25519_keypair(forger_pub, forger_sec));
     make_llmc(&model, &shapes, 300, 1);
     GT_ASSERT_OK(gt_file_write_atomic(model_path, model.data, model.len, 0600));
     // Larger than the streaming buffer (256 KiB), so the body crosses several pieces.
@@ -67,15 +74,17 @@ static int teardown(void **state)
     for (int i = 0; i < NKEYS; i++) {
         gt_recipient_keys_wipe(&rk[i]);
     }
+    gt_secure_zero(signer_sec, sizeof signer_sec);
+    gt_secure_zero(forger_sec, sizeof forger_sec);
     gt_buf_free(&model);
     gt_buf_free(&big_model);
     gt_test_rmtree(dir);
     return 0;
 }
 
-// Seals `in` for the recipients listed by index (into names/rk).
-static gt_err seal_for(const char *in, const char *out, const int *who, uint32_t n,
-                       uint64_t step, gt_sckpt_header *h)
+// Seals `in` for the recipients listed by index (into names/rk), signed by `sec`.
+static gt_err seal_signed(const char *in, const char *out, const int *who, uint32_t n,
+                          uint64_t step, const uint8_t *sec, gt_sckpt_header *h)
 {
     gt_sckpt_recipient r[GT_SCKPT_MAX_RECIPIENTS];
     memset(r, 0, sizeof r);
@@ -84,9 +93,16 @@ static gt_err seal_for(const char *in, const char *out, const int *who, uint32_t
         memcpy(r[i].pub, rk[who[i]].pub, GT_X25519_BYTES);
     }
     gt_sckpt_seal_params p = {.model_path = in, .out_path = out, .step = step, .model = shapes,
-                              .recipients = r, .recipient_count = n};
+                              .recipients = r, .recipient_count = n, .signing_secret = sec};
     memset(p.agreement_hash, 0xA5, sizeof p.agreement_hash);
     return gt_sckpt_seal(&p, h);
+}
+
+// ... signed by the trainer's key.
+static gt_err seal_for(const char *in, const char *out, const int *who, uint32_t n,
+                       uint64_t step, gt_sckpt_header *h)
+{
+    return seal_signed(in, out, who, n, step, signer_sec, h);
 }
 
 static void opened_path(char *out, size_t cap)
@@ -105,8 +121,9 @@ static void assert_opens_to(const char *sealed, int who, const gt_buf *want)
     opened_path(out, sizeof out);
     gt_sckpt_header h;
     uint32_t me = 99;
-    GT_ASSERT_OK(gt_sckpt_open(sealed, &rk[who], out, &h, &me));
+    GT_ASSERT_OK(gt_sckpt_open(sealed, &rk[who], signer_pub, out, &h, &me));
     assert_string_equal(h.recipients[me].name, names[who]);
+    assert_memory_equal(h.signer_pub, signer_pub, GT_ED25519_PUBLIC_BYTES);
     gt_buf got = {0};
     GT_ASSERT_OK(gt_file_read_all(out, 1u << 24, &got));
     assert_int_equal(got.len, want->len);
@@ -127,6 +144,8 @@ static void round_trip_one_and_three(void **state)
     GT_ASSERT_OK(seal_for(model_path, sealed, (const int[]){0}, 1, 17, &h));
     assert_int_equal(h.recipient_count, 1);
     assert_int_equal(h.header_len, GT_SCKPT_FIXED_BYTES + 96 + 48);
+    assert_int_equal(h.version, 2);
+    assert_memory_equal(h.signer_pub, signer_pub, GT_ED25519_PUBLIC_BYTES);
     assert_opens_to(sealed, 0, &model);
 
     snprintf(sealed, sizeof sealed, "%s/three.sealed", dir);
@@ -140,7 +159,8 @@ static void round_trip_one_and_three(void **state)
     assert_int_equal(r.model.channels, 32);
     assert_int_equal(r.agreement_hash[31], 0xA5);
     assert_int_equal(r.plaintext_len, big_model.len);
-    assert_int_equal(gt_sckpt_file_bytes(&r), r.header_len + big_model.len + 16);
+    assert_int_equal(gt_sckpt_file_bytes(&r), r.header_len + big_model.len + 16 + 64);
+    assert_memory_equal(r.signer_pub, signer_pub, GT_ED25519_PUBLIC_BYTES);
     for (int who = 0; who < 3; who++) {
         assert_opens_to(sealed, who, &big_model);
     }
@@ -162,7 +182,7 @@ static void non_recipient_and_wrong_key(void **state)
     snprintf(sealed, sizeof sealed, "%s/ab.sealed", dir);
     opened_path(out, sizeof out);
     GT_ASSERT_OK(seal_for(model_path, sealed, (const int[]){0, 1}, 2, 5, NULL));
-    gt_err e = gt_sckpt_open(sealed, &rk[3], out, NULL, NULL);
+    gt_err e = gt_sckpt_open(sealed, &rk[3], NULL, out, NULL, NULL);
     assert_int_equal(e.code, GT_E_NOTFOUND);
     assert_non_null(strstr(e.msg, "not a recipient"));
     assert_non_null(strstr(e.msg, "alice, bob"));
@@ -170,7 +190,7 @@ static void non_recipient_and_wrong_key(void **state)
     // alice's public key with another secret: the key it was wrapped to is not this one.
     gt_recipient_keys forged = rk[3];
     memcpy(forged.pub, rk[0].pub, GT_X25519_BYTES);
-    e = gt_sckpt_open(sealed, &forged, out, NULL, NULL);
+    e = gt_sckpt_open(sealed, &forged, NULL, out, NULL, NULL);
     assert_int_equal(e.code, GT_E_AUTH);
     assert_non_null(strstr(e.msg, "'alice'"));
     gt_recipient_keys_wipe(&forged);
@@ -192,7 +212,7 @@ static void flip_bit(const char *path, size_t at, int bit)
 static bool auth_only(size_t at, const gt_sckpt_header *h)
 {
     return (at >= 20 && at < 60) ||    // agreement hash, step
-           (at >= 92 && at < 136) ||   // body IV, ephemeral public key
+           (at >= 92 && at < 168) ||   // body IV, ephemeral public key, signer key
            (at >= h->bound_len && at < h->header_len);  // every recipient's wrap
 }
 
@@ -209,7 +229,7 @@ static void every_header_bit_and_sampled_body_bits(void **state)
     for (size_t at = 0; at < h.header_len; at++) {
         for (int bit = 0; bit < 8; bit++) {
             flip_bit(sealed, at, bit);
-            gt_err e = gt_sckpt_open(sealed, &rk[1], out, NULL, NULL);
+            gt_err e = gt_sckpt_open(sealed, &rk[1], NULL, out, NULL, NULL);
             flip_bit(sealed, at, bit);
             if (e.code == GT_E_NONE || (auth_only(at, &h) && e.code != GT_E_AUTH)) {
                 fail_msg("header byte %zu bit %d: %s (%s)", at, bit, gt_code_name(e.code),
@@ -218,10 +238,12 @@ static void every_header_bit_and_sampled_body_bits(void **state)
             assert_false(gt_path_exists(out));
         }
     }
-    // The body: every byte of the llm.c header part and a stride through the weights and tag.
-    for (uint64_t at = h.header_len; at < total; at += (at < h.header_len + 64 ? 1 : 37)) {
+    // The body: every byte of the llm.c header part and a stride through the weights and tag;
+    // then every bit of the signature.
+    const uint64_t sig_at = total - GT_SCKPT_SIG_BYTES;
+    for (uint64_t at = h.header_len; at < sig_at; at += (at < h.header_len + 64 ? 1 : 37)) {
         flip_bit(sealed, (size_t)at, (int)(at % 8));
-        gt_err e = gt_sckpt_open(sealed, &rk[0], out, NULL, NULL);
+        gt_err e = gt_sckpt_open(sealed, &rk[0], NULL, out, NULL, NULL);
         flip_bit(sealed, (size_t)at, (int)(at % 8));
         if (e.code != GT_E_AUTH) {
             fail_msg("body byte %llu: %s (%s)", (unsigned long long)at, gt_code_name(e.code),
@@ -229,9 +251,21 @@ static void every_header_bit_and_sampled_body_bits(void **state)
         }
         assert_false(gt_path_exists(out));
     }
-    flip_bit(sealed, (size_t)total - 1, 7);  // the tag's last bit
-    GT_ASSERT_CODE(gt_sckpt_open(sealed, &rk[2], out, NULL, NULL), GT_E_AUTH);
-    flip_bit(sealed, (size_t)total - 1, 7);
+    for (uint64_t at = sig_at; at < total; at++) {
+        for (int bit = 0; bit < 8; bit++) {
+            flip_bit(sealed, (size_t)at, bit);
+            gt_err e = gt_sckpt_open(sealed, &rk[0], NULL, out, NULL, NULL);
+            flip_bit(sealed, (size_t)at, bit);
+            if (e.code != GT_E_AUTH || strstr(e.msg, "signature does not verify") == NULL) {
+                fail_msg("signature byte %llu bit %d: %s (%s)", (unsigned long long)at, bit,
+                         gt_code_name(e.code), e.msg);
+            }
+            assert_false(gt_path_exists(out));
+        }
+    }
+    flip_bit(sealed, (size_t)sig_at - 1, 7);  // the tag's last bit
+    GT_ASSERT_CODE(gt_sckpt_open(sealed, &rk[2], NULL, out, NULL, NULL), GT_E_AUTH);
+    flip_bit(sealed, (size_t)sig_at - 1, 7);
     assert_opens_to(sealed, 2, &model);  // unchanged after all that
     assert_nothing_left();
 }
@@ -264,9 +298,10 @@ static void truncation_at_every_header_offset(void **state)
         assert_int_equal(p.header_len, 0);
     }
     // The file cut at every header offset and at sampled body offsets: truncated, no output.
-    for (size_t n = 0; n < whole.len; n += (n <= h.header_len + 40 ? 1 : 101)) {
+    for (size_t n = 0; n < whole.len;
+         n += (n <= h.header_len + 40 || n + 100 >= whole.len ? 1 : 101)) {
         write_plain(cut, whole.data, n);
-        gt_err e = gt_sckpt_open(cut, &rk[0], out, NULL, NULL);
+        gt_err e = gt_sckpt_open(cut, &rk[0], NULL, out, NULL, NULL);
         if (e.code != GT_E_TRUNCATED) {
             fail_msg("cut at %zu: %s (%s)", n, gt_code_name(e.code), e.msg);
         }
@@ -275,7 +310,7 @@ static void truncation_at_every_header_offset(void **state)
     // One byte too many is refused as well.
     GT_ASSERT_OK(gt_buf_append(&whole, "x", 1));
     GT_ASSERT_OK(gt_file_write_atomic(cut, whole.data, whole.len, 0644));
-    GT_ASSERT_CODE(gt_sckpt_open(cut, &rk[0], out, NULL, NULL), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_sckpt_open(cut, &rk[0], NULL, out, NULL, NULL), GT_E_FORMAT);
     gt_buf_free_nowipe(&whole);
     assert_nothing_left();
 }
@@ -300,14 +335,14 @@ static void recipient_lists_swapped(void **state)
     // 1. A's file with B's recipient list: carol is named but A was never sealed for her.
     memcpy(a.data + list, b.data + list, ha.bound_len - list);
     write_plain(mixed, a.data, a.len);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], out, NULL, NULL), GT_E_AUTH);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], out, NULL, NULL), GT_E_AUTH);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[1], out, NULL, NULL), GT_E_NOTFOUND);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], NULL, out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], NULL, out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[1], NULL, out, NULL, NULL), GT_E_NOTFOUND);
     // 2. B's whole list and wraps (its ephemeral key too) on A's body.
     memcpy(a.data + 104, b.data + 104, hb.header_len - 104);
     write_plain(mixed, a.data, a.len);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], out, NULL, NULL), GT_E_AUTH);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], NULL, out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], NULL, out, NULL, NULL), GT_E_AUTH);
     // 3. Two entries' order swapped (names, keys and wraps together) in B.
     memcpy(a.data, b.data, b.len);
     uint8_t tmp[GT_SCKPT_RECIPIENT_BYTES];
@@ -319,10 +354,82 @@ static void recipient_lists_swapped(void **state)
     memcpy(a.data + hb.bound_len, a.data + hb.bound_len + sizeof w, sizeof w);
     memcpy(a.data + hb.bound_len + sizeof w, w, sizeof w);
     write_plain(mixed, a.data, a.len);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], out, NULL, NULL), GT_E_AUTH);
-    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], NULL, out, NULL, NULL), GT_E_AUTH);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[2], NULL, out, NULL, NULL), GT_E_AUTH);
     gt_buf_free_nowipe(&a);
     gt_buf_free_nowipe(&b);
+    assert_nothing_left();
+}
+
+// Who sealed it: the signature verifies by hand over SHA-256(everything before it); a file
+// re-sealed by another signing key for the same recipients opens only when nobody pins the
+// signer, and is refused (GT_E_POLICY, before decrypting) when the trainer's key is pinned;
+// splicing the trainer's key or signature into the forgery fails (GT_E_AUTH).
+static void signer_is_proved(void **state)
+{
+    (void)state;
+    char genuine[600], forged[600], mixed[600], out[600];
+    snprintf(genuine, sizeof genuine, "%s/genuine.sealed", dir);
+    snprintf(forged, sizeof forged, "%s/forged.sealed", dir);
+    snprintf(mixed, sizeof mixed, "%s/spliced.sealed", dir);
+    opened_path(out, sizeof out);
+    gt_sckpt_header hg, hf;
+    GT_ASSERT_OK(seal_for(model_path, genuine, (const int[]){0, 1}, 2, 8, &hg));
+    GT_ASSERT_OK(seal_signed(model_path, forged, (const int[]){0, 1}, 2, 8, forger_sec, &hf));
+    assert_memory_equal(hf.signer_pub, forger_pub, GT_ED25519_PUBLIC_BYTES);
+    assert_int_equal(hg.header_len, hf.header_len);
+
+    gt_buf g = {0}, f = {0};
+    GT_ASSERT_OK(gt_file_read_all(genuine, 1u << 20, &g));
+    GT_ASSERT_OK(gt_file_read_all(forged, 1u << 20, &f));
+    assert_int_equal(g.len, gt_sckpt_file_bytes(&hg));
+    // The signature by hand: Ed25519(signer, SHA-256(header | ciphertext | tag)), at the end.
+    uint8_t digest[GT_SHA256_BYTES];
+    const size_t signed_len = g.len - GT_SCKPT_SIG_BYTES;
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, digest, g.data, signed_len));
+    GT_ASSERT_OK(gt_ed25519_verify(g.data + signed_len, digest, sizeof digest, signer_pub));
+    GT_ASSERT_CODE(gt_ed25519_verify(g.data + signed_len, digest, sizeof digest, forger_pub),
+                   GT_E_AUTH);
+    assert_memory_equal(g.data + GT_SCKPT_SIGNER_OFFSET, signer_pub, GT_ED25519_PUBLIC_BYTES);
+
+    // The forgery is a well-formed file: unpinned, the recipient can open it ...
+    GT_ASSERT_OK(gt_sckpt_open(forged, &rk[0], NULL, out, NULL, NULL));
+    unlink(out);
+    // ... pinned to the trainer's key (what the ledger holds), it is refused before decrypting.
+    gt_err e = gt_sckpt_open(forged, &rk[0], signer_pub, out, NULL, NULL);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "sealed by signing key"));
+    assert_false(gt_path_exists(out));
+    GT_ASSERT_CODE(gt_sckpt_open(genuine, &rk[1], forger_pub, out, NULL, NULL), GT_E_POLICY);
+    assert_false(gt_path_exists(out));
+    assert_opens_to(genuine, 1, &model);
+
+    // Splices: the trainer's key named in the forgery (the wraps bind it) ...
+    memcpy(f.data + GT_SCKPT_SIGNER_OFFSET, signer_pub, GT_ED25519_PUBLIC_BYTES);
+    write_plain(mixed, f.data, f.len);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], signer_pub, out, NULL, NULL), GT_E_AUTH);
+    memcpy(f.data + GT_SCKPT_SIGNER_OFFSET, forger_pub, GT_ED25519_PUBLIC_BYTES);
+    // ... the genuine signature on the forgery, and the forger's signature on the genuine file.
+    memcpy(f.data + signed_len, g.data + signed_len, GT_SCKPT_SIG_BYTES);
+    write_plain(mixed, f.data, f.len);
+    GT_ASSERT_CODE(gt_sckpt_open(mixed, &rk[0], NULL, out, NULL, NULL), GT_E_AUTH);
+    gt_buf_free_nowipe(&f);
+    GT_ASSERT_OK(gt_file_read_all(forged, 1u << 20, &f));
+    memcpy(g.data + signed_len, f.data + signed_len, GT_SCKPT_SIG_BYTES);
+    write_plain(mixed, g.data, g.len);
+    e = gt_sckpt_open(mixed, &rk[0], signer_pub, out, NULL, NULL);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "signature does not verify"));
+    // A version-1 (unsigned) header is refused as such.
+    gt_buf_free_nowipe(&g);
+    GT_ASSERT_OK(gt_file_read_all(genuine, 1u << 20, &g));
+    gt_store_u32le(g.data + 8, 1);
+    gt_sckpt_header p;
+    e = gt_sckpt_header_parse(&p, g.data, g.len);
+    assert_int_equal(e.code, GT_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "unsigned"));
+    gt_buf_free_nowipe(&g);
+    gt_buf_free_nowipe(&f);
     assert_nothing_left();
 }
 
@@ -334,6 +441,8 @@ static void seal_refuses_bad_input(void **state)
     // duplicate names or keys
     GT_ASSERT_CODE(seal_for(model_path, sealed, (const int[]){1, 1}, 2, 1, NULL), GT_E_FORMAT);
     GT_ASSERT_CODE(seal_for(model_path, sealed, (const int[]){0}, 0, 1, NULL), GT_E_FORMAT);
+    // no signing key
+    GT_ASSERT_CODE(seal_signed(model_path, sealed, (const int[]){0}, 1, 1, NULL, NULL), GT_E_ARG);
     // a model whose llm.c header disagrees with the sealed config
     gt_buf other = {0};
     gt_sckpt_model m = shapes;
@@ -410,6 +519,7 @@ int main(void)
         cmocka_unit_test(every_header_bit_and_sampled_body_bits),
         cmocka_unit_test(truncation_at_every_header_offset),
         cmocka_unit_test(recipient_lists_swapped),
+        cmocka_unit_test(signer_is_proved),
         cmocka_unit_test(seal_refuses_bad_input),
         cmocka_unit_test(recipient_keys_in_key_folders),
     };

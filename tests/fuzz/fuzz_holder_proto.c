@@ -16,8 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (data[0] % 4) {
     case 0: {
         gt_hp_hello m;
-        if (gt_is_ok(gt_hp_hello_parse(body, &m)) && strlen(m.trainer) == 0) {
-            __builtin_trap();  // an accepted hello names its trainer
+        gt_err e = gt_hp_hello_parse(body, &m);
+        size_t n = strnlen(m.trainer, sizeof m.trainer);
+        if (gt_is_ok(e) && (n == 0 || body.len != 32 + GT_ED25519_PUBLIC_BYTES + 2 + n ||
+                            memcmp(m.signing_key, body.data + 32, sizeof m.signing_key) != 0)) {
+            __builtin_trap();  // an accepted hello names its trainer and carries its key
+        }
+        static const uint8_t zero[GT_ED25519_PUBLIC_BYTES];
+        if (!gt_is_ok(e) && (n != 0 || memcmp(m.signing_key, zero, sizeof zero) != 0)) {
+            __builtin_trap();  // a refused hello leaves no key behind
         }
         break;
     }

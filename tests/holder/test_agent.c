@@ -153,7 +153,10 @@ static void both_variants_deliver_the_chunk(void **state)
     toy trainer = {"trainer-ok", "alice"};
     gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
     gt_holder_conn *c = NULL;
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    uint8_t k1[GT_ED25519_PUBLIC_BYTES], k2[GT_ED25519_PUBLIC_BYTES];
+    memset(k1, 0x51, sizeof k1);  // the trainer's signing keys (only recorded here)
+    memset(k2, 0x52, sizeof k2);
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k1));
     assert_int_equal(gt_holder_conn_manifest(c)->chunk_count, 3);
     gt_dbuf buf = 0;
     uint64_t n = 0;
@@ -192,7 +195,7 @@ static void both_variants_deliver_the_chunk(void **state)
     // A trainer the holder does not accept never gets a manifest; the refusal is ledgered.
     toy intruder = {"trainer-evil", "alice"};
     att.ctx = &intruder;
-    e = gt_holder_connect(&c, &a, 0, &att, "trainer-2");
+    e = gt_holder_connect(&c, &a, 0, &att, "trainer-2", k2);
     assert_int_not_equal(e.code, GT_E_NONE);
     assert_null(c);
     usleep(300000);  // let the serve loop record the refusal
@@ -203,17 +206,31 @@ static void both_variants_deliver_the_chunk(void **state)
     assert_int_equal(st.tokens_released, 3000);  // the resend of chunk 1 cost nothing
     stop_agent(&s, th, ledger);
 
-    // The ledger verifies and tells the story: genesis, grant, use, grant, grant, refuse,
-    // grant, refuse, use, refuse (the intruder).
+    // The ledger verifies and tells the story: genesis, session (trainer-1 and its signing
+    // key), grant, use, grant, grant, refuse, grant, refuse, use, refuse (the intruder, refused
+    // at the handshake: no session, its key never recorded).
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
-    assert_int_equal(sum.entries, 10);
+    assert_int_equal(sum.entries, 11);
+    gt_ledger_session ses;
+    GT_ASSERT_OK(gt_ledger_find_session(ledger_path, keys.holder_pub, k1, &ses));
+    assert_int_equal(ses.seq, 1);
+    assert_string_equal(ses.trainer, "trainer-1");
+    assert_memory_equal(ses.agreement, a.hash, GT_SHA256_BYTES);
+    assert_string_equal(ses.appraisal, "");  // no peer_summary configured: none recorded
+    e = gt_ledger_find_session(ledger_path, keys.holder_pub, k2, &ses);
+    assert_int_equal(e.code, GT_E_NOTFOUND);
+    assert_int_equal(ses.trainer[0], 0);
+    uint8_t other_holder[GT_ED25519_PUBLIC_BYTES];
+    memcpy(other_holder, keys.holder_pub, sizeof other_holder);
+    other_holder[0] ^= 1;
+    GT_ASSERT_CODE(gt_ledger_find_session(ledger_path, other_holder, k1, &ses), GT_E_AUTH);
 
     // A restarted agent remembers sends and uses from the ledger: chunk 1 is used up, chunk 2
     // (sent once, unconfirmed) may be resent once.
     start_agent(&s, &th, &a, &ledger, 1000000, 1);
     att.ctx = &trainer;
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k2));
     e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "already used"));
@@ -239,7 +256,9 @@ static void budget_and_agreement_are_enforced(void **state)
     toy trainer = {"trainer-ok", "alice"};
     gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
     gt_holder_conn *c = NULL;
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x53, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k));
     gt_dbuf buf = 0;
     uint64_t n = 0;
     GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n));
@@ -252,7 +271,7 @@ static void budget_and_agreement_are_enforced(void **state)
     // A trainer under another agreement (one byte differs) is refused at HELLO.
     gt_agreement other = a;
     other.hash[0] ^= 1;
-    e = gt_holder_connect(&c, &other, 0, &att, "trainer-1");
+    e = gt_holder_connect(&c, &other, 0, &att, "trainer-1", k);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "another agreement"));
     stop_agent(&s, th, ledger);
@@ -290,7 +309,9 @@ static void unrecorded_grant_is_refused(void **state)
     toy trainer = {"trainer-ok", "alice"};
     gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
     gt_holder_conn *c = NULL;
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1"));
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x54, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k));
     gt_ledger_summary before;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &before));
     struct stat st;

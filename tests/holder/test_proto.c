@@ -8,18 +8,31 @@
 static void messages_parse_exactly(void **state)
 {
     (void)state;
-    uint8_t hello[32 + 2 + 9];
+    // agreement hash 32 | signing key 32 | u16le name length | name
+    uint8_t hello[32 + 32 + 2 + 9 + 1];
     memset(hello, 0x11, 32);
-    gt_store_u32le(hello + 32, 9);  // u16le 9, then the name overwrites the upper half
-    memcpy(hello + 34, "trainer-1", 9);
-    gt_hp_hello h;
-    GT_ASSERT_OK(gt_hp_hello_parse((gt_span){hello, sizeof hello}, &h));
-    assert_string_equal(h.trainer, "trainer-1");
-    for (size_t n = 0; n < sizeof hello; n++) {
-        assert_int_not_equal(gt_hp_hello_parse((gt_span){hello, n}, &h).code, GT_E_NONE);
+    for (int i = 0; i < 32; i++) {
+        hello[32 + i] = (uint8_t)(0xA0 + i);
     }
-    hello[36] = '\n';  // unprintable
-    GT_ASSERT_CODE(gt_hp_hello_parse((gt_span){hello, sizeof hello}, &h), GT_E_FORMAT);
+    gt_store_u32le(hello + 64, 9);  // u16le 9, then the name overwrites the upper half
+    memcpy(hello + 66, "trainer-1", 9);
+    const size_t hello_len = sizeof hello - 1;
+    gt_hp_hello h;
+    GT_ASSERT_OK(gt_hp_hello_parse((gt_span){hello, hello_len}, &h));
+    assert_string_equal(h.trainer, "trainer-1");
+    assert_memory_equal(h.agreement, hello, 32);
+    assert_memory_equal(h.signing_key, hello + 32, 32);
+    for (size_t n = 0; n < hello_len; n++) {
+        GT_ASSERT_CODE(gt_hp_hello_parse((gt_span){hello, n}, &h), GT_E_TRUNCATED);
+        assert_int_equal(h.trainer[0] | h.signing_key[0], 0);  // nothing half-parsed survives
+    }
+    hello[hello_len] = 'x';  // one byte more than the name length says
+    GT_ASSERT_CODE(gt_hp_hello_parse((gt_span){hello, hello_len + 1}, &h), GT_E_FORMAT);
+    hello[64] = 0;  // an empty name
+    GT_ASSERT_CODE(gt_hp_hello_parse((gt_span){hello, hello_len}, &h), GT_E_FORMAT);
+    hello[64] = 9;
+    hello[68] = '\n';  // unprintable
+    GT_ASSERT_CODE(gt_hp_hello_parse((gt_span){hello, hello_len}, &h), GT_E_FORMAT);
 
     uint8_t fetch[6] = {GT_FETCH_KEYRELEASE, 7, 0, 0, 0, 0};
     gt_hp_fetch f;

@@ -172,6 +172,18 @@ static void run_attack(const attack *at)
     gt_buf_free_nowipe(&rp.recorded);
     gt_policy_free(policy);
     print_message("%-28s trainer: %s\n", at->what, gt_is_ok(e) ? "trained" : e.msg);
+    // Holders are asked in order: each one before the refusing holder (all of them when none
+    // refuses) recorded this run's signing key in a session entry; from the refusing holder on,
+    // no ledger holds a key of a trainer it did not accept.
+    for (int h = 0; h < F.holders; h++) {
+        gt_tc_tally t;
+        gt_tc_ledger_tally(&F, h, &t);
+        bool asked = at->refusing < 0 || h < at->refusing;
+        assert_int_equal(t.sessions, asked ? 1 : 0);
+        if (asked) {
+            assert_memory_equal(t.last_session_key, rep.signing_key, 32);
+        }
+    }
     if (at->refusing < 0) {
         GT_ASSERT_OK(e);
         assert_int_equal(rep.steps_done, 20);
@@ -745,7 +757,10 @@ static void no_plaintext_outside_devd(void **state)
     GT_ASSERT_OK(gt_device_open_sim(&dev, &dc, &so));
     gt_holder_conn *conn = NULL;
     gt_net_attestor toy = gt_tc_toy_trainer();
-    GT_ASSERT_OK(gt_holder_connect(&conn, &a, 0, &toy, "trainer"));
+    uint8_t signing_pub[GT_ED25519_PUBLIC_BYTES], signing_sec[GT_ED25519_SECRET_BYTES];
+    GT_ASSERT_OK(gt_ed25519_keypair(signing_pub, signing_sec));
+    gt_secure_zero(signing_sec, sizeof signing_sec);  // nothing is sealed by hand here
+    GT_ASSERT_OK(gt_holder_connect(&conn, &a, 0, &toy, "trainer", signing_pub));
     gt_dbuf buf = 0;
     uint64_t ntok = 0;
     GT_ASSERT_OK(gt_holder_travel(conn, 1, dev, sock, 10000, &buf, &ntok));

@@ -320,6 +320,9 @@ static void tally_one(void *ctx, const char *kind, const cJSON *detail)
     } else if (strcmp(kind, "refuse") == 0) {
         t->refusals++;
         snprintf(t->last_refusal, sizeof t->last_refusal, "%s", reason ? reason : "");
+    } else if (strcmp(kind, "session") == 0) {
+        t->sessions++;
+        GT_ASSERT_OK(gt_json_get_hex(detail, "signing_key", t->last_session_key, 32));
     } else if (strcmp(kind, "trip-failed") == 0) {
         t->trip_failures++;
         snprintf(t->last_trip_failure, sizeof t->last_trip_failure, "%s", reason ? reason : "");

@@ -118,6 +118,8 @@ typedef struct {
     uint32_t uses[64];          // per chunk (< 64)
     char last_refusal[512];     // reason of the last "refuse" entry
     char last_trip_failure[512];
+    uint32_t sessions;          // "session" entries: trainers whose HELLO was accepted
+    uint8_t last_session_key[32];  // the signing key the last session recorded
 } gt_tc_tally;
 void gt_tc_ledger_tally(const gt_tc_fixture *f, int h, gt_tc_tally *t);
 

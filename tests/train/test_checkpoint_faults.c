@@ -26,6 +26,7 @@ typedef struct {
     gt_buf before;  // the file at path before the sweep
     int entries;
     gt_recipient_keys rk;
+    uint8_t signer_sec[GT_ED25519_SECRET_BYTES], signer_pub[GT_ED25519_PUBLIC_BYTES];
 } fixture;
 
 static int setup(void **state)
@@ -144,7 +145,7 @@ static gt_err seal_ckpt(void *ctx)
     memcpy(r.pub, f->rk.pub, sizeof r.pub);
     gt_sckpt_seal_params p = {
         .model_path = f->path, .out_path = f->sealed, .step = 7, .recipients = &r,
-        .recipient_count = 1,
+        .recipient_count = 1, .signing_secret = f->signer_sec,
         .model = {.max_seq_len = cfg.max_seq_len, .vocab_size = cfg.vocab_size,
                   .num_layers = cfg.num_layers, .num_heads = cfg.num_heads,
                   .channels = cfg.channels, .padded_vocab_size = cfg.padded_vocab_size},
@@ -157,7 +158,7 @@ static gt_err open_ckpt(void *ctx)
     fixture *f = ctx;
     char out[400];
     snprintf(out, sizeof out, "%s/opened.bin", f->dir);
-    return gt_sckpt_open(f->sealed, &f->rk, out, NULL, NULL);
+    return gt_sckpt_open(f->sealed, &f->rk, f->signer_pub, out, NULL, NULL);
 }
 
 static void nothing_left(void *ctx, uint64_t n)
@@ -172,6 +173,7 @@ static void sealed_checkpoint_under(fixture *f, gt_fault_kind kind, gt_code want
 {
     GT_ASSERT_OK(gt_keydir_generate(f->keys, false, NULL));
     GT_ASSERT_OK(gt_keydir_recipient_load(f->keys, &f->rk));
+    GT_ASSERT_OK(gt_ed25519_keypair(f->signer_pub, f->signer_sec));
     GT_ASSERT_OK(gt_gpt2_save(f->new_model, f->path));
     f->entries = gt_test_count_entries(f->dir);
     uint64_t sealed = gt_fault_sweep(kind, want, seal_ckpt, nothing_left, f);
