@@ -103,32 +103,47 @@ static void *serve_main(void *p)
 
 static toy holder_toy = {"alice", "trainer-ok"};
 
-static void start_agent(serve_arg *s, pthread_t *th, gt_agreement *a, gt_ledger **ledger,
-                        uint64_t budget, uint32_t uses)
+// One agent serving on a fresh port, its ledger, and the trainer's cpu device.
+typedef struct {
+    serve_arg s;
+    pthread_t th;
+    gt_agreement a;
+    gt_ledger *ledger;
+    gt_device *dev;
+} agent_run;
+
+static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
 {
-    GT_ASSERT_OK(gt_listener_open(&s->l, "127.0.0.1:0"));
-    agreement_for(a, gt_listener_port(s->l), budget, uses);
-    GT_ASSERT_OK(gt_ledger_open(ledger, ledger_path, keys.holder_sec));
+    GT_ASSERT_OK(gt_listener_open(&r->s.l, "127.0.0.1:0"));
+    agreement_for(&r->a, gt_listener_port(r->s.l), budget, uses);
+    GT_ASSERT_OK(gt_ledger_open(&r->ledger, ledger_path, keys.holder_sec));
     gt_holder_agent_config cfg = {
-        .dataset_dir = dsdir, .keys = &keys, .agreement = a, .name = "alice",
-        .ledger = *ledger, .ledger_path = ledger_path,
+        .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
+        .ledger = r->ledger, .ledger_path = ledger_path,
         .attestor = {toy_collect, toy_appraise, &holder_toy}, .idle_timeout_ms = 5000,
     };
-    GT_ASSERT_OK(gt_holder_agent_create(&s->agent, &cfg));
-    s->stop = 0;
-    pthread_create(th, NULL, serve_main, s);
+    GT_ASSERT_OK(gt_holder_agent_create(&r->s.agent, &cfg));
+    r->s.stop = 0;
+    pthread_create(&r->th, NULL, serve_main, &r->s);
+    if (r->dev == NULL) {
+        gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
+        GT_ASSERT_OK(gt_device_open(&r->dev, &dc));
+    }
 }
 
-static void stop_agent(serve_arg *s, pthread_t th, gt_ledger *ledger)
+static void stop_agent(agent_run *r)
 {
-    s->stop = 1;
+    r->s.stop = 1;
     void *ret = NULL;
-    pthread_join(th, &ret);
+    pthread_join(r->th, &ret);
     assert_null(ret);
-    gt_holder_agent_free(s->agent);
-    gt_listener_close(s->l);
-    gt_ledger_close(ledger);
+    gt_holder_agent_free(r->s.agent);
+    gt_listener_close(r->s.l);
+    gt_ledger_close(r->ledger);
+    r->ledger = NULL;
 }
+
+static toy trainer_ok = {"trainer-ok", "alice"};
 
 static void check_chunk(gt_device *dev, gt_dbuf buf, uint32_t chunk, uint64_t n)
 {
@@ -141,22 +156,16 @@ static void both_variants_deliver_the_chunk(void **state)
 {
     (void)state;
     unlink(ledger_path);
-    serve_arg s;
-    pthread_t th;
-    gt_agreement a;
-    gt_ledger *ledger = NULL;
-    start_agent(&s, &th, &a, &ledger, 1000000, 1);
-    gt_device *dev = NULL;
-    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
-    GT_ASSERT_OK(gt_device_open(&dev, &dc));
+    agent_run r = {0};
+    start_agent(&r, 1000000, 1);
+    gt_device *dev = r.dev;
 
-    toy trainer = {"trainer-ok", "alice"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
     gt_holder_conn *c = NULL;
     uint8_t k1[GT_ED25519_PUBLIC_BYTES], k2[GT_ED25519_PUBLIC_BYTES];
     memset(k1, 0x51, sizeof k1);  // the trainer's signing keys (only recorded here)
     memset(k2, 0x52, sizeof k2);
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k1));
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k1));
     assert_int_equal(gt_holder_conn_manifest(c)->chunk_count, 3);
     gt_dbuf buf = 0;
     uint64_t n = 0;
@@ -195,16 +204,16 @@ static void both_variants_deliver_the_chunk(void **state)
     // A trainer the holder does not accept never gets a manifest; the refusal is ledgered.
     toy intruder = {"trainer-evil", "alice"};
     att.ctx = &intruder;
-    e = gt_holder_connect(&c, &a, 0, &att, "trainer-2", k2);
+    e = gt_holder_connect(&c, &r.a, 0, &att, "trainer-2", k2);
     assert_int_not_equal(e.code, GT_E_NONE);
     assert_null(c);
     usleep(300000);  // let the serve loop record the refusal
     gt_holder_agent_stats st;
-    gt_holder_agent_get_stats(s.agent, &st);
+    gt_holder_agent_get_stats(r.s.agent, &st);
     assert_int_equal(st.grants, 4);
     assert_int_equal(st.refusals, 3);
     assert_int_equal(st.tokens_released, 3000);  // the resend of chunk 1 cost nothing
-    stop_agent(&s, th, ledger);
+    stop_agent(&r);
 
     // The ledger verifies and tells the story: genesis, session (trainer-1 and its signing
     // key), grant, use, grant, grant, refuse, grant, refuse, use, refuse (the intruder, refused
@@ -216,7 +225,7 @@ static void both_variants_deliver_the_chunk(void **state)
     GT_ASSERT_OK(gt_ledger_find_session(ledger_path, keys.holder_pub, k1, &ses));
     assert_int_equal(ses.seq, 1);
     assert_string_equal(ses.trainer, "trainer-1");
-    assert_memory_equal(ses.agreement, a.hash, GT_SHA256_BYTES);
+    assert_memory_equal(ses.agreement, r.a.hash, GT_SHA256_BYTES);
     assert_string_equal(ses.appraisal, "");  // no peer_summary configured: none recorded
     e = gt_ledger_find_session(ledger_path, keys.holder_pub, k2, &ses);
     assert_int_equal(e.code, GT_E_NOTFOUND);
@@ -228,16 +237,16 @@ static void both_variants_deliver_the_chunk(void **state)
 
     // A restarted agent remembers sends and uses from the ledger: chunk 1 is used up, chunk 2
     // (sent once, unconfirmed) may be resent once.
-    start_agent(&s, &th, &a, &ledger, 1000000, 1);
-    att.ctx = &trainer;
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k2));
+    start_agent(&r, 1000000, 1);
+    att.ctx = &trainer_ok;
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k2));
     e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "already used"));
     GT_ASSERT_OK(gt_holder_fetch(c, 2, GT_FETCH_PLAIN, dev, 0, &buf, &n));
     GT_ASSERT_OK(gt_device_free(dev, buf));
     gt_holder_disconnect(c);
-    stop_agent(&s, th, ledger);
+    stop_agent(&r);
     gt_device_close(dev);
 }
 
@@ -245,20 +254,14 @@ static void budget_and_agreement_are_enforced(void **state)
 {
     (void)state;
     unlink(ledger_path);
-    serve_arg s;
-    pthread_t th;
-    gt_agreement a;
-    gt_ledger *ledger = NULL;
-    start_agent(&s, &th, &a, &ledger, 1000, 5);  // budget: just under one chunk's 1024 tokens
-    gt_device *dev = NULL;
-    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
-    GT_ASSERT_OK(gt_device_open(&dev, &dc));
-    toy trainer = {"trainer-ok", "alice"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    agent_run r = {0};
+    start_agent(&r, 1000, 5);  // budget: just under one chunk's 1024 tokens
+    gt_device *dev = r.dev;
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
     gt_holder_conn *c = NULL;
     uint8_t k[GT_ED25519_PUBLIC_BYTES];
     memset(k, 0x53, sizeof k);
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k));
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
     gt_dbuf buf = 0;
     uint64_t n = 0;
     GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n));
@@ -269,25 +272,25 @@ static void budget_and_agreement_are_enforced(void **state)
     gt_holder_disconnect(c);
 
     // A trainer under another agreement (one byte differs) is refused at HELLO.
-    gt_agreement other = a;
+    gt_agreement other = r.a;
     other.hash[0] ^= 1;
     e = gt_holder_connect(&c, &other, 0, &att, "trainer-1", k);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "another agreement"));
-    stop_agent(&s, th, ledger);
+    stop_agent(&r);
     gt_device_close(dev);
 
     // An agent refuses to start for a dataset the agreement does not name.
-    gt_agreement wrong = a;
+    gt_agreement wrong = r.a;
     wrong.holders[0].dataset_id[0] ^= 1;
-    GT_ASSERT_OK(gt_ledger_open(&ledger, ledger_path, keys.holder_sec));
+    GT_ASSERT_OK(gt_ledger_open(&r.ledger, ledger_path, keys.holder_sec));
     gt_holder_agent_config cfg = {.dataset_dir = dsdir, .keys = &keys, .agreement = &wrong,
-                                  .name = "alice", .ledger = ledger};
+                                  .name = "alice", .ledger = r.ledger};
     gt_holder_agent *agent = NULL;
     GT_ASSERT_CODE(gt_holder_agent_create(&agent, &cfg), GT_E_POLICY);
     cfg.name = "bob";
     GT_ASSERT_CODE(gt_holder_agent_create(&agent, &cfg), GT_E_ARG);
-    gt_ledger_close(ledger);
+    gt_ledger_close(r.ledger);
 }
 
 // Nothing leaves that the ledger does not hold: when the grant cannot be written (here the
@@ -298,20 +301,14 @@ static void unrecorded_grant_is_refused(void **state)
 {
     (void)state;
     unlink(ledger_path);
-    serve_arg s;
-    pthread_t th;
-    gt_agreement a;
-    gt_ledger *ledger = NULL;
-    start_agent(&s, &th, &a, &ledger, 100000, 5);
-    gt_device *dev = NULL;
-    gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
-    GT_ASSERT_OK(gt_device_open(&dev, &dc));
-    toy trainer = {"trainer-ok", "alice"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer};
+    agent_run r = {0};
+    start_agent(&r, 100000, 5);
+    gt_device *dev = r.dev;
+    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
     gt_holder_conn *c = NULL;
     uint8_t k[GT_ED25519_PUBLIC_BYTES];
     memset(k, 0x54, sizeof k);
-    GT_ASSERT_OK(gt_holder_connect(&c, &a, 0, &att, "trainer-1", k));
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
     gt_ledger_summary before;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &before));
     struct stat st;
@@ -329,7 +326,7 @@ static void unrecorded_grant_is_refused(void **state)
     assert_int_equal(e.code, GT_E_POLICY);  // a holder's refusal, with its reason
     assert_non_null(strstr(e.msg, "cannot record the grant"));
     gt_holder_agent_stats stats;
-    gt_holder_agent_get_stats(s.agent, &stats);
+    gt_holder_agent_get_stats(r.s.agent, &stats);
     assert_int_equal(stats.bytes_sent, 0);
     gt_ledger_summary after;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &after));
@@ -338,7 +335,7 @@ static void unrecorded_grant_is_refused(void **state)
     check_chunk(dev, buf, 1, n);
     GT_ASSERT_OK(gt_device_free(dev, buf));
     gt_holder_disconnect(c);
-    stop_agent(&s, th, ledger);
+    stop_agent(&r);
     gt_device_close(dev);
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &after));
     assert_int_equal(after.entries, before.entries + 1);  // only the served grant

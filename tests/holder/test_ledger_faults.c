@@ -4,30 +4,12 @@
 // append or gt_ledger_sync, whose own failure is reported.
 #include "testlib.h"
 #include "faults.h"
+#include "ledger_fixture.h"
 
 #include <gputravel/holder.h>
 
 #include <string.h>
 #include <unistd.h>
-
-static char dir[256], path[512];
-static uint8_t secret[GT_ED25519_SECRET_BYTES], pub[GT_ED25519_PUBLIC_BYTES];
-
-static int setup(void **state)
-{
-    (void)state;
-    gt_test_tmpdir(dir, sizeof dir);
-    GT_ASSERT_OK(gt_path_join(path, sizeof path, dir, "ledger.log"));
-    GT_ASSERT_OK(gt_ed25519_keypair(pub, secret));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gt_test_rmtree(dir);
-    return 0;
-}
 
 static uint64_t entries(void)
 {
