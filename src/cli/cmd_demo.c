@@ -575,7 +575,9 @@ static gt_err step_train(demo *d, gt_collab_report *rep)
                "    the holder attaches with the ticket (sent over the attested channel),\n"
                "    appraises the device, streams the sealed chunk unchanged and releases only\n"
                "    its key to the device, which decrypts it once into protected memory; the\n"
-               "    device returns. No dataset byte crosses the network.\n");
+               "    device returns. No dataset byte crosses the network. A holder's first trip\n"
+               "    opens an attested session with the device; its later trips reattach that\n"
+               "    session with the new ticket instead of a new handshake.\n");
     } else {
         say(d, "    Transfer: %s over the attested channel.\n", gt_transfer_mode_name(d->transfer));
     }
