@@ -346,7 +346,8 @@ static void travelling_matches_conventional(void **state)
 }
 
 // devd killed during training: the trainer stops with a clear reason, nothing more is counted
-// than what was committed, and every holder's ledger still verifies.
+// than what was committed, and every holder's ledger still verifies; resumed on a new devd, the
+// run completes.
 static void device_death_stops_training_cleanly(void **state)
 {
     (void)state;
@@ -370,9 +371,6 @@ static void device_death_stops_training_cleanly(void **state)
     assert_int_not_equal(e.code, GT_E_NONE);
     assert_true(strstr(e.msg, "devd") != NULL || strstr(e.msg, "device") != NULL ||
                 e.code == GT_E_PEER);
-    stop_holders(runs);
-    gt_test_devd_stop(devd_pid);
-    devd_pid = 0;
     uint64_t used = 0;
     for (int h = 0; h < HOLDERS; h++) {
         ledger_tally t;
@@ -381,6 +379,28 @@ static void device_death_stops_training_cleanly(void **state)
         used += t.tokens;
     }
     assert_int_equal(used, 1000);  // only the first chunk's use was committed and confirmed
+    // A new devd on the same socket; the same holder agents, whose kept sessions died with the
+    // old one, attach afresh, and the resumed run completes with exact accounting.
+    gt_test_devd_stop(devd_pid);
+    unlink(sock);  // the killed devd's socket file: the new one's appears once it listens
+    devd_pid = gt_test_devd_start(sock, sizeof sock, dir, NULL);
+    assert_true(devd_pid > 0);
+    GT_ASSERT_OK(train_on(&a, state_dir, true, &rep, sock));
+    assert_int_equal(rep.steps_done, 100);
+    stop_holders(runs);
+    gt_test_devd_stop(devd_pid);
+    devd_pid = 0;
+    used = 0;
+    uint64_t trained = 0;
+    for (int h = 0; h < HOLDERS; h++) {
+        ledger_tally t;
+        memset(&t, 0, sizeof t);
+        GT_ASSERT_OK(gt_ledger_replay(ledgers[h], keys[h].holder_pub, tally, &t));
+        assert_int_equal(t.travels, t.grants);
+        used += t.tokens;
+        trained += rep.holders[h].tokens_used;
+    }
+    assert_int_equal(used, trained);
 }
 
 int main(void)
