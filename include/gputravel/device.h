@@ -215,8 +215,8 @@ GT_MUST_USE gt_err gt_device_sim_return_stay(gt_device *holder);
 // Holder: attaches a parked session to the current lend with its ticket. Refusals as
 // gt_device_sim_attach; any failure ends the session (close it; a fresh gt_device_sim_attach is
 // the way back). devd reads a parked session only while the device is lent or idle: a reattach
-// after the lease ran out, while the trainer uses its device again, waits for the next lend (or
-// the reply timeout) and is then refused.
+// after the lease ran out, while the trainer uses its device again, gets no answer and fails
+// with GT_E_TIMEOUT after at most 2 s (the trainer has its device back by then).
 GT_MUST_USE gt_err gt_device_sim_reattach(gt_device *holder,
                                           const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #define SIM_DEFAULT_TIMEOUT_MS 60000
+#define SIM_REATTACH_TIMEOUT_MS 2000
 
 static gt_err conn_fail(gt_sim_conn *c, gt_err e)
 {
@@ -592,7 +593,15 @@ gt_err gt_device_sim_impl_reattach(void *impl, const uint8_t ticket[GT_SIM_TICKE
     gt_sim_conn *c = impl;
     GT_ENSURE(c->parked && !c->broken, GT_E_STATE,
               "sim device: reattach: this session is not parked after a trip");
+    // While lent or idle devd answers a parked session at once; no answer soon means the lend
+    // is over and the trainer has its device again (devd reads parked sessions only at the
+    // next lend): give up quickly rather than hold the trip for the whole reply timeout.
+    const int timeout_ms = c->watch.timeout_ms;
+    if (timeout_ms <= 0 || timeout_ms > SIM_REATTACH_TIMEOUT_MS) {
+        c->watch.timeout_ms = SIM_REATTACH_TIMEOUT_MS;
+    }
     gt_err err = gt_device_sim_impl_attach(c, ticket);
+    c->watch.timeout_ms = timeout_ms;
     c->parked = false;
     if (!gt_is_ok(err)) {
         c->broken = true;  // devd ends a parked session whose attach it refused

@@ -733,7 +733,22 @@ static void test_parked_session_refusals(void **state)
     GT_ASSERT_OK(attach(f, ticket, &h2));
     GT_ASSERT_OK(gt_device_sim_return_stay(h2));
     assert_int_equal(trip_back(tr, loaded, 2), 0);
-    // the trainer leaves; devd is idle: a late reattach is answered at once
+    // the lease runs out and the trainer has its device again: a late reattach gives up soon
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 200, ticket));
+    GT_ASSERT_CODE(gt_device_sim_wait_return(tr, 5000, loaded, 2, &(size_t){0}), GT_E_TIMEOUT);
+    gt_dbuf own = 0;
+    GT_ASSERT_OK(gt_device_alloc(tr, 64, 0, &own));  // the trainer's session is being served
+    double t1 = gt_now_seconds();
+    GT_ASSERT_CODE(gt_device_sim_reattach(h2, ticket), GT_E_TIMEOUT);
+    assert_true(gt_now_seconds() - t1 < 4.0);
+    GT_ASSERT_OK(gt_device_free(tr, own));
+    gt_device_close(h2);
+    // the next lend ends that session; another holder parks, and the trainer leaves: devd is
+    // idle, and a late reattach is answered at once
+    GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
+    GT_ASSERT_OK(attach(f, ticket, &h2));
+    GT_ASSERT_OK(gt_device_sim_return_stay(h2));
+    assert_int_equal(trip_back(tr, loaded, 2), 0);
     gt_device_close(tr);
     double t0 = gt_now_seconds();
     GT_ASSERT_CODE(gt_device_sim_reattach(h2, ticket), GT_E_STATE);
