@@ -215,6 +215,9 @@ GT_MUST_USE gt_err gt_hex_decode_exact(uint8_t *out, size_t n, const char *hex);
 // never sees a half-written file and a failure leaves nothing behind.
 
 GT_MUST_USE gt_err gt_file_read_all(const char *path, size_t max_len, gt_buf *out);
+// Opens path for reading ("rb") if it is a regular file and gives its size. Missing:
+// GT_E_NOTFOUND; not a regular file (a folder, a fifo): GT_E_IO, nothing left open.
+GT_MUST_USE gt_err gt_file_open_regular(const char *path, FILE **fp, uint64_t *size);
 // Calls fn(ctx, data, len) on a read-only mapping of fd's bytes [offset, offset + len): the
 // bytes are read once, in place, with no copy. If the file shrinks while fn runs (the process
 // that owns it may truncate it), the SIGBUS ends fn early and the call returns GT_E_IO instead of

@@ -32,6 +32,19 @@ static void hex(char *out, size_t cap, const uint8_t *p, size_t n)
     gt_hex_encode(out, cap, p, n);
 }
 
+// Prints o (and frees it).
+static int print_cjson(cJSON *o)
+{
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (text == NULL) {
+        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    printf("%s\n", text);
+    free(text);
+    return GT_EXIT_OK;
+}
+
 static int print_json(const gt_manifest *m)
 {
     char b[2 * GT_ED25519_PUBLIC_BYTES + 1];
@@ -64,14 +77,7 @@ static int print_json(const gt_manifest *m)
         cJSON_AddStringToObject(e, "file_sha256", b);
         cJSON_AddItemToArray(chunks, e);
     }
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (text == NULL) {
-        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
-    }
-    printf("%s\n", text);
-    free(text);
-    return GT_EXIT_OK;
+    return print_cjson(o);
 }
 
 static void print_text(const gt_manifest *m, const char *dsdir)
@@ -150,14 +156,7 @@ static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
         cJSON_AddStringToObject(e, "recipient_key", b);
         cJSON_AddItemToArray(rs, e);
     }
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (text == NULL) {
-        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
-    }
-    printf("%s\n", text);
-    free(text);
-    return GT_EXIT_OK;
+    return print_cjson(o);
 }
 
 int gt_cmd_inspect(int argc, char **argv)

@@ -161,15 +161,16 @@ out:
     return err;
 }
 
-gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES])
+// A public key given as a key folder (its file `name_in_dir`), 2*len hex digits, or a .pub file.
+static gt_err public_key_load(const char *spec, const char *name_in_dir, const char *magic,
+                              uint8_t *pub, size_t len)
 {
     struct stat st;
     if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
-        return read_key_file(spec, GT_KEYDIR_HOLDER_PUBLIC, PUBLIC_MAGIC, pub,
-                             GT_ED25519_PUBLIC_BYTES);
+        return read_key_file(spec, name_in_dir, magic, pub, len);
     }
-    if (stat(spec, &st) != 0 && strlen(spec) == 2 * GT_ED25519_PUBLIC_BYTES) {
-        return gt_hex_decode_exact(pub, GT_ED25519_PUBLIC_BYTES, spec);
+    if (stat(spec, &st) != 0 && strlen(spec) == 2 * len) {
+        return gt_hex_decode_exact(pub, len, spec);
     }
     // a .pub file: read it through its folder and name
     char dir[4096];
@@ -183,7 +184,13 @@ gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]
     } else {
         snprintf(dir, sizeof dir, ".");
     }
-    return read_key_file(dir, name, PUBLIC_MAGIC, pub, GT_ED25519_PUBLIC_BYTES);
+    return read_key_file(dir, name, magic, pub, len);
+}
+
+gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES])
+{
+    return public_key_load(spec, GT_KEYDIR_HOLDER_PUBLIC, PUBLIC_MAGIC, pub,
+                           GT_ED25519_PUBLIC_BYTES);
 }
 
 void gt_recipient_keys_wipe(gt_recipient_keys *k)
@@ -229,23 +236,5 @@ gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k)
 
 gt_err gt_recipient_pub_load(const char *spec, uint8_t pub[GT_X25519_BYTES])
 {
-    struct stat st;
-    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
-        return read_key_file(spec, GT_KEYDIR_RECIPIENT_PUBLIC, XPUB_MAGIC, pub, GT_X25519_BYTES);
-    }
-    if (stat(spec, &st) != 0 && strlen(spec) == 2 * GT_X25519_BYTES) {
-        return gt_hex_decode_exact(pub, GT_X25519_BYTES, spec);
-    }
-    char dir[4096];
-    GT_ENSURE(strlen(spec) < sizeof dir, GT_E_LIMIT, "path too long: %s", spec);
-    snprintf(dir, sizeof dir, "%s", spec);
-    char *slash = strrchr(dir, '/');
-    const char *name = spec;
-    if (slash != NULL) {
-        *slash = '\0';
-        name = spec + (slash - dir) + 1;
-    } else {
-        snprintf(dir, sizeof dir, ".");
-    }
-    return read_key_file(dir, name, XPUB_MAGIC, pub, GT_X25519_BYTES);
+    return public_key_load(spec, GT_KEYDIR_RECIPIENT_PUBLIC, XPUB_MAGIC, pub, GT_X25519_BYTES);
 }

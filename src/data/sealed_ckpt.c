@@ -198,21 +198,6 @@ static gt_err llmc_prefix_check(const uint8_t *p, size_t len, const gt_sckpt_mod
     return GT_OK;
 }
 
-static gt_err open_regular(const char *path, FILE **fp, uint64_t *size)
-{
-    *fp = fopen(path, "rb");
-    GT_ENSURE(*fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
-              strerror(errno));
-    struct stat st;
-    if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(*fp);
-        *fp = NULL;
-        return gt_errf(GT_E_IO, "%s: not a regular file", path);
-    }
-    *size = (uint64_t)st.st_size;
-    return GT_OK;
-}
-
 static gt_err read_exact(FILE *fp, void *out, size_t n, const char *path)
 {
     size_t got = fread(out, 1, n, fp);
@@ -256,7 +241,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     uint64_t size = 0;
     gt_err err = GT_OK;
     GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
-    GT_TRY_GOTO(err, open_regular(p->model_path, &in, &size), done);
+    GT_TRY_GOTO(err, gt_file_open_regular(p->model_path, &in, &size), done);
     GT_ENSURE_GOTO(err, size >= LLMC_PREFIX_BYTES && size <= GT_SCKPT_MAX_PLAINTEXT, done,
                    GT_E_FORMAT, "%s: %llu bytes (expected %d..%llu)", p->model_path,
                    (unsigned long long)size, LLMC_PREFIX_BYTES,
@@ -377,7 +362,7 @@ gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h)
     memset(h, 0, sizeof *h);
     FILE *fp = NULL;
     uint64_t size = 0;
-    GT_TRY(open_regular(path, &fp, &size));
+    GT_TRY(gt_file_open_regular(path, &fp, &size));
     uint8_t *buf = malloc(GT_SCKPT_MAX_HEADER_BYTES);
     gt_err err = buf != NULL ? header_from_file(fp, size, path, h, buf)
                              : gt_errf(GT_E_NOMEM, "out of memory");
@@ -404,7 +389,7 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t
     uint64_t size = 0;
     gt_err err = GT_OK;
     GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
-    GT_TRY_GOTO(err, open_regular(path, &in, &size), done);
+    GT_TRY_GOTO(err, gt_file_open_regular(path, &in, &size), done);
     GT_TRY_GOTO(err, header_from_file(in, size, path, h, header), done);
     if (expect_signer != NULL &&
         memcmp(h->signer_pub, expect_signer, GT_ED25519_PUBLIC_BYTES) != 0) {  // public keys

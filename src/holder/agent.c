@@ -383,21 +383,12 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
     GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
     *attested_at = gt_now_seconds();
-    const gt_measurement_list *accepted = &a->cfg.agreement->device_measurements;
-    if (accepted->count > 0) {
-        uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
-        char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
-        gt_err err = gt_device_sim_measurement(*out, m);
-        if (gt_is_ok(err) && !gt_measurement_allowed(accepted, m)) {
-            gt_hex_encode(hex, sizeof hex, m, sizeof m);
-            err = gt_errf(GT_E_POLICY, "travelling device: measurement %.16s... is not one the "
-                                       "agreement accepts", hex);
-        }
-        if (!gt_is_ok(err)) {
-            gt_device_close(*out);  // attached, never returned: the trip fails, nothing loaded
-            *out = NULL;
-            return err;
-        }
+    uint8_t m[GT_DEVICE_MEASUREMENT_BYTES] = {0};
+    gt_err err = gt_holder_device_check(a->cfg.agreement, gt_device_sim_measurement(*out, m), m);
+    if (!gt_is_ok(err)) {
+        gt_device_close(*out);  // attached, never returned: the trip fails, nothing loaded
+        *out = NULL;
+        return err;
     }
     trip_hook(a, "attached", UINT32_MAX);
     return GT_OK;

@@ -8,6 +8,11 @@
 // the ticket (its device evidence appraised, under the agreement's hash) and checks its
 // measurement against the agreement's accepted device measurements, as for devd. devd's address
 // (a plain path): GT_OK and *carrier = NULL (not a served trip). A malformed address: GT_E_FORMAT.
+// The travelling device's measurement m (got: how reading it went) against the agreement's
+// device.accepted_measurements: GT_OK when the list is empty or holds m, else GT_E_POLICY (or
+// got's error) saying why.
+GT_MUST_USE gt_err gt_holder_device_check(const gt_agreement *agreement, gt_err got,
+                                          const uint8_t m[GT_DEVICE_MEASUREMENT_BYTES]);
 GT_MUST_USE gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket[32],
                                          const char *address, gt_device_trip_carrier **carrier);
 // Reads chunk `chunk` of the dataset in dataset_dir (header checked against m), derives its key,

@@ -44,21 +44,6 @@ out:
     return err;
 }
 
-static gt_err open_sized(const char *path, FILE **fp, uint64_t *size)
-{
-    *fp = fopen(path, "rb");
-    GT_ENSURE(*fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
-              strerror(errno));
-    struct stat st;
-    if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(*fp);
-        *fp = NULL;
-        return gt_errf(GT_E_IO, "%s: not a regular file", path);
-    }
-    *size = (uint64_t)st.st_size;
-    return GT_OK;
-}
-
 gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
 {
     gt_reader r = gt_reader_init(hdr, len);
@@ -86,7 +71,7 @@ gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
     *out = NULL;
     FILE *fp = NULL;
     uint64_t size = 0;
-    GT_TRY(open_sized(path, &fp, &size));
+    GT_TRY(gt_file_open_regular(path, &fp, &size));
     gt_err err = GT_OK;
     gt_gpt2 *m = NULL;
     uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES];
@@ -225,7 +210,7 @@ gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path)
 {
     FILE *fp = NULL;
     uint64_t size = 0;
-    GT_TRY(open_sized(path, &fp, &size));
+    GT_TRY(gt_file_open_regular(path, &fp, &size));
     gt_err err = GT_OK;
     uint8_t hdr[STATE_HEADER_BYTES];
     size_t got = fread(hdr, 1, sizeof hdr, fp);

@@ -8,6 +8,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+gt_err gt_file_open_regular(const char *path, FILE **fp, uint64_t *size)
+{
+    *fp = fopen(path, "rb");
+    GT_ENSURE(*fp != NULL, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "%s: %s", path,
+              strerror(errno));
+    struct stat st;
+    if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(*fp);
+        *fp = NULL;
+        return gt_errf(GT_E_IO, "%s: not a regular file", path);
+    }
+    *size = (uint64_t)st.st_size;
+    return GT_OK;
+}
+
 gt_err gt_file_read_all(const char *path, size_t max_len, gt_buf *out)
 {
     gt_err err = GT_OK;

@@ -5,6 +5,7 @@
 // squares matching the holder's), and frees it, which wipes: the holder then reads zeros.
 // Skipped (exit 77) without a usable GPU.
 #include "testlib.h"
+#include "float_chunk.h"
 
 #include <gputravel/device.h>
 
@@ -22,17 +23,6 @@
 
 static bool have_gpu;
 static char gpu_why[256];
-
-static float pattern(size_t i) { return (float)((i * 37u) % 1000u) * 0.001f - 0.5f; }
-
-static double pattern_sumsq(void)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < NFLOATS; i++) {
-        s += (double)pattern(i) * pattern(i);
-    }
-    return s;
-}
 
 // The trainer side; returns a process exit code (0: every check held).
 static int child(int fd)
@@ -97,7 +87,7 @@ static int child(int fd)
     if (e.code == GT_E_NONE) {
         e = gt_device_copy_out(d, &s, sum, 0, 8);
     }
-    double want = pattern_sumsq();
+    double want = gt_test_pattern_sumsq(NFLOATS);
     if (e.code != GT_E_NONE || fabs(s - want) > 1e-9 * want) {
         fprintf(stderr, "child: sum of squares %.17g, holder's %.17g (%s)\n", s, want, e.msg);
         rc = 9;
@@ -126,7 +116,7 @@ static void handoff(void **state)
     GT_ASSERT_OK(gt_device_open(&d, &cfg));
     float *host = malloc((size_t)NFLOATS * 4);
     for (size_t i = 0; i < NFLOATS; i++) {
-        host[i] = pattern(i);
+        host[i] = gt_test_pattern(i);
     }
     gt_dbuf buf = 0;
     GT_ASSERT_OK(gt_device_alloc(d, (uint64_t)NFLOATS * 4, GT_DBUF_NO_READBACK, &buf));

@@ -8,6 +8,7 @@
 // zeroed and frees it. Tampered: a flipped ciphertext bit is GT_E_AUTH in the holder and nothing
 // is handed over (the trip fails, nothing imported). Skipped (exit 77) without a usable GPU.
 #include "testlib.h"
+#include "float_chunk.h"
 
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
@@ -32,17 +33,6 @@ static char g_sock[600];
 static uint8_t g_aad[GT_SIM_LOAD_AAD_BYTES];
 static uint8_t g_agreement[GT_SIM_AGREEMENT_BYTES];
 
-static float pattern(size_t i) { return (float)((i * 37u) % 1000u) * 0.001f - 0.5f; }
-
-static double pattern_sumsq(void)
-{
-    double s = 0.0;
-    for (size_t i = 0; i < NFLOATS; i++) {
-        s += (double)pattern(i) * pattern(i);
-    }
-    return s;
-}
-
 static gt_err device_sumsq(gt_device *d, gt_dbuf buf, double *s)
 {
     gt_dbuf sum = 0;
@@ -65,19 +55,11 @@ static int holder(bool tamper, const char *ticket_hex)
     if (!gt_is_ok(gt_hex_decode(ticket, sizeof ticket, &tn, ticket_hex)) || tn != sizeof ticket) {
         return 2;
     }
-    float *plain = malloc(PLAIN_BYTES);
-    uint8_t *ct = malloc(PLAIN_BYTES + GT_AEAD_TAG_BYTES);
+    uint8_t *ct = NULL;
     size_t ct_len = 0;
-    for (size_t i = 0; i < NFLOATS; i++) {
-        plain[i] = pattern(i);
-    }
-    if (!gt_is_ok(gt_random_bytes(key, sizeof key)) || !gt_is_ok(gt_random_bytes(iv, sizeof iv)) ||
-        !gt_is_ok(gt_aead_seal(ct, PLAIN_BYTES + GT_AEAD_TAG_BYTES, &ct_len, (uint8_t *)plain,
-                               PLAIN_BYTES, g_aad, sizeof g_aad, iv, key))) {
+    if (!gt_test_seal_pattern(NFLOATS, g_aad, sizeof g_aad, key, iv, &ct, &ct_len)) {
         return 3;
     }
-    gt_secure_zero(plain, PLAIN_BYTES);
-    free(plain);
     if (tamper) {
         ct[PLAIN_BYTES / 2] ^= 0x01;
     }
@@ -201,7 +183,7 @@ static void trip(bool tamper)
                (gt_now_seconds() - t0) * 1e3);
         float f = 0.0f;
         GT_ASSERT_CODE(gt_device_copy_out(d, &f, buf, 0, 4), GT_E_POLICY);
-        double s = 0.0, want = pattern_sumsq();
+        double s = 0.0, want = gt_test_pattern_sumsq(NFLOATS);
         GT_ASSERT_OK(device_sumsq(d, buf, &s));
         printf("trainer: sum of squares on the device %.17g, host plaintext %.17g\n", s, want);
         assert_true(fabs(s - want) <= 1e-9 * want);

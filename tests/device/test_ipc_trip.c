@@ -10,6 +10,7 @@
 // wait / release / finish, a holder without CUDA asked for a GPU handoff ends the trip at once
 // with its reason, and a holder that answers on its channel instead ends the wait at once.
 #include "testlib.h"
+#include "float_chunk.h"
 
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
@@ -37,8 +38,6 @@ static char g_sock[600];
 static uint8_t g_aad[GT_SIM_LOAD_AAD_BYTES];
 static uint8_t g_agreement[GT_SIM_AGREEMENT_BYTES];
 
-static float pattern(size_t i) { return (float)((i * 37u) % 1000u) * 0.001f - 0.5f; }
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -63,18 +62,11 @@ enum {
 static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     uint8_t key[GT_AEAD_KEY_BYTES], iv[GT_AEAD_IV_BYTES];
-    float *plain = malloc(PLAIN_BYTES);
-    uint8_t *ct = malloc(PLAIN_BYTES + GT_AEAD_TAG_BYTES);
+    uint8_t *ct = NULL;
     size_t ct_len = 0;
-    for (size_t i = 0; i < NFLOATS; i++) {
-        plain[i] = pattern(i);
-    }
-    if (!gt_is_ok(gt_random_bytes(key, sizeof key)) || !gt_is_ok(gt_random_bytes(iv, sizeof iv)) ||
-        !gt_is_ok(gt_aead_seal(ct, PLAIN_BYTES + GT_AEAD_TAG_BYTES, &ct_len, (uint8_t *)plain,
-                               PLAIN_BYTES, g_aad, sizeof g_aad, iv, key))) {
+    if (!gt_test_seal_pattern(NFLOATS, g_aad, sizeof g_aad, key, iv, &ct, &ct_len)) {
         return 2;
     }
-    gt_secure_zero(plain, PLAIN_BYTES);
     if (mode == H_TAMPER) {
         ct[1000] ^= 0x10;
     }
@@ -172,7 +164,6 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
     gt_sim_conn_close(&c);
 out:
     gt_host_trip_free(&hb);  // the holder frees its allocation (wiped) last
-    free(plain);
     free(ct);
     return rc;
 }
@@ -318,10 +309,7 @@ static void full_trip(void **state, int mode)
     // the trainer computes on the holder's data but cannot read it back
     float x = 0.0f;
     GT_ASSERT_CODE(gt_device_copy_out(f->si.dev, &x, buf, 0, 4), GT_E_POLICY);
-    double want = 0.0;
-    for (size_t i = 0; i < NFLOATS; i++) {
-        want += (double)pattern(i) * pattern(i);
-    }
+    double want = gt_test_pattern_sumsq(NFLOATS);
     double got = sumsq(f->si.dev, buf);
     assert_true(fabs(got - want) <= 1e-9 * want);
     GT_ASSERT_OK(gt_ipc_trip_check(f->trip));
