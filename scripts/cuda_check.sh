@@ -15,10 +15,11 @@ fi
 "$nvcc" --version | tail -n 2
 cmake -S . -B "$build" -DGPUTRAVEL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-flags="$build/CMakeFiles/gputravel_lib.dir/flags.make"
+# The nvcc command line of the layer that holds the .cu sources (per-layer libraries, src/LAYERS).
+flags=$(grep -l '^CUDA_FLAGS' "$build"/CMakeFiles/gt_*.dir/flags.make | head -n 1)
 echo "nvcc command (per .cu file): $nvcc $(sed -n 's/^CUDA_DEFINES = //p' "$flags")" \
     "$(sed -n 's/^CUDA_INCLUDES = //p' "$flags") $(sed -n 's/^CUDA_FLAGS = //p' "$flags")" \
     "-x cu -c FILE.cu"
-echo "  where $build/CMakeFiles/gputravel_lib.dir/includes_CUDA.rsp holds: $(tr "\n" " " <"$build/CMakeFiles/gputravel_lib.dir/includes_CUDA.rsp" 2>/dev/null)"
+echo "  where $(dirname "$flags")/includes_CUDA.rsp holds: $(tr "\n" " " <"$(dirname "$flags")/includes_CUDA.rsp" 2>/dev/null)"
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

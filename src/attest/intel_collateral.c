@@ -2,7 +2,7 @@
 // bodies or from dcap-qvl's collateral JSON. The signatures of TCB info and QE identity cover the
 // exact bytes of the "tcbInfo" / "enclaveIdentity" value as it appears in the response, so the
 // raw value is located in the text (never re-serialised).
-#include "attest/intel_quote.h"
+#include "intel_quote.h"
 
 #include <stdio.h>
 #include <stdlib.h>

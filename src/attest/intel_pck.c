@@ -6,7 +6,7 @@
 //                                          .2.18 OCTET STRING(16) CPUSVN
 //     .3 PCE-ID OCTET STRING(2)      .4 FMSPC OCTET STRING(6)     .5 SGX type ENUMERATED
 //     .6 / .7 platform instance / configuration (Platform CA certs only; skipped)
-#include "attest/intel_quote.h"
+#include "intel_quote.h"
 
 #include <string.h>
 

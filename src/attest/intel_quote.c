@@ -2,7 +2,7 @@
 // Layouts: Intel "SGX ECDSA Quote Library API" (v3) and "TDX DCAP Quoting Library API" (v4/v5).
 // All fields little-endian. The signed region is borrowed with gt_reader_span so that the
 // signature check covers exactly the bytes parsed.
-#include "attest/intel_quote.h"
+#include "intel_quote.h"
 
 #include <stdio.h>
 #include <string.h>

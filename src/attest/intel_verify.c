@@ -7,7 +7,7 @@
 // TCB status: Intel's TCB level matching (PCK cert SGX TCB components + PCESVN, and for TDX the
 // TEE_TCB_SVN against tdxtcbcomponents), converged with the TDX module and QE identity levels.
 // Every problem is recorded as a reason in the verdict; nothing stops at the first one.
-#include "attest/intel_quote.h"
+#include "intel_quote.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // NVIDIA Hopper SPDM GET_MEASUREMENTS evidence: parser, opaque-data decoding, claims.
 // Reads in message order (DSP0274 1.1 §10.11) through one gt_reader.
-#include "attest/nvgpu_evidence.h"
+#include "nvgpu_evidence.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 // NVIDIA GPU evidence verification: GPU chain to the NVIDIA Device Identity CA, SPDM signature by
 // the leaf key, the verifier's nonce, and the opaque FWID against the leaf's DICE FWID.
-#include "attest/nvgpu_evidence.h"
+#include "nvgpu_evidence.h"
 
 #include "attest_internal.h"
 

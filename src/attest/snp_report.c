@@ -1,6 +1,6 @@
 // AMD SEV-SNP ATTESTATION_REPORT parser and claims (layout: AMD 56860, ATTESTATION_REPORT).
 // Fields are read in spec order through one gt_reader; offsets in comments are the spec's.
-#include "attest/snp_report.h"
+#include "snp_report.h"
 
 #include <stdio.h>
 #include <string.h>

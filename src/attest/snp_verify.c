@@ -1,6 +1,6 @@
 // SEV-SNP report verification: report signature by the VEK, VEK -> ASK/ASVK -> ARK chain, and
 // the VEK's TCB/hwID extensions against the report (AMD 57230, "VCEK certificate extensions").
-#include "attest/snp_report.h"
+#include "snp_report.h"
 
 #include "attest_internal.h"
 

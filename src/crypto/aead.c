@@ -1,6 +1,6 @@
 // AES-256-GCM one-shot seal/open over EVP_CIPHER. The tag is appended to the ciphertext; open
 // zeroes its output on any failure so no unauthenticated plaintext is left behind.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/err.h>
 

@@ -1,6 +1,6 @@
 // AES-256-GCM streaming. Decryption releases plaintext before the tag is checked (OpenSSL's
 // streaming GCM): callers stage it and release it only after gt_aead_stream_final is OK.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 // Helpers shared by the crypto/ files: digest lookup and OpenSSL error text.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <stdlib.h>
 

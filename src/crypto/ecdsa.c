@@ -1,7 +1,7 @@
 // ECDSA P-256 / P-384 verification against raw x || y public keys (as SGX, TDX and SEV-SNP
 // evidence carries them). Raw r || s signatures are re-encoded as DER (ECDSA_SIG) and both
 // forms go through EVP_DigestVerify.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>

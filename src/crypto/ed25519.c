@@ -1,5 +1,5 @@
 // Ed25519 (RFC 8032, pure) over EVP_PKEY raw keys; the secret is the 32-byte seed.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/err.h>
 

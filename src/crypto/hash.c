@@ -1,5 +1,5 @@
 // SHA-256/384/512 over EVP_MD: one-shot, incremental and whole files.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 // HMAC (EVP_MAC "HMAC") and HKDF extract-and-expand (EVP_KDF "HKDF", RFC 5869).
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/core_names.h>
 #include <openssl/kdf.h>

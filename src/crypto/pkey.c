@@ -1,5 +1,5 @@
 // gt_pkey: an EVP_PKEY of any type (EC, Ed25519, RSA): generate, PEM load/save, sign/verify.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>

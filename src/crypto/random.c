@@ -1,5 +1,5 @@
 // Random bytes from OpenSSL's default DRBG (seeded from the OS).
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/rand.h>
 

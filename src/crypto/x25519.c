@@ -1,5 +1,5 @@
 // X25519 (RFC 7748) over EVP_PKEY raw keys.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <openssl/err.h>
 

@@ -1,7 +1,7 @@
 // X.509 over OpenSSL: DER / PEM-bundle parsing, chain verification at a chosen time with
 // optional CRLs, extension lookup by OID, subject CN. RSA-PSS (AMD ARK/ASK), ECDSA (Intel,
 // NVIDIA) and the rest verify through X509_verify_cert.
-#include "crypto/internal.h"
+#include "internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
