@@ -1,7 +1,7 @@
 // End-to-end appraisal cost through the framework (gt_attest_appraise_bytes: detection, the
 // per-type verifier with the caller's files, policy), side by side for sim evidence and one
 // sample of each hardware type; plus sim collection (SHA-384 of the executable + signing).
-// Usage: bench_attest_appraise [tests/data/attestation]   (run from the source root)
+// Usage: bench_attest_appraise [tests/testdata/attestation]   (run from the source root)
 #include <gputravel/attest.h>
 
 #include <stdio.h>
@@ -39,7 +39,7 @@ static double per_op_ms(const gt_buf *ev, const gt_policy *pol, const gt_apprais
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/data/attestation";
+    const char *dir = argc > 1 ? argv[1] : "tests/testdata/attestation";
     gt_log_set_level(GT_LOG_ERROR);
     char tmp[] = "/tmp/gt-bench-sim-XXXXXX";
     if (mkdtemp(tmp) == NULL) {

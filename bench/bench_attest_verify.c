@@ -1,7 +1,7 @@
 // Attestation verification costs, side by side: parsing an SEV-SNP report and an NVIDIA SPDM
 // evidence, their signature checks with a raw public key (point decoded per call) and with a key
 // parsed once, and the full verdict (chain + signature + extension checks).
-// Usage: bench_attest_verify [tests/data/attestation]   (run from the source root)
+// Usage: bench_attest_verify [tests/testdata/attestation]   (run from the source root)
 #include "attest/nvgpu_evidence.h"
 #include "attest/snp_report.h"
 
@@ -59,7 +59,7 @@ static void read_file(const char *dir, const char *file, gt_buf *b)
 
 int main(int argc, char **argv)
 {
-    const char *root = argc > 1 ? argv[1] : "tests/data/attestation";
+    const char *root = argc > 1 ? argv[1] : "tests/testdata/attestation";
     char snp_dir[512], nv_dir[512];
     snprintf(snp_dir, sizeof snp_dir, "%s/snp", root);
     snprintf(nv_dir, sizeof nv_dir, "%s/nvgpu", root);

@@ -1,7 +1,7 @@
 // Intel quote verification cost on one core, per step, for a real TDX v4 quote with its full
 // collateral (dcap-qvl sample) and an SGX v3 quote: parse, quote signature only, quote + PCK
 // chain, everything with collateral. Each row runs for about 0.3 s. Run from the source root
-// (reads tests/data/attestation/).
+// (reads tests/testdata/attestation/).
 #include "attest/intel_quote.h"
 
 #include <stdio.h>
@@ -40,12 +40,12 @@ static double per_op_us(step s, const gt_buf *file, const gt_intel_verify_params
 int main(void)
 {
     static const struct { const char *name, *quote, *collateral, *root; int64_t at; } rows[] = {
-        {"TDX v4 (dcap-qvl)", "tests/data/attestation/tdx/dcap-qvl_tdx_quote",
-         "tests/data/attestation/tdx/dcap-qvl_tdx_quote_collateral.json",
-         "tests/data/attestation/tdx/intel_sgx_root_ca.pem", 1751328000},
-        {"SGX v3 (dcap-qvl)", "tests/data/attestation/sgx/dcap-qvl_sgx_quote",
-         "tests/data/attestation/sgx/dcap-qvl_sgx_quote_collateral.json",
-         "tests/data/attestation/sgx/intel_sgx_root_ca.pem", 1751328000},
+        {"TDX v4 (dcap-qvl)", "tests/testdata/attestation/tdx/dcap-qvl_tdx_quote",
+         "tests/testdata/attestation/tdx/dcap-qvl_tdx_quote_collateral.json",
+         "tests/testdata/attestation/tdx/intel_sgx_root_ca.pem", 1751328000},
+        {"SGX v3 (dcap-qvl)", "tests/testdata/attestation/sgx/dcap-qvl_sgx_quote",
+         "tests/testdata/attestation/sgx/dcap-qvl_sgx_quote_collateral.json",
+         "tests/testdata/attestation/sgx/intel_sgx_root_ca.pem", 1751328000},
     };
     static const char *const steps[] = {"parse", "+ quote signature", "+ QE/PCK chain",
                                         "+ collateral, TCB status"};

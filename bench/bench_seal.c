@@ -12,6 +12,7 @@
 // 3. Peak RSS of a child process that seals a G GiB (default 2) sparse shard in /tmp with the
 //    default 512 MiB chunks, and of one sealing the N MiB shard with 64 MiB chunks.
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <openssl/evp.h>
 

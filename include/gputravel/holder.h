@@ -14,6 +14,7 @@
 
 #include <gputravel/crypto.h>
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/device.h>
 #include <gputravel/net.h>
 #include <gputravel/travel.h>

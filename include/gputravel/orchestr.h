@@ -11,6 +11,7 @@
 #define GPUTRAVEL_ORCHESTR_H
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/device.h>
 #include <gputravel/holder.h>
 #include <gputravel/net.h>

@@ -127,7 +127,7 @@ bool gt_intel_quote_debug(const gt_intel_quote *q);
 const uint8_t *gt_intel_quote_report_data(const gt_intel_quote *q);
 
 // ---- claims ---------------------------------------------------------------------------------
-// The measurements and attributes of the body, named as in tests/data/attestation/*.expected.json
+// The measurements and attributes of the body, named as in tests/testdata/attestation/*.expected.json
 // (TDX: tee_tcb_svn, mr_seam, mr_signer_seam, seam_attributes, td_attributes, xfam, mr_td,
 // mr_config_id, mr_owner, mr_owner_config, rtmr0..rtmr3, report_data, [tee_tcb_svn2,
 // mr_servicetd], debug; SGX: cpu_svn, attributes, mr_enclave, mr_signer, isv_prod_id, isv_svn,

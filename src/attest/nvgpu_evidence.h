@@ -134,7 +134,7 @@ GT_MUST_USE gt_err gt_nvgpu_evidence_verify_signature(const gt_nvgpu_evidence *e
                                                       const uint8_t *pub_xy, size_t pub_len);
 
 // Fills obj (caller-owned cJSON object) with the claims under the field names of
-// tests/data/attestation/nvgpu/*.expected.json ("parsed"): request{...}, response{...},
+// tests/testdata/attestation/nvgpu/*.expected.json ("parsed"): request{...}, response{...},
 // measurement_blocks, measurements{"index": hex}, response_nonce, opaque_data_length,
 // opaque_fields{NAME: value} (strings for versions/SKUs/project, MSRSCNT as a number array, hex
 // otherwise; unknown types as "TYPE_<n>": hex), signature_len, signature_rs_be, total_size,

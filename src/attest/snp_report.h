@@ -141,7 +141,7 @@ GT_MUST_USE gt_err gt_snp_report_verify_signature(const gt_snp_report *rep,
                                                   const uint8_t *pub_xy, size_t pub_len);
 
 // Fills obj (a cJSON object the caller owns) with the report's claims under the field names of
-// tests/data/attestation/snp/*.expected.json ("parsed"): numbers for version, guest_svn, vmpl,
+// tests/testdata/attestation/snp/*.expected.json ("parsed"): numbers for version, guest_svn, vmpl,
 // signature_algo; "0x%016x" strings for raw 64-bit values; lower-case hex for byte fields; TCBs
 // as {raw, bootloader, tee, snp, microcode[, fmc]}. GT_E_NOMEM if cJSON fails.
 GT_MUST_USE gt_err gt_snp_report_claims_json(const gt_snp_report *rep, cJSON *obj);

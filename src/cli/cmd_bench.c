@@ -4,6 +4,8 @@
 
 #include <gputravel/orchestr.h>
 
+#include "netns.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>

@@ -6,6 +6,7 @@
 #include "cli.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 

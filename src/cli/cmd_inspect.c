@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <getopt.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <getopt.h>
 

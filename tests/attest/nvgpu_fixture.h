@@ -1,5 +1,5 @@
 // Fixture for the NVIDIA GPU evidence tests: the catalog samples of
-// tests/data/attestation/nvgpu/ with their chains, root, nonce and .expected.json.
+// tests/testdata/attestation/nvgpu/ with their chains, root, nonce and .expected.json.
 // Header-only (static functions): included by test_nvgpu_evidence.c and the bit-flip shards.
 #ifndef GT_TEST_NVGPU_FIXTURE_H
 #define GT_TEST_NVGPU_FIXTURE_H

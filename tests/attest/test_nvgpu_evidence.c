@@ -1,5 +1,5 @@
 // attest/: NVIDIA Hopper SPDM GET_MEASUREMENTS evidence, parsed and verified against the real
-// samples of tests/data/attestation/nvgpu/ (catalog.json: chain, root, nonce; .expected.json:
+// samples of tests/testdata/attestation/nvgpu/ (catalog.json: chain, root, nonce; .expected.json:
 // every parsed value). Exhaustive bit flips live in test_nvgpu_bitflip_{0..5}.c.
 #include "nvgpu_fixture.h"
 

@@ -1,5 +1,5 @@
 // attest/: AMD SEV-SNP report parsing and verification against the real samples of
-// tests/data/attestation/snp/ (catalog.json says which certificate verifies which report and at
+// tests/testdata/attestation/snp/ (catalog.json says which certificate verifies which report and at
 // which time; <evidence>.expected.json holds every parsed value).
 #include "testlib.h"
 #include "testlib_json.h"

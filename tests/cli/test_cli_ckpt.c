@@ -7,6 +7,7 @@
 #include "testlib.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/holder.h>
 
 #include <fcntl.h>

@@ -253,7 +253,7 @@ static void invalid_evidence_exits_2(void **state)
     assert_int_equal(run(NULL, a6), 2);
 }
 
-// ---- every sample of tests/data/attestation through the CLI ------------------------------------
+// ---- every sample of tests/testdata/attestation through the CLI ------------------------------------
 
 #define DATA GT_TEST_DATA_DIR "/attestation/"
 

@@ -5,6 +5,7 @@
 
 #include <gputravel/crypto.h>
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/device.h>
 
 #include <fcntl.h>

@@ -2,6 +2,7 @@
 // Checks: decode never reads out of bounds; a decoded manifest re-encodes to exactly the input's
 // signed bytes; the consistency check and per-chunk derivations never misbehave on what decodes.
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <string.h>
 

@@ -5,6 +5,7 @@
 // and unique, limits hold; the file size covers the signature trailer); a failed parse leaves
 // nothing behind.
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <string.h>
 

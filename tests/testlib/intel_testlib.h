@@ -7,7 +7,7 @@
 
 #include "attest/intel_quote.h"
 
-// Loads tests/data/attestation/<rel> as JSON (fails the test if it cannot).
+// Loads tests/testdata/attestation/<rel> as JSON (fails the test if it cannot).
 cJSON *gt_test_intel_load_json(const char *rel);
 // Compares every field of expected["parsed"] with q (parsed from a buffer of file_len bytes):
 // header, v5 body type/size, every body claim by name, signature data, QE report. Fails the test
@@ -15,18 +15,18 @@ cJSON *gt_test_intel_load_json(const char *rel);
 int gt_test_intel_check_parsed(const gt_intel_quote *q, size_t file_len, const cJSON *expected);
 // Compares expected["pck"] with the verdict's PCK extension values. Returns fields compared.
 int gt_test_intel_check_pck(const gt_intel_verdict *v, const cJSON *expected);
-// Loads a PEM file of certificates under tests/data/attestation/ (fails the test if it cannot).
+// Loads a PEM file of certificates under tests/testdata/attestation/ (fails the test if it cannot).
 void gt_test_intel_load_certs(const char *rel, gt_x509 ***certs, size_t *count);
 void gt_test_intel_free_certs(gt_x509 **certs, size_t count);
 // Seconds since the epoch of "YYYY-MM-DDTHH:MM:SSZ".
 int64_t gt_test_intel_time(const char *iso);
 // Adds the collateral a catalog.json sample names ("pcs-responses" or "dcap-qvl-json"); dir is
-// the sample folder under tests/data/ ("attestation/tdx/").
+// the sample folder under tests/testdata/ ("attestation/tdx/").
 void gt_test_intel_load_collateral(const char *dir, const cJSON *spec, gt_intel_collateral *c);
 // Prints the verdict's reasons (on a test failure).
 void gt_test_intel_print_verdict(const gt_intel_verdict *v);
 
-// A sample quote under tests/data/attestation/<dir> ("attestation/tdx/"): the file, its parse
+// A sample quote under tests/testdata/attestation/<dir> ("attestation/tdx/"): the file, its parse
 // (which must succeed) and its <evidence>.expected.json.
 typedef struct {
     gt_buf file;

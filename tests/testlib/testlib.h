@@ -34,9 +34,9 @@
 void gt_test_tmpdir(char *out, size_t cap);
 // Removes a directory tree (rm -rf).
 void gt_test_rmtree(const char *path);
-// Path of a file under tests/data/ ("attestation/tdx/x.bin").
+// Path of a file under tests/testdata/ ("attestation/tdx/x.bin").
 void gt_test_data_path(char *out, size_t cap, const char *rel);
-// Reads a file under tests/data/ into b (fails the test if it cannot).
+// Reads a file under tests/testdata/ into b (fails the test if it cannot).
 void gt_test_read_data(const char *rel, gt_buf *b);
 // Number of regular files in dir (for "nothing was left behind" checks).
 int gt_test_count_files(const char *dir);

@@ -12,7 +12,7 @@
 void gt_test_json_expect_equal(const cJSON *got, const cJSON *want,
                                const char *const *ignore_want, const char *what);
 
-// Loads tests/data/<rel> as JSON (fails the test if it cannot); caller cJSON_Deletes.
+// Loads tests/testdata/<rel> as JSON (fails the test if it cannot); caller cJSON_Deletes.
 cJSON *gt_test_load_json(const char *rel);
 
 #endif

@@ -8,6 +8,7 @@
 #include "testlib.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 #include <gputravel/train.h>
 
 #include <stdio.h>

@@ -4,6 +4,8 @@
 
 #include <gputravel/net.h>
 
+#include "cli/netns.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>

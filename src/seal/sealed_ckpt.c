@@ -4,6 +4,7 @@
 // AES-256-GCM in constant memory and reaches its name only after its tag and the signer's
 // Ed25519 signature over SHA-256(header || ciphertext || tag) verified.
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <errno.h>
 #include <stdlib.h>

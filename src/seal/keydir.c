@@ -2,6 +2,7 @@
 // which every chunk key is derived) and an X25519 recipient key (sealed checkpoints are wrapped
 // to it). Formats: docs/formats.md "Key folder".
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <string.h>
 #include <sys/stat.h>

@@ -4,6 +4,7 @@
 #include "testlib.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <stdlib.h>
 #include <string.h>

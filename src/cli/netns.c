@@ -1,6 +1,6 @@
 // Two network namespaces joined by a veth pair, optionally shaped with tc, for measuring what
 // crosses a network on one machine. Needs root and iproute2; everything is torn down on destroy.
-#include <gputravel/net.h>
+#include "netns.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,6 +7,7 @@
 #include "testlib.h"
 
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -2,6 +2,7 @@
 // whatever the dataset size). Nothing is visible under a final name until it is complete (seal)
 // or authenticated (unseal).
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,7 @@
 // The sealed dataset's signed manifest, and the per-chunk values every party derives from it:
 // chunk keys (HKDF), AAD, chunk file headers, and one-shot chunk opening. Layout: docs/formats.md.
 #include <gputravel/data.h>
+#include <gputravel/seal.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,306 @@
+// gputravel/seal.h: what a holder keeps at rest and what leaves sealed: signed manifests and
+// sealed datasets (AES-256-GCM chunk files), holder and recipient key folders, sealed
+// checkpoints (docs/formats.md).
+//
+// Trusts: nothing read from disk; manifests, chunks and checkpoint headers go through gt_reader
+// and are checked against the file sizes and signatures before any byte is used.
+#ifndef GPUTRAVEL_SEAL_H
+#define GPUTRAVEL_SEAL_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/data.h>
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// ---- sealed datasets (docs/formats.md "Sealed dataset") -------------------------------------
+// A sealed dataset is a folder: manifest.gtm (binary, signed with the holder's Ed25519 key) and
+// chunk-NNNNNN.gtc files. The plaintext is the concatenation of the input shards' tokens
+// (uint16 LE), cut into chunks of chunk_size bytes (the last may be shorter). Chunk i is
+// AES-256-GCM under its own key K_i = HKDF-SHA256(ikm = dataset key, salt = dataset id,
+// info = "gputravel chunk key v1" || u32le i), with a random 96-bit IV recorded in the manifest
+// and AAD = dataset id || u32le i || u32le chunk count || u64le plaintext length (32 bytes).
+// A chunk file is a 40-byte header (magic, then exactly those AAD bytes) followed by
+// ciphertext || tag; so one chunk can be opened by anyone given (K_i, IV_i, the header's AAD,
+// ciphertext || tag) alone: gt_aead_open(pt, ..., ct_and_tag, len, aad, 32, iv, K_i). That is how a
+// travelling device decrypts a chunk whose key alone was wrapped to it.
+//
+// Keyless checks (verify-dataset): manifest signature, then each chunk file's size, header and
+// SHA-256. Keyed checks (unseal): the same manifest, the key check value (wrong key), each
+// chunk's header and its GCM tag (which the manifest also records). Plaintext is released only
+// after every tag verified (unseal writes a temporary file renamed on success).
+
+#define GT_DATASET_KEY_BYTES 32
+#define GT_DATASET_ID_BYTES 16
+#define GT_KEY_CHECK_BYTES 32
+#define GT_CHUNK_AAD_BYTES 32     // dataset id 16 || index u32le || count u32le || pt length u64le
+#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" || AAD
+#define GT_CHUNK_MAGIC "GTCHUNK1"
+#define GT_MANIFEST_MAGIC "GTSEALMF"
+#define GT_MANIFEST_VERSION 1
+#define GT_MANIFEST_HEADER_BYTES 128
+#define GT_MANIFEST_ENTRY_BYTES 68  // plaintext length u64 || IV 12 || tag 16 || SHA-256 32
+#define GT_MANIFEST_FILE "manifest.gtm"
+#define GT_MANIFEST_MAX_CHUNKS (1u << 20)
+#define GT_SUITE_AES256GCM_HKDF_SHA256 1  // AES-256-GCM, HKDF-SHA256, SHA-256, Ed25519
+#define GT_DTYPE_U16LE 1
+#define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
+#define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
+#define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
+
+// One chunk as the signed manifest describes it.
+typedef struct {
+    uint64_t plaintext_len;
+    uint8_t iv[GT_AEAD_IV_BYTES];
+    uint8_t tag[GT_AEAD_TAG_BYTES];
+    uint8_t file_sha256[GT_SHA256_BYTES];  // SHA-256 of the whole chunk file (header too)
+} gt_manifest_chunk;
+
+typedef struct {
+    uint32_t version;
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    uint8_t holder_pub[GT_ED25519_PUBLIC_BYTES];
+    uint8_t key_check[GT_KEY_CHECK_BYTES];  // HKDF of the dataset key: "is this the right key?"
+    uint16_t suite;
+    uint16_t token_dtype;
+    uint32_t vocab_size;
+    uint64_t token_count;
+    uint64_t chunk_size;   // plaintext bytes per chunk except the last
+    uint32_t chunk_count;
+    gt_manifest_chunk *chunks;  // chunk_count entries, owned (gt_manifest_free)
+    uint8_t signature[GT_ED25519_SIG_BYTES];
+} gt_manifest;
+
+// Decodes the structure only (magic, version, field widths, table length, exact size); checks
+// neither the signature nor the sizes. On failure *m is empty. For fuzzing and diagnostics.
+GT_MUST_USE gt_err gt_manifest_decode(gt_manifest *m, const uint8_t *data, size_t len);
+// Decodes, verifies the signature against the embedded holder key (over exactly the bytes
+// before it), then checks the sizes agree with each other (gt_manifest_check).
+GT_MUST_USE gt_err gt_manifest_parse(gt_manifest *m, const uint8_t *data, size_t len);
+// Internal consistency: suite, dtype, chunk sizes, counts (no signature).
+GT_MUST_USE gt_err gt_manifest_check(const gt_manifest *m);
+// Reads DIR/manifest.gtm and parses it.
+GT_MUST_USE gt_err gt_manifest_load(gt_manifest *m, const char *dsdir);
+// Serialises and signs m (m->holder_pub must be sec's public key); m->signature is set.
+GT_MUST_USE gt_err gt_manifest_encode(gt_manifest *m, const uint8_t sec[GT_ED25519_SECRET_BYTES],
+                                      gt_buf *out);
+void gt_manifest_free(gt_manifest *m);
+// Size in bytes of chunk i's file: header + plaintext + tag.
+uint64_t gt_manifest_chunk_file_bytes(const gt_manifest *m, uint32_t index);
+// "DIR/chunk-000007.gtc".
+GT_MUST_USE gt_err gt_chunk_path(char *out, size_t cap, const char *dsdir, uint32_t index);
+
+// Per-chunk key K_i (the caller wipes key_out). Fails on index >= chunk_count.
+GT_MUST_USE gt_err gt_chunk_key_derive(uint8_t key_out[GT_AEAD_KEY_BYTES],
+                                       const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                       const gt_manifest *m, uint32_t index);
+// AAD_i = dataset id || u32le i || u32le chunk count || u64le plaintext length.
+GT_MUST_USE gt_err gt_chunk_aad_build(uint8_t aad[GT_CHUNK_AAD_BYTES], const gt_manifest *m,
+                                      uint32_t index);
+// The key check value stored in the manifest for this dataset id.
+GT_MUST_USE gt_err gt_dataset_key_check(uint8_t out[GT_KEY_CHECK_BYTES],
+                                        const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                        const uint8_t dataset_id[GT_DATASET_ID_BYTES]);
+// Checks a chunk file header (the first GT_CHUNK_HEADER_BYTES) against the manifest's chunk i,
+// naming what disagrees: another dataset, another index (swapped), other sizes.
+GT_MUST_USE gt_err gt_chunk_header_check(const uint8_t *hdr, size_t len, const gt_manifest *m,
+                                         uint32_t index);
+// Opens one whole chunk file held in memory with its chunk key alone: header check, then
+// gt_aead_open. pt_cap >= plaintext length. On failure pt is zeroed and *pt_len = 0.
+GT_MUST_USE gt_err gt_chunk_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *file,
+                                 size_t file_len, const gt_manifest *m, uint32_t index,
+                                 const uint8_t chunk_key[GT_AEAD_KEY_BYTES]);
+
+// ---- holder key folder (gputravel keygen) ---------------------------------------------------
+// DIR/holder_ed25519.key (magic "GTEDSEC1" || seed 32 || public 32), DIR/holder_ed25519.pub
+// (magic "GTEDPUB1" || public 32), DIR/dataset.key (magic "GTDSKEY1" || key 32); all mode 0600,
+// the folder 0700, each written atomically.
+#define GT_KEYDIR_HOLDER_SECRET "holder_ed25519.key"
+#define GT_KEYDIR_HOLDER_PUBLIC "holder_ed25519.pub"
+#define GT_KEYDIR_DATASET_KEY "dataset.key"
+
+typedef struct {
+    uint8_t holder_sec[GT_ED25519_SECRET_BYTES];
+    uint8_t holder_pub[GT_ED25519_PUBLIC_BYTES];
+    uint8_t dataset_key[GT_DATASET_KEY_BYTES];
+} gt_holder_keys;
+
+// Generates fresh keys into dir (created 0700). Refuses (GT_E_STATE) if any key file exists,
+// unless overwrite. keys_out may be NULL; otherwise the caller wipes it (gt_holder_keys_wipe).
+GT_MUST_USE gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_out);
+// Loads and cross-checks (the public key must match the seed). On failure *keys is zeroed.
+GT_MUST_USE gt_err gt_keydir_load(const char *dir, gt_holder_keys *keys);
+// Reads a holder public key from a .pub file, a key folder, or 64 hex digits.
+GT_MUST_USE gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+void gt_holder_keys_wipe(gt_holder_keys *keys);
+
+// ---- recipient keys (X25519) ----------------------------------------------------------------
+// A holder's key for receiving sealed checkpoints: a separate X25519 key pair in its key folder,
+// generated fresh (never converted from the Ed25519 identity). DIR/recipient_x25519.key (magic
+// "GTXSEC01" || secret 32 || public 32) and DIR/recipient_x25519.pub (magic "GTXPUB01" ||
+// public 32); mode 0600, written atomically. gt_keydir_generate makes it with the other keys;
+// gt_keydir_recipient_generate adds it to a folder made before recipient keys existed.
+#define GT_KEYDIR_RECIPIENT_SECRET "recipient_x25519.key"
+#define GT_KEYDIR_RECIPIENT_PUBLIC "recipient_x25519.pub"
+
+typedef struct {
+    uint8_t sec[GT_X25519_BYTES];
+    uint8_t pub[GT_X25519_BYTES];
+} gt_recipient_keys;
+
+// Adds a fresh recipient key pair to dir (which must already be a key folder: its identity key
+// is kept). Refuses (GT_E_STATE) if a recipient key exists, unless overwrite. pub_out may be NULL.
+GT_MUST_USE gt_err gt_keydir_recipient_generate(const char *dir, bool overwrite,
+                                                uint8_t pub_out[GT_X25519_BYTES]);
+// Loads and cross-checks (the public key must match the secret). A folder without one gets
+// GT_E_NOTFOUND naming the command that adds it. On failure *k is zeroed.
+GT_MUST_USE gt_err gt_keydir_recipient_load(const char *dir, gt_recipient_keys *k);
+// Reads a recipient public key from a key folder, a .pub file, or 64 hex digits.
+GT_MUST_USE gt_err gt_recipient_pub_load(const char *spec, uint8_t pub[GT_X25519_BYTES]);
+void gt_recipient_keys_wipe(gt_recipient_keys *k);
+
+// ---- sealed checkpoints (docs/formats.md "Sealed checkpoint") -------------------------------
+// An llm.c fp32 checkpoint (model.bin: weights only, no optimizer state) encrypted once under a
+// fresh random content key (AES-256-GCM), that key wrapped for each named recipient: X25519 with
+// one ephemeral key per file, HKDF-SHA256 -> wrapping key and IV, AES-256-GCM. The header binds
+// the agreement hash, the training step, the model config, the signer's Ed25519 public key and
+// the recipient list: the wraps authenticate the header's bound part (everything before the
+// wraps) and the body authenticates the whole header, so no field, recipient or wrap can be
+// changed or swapped. Version 2 adds provenance: the file ends with an Ed25519 signature by the
+// signer key over SHA-256(whole header || ciphertext || body tag), so the file says who sealed
+// it. The signer key is the trainer's per-process signing key, presented in its HELLO to every
+// holder inside the attested channel and recorded in each holder's ledger ("session" entry):
+// a recipient that finds it there knows the attested trainer sealed this file.
+//
+//   bound part  magic "GTSCKPT1" | u32 version 2 | u32 suite | u32 content | agreement hash 32 |
+//               u64 step | 6 x u32 config (maxT, V, L, NH, C, Vp) | u64 plaintext length |
+//               body IV 12 | ephemeral X25519 public 32 | signer Ed25519 public 32 | u32 n |
+//               n x (name 64 | X25519 pub 32)
+//   wraps       n x (wrapped content key 32 | tag 16)
+//   body        ciphertext (plaintext length bytes) | tag 16
+//   signature   Ed25519(signer, SHA-256(bound part | wraps | ciphertext | tag)) 64
+// Integers little-endian. Names are NUL-padded, 1..63 characters of [A-Za-z0-9._-].
+#define GT_SCKPT_MAGIC "GTSCKPT1"
+#define GT_SCKPT_VERSION 2            // 1: unsigned (no signer key, no signature); refused
+#define GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM 1
+#define GT_SCKPT_CONTENT_LLMC_FP32 1  // llm.c checkpoint, header version 3, weights only
+#define GT_SCKPT_MAX_RECIPIENTS 64
+#define GT_SCKPT_NAME_BYTES 64
+#define GT_SCKPT_SIGNER_OFFSET 136    // where the signer's Ed25519 public key sits
+#define GT_SCKPT_FIXED_BYTES 172      // the bound part before the recipient entries
+#define GT_SCKPT_RECIPIENT_BYTES 96   // name 64 | X25519 public key 32
+#define GT_SCKPT_WRAP_BYTES 48        // wrapped key 32 | tag 16
+#define GT_SCKPT_SIG_BYTES GT_ED25519_SIG_BYTES  // the trailer: 64
+#define GT_SCKPT_MAX_HEADER_BYTES \
+    (GT_SCKPT_FIXED_BYTES + GT_SCKPT_MAX_RECIPIENTS * (GT_SCKPT_RECIPIENT_BYTES + GT_SCKPT_WRAP_BYTES))
+#define GT_SCKPT_MAX_PLAINTEXT (32ull << 30)  // below GCM's 2^39 - 256 bits per (key, IV)
+#define GT_SCKPT_LLMC_MAGIC 20240326  // the first int32 of an llm.c checkpoint
+#define GT_SCKPT_LLMC_VERSION 3        // fp32
+
+typedef struct {
+    char name[GT_SCKPT_NAME_BYTES];   // NUL-terminated
+    uint8_t pub[GT_X25519_BYTES];
+} gt_sckpt_recipient;
+
+// The model shapes, in llm.c header order.
+typedef struct {
+    uint32_t max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size;
+} gt_sckpt_model;
+
+typedef struct {
+    uint32_t version, suite, content;
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_sckpt_model model;
+    uint64_t plaintext_len;
+    uint8_t body_iv[GT_AEAD_IV_BYTES];
+    uint8_t ephemeral_pub[GT_X25519_BYTES];
+    uint8_t signer_pub[GT_ED25519_PUBLIC_BYTES];  // who sealed it (checked by opening)
+    uint32_t recipient_count;
+    gt_sckpt_recipient recipients[GT_SCKPT_MAX_RECIPIENTS];
+    uint8_t wraps[GT_SCKPT_MAX_RECIPIENTS][GT_SCKPT_WRAP_BYTES];
+    size_t bound_len;   // bytes of the bound part
+    size_t header_len;  // bound part + wraps: where the body starts
+} gt_sckpt_header;
+
+// Parses a header from the first bytes of a file (data may go on into the body). Checks magic,
+// version, suite, content, counts, names (valid, unique) and keys (unique), the plaintext limit;
+// no keys needed, nothing authenticated (the signer key is only what the file claims until
+// gt_sckpt_open verified the signature). On failure *h is zeroed.
+GT_MUST_USE gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len);
+// Reads and parses the header of the file at path and checks the file's size is exactly
+// header + plaintext + tag + signature (GT_E_TRUNCATED if shorter, GT_E_FORMAT if longer).
+GT_MUST_USE gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h);
+// Total file size the header announces.
+uint64_t gt_sckpt_file_bytes(const gt_sckpt_header *h);
+
+typedef struct {
+    const char *model_path;   // the llm.c fp32 checkpoint to seal (its header must match model)
+    const char *out_path;     // written atomically, mode 0644 (it is ciphertext)
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_sckpt_model model;
+    const gt_sckpt_recipient *recipients;  // 1..GT_SCKPT_MAX_RECIPIENTS, unique names and keys
+    uint32_t recipient_count;
+    // The signer's Ed25519 secret (RFC 8032 seed; borrowed, never copied past the call): its
+    // public key goes in the header and it signs the file. Required.
+    const uint8_t *signing_secret;
+} gt_sckpt_seal_params;
+
+// Seals p->model_path for p's recipients into p->out_path (streamed: constant memory, the
+// signature's hash taken as the ciphertext is written). The content key, ephemeral secret and
+// wrapping keys are wiped; on failure nothing is left at out_path. hdr_out (may be NULL)
+// receives the header written.
+GT_MUST_USE gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out);
+
+// Opens a sealed checkpoint with a recipient's keys into out_path (mode 0600): header, exact
+// file size, the signer (when expect_signer is not NULL, the header's signer key must be it:
+// GT_E_POLICY before anything is decrypted), the recipient entry whose key is k->pub
+// (GT_E_NOTFOUND naming the recipients when none is), its wrap (GT_E_AUTH), then one streamed
+// pass: the body is hashed as read and decrypted into a temporary file, and renamed only after
+// the signature over header and body verified under the header's signer key (GT_E_AUTH), the
+// body's tag verified (GT_E_AUTH) and its llm.c header matched the sealed model config. On
+// failure nothing is left at out_path. hdr_out (may be NULL) receives the header;
+// *recipient_index the entry used (may be NULL).
+GT_MUST_USE gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k,
+                                 const uint8_t *expect_signer, const char *out_path,
+                                 gt_sckpt_header *hdr_out, uint32_t *recipient_index);
+
+// ---- seal / verify / unseal -----------------------------------------------------------------
+typedef struct {
+    const char *const *shards;  // input llm.c shards, in order
+    size_t shard_count;
+    const char *out_dir;        // must not exist, or be an empty folder
+    uint64_t chunk_size;        // even, 2 .. GT_SEAL_MAX_CHUNK_BYTES; 0 = default 512 MiB
+    uint32_t vocab_size;        // every token must be < vocab_size (1 .. 65536)
+    bool progress;              // progress bar on stderr (a TTY only)
+} gt_seal_params;
+
+typedef struct {
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    uint64_t token_count;
+    uint64_t plaintext_bytes;
+    uint64_t stored_bytes;  // manifest + chunk files
+    uint32_t chunk_count;
+} gt_seal_result;
+
+// Streams the shards through AES-256-GCM into a staging folder next to out_dir, signs the
+// manifest, and renames the folder to out_dir only when complete. On failure nothing remains.
+// Memory: one GT_SEAL_IO_BYTES buffer whatever the sizes.
+GT_MUST_USE gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys,
+                           gt_seal_result *result);
+
+// Keyless: manifest signature (and, when expect_holder is not NULL, that it is that holder's),
+// then every chunk's presence, size, header and SHA-256. m_out (may be NULL) receives the manifest
+// on success (caller gt_manifest_free).
+GT_MUST_USE gt_err gt_dataset_verify(const char *dsdir, const uint8_t *expect_holder,
+                                     bool progress, gt_manifest *m_out);
+
+// Decrypts every chunk into one llm.c shard at out_path (mode 0600), written to a temporary
+// name and renamed only after every chunk's tag verified; on failure nothing remains.
+GT_MUST_USE gt_err gt_unseal(const char *dsdir, const gt_holder_keys *keys, const char *out_path,
+                             bool progress, gt_manifest *m_out);
+
+#endif
