@@ -13,7 +13,6 @@
 #include <gputravel/data.h>
 #include <gputravel/seal.h>
 #include <gputravel/device.h>
-#include <gputravel/holder.h>
 #include <gputravel/net.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>

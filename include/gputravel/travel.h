@@ -1,4 +1,5 @@
-// gputravel/travel.h: what the parties agree on, and the trips the device makes.
+// gputravel/travel.h: what the parties agree on, the trips the device makes, and the holder
+// protocol both ends speak.
 //
 // The training agreement is a JSON document every party holds byte for byte; its SHA-256 over
 // those exact bytes (no re-serialisation) is the agreement hash bound into every evidence the
@@ -9,6 +10,7 @@
 #include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/net.h>
+#include <gputravel/seal.h>
 #include <gputravel/util.h>
 
 #include <stdbool.h>
@@ -17,7 +19,6 @@
 #define GT_AGREEMENT_MAX_HOLDERS 64
 #define GT_AGREEMENT_MAX_MEASUREMENTS 16
 #define GT_AGREEMENT_NAME_BYTES 64
-#define GT_DATASET_ID_BYTES 16
 #define GT_MEASUREMENT_BYTES 48  // SHA-384
 
 typedef struct {
@@ -91,5 +92,107 @@ typedef struct {
 
 // The callbacks for gt_channel_connect / gt_listener_accept, backed by t (borrowed).
 gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
+
+// ---- the holder protocol --------------------------------------------------------------------
+// Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each
+// type is accepted only where the protocol expects it:
+//   trainer -> holder  HELLO    agreement hash (32) | signing key (32) | u16le name length |
+//                               trainer name. The signing key is the trainer process's fresh
+//                               Ed25519 public key, the one its sealed checkpoint is signed
+//                               with (data.h). HELLO travels inside the attested channel, whose
+//                               evidence binds the TLS exporter and both certificate keys
+//                               (net.h): only the TEE whose evidence this holder appraised can
+//                               have sent it, so the key is that attested trainer's. After the
+//                               agreement check the holder writes a "session" ledger entry
+//                               (trainer name, signing key, the appraisal summary when known)
+//                               before WELCOME; a holder that cannot write it refuses.
+//   holder -> trainer  WELCOME  the dataset's signed manifest, as stored
+//   trainer -> holder  FETCH    u8 mode | u32le chunk index
+//   holder -> trainer  CHUNK_PLAIN   the chunk's plaintext tokens (after its tag verified)
+//                   or CHUNK_SEALED  the chunk file unchanged, then CHUNK_KEY: K_i (32 bytes)
+//                   or REFUSE   u32le gt_code | text
+//   trainer -> holder  TRAVEL   u32le chunk | ticket (32) | u16le length | device address:
+//                               the trainer lent its device; the holder attaches with the ticket,
+//                               appraises the device (its evidence, and its measurement against
+//                               the agreement's device.accepted_measurements when it lists any),
+//                               decides, loads the sealed chunk unchanged (only its key goes to
+//                               the device), returns the device (a refusal after attaching
+//                               closes it unreturned: the trip fails at once), then answers
+//                      TRAVELLED u64le bytes loaded, or REFUSE
+//                               The address is devd's socket path, or "ipc-cuda:" / "ipc-cpu:"
+//                               + the socket of a trip the trainer serves itself (device.h): the
+//                               holder decrypts in its own process and hands the buffer over,
+//                               answers TRAVELLED, then waits for the trainer's RELEASED before
+//                               it reads the next message (the trainer releases before USED).
+//   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
+//   trainer -> holder  BYE      (or the connection closes)
+// A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
+// was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
+// between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the
+// token budget is spent (released tokens >= budget; the trainer cuts its last chunk to the
+// budget). Every grant, refusal and confirmed use is a ledger entry.
+enum {
+    GT_HP_HELLO = 0x48500001u,
+    GT_HP_WELCOME,
+    GT_HP_FETCH,
+    GT_HP_CHUNK_PLAIN,
+    GT_HP_CHUNK_SEALED,
+    GT_HP_CHUNK_KEY,
+    GT_HP_REFUSE,
+    GT_HP_BYE,
+    GT_HP_USED,
+    GT_HP_TRAVEL,
+    GT_HP_TRAVELLED,
+};
+#define GT_HP_MAX_CONTROL 4096
+#define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
+
+typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2, GT_FETCH_TRAVEL = 3 } gt_fetch_mode;
+
+// Parsers of the trainer's messages (untrusted; gt_reader; each only at its exact size). Each
+// message has one writer and one parser, here, for both ends: holder/ and orchestr/ use them.
+typedef struct {
+    uint8_t agreement[32];
+    uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];  // the trainer's checkpoint signing key
+    char trainer[64];  // 1..63 printable ASCII bytes, NUL-terminated
+} gt_hp_hello;
+typedef struct {
+    uint8_t mode;  // GT_FETCH_PLAIN or GT_FETCH_KEYRELEASE
+    uint32_t chunk;
+} gt_hp_fetch;
+typedef struct {
+    uint32_t chunk;
+    uint8_t ticket[32];
+    char device[256];  // the lent device's address, NUL-terminated, no NUL inside
+} gt_hp_travel;
+typedef struct {
+    uint32_t chunk;
+    uint64_t tokens;
+} gt_hp_used;
+GT_MUST_USE gt_err gt_hp_hello_parse(gt_span body, gt_hp_hello *out);
+GT_MUST_USE gt_err gt_hp_fetch_parse(gt_span body, gt_hp_fetch *out);
+GT_MUST_USE gt_err gt_hp_travel_parse(gt_span body, gt_hp_travel *out);
+GT_MUST_USE gt_err gt_hp_used_parse(gt_span body, gt_hp_used *out);
+const char *gt_fetch_mode_name(gt_fetch_mode mode);
+
+// Writers, one per message that carries fields (the others are sent with an empty body or a
+// body that is the payload itself: WELCOME the manifest, CHUNK_* the bytes). Each writes exactly
+// the layout above into w and fails with the writer's error if w is too small.
+GT_MUST_USE gt_err gt_hp_hello_write(gt_writer *w, const gt_hp_hello *m);
+GT_MUST_USE gt_err gt_hp_fetch_write(gt_writer *w, const gt_hp_fetch *m);
+GT_MUST_USE gt_err gt_hp_travel_write(gt_writer *w, const gt_hp_travel *m);
+GT_MUST_USE gt_err gt_hp_used_write(gt_writer *w, const gt_hp_used *m);
+// REFUSE: u32le gt_code | text (the refusal's message, cut to fit GT_HP_MAX_CONTROL).
+GT_MUST_USE gt_err gt_hp_refuse_write(gt_writer *w, gt_err why);
+// A REFUSE body as the trainer reports it: GT_E_POLICY (whatever code the holder named) with
+// "holder NAME refused: TEXT" (TEXT cut to 180 bytes); a malformed body is its parse error.
+gt_err gt_hp_refuse_error(gt_span body, const char *holder);
+// TRAVELLED: u64le bytes loaded.
+GT_MUST_USE gt_err gt_hp_travelled_write(gt_writer *w, uint64_t bytes_loaded);
+GT_MUST_USE gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded);
+#define GT_HP_HELLO_MAX_BYTES (32 + GT_ED25519_PUBLIC_BYTES + 2 + 63)
+#define GT_HP_FETCH_BYTES 5
+#define GT_HP_TRAVEL_MAX_BYTES (4 + 32 + 2 + 255)
+#define GT_HP_USED_BYTES 12
 
 #endif

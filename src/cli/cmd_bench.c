@@ -2,6 +2,7 @@
 // loopback and over a shaped link between two network namespaces.
 #include "cli.h"
 
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
 #include "netns.h"

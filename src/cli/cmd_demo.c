@@ -7,6 +7,7 @@
 
 #include <gputravel/data.h>
 #include <gputravel/seal.h>
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 

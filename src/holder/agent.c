@@ -32,16 +32,6 @@ struct gt_holder_agent {
 
 #define KEPT_SESSION_MAX_S 300.0  // re-attest the device at least this often
 
-const char *gt_fetch_mode_name(gt_fetch_mode mode)
-{
-    switch (mode) {
-    case GT_FETCH_PLAIN: return "plain";
-    case GT_FETCH_KEYRELEASE: return "key-release";
-    case GT_FETCH_TRAVEL: return "travel";
-    default: return "unknown";
-    }
-}
-
 static uint64_t chunk_tokens(const gt_manifest *m, uint32_t c)
 {
     return m->chunks[c].plaintext_len / 2;  // uint16 tokens
@@ -216,8 +206,7 @@ static gt_err send_refuse(gt_channel *ch, gt_err why)
 {
     uint8_t body[4 + sizeof why.msg];
     gt_writer w = gt_writer_init_fixed(body, sizeof body);
-    GT_TRY(gt_writer_u32le(&w, (uint32_t)why.code));
-    GT_TRY(gt_writer_bytes(&w, why.msg, strlen(why.msg)));
+    GT_TRY(gt_hp_refuse_write(&w, why));
     return gt_channel_send(ch, GT_HP_REFUSE, w.data, w.len);
 }
 
@@ -497,8 +486,11 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     a->stats.bytes_sent += gt_manifest_chunk_file_bytes(&a->manifest, chunk);
     pthread_mutex_unlock(&a->lock);
     uint8_t reply[8];
-    gt_store_u64le(reply, loaded);
-    gt_err sent = gt_channel_send(ch, GT_HP_TRAVELLED, reply, sizeof reply);
+    gt_writer w = gt_writer_init_fixed(reply, sizeof reply);
+    gt_err sent = gt_hp_travelled_write(&w, loaded);
+    if (gt_is_ok(sent)) {
+        sent = gt_channel_send(ch, GT_HP_TRAVELLED, w.data, w.len);
+    }
     return carrier ? gt_holder_trip_finish(carrier, sent, a->me->name, chunk) : sent;
 }
 

@@ -17,16 +17,6 @@ struct gt_holder_conn {
 
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c) { return &c->manifest; }
 
-static gt_err refused(const gt_buf *body, const char *holder)
-{
-    gt_reader r = gt_reader_init(body->data, body->len);
-    uint32_t code = 0;
-    GT_TRY(gt_reader_u32le(&r, &code));
-    size_t n = gt_reader_left(&r);
-    return gt_errf(GT_E_POLICY, "holder %s refused: %.*s", holder, (int)(n > 180 ? 180 : n),
-                   (const char *)body->data + r.pos);
-}
-
 gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t holder_index,
                          const gt_net_attestor *att, const char *trainer_name,
                          const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES])
@@ -41,19 +31,20 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
     snprintf(c->name, sizeof c->name, "%s", h->name);
     gt_err err = GT_OK;
     gt_buf body = {0};
-    uint8_t hello[32 + GT_ED25519_PUBLIC_BYTES + 2 + 64];
+    uint8_t hello[GT_HP_HELLO_MAX_BYTES];
     gt_writer w = gt_writer_init_fixed(hello, sizeof hello);
+    // Inside the attested channel: the holder learns the signing key from the TEE it appraised.
+    gt_hp_hello m = {0};
+    memcpy(m.agreement, a->hash, sizeof m.agreement);
+    memcpy(m.signing_key, signing_key, sizeof m.signing_key);
+    memcpy(m.trainer, trainer_name, name_len);
     GT_TRY_GOTO(err, gt_channel_connect(&c->ch, h->endpoint, att), fail);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, a->hash, 32), fail);
-    // Inside the attested channel: the holder learns this key from the TEE it appraised.
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, signing_key, GT_ED25519_PUBLIC_BYTES), fail);
-    GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)name_len), fail);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, trainer_name, name_len), fail);
+    GT_TRY_GOTO(err, gt_hp_hello_write(&w, &m), fail);
     GT_TRY_GOTO(err, gt_channel_send(c->ch, GT_HP_HELLO, w.data, w.len), fail);
     uint32_t type = 0;
     GT_TRY_GOTO(err, gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_MANIFEST), fail);
     if (type == GT_HP_REFUSE) {
-        err = refused(&body, h->name);
+        err = gt_hp_refuse_error(gt_buf_span(&body), h->name);
         goto fail;
     }
     GT_ENSURE_GOTO(err, type == GT_HP_WELCOME, fail, GT_E_FORMAT,
@@ -89,26 +80,30 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
               chunk);
     size_t alen = strlen(device_address);
     GT_ENSURE(alen > 0 && alen < 256, GT_E_ARG, "device address of %zu bytes", alen);
-    uint8_t msg[4 + GT_DEVICE_TICKET_BYTES + 2 + 256];
+    uint8_t msg[GT_HP_TRAVEL_MAX_BYTES];
     gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
     gt_err err = GT_OK;
     gt_buf body = {0};
-    GT_TRY_GOTO(err, gt_writer_u32le(&w, chunk), out);
-    uint8_t *ticket = NULL;
-    GT_TRY_GOTO(err, gt_writer_reserve(&w, GT_DEVICE_TICKET_BYTES, &ticket), out);
-    GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)alen), out);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, device_address, alen), out);
+    gt_hp_travel m = {.chunk = chunk};
+    _Static_assert(sizeof m.ticket == GT_DEVICE_TICKET_BYTES, "TRAVEL carries a device ticket");
+    _Static_assert(sizeof m.device == GT_DEVICE_TRIP_ADDRESS_MAX, "TRAVEL carries a trip address");
+    memcpy(m.device, device_address, alen);
     // From here the device is away: only wait_return works on it until the trip ends.
-    GT_TRY_GOTO(err, gt_device_sim_lend(dev, lease_ms, ticket), out);
-    err = gt_channel_send(c->ch, GT_HP_TRAVEL, w.data, w.len);
+    GT_TRY_GOTO(err, gt_device_sim_lend(dev, lease_ms, m.ticket), out);
+    err = gt_hp_travel_write(&w, &m);  // cannot fail: the address was checked above
+    gt_secure_zero(m.ticket, sizeof m.ticket);
+    if (gt_is_ok(err)) {
+        err = gt_channel_send(c->ch, GT_HP_TRAVEL, w.data, w.len);
+    }
     uint32_t type = 0;
     if (gt_is_ok(err)) {
         err = gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_CONTROL);
     }
     const bool lost = !gt_is_ok(err);  // the holder's connection broke mid-trip
     if (gt_is_ok(err) && type == GT_HP_REFUSE) {
-        err = refused(&body, c->name);
-    } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED || body.len != 8)) {
+        err = gt_hp_refuse_error(gt_buf_span(&body), c->name);
+    } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED ||
+                                 !gt_is_ok(gt_hp_travelled_parse(gt_buf_span(&body), &(uint64_t){0})))) {
         err = gt_errf(GT_E_FORMAT, "holder %s: expected TRAVELLED, got %#x", c->name, type);
     }
     // Whatever the holder said, the device comes back (a refused or failed trip within the
@@ -142,10 +137,10 @@ out:
 
 gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens)
 {
-    uint8_t msg[12];
-    gt_store_u32le(msg, chunk);
-    gt_store_u64le(msg + 4, tokens);
-    return gt_channel_send(c->ch, GT_HP_USED, msg, sizeof msg);
+    uint8_t msg[GT_HP_USED_BYTES];
+    gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+    GT_TRY(gt_hp_used_write(&w, &(gt_hp_used){.chunk = chunk, .tokens = tokens}));
+    return gt_channel_send(c->ch, GT_HP_USED, w.data, w.len);
 }
 
 void gt_holder_disconnect(gt_holder_conn *c)
@@ -187,10 +182,10 @@ gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode, gt
     *tokens = 0;
     GT_ENSURE(chunk < c->manifest.chunk_count, GT_E_ARG, "holder %s has no chunk %u", c->name,
               chunk);
-    uint8_t req[5];
-    req[0] = (uint8_t)mode;
-    gt_store_u32le(req + 1, chunk);
-    GT_TRY(gt_channel_send(c->ch, GT_HP_FETCH, req, sizeof req));
+    uint8_t req[GT_HP_FETCH_BYTES];
+    gt_writer w = gt_writer_init_fixed(req, sizeof req);
+    GT_TRY(gt_hp_fetch_write(&w, &(gt_hp_fetch){.mode = (uint8_t)mode, .chunk = chunk}));
+    GT_TRY(gt_channel_send(c->ch, GT_HP_FETCH, w.data, w.len));
 
     const uint64_t pt_len = c->manifest.chunks[chunk].plaintext_len;
     const uint64_t file_len = gt_manifest_chunk_file_bytes(&c->manifest, chunk);
@@ -205,7 +200,7 @@ gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode, gt
         GT_TRY_GOTO(err, gt_buf_reserve(&body, (size_t)len + 1), fail);
         GT_TRY_GOTO(err, gt_channel_read(c->ch, body.data, (size_t)len), fail);
         body.len = (size_t)len;
-        err = refused(&body, c->name);
+        err = gt_hp_refuse_error(gt_buf_span(&body), c->name);
         goto fail;
     }
     GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, flags, &buf), fail);
@@ -254,7 +249,3 @@ fail:
 
 gt_channel *gt_holder_conn_channel(gt_holder_conn *c) { return c->ch; }
 const char *gt_holder_conn_name(const gt_holder_conn *c) { return c->name; }
-gt_err gt_holder_conn_refused(const gt_buf *body, const char *holder)
-{
-    return refused(body, holder);
-}

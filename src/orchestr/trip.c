@@ -21,36 +21,32 @@ gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev, const c
     uint8_t aad[GT_CHUNK_AAD_BYTES];
     GT_TRY(gt_chunk_aad_build(aad, m, chunk));
     char address[GT_DEVICE_TRIP_ADDRESS_MAX];
-    uint8_t msg[4 + GT_DEVICE_TICKET_BYTES + 2 + GT_DEVICE_TRIP_ADDRESS_MAX];
+    uint8_t msg[GT_HP_TRAVEL_MAX_BYTES];
     gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+    gt_hp_travel req = {.chunk = chunk};
     gt_device_trip *t = NULL;
     gt_buf body = {0};
     gt_dbuf buf = 0;
     gt_err err = GT_OK;
-    GT_TRY_GOTO(err, gt_writer_u32le(&w, chunk), out);
-    uint8_t *ticket = NULL;
-    GT_TRY_GOTO(err, gt_writer_reserve(&w, GT_DEVICE_TICKET_BYTES, &ticket), out);
     GT_TRY_GOTO(err, gt_device_trip_lend(&t, dev, socket_path, lease_ms, gt_channel_fd(ch),
-                                         agreement_hash, ticket, address, sizeof address),
+                                         agreement_hash, req.ticket, address, sizeof address),
                 out);
-    size_t alen = strlen(address);
-    GT_TRY_GOTO(err, gt_writer_u16le(&w, (uint16_t)alen), out);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, address, alen), out);
+    memcpy(req.device, address, sizeof req.device);
+    GT_TRY_GOTO(err, gt_hp_travel_write(&w, &req), out);
     GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_TRAVEL, w.data, w.len), out);
     gt_secure_zero(msg, sizeof msg);
+    gt_secure_zero(req.ticket, sizeof req.ticket);
     // The holder answers TRAVELLED only after its handoff was answered: wait for it first.
     gt_err trip_err = gt_device_trip_wait(t, aad, pt_len, &buf);
     uint32_t type = 0;
     uint64_t loaded = 0;
     err = gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL);
-    if (gt_is_ok(err) && type == GT_HP_TRAVELLED) {
-        gt_reader r = gt_reader_init(body.data, body.len);
-        if (!gt_is_ok(gt_reader_u64le(&r, &loaded)) || gt_reader_left(&r) != 0) {
-            loaded = UINT64_MAX;
-        }
+    if (gt_is_ok(err) && type == GT_HP_TRAVELLED &&
+        !gt_is_ok(gt_hp_travelled_parse(gt_buf_span(&body), &loaded))) {
+        loaded = UINT64_MAX;
     }
     if (gt_is_ok(err) && type == GT_HP_REFUSE) {
-        err = gt_holder_conn_refused(&body, name);  // the holder's reason says the most
+        err = gt_hp_refuse_error(gt_buf_span(&body), name);  // the holder's reason says the most
     } else if (gt_is_ok(err) && !gt_is_ok(trip_err)) {
         err = trip_err;
     } else if (gt_is_ok(err) && (type != GT_HP_TRAVELLED || loaded != pt_len)) {
@@ -67,6 +63,7 @@ gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev, const c
 out:
     gt_device_trip_close(t);  // a failed trip: releases an import, if any
     gt_secure_zero(msg, sizeof msg);
+    gt_secure_zero(req.ticket, sizeof req.ticket);
     gt_buf_free_nowipe(&body);
     return gt_err_wrap(err, "trip for chunk %u", chunk);
 }

@@ -2,6 +2,7 @@
 // refused, SIGTERM stops it cleanly, and the ledger it leaves verifies.
 #include "testlib.h"
 
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
 #include <signal.h>

@@ -9,6 +9,7 @@
 // run. (The cpu device protects nothing: this shows protocol and accounting.)
 #include "testlib.h"
 
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 

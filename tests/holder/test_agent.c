@@ -2,6 +2,7 @@
 // conventional variants, enforces the agreement's uses and budget, and records every decision.
 #include "testlib.h"
 
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
 #include <pthread.h>

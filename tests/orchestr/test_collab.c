@@ -3,6 +3,7 @@
 // accounting of the trainer and of the holders' ledgers agree exactly.
 #include "testlib.h"
 
+#include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
 #include <pthread.h>
