@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 #include "device/sim_client.h"
 #include "device/sim_proto.h"
 
