@@ -10,12 +10,13 @@
 // op descriptor: the device checks every buffer range against the op's shapes once, at launch,
 // and the kernels then trust their inputs (STYLE.md §6).
 //
-// Kernels live in this layer (src/device/ops_cpu.c, ops_cuda.cu) rather than in train/: the
-// device executes them, and devd must run them without knowing about training. train/ builds op
-// descriptors and sequences them.
+// Kernels live in the kernels layer below (gputravel/kernels.h: the op table, the cpu kernels,
+// src/kernels/cuda/): the device executes them, and devd must run them without knowing about
+// training. train/ builds ops and sequences them.
 #ifndef GPUTRAVEL_DEVICE_H
 #define GPUTRAVEL_DEVICE_H
 
+#include <gputravel/kernels.h>
 #include <gputravel/util.h>
 
 #include <signal.h>
@@ -36,7 +37,7 @@ typedef struct {
 } gt_device_config;
 
 typedef struct gt_device gt_device;  // opaque
-typedef uint64_t gt_dbuf;            // opaque handle; 0 is never a valid buffer
+// gt_dbuf (kernels.h): an opaque buffer handle; 0 is never a valid buffer
 
 enum {
     GT_DBUF_NO_READBACK = 1u << 0,  // holder data: copy_out refused, wiped on free
@@ -57,25 +58,8 @@ GT_MUST_USE gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset
                                     uint64_t len);
 
 // ---- kernel launch --------------------------------------------------------------------------
-// A reference into a buffer: bytes from `offset` on. Ops name what they read and write by dref.
-typedef struct {
-    gt_dbuf buf;
-    uint64_t offset;  // bytes
-} gt_dref;
-
-#define GT_OP_MAX_REFS 12
-#define GT_OP_MAX_INTS 8
-#define GT_OP_MAX_FLOATS 8
-
-// One kernel invocation. `kind` is a gt_op_kind (the op table, with each op's argument layout and
-// size checks, is in src/device/ops.h). Fixed size, so it crosses devd's socket as one message.
-typedef struct {
-    uint32_t kind;
-    gt_dref refs[GT_OP_MAX_REFS];
-    int64_t ints[GT_OP_MAX_INTS];
-    float floats[GT_OP_MAX_FLOATS];
-} gt_op;
-
+// An op (gt_op, gputravel/kernels.h) names the kernel, its buffer refs and its shapes; the op
+// table there says what every position means and how many bytes each ref must provide.
 GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
 // Waits for launched work to finish (a no-op for synchronous backends).
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);

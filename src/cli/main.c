@@ -2,10 +2,13 @@
 // level once, and hands argv to the subcommand.
 #include "cli.h"
 
+#include <gputravel/kernels.h>
+
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 gt_cli_globals gt_cli;
@@ -104,6 +107,10 @@ int main(int argc, char **argv)
 {
     // A peer that disconnects mid-write must surface as an error from write(), not kill us.
     signal(SIGPIPE, SIG_IGN);
+    // GT_CPU_SIMD=off forces the cpu kernels' scalar paths, for every subcommand (devd's too):
+    // the environment is read here, never inside the library.
+    const char *simd = getenv("GT_CPU_SIMD");
+    gt_ops_cpu_set_simd(simd == NULL || strcmp(simd, "off") != 0);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {

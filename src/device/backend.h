@@ -28,15 +28,6 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 // (cuda_backend.h) that work on a gt_device.
 void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
 
-// The CPU kernels behind an op descriptor, shared by the cpu backend and devd (which runs them on
-// its own protected memory). `resolve` turns a dref into a host pointer after checking that
-// `bytes` bytes are available from that offset in a buffer the caller may use; gt_ops_cpu_run
-// computes every ref's byte count from the op's shapes before running anything.
-typedef gt_err (*gt_dref_resolve_fn)(void *ctx, gt_dref ref, uint64_t bytes, void **ptr);
-gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx);
-// Process-wide: OpenMP threads for the cpu kernels (0 keeps OpenMP's default) and OpenBLAS held
-// at one thread (the kernels split matmuls across OpenMP threads themselves). Call before any
-// launch, from the thread that launches.
-void gt_ops_cpu_set_threads(int threads);
+// The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.
 
 #endif

@@ -1,11 +1,12 @@
 // The cuda backend: device memory is GPU memory (one cudaMalloc per buffer, zeroed like fresh
 // HBM), handles index a buffer table exactly as the cpu backend's do, and gt_device_launch checks
 // every ref against the op's shapes (gt_op_ref_sizes) and every token against V on the device
-// before a kernel runs (ops_cuda.cu). Work is queued on one stream; copy_in/copy_out/free and
+// before a kernel runs (gt_ops_cuda_run, src/kernels/cuda/). Work is queued on one stream; copy_in/copy_out/free and
 // the token checks wait for it, launches and memsets do not (gt_device_sync does).
 //
 // Policy as every backend: NO_READBACK buffers refuse copy_out; free and close wipe.
 #include <gputravel/device.h>
+#include <gputravel/kernels_cuda.h>
 
 #include <cudaTypedefs.h>
 #include <stdlib.h>
@@ -13,8 +14,6 @@
 
 #include "backend.h"
 #include "cuda_backend.h"
-#include "cuda_ops.h"
-#include "ops.h"
 
 // Handle = generation << 32 | (slot + 1): a freed slot's old handle never resolves again.
 typedef struct {
@@ -257,131 +256,16 @@ static gt_err resolve(cuda_dev *d, gt_dref ref, uint64_t bytes, void **ptr)
     return GT_OK;
 }
 
-// Alignment ref i of an op must have: its element size (u16 token data 2, the f64 sum 8, every
-// other ref 4). A misaligned access on the GPU is a fatal error that poisons the whole context,
-// so it is refused here (the cpu backend tolerates it; cudaMalloc bases are 256-aligned, so the
-// offset decides).
-static uint64_t ref_align(uint32_t kind, int i)
+static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 {
-    if ((kind == GT_OP_TOKENS_GATHER && i == 2) || kind == GT_OP_TOKENS_CHECK) {
-        return 2;
-    }
-    if (kind == GT_OP_SUMSQ && i == 0) {
-        return 8;
-    }
-    return 4;
+    return resolve(ctx, ref, bytes, ptr);
 }
 
-static gt_err check_i32_tokens(cuda_dev *d, const char *name, const char *what, const int32_t *x,
-                               size_t n, int64_t V)
-{
-    size_t bad = 0;
-    GT_TRY(ran(gt_cuda_first_bad_i32(&d->cx, &bad, x, n, V), name));
-    GT_ENSURE(bad == n, GT_E_FORMAT, "%s: %s %zu is outside [0, %lld)", name, what, bad,
-              (long long)V);
-    return GT_OK;
-}
-
+// The cuda executor (kernels layer) checks and runs the op on the buffers this table resolves.
 static gt_err cuda_launch(void *impl, const gt_op *op)
 {
     cuda_dev *d = impl;
-    gt_cuda_ctx *cx = &d->cx;
-    uint64_t bytes[GT_OP_MAX_REFS] = {0};
-    int nrefs = 0;
-    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
-    const char *name = gt_op_name(op->kind);
-    void *p[GT_OP_MAX_REFS] = {0};
-    for (int i = 0; i < nrefs; i++) {
-        if (op->refs[i].buf == 0 && gt_op_ref_optional(op->kind, i)) {
-            continue;
-        }
-        GT_ENSURE(op->refs[i].buf != 0, GT_E_ARG, "%s: ref %d is empty", name, i);
-        uint64_t al = ref_align(op->kind, i);
-        GT_ENSURE(op->refs[i].offset % al == 0, GT_E_ARG,
-                  "%s: ref %d at offset %llu is not %llu-byte aligned", name, i,
-                  (unsigned long long)op->refs[i].offset, (unsigned long long)al);
-        gt_err e = resolve(d, op->refs[i], bytes[i], &p[i]);
-        if (e.code != GT_E_NONE) {
-            return gt_err_wrap(e, "%s: ref %d", name, i);
-        }
-    }
-    const int64_t *in = op->ints;
-    const float *f = op->floats;
-    switch ((gt_op_kind)op->kind) {
-    case GT_OP_ENCODER_FWD:
-    case GT_OP_ENCODER_BWD: {
-        int B = (int)in[0], T = (int)in[1], C = (int)in[2];
-        const int32_t *tok = p[op->kind == GT_OP_ENCODER_FWD ? 1 : 3];
-        GT_TRY(check_i32_tokens(d, name, "token", tok, (size_t)B * T, in[3]));
-        if (op->kind == GT_OP_ENCODER_FWD) {
-            return ran(gt_cuda_encoder_forward(cx, p[0], tok, p[2], p[3], B, T, C), name);
-        }
-        return ran(gt_cuda_encoder_backward(cx, p[0], p[1], p[2], tok, B, T, C), name);
-    }
-    case GT_OP_LAYERNORM_FWD:
-        return ran(gt_cuda_layernorm_forward(cx, p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0],
-                                             (int)in[1]),
-                   name);
-    case GT_OP_LAYERNORM_BWD:
-        return ran(gt_cuda_layernorm_backward(cx, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
-                                              (int)in[0], (int)in[1]),
-                   name);
-    case GT_OP_MATMUL_FWD:
-        return ran(gt_cuda_matmul_forward(cx, p[0], p[1], p[2], p[3], (int)in[0], (int)in[1],
-                                          (int)in[2]),
-                   name);
-    case GT_OP_MATMUL_BWD:
-        return ran(gt_cuda_matmul_backward(cx, p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0],
-                                           (int)in[1], (int)in[2], (int)in[3]),
-                   name);
-    case GT_OP_ATTENTION_FWD:
-        return ran(gt_cuda_attention_forward(cx, p[0], p[1], p[2], (int)in[0], (int)in[1],
-                                             (int)in[2], (int)in[3]),
-                   name);
-    case GT_OP_ATTENTION_BWD:
-        return ran(gt_cuda_attention_backward(cx, p[0], p[1], p[2], p[3], (int)in[0], (int)in[1],
-                                              (int)in[2], (int)in[3]),
-                   name);
-    case GT_OP_GELU_FWD:
-        return ran(gt_cuda_gelu_forward(cx, p[0], p[1], (size_t)in[0]), name);
-    case GT_OP_GELU_BWD:
-        return ran(gt_cuda_gelu_backward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
-    case GT_OP_RESIDUAL_FWD:
-        return ran(gt_cuda_residual_forward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
-    case GT_OP_RESIDUAL_BWD:
-        return ran(gt_cuda_residual_backward(cx, p[0], p[1], p[2], (size_t)in[0]), name);
-    case GT_OP_SOFTMAX_XENT: {
-        size_t BT = (size_t)in[0] * (size_t)in[1];
-        GT_ENSURE(BT <= 0x7fffffffu, GT_E_ARG, "%s: %zu rows", name, BT);
-        GT_TRY(check_i32_tokens(d, name, "target", p[2], BT, in[2]));
-        return ran(gt_cuda_softmax_crossentropy(cx, p[0], p[1], p[2], (int)BT, (int)in[2],
-                                                (int)in[3], (int)in[4], f[0]),
-                   name);
-    }
-    case GT_OP_SUMSQ:
-        return ran(gt_cuda_sum_of_squares(cx, p[0], p[1], (size_t)in[0]), name);
-    case GT_OP_ADAMW:
-        return ran(gt_cuda_adamw(cx, p[0], p[1], p[2], p[3], (size_t)in[0], f[0], f[1], f[2],
-                                 f[3], f[4], f[5], f[6], f[7]),
-                   name);
-    case GT_OP_TOKENS_GATHER: {
-        size_t n = (size_t)in[0], bad = 0;
-        const uint16_t *src = (const uint16_t *)p[2] + in[1];
-        GT_TRY(ran(gt_cuda_first_bad_u16(cx, &bad, src, n + 1, in[2]), name));
-        GT_ENSURE(bad == n + 1, GT_E_FORMAT, "%s: token at %lld is not below vocab %lld", name,
-                  (long long)(in[1] + (int64_t)bad), (long long)in[2]);
-        return ran(gt_cuda_tokens_gather(cx, p[0], p[1], src, n), name);
-    }
-    case GT_OP_TOKENS_CHECK: {
-        size_t n = (size_t)in[0], bad = 0;
-        GT_TRY(ran(gt_cuda_first_bad_u16(cx, &bad, p[0], n, in[1]), name));
-        GT_ENSURE(bad == n, GT_E_FORMAT, "%s: token at %zu is not below vocab %lld", name, bad,
-                  (long long)in[1]);
-        return GT_OK;
-    }
-    default:
-        return gt_errf(GT_E_ARG, "op: unknown kind %u", op->kind);
-    }
+    return gt_ops_cuda_run(&d->cx, op, resolve_ref, d);
 }
 
 static gt_err cuda_sync(void *impl)

@@ -6,9 +6,7 @@
 // threads. Any authentication or protocol failure ends the session, and a session's end (or its
 // client's death) zeroizes every buffer it owned.
 #include "backend.h"
-#include "sim_evidence.h"
-#include "sim_proto.h"
-#include "sim_server.h"
+#include <gputravel/devproto.h>
 
 #include <errno.h>
 #include <fcntl.h>

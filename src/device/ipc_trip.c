@@ -3,8 +3,7 @@
 // place of LOAD_SEALED. Messages, handshake and records are sim_proto.c's and sim_server.c's.
 #include "ipc_trip.h"
 
-#include "sim_evidence.h"
-#include "sim_server.h"
+#include <gputravel/devproto.h>
 
 #include <errno.h>
 #include <fcntl.h>

@@ -18,7 +18,7 @@
 #define GT_DEVICE_IPC_TRIP_H
 
 #include "sim_client.h"
-#include "sim_proto.h"
+#include <gputravel/devproto.h>
 
 // The GPU step on the trainer's side.
 typedef struct {

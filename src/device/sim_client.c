@@ -3,7 +3,7 @@
 // bounce slots, and the client keeps sealing the next slots while devd opens the earlier ones.
 #include "sim_client.h"
 
-#include "sim_evidence.h"
+#include <gputravel/devproto.h>
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #define GT_DEVICE_SIM_CLIENT_H
 
 #include "backend.h"
-#include "sim_proto.h"
+#include <gputravel/devproto.h>
 
 typedef struct {
     int fd;

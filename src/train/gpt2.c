@@ -315,47 +315,10 @@ static gt_dref A(gt_gpt2 *m, uint64_t field, uint64_t index)  // activation floa
     return (gt_dref){m->acts, (field + index) * 4};
 }
 
-static gt_err launch(gt_gpt2 *m, gt_op *op)
+// Ops are built by kernels.h's builders, which name every argument (the op table's layout).
+static gt_err launch(gt_gpt2 *m, gt_op op)
 {
-    return gt_device_launch(m->dev, op);
-}
-
-static gt_err op_layernorm_fwd(gt_gpt2 *m, gt_dref out, gt_dref mean, gt_dref rstd, gt_dref inp,
-                               gt_dref w, gt_dref b, int64_t N, int64_t C)
-{
-    gt_op op = {.kind = GT_OP_LAYERNORM_FWD, .refs = {out, mean, rstd, inp, w, b},
-                .ints = {N, C}};
-    return launch(m, &op);
-}
-
-static gt_err op_layernorm_bwd(gt_gpt2 *m, gt_dref dinp, gt_dref dw, gt_dref db, gt_dref dout,
-                               gt_dref inp, gt_dref w, gt_dref mean, gt_dref rstd, int64_t N,
-                               int64_t C)
-{
-    gt_op op = {.kind = GT_OP_LAYERNORM_BWD, .refs = {dinp, dw, db, dout, inp, w, mean, rstd},
-                .ints = {N, C}};
-    return launch(m, &op);
-}
-
-static gt_err op_matmul_fwd(gt_gpt2 *m, gt_dref out, gt_dref inp, gt_dref w, gt_dref b, int64_t N,
-                            int64_t C, int64_t OC)
-{
-    gt_op op = {.kind = GT_OP_MATMUL_FWD, .refs = {out, inp, w, b}, .ints = {N, C, OC}};
-    return launch(m, &op);
-}
-
-static gt_err op_matmul_bwd(gt_gpt2 *m, gt_dref dinp, gt_dref dw, gt_dref db, gt_dref dout,
-                            gt_dref inp, gt_dref w, int64_t N, int64_t C, int64_t OC)
-{
-    gt_op op = {.kind = GT_OP_MATMUL_BWD, .refs = {dinp, dw, db, dout, inp, w},
-                .ints = {N, C, OC, 0}};
-    return launch(m, &op);
-}
-
-static gt_err op_residual_fwd(gt_gpt2 *m, gt_dref out, gt_dref a, gt_dref b, int64_t N)
-{
-    gt_op op = {.kind = GT_OP_RESIDUAL_FWD, .refs = {out, a, b}, .ints = {N}};
-    return launch(m, &op);
+    return gt_device_launch(m->dev, &op);
 }
 
 static gt_err ensure_acts(gt_gpt2 *m, int B, int T)
@@ -414,11 +377,9 @@ static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
     int64_t BT = (int64_t)B * T;
     uint64_t btc = (uint64_t)BT * C, bt = (uint64_t)BT;
     uint64_t att_per_layer = (uint64_t)B * NH * T * T;
-    gt_op enc = {.kind = GT_OP_ENCODER_FWD,
-                 .refs = {A(m, a->encoded, 0), {inputs, 0}, P(m, m->params, WTE, 0),
-                          P(m, m->params, WPE, 0)},
-                 .ints = {B, T, C, V, Vp, maxT}};
-    GT_TRY(launch(m, &enc));
+    GT_TRY(launch(m, gt_op_encoder_fwd(A(m, a->encoded, 0), (gt_dref){inputs, 0},
+                                       P(m, m->params, WTE, 0), P(m, m->params, WPE, 0), B, T, C, V,
+                                       Vp, maxT)));
     for (int64_t l = 0; l < L; l++) {
         gt_dref residual = l == 0 ? A(m, a->encoded, 0) : A(m, a->residual3, (l - 1) * btc);
         gt_dref ln1 = A(m, a->ln1, l * btc), qkv = A(m, a->qkv, l * btc * 3);
@@ -426,41 +387,37 @@ static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
         gt_dref ln2 = A(m, a->ln2, l * btc), fch = A(m, a->fch, l * btc * 4);
         gt_dref fchg = A(m, a->fch_gelu, l * btc * 4), res3 = A(m, a->residual3, l * btc);
         gt_dref tmp = A(m, a->tmp, 0);
-        GT_TRY(op_layernorm_fwd(m, ln1, A(m, a->ln1_mean, l * bt), A(m, a->ln1_rstd, l * bt),
-                                residual, P(m, m->params, LN1W, l), P(m, m->params, LN1B, l), BT,
-                                C));
-        GT_TRY(op_matmul_fwd(m, qkv, ln1, P(m, m->params, QKVW, l), P(m, m->params, QKVB, l), BT,
-                             C, 3 * C));
-        gt_op att = {.kind = GT_OP_ATTENTION_FWD,
-                     .refs = {atty, A(m, a->att, l * att_per_layer), qkv},
-                     .ints = {B, T, C, NH}};
-        GT_TRY(launch(m, &att));
-        GT_TRY(op_matmul_fwd(m, tmp, atty, P(m, m->params, ATTPROJW, l),
-                             P(m, m->params, ATTPROJB, l), BT, C, C));
-        GT_TRY(op_residual_fwd(m, res2, residual, tmp, (int64_t)btc));
-        GT_TRY(op_layernorm_fwd(m, ln2, A(m, a->ln2_mean, l * bt), A(m, a->ln2_rstd, l * bt),
-                                res2, P(m, m->params, LN2W, l), P(m, m->params, LN2B, l), BT, C));
-        GT_TRY(op_matmul_fwd(m, fch, ln2, P(m, m->params, FCW, l), P(m, m->params, FCB, l), BT, C,
-                             4 * C));
-        gt_op gelu = {.kind = GT_OP_GELU_FWD, .refs = {fchg, fch}, .ints = {(int64_t)btc * 4}};
-        GT_TRY(launch(m, &gelu));
-        GT_TRY(op_matmul_fwd(m, tmp, fchg, P(m, m->params, FCPROJW, l),
-                             P(m, m->params, FCPROJB, l), BT, 4 * C, C));
-        GT_TRY(op_residual_fwd(m, res3, res2, tmp, (int64_t)btc));
+        GT_TRY(launch(m, gt_op_layernorm_fwd(
+                             ln1, A(m, a->ln1_mean, l * bt), A(m, a->ln1_rstd, l * bt), residual,
+                             P(m, m->params, LN1W, l), P(m, m->params, LN1B, l), BT, C)));
+        GT_TRY(launch(m, gt_op_matmul_fwd(qkv, ln1, P(m, m->params, QKVW, l),
+                                          P(m, m->params, QKVB, l), BT, C, 3 * C)));
+        GT_TRY(launch(
+            m, gt_op_attention_fwd(atty, A(m, a->att, l * att_per_layer), qkv, B, T, C, NH)));
+        GT_TRY(launch(m, gt_op_matmul_fwd(tmp, atty, P(m, m->params, ATTPROJW, l),
+                                          P(m, m->params, ATTPROJB, l), BT, C, C)));
+        GT_TRY(launch(m, gt_op_residual_fwd(res2, residual, tmp, (int64_t)btc)));
+        GT_TRY(launch(
+            m, gt_op_layernorm_fwd(ln2, A(m, a->ln2_mean, l * bt), A(m, a->ln2_rstd, l * bt), res2,
+                                   P(m, m->params, LN2W, l), P(m, m->params, LN2B, l), BT, C)));
+        GT_TRY(launch(m, gt_op_matmul_fwd(fch, ln2, P(m, m->params, FCW, l),
+                                          P(m, m->params, FCB, l), BT, C, 4 * C)));
+        GT_TRY(launch(m, gt_op_gelu_fwd(fchg, fch, (int64_t)btc * 4)));
+        GT_TRY(launch(m, gt_op_matmul_fwd(tmp, fchg, P(m, m->params, FCPROJW, l),
+                                          P(m, m->params, FCPROJB, l), BT, 4 * C, C)));
+        GT_TRY(launch(m, gt_op_residual_fwd(res3, res2, tmp, (int64_t)btc)));
     }
-    GT_TRY(op_layernorm_fwd(m, A(m, a->lnf, 0), A(m, a->lnf_mean, 0), A(m, a->lnf_rstd, 0),
-                            A(m, a->residual3, (uint64_t)(L - 1) * btc), P(m, m->params, LNFW, 0),
-                            P(m, m->params, LNFB, 0), BT, C));
-    GT_TRY(op_matmul_fwd(m, A(m, a->logits, 0), A(m, a->lnf, 0), P(m, m->params, WTE, 0),
-                         (gt_dref){0, 0}, BT, C, Vp));
+    GT_TRY(
+        launch(m, gt_op_layernorm_fwd(A(m, a->lnf, 0), A(m, a->lnf_mean, 0), A(m, a->lnf_rstd, 0),
+                                      A(m, a->residual3, (uint64_t)(L - 1) * btc),
+                                      P(m, m->params, LNFW, 0), P(m, m->params, LNFB, 0), BT, C)));
+    GT_TRY(launch(m, gt_op_matmul_fwd(A(m, a->logits, 0), A(m, a->lnf, 0), P(m, m->params, WTE, 0),
+                                      (gt_dref){0, 0}, BT, C, Vp)));
     if (targets == 0) {
         return GT_OK;
     }
-    gt_op xent = {.kind = GT_OP_SOFTMAX_XENT,
-                  .refs = {A(m, a->losses, 0), A(m, a->logits, 0), {targets, 0}},
-                  .ints = {B, T, V, Vp, grad ? 1 : 0},
-                  .floats = {dloss}};
-    GT_TRY(launch(m, &xent));
+    GT_TRY(launch(m, gt_op_softmax_xent(A(m, a->losses, 0), A(m, a->logits, 0),
+                                        (gt_dref){targets, 0}, B, T, V, Vp, grad ? 1 : 0, dloss)));
     m->have_dlogits = grad;
     return mean_loss(m, loss);
 }
@@ -482,12 +439,13 @@ static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
     gt_dbuf g = m->grads, p = m->params;
     gt_dref dres = A(m, a->dres, 0), dc = A(m, a->dc, 0), d4c = A(m, a->d4c, 0);
     // lm head (tied to wte), final layernorm
-    GT_TRY(op_matmul_bwd(m, dc, P(m, g, WTE, 0), (gt_dref){0, 0}, A(m, a->logits, 0),
-                         A(m, a->lnf, 0), P(m, p, WTE, 0), BT, C, Vp));
+    GT_TRY(launch(m, gt_op_matmul_bwd(dc, P(m, g, WTE, 0), (gt_dref){0, 0}, A(m, a->logits, 0),
+                                      A(m, a->lnf, 0), P(m, p, WTE, 0), BT, C, Vp, 0)));
     GT_TRY(gt_device_memset(m->dev, m->acts, a->dres * 4, 0, btc * 4));
-    GT_TRY(op_layernorm_bwd(m, dres, P(m, g, LNFW, 0), P(m, g, LNFB, 0), dc,
-                            A(m, a->residual3, (uint64_t)(L - 1) * btc), P(m, p, LNFW, 0),
-                            A(m, a->lnf_mean, 0), A(m, a->lnf_rstd, 0), BT, C));
+    GT_TRY(
+        launch(m, gt_op_layernorm_bwd(dres, P(m, g, LNFW, 0), P(m, g, LNFB, 0), dc,
+                                      A(m, a->residual3, (uint64_t)(L - 1) * btc), P(m, p, LNFW, 0),
+                                      A(m, a->lnf_mean, 0), A(m, a->lnf_rstd, 0), BT, C)));
     for (int64_t l = L - 1; l >= 0; l--) {
         gt_dref residual = l == 0 ? A(m, a->encoded, 0) : A(m, a->residual3, (l - 1) * btc);
         gt_dref ln1 = A(m, a->ln1, l * btc), qkv = A(m, a->qkv, l * btc * 3);
@@ -495,33 +453,28 @@ static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
         gt_dref ln2 = A(m, a->ln2, l * btc), fch = A(m, a->fch, l * btc * 4);
         gt_dref fchg = A(m, a->fch_gelu, l * btc * 4);
         // dres is d(residual3) = d(fcproj)
-        GT_TRY(op_matmul_bwd(m, d4c, P(m, g, FCPROJW, l), P(m, g, FCPROJB, l), dres, fchg,
-                             P(m, p, FCPROJW, l), BT, 4 * C, C));
-        gt_op gelu = {.kind = GT_OP_GELU_BWD, .refs = {d4c, fch, d4c}, .ints = {(int64_t)btc * 4}};
-        GT_TRY(launch(m, &gelu));
-        GT_TRY(op_matmul_bwd(m, dc, P(m, g, FCW, l), P(m, g, FCB, l), d4c, ln2, P(m, p, FCW, l),
-                             BT, C, 4 * C));
+        GT_TRY(launch(m, gt_op_matmul_bwd(d4c, P(m, g, FCPROJW, l), P(m, g, FCPROJB, l), dres, fchg,
+                                          P(m, p, FCPROJW, l), BT, 4 * C, C, 0)));
+        GT_TRY(launch(m, gt_op_gelu_bwd(d4c, fch, d4c, (int64_t)btc * 4)));
+        GT_TRY(launch(m, gt_op_matmul_bwd(dc, P(m, g, FCW, l), P(m, g, FCB, l), d4c, ln2,
+                                          P(m, p, FCW, l), BT, C, 4 * C, 0)));
         // dres becomes d(residual2) = d(attproj)
-        GT_TRY(op_layernorm_bwd(m, dres, P(m, g, LN2W, l), P(m, g, LN2B, l), dc, res2,
-                                P(m, p, LN2W, l), A(m, a->ln2_mean, l * bt),
-                                A(m, a->ln2_rstd, l * bt), BT, C));
-        GT_TRY(op_matmul_bwd(m, dc, P(m, g, ATTPROJW, l), P(m, g, ATTPROJB, l), dres, atty,
-                             P(m, p, ATTPROJW, l), BT, C, C));
-        gt_op att = {.kind = GT_OP_ATTENTION_BWD,
-                     .refs = {d4c, dc, qkv, A(m, a->att, l * att_per_layer)},
-                     .ints = {B, T, C, NH}};
-        GT_TRY(launch(m, &att));
-        GT_TRY(op_matmul_bwd(m, dc, P(m, g, QKVW, l), P(m, g, QKVB, l), d4c, ln1,
-                             P(m, p, QKVW, l), BT, C, 3 * C));
+        GT_TRY(launch(m, gt_op_layernorm_bwd(dres, P(m, g, LN2W, l), P(m, g, LN2B, l), dc, res2,
+                                             P(m, p, LN2W, l), A(m, a->ln2_mean, l * bt),
+                                             A(m, a->ln2_rstd, l * bt), BT, C)));
+        GT_TRY(launch(m, gt_op_matmul_bwd(dc, P(m, g, ATTPROJW, l), P(m, g, ATTPROJB, l), dres,
+                                          atty, P(m, p, ATTPROJW, l), BT, C, C, 0)));
+        GT_TRY(launch(
+            m, gt_op_attention_bwd(d4c, dc, qkv, A(m, a->att, l * att_per_layer), B, T, C, NH)));
+        GT_TRY(launch(m, gt_op_matmul_bwd(dc, P(m, g, QKVW, l), P(m, g, QKVB, l), d4c, ln1,
+                                          P(m, p, QKVW, l), BT, C, 3 * C, 0)));
         // dres becomes d(residual of the layer below)
-        GT_TRY(op_layernorm_bwd(m, dres, P(m, g, LN1W, l), P(m, g, LN1B, l), dc, residual,
-                                P(m, p, LN1W, l), A(m, a->ln1_mean, l * bt),
-                                A(m, a->ln1_rstd, l * bt), BT, C));
+        GT_TRY(launch(m, gt_op_layernorm_bwd(dres, P(m, g, LN1W, l), P(m, g, LN1B, l), dc, residual,
+                                             P(m, p, LN1W, l), A(m, a->ln1_mean, l * bt),
+                                             A(m, a->ln1_rstd, l * bt), BT, C)));
     }
-    gt_op enc = {.kind = GT_OP_ENCODER_BWD,
-                 .refs = {P(m, g, WTE, 0), P(m, g, WPE, 0), dres, {inputs, 0}},
-                 .ints = {B, T, C, V, Vp, maxT}};
-    return launch(m, &enc);
+    return launch(m, gt_op_encoder_bwd(P(m, g, WTE, 0), P(m, g, WPE, 0), dres, (gt_dref){inputs, 0},
+                                       B, T, C, V, Vp, maxT));
 }
 
 gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
@@ -557,9 +510,8 @@ gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_nor
     GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, true));
     float scale = 1.0f;
     if (opt->grad_clip > 0.0f || grad_norm != NULL) {
-        gt_op ss = {.kind = GT_OP_SUMSQ, .refs = {{m->scalar, 0}, {m->grads, 0}},
-                    .ints = {(int64_t)m->nparams}};
-        GT_TRY(launch(m, &ss));
+        GT_TRY(launch(
+            m, gt_op_sumsq((gt_dref){m->scalar, 0}, (gt_dref){m->grads, 0}, (int64_t)m->nparams)));
         double sum = 0.0;
         GT_TRY(gt_device_copy_out(m->dev, &sum, m->scalar, 0, 8));
         float norm = (float)sqrt(sum);
@@ -572,12 +524,9 @@ gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_nor
     }
     uint64_t t = m->step + 1;
     float bc1 = 1.0f - powf(opt->beta1, (float)t), bc2 = 1.0f - powf(opt->beta2, (float)t);
-    gt_op op = {.kind = GT_OP_ADAMW,
-                .refs = {{m->params, 0}, {mb, 0}, {vb, 0}, {m->grads, 0}},
-                .ints = {(int64_t)m->nparams},
-                .floats = {lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay, bc1, bc2,
-                           scale}};
-    GT_TRY(launch(m, &op));
+    GT_TRY(launch(m, gt_op_adamw((gt_dref){m->params, 0}, (gt_dref){mb, 0}, (gt_dref){vb, 0},
+                                 (gt_dref){m->grads, 0}, (int64_t)m->nparams, lr, opt->beta1,
+                                 opt->beta2, opt->eps, opt->weight_decay, bc1, bc2, scale)));
     m->step = t;
     return GT_OK;
 }

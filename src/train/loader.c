@@ -122,8 +122,7 @@ gt_err gt_loader_create(gt_loader **out, gt_device *dev, const gt_dbuf *bufs,
                        "loader: buffer %zu holds %llu bytes, not %llu tokens", i,
                        (unsigned long long)have, (unsigned long long)ntokens[i]);
         if (ntokens[i] > 0) {
-            gt_op check = {.kind = GT_OP_TOKENS_CHECK, .refs = {{bufs[i], 0}},
-                           .ints = {(int64_t)ntokens[i], V}};
+            gt_op check = gt_op_tokens_check((gt_dref){bufs[i], 0}, (int64_t)ntokens[i], V);
             gt_err e = gt_device_launch(dev, &check);
             GT_ENSURE_GOTO(err, e.code == GT_E_NONE, fail, e.code,
                            "data %zu does not fit the model's vocabulary %d: %s", i, V, e.msg);
@@ -217,9 +216,9 @@ gt_err gt_loader_next(gt_loader *l)
         idx = l->samples[idx];
     }
     uint64_t bt = (uint64_t)l->B * (uint64_t)l->T;
-    gt_op op = {.kind = GT_OP_TOKENS_GATHER,
-                .refs = {{l->inputs, 0}, {l->targets, 0}, {l->bufs[buf], 0}},
-                .ints = {(int64_t)bt, (int64_t)(idx * bt), l->V}};
+    gt_op op = gt_op_tokens_gather((gt_dref){l->inputs, 0}, (gt_dref){l->targets, 0},
+                                   (gt_dref){l->bufs[buf], 0}, (int64_t)bt, (int64_t)(idx * bt),
+                                   l->V);
     GT_TRY(gt_device_launch(l->dev, &op));
     l->pos.sample++;
     return GT_OK;

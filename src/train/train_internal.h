@@ -2,9 +2,8 @@
 #ifndef GT_TRAIN_INTERNAL_H
 #define GT_TRAIN_INTERNAL_H
 
+#include <gputravel/kernels.h>
 #include <gputravel/train.h>
-
-#include "device/ops.h"
 
 // The AdamW moment buffers (allocated, zeroed, when alloc is true and they do not exist yet;
 // 0 otherwise).

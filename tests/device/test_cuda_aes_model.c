@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_ops.h"
+#include <gputravel/kernels_cuda.h>
 
 // FIPS-197 Appendix A.3: key 603deb10 ... 0914dff4; w[8] and w[59] of the expansion.
 static void key_expansion_fips197(void **state)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "device/cuda_backend.h"
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 #define NFLOATS ((1u << 18) + 3)
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "device/cuda_backend.h"
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 static bool have_gpu;
 static char gpu_why[256];

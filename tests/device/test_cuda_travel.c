@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "device/cuda_trip.h"
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 #define NFLOATS (16u << 20)  // a 64 MiB chunk
 #define PLAIN_BYTES ((uint64_t)NFLOATS * 4)

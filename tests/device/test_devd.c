@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "device/sim_client.h"
-#include "device/sim_proto.h"
+#include <gputravel/devproto.h>
 
 #define SLOT_BYTES (64u * 1024)
 #define CHUNK (SLOT_BYTES - 16)

@@ -28,7 +28,7 @@
 
 #include "device/host_trip.h"
 #include "device/ipc_trip.h"
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 #define NFLOATS 50000u
 #define PLAIN_BYTES ((uint64_t)NFLOATS * 4)

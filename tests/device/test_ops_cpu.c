@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 static gt_device *open_cpu(void)
 {
@@ -536,7 +536,7 @@ int main(void)
         cmocka_unit_test(adamw_and_sumsq),
     };
     int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
-    setenv("GT_CPU_SIMD", "off", 1);  // and again on the scalar paths
+    gt_ops_cpu_set_simd(false);  // and again on the scalar paths
     failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
     return failed;
 }

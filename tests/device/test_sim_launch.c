@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 
 typedef struct {
     char dir[512];

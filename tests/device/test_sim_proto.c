@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "device/sim_proto.h"
+#include <gputravel/devproto.h>
 
 static size_t write_msg(const gt_sim_msg *m, uint8_t *buf, size_t cap)
 {

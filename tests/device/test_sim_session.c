@@ -10,8 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/sim_evidence.h"
-#include "device/sim_proto.h"
+#include <gputravel/devproto.h>
 
 #define SLOT_BYTES (64u * 1024)
 #define CHUNK (SLOT_BYTES - 16)

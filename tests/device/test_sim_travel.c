@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/ops.h"
+#include <gputravel/kernels.h>
 #include "device/sim_client.h"
-#include "device/sim_proto.h"
+#include <gputravel/devproto.h>
 
 #define SLOT_BYTES (64u * 1024)
 #define NTOK 300000u

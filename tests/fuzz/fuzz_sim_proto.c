@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/sim_evidence.h"
-#include "device/sim_proto.h"
+#include <gputravel/devproto.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -15,6 +15,7 @@
 #include "testlib.h"
 
 #include <gputravel/device.h>
+#include <gputravel/kernels.h>
 #include <gputravel/train.h>
 
 #include <math.h>
@@ -241,7 +242,7 @@ int main(void)
         cmocka_unit_test(adamw_steps),
     };
     int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
-    setenv("GT_CPU_SIMD", "off", 1);  // the scalar kernels against the same fixture
+    gt_ops_cpu_set_simd(false);  // the scalar kernels against the same fixture
     failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
     return failed;
 }

@@ -13,7 +13,7 @@
 //
 // Aliasing: gelu_backward's dinp may be dout, softmax_crossentropy writes its logits in place;
 // no kernel marks pointers __restrict__, so any such aliasing stays correct.
-#include "cuda_ops.h"
+#include <gputravel/kernels_cuda.h>
 
 #include <float.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 // The sim device's wire protocol: writers and parsers for every message (layouts in sim_proto.h).
 // Parsers read only through gt_reader and accept each type only at its exact size.
-#include "sim_proto.h"
+#include <gputravel/devproto.h>
 
 #include <gputravel/attest.h>
 

@@ -1,5 +1,5 @@
 // The sim device's identity and evidence (layout in sim_evidence.h), and the default hooks.
-#include "sim_evidence.h"
+#include <gputravel/devproto.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -85,7 +85,7 @@ void gt_sim_identity_free(gt_sim_identity *id)
     free(id);
 }
 
-gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES],
+gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
                                gt_buf *evidence)
 {
     const gt_sim_identity *id = ctx;
@@ -253,7 +253,7 @@ out:
     return err;
 }
 
-gt_err gt_sim_default_client_produce(void *ctx, const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES],
+gt_err gt_sim_default_client_produce(void *ctx, const uint8_t rd[GT_REPORT_DATA_BYTES],
                                      gt_buf *evidence)
 {
     (void)ctx;
@@ -268,7 +268,7 @@ gt_err gt_sim_default_client_produce(void *ctx, const uint8_t rd[GT_DEVICE_REPOR
 }
 
 gt_err gt_sim_default_client_appraise(void *ctx, gt_span evidence,
-                                      const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES])
+                                      const uint8_t rd[GT_REPORT_DATA_BYTES])
 {
     return gt_sim_device_evidence_appraise(evidence, rd, ctx, NULL, NULL);
 }
@@ -317,7 +317,7 @@ void gt_sim_admission_free(gt_sim_admission *adm)
 }
 
 gt_err gt_sim_admission_appraise(void *ctx, gt_span evidence,
-                                 const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES])
+                                 const uint8_t rd[GT_REPORT_DATA_BYTES])
 {
     const gt_sim_admission *adm = ctx;
     gt_attest_file root = {.path = adm->root_path, .data = gt_buf_span(&adm->root_data)};

@@ -1,6 +1,6 @@
 // The server end of the sim device handshake (sim_server.h), used by devd and by a trainer that
 // serves a trip itself (ipc_trip.c).
-#include "sim_server.h"
+#include <gputravel/devproto.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 // Frames on the sim device's Unix socket: u32le length || body, with an optional descriptor
 // (the bounce memfd) attached through SCM_RIGHTS.
-#include "sim_proto.h"
+#include <gputravel/devproto.h>
 
 #include <errno.h>
 #include <poll.h>

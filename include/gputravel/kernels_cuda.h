@@ -1,17 +1,20 @@
-// Internal to device/ (GPUTRAVEL_CUDA only): the C interface between the cuda backend
-// (cuda_backend.c, plain C over the CUDA runtime) and the kernels in ops_cuda.cu and
-// aes_gcm_cuda.cu. Only C types cross it (no gt_err: the .cu files do not include util.h), and
-// every launcher returns NULL on success or a static string naming what failed.
+// gputravel/kernels_cuda.h (GPUTRAVEL_CUDA builds only): the kernels layer's CUDA side, for the
+// device layer's cuda backend. The launchers of src/kernels/cuda/*.cu (one file per kernel
+// family, plain C++ over the CUDA runtime) and the executor gt_ops_cuda_run that decodes an op
+// and calls them. Separate from kernels.h because it includes the CUDA runtime and cuBLAS
+// headers, which exist only where the toolkit is installed; kernels.h stays includable
+// everywhere. Only C types cross the launchers (no gt_err: the .cu files do not include
+// util.h), and every launcher returns NULL on success or a static string naming what failed.
 //
-// Launchers take the cpu kernel's arguments (ops_cpu.c) after a gt_cuda_ctx, outputs first, then
-// inputs, then shapes (STYLE.md §1, §6). They are asynchronous on ctx->stream and trust their
-// inputs: the backend has checked every pointer range (gt_op_ref_sizes) and every token before
-// calling them. Precision: plain fp32 everywhere, cuBLAS with CUBLAS_DEFAULT_MATH (no TF32).
+// Launchers take the cpu kernel's arguments (src/kernels/cpu_kernels.c) after a gt_cuda_ctx,
+// outputs first, then inputs, then shapes (STYLE.md §1, §6). They are asynchronous on
+// ctx->stream and trust their inputs: gt_ops_cuda_run has checked every pointer range
+// (gt_op_ref_sizes) and every token before calling them. Precision: plain fp32 everywhere, cuBLAS with CUBLAS_DEFAULT_MATH (no TF32).
 //
 // Legend: B = batch, T = time, C = channels, NH = heads, hs = C/NH, OC = output channels,
 // N = rows (B*T) or elements, V = real vocab, Vp = padded vocab, maxT = positions.
-#ifndef GT_DEVICE_CUDA_OPS_H
-#define GT_DEVICE_CUDA_OPS_H
+#ifndef GPUTRAVEL_KERNELS_CUDA_H
+#define GPUTRAVEL_KERNELS_CUDA_H
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -49,7 +52,7 @@ const char *gt_cuda_first_bad_i32(gt_cuda_ctx *cx, size_t *first_bad, const int3
 const char *gt_cuda_first_bad_u16(gt_cuda_ctx *cx, size_t *first_bad, const uint16_t *x,
                                   size_t n, int64_t V);
 
-// ---- kernels (semantics: ops.h and ops_cpu.c; "+=" accumulates, "=" overwrites) ---------------
+// ---- kernels (semantics: kernels.h and cpu_kernels.c; "+=" accumulates, "=" overwrites) ---------------
 // out (B,T,C)=; inp i32 (B,T); wte (Vp,C); wpe (maxT,C)
 const char *gt_cuda_encoder_forward(gt_cuda_ctx *cx, float *out, const int32_t *inp,
                                     const float *wte, const float *wpe, int B, int T, int C);
@@ -99,7 +102,7 @@ const char *gt_cuda_adamw(gt_cuda_ctx *cx, float *params, float *m, float *v, co
 const char *gt_cuda_tokens_gather(gt_cuda_ctx *cx, int32_t *inp, int32_t *tgt,
                                   const uint16_t *src, size_t N);
 
-// ---- AES-256-GCM open on the device (aes_gcm_cuda.cu) -----------------------------------------
+// ---- AES-256-GCM open on the device (aes_gcm.cu) -----------------------------------------
 // Round keys: the AES-256 key expansion (FIPS-197 §5.2), 60 big-endian words. Host code, used
 // only to feed the GPU kernel; every other AES use in gputravel goes through OpenSSL.
 #define GT_CUDA_AES256_RK_WORDS 60
@@ -127,6 +130,16 @@ const char *gt_cuda_aes_gcm_ctr(gt_cuda_ctx *cx, uint8_t *pt, const uint8_t *ct,
 
 #ifdef __cplusplus
 }
+#endif
+
+// ---- the cuda executor (src/kernels/cuda/dispatch.c; C callers only) ---------------------------
+// Decodes the op (gt_op_decode) with the backend's resolver, refuses refs not aligned to their
+// element size (a misaligned access would poison the context), checks every token against V on
+// the device, then queues the kernel on cx->stream.
+#ifndef __cplusplus
+#include <gputravel/kernels.h>
+GT_MUST_USE gt_err gt_ops_cuda_run(gt_cuda_ctx *cx, const gt_op *op, gt_dref_resolve_fn resolve,
+                                   void *ctx);
 #endif
 
 #endif

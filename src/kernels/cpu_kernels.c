@@ -8,7 +8,7 @@
 // Parallelism: OpenMP over independent rows/heads/channel blocks; every reduction runs in an
 // order fixed by the shapes, never by the thread count or schedule, so results are bit-identical
 // run to run. Matmuls call single-threaded OpenBLAS sgemm on per-thread slices of the output.
-#include <gputravel/device.h>
+#include <gputravel/kernels.h>
 
 #include <cblas.h>
 #if defined(__x86_64__)
@@ -16,11 +16,9 @@
 #endif
 #include <math.h>
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "backend.h"
-#include "ops.h"
 
 // OpenBLAS (pthread build): its own pool would fight OpenMP for the cores, so it runs on one
 // thread inside our parallel regions.
@@ -247,12 +245,16 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 // and 2^n applied by vscalefps. Each vector routine has a scalar twin with the same summation
 // order; which one runs depends only on the CPU, so one machine always gets the same bits.
 
-// GT_CPU_SIMD=off in the environment forces the scalar paths (tests run both).
+// gt_ops_cpu_set_simd(false) forces the scalar paths (tests run both). Atomic: devd's worker and
+// a test's main thread may both touch it.
+static atomic_bool simd_on = true;
+
+void gt_ops_cpu_set_simd(bool on) { atomic_store_explicit(&simd_on, on, memory_order_relaxed); }
+
 static bool have_avx512(void)
 {
 #if defined(__x86_64__)
-    const char *env = getenv("GT_CPU_SIMD");
-    if (env != NULL && strcmp(env, "off") == 0) {
+    if (!atomic_load_explicit(&simd_on, memory_order_relaxed)) {
         return false;
     }
     return __builtin_cpu_supports("avx512f");
@@ -743,111 +745,182 @@ static size_t first_i32_out_of_range(const int32_t *x, size_t n, int64_t V)
 }
 
 // ---- dispatch -------------------------------------------------------------------------------
+// One adapter per op kind: named fields of the decoded args to the kernel's arguments, after the
+// token checks that keep every index inside its table.
+
+static gt_err check_i32(const char *name, const char *what, const int32_t *x, size_t n, int64_t V)
+{
+    size_t bad = first_i32_out_of_range(x, n, V);
+    GT_ENSURE(bad == n, GT_E_FORMAT, "%s: %s %zu is outside [0, %lld)", name, what, bad,
+              (long long)V);
+    return GT_OK;
+}
+
+static gt_err run_encoder_fwd(const gt_op_args *u, const char *name)
+{
+    const gt_encoder_fwd_args *a = &u->encoder_fwd;
+    GT_TRY(check_i32(name, "token", a->inp, (size_t)a->B * a->T, a->V));
+    encoder_forward(a->out, a->inp, a->wte, a->wpe, a->B, a->T, a->C);
+    return GT_OK;
+}
+
+static gt_err run_encoder_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_encoder_bwd_args *a = &u->encoder_bwd;
+    GT_TRY(check_i32(name, "token", a->inp, (size_t)a->B * a->T, a->V));
+    encoder_backward(a->dwte, a->dwpe, a->dout, a->inp, a->B, a->T, a->C);
+    return GT_OK;
+}
+
+static gt_err run_layernorm_fwd(const gt_op_args *u, const char *name)
+{
+    const gt_layernorm_fwd_args *a = &u->layernorm_fwd;
+    (void)name;
+    layernorm_forward(a->out, a->mean, a->rstd, a->inp, a->weight, a->bias, a->N, a->C);
+    return GT_OK;
+}
+
+static gt_err run_layernorm_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_layernorm_bwd_args *a = &u->layernorm_bwd;
+    (void)name;
+    layernorm_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->mean,
+                       a->rstd, a->N, a->C);
+    return GT_OK;
+}
+
+static gt_err run_matmul_fwd(const gt_op_args *u, const char *name)
+{
+    const gt_matmul_fwd_args *a = &u->matmul_fwd;
+    (void)name;
+    matmul_forward(a->out, a->inp, a->weight, a->bias, a->N, a->C, a->OC);
+    return GT_OK;
+}
+
+static gt_err run_matmul_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_matmul_bwd_args *a = &u->matmul_bwd;
+    (void)name;
+    matmul_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->N, a->C, a->OC,
+                    a->dinp_accumulate);
+    return GT_OK;
+}
+
+static gt_err run_attention_fwd(const gt_op_args *u, const char *name)
+{
+    const gt_attention_fwd_args *a = &u->attention_fwd;
+    (void)name;
+    attention_forward(a->out, a->att, a->inp, a->B, a->T, a->C, a->NH);
+    return GT_OK;
+}
+
+static gt_err run_attention_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_attention_bwd_args *a = &u->attention_bwd;
+    (void)name;
+    attention_backward(a->dinp, a->dout, a->inp, a->att, a->B, a->T, a->C, a->NH);
+    return GT_OK;
+}
+
+static gt_err run_gelu_fwd(const gt_op_args *u, const char *name)
+{
+    (void)name;
+    gelu_forward(u->gelu_fwd.out, u->gelu_fwd.inp, (size_t)u->gelu_fwd.N);
+    return GT_OK;
+}
+
+static gt_err run_gelu_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_gelu_bwd_args *a = &u->gelu_bwd;
+    (void)name;
+    gelu_backward(a->dinp, a->inp, a->dout, (size_t)a->N);
+    return GT_OK;
+}
+
+static gt_err run_residual_fwd(const gt_op_args *u, const char *name)
+{
+    const gt_residual_fwd_args *a = &u->residual_fwd;
+    (void)name;
+    residual_forward(a->out, a->inp1, a->inp2, (size_t)a->N);
+    return GT_OK;
+}
+
+static gt_err run_residual_bwd(const gt_op_args *u, const char *name)
+{
+    const gt_residual_bwd_args *a = &u->residual_bwd;
+    (void)name;
+    residual_backward(a->dinp1, a->dinp2, a->dout, (size_t)a->N);
+    return GT_OK;
+}
+
+static gt_err run_softmax_xent(const gt_op_args *u, const char *name)
+{
+    const gt_softmax_xent_args *a = &u->softmax_xent;
+    size_t BT = (size_t)a->B * (size_t)a->T;
+    GT_TRY(check_i32(name, "target", a->targets, BT, a->V));
+    softmax_crossentropy(a->losses, a->logits, a->targets, (int)BT, a->V, a->Vp, a->grad,
+                         a->dloss);
+    return GT_OK;
+}
+
+static gt_err run_sumsq(const gt_op_args *u, const char *name)
+{
+    (void)name;
+    sum_of_squares(u->sumsq.out, u->sumsq.x, (size_t)u->sumsq.N);
+    return GT_OK;
+}
+
+static gt_err run_adamw(const gt_op_args *u, const char *name)
+{
+    const gt_adamw_args *a = &u->adamw;
+    (void)name;
+    adamw_hp h = {a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
+                  a->grad_scale};
+    adamw(a->params, a->m, a->v, a->grads, (size_t)a->N, &h);
+    return GT_OK;
+}
+
+static gt_err run_tokens_gather(const gt_op_args *u, const char *name)
+{
+    const gt_tokens_gather_args *a = &u->tokens_gather;
+    size_t n = (size_t)a->N;
+    const uint16_t *src = a->data + a->offset;
+    size_t bad = first_token_at_least(src, n + 1, a->V);
+    GT_ENSURE(bad == n + 1, GT_E_FORMAT, "%s: token at %lld is not below vocab %d", name,
+              (long long)(a->offset + (int64_t)bad), a->V);
+    for (size_t i = 0; i < n; i++) {
+        a->inp[i] = src[i];
+        a->tgt[i] = src[i + 1];
+    }
+    return GT_OK;
+}
+
+static gt_err run_tokens_check(const gt_op_args *u, const char *name)
+{
+    const gt_tokens_check_args *a = &u->tokens_check;
+    size_t n = (size_t)a->N;
+    size_t bad = first_token_at_least(a->data, n, a->V);
+    GT_ENSURE(bad == n, GT_E_FORMAT, "%s: token at %zu is not below vocab %d", name, bad, a->V);
+    return GT_OK;
+}
+
+typedef gt_err (*run_fn)(const gt_op_args *args, const char *name);
+
+static const run_fn runners[GT_OP_COUNT_] = {
+    [GT_OP_ENCODER_FWD] = run_encoder_fwd,     [GT_OP_ENCODER_BWD] = run_encoder_bwd,
+    [GT_OP_LAYERNORM_FWD] = run_layernorm_fwd, [GT_OP_LAYERNORM_BWD] = run_layernorm_bwd,
+    [GT_OP_MATMUL_FWD] = run_matmul_fwd,       [GT_OP_MATMUL_BWD] = run_matmul_bwd,
+    [GT_OP_ATTENTION_FWD] = run_attention_fwd, [GT_OP_ATTENTION_BWD] = run_attention_bwd,
+    [GT_OP_GELU_FWD] = run_gelu_fwd,           [GT_OP_GELU_BWD] = run_gelu_bwd,
+    [GT_OP_RESIDUAL_FWD] = run_residual_fwd,   [GT_OP_RESIDUAL_BWD] = run_residual_bwd,
+    [GT_OP_SOFTMAX_XENT] = run_softmax_xent,   [GT_OP_SUMSQ] = run_sumsq,
+    [GT_OP_ADAMW] = run_adamw,                 [GT_OP_TOKENS_GATHER] = run_tokens_gather,
+    [GT_OP_TOKENS_CHECK] = run_tokens_check,
+};
 
 gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx)
 {
-    uint64_t bytes[GT_OP_MAX_REFS] = {0};
-    int nrefs = 0;
-    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
-    const char *name = gt_op_name(op->kind);
-    void *p[GT_OP_MAX_REFS] = {0};
-    for (int i = 0; i < nrefs; i++) {
-        if (op->refs[i].buf == 0 && gt_op_ref_optional(op->kind, i)) {
-            continue;
-        }
-        GT_ENSURE(op->refs[i].buf != 0, GT_E_ARG, "%s: ref %d is empty", name, i);
-        gt_err e = resolve(ctx, op->refs[i], bytes[i], &p[i]);
-        if (e.code != GT_E_NONE) {
-            return gt_err_wrap(e, "%s: ref %d", name, i);
-        }
-    }
-    const int64_t *in = op->ints;
-    const float *f = op->floats;
-    switch ((gt_op_kind)op->kind) {
-    case GT_OP_ENCODER_FWD:
-    case GT_OP_ENCODER_BWD: {
-        int B = (int)in[0], T = (int)in[1], C = (int)in[2];
-        const int32_t *tok = p[op->kind == GT_OP_ENCODER_FWD ? 1 : 3];
-        size_t bad = first_i32_out_of_range(tok, (size_t)B * T, in[3]);
-        GT_ENSURE(bad == (size_t)B * T, GT_E_FORMAT, "%s: token %zu is outside [0, %lld)", name,
-                  bad, (long long)in[3]);
-        if (op->kind == GT_OP_ENCODER_FWD) {
-            encoder_forward(p[0], tok, p[2], p[3], B, T, C);
-        } else {
-            encoder_backward(p[0], p[1], p[2], tok, B, T, C);
-        }
-        return GT_OK;
-    }
-    case GT_OP_LAYERNORM_FWD:
-        layernorm_forward(p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0], (int)in[1]);
-        return GT_OK;
-    case GT_OP_LAYERNORM_BWD:
-        layernorm_backward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], (int)in[0], (int)in[1]);
-        return GT_OK;
-    case GT_OP_MATMUL_FWD:
-        matmul_forward(p[0], p[1], p[2], p[3], (int)in[0], (int)in[1], (int)in[2]);
-        return GT_OK;
-    case GT_OP_MATMUL_BWD:
-        matmul_backward(p[0], p[1], p[2], p[3], p[4], p[5], (int)in[0], (int)in[1], (int)in[2],
-                        (int)in[3]);
-        return GT_OK;
-    case GT_OP_ATTENTION_FWD:
-        attention_forward(p[0], p[1], p[2], (int)in[0], (int)in[1], (int)in[2], (int)in[3]);
-        return GT_OK;
-    case GT_OP_ATTENTION_BWD:
-        attention_backward(p[0], p[1], p[2], p[3], (int)in[0], (int)in[1], (int)in[2],
-                           (int)in[3]);
-        return GT_OK;
-    case GT_OP_GELU_FWD:
-        gelu_forward(p[0], p[1], (size_t)in[0]);
-        return GT_OK;
-    case GT_OP_GELU_BWD:
-        gelu_backward(p[0], p[1], p[2], (size_t)in[0]);
-        return GT_OK;
-    case GT_OP_RESIDUAL_FWD:
-        residual_forward(p[0], p[1], p[2], (size_t)in[0]);
-        return GT_OK;
-    case GT_OP_RESIDUAL_BWD:
-        residual_backward(p[0], p[1], p[2], (size_t)in[0]);
-        return GT_OK;
-    case GT_OP_SOFTMAX_XENT: {
-        size_t BT = (size_t)in[0] * (size_t)in[1];
-        size_t bad = first_i32_out_of_range(p[2], BT, in[2]);
-        GT_ENSURE(bad == BT, GT_E_FORMAT, "%s: target %zu is outside [0, %lld)", name, bad,
-                  (long long)in[2]);
-        softmax_crossentropy(p[0], p[1], p[2], (int)BT, (int)in[2], (int)in[3], (int)in[4], f[0]);
-        return GT_OK;
-    }
-    case GT_OP_SUMSQ:
-        sum_of_squares(p[0], p[1], (size_t)in[0]);
-        return GT_OK;
-    case GT_OP_ADAMW:
-    {
-        adamw_hp h = {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]};
-        adamw(p[0], p[1], p[2], p[3], (size_t)in[0], &h);
-        return GT_OK;
-    }
-    case GT_OP_TOKENS_GATHER: {
-        size_t n = (size_t)in[0];
-        const uint16_t *src = (const uint16_t *)p[2] + in[1];
-        size_t bad = first_token_at_least(src, n + 1, in[2]);
-        GT_ENSURE(bad == n + 1, GT_E_FORMAT, "%s: token at %lld is not below vocab %lld", name,
-                  (long long)(in[1] + (int64_t)bad), (long long)in[2]);
-        int32_t *inp = p[0], *tgt = p[1];
-        for (size_t i = 0; i < n; i++) {
-            inp[i] = src[i];
-            tgt[i] = src[i + 1];
-        }
-        return GT_OK;
-    }
-    case GT_OP_TOKENS_CHECK: {
-        size_t n = (size_t)in[0];
-        size_t bad = first_token_at_least(p[0], n, in[1]);
-        GT_ENSURE(bad == n, GT_E_FORMAT, "%s: token at %zu is not below vocab %lld", name, bad,
-                  (long long)in[1]);
-        return GT_OK;
-    }
-    default:
-        return gt_errf(GT_E_ARG, "op: unknown kind %u", op->kind);
-    }
+    gt_op_args args;
+    GT_TRY(gt_op_decode(op, resolve, ctx, &args));  // refuses unknown kinds
+    return runners[op->kind](&args, gt_op_name(op->kind));
 }

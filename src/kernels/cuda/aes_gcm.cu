@@ -14,7 +14,7 @@
 //
 // The same __host__ __device__ functions run on the host in gt_cuda_aes_gcm_host_model, which
 // the tests compare with OpenSSL where no GPU is present. That model protects nothing.
-#include "cuda_ops.h"
+#include <gputravel/kernels_cuda.h>
 
 #include <string.h>
 

@@ -1,0 +1,340 @@
+// gputravel/kernels.h: the op table as data, the op builders and the cpu kernels.
+//
+// An op (gt_op) names one kernel invocation: a kind, up to GT_OP_MAX_REFS buffer references, and
+// ints and floats. Its layout is fixed size, so it crosses devd's socket as one message. What
+// each position means is written once, in the op's descriptor (gt_op_desc): every ref's name,
+// element type, shape (in the names of the op's ints) and access; every int's name and range;
+// every float's name. From it:
+//   - gt_op_ref_sizes computes how many bytes each ref must provide, so a backend checks every
+//     range once, at launch, before any kernel runs (STYLE.md §6);
+//   - gt_op_decode turns an op into the op's argument struct (gt_matmul_fwd_args, ...): named
+//     pointers and shapes, which is all a kernel sees;
+//   - the access field says what an op writes, for the device's labels (DESIGN.md §4);
+//   - the builders (gt_op_matmul_fwd(out, inp, weight, bias, N, C, OC), ...) take the same names
+//     in the same order, outputs first, then inputs, then ints, then floats.
+//
+// Legend: B = batch, T = time (sequence), C = channels, NH = heads, hs = C/NH, OC = output
+// channels, N = rows (B*T) or elements, V = real vocabulary, Vp = padded vocabulary (>= V),
+// maxT = positions. Tensors are row-major; f32 unless the descriptor says otherwise.
+//
+// Adding an op: a kind below (new kinds go last: the numbers are on the wire), its args struct
+// and builder here, its descriptor in src/kernels/op_table.c, a cpu kernel and its case in
+// src/kernels/cpu_kernels.c, a CUDA launcher in src/kernels/cuda/ and its case in
+// src/kernels/cuda/dispatch.c. tests/kernels/test_op_table.c checks every descriptor.
+#ifndef GPUTRAVEL_KERNELS_H
+#define GPUTRAVEL_KERNELS_H
+
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint64_t gt_dbuf;  // opaque device buffer handle; 0 is never a valid buffer
+
+// A reference into a buffer: bytes from `offset` on. Ops name what they read and write by dref.
+typedef struct {
+    gt_dbuf buf;
+    uint64_t offset;  // bytes
+} gt_dref;
+
+#define GT_OP_MAX_REFS 12
+#define GT_OP_MAX_INTS 8
+#define GT_OP_MAX_FLOATS 8
+
+// One kernel invocation. `kind` is a gt_op_kind; unused positions are ignored.
+typedef struct {
+    uint32_t kind;
+    gt_dref refs[GT_OP_MAX_REFS];
+    int64_t ints[GT_OP_MAX_INTS];
+    float floats[GT_OP_MAX_FLOATS];
+} gt_op;
+
+// The numbers travel in devd's LAUNCH message: never renumber, append new kinds last.
+typedef enum {
+    GT_OP_NONE_ = 0,
+    GT_OP_ENCODER_FWD = 1,
+    GT_OP_ENCODER_BWD = 2,
+    GT_OP_LAYERNORM_FWD = 3,
+    GT_OP_LAYERNORM_BWD = 4,
+    GT_OP_MATMUL_FWD = 5,
+    GT_OP_MATMUL_BWD = 6,
+    GT_OP_ATTENTION_FWD = 7,
+    GT_OP_ATTENTION_BWD = 8,
+    GT_OP_GELU_FWD = 9,
+    GT_OP_GELU_BWD = 10,
+    GT_OP_RESIDUAL_FWD = 11,
+    GT_OP_RESIDUAL_BWD = 12,
+    GT_OP_SOFTMAX_XENT = 13,
+    GT_OP_SUMSQ = 14,
+    GT_OP_ADAMW = 15,
+    GT_OP_TOKENS_GATHER = 16,
+    GT_OP_TOKENS_CHECK = 17,
+    GT_OP_COUNT_
+} gt_op_kind;
+
+// ---- the descriptor ---------------------------------------------------------------------------
+
+typedef enum { GT_ELEM_F32, GT_ELEM_F64, GT_ELEM_I32, GT_ELEM_U16 } gt_elem;
+size_t gt_elem_size(gt_elem elem);  // 4, 8, 4, 2
+
+typedef enum {
+    GT_ACCESS_READ,     // an input
+    GT_ACCESS_WRITE,    // an output, overwritten ("=")
+    GT_ACCESS_ACCUM,    // an output that adds to what it held ("+="): it keeps its old contents'
+                        // provenance as well as the inputs'
+    GT_ACCESS_INPLACE,  // an input the op overwrites with a function of itself and the inputs
+} gt_access;
+
+// True when an op may change the ref's bytes (every access but read).
+bool gt_access_writes(gt_access access);
+
+typedef struct {
+    const char *name;
+    gt_elem elem;
+    gt_access access;
+    bool optional;      // may be buf 0 (an absent bias); the kernel then gets NULL
+    const char *shape;  // extents, comma-separated; each a sum of terms `[k]name` or `k` over the
+                        // op's int names ("B,T,3C", "offset+N+1"); "" is one element
+    size_t field;       // offset of the pointer in the op's args struct
+} gt_op_ref_desc;
+
+typedef struct {
+    const char *name;
+    int64_t min, max;  // accepted values: [min, max)
+    bool shape;        // a shape: [1, 2^31)
+    size_t field;      // in the args struct: offset, and sizeof (4: int, 8: int64_t)
+    size_t width;
+} gt_op_int_desc;
+
+typedef struct {
+    const char *name;
+    size_t field;  // offset of the float in the args struct
+} gt_op_float_desc;
+
+// A relation between two ints, checked with the ranges: a <= b, or b a multiple of a.
+typedef enum { GT_OP_REL_NONE = 0, GT_OP_REL_LE, GT_OP_REL_DIVIDES } gt_op_rel_kind;
+typedef struct {
+    gt_op_rel_kind kind;
+    const char *a, *b;  // int names
+} gt_op_rel;
+
+#define GT_OP_MAX_RELS 2
+
+typedef struct {
+    const char *name;
+    int nrefs, nints, nfloats;
+    gt_op_ref_desc refs[GT_OP_MAX_REFS];
+    gt_op_int_desc ints[GT_OP_MAX_INTS];
+    gt_op_float_desc floats[GT_OP_MAX_FLOATS];
+    gt_op_rel rels[GT_OP_MAX_RELS];
+    size_t args_size;  // sizeof the op's args struct
+} gt_op_descriptor;
+
+// The descriptor of `kind`, or NULL for GT_OP_NONE_ and unknown kinds.
+const gt_op_descriptor *gt_op_desc(uint32_t kind);
+const char *gt_op_name(uint32_t kind);  // "unknown" for unknown kinds
+
+// Checks the op's kind, ints (ranges and relations) and shapes and fills bytes[i] with what ref i
+// must provide (also for an optional ref; positions past the op's refs are 0) and *nrefs with the
+// op's ref count. Shapes are in [1, 2^31) and every byte count is at most 2^62, so every offset
+// computed later in size_t is exact. Fails with GT_E_ARG, naming the op and the int or shape.
+GT_MUST_USE gt_err gt_op_ref_sizes(const gt_op *op, uint64_t bytes[GT_OP_MAX_REFS], int *nrefs);
+
+// True when ref i of this op kind may be buf 0 (an absent bias).
+bool gt_op_ref_optional(uint32_t kind, int i);
+
+// ---- the args structs: what the kernels see ---------------------------------------------------
+// Pointers in descriptor order, then ints, then floats. Shapes are int (they are < 2^31).
+
+typedef struct {  // out (B,T,C)= wte[inp] + wpe[t]; every token < V (checked before the kernel)
+    float *out;
+    const int32_t *inp;  // (B,T)
+    const float *wte;    // (Vp,C)
+    const float *wpe;    // (maxT,C)
+    int B, T, C, V, Vp, maxT;
+} gt_encoder_fwd_args;
+
+typedef struct {  // dwte (Vp,C)+=, dwpe (maxT,C)+= from dout (B,T,C)
+    float *dwte, *dwpe;
+    const float *dout;
+    const int32_t *inp;  // (B,T)
+    int B, T, C, V, Vp, maxT;
+} gt_encoder_bwd_args;
+
+typedef struct {  // out (N,C)=, mean, rstd (N)=; inp (N,C); weight, bias (C)
+    float *out, *mean, *rstd;
+    const float *inp, *weight, *bias;
+    int N, C;
+} gt_layernorm_fwd_args;
+
+typedef struct {  // dinp (N,C)+=, dweight, dbias (C)+=; dout, inp (N,C); weight (C); mean, rstd (N)
+    float *dinp, *dweight, *dbias;
+    const float *dout, *inp, *weight, *mean, *rstd;
+    int N, C;
+} gt_layernorm_bwd_args;
+
+typedef struct {  // out (N,OC)= inp (N,C) @ weight (OC,C)^T + bias (OC; NULL for none)
+    float *out;
+    const float *inp, *weight, *bias;
+    int N, C, OC;
+} gt_matmul_fwd_args;
+
+typedef struct {  // dinp (N,C) = (+= with dinp_accumulate), dweight (OC,C)+=, dbias (OC)+= (or NULL)
+    float *dinp, *dweight, *dbias;
+    const float *dout, *inp, *weight;  // (N,OC), (N,C), (OC,C)
+    int N, C, OC, dinp_accumulate;
+} gt_matmul_bwd_args;
+
+typedef struct {  // out (B,T,C)=, att (B,NH,T,T)= (0 above the diagonal); inp (B,T,3C) = q,k,v
+    float *out, *att;
+    const float *inp;
+    int B, T, C, NH;
+} gt_attention_fwd_args;
+
+typedef struct {  // dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T)
+    float *dinp;
+    const float *dout, *inp, *att;
+    int B, T, C, NH;
+} gt_attention_bwd_args;
+
+typedef struct {  // out (N)= gelu(inp) (tanh approximation)
+    float *out;
+    const float *inp;
+    int N;
+} gt_gelu_fwd_args;
+
+typedef struct {  // dinp (N)= gelu'(inp) dout; dinp may be the same memory as dout
+    float *dinp;
+    const float *inp, *dout;
+    int N;
+} gt_gelu_bwd_args;
+
+typedef struct {  // out (N)= inp1 + inp2
+    float *out;
+    const float *inp1, *inp2;
+    int N;
+} gt_residual_fwd_args;
+
+typedef struct {  // dinp1, dinp2 (N)+= dout
+    float *dinp1, *dinp2;
+    const float *dout;
+    int N;
+} gt_residual_bwd_args;
+
+// Fused softmax + cross-entropy over the first V of Vp columns: losses (B,T)=. With grad = 1 the
+// logits (B,T,Vp) are overwritten in place by dlogits = dloss * (softmax - onehot(target)),
+// padded columns 0: the backward of the mean loss when dloss = 1/(B*T). Every target < V.
+typedef struct {
+    float *losses, *logits;
+    const int32_t *targets;  // (B,T)
+    int B, T, V, Vp, grad;
+    float dloss;
+} gt_softmax_xent_args;
+
+typedef struct {  // out f64 (1)= sum of squares of x (N), in double, in an order fixed by N
+    double *out;
+    const float *x;
+    int N;
+} gt_sumsq_args;
+
+// AdamW as llm.c: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m/bc1 / (sqrt(v/bc2) +
+// eps) + wd p), with g = grad * grad_scale, bc1 = 1-b1^t, bc2 = 1-b2^t. All four are (N).
+typedef struct {
+    float *params, *m, *v;
+    const float *grads;
+    int N;
+    float lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale;
+} gt_adamw_args;
+
+// A batch from a token buffer: inp[i] = data[offset+i], tgt[i] = data[offset+i+1] (i < N);
+// every token copied must be < V.
+typedef struct {
+    int32_t *inp, *tgt;    // (N)
+    const uint16_t *data;  // (offset+N+1)
+    int N;
+    int64_t offset;
+    int V;
+} gt_tokens_gather_args;
+
+typedef struct {  // fails unless every token of data (N) is < V
+    const uint16_t *data;
+    int N, V;
+} gt_tokens_check_args;
+
+typedef union {
+    gt_encoder_fwd_args encoder_fwd;
+    gt_encoder_bwd_args encoder_bwd;
+    gt_layernorm_fwd_args layernorm_fwd;
+    gt_layernorm_bwd_args layernorm_bwd;
+    gt_matmul_fwd_args matmul_fwd;
+    gt_matmul_bwd_args matmul_bwd;
+    gt_attention_fwd_args attention_fwd;
+    gt_attention_bwd_args attention_bwd;
+    gt_gelu_fwd_args gelu_fwd;
+    gt_gelu_bwd_args gelu_bwd;
+    gt_residual_fwd_args residual_fwd;
+    gt_residual_bwd_args residual_bwd;
+    gt_softmax_xent_args softmax_xent;
+    gt_sumsq_args sumsq;
+    gt_adamw_args adamw;
+    gt_tokens_gather_args tokens_gather;
+    gt_tokens_check_args tokens_check;
+} gt_op_args;
+
+// Turns a dref into a host pointer after checking that `bytes` bytes are available from that
+// offset in a buffer the caller may use.
+typedef gt_err (*gt_dref_resolve_fn)(void *ctx, gt_dref ref, uint64_t bytes, void **ptr);
+
+// Checks the op (gt_op_ref_sizes), resolves every ref (an optional ref left as buf 0 becomes
+// NULL; any other empty ref fails) and fills the op kind's member of *args. Nothing is read
+// through the pointers.
+GT_MUST_USE gt_err gt_op_decode(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx,
+                                gt_op_args *args);
+
+// ---- builders: the same names and order as the args structs -----------------------------------
+// Ints are taken as int64_t so that an out-of-range shape is refused at launch, not truncated.
+
+gt_op gt_op_encoder_fwd(gt_dref out, gt_dref inp, gt_dref wte, gt_dref wpe, int64_t B, int64_t T,
+                        int64_t C, int64_t V, int64_t Vp, int64_t maxT);
+gt_op gt_op_encoder_bwd(gt_dref dwte, gt_dref dwpe, gt_dref dout, gt_dref inp, int64_t B,
+                        int64_t T, int64_t C, int64_t V, int64_t Vp, int64_t maxT);
+gt_op gt_op_layernorm_fwd(gt_dref out, gt_dref mean, gt_dref rstd, gt_dref inp, gt_dref weight,
+                          gt_dref bias, int64_t N, int64_t C);
+gt_op gt_op_layernorm_bwd(gt_dref dinp, gt_dref dweight, gt_dref dbias, gt_dref dout, gt_dref inp,
+                          gt_dref weight, gt_dref mean, gt_dref rstd, int64_t N, int64_t C);
+gt_op gt_op_matmul_fwd(gt_dref out, gt_dref inp, gt_dref weight, gt_dref bias, int64_t N,
+                       int64_t C, int64_t OC);
+gt_op gt_op_matmul_bwd(gt_dref dinp, gt_dref dweight, gt_dref dbias, gt_dref dout, gt_dref inp,
+                       gt_dref weight, int64_t N, int64_t C, int64_t OC, int64_t dinp_accumulate);
+gt_op gt_op_attention_fwd(gt_dref out, gt_dref att, gt_dref inp, int64_t B, int64_t T, int64_t C,
+                          int64_t NH);
+gt_op gt_op_attention_bwd(gt_dref dinp, gt_dref dout, gt_dref inp, gt_dref att, int64_t B,
+                          int64_t T, int64_t C, int64_t NH);
+gt_op gt_op_gelu_fwd(gt_dref out, gt_dref inp, int64_t N);
+gt_op gt_op_gelu_bwd(gt_dref dinp, gt_dref inp, gt_dref dout, int64_t N);
+gt_op gt_op_residual_fwd(gt_dref out, gt_dref inp1, gt_dref inp2, int64_t N);
+gt_op gt_op_residual_bwd(gt_dref dinp1, gt_dref dinp2, gt_dref dout, int64_t N);
+gt_op gt_op_softmax_xent(gt_dref losses, gt_dref logits, gt_dref targets, int64_t B, int64_t T,
+                         int64_t V, int64_t Vp, int64_t grad, float dloss);
+gt_op gt_op_sumsq(gt_dref out, gt_dref x, int64_t N);
+gt_op gt_op_adamw(gt_dref params, gt_dref m, gt_dref v, gt_dref grads, int64_t N, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
+                  float grad_scale);
+gt_op gt_op_tokens_gather(gt_dref inp, gt_dref tgt, gt_dref data, int64_t N, int64_t offset,
+                          int64_t V);
+gt_op gt_op_tokens_check(gt_dref data, int64_t N, int64_t V);
+
+// ---- the cpu executor -------------------------------------------------------------------------
+// Shared by the cpu backend and devd (which runs it on its own protected memory): no backend
+// state lives here. Decodes the op (gt_op_decode), checks tokens against V, runs the kernel.
+GT_MUST_USE gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx);
+
+// Process-wide settings of the cpu kernels; call before any launch, from the thread that
+// launches. Threads: OpenMP threads (0 keeps OpenMP's default), OpenBLAS held at one thread (the
+// kernels split matmuls across OpenMP threads themselves). SIMD: false forces the scalar twins of
+// the AVX-512 paths (on by default; the CLI reads GT_CPU_SIMD=off).
+void gt_ops_cpu_set_threads(int threads);
+void gt_ops_cpu_set_simd(bool on);
+
+#endif
