@@ -5,6 +5,7 @@
 #define GPUTRAVEL_BENCH_COMMON_H
 
 #include <gputravel/device.h>
+#include <gputravel/devd.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
 //
 // usage: bench_copyin [MiB ...]   (default 64 128 256 512)
 #include <gputravel/crypto.h>
+#include <gputravel/devd.h>
 #include <gputravel/device.h>
 
 #include "bench_common.h"

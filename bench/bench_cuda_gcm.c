@@ -12,7 +12,7 @@
 #include <time.h>
 
 #ifdef GT_HAVE_CUDA
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 
 static double now(void)
 {

@@ -5,6 +5,7 @@
 //
 // usage: bench_train_sim [steps] [threads]   (default 6 steps, 2 threads)
 #include <gputravel/device.h>
+#include <gputravel/devd.h>
 #include <gputravel/train.h>
 
 #include <stdio.h>

@@ -16,6 +16,7 @@
 #ifndef GPUTRAVEL_DEVICE_H
 #define GPUTRAVEL_DEVICE_H
 
+#include <gputravel/devproto.h>
 #include <gputravel/kernels.h>
 #include <gputravel/util.h>
 
@@ -65,36 +66,11 @@ GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 
 // ---- sim device: gputravel devd and its attested session --------------------------------------
-// The client side of a sim device and devd (the server) exchange evidence through these hooks,
-// so device/ never hard-codes a TEE. report_data is what the evidence must bind (DESIGN.md §4:
-// SHA-512(domain tag || nonce || session public key || agreement/transcript hash)).
-#define GT_DEVICE_REPORT_DATA_BYTES 64
-#define GT_DEVICE_AGREEMENT_BYTES 32
-
-typedef struct {
-    void *ctx;
-    // This side's evidence binding report_data, appended to *evidence (caller frees, gt_buf_free).
-    gt_err (*produce)(void *ctx, const uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES],
-                      gt_buf *evidence);
-    // OK only if the peer's evidence is acceptable under this side's policy and binds exactly
-    // report_data; otherwise GT_E_POLICY / GT_E_AUTH with the reasons.
-    gt_err (*appraise)(void *ctx, gt_span evidence,
-                       const uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
-} gt_device_attester;
-
-typedef struct {
-    // NULL hooks take the defaults: produce = sim evidence signed by this machine's sim root
-    // (attest.h; insecure-simulation), appraise = the device evidence must verify: identity key
-    // certified by the sim vendor root, evidence signed by it, bound to this session, a device
-    // in CC mode, not debug (always insecure-simulation).
-    gt_device_attester attester;
-    const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
-    uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES];  // zeros when there is none
-    int timeout_ms;  // per reply from devd (0: 60 s)
-    // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for
-    // up to this long (0: not at all), e.g. while devd still wipes a crashed trainer's session.
-    int busy_wait_ms;
-} gt_device_sim_options;
+// The session's parameters and evidence hooks (gt_device_attester, gt_device_sim_options) are
+// the device protocol's: devproto.h. The sizes below are the protocol's, under the device API's
+// names.
+#define GT_DEVICE_REPORT_DATA_BYTES GT_REPORT_DATA_BYTES
+#define GT_DEVICE_AGREEMENT_BYTES GT_SIM_AGREEMENT_BYTES
 
 // gt_device_open for a sim device with explicit hooks (gt_device_open uses the defaults).
 GT_MUST_USE gt_err gt_device_open_sim(gt_device **dev, const gt_device_config *cfg,
@@ -116,7 +92,7 @@ GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
 // The device's measurement (sim: SHA-384 of devd's executable) from the evidence the default
 // appraise hook accepted at open or attach, for checks against an agreement's
 // device.accepted_measurements. GT_E_NOTFOUND when a custom appraise hook judged the device.
-#define GT_DEVICE_MEASUREMENT_BYTES 48
+#define GT_DEVICE_MEASUREMENT_BYTES GT_SIM_MEASUREMENT_BYTES
 GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
                                              uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
 
@@ -126,8 +102,8 @@ GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
 // launch ops on them. The ticket is a capability: whoever holds it (and passes devd's admission
 // policy with the trainer's agreement hash) may attach once; send it to the holder only over an
 // attested channel. The trainer's buffers and session survive the trip.
-#define GT_DEVICE_TICKET_BYTES 32
-#define GT_DEVICE_CHUNK_AAD_BYTES 32  // data.h GT_CHUNK_AAD_BYTES
+#define GT_DEVICE_TICKET_BYTES GT_SIM_TICKET_BYTES
+#define GT_DEVICE_CHUNK_AAD_BYTES GT_SIM_LOAD_AAD_BYTES  // seal.h GT_CHUNK_AAD_BYTES
 
 // Trainer: lends the device for at most lease_ms (1 .. 3600000) and receives a fresh random
 // ticket (the caller wipes it after handing it on). Until the trip ends every other call on dev
@@ -203,101 +179,5 @@ GT_MUST_USE gt_err gt_device_sim_return_stay(gt_device *holder);
 // with GT_E_TIMEOUT after at most 2 s (the trainer has its device back by then).
 GT_MUST_USE gt_err gt_device_sim_reattach(gt_device *holder,
                                           const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
-
-// ---- a trip served by the trainer itself (docs/cuda.md "The trip with a real GPU") ----------
-// With a cuda (or cpu) device there is no devd: the trainer's process is the far end of the
-// lend / attach / hand-over / RELEASED protocol. The holder decrypts its chunk in its own process
-// (cuda: on its own GPU context with the GPU AES-GCM, handed over by CUDA IPC; cpu: with OpenSSL
-// into a sealed memfd passed over the trip's socket: host memory, no confidentiality at all, for
-// the protocol and the accounting only), the trainer imports it NO_READBACK, trains, releases.
-//
-// Device addresses in the holder protocol's TRAVEL message: "ipc-cuda:<socket path>" (a cuda
-// trainer serves the trip), "ipc-cpu:<socket path>" (a cpu trainer), anything without a scheme
-// is devd's socket path (the sim device). Another "<letters>:" scheme is GT_E_FORMAT.
-#define GT_DEVICE_TRIP_ADDRESS_MAX 256
-// Parses an address strictly: *kind = GT_DEVICE_SIM (devd), GT_DEVICE_CUDA or GT_DEVICE_CPU and
-// the socket path in path (non-empty, fits a Unix socket address). GT_E_FORMAT otherwise.
-GT_MUST_USE gt_err gt_device_trip_address_parse(const char *address, gt_device_kind *kind,
-                                                char *path, size_t cap);
-
-typedef struct gt_device_trip gt_device_trip;  // the trainer's end
-// Trainer: serves one trip on socket_path (mode 0600) for at most lease_ms until the handoff,
-// for holders under agreement_hash. dev: a cpu or cuda device (the importer follows its kind).
-// The trainer's evidence is sim device evidence (<sim root>/devd-identity) and holders are
-// admitted by devd's default policy. *ticket: hand it on over the attested holder channel, then
-// wipe it; address: what goes into TRAVEL (address_cap >= GT_DEVICE_TRIP_ADDRESS_MAX).
-// peer_fd (-1: none): the holder channel's socket; if it turns readable before the holder
-// attaches (it refused on the channel, or left), the wait ends at once with GT_E_PEER.
-GT_MUST_USE gt_err gt_device_trip_lend(gt_device_trip **trip, gt_device *dev,
-                                       const char *socket_path, uint32_t lease_ms, int peer_fd,
-                                       const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
-                                       uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
-                                       size_t address_cap);
-// Trainer: waits for the holder's attach and handoff of the chunk with AAD aad and `bytes`
-// plaintext bytes; *out: the NO_READBACK import. Failures as gt_ipc_trip_wait (GT_E_TIMEOUT:
-// the lease; GT_E_PEER: the holder left without handing over; GT_E_ARG / GT_E_POLICY /
-// GT_E_FORMAT: a wrong handoff), nothing imported.
-GT_MUST_USE gt_err gt_device_trip_wait(gt_device_trip *trip,
-                                       const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
-                                       uint64_t bytes, gt_dbuf *out);
-// Trainer, while it uses the import: GT_E_PEER when the holder went away (the import is already
-// released; discard what was computed from it).
-GT_MUST_USE gt_err gt_device_trip_check(gt_device_trip *trip);
-// Trainer, done: checks, releases the import (wipe, unmap), says RELEASED, takes the BYE.
-// GT_E_PEER: the holder had gone away first (discard the results).
-GT_MUST_USE gt_err gt_device_trip_release(gt_device_trip *trip);
-void gt_device_trip_close(gt_device_trip *trip);  // releases what is still held; NULL is fine
-
-typedef struct gt_device_trip_carrier gt_device_trip_carrier;  // the holder's end
-// Holder: attaches to the trip at address (ipc-cuda: or ipc-cpu:; devd's path is GT_E_ARG) with
-// the ticket: the attested handshake (opt: its evidence, its appraisal of the trainer's device
-// evidence, the agreement hash), then ATTACH. Nothing is loaded yet.
-GT_MUST_USE gt_err gt_device_trip_attach(gt_device_trip_carrier **carrier, const char *address,
-                                         const gt_device_sim_options *opt,
-                                         const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
-// Holder: the trainer's device measurement, as gt_device_sim_measurement (GT_E_NOTFOUND when a
-// custom appraise hook judged it).
-GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
-                                              uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
-// Holder: opens its sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its
-// own process (cuda trainer: on this holder's GPU, which needs a build with CUDA, else
-// GT_E_UNSUPPORTED with the reason; cpu trainer: OpenSSL into a sealed memfd) and hands it over.
-// On failure the trip connection is closed at once (the trainer's wait ends) and the buffer is
-// wiped and freed; the carrier still has to be closed.
-GT_MUST_USE gt_err gt_device_trip_hand_over(gt_device_trip_carrier *carrier,
-                                            const uint8_t *ct_and_tag, uint64_t len,
-                                            const uint8_t iv[12],
-                                            const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
-                                            const uint8_t key[32]);
-// Holder, after a hand-over: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees
-// its buffer, says BYE and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT:
-// it kept the buffer too long. The buffer is freed whatever the result.
-GT_MUST_USE gt_err gt_device_trip_carrier_finish(gt_device_trip_carrier *carrier,
-                                                 int timeout_ms);
-// Holder: ends the trip without (or without waiting after) a hand-over: BYE, buffer wiped and
-// freed, carrier freed. NULL is fine.
-void gt_device_trip_carrier_close(gt_device_trip_carrier *carrier);
-
-// The server: owns all device memory (one arena, touched once at start), serves one session at a
-// time and refuses a second client while one is attached, until *stop becomes non-zero or
-// max_sessions sessions have ended. Returns only on a setup failure or when told to stop.
-typedef struct {
-    const char *socket_path;
-    uint64_t mem_limit;        // 0: GT_DEVD_DEFAULT_MEM
-    uint32_t slot_count;       // bounce slots (0: 4)
-    uint32_t slot_bytes;       // bytes per slot (0: 4 MiB)
-    int threads;               // OpenMP threads for launched ops (0: OpenMP's default)
-    gt_device_attester attester;  // NULL produce: sim device evidence from devd's identity;
-                                  // NULL appraise: admission policy below
-    const char *identity_dir;     // devd identity key (NULL: <sim root>/devd-identity)
-    const char *vendor_root_dir;  // sim vendor root that certifies it (NULL: the sim root)
-    const char *admit_policy;     // client admission policy JSON file (NULL: sim, not debug)
-    const char *client_root;      // root for client evidence, PEM (NULL: the sim root's public key)
-    const volatile sig_atomic_t *stop;  // may be NULL; checked between sessions
-    uint64_t max_sessions;     // 0: unlimited
-    int idle_timeout_ms;       // a silent client is dropped after this (0: never)
-} gt_devd_config;
-#define GT_DEVD_DEFAULT_MEM (1ull << 30)
-GT_MUST_USE gt_err gt_devd_run(const gt_devd_config *cfg);
 
 #endif

@@ -373,7 +373,7 @@ GT_MUST_USE gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_wat
 // SHA-384 of devd's executable, report_data = the session binding) is signed by the identity key
 // and is ALWAYS insecure-simulation. `gputravel verify --evidence E --root IDDIR/root-pub.pem`
 // appraises it like any other evidence. The memory limit is bound through report_data (the
-// device report_data covers the server hello's parameters; sim_proto.h).
+// device report_data covers the server hello's parameters; devproto.h).
 
 #define GT_SIM_DEV_MAGIC "GTSIMDEV"
 #define GT_SIM_DEV_VERSION 2u
@@ -431,5 +431,83 @@ GT_MUST_USE gt_err gt_sim_admission_open(gt_sim_admission **adm, const char *pol
 void gt_sim_admission_free(gt_sim_admission *adm);
 gt_err gt_sim_admission_appraise(void *ctx, gt_span evidence,
                                  const uint8_t rd[GT_REPORT_DATA_BYTES]);
+
+// ---- the client end of a session --------------------------------------------------------------
+// Connects, runs the handshake and maps the bounce slots; then records both ways. The sim device
+// backend (device.h) and the holder's end of a trainer-served trip (travel.h) run over it; tests
+// use it directly to send crafted, replayed or reordered records and to tamper with the bounce
+// slots, which a real attacker on the host could do.
+#define GT_SIM_MEASUREMENT_BYTES 48  // SHA-384 of the device's executable (sim) or firmware
+
+// The client side of a sim device and devd (the server) exchange evidence through these hooks,
+// so neither end hard-codes a TEE. report_data is what the evidence must bind (DESIGN.md §4:
+// SHA-512(domain tag || nonce || session public key || agreement/transcript hash)).
+typedef struct {
+    void *ctx;
+    // This side's evidence binding report_data, appended to *evidence (caller frees, gt_buf_free).
+    gt_err (*produce)(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
+                      gt_buf *evidence);
+    // OK only if the peer's evidence is acceptable under this side's policy and binds exactly
+    // report_data; otherwise GT_E_POLICY / GT_E_AUTH with the reasons.
+    gt_err (*appraise)(void *ctx, gt_span evidence,
+                       const uint8_t report_data[GT_REPORT_DATA_BYTES]);
+} gt_device_attester;
+
+typedef struct {
+    // NULL hooks take the defaults: produce = sim evidence signed by this machine's sim root
+    // (attest.h; insecure-simulation), appraise = the device evidence must verify: identity key
+    // certified by the sim vendor root, evidence signed by it, bound to this session, a device
+    // in CC mode, not debug (always insecure-simulation).
+    gt_device_attester attester;
+    const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
+    uint8_t agreement_hash[GT_SIM_AGREEMENT_BYTES];  // zeros when there is none
+    int timeout_ms;  // per reply from devd (0: 60 s)
+    // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for
+    // up to this long (0: not at all), e.g. while devd still wipes a crashed trainer's session.
+    int busy_wait_ms;
+} gt_device_sim_options;
+
+typedef struct {
+    int fd;
+    gt_sim_keys keys;
+    uint8_t *bounce;
+    size_t bounce_bytes;
+    uint32_t slot_count, slot_bytes;
+    uint64_t mem_limit;
+    gt_buf device_evidence;
+    uint8_t device_report_data[GT_SIM_REPORT_DATA_BYTES];
+    uint8_t device_measurement[GT_SIM_MEASUREMENT_BYTES];
+    bool has_measurement;  // the default appraisal ran and kept the evidence's measurement
+    gt_sim_watch watch;  // reply timeout
+    bool broken;         // a fatal error ended the session; every call fails from then on
+    bool holder;         // attached to a lent device with a ticket
+    bool parked;         // the trip ended with RETURN_STAY: only a reattach may follow
+} gt_sim_conn;
+// On failure c is closed.
+GT_MUST_USE gt_err gt_sim_conn_open(gt_sim_conn *c, const char *socket_path,
+                                    const gt_device_sim_options *opt);
+// Sends BYE when the session is still good and waits for devd to end it; a parked session is
+// just closed (devd, not reading it until the next lend, notices then).
+void gt_sim_conn_close(gt_sim_conn *c);
+GT_MUST_USE gt_err gt_sim_conn_send(gt_sim_conn *c, const gt_sim_msg *m);
+GT_MUST_USE gt_err gt_sim_conn_recv(gt_sim_conn *c, gt_sim_msg *m);
+// The same with attach_fd attached to the record's frame (SCM_RIGHTS) when >= 0.
+GT_MUST_USE gt_err gt_sim_conn_send_fd(gt_sim_conn *c, const gt_sim_msg *m, int attach_fd);
+
+// Receives the reply to a request: `want` or a STATUS. A STATUS error is the request's error
+// (the session goes on); anything else unexpected ends the session.
+GT_MUST_USE gt_err gt_sim_conn_recv_reply(gt_sim_conn *c, uint16_t want, gt_sim_msg *m);
+GT_MUST_USE gt_err gt_sim_conn_rpc(gt_sim_conn *c, const gt_sim_msg *req, uint16_t want,
+                                   gt_sim_msg *rep);
+// ATTACH with a ticket to the lent device (devd, or a trip the trainer serves itself): on
+// success the session is the holder's end of that trip (c->holder). A refusal is the request's
+// error; the far end closes the session then.
+GT_MUST_USE gt_err gt_sim_conn_attach(gt_sim_conn *c, const uint8_t ticket[GT_SIM_TICKET_BYTES]);
+// The device's measurement from the evidence the default appraisal accepted at open;
+// GT_E_NOTFOUND when a custom appraise hook judged the device.
+GT_MUST_USE gt_err gt_sim_conn_measurement(const gt_sim_conn *c,
+                                           uint8_t out[GT_SIM_MEASUREMENT_BYTES]);
+// Marks the session broken (every later call fails) and returns e.
+gt_err gt_sim_conn_fail(gt_sim_conn *c, gt_err e);
 
 #endif

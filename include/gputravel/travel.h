@@ -9,6 +9,7 @@
 
 #include <gputravel/attest.h>
 #include <gputravel/crypto.h>
+#include <gputravel/device.h>
 #include <gputravel/net.h>
 #include <gputravel/seal.h>
 #include <gputravel/util.h>
@@ -194,5 +195,79 @@ GT_MUST_USE gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded);
 #define GT_HP_FETCH_BYTES 5
 #define GT_HP_TRAVEL_MAX_BYTES (4 + 32 + 2 + 255)
 #define GT_HP_USED_BYTES 12
+
+// ---- a trip served by the trainer itself (docs/cuda.md "The trip with a real GPU") ----------
+// With a cuda (or cpu) device there is no devd: the trainer's process is the far end of the
+// lend / attach / hand-over / RELEASED protocol. The holder decrypts its chunk in its own process
+// (cuda: on its own GPU context with the GPU AES-GCM, handed over by CUDA IPC; cpu: with OpenSSL
+// into a sealed memfd passed over the trip's socket: host memory, no confidentiality at all, for
+// the protocol and the accounting only), the trainer imports it NO_READBACK, trains, releases.
+//
+// Device addresses in the holder protocol's TRAVEL message: "ipc-cuda:<socket path>" (a cuda
+// trainer serves the trip), "ipc-cpu:<socket path>" (a cpu trainer), anything without a scheme
+// is devd's socket path (the sim device). Another "<letters>:" scheme is GT_E_FORMAT.
+#define GT_DEVICE_TRIP_ADDRESS_MAX 256
+// Parses an address strictly: *kind = GT_DEVICE_SIM (devd), GT_DEVICE_CUDA or GT_DEVICE_CPU and
+// the socket path in path (non-empty, fits a Unix socket address). GT_E_FORMAT otherwise.
+GT_MUST_USE gt_err gt_device_trip_address_parse(const char *address, gt_device_kind *kind,
+                                                char *path, size_t cap);
+
+typedef struct gt_device_trip gt_device_trip;  // the trainer's end
+// Trainer: serves one trip on socket_path (mode 0600) for at most lease_ms until the handoff,
+// for holders under agreement_hash. dev: a cpu or cuda device (the importer follows its kind).
+// The trainer's evidence is sim device evidence (<sim root>/devd-identity) and holders are
+// admitted by devd's default policy. *ticket: hand it on over the attested holder channel, then
+// wipe it; address: what goes into TRAVEL (address_cap >= GT_DEVICE_TRIP_ADDRESS_MAX).
+// peer_fd (-1: none): the holder channel's socket; if it turns readable before the holder
+// attaches (it refused on the channel, or left), the wait ends at once with GT_E_PEER.
+GT_MUST_USE gt_err gt_device_trip_lend(gt_device_trip **trip, gt_device *dev,
+                                       const char *socket_path, uint32_t lease_ms, int peer_fd,
+                                       const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
+                                       uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
+                                       size_t address_cap);
+// Trainer: waits for the holder's attach and handoff of the chunk with AAD aad and `bytes`
+// plaintext bytes; *out: the NO_READBACK import. Failures as gt_ipc_trip_wait (GT_E_TIMEOUT:
+// the lease; GT_E_PEER: the holder left without handing over; GT_E_ARG / GT_E_POLICY /
+// GT_E_FORMAT: a wrong handoff), nothing imported.
+GT_MUST_USE gt_err gt_device_trip_wait(gt_device_trip *trip,
+                                       const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                       uint64_t bytes, gt_dbuf *out);
+// Trainer, while it uses the import: GT_E_PEER when the holder went away (the import is already
+// released; discard what was computed from it).
+GT_MUST_USE gt_err gt_device_trip_check(gt_device_trip *trip);
+// Trainer, done: checks, releases the import (wipe, unmap), says RELEASED, takes the BYE.
+// GT_E_PEER: the holder had gone away first (discard the results).
+GT_MUST_USE gt_err gt_device_trip_release(gt_device_trip *trip);
+void gt_device_trip_close(gt_device_trip *trip);  // releases what is still held; NULL is fine
+
+typedef struct gt_device_trip_carrier gt_device_trip_carrier;  // the holder's end
+// Holder: attaches to the trip at address (ipc-cuda: or ipc-cpu:; devd's path is GT_E_ARG) with
+// the ticket: the attested handshake (opt: its evidence, its appraisal of the trainer's device
+// evidence, the agreement hash), then ATTACH. Nothing is loaded yet.
+GT_MUST_USE gt_err gt_device_trip_attach(gt_device_trip_carrier **carrier, const char *address,
+                                         const gt_device_sim_options *opt,
+                                         const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+// Holder: the trainer's device measurement, as gt_device_sim_measurement (GT_E_NOTFOUND when a
+// custom appraise hook judged it).
+GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
+                                              uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
+// Holder: opens its sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its
+// own process (cuda trainer: on this holder's GPU, which needs a build with CUDA, else
+// GT_E_UNSUPPORTED with the reason; cpu trainer: OpenSSL into a sealed memfd) and hands it over.
+// On failure the trip connection is closed at once (the trainer's wait ends) and the buffer is
+// wiped and freed; the carrier still has to be closed.
+GT_MUST_USE gt_err gt_device_trip_hand_over(gt_device_trip_carrier *carrier,
+                                            const uint8_t *ct_and_tag, uint64_t len,
+                                            const uint8_t iv[12],
+                                            const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                            const uint8_t key[32]);
+// Holder, after a hand-over: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees
+// its buffer, says BYE and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT:
+// it kept the buffer too long. The buffer is freed whatever the result.
+GT_MUST_USE gt_err gt_device_trip_carrier_finish(gt_device_trip_carrier *carrier,
+                                                 int timeout_ms);
+// Holder: ends the trip without (or without waiting after) a hand-over: BYE, buffer wiped and
+// freed, carrier freed. NULL is fine.
+void gt_device_trip_carrier_close(gt_device_trip_carrier *carrier);
 
 #endif

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <gputravel/device.h>
+#include <gputravel/devd.h>
 
 #include <getopt.h>
 #include <signal.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cuda_backend.h"
+#include <gputravel/device_cuda.h>
 
 // Handle = generation << 32 | (slot + 1): a freed slot's old handle never resolves again.
 typedef struct {

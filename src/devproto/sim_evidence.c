@@ -1,4 +1,4 @@
-// The sim device's identity and evidence (layout in sim_evidence.h), and the default hooks.
+// The sim device's identity and evidence (layout in devproto.h), and the default hooks.
 #include <gputravel/devproto.h>
 
 #include <errno.h>

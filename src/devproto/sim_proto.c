@@ -1,4 +1,4 @@
-// The sim device's wire protocol: writers and parsers for every message (layouts in sim_proto.h).
+// The sim device's wire protocol: writers and parsers for every message (layouts in devproto.h).
 // Parsers read only through gt_reader and accept each type only at its exact size.
 #include <gputravel/devproto.h>
 

@@ -1,5 +1,5 @@
-// The server end of the sim device handshake (sim_server.h), used by devd and by a trainer that
-// serves a trip itself (ipc_trip.c).
+// The server end of the sim device handshake (devproto.h), used by devd and by a trainer that
+// serves a trip itself (trip_ipc.c).
 #include <gputravel/devproto.h>
 
 #include <stdlib.h>

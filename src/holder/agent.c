@@ -349,7 +349,7 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
                             gt_device **out, double *attested_at,
                             gt_device_trip_carrier **carrier)
 {
-    // "ipc-cuda:" / "ipc-cpu:": a trip the trainer serves itself (holder/trip.c)
+    // "ipc-cuda:" / "ipc-cpu:": a trip the trainer serves itself (src/holder/trip_carry.c)
     GT_TRY(gt_holder_trip_attach(a->cfg.agreement, ticket, socket, carrier));
     if (*carrier != NULL) {
         trip_hook(a, "attached", UINT32_MAX);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 
 static bool have_gpu;
 static char gpu_why[256];

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 #include <gputravel/kernels.h>
 
 #define NFLOATS ((1u << 18) + 3)

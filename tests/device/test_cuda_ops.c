@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 #include <gputravel/kernels.h>
 
 static bool have_gpu;

@@ -1,4 +1,4 @@
-// Fuzz target: every parser of the sim device protocol (sim_proto.h) and the device evidence
+// Fuzz target: every parser of the sim device protocol (devproto.h) and the device evidence
 // bundle. The first byte picks the parser; the rest is its input. A parser may fail, never crash,
 // and what parses must re-serialise to the same bytes.
 #include <stdint.h>

@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 
 static bool have_gpu;
 static char gpu_why[256];

@@ -1,9 +1,9 @@
-// A trip served by the trainer itself (device/ipc_trip.h; docs/cuda.md "Travelling with a real
+// A trip served by the trainer itself (travel/trip_ipc.h; docs/cuda.md "Travelling with a real
 // GPU"), on the CPU: the trainer (this process, a cpu device) lends, a holder (a forked child)
 // attaches with the ticket over the attested handshake, decrypts its sealed chunk into memory it
 // exports, and hands the buffer over with RETURN_IPC; the trainer imports it NO_READBACK, runs a
 // kernel on it, releases it and says RELEASED. The GPU step (CUDA IPC) is replaced by the cpu
-// trainer's host-memory handoff (host_trip.c: a sealed memfd over SCM_RIGHTS). Also:
+// trainer's host-memory handoff (trip_host.c: a sealed memfd over SCM_RIGHTS). Also:
 // wrong ticket, other agreement, tampered chunk, wrong size, wrong chunk, lease expiry before and
 // after attach, and a holder that vanishes while its buffer is in use. Then device.h's public
 // wrapper (gt_device_trip_*): strict device addresses, a full cpu trip through lend / carry /
@@ -14,6 +14,7 @@
 
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
+#include <gputravel/travel.h>
 
 #include <fcntl.h>
 #include <math.h>
@@ -26,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/host_trip.h"
-#include "device/ipc_trip.h"
+#include "travel/trip_host.h"
+#include "travel/trip_ipc.h"
 #include <gputravel/kernels.h>
 
 #define NFLOATS 50000u
@@ -186,7 +187,7 @@ static int reap(pid_t pid)
     return WEXITSTATUS(status);
 }
 
-// ---- the trainer's importer: host_trip.c's (a sealed memfd for CUDA IPC), counted ----------
+// ---- the trainer's importer: trip_host.c's (a sealed memfd for CUDA IPC), counted ----------
 
 typedef struct {
     gt_device *dev;

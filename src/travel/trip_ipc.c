@@ -1,7 +1,7 @@
-// A trip served by the trainer itself (ipc_trip.h; docs/cuda.md "Travelling with a real GPU"):
+// A trip served by the trainer itself (trip_ipc.h; docs/cuda.md "Travelling with a real GPU"):
 // devd's lend / attach / return protocol with the handoff of a holder's GPU buffer (CUDA IPC) in
 // place of LOAD_SEALED. Messages, handshake and records are sim_proto.c's and sim_server.c's.
-#include "ipc_trip.h"
+#include "trip_ipc.h"
 
 #include <gputravel/devproto.h>
 
@@ -415,7 +415,7 @@ gt_err gt_ipc_trip_attach(gt_sim_conn *c, const char *socket_path,
                           const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     GT_TRY(gt_sim_conn_open(c, socket_path, opt));
-    gt_err err = gt_device_sim_impl_attach(c, ticket);
+    gt_err err = gt_sim_conn_attach(c, ticket);
     if (!gt_is_ok(err)) {
         gt_sim_conn_close(c);
     }

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/cuda_trip.h"
+#include "travel/cuda_trip.h"
 #include <gputravel/kernels.h>
 
 #define NFLOATS (16u << 20)  // a 64 MiB chunk

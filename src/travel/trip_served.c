@@ -1,10 +1,12 @@
 // A trip served by the trainer itself, behind device.h's public API (gt_device_trip_*): the
-// state machine of ipc_trip.c with the importer and the holder's load that fit the trainer's
-// device: CUDA IPC (cuda_trip.c) for a cuda trainer, the host-memory handoff (host_trip.c) for a
+// state machine of trip_ipc.c with the importer and the holder's load that fit the trainer's
+// device: CUDA IPC (cuda_trip.c) for a cuda trainer, the host-memory handoff (trip_host.c) for a
 // cpu trainer.
-#include "ipc_trip.h"
+#include <gputravel/travel.h>
 
-#include "host_trip.h"
+#include "trip_ipc.h"
+
+#include "trip_host.h"
 #ifdef GT_HAVE_CUDA
 #include "cuda_trip.h"
 #endif
@@ -210,7 +212,7 @@ gt_err gt_device_trip_attach(gt_device_trip_carrier **out, const char *address,
 gt_err gt_device_trip_measurement(gt_device_trip_carrier *c,
                                   uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
 {
-    return gt_device_sim_impl_measurement(&c->conn, out);
+    return gt_sim_conn_measurement(&c->conn, out);
 }
 
 gt_err gt_device_trip_hand_over(gt_device_trip_carrier *c, const uint8_t *ct_and_tag,

@@ -1,11 +1,12 @@
 // gputravel devd: the emulated confidential GPU. A separate process that owns all device memory
 // (one arena, reserved and touched once at start, DESIGN.md §4), attests itself with a device
 // identity key certified by a simulated vendor root, and serves one attested session at a time
-// over a Unix socket (protocol: sim_proto.h). Bulk data arrives encrypted in shared bounce slots
+// over a Unix socket (protocol: devproto.h). Bulk data arrives encrypted in shared bounce slots
 // and is decrypted only into the arena; launched ops run on arena memory with devd's own OpenMP
 // threads. Any authentication or protocol failure ends the session, and a session's end (or its
 // client's death) zeroizes every buffer it owned.
-#include "backend.h"
+#include <gputravel/devd.h>
+#include <gputravel/kernels.h>
 #include <gputravel/devproto.h>
 
 #include <errno.h>

@@ -1,7 +1,7 @@
-// The host-memory handoff of a trainer-served trip (host_trip.h): a sealed memfd passed with
+// The host-memory handoff of a trainer-served trip (trip_host.h): a sealed memfd passed with
 // RETURN_IPC, copied into a NO_READBACK cpu buffer. No confidentiality (host memory); it carries
 // the protocol, the checks and the accounting of the CUDA handoff on machines without a GPU.
-#include "host_trip.h"
+#include "trip_host.h"
 
 #include <gputravel/crypto.h>
 

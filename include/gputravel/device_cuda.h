@@ -1,11 +1,12 @@
-// Internal to device/ (GPUTRAVEL_CUDA only): what the cuda backend offers beyond the device API,
+// gputravel/device_cuda.h (GPUTRAVEL_CUDA builds only; it stands apart from device.h so that a CPU
+// build never sees it): what the cuda backend offers beyond the device API,
 // for tests, benches and (later) the travel protocol. docs/cuda.md describes the whole backend.
 //
 // Trusts: the CUDA driver and runtime. Does not trust: an IPC handle's claimed size (checked
 // against the driver's own record of the allocation), ciphertext and tags (the tag is checked
 // before any plaintext is produced on the device).
-#ifndef GT_DEVICE_CUDA_BACKEND_H
-#define GT_DEVICE_CUDA_BACKEND_H
+#ifndef GPUTRAVEL_DEVICE_CUDA_H
+#define GPUTRAVEL_DEVICE_CUDA_H
 
 #include <gputravel/device.h>
 #include <gputravel/util.h>

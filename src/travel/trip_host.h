@@ -1,4 +1,4 @@
-// Internal to device/: the host-memory handoff of a trip served by the trainer (ipc_trip.h) for a
+// Internal to device/: the host-memory handoff of a trip served by the trainer (trip_ipc.h) for a
 // trainer on the cpu device. The holder opens its sealed chunk with OpenSSL in its own process
 // into a sealed memfd and passes the descriptor with RETURN_IPC (SCM_RIGHTS over the trip's Unix
 // socket); the trainer copies it into a NO_READBACK cpu buffer; at RELEASED the holder wipes and
@@ -11,7 +11,7 @@
 #ifndef GT_DEVICE_HOST_TRIP_H
 #define GT_DEVICE_HOST_TRIP_H
 
-#include "ipc_trip.h"
+#include "trip_ipc.h"
 
 // Trainer: the importer for gt_ipc_trip_wait on a cpu device. import: the descriptor must claim
 // exactly the chunk's size (GT_E_ARG), a memfd must come with it (GT_E_FORMAT), sealed against

@@ -1,7 +1,7 @@
 // Internal to device/: a trip served by the trainer itself (docs/cuda.md "Travelling with a real
 // GPU"). With --device cuda the trainer process owns the GPU context, so it, not devd, is the
-// far end of the lend / attach / return protocol: the same messages (sim_proto.h), the same
-// attested handshake (sim_server.h), ticket and lease as devd's trips. The holder loads and
+// far end of the lend / attach / return protocol: the same messages (devproto.h), the same
+// attested handshake (devproto.h), ticket and lease as devd's trips. The holder loads and
 // decrypts its chunk in its own GPU context and hands the buffer over (RETURN_IPC with the
 // 72-byte descriptor); the trainer imports it NO_READBACK, uses it, releases it (wipe) and says
 // RELEASED, after which the holder frees its allocation.
@@ -17,7 +17,7 @@
 #ifndef GT_DEVICE_IPC_TRIP_H
 #define GT_DEVICE_IPC_TRIP_H
 
-#include "sim_client.h"
+#include <gputravel/device.h>
 #include <gputravel/devproto.h>
 
 // The GPU step on the trainer's side.
@@ -80,7 +80,7 @@ GT_MUST_USE gt_err gt_ipc_trip_attach(gt_sim_conn *c, const char *socket_path,
                                       const gt_device_sim_options *opt,
                                       const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 // Holder: RETURN_IPC with the exported buffer's descriptor and the chunk's AAD (attach_fd, when
-// >= 0, goes with it over SCM_RIGHTS: the host-memory handoff of host_trip.h); the trainer's
+// >= 0, goes with it over SCM_RIGHTS: the host-memory handoff of trip_host.h); the trainer's
 // STATUS (its import's result) is the result.
 GT_MUST_USE gt_err gt_ipc_trip_hand_over(gt_sim_conn *c, const uint8_t ipc[GT_SIM_IPC_DESC_BYTES],
                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], int attach_fd);

@@ -1,10 +1,10 @@
 // Internal to device/ (GPUTRAVEL_CUDA only): the GPU steps of a trip served by the trainer
-// itself (ipc_trip.h; docs/cuda.md "Travelling with a real GPU").
+// itself (trip_ipc.h; docs/cuda.md "Travelling with a real GPU").
 #ifndef GT_DEVICE_CUDA_TRIP_H
 #define GT_DEVICE_CUDA_TRIP_H
 
-#include "cuda_backend.h"
-#include "ipc_trip.h"
+#include <gputravel/device_cuda.h>
+#include "trip_ipc.h"
 
 // Trainer: the importer for gt_ipc_trip_wait on the trainer's cuda device. import: the
 // descriptor (gt_cuda_ipc_desc wire form, read through gt_reader at its exact size) must claim
