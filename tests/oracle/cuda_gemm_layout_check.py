@@ -1,6 +1,7 @@
-# Checks, without a GPU, the cuBLAS calls of src/device/ops_cuda.cu: emulates column-major
-# (strided batched) sgemm on flat arrays, replays each call with its exact arguments, and compares
-# with row-major math; then composes attention forward/backward as ops_cuda.cu does and compares
+# Checks, without a GPU, the cuBLAS calls of src/kernels/cuda/matmul.cu and attention.cu: emulates
+# column-major (strided batched) sgemm on flat arrays, replays each call with its exact arguments,
+# and compares with row-major math; then composes attention forward/backward as attention.cu does
+# and compares
 # with a port of the cpu kernel loops. Run: python3 tests/oracle/cuda_gemm_layout_check.py
 import numpy as np
 rng = np.random.default_rng(1)
@@ -66,7 +67,7 @@ batched('N', 'T', hs, T, T, 1.0, q.ravel(), hs, T*hs, dpre.ravel(), T, T*T, 0.0,
 assert np.allclose(dk.reshape(batch, T, hs), dpre.transpose(0, 2, 1) @ q)
 print("all cuBLAS call layouts check out")
 
-# Whole attention forward/backward as ops_cuda.cu composes it vs the cpu kernel's loops.
+# Whole attention forward/backward as attention.cu composes it vs the cpu kernel's loops.
 B, T, NH, hs = 2, 5, 3, 4
 C = NH*hs
 inp = rng.standard_normal((B, T, 3*C)); dout = rng.standard_normal((B, T, C))

@@ -1,6 +1,7 @@
-// device/: the cuda backend against the cpu backend, op by op, on random inputs of odd shapes,
-// plus the backend's buffer policy and its token checks. Every case is skipped (and the program
-// exits 77, which CTest reports as skipped) where no usable GPU is present.
+// kernels/ (through the cuda device): the cuda kernels against the cpu kernels, op by op, on
+// random inputs of odd shapes, plus the cuda backend's buffer policy and its token checks. Every
+// case is skipped (and the program exits 77, which CTest reports as skipped) where no usable GPU
+// is present.
 //
 // Tolerance: both backends compute in fp32 with different summation orders, so each output
 // element may differ by a few ulps times the length of its reduction (<= 128 terms here). We

@@ -1,4 +1,4 @@
-// device/: the cpu backend (buffer table, policy, ranges) and every kernel's backward against
+// kernels/ (through the cpu device): the cpu backend (buffer table, policy, ranges) and every kernel's backward against
 // central finite differences of a scalar objective, plus the op size checks.
 #include "testlib.h"
 

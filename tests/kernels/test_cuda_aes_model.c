@@ -1,4 +1,4 @@
-// device/: the GPU AES-256-GCM kernel's own code, run on the host (gt_cuda_aes_gcm_host_model),
+// kernels/: the GPU AES-256-GCM kernel's own code, run on the host (gt_cuda_aes_gcm_host_model),
 // against OpenSSL (gt_aead_seal) and FIPS-197. Needs no GPU: it checks the cipher, the GHASH
 // chunking and the counter layout that the kernel uses, so that a later GPU run only has to
 // confirm the launch plumbing (test_cuda_aes_gcm.c).
