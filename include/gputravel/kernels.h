@@ -180,7 +180,8 @@ typedef struct {  // out (N,OC)= inp (N,C) @ weight (OC,C)^T + bias (OC; NULL fo
     int N, C, OC;
 } gt_matmul_fwd_args;
 
-typedef struct {  // dinp (N,C) = (+= with dinp_accumulate), dweight (OC,C)+=, dbias (OC)+= (or NULL)
+// dinp (N,C) = (+= with dinp_accumulate), dweight (OC,C)+=, dbias (OC)+= (or NULL)
+typedef struct {
     float *dinp, *dweight, *dbias;
     const float *dout, *inp, *weight;  // (N,OC), (N,C), (OC,C)
     int N, C, OC, dinp_accumulate;

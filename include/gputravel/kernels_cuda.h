@@ -9,7 +9,8 @@
 // Launchers take the cpu kernel's arguments (src/kernels/cpu_kernels.c) after a gt_cuda_ctx,
 // outputs first, then inputs, then shapes (STYLE.md §1, §6). They are asynchronous on
 // ctx->stream and trust their inputs: gt_ops_cuda_run has checked every pointer range
-// (gt_op_ref_sizes) and every token before calling them. Precision: plain fp32 everywhere, cuBLAS with CUBLAS_DEFAULT_MATH (no TF32).
+// (gt_op_ref_sizes) and every token before calling them. Precision: plain fp32 everywhere,
+// cuBLAS with CUBLAS_DEFAULT_MATH (no TF32).
 //
 // Legend: B = batch, T = time, C = channels, NH = heads, hs = C/NH, OC = output channels,
 // N = rows (B*T) or elements, V = real vocab, Vp = padded vocab, maxT = positions.
@@ -52,7 +53,7 @@ const char *gt_cuda_first_bad_i32(gt_cuda_ctx *cx, size_t *first_bad, const int3
 const char *gt_cuda_first_bad_u16(gt_cuda_ctx *cx, size_t *first_bad, const uint16_t *x,
                                   size_t n, int64_t V);
 
-// ---- kernels (semantics: kernels.h and cpu_kernels.c; "+=" accumulates, "=" overwrites) ---------------
+// ---- kernels (semantics: kernels.h and cpu_kernels.c; "+=" accumulates, "=" overwrites) ------
 // out (B,T,C)=; inp i32 (B,T); wte (Vp,C); wpe (maxT,C)
 const char *gt_cuda_encoder_forward(gt_cuda_ctx *cx, float *out, const int32_t *inp,
                                     const float *wte, const float *wpe, int B, int T, int C);
@@ -132,7 +133,7 @@ const char *gt_cuda_aes_gcm_ctr(gt_cuda_ctx *cx, uint8_t *pt, const uint8_t *ct,
 }
 #endif
 
-// ---- the cuda executor (src/kernels/cuda/dispatch.c; C callers only) ---------------------------
+// ---- the cuda executor (src/kernels/cuda/dispatch.c; C callers only) -------------------------
 // Decodes the op (gt_op_decode) with the backend's resolver, refuses refs not aligned to their
 // element size (a misaligned access would poison the context), checks every token against V on
 // the device, then queues the kernel on cx->stream.

@@ -1,8 +1,9 @@
 // The cuda backend: device memory is GPU memory (one cudaMalloc per buffer, zeroed like fresh
 // HBM), handles index a buffer table exactly as the cpu backend's do, and gt_device_launch checks
 // every ref against the op's shapes (gt_op_ref_sizes) and every token against V on the device
-// before a kernel runs (gt_ops_cuda_run, src/kernels/cuda/). Work is queued on one stream; copy_in/copy_out/free and
-// the token checks wait for it, launches and memsets do not (gt_device_sync does).
+// before a kernel runs (gt_ops_cuda_run, src/kernels/cuda/). Work is queued on one stream;
+// copy_in/copy_out/free and the token checks wait for it, launches and memsets do not
+// (gt_device_sync does).
 //
 // Policy as every backend: NO_READBACK buffers refuse copy_out; free and close wipe.
 #include <gputravel/device.h>

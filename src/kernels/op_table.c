@@ -265,8 +265,8 @@ static gt_err check_ints(const gt_op_descriptor *d, const int64_t *in)
             GT_ENSURE(in[a] <= in[b], GT_E_ARG, "%s: %s %lld > %s %lld", d->name, r->a,
                       (long long)in[a], r->b, (long long)in[b]);
         } else {
-            GT_ENSURE(in[a] != 0 && in[b] % in[a] == 0, GT_E_ARG, "%s: %s %lld not a multiple of %s %lld",
-                      d->name, r->b, (long long)in[b], r->a, (long long)in[a]);
+            GT_ENSURE(in[a] != 0 && in[b] % in[a] == 0, GT_E_ARG,
+                      "%s: %s %lld not a multiple of %s %lld", d->name, r->b, (long long)in[b], r->a, (long long)in[a]);
         }
     }
     return GT_OK;
@@ -347,9 +347,11 @@ static gt_op make(uint32_t kind, const gt_dref *refs, int nrefs, const int64_t *
     return op;
 }
 
-#define REFS(...) (const gt_dref[]){__VA_ARGS__}, (int)(sizeof((gt_dref[]){__VA_ARGS__}) / sizeof(gt_dref))
-#define INTS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define FLOATS(...) (const float[]){__VA_ARGS__}, (int)(sizeof((float[]){__VA_ARGS__}) / sizeof(float))
+// An array and its length, from the builder's arguments.
+#define LIST(type, ...) (const type[]){__VA_ARGS__}, (int)(sizeof((type[]){__VA_ARGS__}) / sizeof(type))
+#define REFS(...) LIST(gt_dref, __VA_ARGS__)
+#define INTS(...) LIST(int64_t, __VA_ARGS__)
+#define FLOATS(...) LIST(float, __VA_ARGS__)
 #define NO_FLOATS NULL, 0
 
 gt_op gt_op_encoder_fwd(gt_dref out, gt_dref inp, gt_dref wte, gt_dref wpe, int64_t B, int64_t T,
