@@ -24,6 +24,7 @@ typedef struct {
     char dir[512];
     char sock[600];
     pid_t devd;
+    gt_device *dev;  // the open device of the running case (closed by case_teardown if it fails)
 } backend;
 
 static int setup_cpu(void **state)
@@ -81,7 +82,23 @@ static gt_device *open_dev(void **state)
                             .socket_path = b->sock};
     gt_device *dev = NULL;
     GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    b->dev = dev;
     return dev;
+}
+
+static void close_dev(void **state)
+{
+    backend *b = *state;
+    gt_device_close(b->dev);
+    b->dev = NULL;
+}
+
+// A case that fails midway leaves its device open; closing it here keeps devd free for the
+// next case (devd serves one session at a time), so one failure does not fail the rest.
+static int case_teardown(void **state)
+{
+    close_dev(state);
+    return 0;
 }
 
 static gt_dbuf alloc(gt_device *dev, uint64_t bytes, uint32_t flags)
@@ -116,7 +133,7 @@ static void alloc_zero_and_too_many_bytes(void **state)
     assert_int_equal(h, 0);
     h = alloc(dev, LIMIT, 0);  // the whole device is fine
     GT_ASSERT_OK(gt_device_free(dev, h));
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 static void memory_limit(void **state)
@@ -144,7 +161,7 @@ static void memory_limit(void **state)
     assert_int_equal(sz, 1);  // ... but is the size asked for
     GT_ASSERT_CODE(gt_device_alloc(dev, LIMIT - 63, 0, &c), GT_E_LIMIT);
     b = alloc(dev, LIMIT - 64, 0);
-    gt_device_close(dev);  // frees a and b
+    close_dev(state);  // frees a and b
 }
 
 // ---- handles -----------------------------------------------------------------------------------
@@ -187,7 +204,7 @@ static void free_twice_and_stale_handles(void **state)
     }
     GT_ASSERT_OK(gt_device_free(dev, b));
     assert_dead(dev, b);
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 static void buf_size(void **state)
@@ -201,7 +218,7 @@ static void buf_size(void **state)
     assert_int_equal(sz, 12345);
     GT_ASSERT_OK(gt_device_free(dev, a));
     GT_ASSERT_OK(gt_device_free(dev, b));
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 // ---- ranges ------------------------------------------------------------------------------------
@@ -251,7 +268,7 @@ static void ranges(void **state)
     GT_ASSERT_OK(gt_device_copy_out(dev, got, a, 0, 100));
     assert_memory_equal(got, want, 100);
     GT_ASSERT_OK(gt_device_free(dev, a));
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 static void no_readback(void **state)
@@ -286,7 +303,7 @@ static void no_readback(void **state)
     GT_ASSERT_OK(gt_device_free(dev, s));
     GT_ASSERT_CODE(gt_device_copy_out(dev, got, s, 0, 4), GT_E_NOTFOUND);  // handle before policy
     GT_ASSERT_OK(gt_device_free(dev, out));
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 // ---- launch ------------------------------------------------------------------------------------
@@ -338,7 +355,7 @@ static void launch_bad_refs(void **state)
     }
     GT_ASSERT_OK(gt_device_free(dev, inp));
     GT_ASSERT_OK(gt_device_free(dev, out));
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 // ---- close -------------------------------------------------------------------------------------
@@ -359,7 +376,7 @@ static void close_wipes_everything(void **state)
         assert_int_equal(before.bytes_in_use, LIMIT);
         assert_int_equal(before.buffers_live, 4);
     }
-    gt_device_close(dev);  // never freed one by one
+    close_dev(state);  // never freed one by one
     // Everything was released: the whole device can be had again, and it reads as zero. On sim
     // that is the wipe itself (devd hands out arena memory without clearing it: its free space
     // is zero because free and session end wipe); cpu and cuda zero every new buffer as well.
@@ -381,20 +398,20 @@ static void close_wipes_everything(void **state)
     }
     free(back);
     free(pat);
-    gt_device_close(dev);
+    close_dev(state);
 }
 
 int main(void)
 {
     const struct CMUnitTest cases[] = {
-        cmocka_unit_test(alloc_zero_and_too_many_bytes),
-        cmocka_unit_test(memory_limit),
-        cmocka_unit_test(free_twice_and_stale_handles),
-        cmocka_unit_test(buf_size),
-        cmocka_unit_test(ranges),
-        cmocka_unit_test(no_readback),
-        cmocka_unit_test(launch_bad_refs),
-        cmocka_unit_test(close_wipes_everything),
+        cmocka_unit_test_teardown(alloc_zero_and_too_many_bytes, case_teardown),
+        cmocka_unit_test_teardown(memory_limit, case_teardown),
+        cmocka_unit_test_teardown(free_twice_and_stale_handles, case_teardown),
+        cmocka_unit_test_teardown(buf_size, case_teardown),
+        cmocka_unit_test_teardown(ranges, case_teardown),
+        cmocka_unit_test_teardown(no_readback, case_teardown),
+        cmocka_unit_test_teardown(launch_bad_refs, case_teardown),
+        cmocka_unit_test_teardown(close_wipes_everything, case_teardown),
     };
     int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
     rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);
