@@ -213,6 +213,16 @@ static void buf_release(devd *d, gt_dbuf h, gt_buftab_entry *e)
     gt_buftab_release(d->tab, h);
 }
 
+// The same for a buffer found before a long transfer, looked up again: a failed load releases
+// it only if it is still there.
+static void buf_release_again(devd *d, gt_dbuf h, uint64_t owner)
+{
+    gt_buftab_entry *e = NULL;
+    if (gt_is_ok(gt_buftab_find(d->tab, h, owner, &e))) {
+        buf_release(d, h, e);
+    }
+}
+
 static gt_err buf_free(devd_session *s, uint64_t handle)
 {
     gt_buftab_entry *e = NULL;
@@ -705,7 +715,7 @@ static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
     if (!gt_is_ok(st)) {
         return GT_OK;
     }
-    uint64_t handle = req->handle;
+    uint64_t handle = req->handle, owner = b->owner;
     uint64_t total = req->len + GT_AEAD_TAG_BYTES, sb = d->slot_bytes;
     uint64_t n = chunk_count(total, sb);
     uint8_t *dst = d->arena + b->at.offset + req->offset;
@@ -753,7 +763,7 @@ out:
     gt_aead_stream_free(as);
     gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
     if (!gt_is_ok(err) || auth_failed) {
-        buf_release(d, handle, b);  // nothing unauthenticated stays in device memory
+        buf_release_again(d, handle, owner);  // nothing unauthenticated stays in device memory
     }
     if (!gt_is_ok(err)) {
         return err;  // protocol or channel failure: the trip fails
@@ -819,7 +829,7 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
         }
         return send_status(h, s);
     }
-    uint64_t handle = req->handle;
+    uint64_t handle = req->handle, owner = b->owner;
     uint8_t *dst = d->arena + b->at.offset + req->offset;
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     gt_aead_stream *as = NULL;
@@ -840,7 +850,7 @@ out:
     close(fd);
     gt_aead_stream_free(as);
     if (!gt_is_ok(err) || auth_failed) {
-        buf_release(d, handle, b);  // wiped
+        buf_release_again(d, handle, owner);  // wiped
     }
     if (!gt_is_ok(err) || auth_failed) {
         // a file error is the request's, not the channel's: the session goes on
