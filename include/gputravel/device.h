@@ -65,6 +65,121 @@ GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
 // Waits for launched work to finish (a no-op for synchronous backends).
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 
+// ---- error codes: the same on every backend ---------------------------------------------------
+// alloc, free, buf_size, copy_in, copy_out, memset and launch fail with exactly these codes on
+// cpu, sim (devd's reply code travels unchanged to the client) and cuda; the buffer table below
+// produces the first four, and tests/device/test_device_conformance.c holds every backend to
+// them (docs/device.md has the table with examples).
+//   GT_E_NOTFOUND  the handle is 0, was never issued, was freed (a freed handle never resolves
+//                  again, even once its slot is reused) or is another session's; an op ref that
+//                  names such a handle
+//   GT_E_ARG       a range that leaves the buffer (offset > size or len > size - offset, so an
+//                  offset + len that wraps is refused too); an op ref too short for the op's
+//                  shapes; alloc of 0 bytes or with unknown flags; a malformed op (kind, shape,
+//                  an empty required ref; cuda also refuses a ref misaligned for its element)
+//   GT_E_LIMIT     device memory exhausted: alloc of more than the memory limit, or of more than
+//                  is left under it (sim: or than fits in one hole of devd's arena), or past the
+//                  buffer count limit
+//   GT_E_POLICY    copy_out of a GT_DBUF_NO_READBACK buffer, whatever the range (checked before
+//                  it); on a lent sim device, a holder's call that holders may not make
+//   GT_E_STATE     the sim device is lent (every call but the trip's own), or its session ended
+//   GT_E_FORMAT    a launch whose token data is out of range (the data, not the descriptor)
+//   GT_E_IO        the backend itself failed (a CUDA runtime error; sim: the channel)
+//   GT_E_NOMEM     host memory (the table's own bookkeeping), never device memory
+// A failed call changes nothing: no buffer is allocated, freed or written, and copy_out leaves
+// dst as it was.
+
+// ---- the buffer table, shared by the backends and devd ----------------------------------------
+// One implementation of what every backend's buffers need: opaque handles, sizes, flags,
+// owners, the memory limit, and the checks (lookup, range, copy_out policy) that produce the
+// codes above. The backend owns the memory: it gets it after gt_buftab_alloc succeeded, records
+// where it is in the entry (`at`), and wipes and frees it before gt_buftab_release.
+//
+// Handles are (generation << 32) | (slot + 1): never 0, never an address, and a freed slot's
+// handle never resolves again (a slot whose generation would wrap is retired, never reused).
+// Every entry counts `span` bytes (its size rounded up to GT_BUFTAB_ALIGN) against the limit,
+// on every backend alike. Not thread-safe: one thread per table (a device is used from one
+// thread; devd serves one request at a time). Entry pointers stay valid until the next alloc
+// or import on the same table.
+#define GT_BUFTAB_ALIGN 64u
+#define GT_BUFTAB_MAX_BYTES ((uint64_t)1 << 46)  // the memory limit when none is configured
+#define GT_BUFTAB_MAX_BUFFERS 65536u             // live buffers, when no other count is given
+
+typedef struct gt_buftab gt_buftab;  // opaque
+
+typedef struct {
+    uint64_t bytes;  // as allocated (>= 1)
+    uint64_t span;   // bytes rounded up to GT_BUFTAB_ALIGN
+    uint32_t flags;  // GT_DBUF_*
+    bool foreign;    // memory another process owns (gt_buftab_import): not counted in the limit
+    uint64_t owner;  // who may use it: a devd session id; 0 for the in-process backends
+    union {          // where the memory is: the backend's own business
+        uint8_t *host;    // cpu: 64-byte aligned host memory of span bytes
+        uint8_t *device;  // cuda: cudaMalloc'd, or mapped by CUDA IPC when foreign
+        uint64_t offset;  // devd: byte offset of the buffer in the arena
+    } at;
+    union {  // room for a backend's own fields; zero when the entry is made
+        struct {
+            uint64_t trip;    // the holder session that allocated it on a trip (0: none)
+            uint64_t loaded;  // end of the furthest chunk authenticated into it on that trip
+        } devd;
+    } ext;
+    // Labels (DESIGN.md §4) will be one more field here, the set of holders whose data the
+    // buffer holds: set by alloc and load, joined by launch, checked by gt_buftab_read_out.
+} gt_buftab_entry;
+
+typedef struct {
+    uint64_t mem_limit;      // bytes (0: GT_BUFTAB_MAX_BYTES; larger values are capped to it)
+    uint32_t max_buffers;    // live buffers at once (0: GT_BUFTAB_MAX_BUFFERS)
+    const char *limit_hint;  // how a user raises the limit, for messages (NULL: "mem_limit")
+} gt_buftab_config;
+
+// An empty table (GT_E_NOMEM). cfg is copied; limit_hint must outlive the table.
+GT_MUST_USE gt_err gt_buftab_new(gt_buftab **tab, const gt_buftab_config *cfg);
+// Frees the table only: release (wipe, free) every entry's memory first. NULL is fine.
+void gt_buftab_free(gt_buftab *tab);
+
+// A new entry of `bytes` for owner: GT_E_ARG (0 bytes, unknown flags), GT_E_LIMIT (over the
+// limit, nothing left under it, too many buffers), GT_E_NOMEM (the table cannot grow). On
+// success *h and *e are set, `at` and `ext` are zero and the span counts; a backend that then
+// cannot get the memory calls gt_buftab_release(h). On failure *h = 0, *e = NULL.
+GT_MUST_USE gt_err gt_buftab_alloc(gt_buftab *tab, uint64_t bytes, uint32_t flags,
+                                   uint64_t owner, gt_dbuf *h, gt_buftab_entry **e);
+// The same for memory that another process owns (a CUDA IPC import): foreign, not counted
+// against the limit (it is the exporter's), but counted among the buffers; no size limit here
+// (the importer checks the claim against the real allocation).
+GT_MUST_USE gt_err gt_buftab_import(gt_buftab *tab, uint64_t bytes, uint32_t flags,
+                                    uint64_t owner, gt_dbuf *h, gt_buftab_entry **e);
+// Ends a live entry (the backend has wiped and freed its memory): the span no longer counts and
+// h never resolves again. h must be live (misuse asserts).
+void gt_buftab_release(gt_buftab *tab, gt_dbuf h);
+
+// The live entry of h owned by owner, else GT_E_NOTFOUND (one message whatever the reason, so
+// another session's handles are indistinguishable from unknown ones).
+GT_MUST_USE gt_err gt_buftab_find(const gt_buftab *tab, gt_dbuf h, uint64_t owner,
+                                  gt_buftab_entry **e);
+// GT_E_NOTFOUND for h, for a backend's own visibility rules (devd: a holder sees only its trip).
+GT_MUST_USE gt_err gt_buftab_notfound(gt_dbuf h);
+// GT_E_ARG unless [offset, offset + len) lies within the entry (overflow-safe; len 0 at offset
+// == bytes is fine). what names the access in the message ("copy_in", "op operand").
+GT_MUST_USE gt_err gt_buftab_range(const gt_buftab_entry *e, gt_dbuf h, uint64_t offset,
+                                   uint64_t len, const char *what);
+// find, then range: what every write and every op operand goes through.
+GT_MUST_USE gt_err gt_buftab_access(const gt_buftab *tab, gt_dbuf h, uint64_t owner,
+                                    uint64_t offset, uint64_t len, const char *what,
+                                    gt_buftab_entry **e);
+// The one door out (copy_out): find, then GT_E_POLICY for a NO_READBACK buffer whatever the
+// range, then range.
+GT_MUST_USE gt_err gt_buftab_read_out(const gt_buftab *tab, gt_dbuf h, uint64_t owner,
+                                      uint64_t offset, uint64_t len, gt_buftab_entry **e);
+
+// Iteration over live entries in slot order: start with *cursor = 0; returns NULL at the end.
+// Releasing the entry just returned is allowed; allocating during the walk is not.
+gt_buftab_entry *gt_buftab_next(const gt_buftab *tab, size_t *cursor, gt_dbuf *h);
+uint64_t gt_buftab_used(const gt_buftab *tab);    // counted spans of the live entries
+uint64_t gt_buftab_limit(const gt_buftab *tab);   // the effective memory limit
+size_t gt_buftab_live(const gt_buftab *tab);      // live entries, foreign ones included
+
 // ---- sim device: gputravel devd and its attested session --------------------------------------
 // The session's parameters and evidence hooks (gt_device_attester, gt_device_sim_options) are
 // the device protocol's: devproto.h. The sizes below are the protocol's, under the device API's

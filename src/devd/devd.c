@@ -9,6 +9,7 @@
 #include <gputravel/kernels.h>
 #include <gputravel/devproto.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,7 +21,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define DEVD_ALIGN 64u
 #define DEVD_MAX_BUFFERS 65536u
 #define DEVD_STAGE_BYTES (256u * 1024)
 #define DEVD_DEFAULT_SLOTS 4u
@@ -30,16 +30,10 @@
 #define DEVD_MAX_PARKED 8          // holders' sessions kept between trips (RETURN_STAY)
 #define DEVD_PARK_MAX_S 600.0      // a parked session older than this is ended (fresh handshake)
 
+// Where one buffer lies in the arena: [off, off + span).
 typedef struct {
-    uint64_t id;     // the handle the owner sees
-    uint64_t owner;  // session id
-    uint64_t off;    // into the arena
-    uint64_t size;   // as requested
-    uint64_t span;   // size rounded up to DEVD_ALIGN
-    uint32_t flags;
-    uint64_t trip;   // holder session that allocated it on a trip (owner is the trainer); 0: none
-    uint64_t loaded; // end of the furthest chunk LOAD_SEALED authenticated into it on that trip
-} devd_buf;
+    uint64_t off, span;
+} devd_extent;
 
 typedef struct devd_session devd_session;
 
@@ -69,10 +63,12 @@ typedef struct {
     gt_sim_admission *admission;
     uint8_t *arena;
     uint64_t arena_bytes;
-    devd_buf *bufs;  // sorted by off
-    size_t nbufs, cap_bufs;
-    uint64_t next_handle;
-    uint64_t used;
+    // Buffers: handles, owners (session ids), sizes and the limit (the arena) in the shared
+    // table (device.h); entries' at.offset into the arena, ext.devd the trip fields. Holder
+    // buffers on a trip are owned by the lending trainer with ext.devd.trip = the holder.
+    gt_buftab *tab;
+    devd_extent *extents;  // every live buffer's place, sorted by off (first-fit placement)
+    size_t nextents, cap_extents;
     uint64_t sessions;
     uint64_t bytes_wiped;
     int listen_fd;
@@ -104,115 +100,152 @@ struct devd_session {
 
 // ---- memory -----------------------------------------------------------------------------------
 
-static gt_err buf_find(devd_session *s, uint64_t handle, devd_buf **out)
+// What a session sees: its own buffers; a holder only those it allocated on this trip (owned by
+// the lending trainer). Anything else is GT_E_NOTFOUND, as an unknown handle is.
+static gt_err buf_find(devd_session *s, uint64_t handle, gt_buftab_entry **out)
 {
     devd *d = s->d;
-    for (size_t i = 0; i < d->nbufs; i++) {
-        // a holder sees only what it allocated on this trip (owned by the lending trainer)
-        bool mine = s->holder ? d->bufs[i].owner == d->trip.trainer && d->bufs[i].trip == s->id
-                              : d->bufs[i].owner == s->id;
-        if (d->bufs[i].id == handle && mine) {
-            *out = &d->bufs[i];
-            return GT_OK;
-        }
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(d->tab, handle, s->holder ? d->trip.trainer : s->id, &e));
+    if (s->holder && e->ext.devd.trip != s->id) {
+        return gt_buftab_notfound(handle);
     }
-    return gt_errf(GT_E_NOTFOUND, "device: no buffer 0x%llx in this session",
-                   (unsigned long long)handle);
+    *out = e;
+    return GT_OK;
 }
 
-static gt_err range_check(const devd_buf *b, uint64_t off, uint64_t len, const char *what)
+static gt_err buf_access(devd_session *s, uint64_t handle, uint64_t off, uint64_t len,
+                         const char *what, gt_buftab_entry **out)
 {
-    GT_ENSURE(off <= b->size && len <= b->size - off, GT_E_LIMIT,
-              "device: %s of %llu bytes at offset %llu outside buffer 0x%llx (%llu bytes)", what,
-              (unsigned long long)len, (unsigned long long)off, (unsigned long long)b->id,
-              (unsigned long long)b->size);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(buf_find(s, handle, &e));
+    GT_TRY(gt_buftab_range(e, handle, off, len, what));
+    *out = e;
     return GT_OK;
+}
+
+// First fit: the lowest hole of span bytes between the extents, else GT_E_LIMIT.
+static gt_err arena_place(devd *d, uint64_t span, uint64_t *off)
+{
+    uint64_t prev_end = 0;
+    size_t at = d->nextents;
+    for (size_t i = 0; i < d->nextents; i++) {
+        if (d->extents[i].off - prev_end >= span) {
+            at = i;
+            break;
+        }
+        prev_end = d->extents[i].off + d->extents[i].span;
+    }
+    if (at == d->nextents) {
+        char want[32], used[32], limit[32];
+        gt_format_size(want, sizeof want, span);
+        gt_format_size(used, sizeof used, gt_buftab_used(d->tab));
+        gt_format_size(limit, sizeof limit, d->arena_bytes);
+        GT_ENSURE(d->arena_bytes - prev_end >= span, GT_E_LIMIT,
+                  "device memory exhausted: no hole of %s left, %s of %s in use "
+                  "(raise devd --mem-limit)", want, used, limit);
+    }
+    if (d->nextents == d->cap_extents) {
+        size_t cap = d->cap_extents ? 2 * d->cap_extents : 64;
+        devd_extent *ne = realloc(d->extents, cap * sizeof *ne);
+        GT_ENSURE(ne != NULL, GT_E_NOMEM, "devd: out of memory for the arena's extents");
+        d->extents = ne;
+        d->cap_extents = cap;
+    }
+    memmove(&d->extents[at + 1], &d->extents[at], (d->nextents - at) * sizeof *d->extents);
+    d->extents[at] = (devd_extent){.off = prev_end, .span = span};
+    d->nextents++;
+    *off = prev_end;
+    return GT_OK;
+}
+
+static void arena_unplace(devd *d, uint64_t off)
+{
+    size_t lo = 0, hi = d->nextents;
+    while (lo < hi) {  // the first extent at or after off
+        size_t mid = lo + (hi - lo) / 2;
+        if (d->extents[mid].off < off) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    assert(lo < d->nextents && d->extents[lo].off == off);
+    memmove(&d->extents[lo], &d->extents[lo + 1], (d->nextents - lo - 1) * sizeof *d->extents);
+    d->nextents--;
 }
 
 static gt_err buf_alloc(devd_session *s, uint64_t bytes, uint32_t flags, uint64_t *handle)
 {
     devd *d = s->d;
-    GT_ENSURE(bytes > 0, GT_E_ARG, "device: alloc of 0 bytes");
-    GT_ENSURE((flags & ~(uint32_t)GT_DBUF_NO_READBACK) == 0, GT_E_ARG,
-              "device: unknown buffer flags 0x%x", flags);
-    char want[32], used[32], limit[32];
-    gt_format_size(want, sizeof want, bytes);
-    gt_format_size(used, sizeof used, d->used);
-    gt_format_size(limit, sizeof limit, d->arena_bytes);
-    GT_ENSURE(bytes <= d->arena_bytes, GT_E_LIMIT,
-              "device memory: cannot allocate %s: larger than the device (%s, devd --mem-limit)",
-              want, limit);
-    GT_ENSURE(d->nbufs < DEVD_MAX_BUFFERS, GT_E_LIMIT, "device: %u buffers already allocated",
-              DEVD_MAX_BUFFERS);
+    gt_buftab_entry *e = NULL;
+    gt_dbuf h = 0;
+    // holder data never goes back to any CPU
+    uint32_t f = s->holder && (flags & ~(uint32_t)GT_DBUF_NO_READBACK) == 0
+                     ? flags | GT_DBUF_NO_READBACK
+                     : flags;
+    GT_TRY(gt_buftab_alloc(d->tab, bytes, f, s->holder ? d->trip.trainer : s->id, &h, &e));
+    gt_err err = GT_OK;
     if (s->holder) {
-        size_t mine = 0;
-        for (size_t i = 0; i < d->nbufs; i++) {
-            mine += d->bufs[i].trip == s->id;
+        size_t mine = 0, cursor = 0;
+        gt_dbuf x = 0;
+        for (gt_buftab_entry *o; (o = gt_buftab_next(d->tab, &cursor, &x)) != NULL;) {
+            mine += o->ext.devd.trip == s->id;
         }
-        GT_ENSURE(mine < GT_SIM_MAX_TRIP_BUFFERS, GT_E_LIMIT,
-                  "device: %u buffers already allocated on this trip", GT_SIM_MAX_TRIP_BUFFERS);
-        flags |= GT_DBUF_NO_READBACK;  // holder data never goes back to any CPU
+        GT_ENSURE_GOTO(err, mine < GT_SIM_MAX_TRIP_BUFFERS, fail, GT_E_LIMIT,
+                       "device: %u buffers already allocated on this trip",
+                       GT_SIM_MAX_TRIP_BUFFERS);
+        e->ext.devd.trip = s->id;
     }
-    uint64_t span = (bytes + DEVD_ALIGN - 1) & ~(uint64_t)(DEVD_ALIGN - 1);
-    uint64_t prev_end = 0;
-    size_t at = d->nbufs;
-    for (size_t i = 0; i < d->nbufs; i++) {
-        if (d->bufs[i].off - prev_end >= span) {
-            at = i;
-            break;
-        }
-        prev_end = d->bufs[i].off + d->bufs[i].span;
-    }
-    if (at == d->nbufs) {
-        GT_ENSURE(d->arena_bytes - prev_end >= span, GT_E_LIMIT,
-                  "device memory exhausted: cannot allocate %s, %s of %s in use "
-                  "(raise devd --mem-limit)", want, used, limit);
-    }
-    if (d->nbufs == d->cap_bufs) {
-        size_t cap = d->cap_bufs ? 2 * d->cap_bufs : 64;
-        devd_buf *nb = realloc(d->bufs, cap * sizeof *nb);
-        GT_ENSURE(nb != NULL, GT_E_NOMEM, "devd: out of memory for the buffer table");
-        d->bufs = nb;
-        d->cap_bufs = cap;
-    }
-    memmove(&d->bufs[at + 1], &d->bufs[at], (d->nbufs - at) * sizeof *d->bufs);
-    d->bufs[at] = (devd_buf){.id = d->next_handle++,
-                             .owner = s->holder ? d->trip.trainer : s->id, .off = prev_end,
-                             .size = bytes, .span = span, .flags = flags,
-                             .trip = s->holder ? s->id : 0};
-    d->nbufs++;
-    d->used += span;
-    *handle = d->bufs[at].id;
+    GT_TRY_GOTO(err, arena_place(d, e->span, &e->at.offset), fail);
+    *handle = h;
     return GT_OK;
+fail:
+    gt_buftab_release(d->tab, h);  // nothing was placed, nothing written
+    return err;
 }
 
-// Zeroizes and releases bufs[i]. The arena's free space is therefore always zero.
-static void buf_release(devd *d, size_t i)
+// Zeroizes and releases a buffer. The arena's free space is therefore always zero.
+static void buf_release(devd *d, gt_dbuf h, gt_buftab_entry *e)
 {
-    devd_buf *b = &d->bufs[i];
-    gt_secure_zero(d->arena + b->off, b->span);
-    d->bytes_wiped += b->span;
-    d->used -= b->span;
-    memmove(&d->bufs[i], &d->bufs[i + 1], (d->nbufs - i - 1) * sizeof *d->bufs);
-    d->nbufs--;
+    gt_secure_zero(d->arena + e->at.offset, e->span);
+    d->bytes_wiped += e->span;
+    arena_unplace(d, e->at.offset);
+    gt_buftab_release(d->tab, h);
+}
+
+// The same for a buffer found before a long transfer, looked up again: a failed load releases
+// it only if it is still there.
+static void buf_release_again(devd *d, gt_dbuf h, uint64_t owner)
+{
+    gt_buftab_entry *e = NULL;
+    if (gt_is_ok(gt_buftab_find(d->tab, h, owner, &e))) {
+        buf_release(d, h, e);
+    }
 }
 
 static gt_err buf_free(devd_session *s, uint64_t handle)
 {
-    devd_buf *b = NULL;
-    GT_TRY(buf_find(s, handle, &b));
-    buf_release(s->d, (size_t)(b - s->d->bufs));
+    gt_buftab_entry *e = NULL;
+    GT_TRY(buf_find(s, handle, &e));
+    buf_release(s->d, handle, e);
     return GT_OK;
 }
 
 static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 {
     devd_session *s = ctx;
-    devd_buf *b = NULL;
-    GT_TRY(buf_find(s, ref.buf, &b));
-    GT_TRY(range_check(b, ref.offset, bytes, "op operand"));
-    *ptr = s->d->arena + b->off + ref.offset;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(buf_access(s, ref.buf, ref.offset, bytes, "op operand", &e));
+    *ptr = s->d->arena + e->at.offset + ref.offset;
     return GT_OK;
+}
+
+static gt_sim_stat stat_of(const devd *d)
+{
+    return (gt_sim_stat){.sessions = d->sessions, .bytes_in_use = gt_buftab_used(d->tab),
+                         .bytes_wiped = d->bytes_wiped, .buffers_live = gt_buftab_live(d->tab),
+                         .mem_limit = d->arena_bytes};
 }
 
 // ---- records ----------------------------------------------------------------------------------
@@ -284,11 +317,8 @@ out:
 static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
 {
     devd *d = s->d;
-    devd_buf *b = NULL;
-    gt_err st = buf_find(s, req->handle, &b);
-    if (gt_is_ok(st)) {
-        st = range_check(b, req->offset, req->len, "copy_in");
-    }
+    gt_buftab_entry *b = NULL;
+    gt_err st = buf_access(s, req->handle, req->offset, req->len, "copy_in", &b);
     GT_TRY(send_status(s, st));
     if (!gt_is_ok(st)) {
         return GT_OK;
@@ -296,7 +326,7 @@ static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
     s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
-    uint8_t *dst = d->arena + b->off + req->offset;
+    uint8_t *dst = d->arena + b->at.offset + req->offset;
     for (uint64_t i = 0; i < n; i++) {
         gt_sim_msg m;
         GT_TRY(recv_msg(s, &m));
@@ -321,14 +351,10 @@ static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
 static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
 {
     devd *d = s->d;
-    devd_buf *b = NULL;
+    gt_buftab_entry *b = NULL;
     gt_err st = buf_find(s, req->handle, &b);
-    if (gt_is_ok(st)) {
-        st = range_check(b, req->offset, req->len, "copy_out");
-    }
-    if (gt_is_ok(st) && (b->flags & GT_DBUF_NO_READBACK)) {
-        st = gt_errf(GT_E_POLICY, "device: buffer 0x%llx is NO_READBACK: copy_out refused",
-                     (unsigned long long)b->id);
+    if (gt_is_ok(st)) {  // the door out: NO_READBACK refused whatever the range
+        st = gt_buftab_read_out(d->tab, req->handle, b->owner, req->offset, req->len, &b);
     }
     GT_TRY(send_status(s, st));
     if (!gt_is_ok(st)) {
@@ -337,7 +363,7 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
     s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
-    const uint8_t *src = d->arena + b->off + req->offset;
+    const uint8_t *src = d->arena + b->at.offset + req->offset;
     for (uint64_t i = 0; i < n; i++) {
         uint32_t slot = (uint32_t)(i % d->slot_count);
         if (i >= d->slot_count) {
@@ -388,23 +414,20 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_FREE:
         return send_status(s, buf_free(s, m.handle));
     case GT_SIM_REQ_SIZE: {
-        devd_buf *b = NULL;
+        gt_buftab_entry *b = NULL;
         gt_err e = buf_find(s, m.handle, &b);
         if (!gt_is_ok(e)) {
             return send_status(s, e);
         }
         r.type = GT_SIM_REP_SIZE;
-        r.len = b->size;
+        r.len = b->bytes;
         return send_msg(s, &r);
     }
     case GT_SIM_REQ_MEMSET: {
-        devd_buf *b = NULL;
-        gt_err e = buf_find(s, m.handle, &b);
+        gt_buftab_entry *b = NULL;
+        gt_err e = buf_access(s, m.handle, m.offset, m.len, "memset", &b);
         if (gt_is_ok(e)) {
-            e = range_check(b, m.offset, m.len, "memset");
-        }
-        if (gt_is_ok(e)) {
-            memset(d->arena + b->off + m.offset, (int)m.value, (size_t)m.len);
+            memset(d->arena + b->at.offset + m.offset, (int)m.value, (size_t)m.len);
         }
         return send_status(s, e);
     }
@@ -418,9 +441,7 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_status(s, GT_OK);
     case GT_SIM_REQ_STAT:
         r.type = GT_SIM_REP_STAT;
-        r.stat = (gt_sim_stat){.sessions = d->sessions, .bytes_in_use = d->used,
-                               .bytes_wiped = d->bytes_wiped, .buffers_live = d->nbufs,
-                               .mem_limit = d->arena_bytes};
+        r.stat = stat_of(d);
         return send_msg(s, &r);
     case GT_SIM_REQ_BYE:
         *bye = true;
@@ -511,9 +532,11 @@ static void session_end(devd_session *s)
 {
     devd *d = s->d;
     uint64_t wiped = d->bytes_wiped;
-    for (size_t i = d->nbufs; i-- > 0;) {
-        if (d->bufs[i].owner == s->id) {
-            buf_release(d, i);
+    size_t cursor = 0;
+    gt_dbuf h = 0;
+    for (gt_buftab_entry *e; (e = gt_buftab_next(d->tab, &cursor, &h)) != NULL;) {
+        if (e->owner == s->id) {
+            buf_release(d, h, e);
         }
     }
     if (s->bounce != NULL) {
@@ -647,19 +670,20 @@ static void trainer_watch(void *ctx)
 static void trip_end(devd *d, bool returned, gt_code why)
 {
     d->trip.nloaded = 0;
-    for (size_t i = d->nbufs; i-- > 0;) {
-        devd_buf *b = &d->bufs[i];
-        if (b->trip == 0) {
+    size_t cursor = 0;
+    gt_dbuf h = 0;
+    for (gt_buftab_entry *b; (b = gt_buftab_next(d->tab, &cursor, &h)) != NULL;) {
+        if (b->ext.devd.trip == 0) {
             continue;
         }
-        if (returned && b->loaded > 0 && d->trip.nloaded < GT_SIM_MAX_TRIP_BUFFERS) {
-            d->trip.loaded[d->trip.nloaded].handle = b->id;
-            d->trip.loaded[d->trip.nloaded].bytes = b->loaded;
+        if (returned && b->ext.devd.loaded > 0 && d->trip.nloaded < GT_SIM_MAX_TRIP_BUFFERS) {
+            d->trip.loaded[d->trip.nloaded].handle = h;
+            d->trip.loaded[d->trip.nloaded].bytes = b->ext.devd.loaded;
             d->trip.nloaded++;
-            b->trip = 0;
-            b->loaded = 0;
+            b->ext.devd.trip = 0;
+            b->ext.devd.loaded = 0;
         } else {
-            buf_release(d, i);
+            buf_release(d, h, b);
         }
     }
     // handles in increasing order
@@ -686,19 +710,16 @@ static void trip_end(devd *d, bool returned, gt_code why)
 static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
 {
     devd *d = h->d;
-    devd_buf *b = NULL;
-    gt_err st = buf_find(h, req->handle, &b);
-    if (gt_is_ok(st)) {
-        st = range_check(b, req->offset, req->len, "load_sealed");
-    }
+    gt_buftab_entry *b = NULL;
+    gt_err st = buf_access(h, req->handle, req->offset, req->len, "load_sealed", &b);
     GT_TRY(send_status(h, st));
     if (!gt_is_ok(st)) {
         return GT_OK;
     }
-    uint64_t handle = b->id;
+    uint64_t handle = req->handle, owner = b->owner;
     uint64_t total = req->len + GT_AEAD_TAG_BYTES, sb = d->slot_bytes;
     uint64_t n = chunk_count(total, sb);
-    uint8_t *dst = d->arena + b->off + req->offset;
+    uint8_t *dst = d->arena + b->at.offset + req->offset;
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     gt_aead_stream *as = NULL;
     gt_err err = GT_OK;
@@ -743,13 +764,7 @@ out:
     gt_aead_stream_free(as);
     gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
     if (!gt_is_ok(err) || auth_failed) {
-        // nothing unauthenticated stays in device memory: the buffer is wiped and released
-        for (size_t i = 0; i < d->nbufs; i++) {
-            if (d->bufs[i].id == handle) {
-                buf_release(d, i);
-                break;
-            }
-        }
+        buf_release_again(d, handle, owner);  // nothing unauthenticated stays in device memory
     }
     if (!gt_is_ok(err)) {
         return err;  // protocol or channel failure: the trip fails
@@ -761,8 +776,8 @@ out:
                                       "buffer 0x%llx wiped and freed",
                                       (unsigned long long)handle));
     }
-    if (req->offset + req->len > b->loaded) {
-        b->loaded = req->offset + req->len;  // the extent holding authenticated chunk data
+    if (req->offset + req->len > b->ext.devd.loaded) {
+        b->ext.devd.loaded = req->offset + req->len;  // the extent holding authenticated data
     }
     d->trip.state = GT_SIM_TRIP_LOADED;
     return send_status(h, GT_OK);
@@ -796,14 +811,11 @@ static gt_err fd_load_visit(void *ctx, const uint8_t *data, size_t len)
 static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
 {
     devd *d = h->d;
-    devd_buf *b = NULL;
+    gt_buftab_entry *b = NULL;
     struct stat st;
     gt_err s = fd >= 0 ? GT_OK : gt_errf(GT_E_ARG, "device: load_sealed_fd without a file");
     if (gt_is_ok(s)) {
-        s = buf_find(h, req->handle, &b);
-    }
-    if (gt_is_ok(s)) {
-        s = range_check(b, req->offset, req->len, "load_sealed_fd");
+        s = buf_access(h, req->handle, req->offset, req->len, "load_sealed_fd", &b);
     }
     if (gt_is_ok(s) && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
                         req->file_offset > (uint64_t)st.st_size ||
@@ -818,8 +830,8 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
         }
         return send_status(h, s);
     }
-    uint64_t handle = b->id;
-    uint8_t *dst = d->arena + b->off + req->offset;
+    uint64_t handle = req->handle, owner = b->owner;
+    uint8_t *dst = d->arena + b->at.offset + req->offset;
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     gt_aead_stream *as = NULL;
     gt_err err = GT_OK;
@@ -839,12 +851,7 @@ out:
     close(fd);
     gt_aead_stream_free(as);
     if (!gt_is_ok(err) || auth_failed) {
-        for (size_t i = 0; i < d->nbufs; i++) {
-            if (d->bufs[i].id == handle) {
-                buf_release(d, i);  // wiped
-                break;
-            }
-        }
+        buf_release_again(d, handle, owner);  // wiped
     }
     if (!gt_is_ok(err) || auth_failed) {
         // a file error is the request's, not the channel's: the session goes on
@@ -853,8 +860,8 @@ out:
                                                     "and freed", (unsigned long long)handle)
                                           : err);
     }
-    if (req->offset + req->len > b->loaded) {
-        b->loaded = req->offset + req->len;
+    if (req->offset + req->len > b->ext.devd.loaded) {
+        b->ext.devd.loaded = req->offset + req->len;
     }
     d->trip.state = GT_SIM_TRIP_LOADED;
     return send_status(h, GT_OK);
@@ -895,14 +902,14 @@ static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
         err = send_status(h, buf_free(h, m.handle));
         break;
     case GT_SIM_REQ_SIZE: {
-        devd_buf *b = NULL;
+        gt_buftab_entry *b = NULL;
         gt_err e = buf_find(h, m.handle, &b);
         if (!gt_is_ok(e)) {
             err = send_status(h, e);
             break;
         }
         r.type = GT_SIM_REP_SIZE;
-        r.len = b->size;
+        r.len = b->bytes;
         err = send_msg(h, &r);
         break;
     }
@@ -917,9 +924,7 @@ static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
         break;
     case GT_SIM_REQ_STAT:
         r.type = GT_SIM_REP_STAT;
-        r.stat = (gt_sim_stat){.sessions = h->d->sessions, .bytes_in_use = h->d->used,
-                               .bytes_wiped = h->d->bytes_wiped, .buffers_live = h->d->nbufs,
-                               .mem_limit = h->d->arena_bytes};
+        r.stat = stat_of(h->d);
         err = send_msg(h, &r);
         break;
     case GT_SIM_REQ_RETURN:
@@ -1300,7 +1305,6 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
     memset(&d, 0, sizeof d);
     d.cfg = cfg;
     d.listen_fd = -1;
-    d.next_handle = 1;
     d.arena_bytes = cfg->mem_limit ? cfg->mem_limit : GT_DEVD_DEFAULT_MEM;
     d.slot_count = cfg->slot_count ? cfg->slot_count : DEVD_DEFAULT_SLOTS;
     d.slot_bytes = cfg->slot_bytes ? cfg->slot_bytes : DEVD_DEFAULT_SLOT_BYTES;
@@ -1332,6 +1336,9 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
         d.appraise = gt_sim_admission_appraise;
         d.appraise_ctx = d.admission;
     }
+    gt_buftab_config tc = {.mem_limit = d.arena_bytes, .max_buffers = DEVD_MAX_BUFFERS,
+                           .limit_hint = "devd --mem-limit"};
+    GT_TRY_GOTO(err, gt_buftab_new(&d.tab, &tc), out);
     GT_TRY_GOTO(err, arena_create(&d), out);
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
     gt_log_info("devd: serving %s", cfg->socket_path);
@@ -1375,7 +1382,8 @@ out:
         gt_secure_zero(d.arena, d.arena_bytes);
         munmap(d.arena, d.arena_bytes);
     }
-    free(d.bufs);
+    gt_buftab_free(d.tab);
+    free(d.extents);
     free(d.stage);
     free(d.rx);
     gt_sim_identity_free(d.identity);

@@ -1,6 +1,7 @@
-// The cpu backend: device memory is ordinary process memory, handles index a buffer table, and
-// kernels run in-process through gt_ops_cpu_run. No protection (DESIGN §3: tests, baselines),
-// but the same policy as every backend: NO_READBACK buffers refuse copy_out, free wipes.
+// The cpu backend: device memory is ordinary process memory, buffers live in the shared buffer
+// table (buftab.c), and kernels run in-process through gt_ops_cpu_run. No protection (DESIGN §3:
+// tests, baselines), but the same policy and error codes as every backend (device.h): NO_READBACK
+// buffers refuse copy_out, free and close wipe.
 #include <gputravel/device.h>
 
 #include <stdlib.h>
@@ -8,140 +9,82 @@
 
 #include "backend.h"
 
-// Handle = generation << 32 | (slot + 1): a freed slot's old handle never resolves again.
 typedef struct {
-    uint8_t *data;
-    uint64_t bytes;
-    uint32_t flags;
-    uint32_t gen;
-    bool live;
-} cpu_buf;
-
-typedef struct {
-    cpu_buf *bufs;
-    size_t nbufs;
-    size_t cap;
-    uint64_t used;
-    uint64_t limit;  // 0: none
+    gt_buftab *tab;  // entries' `at.host`: 64-byte aligned, span bytes, zeroed at alloc
 } cpu_dev;
-
-static gt_err lookup(cpu_dev *d, gt_dbuf h, cpu_buf **out)
-{
-    uint64_t slot = (h & 0xffffffffu);
-    uint32_t gen = (uint32_t)(h >> 32);
-    GT_ENSURE(slot >= 1 && slot <= d->nbufs && d->bufs[slot - 1].live &&
-                  d->bufs[slot - 1].gen == gen,
-              GT_E_ARG, "device: no buffer with handle %#llx", (unsigned long long)h);
-    *out = &d->bufs[slot - 1];
-    return GT_OK;
-}
-
-static gt_err range(const cpu_buf *b, uint64_t offset, uint64_t len, const char *what)
-{
-    GT_ENSURE(offset <= b->bytes && len <= b->bytes - offset, GT_E_ARG,
-              "device: %s of %llu bytes at %llu exceeds a %llu-byte buffer", what,
-              (unsigned long long)len, (unsigned long long)offset, (unsigned long long)b->bytes);
-    return GT_OK;
-}
 
 static gt_err cpu_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
 {
     cpu_dev *d = impl;
-    GT_ENSURE(bytes > 0 && bytes <= ((uint64_t)1 << 46), GT_E_ARG, "device: cannot allocate %llu bytes",
-              (unsigned long long)bytes);
-    GT_ENSURE(d->limit == 0 || bytes <= d->limit - d->used, GT_E_NOMEM,
-              "device: %llu bytes requested, %llu of %llu in use", (unsigned long long)bytes,
-              (unsigned long long)d->used, (unsigned long long)d->limit);
-    size_t slot = 0;
-    while (slot < d->nbufs && d->bufs[slot].live) {
-        slot++;
+    gt_buftab_entry *e = NULL;
+    gt_dbuf h = 0;
+    GT_TRY(gt_buftab_alloc(d->tab, bytes, flags, 0, &h, &e));
+    // Whole 64-byte lines, so vector loops may read them; zeroed like fresh HBM. Here device
+    // memory is host memory: running out of it is device memory exhausted.
+    uint8_t *p = aligned_alloc(GT_BUFTAB_ALIGN, (size_t)e->span);
+    if (p == NULL) {
+        gt_buftab_release(d->tab, h);
+        return gt_errf(GT_E_LIMIT, "device memory exhausted: cannot allocate %llu bytes",
+                       (unsigned long long)bytes);
     }
-    if (slot == d->nbufs) {
-        GT_ENSURE(d->nbufs < 0xfffffff0u, GT_E_LIMIT, "device: too many buffers");
-        if (d->nbufs == d->cap) {
-            size_t cap = d->cap ? 2 * d->cap : 64;
-            cpu_buf *nb = realloc(d->bufs, cap * sizeof *nb);
-            GT_ENSURE(nb != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
-            memset(nb + d->cap, 0, (cap - d->cap) * sizeof *nb);
-            d->bufs = nb;
-            d->cap = cap;
-        }
-        d->nbufs++;
-    }
-    // 64-byte aligned, rounded up so vector loops may read whole lines; zeroed like fresh HBM.
-    size_t rounded = (size_t)((bytes + 63) & ~(uint64_t)63);
-    uint8_t *p = aligned_alloc(64, rounded);
-    GT_ENSURE(p != NULL, GT_E_NOMEM, "device: cannot allocate %llu bytes",
-              (unsigned long long)bytes);
-    memset(p, 0, rounded);
-    cpu_buf *b = &d->bufs[slot];
-    b->data = p;
-    b->bytes = bytes;
-    b->flags = flags;
-    b->gen++;
-    b->live = true;
-    d->used += bytes;
-    *out = ((uint64_t)b->gen << 32) | (uint64_t)(slot + 1);
+    memset(p, 0, (size_t)e->span);
+    e->at.host = p;
+    *out = h;
     return GT_OK;
 }
 
-static void wipe_and_release(cpu_dev *d, cpu_buf *b)
+static void wipe_and_release(cpu_dev *d, gt_dbuf h, gt_buftab_entry *e)
 {
-    gt_secure_zero(b->data, b->bytes);
-    free(b->data);
-    d->used -= b->bytes;
-    b->data = NULL;
-    b->bytes = 0;
-    b->flags = 0;
-    b->live = false;
+    gt_secure_zero(e->at.host, (size_t)e->span);
+    free(e->at.host);
+    gt_buftab_release(d->tab, h);
 }
 
 static gt_err cpu_free(void *impl, gt_dbuf h)
 {
     cpu_dev *d = impl;
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(d, h, &b));
-    wipe_and_release(d, b);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(d->tab, h, 0, &e));
+    wipe_and_release(d, h, e);
     return GT_OK;
 }
 
 static gt_err cpu_buf_size(void *impl, gt_dbuf h, uint64_t *bytes)
 {
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(impl, h, &b));
-    *bytes = b->bytes;
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(d->tab, h, 0, &e));
+    *bytes = e->bytes;
     return GT_OK;
 }
 
 static gt_err cpu_copy_in(void *impl, gt_dbuf dst, uint64_t off, const void *src, uint64_t len)
 {
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(impl, dst, &b));
-    GT_TRY(range(b, off, len, "copy_in"));
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(d->tab, dst, 0, off, len, "copy_in", &e));
     if (len > 0) {
-        memcpy(b->data + off, src, len);
+        memcpy(e->at.host + off, src, len);
     }
     return GT_OK;
 }
 
 static gt_err cpu_copy_out(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
 {
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(impl, src, &b));
-    GT_ENSURE(!(b->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
-              "device: buffer %#llx is marked no-readback", (unsigned long long)src);
-    GT_TRY(range(b, off, len, "copy_out"));
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_read_out(d->tab, src, 0, off, len, &e));
     if (len > 0) {
-        memcpy(dst, b->data + off, len);
+        memcpy(dst, e->at.host + off, len);
     }
     return GT_OK;
 }
 
 static gt_err cpu_memset(void *impl, gt_dbuf h, uint64_t off, int value, uint64_t len)
 {
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(impl, h, &b));
-    GT_TRY(range(b, off, len, "memset"));
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(d->tab, h, 0, off, len, "memset", &e));
     // Large fills (zeroing gradients) in 1 MiB pieces across threads: one core alone does not
     // reach the memory bandwidth.
     const uint64_t piece = 1u << 20;
@@ -149,17 +92,17 @@ static gt_err cpu_memset(void *impl, gt_dbuf h, uint64_t off, int value, uint64_
 #pragma omp parallel for schedule(static) if (npieces >= 8)
     for (uint64_t i = 0; i < npieces; i++) {
         uint64_t at = i * piece, n = len - at < piece ? len - at : piece;
-        memset(b->data + off + at, value, n);
+        memset(e->at.host + off + at, value, n);
     }
     return GT_OK;
 }
 
 static gt_err resolve(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 {
-    cpu_buf *b = NULL;
-    GT_TRY(lookup(ctx, ref.buf, &b));
-    GT_TRY(range(b, ref.offset, bytes, "operand"));
-    *ptr = b->data + ref.offset;
+    cpu_dev *d = ctx;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(d->tab, ref.buf, 0, ref.offset, bytes, "op operand", &e));
+    *ptr = e->at.host + ref.offset;
     return GT_OK;
 }
 
@@ -174,12 +117,12 @@ static gt_err cpu_sync(void *impl)
 static void cpu_close(void *impl)
 {
     cpu_dev *d = impl;
-    for (size_t i = 0; i < d->nbufs; i++) {
-        if (d->bufs[i].live) {
-            wipe_and_release(d, &d->bufs[i]);
-        }
+    size_t cursor = 0;
+    gt_dbuf h = 0;
+    for (gt_buftab_entry *e; (e = gt_buftab_next(d->tab, &cursor, &h)) != NULL;) {
+        wipe_and_release(d, h, e);
     }
-    free(d->bufs);
+    gt_buftab_free(d->tab);
     free(d);
 }
 
@@ -202,7 +145,12 @@ gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_dev
               cfg->threads);
     cpu_dev *d = calloc(1, sizeof *d);
     GT_ENSURE(d != NULL, GT_E_NOMEM, "device: out of memory");
-    d->limit = cfg->mem_limit;
+    gt_buftab_config tc = {.mem_limit = cfg->mem_limit, .limit_hint = "the device's mem_limit"};
+    gt_err e = gt_buftab_new(&d->tab, &tc);
+    if (!gt_is_ok(e)) {
+        free(d);
+        return e;
+    }
     gt_ops_cpu_set_threads(cfg->threads);
     *impl = d;
     *ops = &cpu_backend;

@@ -1,5 +1,6 @@
 // The cuda backend: device memory is GPU memory (one cudaMalloc per buffer, zeroed like fresh
-// HBM), handles index a buffer table exactly as the cpu backend's do, and gt_device_launch checks
+// HBM), buffers live in the shared buffer table (buftab.c) as the cpu backend's and devd's do,
+// with the same error codes (device.h), and gt_device_launch checks
 // every ref against the op's shapes (gt_op_ref_sizes) and every token against V on the device
 // before a kernel runs (gt_ops_cuda_run, src/kernels/cuda/). Work is queued on one stream;
 // copy_in/copy_out/free and the token checks wait for it, launches and memsets do not
@@ -16,23 +17,11 @@
 #include "backend.h"
 #include <gputravel/device_cuda.h>
 
-// Handle = generation << 32 | (slot + 1): a freed slot's old handle never resolves again.
-typedef struct {
-    uint8_t *data;  // device pointer
-    uint64_t bytes;
-    uint32_t flags;
-    uint32_t gen;
-    bool live;
-    bool imported;  // mapped from another process (CUDA IPC): closed, not freed
-} cuda_buf;
-
+// Entries' `at.device`: cudaMalloc'd (bytes long), or mapped by CUDA IPC when `foreign` (closed,
+// not freed, and not counted against the limit: the exporter's memory).
 typedef struct {
     gt_cuda_ctx cx;
-    cuda_buf *bufs;
-    size_t nbufs;
-    size_t cap;
-    uint64_t used;
-    uint64_t limit;  // 0: none
+    gt_buftab *tab;
 } cuda_dev;
 
 static gt_err cuda_fail(cudaError_t e, const char *what)
@@ -84,104 +73,42 @@ bool gt_cuda_probe(char *why, size_t cap)
     return true;
 }
 
-static gt_err lookup(cuda_dev *d, gt_dbuf h, cuda_buf **out)
-{
-    uint64_t slot = (h & 0xffffffffu);
-    uint32_t gen = (uint32_t)(h >> 32);
-    GT_ENSURE(slot >= 1 && slot <= d->nbufs && d->bufs[slot - 1].live &&
-                  d->bufs[slot - 1].gen == gen,
-              GT_E_ARG, "device: no buffer with handle %#llx", (unsigned long long)h);
-    *out = &d->bufs[slot - 1];
-    return GT_OK;
-}
-
-static gt_err range(const cuda_buf *b, uint64_t offset, uint64_t len, const char *what)
-{
-    GT_ENSURE(offset <= b->bytes && len <= b->bytes - offset, GT_E_ARG,
-              "device: %s of %llu bytes at %llu exceeds a %llu-byte buffer", what,
-              (unsigned long long)len, (unsigned long long)offset, (unsigned long long)b->bytes);
-    return GT_OK;
-}
-
-// A free slot in the table (grown as needed); *slot receives its index.
-static gt_err slot_take(cuda_dev *d, size_t *slot)
-{
-    size_t s = 0;
-    while (s < d->nbufs && d->bufs[s].live) {
-        s++;
-    }
-    if (s == d->nbufs) {
-        GT_ENSURE(d->nbufs < 0xfffffff0u, GT_E_LIMIT, "device: too many buffers");
-        if (d->nbufs == d->cap) {
-            size_t cap = d->cap ? 2 * d->cap : 64;
-            cuda_buf *nb = realloc(d->bufs, cap * sizeof *nb);
-            GT_ENSURE(nb != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
-            memset(nb + d->cap, 0, (cap - d->cap) * sizeof *nb);
-            d->bufs = nb;
-            d->cap = cap;
-        }
-        d->nbufs++;
-    }
-    *slot = s;
-    return GT_OK;
-}
-
-static gt_dbuf slot_fill(cuda_dev *d, size_t slot, void *p, uint64_t bytes, uint32_t flags,
-                         bool imported)
-{
-    cuda_buf *b = &d->bufs[slot];
-    b->data = p;
-    b->bytes = bytes;
-    b->flags = flags;
-    b->imported = imported;
-    b->gen++;
-    b->live = true;
-    if (!imported) {  // another process's memory does not count against our limit
-        d->used += bytes;
-    }
-    return ((uint64_t)b->gen << 32) | (uint64_t)(slot + 1);
-}
-
 static gt_err cuda_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
 {
     cuda_dev *d = impl;
-    GT_ENSURE(bytes > 0 && bytes <= ((uint64_t)1 << 46), GT_E_ARG,
-              "device: cannot allocate %llu bytes", (unsigned long long)bytes);
-    GT_ENSURE(d->limit == 0 || bytes <= d->limit - d->used, GT_E_NOMEM,
-              "device: %llu bytes requested, %llu of %llu in use", (unsigned long long)bytes,
-              (unsigned long long)d->used, (unsigned long long)d->limit);
-    size_t slot = 0;
-    GT_TRY(slot_take(d, &slot));
+    gt_buftab_entry *be = NULL;
+    gt_dbuf h = 0;
+    GT_TRY(gt_buftab_alloc(d->tab, bytes, flags, 0, &h, &be));
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, (size_t)bytes);
     if (e != cudaSuccess) {
-        return gt_errf(GT_E_NOMEM, "cuda: cannot allocate %llu bytes: %s",
-                       (unsigned long long)bytes, cudaGetErrorString(e));
+        gt_buftab_release(d->tab, h);
+        // An out-of-memory cudaMalloc is not sticky, but it stays the runtime's last error: clear
+        // it, or the next gt_device_sync would report it.
+        (void)cudaGetLastError();
+        return gt_errf(e == cudaErrorMemoryAllocation ? GT_E_LIMIT : GT_E_IO,
+                       "cuda: cannot allocate %llu bytes: %s", (unsigned long long)bytes,
+                       cudaGetErrorString(e));
     }
     e = cudaMemsetAsync(p, 0, (size_t)bytes, d->cx.stream);
     if (e != cudaSuccess) {
         cudaFree(p);
+        gt_buftab_release(d->tab, h);
         return cuda_fail(e, "memset of a new buffer");
     }
-    *out = slot_fill(d, slot, p, bytes, flags, false);
+    be->at.device = p;
+    *out = h;
     return GT_OK;
 }
 
 // Wipes the buffer (every buffer may hold holder data or activations derived from it), waits,
 // and releases it. Errors are reported, but the slot is released either way.
-static gt_err wipe_and_release(cuda_dev *d, cuda_buf *b)
+static gt_err wipe_and_release(cuda_dev *d, gt_dbuf h, gt_buftab_entry *b)
 {
-    cudaError_t e = cudaMemsetAsync(b->data, 0, (size_t)b->bytes, d->cx.stream);
+    cudaError_t e = cudaMemsetAsync(b->at.device, 0, (size_t)b->bytes, d->cx.stream);
     cudaError_t e2 = cudaStreamSynchronize(d->cx.stream);
-    cudaError_t e3 = b->imported ? cudaIpcCloseMemHandle(b->data) : cudaFree(b->data);
-    if (!b->imported) {
-        d->used -= b->bytes;
-    }
-    b->data = NULL;
-    b->bytes = 0;
-    b->flags = 0;
-    b->live = false;
-    b->imported = false;
+    cudaError_t e3 = b->foreign ? cudaIpcCloseMemHandle(b->at.device) : cudaFree(b->at.device);
+    gt_buftab_release(d->tab, h);
     if (e != cudaSuccess || e2 != cudaSuccess || e3 != cudaSuccess) {
         return cuda_fail(e != cudaSuccess ? e : e2 != cudaSuccess ? e2 : e3, "wipe and free");
     }
@@ -191,15 +118,16 @@ static gt_err wipe_and_release(cuda_dev *d, cuda_buf *b)
 static gt_err cuda_free(void *impl, gt_dbuf h)
 {
     cuda_dev *d = impl;
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, h, &b));
-    return wipe_and_release(d, b);
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_find(d->tab, h, 0, &b));
+    return wipe_and_release(d, h, b);
 }
 
 static gt_err cuda_buf_size(void *impl, gt_dbuf h, uint64_t *bytes)
 {
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(impl, h, &b));
+    cuda_dev *d = impl;
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_find(d->tab, h, 0, &b));
     *bytes = b->bytes;
     return GT_OK;
 }
@@ -207,11 +135,10 @@ static gt_err cuda_buf_size(void *impl, gt_dbuf h, uint64_t *bytes)
 static gt_err cuda_copy_in(void *impl, gt_dbuf dst, uint64_t off, const void *src, uint64_t len)
 {
     cuda_dev *d = impl;
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, dst, &b));
-    GT_TRY(range(b, off, len, "copy_in"));
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_access(d->tab, dst, 0, off, len, "copy_in", &b));
     if (len > 0) {
-        CUDA_TRY(cudaMemcpyAsync(b->data + off, src, (size_t)len, cudaMemcpyHostToDevice,
+        CUDA_TRY(cudaMemcpyAsync(b->at.device + off, src, (size_t)len, cudaMemcpyHostToDevice,
                                  d->cx.stream),
                  "copy_in");
         CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "copy_in");  // src is the caller's again
@@ -222,13 +149,10 @@ static gt_err cuda_copy_in(void *impl, gt_dbuf dst, uint64_t off, const void *sr
 static gt_err cuda_copy_out(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
 {
     cuda_dev *d = impl;
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, src, &b));
-    GT_ENSURE(!(b->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
-              "device: buffer %#llx is marked no-readback", (unsigned long long)src);
-    GT_TRY(range(b, off, len, "copy_out"));
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_read_out(d->tab, src, 0, off, len, &b));
     if (len > 0) {
-        CUDA_TRY(cudaMemcpyAsync(dst, b->data + off, (size_t)len, cudaMemcpyDeviceToHost,
+        CUDA_TRY(cudaMemcpyAsync(dst, b->at.device + off, (size_t)len, cudaMemcpyDeviceToHost,
                                  d->cx.stream),
                  "copy_out");
         CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "copy_out");
@@ -239,21 +163,19 @@ static gt_err cuda_copy_out(void *impl, void *dst, gt_dbuf src, uint64_t off, ui
 static gt_err cuda_memset(void *impl, gt_dbuf h, uint64_t off, int value, uint64_t len)
 {
     cuda_dev *d = impl;
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, h, &b));
-    GT_TRY(range(b, off, len, "memset"));
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_access(d->tab, h, 0, off, len, "memset", &b));
     if (len > 0) {
-        CUDA_TRY(cudaMemsetAsync(b->data + off, value, (size_t)len, d->cx.stream), "memset");
+        CUDA_TRY(cudaMemsetAsync(b->at.device + off, value, (size_t)len, d->cx.stream), "memset");
     }
     return GT_OK;
 }
 
 static gt_err resolve(cuda_dev *d, gt_dref ref, uint64_t bytes, void **ptr)
 {
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, ref.buf, &b));
-    GT_TRY(range(b, ref.offset, bytes, "operand"));
-    *ptr = b->data + ref.offset;
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_access(d->tab, ref.buf, 0, ref.offset, bytes, "op operand", &b));
+    *ptr = b->at.device + ref.offset;
     return GT_OK;
 }
 
@@ -281,15 +203,17 @@ static void cuda_close(void *impl)
 {
     cuda_dev *d = impl;
     gt_cuda_ctx *cx = &d->cx;
-    for (size_t i = 0; i < d->nbufs; i++) {
-        if (d->bufs[i].live) {
-            gt_err e = wipe_and_release(d, &d->bufs[i]);
-            if (e.code != GT_E_NONE) {
-                gt_log(GT_LOG_WARN, "%s", e.msg);
-            }
+    size_t cursor = 0;
+    gt_dbuf h = 0;
+    gt_buftab_entry *b = NULL;
+    // d->tab is NULL when open failed before making it
+    while (d->tab != NULL && (b = gt_buftab_next(d->tab, &cursor, &h)) != NULL) {
+        gt_err e = wipe_and_release(d, h, b);
+        if (e.code != GT_E_NONE) {
+            gt_log(GT_LOG_WARN, "%s", e.msg);
         }
     }
-    free(d->bufs);
+    gt_buftab_free(d->tab);
     if (cx->scratch != NULL && cx->stream != NULL) {
         (void)cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream);  // activations
         (void)cudaStreamSynchronize(cx->stream);
@@ -358,8 +282,11 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 {
     cuda_dev *d = calloc(1, sizeof *d);
     GT_ENSURE(d != NULL, GT_E_NOMEM, "device: out of memory");
-    d->limit = cfg->mem_limit;
-    gt_err e = open_ctx(&d->cx);
+    gt_buftab_config tc = {.mem_limit = cfg->mem_limit, .limit_hint = "the device's mem_limit"};
+    gt_err e = gt_buftab_new(&d->tab, &tc);
+    if (e.code == GT_E_NONE) {
+        e = open_ctx(&d->cx);
+    }
     if (e.code != GT_E_NONE) {
         cuda_close(d);
         return e;
@@ -400,14 +327,14 @@ gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *
     memset(out, 0, sizeof *out);
     cuda_dev *d = NULL;
     GT_TRY(cuda_impl(dev, &d));
-    cuda_buf *b = NULL;
-    GT_TRY(lookup(d, buf, &b));
-    GT_ENSURE(!b->imported, GT_E_STATE, "cuda ipc: buffer %#llx is itself imported",
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_find(d->tab, buf, 0, &b));
+    GT_ENSURE(!b->foreign, GT_E_STATE, "cuda ipc: buffer %#llx is itself imported",
               (unsigned long long)buf);
     // Whatever was queued for the buffer (copy_in, decryption) lands before the handle leaves.
     CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "ipc export");
     cudaIpcMemHandle_t h;
-    CUDA_TRY(cudaIpcGetMemHandle(&h, b->data), "ipc export");
+    CUDA_TRY(cudaIpcGetMemHandle(&h, b->at.device), "ipc export");
     _Static_assert(sizeof h == GT_CUDA_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t is 64 bytes");
     memcpy(out->handle, &h, sizeof h);
     out->bytes = b->bytes;
@@ -443,12 +370,17 @@ gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, u
     GT_TRY(cuda_impl(dev, &d));
     GT_ENSURE(desc->bytes > 0 && desc->bytes <= ((uint64_t)1 << 46), GT_E_ARG,
               "cuda ipc: buffer size %llu", (unsigned long long)desc->bytes);
-    size_t slot = 0;
-    GT_TRY(slot_take(d, &slot));
+    gt_buftab_entry *b = NULL;
+    gt_dbuf bh = 0;
+    GT_TRY(gt_buftab_import(d->tab, desc->bytes, flags, 0, &bh, &b));
     cudaIpcMemHandle_t h;
     memcpy(&h, desc->handle, sizeof h);
     void *p = NULL;
-    CUDA_TRY(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), "ipc import");
+    cudaError_t ce = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (ce != cudaSuccess) {
+        gt_buftab_release(d->tab, bh);
+        return cuda_fail(ce, "ipc import");
+    }
     uint64_t real = 0;
     gt_err e = allocation_size(p, &real);
     if (e.code == GT_E_NONE && desc->bytes > real) {
@@ -457,9 +389,11 @@ gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, u
     }
     if (e.code != GT_E_NONE) {
         (void)cudaIpcCloseMemHandle(p);
+        gt_buftab_release(d->tab, bh);
         return e;
     }
-    *out = slot_fill(d, slot, p, desc->bytes, flags, true);
+    b->at.device = p;
+    *out = bh;
     return GT_OK;
 }
 
@@ -471,11 +405,10 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
 {
     cuda_dev *d = NULL;
     GT_TRY(cuda_impl(dev, &d));
-    cuda_buf *bp = NULL, *bc = NULL;
-    GT_TRY(lookup(d, pt, &bp));
-    GT_TRY(lookup(d, ct, &bc));
-    GT_TRY(range(bp, 0, len, "aes-gcm plaintext"));
-    GT_TRY(range(bc, 0, len, "aes-gcm ciphertext"));
+    gt_buftab_entry *bp = NULL, *bc = NULL;
+    GT_TRY(gt_buftab_access(d->tab, pt, 0, 0, len, "aes-gcm plaintext", &bp));
+    GT_TRY(gt_buftab_access(d->tab, ct, 0, 0, len, "aes-gcm ciphertext", &bc));
+    uint8_t *pdev = bp->at.device, *cdev = bc->at.device;
     // GCM's limit for one (key, iv): 2^32 - 2 blocks.
     GT_ENSURE(len <= ((uint64_t)1 << 36) - 32, GT_E_ARG, "aes-gcm: %llu bytes is over GCM's limit",
               (unsigned long long)len);
@@ -490,7 +423,7 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
     }
     gt_cuda_aes256_expand_key(rk, key);
     GT_TRY_GOTO(err,
-                ran(gt_cuda_aes_gcm_tag(&d->cx, got, bc->data, (size_t)len, aad, aad_len, iv, rk,
+                ran(gt_cuda_aes_gcm_tag(&d->cx, got, cdev, (size_t)len, aad, aad_len, iv, rk,
                                         dkey),
                     "aes-gcm tag"),
                 out);
@@ -498,7 +431,7 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
     GT_ENSURE_GOTO(err, gt_ct_equal(got, tag, 16), out, GT_E_AUTH,
                    "aes-gcm: authentication failed");
     GT_TRY_GOTO(err,
-                ran(gt_cuda_aes_gcm_ctr(&d->cx, bp->data, bc->data, (size_t)len, iv, rk, dkey),
+                ran(gt_cuda_aes_gcm_ctr(&d->cx, pdev, cdev, (size_t)len, iv, rk, dkey),
                     "aes-gcm ctr"),
                 out);
 out:

@@ -136,11 +136,11 @@ static void test_bad_handles_and_ranges(void **state)
     gt_dbuf b = 0;
     uint8_t data[256] = {0};
     GT_ASSERT_OK(gt_device_alloc(dev, 100, 0, &b));
-    GT_ASSERT_CODE(gt_device_copy_in(dev, b, 0, data, 101), GT_E_LIMIT);
-    GT_ASSERT_CODE(gt_device_copy_in(dev, b, 101, data, 0), GT_E_LIMIT);
-    GT_ASSERT_CODE(gt_device_copy_in(dev, b, UINT64_MAX, data, 2), GT_E_LIMIT);
-    GT_ASSERT_CODE(gt_device_copy_out(dev, data, b, 50, 51), GT_E_LIMIT);
-    GT_ASSERT_CODE(gt_device_memset(dev, b, 99, 0, 2), GT_E_LIMIT);
+    GT_ASSERT_CODE(gt_device_copy_in(dev, b, 0, data, 101), GT_E_ARG);
+    GT_ASSERT_CODE(gt_device_copy_in(dev, b, 101, data, 0), GT_E_ARG);
+    GT_ASSERT_CODE(gt_device_copy_in(dev, b, UINT64_MAX, data, 2), GT_E_ARG);
+    GT_ASSERT_CODE(gt_device_copy_out(dev, data, b, 50, 51), GT_E_ARG);
+    GT_ASSERT_CODE(gt_device_memset(dev, b, 99, 0, 2), GT_E_ARG);
     GT_ASSERT_CODE(gt_device_copy_in(dev, b + 1000, 0, data, 1), GT_E_NOTFOUND);
     GT_ASSERT_CODE(gt_device_free(dev, 0), GT_E_NOTFOUND);
     gt_dbuf z = 77;

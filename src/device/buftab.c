@@ -1,0 +1,232 @@
+// The device buffer table (device.h "the buffer table"): handles, sizes, flags, owners and the
+// memory limit for every backend and devd, with the checks that give every backend the same
+// error codes. It never touches buffer memory: the backends own that.
+#include <gputravel/device.h>
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A slot holds one entry at a time; gen counts the entries it has held, so a handle names one
+// (slot, generation) pair and a freed one never resolves again.
+typedef struct {
+    gt_buftab_entry e;
+    uint32_t gen;  // 0: never used
+    bool live;
+} slot;
+
+// Slots that can ever exist: a handle keeps slot + 1 in its low 32 bits.
+#define BUFTAB_MAX_SLOTS 0xfffffff0u
+
+struct gt_buftab {
+    slot *slots;
+    size_t nslots, cap;
+    uint32_t *free_slots;  // a stack of released, reusable slots
+    size_t nfree;
+    size_t live;
+    uint64_t used;
+    uint64_t limit;
+    uint32_t max_buffers;
+    const char *hint;
+};
+
+gt_err gt_buftab_new(gt_buftab **tab, const gt_buftab_config *cfg)
+{
+    *tab = NULL;
+    gt_buftab *t = calloc(1, sizeof *t);
+    GT_ENSURE(t != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
+    t->limit = cfg->mem_limit == 0 || cfg->mem_limit > GT_BUFTAB_MAX_BYTES ? GT_BUFTAB_MAX_BYTES
+                                                                           : cfg->mem_limit;
+    t->max_buffers = cfg->max_buffers ? cfg->max_buffers : GT_BUFTAB_MAX_BUFFERS;
+    t->hint = cfg->limit_hint ? cfg->limit_hint : "mem_limit";
+    *tab = t;
+    return GT_OK;
+}
+
+void gt_buftab_free(gt_buftab *tab)
+{
+    if (tab == NULL) {
+        return;
+    }
+    free(tab->slots);  // sizes, flags, locations: nothing secret
+    free(tab->free_slots);
+    free(tab);
+}
+
+// A slot for a new entry: a released one if any, else a fresh one at the end.
+static gt_err slot_take(gt_buftab *t, size_t *out)
+{
+    if (t->nfree > 0) {
+        *out = t->free_slots[--t->nfree];
+        return GT_OK;
+    }
+    GT_ENSURE(t->nslots < BUFTAB_MAX_SLOTS, GT_E_LIMIT, "device: no buffer slots left");
+    if (t->nslots == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        slot *ns = realloc(t->slots, cap * sizeof *ns);
+        GT_ENSURE(ns != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
+        t->slots = ns;
+        // The free stack never holds more than every slot; grown with them, so release never
+        // has to allocate.
+        uint32_t *nf = realloc(t->free_slots, cap * sizeof *nf);
+        GT_ENSURE(nf != NULL, GT_E_NOMEM, "device: out of memory for the buffer table");
+        t->free_slots = nf;
+        memset(ns + t->cap, 0, (cap - t->cap) * sizeof *ns);
+        t->cap = cap;
+    }
+    *out = t->nslots++;
+    return GT_OK;
+}
+
+static gt_err entry_new(gt_buftab *t, uint64_t bytes, uint32_t flags, uint64_t owner,
+                        bool foreign, gt_dbuf *h, gt_buftab_entry **e)
+{
+    *h = 0;
+    *e = NULL;
+    GT_ENSURE(bytes > 0, GT_E_ARG, "device: alloc of 0 bytes");
+    GT_ENSURE((flags & ~(uint32_t)GT_DBUF_NO_READBACK) == 0, GT_E_ARG,
+              "device: unknown buffer flags 0x%x", flags);
+    char want[32], used[32], limit[32];
+    gt_format_size(want, sizeof want, bytes);
+    gt_format_size(used, sizeof used, t->used);
+    gt_format_size(limit, sizeof limit, t->limit);
+    if (!foreign) {
+        GT_ENSURE(bytes <= t->limit, GT_E_LIMIT,
+                  "device memory: cannot allocate %s: larger than the device (%s, %s)", want,
+                  limit, t->hint);
+    }
+    // Below the limit (at most 2^46) the rounding cannot wrap; a foreign size is checked by
+    // its importer, but the rounding must not wrap for it either.
+    GT_ENSURE(bytes <= UINT64_MAX - GT_BUFTAB_ALIGN, GT_E_ARG, "device: buffer of %s", want);
+    uint64_t span = (bytes + GT_BUFTAB_ALIGN - 1) & ~(uint64_t)(GT_BUFTAB_ALIGN - 1);
+    if (!foreign) {
+        GT_ENSURE(span <= t->limit - t->used, GT_E_LIMIT,
+                  "device memory exhausted: cannot allocate %s, %s of %s in use (raise %s)", want,
+                  used, limit, t->hint);
+    }
+    GT_ENSURE(t->live < t->max_buffers, GT_E_LIMIT, "device: %u buffers already allocated",
+              t->max_buffers);
+    size_t s = 0;
+    GT_TRY(slot_take(t, &s));
+    slot *sl = &t->slots[s];
+    sl->e = (gt_buftab_entry){.bytes = bytes, .span = span, .flags = flags, .foreign = foreign,
+                              .owner = owner};
+    sl->gen++;
+    sl->live = true;
+    t->live++;
+    if (!foreign) {
+        t->used += span;
+    }
+    *h = ((uint64_t)sl->gen << 32) | (uint64_t)(s + 1);
+    *e = &sl->e;
+    return GT_OK;
+}
+
+gt_err gt_buftab_alloc(gt_buftab *tab, uint64_t bytes, uint32_t flags, uint64_t owner,
+                       gt_dbuf *h, gt_buftab_entry **e)
+{
+    return entry_new(tab, bytes, flags, owner, false, h, e);
+}
+
+gt_err gt_buftab_import(gt_buftab *tab, uint64_t bytes, uint32_t flags, uint64_t owner,
+                        gt_dbuf *h, gt_buftab_entry **e)
+{
+    return entry_new(tab, bytes, flags, owner, true, h, e);
+}
+
+// The live slot h names, or NULL.
+static slot *slot_of(const gt_buftab *t, gt_dbuf h)
+{
+    uint64_t s = h & 0xffffffffu;
+    uint32_t gen = (uint32_t)(h >> 32);
+    if (s < 1 || s > t->nslots) {
+        return NULL;
+    }
+    slot *sl = &t->slots[s - 1];
+    return sl->live && sl->gen == gen ? sl : NULL;
+}
+
+void gt_buftab_release(gt_buftab *tab, gt_dbuf h)
+{
+    slot *sl = slot_of(tab, h);
+    assert(sl != NULL);
+    if (sl == NULL) {
+        return;
+    }
+    if (!sl->e.foreign) {
+        tab->used -= sl->e.span;
+    }
+    sl->e = (gt_buftab_entry){0};
+    sl->live = false;
+    tab->live--;
+    if (sl->gen != UINT32_MAX) {  // else retired: its next handle would repeat an old one
+        tab->free_slots[tab->nfree++] = (uint32_t)(sl - tab->slots);
+    }
+}
+
+gt_err gt_buftab_notfound(gt_dbuf h)
+{
+    return gt_errf(GT_E_NOTFOUND, "device: no buffer with handle %#llx", (unsigned long long)h);
+}
+
+gt_err gt_buftab_find(const gt_buftab *tab, gt_dbuf h, uint64_t owner, gt_buftab_entry **e)
+{
+    slot *sl = slot_of(tab, h);
+    if (sl == NULL || sl->e.owner != owner) {
+        return gt_buftab_notfound(h);
+    }
+    *e = &sl->e;
+    return GT_OK;
+}
+
+gt_err gt_buftab_range(const gt_buftab_entry *e, gt_dbuf h, uint64_t offset, uint64_t len,
+                       const char *what)
+{
+    // never `offset + len > bytes`: that sum can wrap
+    GT_ENSURE(offset <= e->bytes && len <= e->bytes - offset, GT_E_ARG,
+              "device: %s of %llu bytes at offset %llu outside buffer %#llx (%llu bytes)", what,
+              (unsigned long long)len, (unsigned long long)offset, (unsigned long long)h,
+              (unsigned long long)e->bytes);
+    return GT_OK;
+}
+
+gt_err gt_buftab_access(const gt_buftab *tab, gt_dbuf h, uint64_t owner, uint64_t offset,
+                        uint64_t len, const char *what, gt_buftab_entry **e)
+{
+    gt_buftab_entry *x = NULL;
+    GT_TRY(gt_buftab_find(tab, h, owner, &x));
+    GT_TRY(gt_buftab_range(x, h, offset, len, what));
+    *e = x;
+    return GT_OK;
+}
+
+gt_err gt_buftab_read_out(const gt_buftab *tab, gt_dbuf h, uint64_t owner, uint64_t offset,
+                          uint64_t len, gt_buftab_entry **e)
+{
+    gt_buftab_entry *x = NULL;
+    GT_TRY(gt_buftab_find(tab, h, owner, &x));
+    GT_ENSURE(!(x->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
+              "device: buffer %#llx is NO_READBACK: copy_out refused", (unsigned long long)h);
+    GT_TRY(gt_buftab_range(x, h, offset, len, "copy_out"));
+    *e = x;
+    return GT_OK;
+}
+
+gt_buftab_entry *gt_buftab_next(const gt_buftab *tab, size_t *cursor, gt_dbuf *h)
+{
+    while (*cursor < tab->nslots) {
+        slot *sl = &tab->slots[(*cursor)++];
+        if (sl->live) {
+            *h = ((uint64_t)sl->gen << 32) | (uint64_t)*cursor;
+            return &sl->e;
+        }
+    }
+    *h = 0;
+    return NULL;
+}
+
+uint64_t gt_buftab_used(const gt_buftab *tab) { return tab->used; }
+
+uint64_t gt_buftab_limit(const gt_buftab *tab) { return tab->limit; }
+
+size_t gt_buftab_live(const gt_buftab *tab) { return tab->live; }
