@@ -11,18 +11,13 @@
 
 #include <gputravel/kernels.h>
 
-typedef struct {
-    char dir[512];
-    char sock[600];
-    pid_t pid;
-} fixture;
+typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    gt_test_tmpdir(f->dir, sizeof f->dir);
     const char *args[] = {"--mem-limit", "64MiB", "--threads", "2", NULL};
-    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
+    gt_test_devd_setup(f, args);
     *state = f;
     return 0;
 }
@@ -30,8 +25,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    gt_test_devd_stop(f->pid);
-    gt_test_rmtree(f->dir);
+    gt_test_devd_teardown(f);
     free(f);
     return 0;
 }

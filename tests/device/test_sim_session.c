@@ -16,19 +16,14 @@
 #define CHUNK (SLOT_BYTES - 16)
 #define MEM_LIMIT (32u << 20)
 
-typedef struct {
-    char dir[512];
-    char sock[600];
-    pid_t pid;
-} fixture;
+typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    gt_test_tmpdir(f->dir, sizeof f->dir);
     const char *args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots", "3",
                           "--threads", "1", NULL};
-    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
+    gt_test_devd_setup(f, args);
     *state = f;
     return 0;
 }
@@ -36,8 +31,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    gt_test_devd_stop(f->pid);
-    gt_test_rmtree(f->dir);
+    gt_test_devd_teardown(f);
     free(f);
     return 0;
 }
