@@ -46,6 +46,12 @@ int gt_test_count_files(const char *dir);
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
 int gt_test_run_cli(gt_buf *out, const char *const *args);
 
+// A data holder's agent as a process: `gputravel holder ARGS...` (args NULL-terminated), its
+// stdout and stderr written to log_path; returns once it serves. gt_test_holder_stop sends
+// SIGTERM, reaps it, and fails the test unless it exited 0 (`what` names it in the message).
+void gt_test_holder_start(gt_proc *p, const char *log_path, const char *const *args);
+void gt_test_holder_stop(gt_proc *p, const char *what);
+
 // The toy attestor, for tests without a TEE: its evidence is the channel binding followed by
 // `name`. It accepts evidence bound to this channel from a peer named `accept` exactly (or, when
 // accept ends in '*', any name with that prefix). replay: send `recorded` as the binding instead
