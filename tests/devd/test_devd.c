@@ -28,20 +28,9 @@ typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    const char *args[] = {"--mem-limit", "16MiB", "--slot-size", "64KiB", "--slots", "2",
-                          "--threads", "1", NULL};
-    gt_test_devd_setup(f, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_teardown(f);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "16MiB", "--slot-size", "64KiB", "--slots",
+                                       "2", "--threads", "1", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static void sleep_ms(int ms)
@@ -603,5 +592,5 @@ int main(void)
         cmocka_unit_test(test_admission_policy),
         cmocka_unit_test(test_cli_memory_limit),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

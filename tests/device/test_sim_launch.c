@@ -15,19 +15,8 @@ typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    const char *args[] = {"--mem-limit", "64MiB", "--threads", "2", NULL};
-    gt_test_devd_setup(f, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_teardown(f);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "64MiB", "--threads", "2", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static void open_both(fixture *f, gt_device **cpu, gt_device **sim)
@@ -200,5 +189,5 @@ int main(void)
         cmocka_unit_test(test_op_sequence_matches_cpu),
         cmocka_unit_test(test_training_matches_cpu),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

@@ -20,20 +20,9 @@ typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    const char *args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots", "3",
-                          "--threads", "1", NULL};
-    gt_test_devd_setup(f, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_teardown(f);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots",
+                                       "3", "--threads", "1", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static gt_device *open_dev(fixture *f)
@@ -381,5 +370,5 @@ int main(void)
         cmocka_unit_test(test_attestation_hooks),
         cmocka_unit_test(test_no_devd),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

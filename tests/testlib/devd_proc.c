@@ -58,16 +58,22 @@ void gt_test_devd_stop(pid_t pid)
     gt_proc_stop(&p, 5000);
 }
 
-void gt_test_devd_setup(gt_test_devd *f, const char *const *extra)
+int gt_test_devd_setup(void **state, const char *const *extra)
 {
-    memset(f, 0, sizeof *f);
+    gt_test_devd *f = calloc(1, sizeof *f);
+    assert_non_null(f);
     gt_test_tmpdir(f->dir, sizeof f->dir);
     f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, extra);
+    *state = f;
+    return 0;
 }
 
-void gt_test_devd_teardown(gt_test_devd *f)
+int gt_test_devd_teardown(void **state)
 {
+    gt_test_devd *f = *state;
     gt_test_devd_stop(f->pid);
-    f->pid = 0;
     gt_test_rmtree(f->dir);
+    free(f);
+    *state = NULL;
+    return 0;
 }

@@ -76,13 +76,15 @@ pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *co
 pid_t gt_test_devd_start_logged(char *sock, size_t cap, const char *dir, const char *log_path);
 void gt_test_devd_stop(pid_t pid);
 
-// A test's own folder with a devd in it (a cmocka setup/teardown pair).
+// A test's own folder with a devd in it, as cmocka state: a test's setup calls
+// gt_test_devd_setup(state, its devd arguments); gt_test_devd_teardown is the teardown itself
+// (stops devd, removes the folder).
 typedef struct {
     char dir[512];
     char sock[600];
     pid_t pid;
 } gt_test_devd;
-void gt_test_devd_setup(gt_test_devd *f, const char *const *extra);
-void gt_test_devd_teardown(gt_test_devd *f);  // stops devd, removes dir
+int gt_test_devd_setup(void **state, const char *const *extra);
+int gt_test_devd_teardown(void **state);
 
 #endif
