@@ -98,6 +98,9 @@ gt_err gt_proc_spawn(gt_proc *p, const gt_proc_spec *spec)
         if (fd >= 0 && (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)) {
             _exit(127);
         }
+        if (fd >= 0 && fd <= STDERR_FILENO) {
+            fcntl(fd, F_SETFD, 0);  // dup2 onto itself keeps O_CLOEXEC: the log would close
+        }
         execve(spec->argv[0], spec->argv, env);
         _exit(127);
     }
