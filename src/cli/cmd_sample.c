@@ -41,12 +41,11 @@ static const struct option long_opts[] = {
     {"tokenizer", required_argument, NULL, 'z'},   {NULL, 0, NULL, 0},
 };
 
+// The message is sample's own ("bad value ..."), so the flag is not named here.
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    int v = 0;
+    if (!gt_is_ok(gt_cli_parse_int("", s, (int)lo, (int)hi, &v))) {
         return false;
     }
     *out = v;

@@ -73,16 +73,10 @@ typedef struct {
     const char *device_socket;  // sim: devd's socket
 } train_opts;
 
+// The message is train's own ("bad value ... for --FLAG"), so the flag is not named here.
 static bool parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        return false;
-    }
-    *out = (int)v;
-    return true;
+    return gt_is_ok(gt_cli_parse_int("", s, lo, hi, out));
 }
 
 static bool parse_float(const char *s, float *out)
