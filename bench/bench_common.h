@@ -102,30 +102,33 @@ static inline int bench_devd_start(bench_devd *d, const char *name, gt_devd_conf
         cfg.socket_path = d->sock;
         _exit(gt_is_ok(gt_devd_run(&cfg)) ? 0 : 1);
     }
-    struct stat st;
-    while (stat(d->sock, &st) != 0) {
-        usleep(2000);
-        if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
-            fprintf(stderr, "%s: devd failed to start\n", name);
-            return -1;
-        }
+    gt_proc child = {.pid = d->pid};
+    gt_proc_ready r = {.kind = GT_PROC_READY_SOCKET, .path = d->sock, .timeout_ms = 600000,
+                       .what = "devd"};
+    gt_err e = gt_proc_wait_ready(&child, &r);
+    if (!gt_is_ok(e)) {
+        fprintf(stderr, "%s: devd failed to start: %s\n", name, e.msg);
+        gt_proc_stop(&child, 1000);
+        return -1;
     }
     d->start_s = gt_now_seconds() - t0;
     return 0;
 }
 
-// Stops devd (SIGTERM when it still serves) and removes the scratch folder.
+// Stops devd (SIGTERM when it still serves; else waits for it to end) and removes the scratch
+// folder.
 static inline void bench_devd_stop(bench_devd *d, bool terminate)
 {
+    gt_proc child = {.pid = d->pid};
     if (terminate) {
-        kill(d->pid, SIGTERM);
+        gt_proc_stop(&child, 10000);
+    } else {
+        waitpid(d->pid, NULL, 0);
     }
-    waitpid(d->pid, NULL, 0);
     unlink(d->sock);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "could not remove %s\n", d->dir);
+    gt_err e = gt_rmtree_below(d->dir, "/tmp");
+    if (!gt_is_ok(e)) {
+        fprintf(stderr, "could not remove %s: %s\n", d->dir, e.msg);
     }
 }
 

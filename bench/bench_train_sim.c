@@ -94,13 +94,14 @@ int main(int argc, char **argv)
         dc.max_sessions = 1;
         _exit(gt_is_ok(gt_devd_run(&dc)) ? 0 : 1);
     }
-    struct stat st;
-    while (stat(sock, &st) != 0) {
-        usleep(2000);
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            fprintf(stderr, "bench_train_sim: devd failed to start\n");
-            return 1;
-        }
+    gt_proc devd = {.pid = pid};
+    gt_proc_ready ready = {.kind = GT_PROC_READY_SOCKET, .path = sock, .timeout_ms = 600000,
+                           .what = "devd"};
+    gt_err started = gt_proc_wait_ready(&devd, &ready);
+    if (!gt_is_ok(started)) {
+        fprintf(stderr, "bench_train_sim: devd failed to start: %s\n", started.msg);
+        gt_proc_stop(&devd, 1000);
+        return 1;
     }
     gt_device *cpu = NULL, *sim = NULL;
     gt_device_config cc = {.kind = GT_DEVICE_CPU, .threads = threads};
@@ -150,10 +151,9 @@ int main(int argc, char **argv)
     gt_device_close(cpu);
     gt_device_close(sim);
     waitpid(pid, NULL, 0);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "bench_train_sim: could not remove %s\n", dir);
+    gt_err removed = gt_rmtree_below(dir, "/tmp");
+    if (!gt_is_ok(removed)) {
+        fprintf(stderr, "bench_train_sim: could not remove %s: %s\n", dir, removed.msg);
     }
     return 0;
 }

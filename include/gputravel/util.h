@@ -332,4 +332,53 @@ GT_MUST_USE gt_err gt_plot_bars(const char *png_path, const gt_plot_style *style
                                 const char *const *series_names, size_t nseries,
                                 const double *values, const double *lo, const double *hi);
 
+// ---------------------------------------------------------------------------------------------
+// Child processes (devd, holder agents, the CLI under test) and scratch trees. A child is started
+// with execve (no PATH search, no shell), dies with its parent (PR_SET_PDEATHSIG), and is always
+// reaped by gt_proc_stop. Not for untrusted argv: it runs what it is given.
+
+#include <sys/types.h>
+
+typedef struct {
+    char *const *argv;         // argv[0] is the file executed; NULL-terminated
+    const char *log_path;      // NULL: inherit stdout and stderr; else both go to this file
+    bool log_append;           // with log_path: append instead of truncating
+    const char *const *env;    // NULL, or NULL-terminated "NAME=VALUE" set (or replaced) for
+                               // the child only
+} gt_proc_spec;
+
+typedef struct {
+    pid_t pid;    // 0: not running (never started, or reaped)
+    int status;   // wait status once reaped
+    bool exited;  // reaped: status is valid
+} gt_proc;
+
+typedef enum {
+    GT_PROC_READY_SOCKET = 1,  // path is a Unix socket that is listening (not connected to)
+    GT_PROC_READY_FILE,        // path exists
+    GT_PROC_READY_LOG_LINE,    // the file at path contains text
+} gt_proc_ready_kind;
+
+typedef struct {
+    gt_proc_ready_kind kind;
+    const char *path;
+    const char *text;     // GT_PROC_READY_LOG_LINE only
+    int timeout_ms;       // 0: 15 s
+    const char *what;     // for messages ("devd", "holder bank"); NULL: argv[0]
+} gt_proc_ready;
+
+GT_MUST_USE gt_err gt_proc_spawn(gt_proc *p, const gt_proc_spec *spec);
+// Polls until r holds. Fails with GT_E_PEER (the child exited; it is reaped) or GT_E_TIMEOUT
+// (it is left running: the caller stops it).
+GT_MUST_USE gt_err gt_proc_wait_ready(gt_proc *p, const gt_proc_ready *r);
+// True while the child runs; reaps it (and records its status) once it has exited.
+bool gt_proc_alive(gt_proc *p);
+// SIGTERM, then SIGKILL after grace_ms (0: 5 s); always reaps. Returns the wait status (the
+// recorded one when the child had already been reaped; 0 when none was started).
+int gt_proc_stop(gt_proc *p, int grace_ms);
+
+// rm -rf path (no symbolic link is followed), refusing "" and "/", and any path that does not
+// resolve to somewhere strictly below scratch_root. A missing path is no error.
+GT_MUST_USE gt_err gt_rmtree_below(const char *path, const char *scratch_root);
+
 #endif

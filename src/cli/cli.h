@@ -29,6 +29,16 @@ int gt_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 // True when argv holds -h or --help (checked before getopt so help never fails on other args).
 bool gt_cli_wants_help(int argc, char **argv);
 
+// Strict flag values (cli_args.c): the whole string is a number in [min, max], else GT_E_ARG
+// with a message naming the flag ("--steps '12x': not a whole number", "--runs 0: must be 1..50").
+GT_MUST_USE gt_err gt_cli_parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max,
+                                    uint64_t *out);
+GT_MUST_USE gt_err gt_cli_parse_u32(const char *flag, const char *s, uint32_t min, uint32_t max,
+                                    uint32_t *out);
+GT_MUST_USE gt_err gt_cli_parse_int(const char *flag, const char *s, int min, int max, int *out);
+GT_MUST_USE gt_err gt_cli_parse_double(const char *flag, const char *s, double min, double max,
+                                       double *out);
+
 // `gputravel train --agreement ...` (collaborative training), in cmd_train_agreement.c.
 int gt_cli_train_agreement(int argc, char **argv);
 

@@ -209,21 +209,12 @@ static stat3 stats(double *v, int n)
     return (stat3){n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 // A world's scratch folder from an earlier run with the same --out (keys, dataset, ledger):
 // replaced, not reused (keygen refuses to overwrite keys, and old ledgers would skew budgets).
-static gt_err scratch_fresh(const char *dir)
+static gt_err scratch_fresh(const char *dir, const char *root)
 {
-    if (gt_path_exists(dir)) {
-        GT_ENSURE(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0, GT_E_IO,
-                  "cannot remove the earlier run's %s: %s", dir, strerror(errno));
-    }
+    gt_err e = gt_rmtree_below(dir, root);
+    GT_ENSURE(gt_is_ok(e), e.code, "cannot remove the earlier run's %s: %s", dir, e.msg);
     return gt_mkdir_p(dir, 0700);
 }
 
@@ -295,300 +286,348 @@ static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
     return err;
 }
 
-static pid_t start_devd(const char *socket, uint64_t mem, const char *log)
+static gt_err start_devd(gt_proc *devd, const char *socket, uint64_t mem, const char *log)
 {
     char self[4096], memarg[32];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-        return -1;
-    }
+    GT_ENSURE(n > 0, GT_E_IO, "cannot find this executable: %s", strerror(errno));
     self[n] = '\0';
     snprintf(memarg, sizeof memarg, "%llu", (unsigned long long)mem);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(self, self, "devd", "--socket", socket, "--mem-limit", memarg, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 600 && pid > 0 && !gt_path_exists(socket); i++) {
-        usleep(50000);
-    }
-    return pid;
+    char *argv[] = {self, "devd", "--socket", (char *)socket, "--mem-limit", memarg, NULL};
+    gt_proc_spec spec = {.argv = argv, .log_path = log};
+    unlink(socket);  // a stale socket of an earlier run would look ready
+    GT_TRY(gt_proc_spawn(devd, &spec));
+    gt_proc_ready r = {.kind = GT_PROC_READY_SOCKET, .path = socket, .timeout_ms = 30000,
+                       .what = "devd"};
+    gt_err e = gt_proc_wait_ready(devd, &r);
+    GT_ENSURE(gt_is_ok(e), GT_E_PEER, "devd did not start (%s): see %s", e.msg, log);
+    return GT_OK;
 }
 
+// What one bench run measured, per link (loopback, shaped link) and size.
 // first_trip: each size's first travel run, which includes the holder's attested attach to devd
 // (its later trips reattach the session it kept).
 // ratios: per size, the median over runs of each run's conventional, keyrelease and decryption
 // pass time over its travel time: a run times the paths back to back, so pairing them cancels the
 // machine's drift between runs.
-static int report(const options *o, const char *dir, int nlinks,
-                  stat3 st[2][MAX_SIZES][PATHS], double first_trip[2][MAX_SIZES],
-                  double ratios[2][MAX_SIZES][3])
+typedef struct {
+    char dir[1024];
+    int nlinks;
+    double times[2][MAX_SIZES][PATHS][MAX_RUNS];
+    stat3 st[2][MAX_SIZES][PATHS];
+    double first_trip[2][MAX_SIZES];
+    double ratios[2][MAX_SIZES][3];  // paired: conventional, keyrelease, decrypt over travel
+} results;
+
+static const char *const link_names[2] = {"loopback", "link"};
+
+static void link_title(const options *o, int L, char *title, size_t cap)
 {
-    static const char *const link_names[2] = {"loopback", "link"};
-    for (int L = 0; L < nlinks; L++) {
-        char title[96];
-        if (L == 0) {
-            snprintf(title, sizeof title, "loopback");
-        } else {
-            snprintf(title, sizeof title, "veth shaped to %.3g Gbit/s",
-                     (double)o->link_bps / 1e9);
+    if (L == 0) {
+        snprintf(title, cap, "loopback");
+    } else {
+        snprintf(title, cap, "veth shaped to %.3g Gbit/s", (double)o->link_bps / 1e9);
+    }
+}
+
+static void print_json(const options *o, const results *res, int L, int s)
+{
+    const stat3 *st = res->st[L][s];
+    for (int p = 0; p < PATHS; p++) {
+        printf("{\"link\":\"%s\",\"path\":\"%s\",\"size\":%llu,\"median_s\":%.6f,"
+               "\"min_s\":%.6f,\"max_s\":%.6f}\n",
+               link_names[L], path_names[p], (unsigned long long)o->sizes[s], st[p].median,
+               st[p].min, st[p].max);
+    }
+    printf("{\"link\":\"%s\",\"size\":%llu,\"speedup_travel_vs_conventional\":%.3f,"
+           "\"speedup_travel_vs_keyrelease\":%.3f,\"travel_vs_decrypt_pass\":%.3f,"
+           "\"travel_first_s\":%.6f}\n",
+           link_names[L], (unsigned long long)o->sizes[s], res->ratios[L][s][0],
+           res->ratios[L][s][1], res->ratios[L][s][2], res->first_trip[L][s]);
+}
+
+static void print_table(const options *o, const results *res, int L, const char *title,
+                        const char *const *labels)
+{
+    printf("\n%s (seconds per chunk into device memory; median [min, max] of %d)\n", title,
+           o->runs);
+    printf("%-10s", "size");
+    for (int p = 0; p < PATHS; p++) {
+        printf(" %26s", path_names[p]);
+    }
+    printf(" %12s %12s\n", "travel/conv", "travel/dec");
+    for (int s = 0; s < o->nsizes; s++) {
+        printf("%-10s", labels[s]);
+        for (int p = 0; p < PATHS; p++) {
+            const stat3 *st = &res->st[L][s][p];
+            char cell[64];
+            snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->min, st->max);
+            printf(" %26s", cell);
         }
-        if (!o->json) {
-            printf("\n%s (seconds per chunk into device memory; median [min, max] of %d)\n",
-                   title, o->runs);
-            printf("%-10s", "size");
-            for (int p = 0; p < PATHS; p++) {
-                printf(" %26s", path_names[p]);
-            }
-            printf(" %12s %12s\n", "travel/conv", "travel/dec");
+        printf(" %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2]);
+    }
+    printf("first trip (with the holder's attested attach to devd; later trips reuse "
+           "its session):");
+    for (int s = 0; s < o->nsizes; s++) {
+        printf("%s %s %.3f s", s ? "," : "", labels[s], res->first_trip[L][s]);
+    }
+    printf("\n");
+}
+
+static void plot_link(const options *o, const results *res, int L, const char *title,
+                      const char *const *labels)
+{
+    double med[PATHS * MAX_SIZES], lo[PATHS * MAX_SIZES], hi[PATHS * MAX_SIZES];
+    for (int s = 0; s < o->nsizes; s++) {
+        for (int p = 0; p < PATHS; p++) {
+            med[p * o->nsizes + s] = res->st[L][s][p].median;
+            lo[p * o->nsizes + s] = res->st[L][s][p].min;
+            hi[p * o->nsizes + s] = res->st[L][s][p].max;
         }
-        double med[PATHS * MAX_SIZES], lo[PATHS * MAX_SIZES], hi[PATHS * MAX_SIZES];
+    }
+    char png[2200], ptitle[160];
+    snprintf(png, sizeof png, "%s/transfer-%s.png", res->dir, link_names[L]);
+    snprintf(ptitle, sizeof ptitle, "one chunk into device memory, %s (lower is better)", title);
+    gt_plot_style ps = {.title = ptitle, .xlabel = "chunk size", .ylabel = "seconds"};
+    gt_err perr = gt_plot_bars(png, &ps, labels, (size_t)o->nsizes, path_names, PATHS, med, lo,
+                               hi);
+    if (!o->json) {
+        printf(gt_is_ok(perr) ? "plot: %s\n" : "(no plot: %s)\n",
+               gt_is_ok(perr) ? png : perr.msg);
+    }
+}
+
+static void print_results(const options *o, const results *res)
+{
+    for (int L = 0; L < res->nlinks; L++) {
+        char title[96], label_buf[MAX_SIZES][32];
         const char *labels[MAX_SIZES];
-        char label_buf[MAX_SIZES][32];
+        link_title(o, L, title, sizeof title);
         for (int s = 0; s < o->nsizes; s++) {
             gt_format_size(label_buf[s], sizeof label_buf[s], o->sizes[s]);
             labels[s] = label_buf[s];
-            double speedup = ratios[L][s][0], vs_dec = ratios[L][s][2];
             if (o->json) {
-                for (int p = 0; p < PATHS; p++) {
-                    printf("{\"link\":\"%s\",\"path\":\"%s\",\"size\":%llu,\"median_s\":%.6f,"
-                           "\"min_s\":%.6f,\"max_s\":%.6f}\n",
-                           link_names[L], path_names[p], (unsigned long long)o->sizes[s],
-                           st[L][s][p].median, st[L][s][p].min, st[L][s][p].max);
-                }
-                printf("{\"link\":\"%s\",\"size\":%llu,\"speedup_travel_vs_conventional\":%.3f,"
-                       "\"speedup_travel_vs_keyrelease\":%.3f,\"travel_vs_decrypt_pass\":%.3f,"
-                       "\"travel_first_s\":%.6f}\n",
-                       link_names[L], (unsigned long long)o->sizes[s], speedup,
-                       ratios[L][s][1], vs_dec, first_trip[L][s]);
-            } else {
-                printf("%-10s", labels[s]);
-                for (int p = 0; p < PATHS; p++) {
-                    char cell[64];
-                    snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st[L][s][p].median,
-                             st[L][s][p].min, st[L][s][p].max);
-                    printf(" %26s", cell);
-                }
-                printf(" %11.2fx %11.2fx\n", speedup, vs_dec);
-            }
-            for (int p = 0; p < PATHS; p++) {
-                med[p * o->nsizes + s] = st[L][s][p].median;
-                lo[p * o->nsizes + s] = st[L][s][p].min;
-                hi[p * o->nsizes + s] = st[L][s][p].max;
+                print_json(o, res, L, s);
             }
         }
         if (!o->json) {
-            printf("first trip (with the holder's attested attach to devd; later trips reuse "
-                   "its session):");
-            for (int s = 0; s < o->nsizes; s++) {
-                printf("%s %s %.3f s", s ? "," : "", labels[s], first_trip[L][s]);
-            }
-            printf("\n");
+            print_table(o, res, L, title, labels);
         }
-        char png[2200];
-        snprintf(png, sizeof png, "%s/transfer-%s.png", dir, link_names[L]);
-        char ptitle[160];
-        snprintf(ptitle, sizeof ptitle, "one chunk into device memory, %s (lower is better)",
-                 title);
-        gt_plot_style ps = {.title = ptitle, .xlabel = "chunk size", .ylabel = "seconds"};
-        gt_err perr = gt_plot_bars(png, &ps, labels, (size_t)o->nsizes, path_names, PATHS, med,
-                                   lo, hi);
-        if (!o->json) {
-            printf(gt_is_ok(perr) ? "plot: %s\n" : "(no plot: %s)\n",
-                   gt_is_ok(perr) ? png : perr.msg);
-        }
+        plot_link(o, res, L, title, labels);
     }
     if (!o->json) {
         printf("\ntravel/conv: conventional (plain) time over travel time; travel/dec: one\n"
                "AES-256-GCM decryption pass's time over travel time (>= 0.7 is the target). Both\n"
                "are the median over runs of each run's ratio: a run times the paths back to back.\n"
-               "All parties are simulated (insecure-simulation); work folder %s\n", dir);
+               "All parties are simulated (insecure-simulation); work folder %s\n", res->dir);
     }
-    return GT_EXIT_OK;
 }
 
-static int bench_transfer(int argc, char **argv)
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, options *o)
 {
     static const struct option opts[] = {
         {"sizes", required_argument, NULL, 's'}, {"link", required_argument, NULL, 'l'},
         {"runs", required_argument, NULL, 'r'},  {"json", no_argument, NULL, 'j'},
         {"out", required_argument, NULL, 'o'},   {"no-link", no_argument, NULL, 'n'},
         {0}};
-    options o = {.runs = 3, .link_bps = 10000000000ull};
+    *o = (options){.runs = 3, .link_bps = 10000000000ull};
     const char *sizes = "64M,128M,256M,512M";
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 's': sizes = optarg; break;
         case 'l':
-            if (!gt_is_ok(parse_rate(optarg, &o.link_bps))) {
+            if (!gt_is_ok(parse_rate(optarg, &o->link_bps))) {
                 return gt_cli_usage(CMD, "--link: a rate such as 10gbit");
             }
             break;
-        case 'r': o.runs = atoi(optarg); break;
-        case 'j': o.json = true; break;
-        case 'o': o.out = optarg; break;
-        case 'n': o.no_link = true; break;
+        case 'r':
+            if (!gt_is_ok(gt_cli_parse_int("--runs", optarg, 1, MAX_RUNS, &o->runs))) {
+                return gt_cli_usage(CMD, "--runs must be 1..%d", MAX_RUNS);
+            }
+            break;
+        case 'j': o->json = true; break;
+        case 'o': o->out = optarg; break;
+        case 'n': o->no_link = true; break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
-    }
-    if (o.runs < 1 || o.runs > MAX_RUNS) {
-        return gt_cli_usage(CMD, "--runs must be 1..%d", MAX_RUNS);
     }
     char list[256];
     snprintf(list, sizeof list, "%s", sizes);
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o.nsizes == MAX_SIZES || !gt_is_ok(gt_parse_size(t, &o.sizes[o.nsizes])) ||
-            o.sizes[o.nsizes] < 4096 || o.sizes[o.nsizes] % 2 || o.sizes[o.nsizes] > (4ull << 30)) {
+        if (o->nsizes == MAX_SIZES || !gt_is_ok(gt_parse_size(t, &o->sizes[o->nsizes])) ||
+            o->sizes[o->nsizes] < 4096 || o->sizes[o->nsizes] % 2 ||
+            o->sizes[o->nsizes] > (4ull << 30)) {
             return gt_cli_usage(CMD, "--sizes: up to %d even sizes, 4K..4G", MAX_SIZES);
         }
-        o.nsizes++;
+        o->nsizes++;
     }
-    bool link = !o.no_link && geteuid() == 0;
-    if (!o.no_link && !link) {
-        fprintf(stderr, "gputravel bench: not root: the shaped-link pass is skipped\n");
+    if (o->out != NULL && strlen(o->out) >= sizeof ((results *)0)->dir) {
+        return gt_cli_usage(CMD, "--out: path too long");
     }
-    signal(SIGPIPE, SIG_IGN);
-    if (!gt_cli.verbose) {
-        gt_log_set_level(GT_LOG_ERROR);
+    return GT_EXIT_OK;
+}
+
+// The world of one (link, size): its scratch folder, dataset, agreement and serving holder.
+static gt_err world_open(world *w, const results *res, const char *sim_root, int L,
+                         uint64_t size, const gt_netns_pair *pair, int self_ns)
+{
+    snprintf(w->dir, sizeof w->dir, "%s/%s-%llu", res->dir, L ? "link" : "loopback",
+             (unsigned long long)size);
+    snprintf(w->ds, sizeof w->ds, "%s/ds", w->dir);
+    snprintf(w->keys, sizeof w->keys, "%s/keys", w->dir);
+    snprintf(w->ledger, sizeof w->ledger, "%s/ledger.log", w->dir);
+    snprintf(w->agreement, sizeof w->agreement, "%s/agreement.json", w->dir);
+    snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
+    snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
+    w->netns = L ? pair->ns[0] : NULL;
+    GT_TRY(scratch_fresh(w->dir, res->dir));
+    GT_TRY(world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns));
+    GT_TRY(make_dataset(w, size));
+    GT_TRY(gt_policy_parse(&w->policy, "{\"allow_simulation\":true}", 25));
+    GT_TRY(gt_file_read_all(w->root_pub, 1 << 16, &w->root_bytes));
+    w->root = (gt_attest_file){w->root_pub, gt_buf_span(&w->root_bytes)};
+    return world_start(w);
+}
+
+static void world_free(world *w)
+{
+    world_stop(w);
+    gt_policy_free(w->policy);
+    gt_buf_free_nowipe(&w->root_bytes);
+    gt_holder_keys_wipe(&w->k);
+    free(w);
+}
+
+// Times every path for size s on link L (the trainer on its side of the link), then sums up.
+static gt_err measure_size(const options *o, results *res, int L, int s, const char *sim_root,
+                           const char *socket, const gt_netns_pair *pair, int self_ns)
+{
+    world *w = calloc(1, sizeof *w);
+    GT_ENSURE(w != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = world_open(w, res, sim_root, L, o->sizes[s], pair, self_ns);
+    gt_device *dev = NULL;
+    if (gt_is_ok(err) && L == 1) {
+        err = gt_netns_enter(pair->ns[1]);  // the trainer's side of the link
     }
-    char dir[1024];
-    if (o.out != NULL) {
-        if (strlen(o.out) >= sizeof dir) {
-            return gt_cli_usage(CMD, "--out: path too long");
-        }
-        snprintf(dir, sizeof dir, "%s", o.out);
-    } else {
-        snprintf(dir, sizeof dir, "/tmp/gputravel-bench-XXXXXX");
-        if (mkdtemp(dir) == NULL) {
-            return gt_cli_fail(CMD, gt_errf(GT_E_IO, "mkdtemp failed"));
-        }
-    }
-    gt_err err = gt_mkdir_p(dir, 0700);
-    char sim_root[2100], socket[2100], devd_log[2100];
-    snprintf(sim_root, sizeof sim_root, "%s/sim-root", dir);
-    snprintf(socket, sizeof socket, "%s/devd.sock", dir);
-    snprintf(devd_log, sizeof devd_log, "%s/devd.log", dir);
-    setenv("GT_SIM_ROOT", sim_root, 1);
-    gt_pkey *root = NULL;
     if (gt_is_ok(err)) {
-        err = gt_sim_root_open(&root, NULL, 0, sim_root, true);
-        gt_pkey_free(root);
+        gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
+        gt_device_sim_options so = {.timeout_ms = 0};
+        memcpy(so.agreement_hash, w->a.hash, sizeof so.agreement_hash);
+        err = gt_device_open_sim(&dev, &dc, &so);
     }
-    uint64_t biggest = 0;
-    for (int i = 0; i < o.nsizes; i++) {
-        biggest = o.sizes[i] > biggest ? o.sizes[i] : biggest;
+    if (gt_is_ok(err)) {
+        if (!o->json) {
+            char sz[32];
+            gt_format_size(sz, sizeof sz, o->sizes[s]);
+            fprintf(stderr, "bench: %s, %s: %d run(s) of each path...\n",
+                    L ? "shaped link" : "loopback", sz, o->runs);
+        }
+        err = measure(w, dev, socket, o->runs, res->times[L][s]);
     }
-    unlink(socket);
-    pid_t devd = gt_is_ok(err) ? start_devd(socket, 2 * biggest + (64u << 20), devd_log) : -1;
-    if (gt_is_ok(err) && (devd <= 0 || !gt_path_exists(socket))) {
-        err = gt_errf(GT_E_PEER, "devd did not start: see %s", devd_log);
+    gt_device_close(dev);
+    if (L == 1 && self_ns >= 0) {
+        setns(self_ns, CLONE_NEWNET);
     }
-    const int nlinks = link ? 2 : 1;
-    static double times[2][MAX_SIZES][PATHS][MAX_RUNS];
-    static double first_trip[2][MAX_SIZES];
-    static double ratios[2][MAX_SIZES][3];  // paired: conventional, keyrelease, decrypt over travel
-    stat3 st[2][MAX_SIZES][PATHS];
+    world_free(w);
+    GT_TRY(err);
+    double (*t)[MAX_RUNS] = res->times[L][s];
+    res->first_trip[L][s] = t[2][0];  // before stats() sorts the runs
+    for (int q = 0; q < 3; q++) {
+        double per_run[MAX_RUNS];
+        for (int r = 0; r < o->runs; r++) {
+            per_run[r] = t[q == 2 ? 3 : q][r] / t[2][r];
+        }
+        res->ratios[L][s][q] = stats(per_run, o->runs).median;
+    }
+    for (int p = 0; p < PATHS; p++) {
+        res->st[L][s][p] = stats(t[p], o->runs);
+    }
+    return GT_OK;
+}
+
+// Every link and size, with one devd for them all (sized for the biggest chunk twice over).
+static gt_err run_links(const options *o, results *res, const char *sim_root, const char *socket)
+{
     gt_netns_pair pair = {0};
     int self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    for (int L = 0; L < nlinks && gt_is_ok(err); L++) {
+    gt_err err = GT_OK;
+    for (int L = 0; L < res->nlinks && gt_is_ok(err); L++) {
         if (L == 1) {
             char tag[9];
             snprintf(tag, sizeof tag, "b%d", (int)(getpid() % 1000000));  // concurrent benches
-            err = gt_netns_pair_create(&pair, tag, o.link_bps);
-            if (!gt_is_ok(err)) {
-                break;
-            }
+            err = gt_netns_pair_create(&pair, tag, o->link_bps);
         }
-        for (int s = 0; s < o.nsizes && gt_is_ok(err); s++) {
-            world *w = calloc(1, sizeof *w);
-            if (w == NULL) {
-                err = gt_errf(GT_E_NOMEM, "out of memory");
-                break;
-            }
-            snprintf(w->dir, sizeof w->dir, "%s/%s-%llu", dir, L ? "link" : "loopback",
-                     (unsigned long long)o.sizes[s]);
-            snprintf(w->ds, sizeof w->ds, "%s/ds", w->dir);
-            snprintf(w->keys, sizeof w->keys, "%s/keys", w->dir);
-            snprintf(w->ledger, sizeof w->ledger, "%s/ledger.log", w->dir);
-            snprintf(w->agreement, sizeof w->agreement, "%s/agreement.json", w->dir);
-            snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
-            snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
-            w->netns = L ? pair.ns[0] : NULL;
-            err = scratch_fresh(w->dir);
-            if (gt_is_ok(err)) {
-                err = world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns);
-            }
-            if (gt_is_ok(err)) {
-                err = make_dataset(w, o.sizes[s]);
-            }
-            if (gt_is_ok(err)) {
-                err = gt_policy_parse(&w->policy, "{\"allow_simulation\":true}", 25);
-            }
-            if (gt_is_ok(err)) {
-                err = gt_file_read_all(w->root_pub, 1 << 16, &w->root_bytes);
-                w->root = (gt_attest_file){w->root_pub, gt_buf_span(&w->root_bytes)};
-            }
-            if (gt_is_ok(err)) {
-                err = world_start(w);
-            }
-            gt_device *dev = NULL;
-            if (gt_is_ok(err) && L == 1) {
-                err = gt_netns_enter(pair.ns[1]);  // the trainer's side of the link
-            }
-            if (gt_is_ok(err)) {
-                gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
-                gt_device_sim_options so = {.timeout_ms = 0};
-                memcpy(so.agreement_hash, w->a.hash, sizeof so.agreement_hash);
-                err = gt_device_open_sim(&dev, &dc, &so);
-            }
-            if (gt_is_ok(err)) {
-                if (!o.json) {
-                    char sz[32];
-                    gt_format_size(sz, sizeof sz, o.sizes[s]);
-                    fprintf(stderr, "bench: %s, %s: %d run(s) of each path...\n",
-                            L ? "shaped link" : "loopback", sz, o.runs);
-                }
-                err = measure(w, dev, socket, o.runs, times[L][s]);
-            }
-            gt_device_close(dev);
-            if (L == 1 && self_ns >= 0) {
-                setns(self_ns, CLONE_NEWNET);
-            }
-            world_stop(w);
-            gt_policy_free(w->policy);
-            gt_buf_free_nowipe(&w->root_bytes);
-            gt_holder_keys_wipe(&w->k);
-            free(w);
-            first_trip[L][s] = times[L][s][2][0];  // before stats() sorts the runs
-            for (int q = 0; q < 3 && gt_is_ok(err); q++) {
-                double per_run[MAX_RUNS];
-                for (int r = 0; r < o.runs; r++) {
-                    per_run[r] = times[L][s][q == 2 ? 3 : q][r] / times[L][s][2][r];
-                }
-                ratios[L][s][q] = stats(per_run, o.runs).median;
-            }
-            for (int p = 0; p < PATHS && gt_is_ok(err); p++) {
-                st[L][s][p] = stats(times[L][s][p], o.runs);
-            }
+        for (int s = 0; s < o->nsizes && gt_is_ok(err); s++) {
+            err = measure_size(o, res, L, s, sim_root, socket, &pair, self_ns);
         }
     }
     gt_netns_pair_destroy(&pair);  // only what was created
     if (self_ns >= 0) {
         close(self_ns);
     }
-    if (devd > 0) {
-        kill(devd, SIGTERM);
-        waitpid(devd, NULL, 0);
+    return err;
+}
+
+static gt_err run(const options *o, results *res)
+{
+    if (o->out != NULL) {
+        snprintf(res->dir, sizeof res->dir, "%s", o->out);
+    } else {
+        snprintf(res->dir, sizeof res->dir, "/tmp/gputravel-bench-XXXXXX");
+        GT_ENSURE(mkdtemp(res->dir) != NULL, GT_E_IO, "mkdtemp failed");
     }
-    if (!gt_is_ok(err)) {
-        return gt_cli_fail(CMD, err);
+    GT_TRY(gt_mkdir_p(res->dir, 0700));
+    char sim_root[2100], socket[2100], devd_log[2100];
+    snprintf(sim_root, sizeof sim_root, "%s/sim-root", res->dir);
+    snprintf(socket, sizeof socket, "%s/devd.sock", res->dir);
+    snprintf(devd_log, sizeof devd_log, "%s/devd.log", res->dir);
+    setenv("GT_SIM_ROOT", sim_root, 1);
+    gt_pkey *root = NULL;
+    GT_TRY(gt_sim_root_open(&root, NULL, 0, sim_root, true));
+    gt_pkey_free(root);
+    uint64_t biggest = 0;
+    for (int i = 0; i < o->nsizes; i++) {
+        biggest = o->sizes[i] > biggest ? o->sizes[i] : biggest;
     }
-    return report(&o, dir, nlinks, st, first_trip, ratios);
+    gt_proc devd;
+    gt_err err = start_devd(&devd, socket, 2 * biggest + (64u << 20), devd_log);
+    if (gt_is_ok(err)) {
+        err = run_links(o, res, sim_root, socket);
+    }
+    gt_proc_stop(&devd, 10000);
+    return err;
+}
+
+static int bench_transfer(int argc, char **argv)
+{
+    options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    results *res = calloc(1, sizeof *res);
+    if (res == NULL) {
+        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    bool link = !o.no_link && geteuid() == 0;
+    if (!o.no_link && !link) {
+        fprintf(stderr, "gputravel bench: not root: the shaped-link pass is skipped\n");
+    }
+    res->nlinks = link ? 2 : 1;
+    signal(SIGPIPE, SIG_IGN);
+    if (!gt_cli.verbose) {
+        gt_log_set_level(GT_LOG_ERROR);
+    }
+    gt_err err = run(&o, res);
+    if (gt_is_ok(err)) {
+        print_results(&o, res);
+    } else {
+        rc = gt_cli_fail(CMD, err);
+    }
+    free(res);
+    return rc;
 }
 
 int gt_cmd_bench(int argc, char **argv)

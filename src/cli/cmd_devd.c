@@ -47,12 +47,45 @@ static void usage(void)
            "Device evidence: `gputravel verify --root <identity>/root-pub.pem` appraises it.\n");
 }
 
-int gt_cmd_devd(int argc, char **argv)
+// A size flag (--mem-limit, --slot-size) into cfg; 0, or the exit status of a usage error.
+static int parse_size_flag(int c, gt_devd_config *cfg)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
+    uint64_t v = 0;
+    if (!gt_is_ok(gt_parse_size(optarg, &v)) || v == 0) {
+        return gt_cli_usage("devd", "bad size '%s'", optarg);
     }
+    if (c == 'm') {
+        cfg->mem_limit = v;
+    } else if (v > UINT32_MAX) {
+        return gt_cli_usage("devd", "slot size '%s' is too large", optarg);
+    } else {
+        cfg->slot_bytes = (uint32_t)v;
+    }
+    return GT_EXIT_OK;
+}
+
+// A count flag (--threads, --slots, --max-sessions, --idle-timeout), 0..1000000.
+static int parse_count_flag(int c, gt_devd_config *cfg)
+{
+    uint64_t v = 0;
+    if (!gt_is_ok(gt_cli_parse_u64("devd", optarg, 0, 1000000, &v))) {
+        return gt_cli_usage("devd", "bad number '%s'", optarg);
+    }
+    if (c == 't') {
+        cfg->threads = (int)v;
+    } else if (c == 'n') {
+        cfg->slot_count = (uint32_t)v;
+    } else if (c == 'x') {
+        cfg->max_sessions = v;
+    } else {
+        cfg->idle_timeout_ms = (int)(v * 1000);
+    }
+    return GT_EXIT_OK;
+}
+
+// The options are devd's own configuration: 0 and cfg filled, or a usage error's exit status.
+static int parse(int argc, char **argv, gt_devd_config *cfg)
+{
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'},    {"mem-limit", required_argument, NULL, 'm'},
         {"threads", required_argument, NULL, 't'},   {"slots", required_argument, NULL, 'n'},
@@ -61,79 +94,60 @@ int gt_cmd_devd(int argc, char **argv)
         {"vendor-root", required_argument, NULL, 'V'}, {"admit-policy", required_argument, NULL, 'P'},
         {"client-root", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
     };
-    gt_devd_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    int c;
-    while ((c = getopt_long(argc, argv, "s:m:t:", opts, NULL)) != -1) {
-        uint64_t v = 0;
-        char *end = NULL;
+    memset(cfg, 0, sizeof *cfg);
+    int c, rc = GT_EXIT_OK;
+    while (rc == GT_EXIT_OK && (c = getopt_long(argc, argv, "s:m:t:", opts, NULL)) != -1) {
         switch (c) {
-        case 's':
-            cfg.socket_path = optarg;
-            break;
-        case 'I':
-            cfg.identity_dir = optarg;
-            break;
-        case 'V':
-            cfg.vendor_root_dir = optarg;
-            break;
-        case 'P':
-            cfg.admit_policy = optarg;
-            break;
-        case 'R':
-            cfg.client_root = optarg;
-            break;
+        case 's': cfg->socket_path = optarg; break;
+        case 'I': cfg->identity_dir = optarg; break;
+        case 'V': cfg->vendor_root_dir = optarg; break;
+        case 'P': cfg->admit_policy = optarg; break;
+        case 'R': cfg->client_root = optarg; break;
         case 'm':
-        case 'z':
-            if (!gt_is_ok(gt_parse_size(optarg, &v)) || v == 0) {
-                return gt_cli_usage("devd", "bad size '%s'", optarg);
-            }
-            if (c == 'm') {
-                cfg.mem_limit = v;
-            } else if (v > UINT32_MAX) {
-                return gt_cli_usage("devd", "slot size '%s' is too large", optarg);
-            } else {
-                cfg.slot_bytes = (uint32_t)v;
-            }
-            break;
+        case 'z': rc = parse_size_flag(c, cfg); break;
         case 't':
         case 'n':
         case 'x':
-        case 'i':
-            v = strtoull(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || v > 1000000) {
-                return gt_cli_usage("devd", "bad number '%s'", optarg);
-            }
-            if (c == 't') {
-                cfg.threads = (int)v;
-            } else if (c == 'n') {
-                cfg.slot_count = (uint32_t)v;
-            } else if (c == 'x') {
-                cfg.max_sessions = v;
-            } else {
-                cfg.idle_timeout_ms = (int)(v * 1000);
-            }
-            break;
-        default:
-            return gt_cli_usage("devd", "unknown option");
+        case 'i': rc = parse_count_flag(c, cfg); break;
+        default: return gt_cli_usage("devd", "unknown option");
         }
+    }
+    if (rc != GT_EXIT_OK) {
+        return rc;
     }
     if (optind != argc) {
         return gt_cli_usage("devd", "unexpected argument '%s'", argv[optind]);
     }
-    if (cfg.socket_path == NULL) {
+    if (cfg->socket_path == NULL) {
         return gt_cli_usage("devd", "--socket PATH is required");
     }
+    return GT_EXIT_OK;
+}
+
+// Serves until SIGINT or SIGTERM (or --max-sessions); devd logs what it does itself.
+static gt_err run(gt_devd_config *cfg)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    cfg.stop = &devd_stop;
-    gt_err err = gt_devd_run(&cfg);
-    if (!gt_is_ok(err)) {
-        return gt_cli_fail("devd", err);
+    cfg->stop = &devd_stop;
+    return gt_devd_run(cfg);
+}
+
+int gt_cmd_devd(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
     }
-    return GT_EXIT_OK;
+    gt_devd_config cfg;
+    int rc = parse(argc, argv, &cfg);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    gt_err err = run(&cfg);
+    return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("devd", err);
 }

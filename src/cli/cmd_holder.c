@@ -94,6 +94,107 @@ static int parse_options(int argc, char **argv, options *o)
     return 0;
 }
 
+// What a serving holder holds until it stops (freed by holder_free).
+typedef struct {
+    gt_holder_keys keys;
+    gt_agreement agreement;
+    const gt_agreement_holder *me;
+    gt_policy *policy;
+    gt_ledger *ledger;
+    gt_holder_agent *agent;
+    gt_listener *listener;
+    gt_buf root_bytes[MAX_ROOTS];
+    gt_attest_file roots[MAX_ROOTS];
+    char ledger_path[4200];
+    gt_tee_attestor att;
+} holder_run;
+
+// This holder's entry in the agreement: by --name, else by the key folder's identity key.
+static gt_err find_me(const options *o, holder_run *r)
+{
+    for (uint32_t i = 0; i < r->agreement.holder_count && r->me == NULL; i++) {
+        const gt_agreement_holder *h = &r->agreement.holders[i];
+        bool by_name = o->name != NULL && strcmp(h->name, o->name) == 0;
+        bool by_key = o->name == NULL &&
+                      gt_ct_equal(h->identity_key, r->keys.holder_pub, GT_ED25519_PUBLIC_BYTES);
+        r->me = by_name || by_key ? h : NULL;
+    }
+    GT_ENSURE(r->me != NULL, GT_E_ARG,
+              o->name ? "holder '%s' is not in the agreement"
+                      : "%sno holder in the agreement has this key folder's identity key",
+              o->name ? o->name : "");
+    return GT_OK;
+}
+
+// Keys, agreement, policy, trust roots and ledger; then the agent and its listener.
+static gt_err open_agent(options *o, holder_run *r)
+{
+    GT_TRY(gt_keydir_load(o->key, &r->keys));
+    GT_TRY(gt_agreement_load(&r->agreement, o->agreement));
+    GT_TRY(find_me(o, r));
+    if (o->policy != NULL) {
+        GT_TRY(gt_policy_load_file(&r->policy, o->policy));
+    } else {
+        GT_TRY(gt_policy_default(&r->policy));
+    }
+    for (int i = 0; i < o->root_count; i++) {
+        GT_TRY(gt_file_read_all(o->roots[i], 1 << 20, &r->root_bytes[i]));
+        r->roots[i] = (gt_attest_file){o->roots[i], gt_buf_span(&r->root_bytes[i])};
+    }
+    if (o->ledger == NULL) {
+        GT_TRY(gt_path_join(r->ledger_path, sizeof r->ledger_path, o->key, "ledger.log"));
+        o->ledger = r->ledger_path;
+    }
+    GT_TRY(gt_ledger_open(&r->ledger, o->ledger, r->keys.holder_sec));
+    r->att = (gt_tee_attestor){
+        .collect = {.type = o->tee, .sim_root = o->sim_root}, .policy = r->policy,
+        .roots = r->roots, .root_count = (size_t)o->root_count, .agreement = &r->agreement,
+        .peer_role = GT_PEER_TRAINER,
+    };
+    gt_holder_agent_config cfg = {
+        .dataset_dir = o->dataset, .keys = &r->keys, .agreement = &r->agreement,
+        .name = r->me->name, .ledger = r->ledger, .ledger_path = o->ledger,
+        .attestor = gt_tee_attestor_bind(&r->att), .peer_summary = r->att.peer_summary,
+    };
+    GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
+    return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);
+}
+
+// Serves until SIGINT or SIGTERM; says so once it listens (tests and the demo wait for it).
+static gt_err run(options *o, holder_run *r)
+{
+    GT_TRY(open_agent(o, r));
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    printf("holder %s: serving dataset %s on %s (ledger %s)%s\n", r->me->name, o->dataset,
+           o->listen ? o->listen : r->me->endpoint, o->ledger,
+           o->tee == GT_TEE_SIM ? "; proving itself with insecure-simulation evidence" : "");
+    fflush(stdout);
+    return gt_holder_agent_serve(r->agent, r->listener, &stop_requested);
+}
+
+static void print_stats(const holder_run *r)
+{
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r->agent, &st);
+    printf("holder %s: stopped after %llu grant(s), %llu refusal(s), %llu tokens released\n",
+           r->me->name, (unsigned long long)st.grants, (unsigned long long)st.refusals,
+           (unsigned long long)st.tokens_released);
+}
+
+static void holder_free(holder_run *r)
+{
+    gt_listener_close(r->listener);
+    gt_holder_agent_free(r->agent);
+    gt_ledger_close(r->ledger);
+    gt_policy_free(r->policy);
+    for (int i = 0; i < MAX_ROOTS; i++) {
+        gt_buf_free_nowipe(&r->root_bytes[i]);
+    }
+    gt_holder_keys_wipe(&r->keys);
+    free(r);
+}
+
 int gt_cmd_holder(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -105,77 +206,14 @@ int gt_cmd_holder(int argc, char **argv)
     if (rc != 0) {
         return rc;
     }
-    gt_holder_keys keys;
-    gt_agreement agreement;
-    gt_policy *policy = NULL;
-    gt_ledger *ledger = NULL;
-    gt_holder_agent *agent = NULL;
-    gt_listener *listener = NULL;
-    gt_buf root_bytes[MAX_ROOTS] = {{0}};
-    gt_attest_file roots[MAX_ROOTS];
-    char ledger_path[4200];
-    gt_err err = GT_OK;
-    memset(&keys, 0, sizeof keys);
-    GT_TRY_GOTO(err, gt_keydir_load(o.key, &keys), out);
-    GT_TRY_GOTO(err, gt_agreement_load(&agreement, o.agreement), out);
-    const gt_agreement_holder *me = NULL;
-    for (uint32_t i = 0; i < agreement.holder_count && me == NULL; i++) {
-        bool by_name = o.name != NULL && strcmp(agreement.holders[i].name, o.name) == 0;
-        bool by_key = o.name == NULL && gt_ct_equal(agreement.holders[i].identity_key,
-                                                    keys.holder_pub, GT_ED25519_PUBLIC_BYTES);
-        me = by_name || by_key ? &agreement.holders[i] : NULL;
+    holder_run *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return gt_cli_fail("holder", gt_errf(GT_E_NOMEM, "out of memory"));
     }
-    GT_ENSURE_GOTO(err, me != NULL, out, GT_E_ARG,
-                   o.name ? "holder '%s' is not in the agreement"
-                          : "%sno holder in the agreement has this key folder's identity key",
-                   o.name ? o.name : "");
-    if (o.policy != NULL) {
-        GT_TRY_GOTO(err, gt_policy_load_file(&policy, o.policy), out);
-    } else {
-        GT_TRY_GOTO(err, gt_policy_default(&policy), out);
+    gt_err err = run(&o, r);
+    if (gt_is_ok(err)) {
+        print_stats(r);
     }
-    for (int i = 0; i < o.root_count; i++) {
-        GT_TRY_GOTO(err, gt_file_read_all(o.roots[i], 1 << 20, &root_bytes[i]), out);
-        roots[i] = (gt_attest_file){o.roots[i], gt_buf_span(&root_bytes[i])};
-    }
-    if (o.ledger == NULL) {
-        GT_TRY_GOTO(err, gt_path_join(ledger_path, sizeof ledger_path, o.key, "ledger.log"), out);
-        o.ledger = ledger_path;
-    }
-    GT_TRY_GOTO(err, gt_ledger_open(&ledger, o.ledger, keys.holder_sec), out);
-    gt_tee_attestor att = {
-        .collect = {.type = o.tee, .sim_root = o.sim_root}, .policy = policy, .roots = roots,
-        .root_count = (size_t)o.root_count, .agreement = &agreement,
-        .peer_role = GT_PEER_TRAINER,
-    };
-    gt_holder_agent_config cfg = {
-        .dataset_dir = o.dataset, .keys = &keys, .agreement = &agreement, .name = me->name,
-        .ledger = ledger, .ledger_path = o.ledger, .attestor = gt_tee_attestor_bind(&att),
-        .peer_summary = att.peer_summary,
-    };
-    GT_TRY_GOTO(err, gt_holder_agent_create(&agent, &cfg), out);
-    const char *addr = o.listen ? o.listen : me->endpoint;
-    GT_TRY_GOTO(err, gt_listener_open(&listener, addr), out);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    printf("holder %s: serving dataset %s on %s (ledger %s)%s\n", me->name, o.dataset, addr,
-           o.ledger, o.tee == GT_TEE_SIM ? "; proving itself with insecure-simulation evidence"
-                                         : "");
-    fflush(stdout);
-    GT_TRY_GOTO(err, gt_holder_agent_serve(agent, listener, &stop_requested), out);
-    gt_holder_agent_stats st;
-    gt_holder_agent_get_stats(agent, &st);
-    printf("holder %s: stopped after %llu grant(s), %llu refusal(s), %llu tokens released\n",
-           me->name, (unsigned long long)st.grants, (unsigned long long)st.refusals,
-           (unsigned long long)st.tokens_released);
-out:
-    gt_listener_close(listener);
-    gt_holder_agent_free(agent);
-    gt_ledger_close(ledger);
-    gt_policy_free(policy);
-    for (int i = 0; i < MAX_ROOTS; i++) {
-        gt_buf_free_nowipe(&root_bytes[i]);
-    }
-    gt_holder_keys_wipe(&keys);
+    holder_free(r);
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("holder", err);
 }

@@ -160,46 +160,72 @@ static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
     return print_cjson(o);
 }
 
-int gt_cmd_inspect(int argc, char **argv)
+typedef struct {
+    const char *path;  // a dataset folder, or a sealed checkpoint file
+    bool json;
+} inspect_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, inspect_options *o)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
-    }
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
-    bool json = false;
+    *o = (inspect_options){0};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = true; break;
+        case 'j': o->json = true; break;
         default: return gt_cli_usage("inspect", "unknown option");
         }
     }
     if (optind + 1 != argc) {
         return gt_cli_usage("inspect", "needs exactly one DSDIR or sealed checkpoint FILE");
     }
-    struct stat st;
-    if (stat(argv[optind], &st) == 0 && S_ISREG(st.st_mode)) {
-        gt_sckpt_header *h = calloc(1, sizeof *h);
-        if (h == NULL) {
-            return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
-        }
-        gt_err e = gt_sckpt_read_header(argv[optind], h);
-        int rc = gt_is_ok(e) ? print_sckpt(h, argv[optind], json) : gt_cli_fail("inspect", e);
-        free(h);
-        return rc;
+    o->path = argv[optind];
+    return GT_EXIT_OK;
+}
+
+// A regular file is read as a sealed checkpoint's header, anything else as a dataset folder.
+static int inspect_checkpoint(const inspect_options *o)
+{
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
     }
+    gt_err e = gt_sckpt_read_header(o->path, h);
+    int rc = gt_is_ok(e) ? print_sckpt(h, o->path, o->json) : gt_cli_fail("inspect", e);
+    free(h);
+    return rc;
+}
+
+static int inspect_dataset(const inspect_options *o)
+{
     gt_manifest m;
-    gt_err err = gt_manifest_load(&m, argv[optind]);
+    gt_err err = gt_manifest_load(&m, o->path);
     if (err.code != GT_E_NONE) {
         return gt_cli_fail("inspect", err);
     }
     int rc = GT_EXIT_OK;
-    if (json) {
+    if (o->json) {
         rc = print_json(&m);
     } else {
-        print_text(&m, argv[optind]);
+        print_text(&m, o->path);
     }
     gt_manifest_free(&m);
     return rc;
+}
+
+int gt_cmd_inspect(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    inspect_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    struct stat st;
+    bool file = stat(o.path, &st) == 0 && S_ISREG(st.st_mode);
+    return file ? inspect_checkpoint(&o) : inspect_dataset(&o);
 }

@@ -21,42 +21,62 @@ static void usage(void)
            "  -h, --help        this help\n");
 }
 
+typedef struct {
+    const char *path;
+    bool show;
+    bool have_key;
+    uint8_t key[GT_ED25519_PUBLIC_BYTES];
+} ledger_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, ledger_options *o)
+{
+    static const struct option opts[] = {{"holder-key", required_argument, NULL, 'k'}, {0}};
+    memset(o, 0, sizeof *o);
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c != 'k') {
+            return gt_cli_usage("ledger", "unknown option");
+        }
+        if (!gt_is_ok(gt_hex_decode_exact(o->key, sizeof o->key, optarg))) {
+            return gt_cli_usage("ledger", "--holder-key needs 64 hex digits");
+        }
+        o->have_key = true;
+    }
+    if (argc - optind != 2) {
+        return gt_cli_usage("ledger", "expected 'verify LEDGER' or 'show LEDGER'");
+    }
+    const char *action = argv[optind];
+    o->path = argv[optind + 1];
+    o->show = strcmp(action, "show") == 0;
+    if (!o->show && strcmp(action, "verify") != 0) {
+        return gt_cli_usage("ledger", "unknown action '%s' (verify or show)", action);
+    }
+    return GT_EXIT_OK;
+}
+
 int gt_cmd_ledger(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;
     }
-    static const struct option opts[] = {{"holder-key", required_argument, NULL, 'k'}, {0}};
-    uint8_t key[GT_ED25519_PUBLIC_BYTES];
-    bool have_key = false;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c != 'k') {
-            return gt_cli_usage("ledger", "unknown option");
-        }
-        if (!gt_is_ok(gt_hex_decode_exact(key, sizeof key, optarg))) {
-            return gt_cli_usage("ledger", "--holder-key needs 64 hex digits");
-        }
-        have_key = true;
+    ledger_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
     }
-    if (argc - optind != 2) {
-        return gt_cli_usage("ledger", "expected 'verify LEDGER' or 'show LEDGER'");
-    }
-    const char *action = argv[optind], *path = argv[optind + 1];
-    bool show = strcmp(action, "show") == 0;
-    if (!show && strcmp(action, "verify") != 0) {
-        return gt_cli_usage("ledger", "unknown action '%s' (verify or show)", action);
-    }
+    // Run: verification prints each verified entry as it goes when showing.
     gt_ledger_summary s;
-    gt_err err = gt_ledger_verify_file(path, have_key ? key : NULL, show ? stdout : NULL, &s);
+    gt_err err = gt_ledger_verify_file(o.path, o.have_key ? o.key : NULL,
+                                       o.show ? stdout : NULL, &s);
     if (!gt_is_ok(err)) {
         return gt_cli_fail("ledger", err);
     }
     char head[2 * GT_SHA256_BYTES + 1], holder[2 * GT_ED25519_PUBLIC_BYTES + 1];
     gt_hex_encode(head, sizeof head, s.head, sizeof s.head);
     gt_hex_encode(holder, sizeof holder, s.holder_key, sizeof s.holder_key);
-    printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", path,
+    printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", o.path,
            (unsigned long long)s.entries, head, holder);
     return GT_EXIT_OK;
 }

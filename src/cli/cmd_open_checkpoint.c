@@ -99,85 +99,120 @@ static gt_err check_ledger(const gt_sckpt_header *h, const char *ledger, const c
     return GT_OK;
 }
 
-int gt_cmd_open_checkpoint(int argc, char **argv)
+typedef struct {
+    const char *file, *key, *out, *agreement, *ledger;
+    bool force;
+} open_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, open_options *o)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
-    }
     static const struct option opts[] = {{"key", required_argument, NULL, 'k'},
                                          {"out", required_argument, NULL, 'o'},
                                          {"agreement", required_argument, NULL, 'a'},
                                          {"ledger", required_argument, NULL, 'l'},
                                          {"force", no_argument, NULL, 'f'},
                                          {0}};
-    const char *key = NULL, *out = NULL, *agreement = NULL, *ledger = NULL;
-    bool force = false;
+    memset(o, 0, sizeof *o);
     int c;
     while ((c = getopt_long(argc, argv, "k:o:a:l:f", opts, NULL)) != -1) {
         switch (c) {
-        case 'k': key = optarg; break;
-        case 'o': out = optarg; break;
-        case 'a': agreement = optarg; break;
-        case 'l': ledger = optarg; break;
-        case 'f': force = true; break;
+        case 'k': o->key = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'a': o->agreement = optarg; break;
+        case 'l': o->ledger = optarg; break;
+        case 'f': o->force = true; break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
     }
     if (optind + 1 != argc) {
         return gt_cli_usage(CMD, "needs exactly one sealed checkpoint FILE");
     }
-    if (key == NULL || out == NULL) {
+    if (o->key == NULL || o->out == NULL) {
         return gt_cli_usage(CMD, "--key DIR and --out FILE are required");
     }
-    const char *file = argv[optind];
-    if (!force && gt_path_exists(out)) {
-        return gt_cli_fail(CMD, gt_errf(GT_E_STATE, "%s exists (--force replaces it)", out));
-    }
-    gt_recipient_keys k;
-    gt_sckpt_header *h = calloc(1, sizeof *h);
-    if (h == NULL) {
-        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
-    }
-    uint32_t me = 0;
-    gt_err err = GT_OK;
+    o->file = argv[optind];
+    return GT_EXIT_OK;
+}
+
+// What an opened checkpoint tells: its header, which recipient opened it, the ledger session.
+typedef struct {
+    gt_sckpt_header h;
+    uint32_t me;
     gt_ledger_session ses;
-    memset(&ses, 0, sizeof ses);
+} opened;
+
+static gt_err run(const open_options *o, opened *r)
+{
+    GT_ENSURE(o->force || !gt_path_exists(o->out), GT_E_STATE, "%s exists (--force replaces it)",
+              o->out);
+    gt_recipient_keys k;
+    memset(&k, 0, sizeof k);
+    gt_err err = GT_OK;
     uint8_t signer[GT_ED25519_PUBLIC_BYTES] = {0};
-    GT_TRY_GOTO(err, gt_keydir_recipient_load(key, &k), done);
+    GT_TRY_GOTO(err, gt_keydir_recipient_load(o->key, &k), done);
     // Keyless checks first, so a checkpoint from another agreement, or from a signer this
     // holder never served, is refused before any decryption.
-    GT_TRY_GOTO(err, gt_sckpt_read_header(file, h), done);
-    memcpy(signer, h->signer_pub, sizeof signer);
-    if (agreement != NULL) {
-        GT_TRY_GOTO(err, gt_err_wrap(check_agreement(h, agreement), "%s", file), done);
+    GT_TRY_GOTO(err, gt_sckpt_read_header(o->file, &r->h), done);
+    memcpy(signer, r->h.signer_pub, sizeof signer);
+    if (o->agreement != NULL) {
+        GT_TRY_GOTO(err, gt_err_wrap(check_agreement(&r->h, o->agreement), "%s", o->file), done);
     }
-    if (ledger != NULL) {
-        GT_TRY_GOTO(err, gt_err_wrap(check_ledger(h, ledger, key, &ses), "%s", file), done);
+    if (o->ledger != NULL) {
+        GT_TRY_GOTO(err, gt_err_wrap(check_ledger(&r->h, o->ledger, o->key, &r->ses), "%s",
+                                     o->file),
+                    done);
     }
     // Pinned to the signer read above: a file swapped in meanwhile is refused, not opened.
-    GT_TRY_GOTO(err, gt_sckpt_open(file, &k, signer, out, h, &me), done);
+    GT_TRY_GOTO(err, gt_sckpt_open(o->file, &k, signer, o->out, &r->h, &r->me), done);
+done:
+    gt_recipient_keys_wipe(&k);
+    return err;
+}
+
+static void print_opened(const open_options *o, const opened *r)
+{
+    const gt_sckpt_header *h = &r->h;
     char hash[2 * GT_SHA256_BYTES + 1], signer_hex[2 * GT_ED25519_PUBLIC_BYTES + 1];
     gt_hex_encode(hash, sizeof hash, h->agreement_hash, sizeof h->agreement_hash);
     gt_hex_encode(signer_hex, sizeof signer_hex, h->signer_pub, sizeof h->signer_pub);
     printf("opened %s as recipient '%s' (%u of %u): step %llu, GPT-2 L=%u C=%u NH=%u V=%u "
            "maxT=%u\n",
-           file, h->recipients[me].name, me + 1, h->recipient_count,
+           o->file, h->recipients[r->me].name, r->me + 1, h->recipient_count,
            (unsigned long long)h->step, h->model.num_layers, h->model.channels,
            h->model.num_heads, h->model.vocab_size, h->model.max_seq_len);
-    printf("agreement %s%s\n", hash, agreement ? " (matches --agreement)" : "");
-    if (ledger != NULL) {
+    printf("agreement %s%s\n", hash, o->agreement ? " (matches --agreement)" : "");
+    if (o->ledger != NULL) {
         printf("signed by %.16s...: the trainer '%s' this holder served (ledger %s, entry %llu%s%s)"
-               "\n", signer_hex, ses.trainer, ledger, (unsigned long long)ses.seq,
-               ses.appraisal[0] ? "; appraised: " : "", ses.appraisal);
+               "\n", signer_hex, r->ses.trainer, o->ledger, (unsigned long long)r->ses.seq,
+               r->ses.appraisal[0] ? "; appraised: " : "", r->ses.appraisal);
     } else {
         printf("signed by %.16s... (signature verified); this signer key was NOT checked against "
                "any ledger (--ledger): who sealed it is not proved\n", signer_hex);
     }
-    printf("wrote %s (%llu bytes, llm.c fp32 checkpoint, weights only)\n", out,
+    printf("wrote %s (%llu bytes, llm.c fp32 checkpoint, weights only)\n", o->out,
            (unsigned long long)h->plaintext_len);
-done:
-    gt_recipient_keys_wipe(&k);
-    free(h);
+}
+
+int gt_cmd_open_checkpoint(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    open_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    opened *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    gt_err err = run(&o, r);
+    if (gt_is_ok(err)) {
+        print_opened(&o, r);
+    }
+    free(r);
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

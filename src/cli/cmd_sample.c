@@ -41,52 +41,49 @@ static const struct option long_opts[] = {
     {"tokenizer", required_argument, NULL, 'z'},   {NULL, 0, NULL, 0},
 };
 
+// The message is sample's own ("bad value ..."), so the flag is not named here.
 static bool parse_long(const char *s, long lo, long hi, long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    int v = 0;
+    if (!gt_is_ok(gt_cli_parse_int("", s, (int)lo, (int)hi, &v))) {
         return false;
     }
     *out = v;
     return true;
 }
 
-int gt_cmd_sample(int argc, char **argv)
+typedef struct {
+    const char *ckpt, *prompt, *text, *tok_path;
+    long ntok, topk, threads;
+    float temperature;
+    uint64_t seed;
+    gt_device_kind kind;
+} sample_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, sample_options *o)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
-    }
-    const char *prompt = NULL, *text = NULL, *tok_path = NULL;
-    long ntok = 64, topk = 40, threads = 0;
-    float temperature = 1.0f;
-    uint64_t seed = 1337;
-    gt_device_kind kind = GT_DEVICE_CPU;
+    *o = (sample_options){.ntok = 64, .topk = 40, .temperature = 1.0f, .seed = 1337,
+                          .kind = GT_DEVICE_CPU};
     int c;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         bool ok = true;
         switch (c) {
-        case 'p': prompt = optarg; break;
-        case 'x': text = optarg; break;
-        case 'z': tok_path = optarg; break;
-        case 'n': ok = parse_long(optarg, 1, 1 << 20, &ntok); break;
+        case 'p': o->prompt = optarg; break;
+        case 'x': o->text = optarg; break;
+        case 'z': o->tok_path = optarg; break;
+        case 'n': ok = parse_long(optarg, 1, 1 << 20, &o->ntok); break;
         case 't': {
             char *end = NULL;
-            temperature = strtof(optarg, &end);
-            ok = end != optarg && *end == '\0' && isfinite(temperature) && temperature >= 0.0f;
+            o->temperature = strtof(optarg, &end);
+            ok = end != optarg && *end == '\0' && isfinite(o->temperature) &&
+                 o->temperature >= 0.0f;
             break;
         }
-        case 'k': ok = parse_long(optarg, 0, 1 << 20, &topk); break;
-        case 's': {
-            char *end = NULL;
-            seed = strtoull(optarg, &end, 10);
-            ok = end != optarg && *end == '\0';
-            break;
-        }
-        case 'd': ok = gt_is_ok(gt_device_kind_parse(optarg, &kind)); break;
-        case 'j': ok = parse_long(optarg, 0, 1024, &threads); break;
+        case 'k': ok = parse_long(optarg, 0, 1 << 20, &o->topk); break;
+        case 's': ok = gt_is_ok(gt_cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &o->seed)); break;
+        case 'd': ok = gt_is_ok(gt_device_kind_parse(optarg, &o->kind)); break;
+        case 'j': ok = parse_long(optarg, 0, 1024, &o->threads); break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
         if (!ok) {
@@ -96,95 +93,131 @@ int gt_cmd_sample(int argc, char **argv)
     if (optind + 1 != argc) {
         return gt_cli_usage(CMD, "expected one checkpoint");
     }
-    if (prompt != NULL && text != NULL) {
+    if (o->prompt != NULL && o->text != NULL) {
         return gt_cli_usage(CMD, "give --prompt or --text, not both");
     }
-    const char *ckpt = argv[optind];
-    gt_tokenizer *tk = NULL;
-    gt_err err = GT_OK;
-    gt_device *dev = NULL;
-    gt_gpt2 *m = NULL;
-    int32_t *tokens = NULL;
-    gt_device_config dc = {.kind = kind, .threads = (int)threads};
-    GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
-    GT_TRY_GOTO(err, gt_gpt2_load(&m, dev, ckpt), out);
-    const gt_gpt2_config *cfg = gt_gpt2_get_config(m);
-    if (tok_path != NULL) {
-        GT_TRY_GOTO(err, gt_tokenizer_load(&tk, tok_path), out);
-        GT_ENSURE_GOTO(err, gt_tokenizer_vocab_size(tk) >= (uint32_t)cfg->vocab_size, out,
-                       GT_E_ARG, "tokenizer %s has %u tokens, the model %d", tok_path,
-                       gt_tokenizer_vocab_size(tk), cfg->vocab_size);
-    } else if (cfg->vocab_size <= GT_BYTE_VOCAB) {
-        GT_TRY_GOTO(err, gt_tokenizer_byte_new(&tk), out);
-    }
-    size_t cap = (prompt ? strlen(prompt) / 2 + 2 : text ? strlen(text) + 1 : 1) + (size_t)ntok;
-    tokens = calloc(cap, sizeof *tokens);
-    GT_ENSURE_GOTO(err, tokens != NULL, out, GT_E_NOMEM, "out of memory");
-    int np = 0;
-    if (prompt != NULL) {
-        for (const char *p = prompt; *p;) {
+    o->ckpt = argv[optind];
+    return GT_EXIT_OK;
+}
+
+// What a sampling run holds (freed by sample_free); tokens[np..np+ntok) are the generated ones.
+typedef struct {
+    gt_device *dev;
+    gt_gpt2 *m;
+    gt_tokenizer *tk;
+    int32_t *tokens;
+    int np;
+} sample_run;
+
+// --prompt's comma-separated ids, or --text's bytes, into r->tokens.
+static gt_err parse_prompt(const sample_options *o, sample_run *r, int vocab)
+{
+    if (o->prompt != NULL) {
+        for (const char *p = o->prompt; *p;) {
             char *end = NULL;
             errno = 0;
             long v = strtol(p, &end, 10);
-            GT_ENSURE_GOTO(err, end != p && errno == 0 && v >= 0 && v < cfg->vocab_size, out,
-                           GT_E_ARG, "--prompt: '%s' is not a token id below %d", p,
-                           cfg->vocab_size);
-            tokens[np++] = (int32_t)v;
+            GT_ENSURE(end != p && errno == 0 && v >= 0 && v < vocab, GT_E_ARG,
+                      "--prompt: '%s' is not a token id below %d", p, vocab);
+            r->tokens[r->np++] = (int32_t)v;
             p = *end == ',' ? end + 1 : end;
-            GT_ENSURE_GOTO(err, *end == ',' || *end == '\0', out, GT_E_ARG,
-                           "--prompt: expected comma-separated ids");
+            GT_ENSURE(*end == ',' || *end == '\0', GT_E_ARG,
+                      "--prompt: expected comma-separated ids");
         }
     }
-    if (text != NULL) {
-        size_t n = strlen(text);
+    if (o->text != NULL) {
+        size_t n = strlen(o->text);
         uint16_t *bytes = calloc(n + 1, sizeof *bytes);
-        GT_ENSURE_GOTO(err, bytes != NULL, out, GT_E_NOMEM, "out of memory");
-        gt_tokenize_bytes(bytes, (const uint8_t *)text, n);
+        GT_ENSURE(bytes != NULL, GT_E_NOMEM, "out of memory");
+        gt_tokenize_bytes(bytes, (const uint8_t *)o->text, n);
         for (size_t i = 0; i < n; i++) {
-            tokens[np++] = bytes[i];
+            r->tokens[r->np++] = bytes[i];
         }
         free(bytes);
-        for (int i = 0; i < np; i++) {
-            GT_ENSURE_GOTO(err, tokens[i] < cfg->vocab_size, out, GT_E_ARG,
-                           "--text: byte %d is not a token of this model (V = %d)", tokens[i],
-                           cfg->vocab_size);
+        for (int i = 0; i < r->np; i++) {
+            GT_ENSURE(r->tokens[i] < vocab, GT_E_ARG,
+                      "--text: byte %d is not a token of this model (V = %d)", r->tokens[i],
+                      vocab);
         }
     }
-    if (np == 0) {
-        int32_t eot = tk != NULL ? gt_tokenizer_eot(tk) : -1;
-        tokens[np++] = eot >= 0 && eot < cfg->vocab_size ? eot : cfg->vocab_size - 1;
+    return GT_OK;
+}
+
+static gt_err run(const sample_options *o, sample_run *r)
+{
+    gt_device_config dc = {.kind = o->kind, .threads = (int)o->threads};
+    GT_TRY(gt_device_open(&r->dev, &dc));
+    GT_TRY(gt_gpt2_load(&r->m, r->dev, o->ckpt));
+    const gt_gpt2_config *cfg = gt_gpt2_get_config(r->m);
+    if (o->tok_path != NULL) {
+        GT_TRY(gt_tokenizer_load(&r->tk, o->tok_path));
+        GT_ENSURE(gt_tokenizer_vocab_size(r->tk) >= (uint32_t)cfg->vocab_size, GT_E_ARG,
+                  "tokenizer %s has %u tokens, the model %d", o->tok_path,
+                  gt_tokenizer_vocab_size(r->tk), cfg->vocab_size);
+    } else if (cfg->vocab_size <= GT_BYTE_VOCAB) {
+        GT_TRY(gt_tokenizer_byte_new(&r->tk));
     }
-    gt_sampler s = {.temperature = temperature, .top_k = (int)topk, .rng = seed};
-    GT_TRY_GOTO(err, gt_gpt2_generate(m, &s, tokens, np, np + (int)ntok), out);
-    for (int i = np; i < np + ntok; i++) {
-        printf("%s%d", i > np ? " " : "", tokens[i]);
+    size_t cap = (o->prompt ? strlen(o->prompt) / 2 + 2 : o->text ? strlen(o->text) + 1 : 1) +
+                 (size_t)o->ntok;
+    r->tokens = calloc(cap, sizeof *r->tokens);
+    GT_ENSURE(r->tokens != NULL, GT_E_NOMEM, "out of memory");
+    GT_TRY(parse_prompt(o, r, cfg->vocab_size));
+    if (r->np == 0) {
+        int32_t eot = r->tk != NULL ? gt_tokenizer_eot(r->tk) : -1;
+        r->tokens[r->np++] = eot >= 0 && eot < cfg->vocab_size ? eot : cfg->vocab_size - 1;
+    }
+    gt_sampler s = {.temperature = o->temperature, .top_k = (int)o->topk, .rng = o->seed};
+    return gt_gpt2_generate(r->m, &s, r->tokens, r->np, r->np + (int)o->ntok);
+}
+
+// The generated ids, then (with a tokenizer) the text they decode to.
+static void print_tokens(const sample_options *o, const sample_run *r)
+{
+    int np = r->np;
+    for (int i = np; i < np + o->ntok; i++) {
+        printf("%s%d", i > np ? " " : "", r->tokens[i]);
     }
     printf("\n");
-    if (tk != NULL) {
-        for (int i = np; i < np + ntok; i++) {
-            gt_span piece = {0};
-            if (!gt_is_ok(gt_tokenizer_decode(tk, (uint32_t)tokens[i], &piece))) {
-                printf("<%d>", tokens[i]);
-                continue;
-            }
-            for (size_t k = 0; k < piece.len; k++) {
-                int b = piece.data[k];
-                if (isprint(b) || b == '\n' || b == '\t' || b >= 0x80) {
-                    putchar(b);  // UTF-8 sequences pass through whole
-                } else {
-                    printf("\\x%02x", b);
-                }
+    if (r->tk == NULL) {
+        return;
+    }
+    for (int i = np; i < np + o->ntok; i++) {
+        gt_span piece = {0};
+        if (!gt_is_ok(gt_tokenizer_decode(r->tk, (uint32_t)r->tokens[i], &piece))) {
+            printf("<%d>", r->tokens[i]);
+            continue;
+        }
+        for (size_t k = 0; k < piece.len; k++) {
+            int b = piece.data[k];
+            if (isprint(b) || b == '\n' || b == '\t' || b >= 0x80) {
+                putchar(b);  // UTF-8 sequences pass through whole
+            } else {
+                printf("\\x%02x", b);
             }
         }
-        printf("\n");
     }
-out:
-    gt_tokenizer_free(tk);
-    free(tokens);
-    gt_gpt2_free(m);
-    gt_device_close(dev);
-    if (err.code != GT_E_NONE) {
-        return gt_cli_fail(CMD, err);
+    printf("\n");
+}
+
+int gt_cmd_sample(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
     }
-    return GT_EXIT_OK;
+    sample_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    sample_run r = {0};
+    gt_err err = run(&o, &r);
+    if (gt_is_ok(err)) {
+        print_tokens(&o, &r);
+    }
+    gt_tokenizer_free(r.tk);
+    free(r.tokens);
+    gt_gpt2_free(r.m);
+    gt_device_close(r.dev);
+    return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

@@ -25,72 +25,93 @@ static void usage(void)
            "  -h, --help             this help\n");
 }
 
+typedef struct {
+    const char *key_dir;
+    gt_seal_params p;  // shards, out_dir, chunk_size, vocab_size, progress
+} seal_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, seal_options *o)
+{
+    static const struct option opts[] = {{"key", required_argument, NULL, 'k'},
+                                         {"out", required_argument, NULL, 'o'},
+                                         {"chunk-size", required_argument, NULL, 'c'},
+                                         {"vocab", required_argument, NULL, 'V'},
+                                         {0}};
+    *o = (seal_options){.p = {.chunk_size = GT_SEAL_DEFAULT_CHUNK_BYTES, .vocab_size = 50257,
+                              .progress = !gt_cli.quiet}};
+    gt_seal_params *p = &o->p;
+    int c;
+    while ((c = getopt_long(argc, argv, "k:o:c:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': o->key_dir = optarg; break;
+        case 'o': p->out_dir = optarg; break;
+        case 'c':
+            if (!gt_is_ok(gt_parse_size(optarg, &p->chunk_size)) || p->chunk_size < 2 ||
+                p->chunk_size % 2 != 0 || p->chunk_size > GT_SEAL_MAX_CHUNK_BYTES) {
+                return gt_cli_usage("seal", "--chunk-size %s: an even size from 2 bytes to 16GiB",
+                                    optarg);
+            }
+            break;
+        case 'V':
+            if (!gt_is_ok(gt_cli_parse_u32("--vocab", optarg, 1, 65536, &p->vocab_size))) {
+                return gt_cli_usage("seal", "--vocab %s: a number from 1 to 65536", optarg);
+            }
+            break;
+        default: return gt_cli_usage("seal", "unknown option");
+        }
+    }
+    if (o->key_dir == NULL || p->out_dir == NULL || optind == argc) {
+        return gt_cli_usage("seal", "needs SHARD..., --key DIR and --out DSDIR");
+    }
+    p->shards = (const char *const *)argv + optind;
+    p->shard_count = (size_t)(argc - optind);
+    return GT_EXIT_OK;
+}
+
+static gt_err run(const seal_options *o, gt_seal_result *r, double *seconds)
+{
+    gt_holder_keys keys;
+    GT_TRY(gt_keydir_load(o->key_dir, &keys));
+    double t0 = gt_now_seconds();
+    gt_err err = gt_seal(&o->p, &keys, r);
+    *seconds = gt_now_seconds() - t0;
+    gt_holder_keys_wipe(&keys);
+    return err;
+}
+
+static void print_sealed(const seal_options *o, const gt_seal_result *r, double dt)
+{
+    const gt_seal_params *p = &o->p;
+    char id[2 * GT_DATASET_ID_BYTES + 1], size[32], chunk[32], rate[32];
+    gt_hex_encode(id, sizeof id, r->dataset_id, sizeof r->dataset_id);
+    gt_format_size(size, sizeof size, r->plaintext_bytes);
+    gt_format_size(chunk, sizeof chunk, p->chunk_size);
+    gt_format_size(rate, sizeof rate, dt > 0 ? (uint64_t)((double)r->plaintext_bytes / dt) : 0);
+    printf("sealed %llu tokens (%s) from %zu shard%s into %u chunk%s of up to %s: %s\n",
+           (unsigned long long)r->token_count, size, p->shard_count,
+           p->shard_count == 1 ? "" : "s", r->chunk_count, r->chunk_count == 1 ? "" : "s", chunk,
+           p->out_dir);
+    printf("dataset id %s, %.2f s (%s/s)\n", id, dt, rate);
+}
+
 int gt_cmd_seal(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;
     }
-    static const struct option opts[] = {{"key", required_argument, NULL, 'k'},
-                                         {"out", required_argument, NULL, 'o'},
-                                         {"chunk-size", required_argument, NULL, 'c'},
-                                         {"vocab", required_argument, NULL, 'V'},
-                                         {0}};
-    const char *key_dir = NULL;
-    gt_seal_params p = {.chunk_size = GT_SEAL_DEFAULT_CHUNK_BYTES, .vocab_size = 50257,
-                        .progress = !gt_cli.quiet};
-    int c;
-    while ((c = getopt_long(argc, argv, "k:o:c:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'k': key_dir = optarg; break;
-        case 'o': p.out_dir = optarg; break;
-        case 'c': {
-            gt_err e = gt_parse_size(optarg, &p.chunk_size);
-            if (e.code != GT_E_NONE || p.chunk_size < 2 || p.chunk_size % 2 != 0 ||
-                p.chunk_size > GT_SEAL_MAX_CHUNK_BYTES) {
-                return gt_cli_usage("seal", "--chunk-size %s: an even size from 2 bytes to 16GiB",
-                                    optarg);
-            }
-            break;
-        }
-        case 'V': {
-            char *end = NULL;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || v < 1 || v > 65536) {
-                return gt_cli_usage("seal", "--vocab %s: a number from 1 to 65536", optarg);
-            }
-            p.vocab_size = (uint32_t)v;
-            break;
-        }
-        default: return gt_cli_usage("seal", "unknown option");
-        }
-    }
-    if (key_dir == NULL || p.out_dir == NULL || optind == argc) {
-        return gt_cli_usage("seal", "needs SHARD..., --key DIR and --out DSDIR");
-    }
-    p.shards = (const char *const *)argv + optind;
-    p.shard_count = (size_t)(argc - optind);
-    gt_holder_keys keys;
-    gt_err err = gt_keydir_load(key_dir, &keys);
-    if (err.code != GT_E_NONE) {
-        return gt_cli_fail("seal", err);
+    seal_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
     }
     gt_seal_result r;
-    double t0 = gt_now_seconds();
-    err = gt_seal(&p, &keys, &r);
-    double dt = gt_now_seconds() - t0;
-    gt_holder_keys_wipe(&keys);
-    if (err.code != GT_E_NONE) {
+    double dt = 0;
+    gt_err err = run(&o, &r, &dt);
+    if (!gt_is_ok(err)) {
         return gt_cli_fail("seal", err);
     }
-    char id[2 * GT_DATASET_ID_BYTES + 1], size[32], chunk[32], rate[32];
-    gt_hex_encode(id, sizeof id, r.dataset_id, sizeof r.dataset_id);
-    gt_format_size(size, sizeof size, r.plaintext_bytes);
-    gt_format_size(chunk, sizeof chunk, p.chunk_size);
-    gt_format_size(rate, sizeof rate, dt > 0 ? (uint64_t)((double)r.plaintext_bytes / dt) : 0);
-    printf("sealed %llu tokens (%s) from %zu shard%s into %u chunk%s of up to %s: %s\n",
-           (unsigned long long)r.token_count, size, p.shard_count, p.shard_count == 1 ? "" : "s",
-           r.chunk_count, r.chunk_count == 1 ? "" : "s", chunk, p.out_dir);
-    printf("dataset id %s, %.2f s (%s/s)\n", id, dt, rate);
+    print_sealed(&o, &r, dt);
     return GT_EXIT_OK;
 }

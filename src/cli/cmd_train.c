@@ -73,16 +73,10 @@ typedef struct {
     const char *device_socket;  // sim: devd's socket
 } train_opts;
 
+// The message is train's own ("bad value ... for --FLAG"), so the flag is not named here.
 static bool parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-        return false;
-    }
-    *out = (int)v;
-    return true;
+    return gt_is_ok(gt_cli_parse_int("", s, lo, hi, out));
 }
 
 static bool parse_float(const char *s, float *out)
@@ -142,80 +136,66 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-// Returns 0 on success, else the exit status to return.
-static int parse(int argc, char **argv, train_opts *o)
+// One option into o; false when its value is bad, *unknown set for an option not in the table.
+static bool parse_one(int c, train_opts *o, bool *unknown)
 {
-    *o = (train_opts){
-        .L = 12, .C = 768, .NH = 12, .V = 50257, .maxT = 1024, .seed = 1337, .val_batches = 5,
-        .shuffle = true, .B = 4, .T = 64, .accum = 1, .steps = 10, .threads = 0,
-        .opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f},
-        .sched = {.kind = GT_LR_COSINE, .lr = 3e-4f, .final_frac = 0.1f},
-        .device = GT_DEVICE_CPU,
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        bool ok = true;
-        switch (c) {
-        case O_INIT: o->init = optarg; break;
-        case O_INIT_RANDOM: o->init_random = true; break;
-        case O_RESUME: o->resume = optarg; break;
-        case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
-        case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
-        case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
-        case O_VOCAB: ok = parse_int(optarg, 1, 65536, &o->V); break;
-        case O_MAXSEQ: ok = parse_int(optarg, 1, 65536, &o->maxT); break;
-        case O_SEED: {
-            char *end = NULL;
-            errno = 0;
-            o->seed = strtoull(optarg, &end, 10);
-            ok = errno == 0 && end != optarg && *end == '\0';
-            break;
+    bool ok = true;
+    switch (c) {
+    case O_INIT: o->init = optarg; break;
+    case O_INIT_RANDOM: o->init_random = true; break;
+    case O_RESUME: o->resume = optarg; break;
+    case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
+    case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
+    case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
+    case O_VOCAB: ok = parse_int(optarg, 1, 65536, &o->V); break;
+    case O_MAXSEQ: ok = parse_int(optarg, 1, 65536, &o->maxT); break;
+    case O_SEED: ok = gt_is_ok(gt_cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &o->seed)); break;
+    case O_DATA:
+        ok = o->ndata < MAX_SHARDS;
+        if (ok) {
+            o->data[o->ndata++] = optarg;
         }
-        case O_DATA:
-            ok = o->ndata < MAX_SHARDS;
-            if (ok) {
-                o->data[o->ndata++] = optarg;
-            }
-            break;
-        case O_VAL:
-            ok = o->nval < MAX_SHARDS;
-            if (ok) {
-                o->val[o->nval++] = optarg;
-            }
-            break;
-        case O_VAL_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->val_every); break;
-        case O_VAL_BATCHES: ok = parse_int(optarg, 1, INT32_MAX, &o->val_batches); break;
-        case O_SHUFFLE:
-            ok = strcmp(optarg, "on") == 0 || strcmp(optarg, "off") == 0;
-            o->shuffle = strcmp(optarg, "on") == 0;
-            break;
-        case O_BATCH: ok = parse_int(optarg, 1, 1 << 16, &o->B); break;
-        case O_SEQ: ok = parse_int(optarg, 1, 65536, &o->T); break;
-        case O_ACCUM: ok = parse_int(optarg, 1, 1 << 16, &o->accum); break;
-        case O_STEPS: ok = parse_int(optarg, 0, INT32_MAX, &o->steps); break;
-        case O_LR: ok = parse_float(optarg, &o->sched.lr) && o->sched.lr >= 0.0f; break;
-        case O_BETA1: ok = parse_float(optarg, &o->opt.beta1); break;
-        case O_BETA2: ok = parse_float(optarg, &o->opt.beta2); break;
-        case O_EPS: ok = parse_float(optarg, &o->opt.eps); break;
-        case O_WD: ok = parse_float(optarg, &o->opt.weight_decay); break;
-        case O_SCHEDULE: ok = gt_is_ok(gt_lr_kind_parse(optarg, &o->sched.kind)); break;
-        case O_WARMUP: ok = parse_int(optarg, 0, INT32_MAX, &o->sched.warmup); break;
-        case O_FINAL: ok = parse_float(optarg, &o->sched.final_frac); break;
-        case O_CLIP: ok = parse_float(optarg, &o->opt.grad_clip) && o->opt.grad_clip >= 0; break;
-        case O_DEVICE: ok = gt_is_ok(gt_device_kind_parse(optarg, &o->device)); break;
-        case O_DEVICE_SOCKET: o->device_socket = optarg; break;
-        case O_THREADS: ok = parse_int(optarg, 0, 1024, &o->threads); break;
-        case O_OUT: o->out = optarg; break;
-        case O_SAVE_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->save_every); break;
-        case O_LOG_JSON: o->log_json = optarg; break;
-        case O_PLOT: o->plot = optarg; break;
-        default: return gt_cli_usage(CMD, "unknown option");
+        break;
+    case O_VAL:
+        ok = o->nval < MAX_SHARDS;
+        if (ok) {
+            o->val[o->nval++] = optarg;
         }
-        if (!ok) {
-            return gt_cli_usage(CMD, "bad value '%s' for --%s", optarg ? optarg : "",
-                                long_opts[c - O_INIT].name);
-        }
+        break;
+    case O_VAL_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->val_every); break;
+    case O_VAL_BATCHES: ok = parse_int(optarg, 1, INT32_MAX, &o->val_batches); break;
+    case O_SHUFFLE:
+        ok = strcmp(optarg, "on") == 0 || strcmp(optarg, "off") == 0;
+        o->shuffle = strcmp(optarg, "on") == 0;
+        break;
+    case O_BATCH: ok = parse_int(optarg, 1, 1 << 16, &o->B); break;
+    case O_SEQ: ok = parse_int(optarg, 1, 65536, &o->T); break;
+    case O_ACCUM: ok = parse_int(optarg, 1, 1 << 16, &o->accum); break;
+    case O_STEPS: ok = parse_int(optarg, 0, INT32_MAX, &o->steps); break;
+    case O_LR: ok = parse_float(optarg, &o->sched.lr) && o->sched.lr >= 0.0f; break;
+    case O_BETA1: ok = parse_float(optarg, &o->opt.beta1); break;
+    case O_BETA2: ok = parse_float(optarg, &o->opt.beta2); break;
+    case O_EPS: ok = parse_float(optarg, &o->opt.eps); break;
+    case O_WD: ok = parse_float(optarg, &o->opt.weight_decay); break;
+    case O_SCHEDULE: ok = gt_is_ok(gt_lr_kind_parse(optarg, &o->sched.kind)); break;
+    case O_WARMUP: ok = parse_int(optarg, 0, INT32_MAX, &o->sched.warmup); break;
+    case O_FINAL: ok = parse_float(optarg, &o->sched.final_frac); break;
+    case O_CLIP: ok = parse_float(optarg, &o->opt.grad_clip) && o->opt.grad_clip >= 0; break;
+    case O_DEVICE: ok = gt_is_ok(gt_device_kind_parse(optarg, &o->device)); break;
+    case O_DEVICE_SOCKET: o->device_socket = optarg; break;
+    case O_THREADS: ok = parse_int(optarg, 0, 1024, &o->threads); break;
+    case O_OUT: o->out = optarg; break;
+    case O_SAVE_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->save_every); break;
+    case O_LOG_JSON: o->log_json = optarg; break;
+    case O_PLOT: o->plot = optarg; break;
+    default: *unknown = true; break;
     }
+    return ok;
+}
+
+// The options together: one model source, data, and an --out folder that can be written.
+static int parse_check(int argc, char **argv, const train_opts *o)
+{
     if (optind != argc) {
         return gt_cli_usage(CMD, "unexpected argument '%s'", argv[optind]);
     }
@@ -242,6 +222,35 @@ static int parse(int argc, char **argv, train_opts *o)
             return gt_cli_fail(CMD, gt_errf(GT_E_IO, "--out %s: cannot write into %s: %s",
                                             o->out, folder, strerror(errno)));
         }
+    }
+    return 0;
+}
+
+// Returns 0 on success, else the exit status to return.
+static int parse(int argc, char **argv, train_opts *o)
+{
+    *o = (train_opts){
+        .L = 12, .C = 768, .NH = 12, .V = 50257, .maxT = 1024, .seed = 1337, .val_batches = 5,
+        .shuffle = true, .B = 4, .T = 64, .accum = 1, .steps = 10, .threads = 0,
+        .opt = {.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f},
+        .sched = {.kind = GT_LR_COSINE, .lr = 3e-4f, .final_frac = 0.1f},
+        .device = GT_DEVICE_CPU,
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        bool unknown = false;
+        bool ok = parse_one(c, o, &unknown);
+        if (unknown) {
+            return gt_cli_usage(CMD, "unknown option");
+        }
+        if (!ok) {
+            return gt_cli_usage(CMD, "bad value '%s' for --%s", optarg ? optarg : "",
+                                long_opts[c - O_INIT].name);
+        }
+    }
+    int rc = parse_check(argc, argv, o);
+    if (rc != 0) {
+        return rc;
     }
     o->sched.total_steps = o->steps;
     return 0;
@@ -322,6 +331,198 @@ out:
     free(vy);
 }
 
+// What a training run holds until it ends (freed by train_free).
+typedef struct {
+    gt_device *dev;
+    gt_gpt2 *m;
+    gt_loader *train, *val;
+    shard_set data, vdata;
+    FILE *log;
+    float *curve, *vcurve;  // per step done: training loss, validation loss (NaN: none)
+    int first, done;        // the step training starts from; steps done in this run
+} train_run;
+
+static gt_err open_model(const train_opts *o, train_run *r)
+{
+    gt_device_config dc = {.kind = o->device, .threads = o->threads,
+                           .socket_path = o->device_socket};
+    GT_TRY(gt_device_open(&r->dev, &dc));
+    if (o->init_random) {
+        gt_gpt2_config cfg = {.max_seq_len = o->maxT, .vocab_size = o->V,
+                              .padded_vocab_size = gt_gpt2_pad_vocab(o->V), .num_layers = o->L,
+                              .num_heads = o->NH, .channels = o->C};
+        GT_TRY(gt_gpt2_create(&r->m, r->dev, &cfg));
+        return gt_gpt2_init_random(r->m, o->seed);
+    }
+    return gt_gpt2_load(&r->m, r->dev, o->resume ? o->resume : o->init);
+}
+
+// Device, model, data and loaders; with --resume the optimizer, loader and step as saved.
+static gt_err setup(const train_opts *o, train_run *r)
+{
+    GT_TRY(open_model(o, r));
+    const gt_gpt2_config *cfg = gt_gpt2_get_config(r->m);
+    GT_ENSURE(o->T <= cfg->max_seq_len, GT_E_ARG, "--seq %d exceeds the model's max_seq_len %d",
+              o->T, cfg->max_seq_len);
+    GT_TRY(load_shards(r->dev, o->data, o->ndata, &r->data));
+    GT_TRY(gt_loader_create(&r->train, r->dev, r->data.bufs, r->data.ntok, (size_t)r->data.n,
+                            o->B, o->T, cfg->vocab_size, o->shuffle, o->seed));
+    if (o->nval > 0) {
+        GT_TRY(load_shards(r->dev, o->val, o->nval, &r->vdata));
+        GT_TRY(gt_loader_create(&r->val, r->dev, r->vdata.bufs, r->vdata.ntok,
+                                (size_t)r->vdata.n, o->B, o->T, cfg->vocab_size, false, 0));
+    }
+    if (o->resume) {
+        char state[4200];
+        snprintf(state, sizeof state, "%s.state", o->resume);
+        gt_loader_pos pos = {0};
+        GT_TRY(gt_train_state_load(r->m, &pos, state));
+        GT_TRY(gt_loader_seek(r->train, pos));
+        r->first = (int)gt_gpt2_step(r->m);
+        GT_ENSURE(r->first <= o->steps, GT_E_ARG,
+                  "--steps %d: the checkpoint is already at step %d", o->steps, r->first);
+    }
+    if (o->log_json) {
+        r->log = fopen(o->log_json, o->resume ? "a" : "w");
+        GT_ENSURE(r->log != NULL, GT_E_IO, "%s: %s", o->log_json, strerror(errno));
+    }
+    r->curve = calloc((size_t)(o->steps - r->first) + 1, sizeof *r->curve);
+    r->vcurve = calloc((size_t)(o->steps - r->first) + 1, sizeof *r->vcurve);
+    GT_ENSURE(r->curve && r->vcurve, GT_E_NOMEM, "out of memory");
+    if (!gt_cli.quiet) {
+        fprintf(stderr,
+                "model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters; data: %llu "
+                "samples of %d x %d; device %s\n",
+                cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
+                cfg->padded_vocab_size, cfg->max_seq_len, gt_gpt2_num_params(r->m),
+                (unsigned long long)gt_loader_num_samples(r->train), o->B, o->T,
+                gt_device_kind_name(o->device));
+    }
+    return GT_OK;
+}
+
+// What one step measured, for its printed line and its JSON line.
+typedef struct {
+    int step;  // 1-based
+    float loss, lr, norm, vloss;  // norm, vloss: NaN when not computed
+    double ms, tokens_per_s;
+} step_result;
+
+static void print_step(const train_opts *o, const step_result *s)
+{
+    printf("step %d/%d | loss %.6f | lr %.3e | ", s->step, o->steps, s->loss, s->lr);
+    if (!isnan(s->norm)) {
+        printf("norm %.4f | ", s->norm);
+    }
+    printf("%.1f ms | %.0f tok/s\n", s->ms, s->tokens_per_s);
+    fflush(stdout);
+}
+
+static void log_step(FILE *log, const step_result *s)
+{
+    if (log == NULL) {
+        return;
+    }
+    fprintf(log, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
+            "\"tokens_per_s\": %.1f", s->step, s->loss, s->lr, s->ms, s->tokens_per_s);
+    if (!isnan(s->norm)) {
+        fprintf(log, ", \"grad_norm\": %.9g", s->norm);
+    }
+    if (!isnan(s->vloss)) {
+        fprintf(log, ", \"val_loss\": %.9g", s->vloss);
+    }
+    fprintf(log, "}\n");
+    fflush(log);
+}
+
+// One optimizer step (step is 0-based): grad-accum micro-batches, then the update.
+static gt_err train_step(const train_opts *o, train_run *r, int step, step_result *out)
+{
+    double t0 = gt_now_seconds();
+    GT_TRY(gt_gpt2_zero_grad(r->m));
+    double loss_sum = 0.0;
+    for (int k = 0; k < o->accum; k++) {
+        float l = 0.0f;
+        GT_TRY(gt_loader_next(r->train));
+        GT_TRY(gt_gpt2_forward_backward(r->m, gt_loader_inputs(r->train),
+                                        gt_loader_targets(r->train), o->B, o->T,
+                                        1.0f / (float)o->accum, &l));
+        loss_sum += l;
+    }
+    float loss = (float)(loss_sum / o->accum);
+    float lr = gt_lr_at(&o->sched, step), norm = NAN;
+    GT_TRY(gt_gpt2_update(r->m, &o->opt, lr, o->opt.grad_clip > 0.0f ? &norm : NULL));
+    double ms = (gt_now_seconds() - t0) * 1000.0;
+    double tokens_per_step = (double)o->B * o->T * o->accum;
+    *out = (step_result){.step = step + 1, .loss = loss, .lr = lr, .norm = norm, .vloss = NAN,
+                         .ms = ms, .tokens_per_s = tokens_per_step / (ms / 1000.0)};
+    r->curve[r->done] = loss;
+    r->vcurve[r->done] = NAN;
+    r->done++;
+    return GT_OK;
+}
+
+// The validation loss after step s->step when it is due (every --val-every, and the last).
+static gt_err validate_if_due(const train_opts *o, train_run *r, step_result *s)
+{
+    bool last = s->step == o->steps;
+    if (r->val == NULL || !(last || (o->val_every > 0 && s->step % o->val_every == 0))) {
+        return GT_OK;
+    }
+    GT_TRY(validate(r->m, r->val, o->val_batches, o->B, o->T, &s->vloss));
+    r->vcurve[r->done - 1] = s->vloss;
+    printf("val %d/%d | val loss %.6f\n", s->step, o->steps, s->vloss);
+    fflush(stdout);
+    return GT_OK;
+}
+
+// Every step from r->first to --steps, then the checkpoint and the loss plot.
+static gt_err run(const train_opts *o, train_run *r)
+{
+    GT_TRY(setup(o, r));
+    for (int step = r->first; step < o->steps; step++) {
+        step_result s;
+        GT_TRY(train_step(o, r, step, &s));
+        print_step(o, &s);
+        GT_TRY(validate_if_due(o, r, &s));
+        log_step(r->log, &s);
+        if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 != o->steps) {
+            GT_TRY(save_all(r->m, r->train, o->out));
+        }
+    }
+    if (o->out != NULL) {
+        GT_TRY(save_all(r->m, r->train, o->out));
+        if (!gt_cli.quiet) {
+            fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
+        }
+    }
+    if (r->done > 0) {
+        char png[4200] = "";
+        if (o->plot != NULL && strcmp(o->plot, "none") != 0) {
+            snprintf(png, sizeof png, "%s", o->plot);
+        } else if (o->plot == NULL && o->out != NULL) {
+            snprintf(png, sizeof png, "%s.loss.png", o->out);
+        }
+        if (png[0] != '\0') {
+            plot(png, r->curve, r->vcurve, r->first, r->done);
+        }
+    }
+    return GT_OK;
+}
+
+static void train_free(train_run *r)
+{
+    if (r->log != NULL) {
+        fclose(r->log);
+    }
+    free(r->curve);
+    free(r->vcurve);
+    gt_loader_free(r->train);
+    gt_loader_free(r->val);
+    gt_gpt2_free(r->m);
+    gt_device_close(r->dev);  // frees (wipes) the shard buffers too
+}
+
 int gt_cmd_train(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -338,146 +539,12 @@ int gt_cmd_train(int argc, char **argv)
     if (rc != 0) {
         return rc;
     }
-    gt_err err = GT_OK;
-    gt_device *dev = NULL;
-    gt_gpt2 *m = NULL;
-    gt_loader *train = NULL, *val = NULL;
-    shard_set data = {0}, vdata = {0};
-    FILE *log = NULL;
-    float *curve = NULL, *vcurve = NULL;
-    int first = 0, done = 0;
-
-    gt_device_config dc = {.kind = o.device, .threads = o.threads, .socket_path = o.device_socket};
-    GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
-    if (o.init_random) {
-        gt_gpt2_config cfg = {.max_seq_len = o.maxT, .vocab_size = o.V,
-                              .padded_vocab_size = gt_gpt2_pad_vocab(o.V), .num_layers = o.L,
-                              .num_heads = o.NH, .channels = o.C};
-        GT_TRY_GOTO(err, gt_gpt2_create(&m, dev, &cfg), out);
-        GT_TRY_GOTO(err, gt_gpt2_init_random(m, o.seed), out);
-    } else {
-        GT_TRY_GOTO(err, gt_gpt2_load(&m, dev, o.resume ? o.resume : o.init), out);
+    train_run *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
-    const gt_gpt2_config *cfg = gt_gpt2_get_config(m);
-    GT_ENSURE_GOTO(err, o.T <= cfg->max_seq_len, out, GT_E_ARG,
-                   "--seq %d exceeds the model's max_seq_len %d", o.T, cfg->max_seq_len);
-    GT_TRY_GOTO(err, load_shards(dev, o.data, o.ndata, &data), out);
-    GT_TRY_GOTO(err, gt_loader_create(&train, dev, data.bufs, data.ntok, (size_t)data.n, o.B, o.T,
-                                      cfg->vocab_size, o.shuffle, o.seed),
-                out);
-    if (o.nval > 0) {
-        GT_TRY_GOTO(err, load_shards(dev, o.val, o.nval, &vdata), out);
-        GT_TRY_GOTO(err, gt_loader_create(&val, dev, vdata.bufs, vdata.ntok, (size_t)vdata.n,
-                                          o.B, o.T, cfg->vocab_size, false, 0),
-                    out);
-    }
-    if (o.resume) {
-        char state[4200];
-        snprintf(state, sizeof state, "%s.state", o.resume);
-        gt_loader_pos pos = {0};
-        GT_TRY_GOTO(err, gt_train_state_load(m, &pos, state), out);
-        GT_TRY_GOTO(err, gt_loader_seek(train, pos), out);
-        first = (int)gt_gpt2_step(m);
-        GT_ENSURE_GOTO(err, first <= o.steps, out, GT_E_ARG,
-                       "--steps %d: the checkpoint is already at step %d", o.steps, first);
-    }
-    if (o.log_json) {
-        log = fopen(o.log_json, o.resume ? "a" : "w");
-        GT_ENSURE_GOTO(err, log != NULL, out, GT_E_IO, "%s: %s", o.log_json, strerror(errno));
-    }
-    curve = calloc((size_t)(o.steps - first) + 1, sizeof *curve);
-    vcurve = calloc((size_t)(o.steps - first) + 1, sizeof *vcurve);
-    GT_ENSURE_GOTO(err, curve && vcurve, out, GT_E_NOMEM, "out of memory");
-    if (!gt_cli.quiet) {
-        fprintf(stderr,
-                "model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters; data: %llu "
-                "samples of %d x %d; device %s\n",
-                cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
-                cfg->padded_vocab_size, cfg->max_seq_len, gt_gpt2_num_params(m),
-                (unsigned long long)gt_loader_num_samples(train), o.B, o.T,
-                gt_device_kind_name(o.device));
-    }
-    double tokens_per_step = (double)o.B * o.T * o.accum;
-    for (int step = first; step < o.steps; step++) {
-        double t0 = gt_now_seconds();
-        GT_TRY_GOTO(err, gt_gpt2_zero_grad(m), out);
-        double loss_sum = 0.0;
-        for (int k = 0; k < o.accum; k++) {
-            float l = 0.0f;
-            GT_TRY_GOTO(err, gt_loader_next(train), out);
-            GT_TRY_GOTO(err, gt_gpt2_forward_backward(m, gt_loader_inputs(train),
-                                                      gt_loader_targets(train), o.B, o.T,
-                                                      1.0f / (float)o.accum, &l),
-                        out);
-            loss_sum += l;
-        }
-        float loss = (float)(loss_sum / o.accum);
-        float lr = gt_lr_at(&o.sched, step), norm = NAN;
-        GT_TRY_GOTO(err, gt_gpt2_update(m, &o.opt, lr, o.opt.grad_clip > 0.0f ? &norm : NULL),
-                    out);
-        double ms = (gt_now_seconds() - t0) * 1000.0;
-        curve[done] = loss;
-        vcurve[done] = NAN;
-        done++;
-        printf("step %d/%d | loss %.6f | lr %.3e | ", step + 1, o.steps, loss, lr);
-        if (!isnan(norm)) {
-            printf("norm %.4f | ", norm);
-        }
-        printf("%.1f ms | %.0f tok/s\n", ms, tokens_per_step / (ms / 1000.0));
-        fflush(stdout);
-        float vloss = NAN;
-        bool last = step + 1 == o.steps;
-        if (val != NULL && (last || (o.val_every > 0 && (step + 1) % o.val_every == 0))) {
-            GT_TRY_GOTO(err, validate(m, val, o.val_batches, o.B, o.T, &vloss), out);
-            vcurve[done - 1] = vloss;
-            printf("val %d/%d | val loss %.6f\n", step + 1, o.steps, vloss);
-            fflush(stdout);
-        }
-        if (log != NULL) {
-            fprintf(log, "{\"step\": %d, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
-                    "\"tokens_per_s\": %.1f", step + 1, loss, lr, ms, tokens_per_step / (ms / 1000.0));
-            if (!isnan(norm)) {
-                fprintf(log, ", \"grad_norm\": %.9g", norm);
-            }
-            if (!isnan(vloss)) {
-                fprintf(log, ", \"val_loss\": %.9g", vloss);
-            }
-            fprintf(log, "}\n");
-            fflush(log);
-        }
-        if (o.save_every > 0 && (step + 1) % o.save_every == 0 && !last) {
-            GT_TRY_GOTO(err, save_all(m, train, o.out), out);
-        }
-    }
-    if (o.out != NULL) {
-        GT_TRY_GOTO(err, save_all(m, train, o.out), out);
-        if (!gt_cli.quiet) {
-            fprintf(stderr, "wrote %s and %s.state\n", o.out, o.out);
-        }
-    }
-    if (done > 0) {
-        char png[4200] = "";
-        if (o.plot != NULL && strcmp(o.plot, "none") != 0) {
-            snprintf(png, sizeof png, "%s", o.plot);
-        } else if (o.plot == NULL && o.out != NULL) {
-            snprintf(png, sizeof png, "%s.loss.png", o.out);
-        }
-        if (png[0] != '\0') {
-            plot(png, curve, vcurve, first, done);
-        }
-    }
-out:
-    if (log != NULL) {
-        fclose(log);
-    }
-    free(curve);
-    free(vcurve);
-    gt_loader_free(train);
-    gt_loader_free(val);
-    gt_gpt2_free(m);
-    gt_device_close(dev);  // frees (wipes) the shard buffers too
-    if (err.code != GT_E_NONE) {
-        return gt_cli_fail(CMD, err);
-    }
-    return GT_EXIT_OK;
+    gt_err err = run(&o, r);
+    train_free(r);
+    free(r);
+    return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

@@ -30,6 +30,8 @@ static void usage(void)
            "                       --device-socket, the holder decrypts in its own process and\n"
            "                       hands the buffer over; cpu is host memory, no protection)\n"
            "  --device cpu|sim|cuda  device (default cpu); sim needs --device-socket PATH\n"
+           "  --device-socket PATH devd's socket (--device sim), or where this trainer serves\n"
+           "                       trips (--transfer travel on cpu or cuda)\n"
            "  --threads N          kernel threads (default: all cores)\n"
            "  --name NAME          this trainer's name in holders' ledgers (default trainer)\n"
            "  --tee TYPE           how this trainer proves itself: sim (default), tdx or snp\n"
@@ -80,12 +82,77 @@ static void on_event(void *ctx, const char *line)
     fflush(stdout);
 }
 
-int gt_cli_train_agreement(int argc, char **argv)
+typedef struct {
+    const char *agreement_path, *state_dir, *socket, *name, *sim_root, *policy_path, *plot;
+    const char *sealed_out;
+    const char *roots[MAX_ROOTS];
+    int root_count, threads;
+    bool resume;
+    gt_transfer_mode transfer;
+    gt_device_kind kind;
+    gt_tee_type tee;
+} ta_options;
+
+// What a run holds until it ends (freed by ta_free).
+typedef struct {
+    gt_agreement a;
+    gt_policy *policy;
+    gt_device *dev;
+    gt_buf root_bytes[MAX_ROOTS];
+    gt_attest_file root_files[MAX_ROOTS];
+    curve cv;
+    char trip_sock[4200];
+    gt_collab_report rep;
+} ta_run;
+
+// One option into o; 0, or the exit status of a usage error (already printed).
+static int parse_one(int c, ta_options *o)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
+    switch (c) {
+    case 'a': o->agreement_path = optarg; break;
+    case 'S': o->state_dir = optarg; break;
+    case 'R': o->resume = true; break;
+    case 'x':
+        if (!gt_is_ok(gt_transfer_mode_parse(optarg, &o->transfer))) {
+            return gt_cli_usage(CMD, "unknown --transfer '%s'", optarg);
+        }
+        break;
+    case 'd':
+        if (!gt_is_ok(gt_device_kind_parse(optarg, &o->kind))) {
+            return gt_cli_usage(CMD, "unknown --device '%s'", optarg);
+        }
+        break;
+    case 'D': o->socket = optarg; break;
+    case 'j': {
+        gt_err e = gt_cli_parse_int("--threads", optarg, 0, 4096, &o->threads);
+        if (!gt_is_ok(e)) {
+            return gt_cli_usage(CMD, "%s", e.msg);
+        }
+        break;
     }
+    case 'n': o->name = optarg; break;
+    case 't':
+        if (!gt_is_ok(gt_tee_type_parse(optarg, &o->tee))) {
+            return gt_cli_usage(CMD, "unknown --tee '%s'", optarg);
+        }
+        break;
+    case 's': o->sim_root = optarg; break;
+    case 'p': o->policy_path = optarg; break;
+    case 'r':
+        if (o->root_count == MAX_ROOTS) {
+            return gt_cli_usage(CMD, "at most %d --root files", MAX_ROOTS);
+        }
+        o->roots[o->root_count++] = optarg;
+        break;
+    case 'P': o->plot = optarg; break;
+    case 'O': o->sealed_out = optarg; break;
+    default: return gt_cli_usage(CMD, "unknown option");
+    }
+    return GT_EXIT_OK;
+}
+
+static int parse(int argc, char **argv, ta_options *o)
+{
     static const struct option opts[] = {
         {"agreement", required_argument, NULL, 'a'}, {"state", required_argument, NULL, 'S'},
         {"resume", no_argument, NULL, 'R'}, {"transfer", required_argument, NULL, 'x'},
@@ -95,165 +162,175 @@ int gt_cli_train_agreement(int argc, char **argv)
         {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
         {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
         {0}};
-    const char *agreement_path = NULL, *state_dir = NULL, *socket = NULL, *name = "trainer";
-    const char *sim_root = NULL, *policy_path = NULL, *plot = NULL, *roots[MAX_ROOTS];
-    const char *sealed_out = NULL;
-    int root_count = 0, threads = 0;
-    bool resume = false;
-    gt_transfer_mode transfer = GT_TRANSFER_CONVENTIONAL;
-    gt_device_kind kind = GT_DEVICE_CPU;
-    gt_tee_type tee = GT_TEE_SIM;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'a': agreement_path = optarg; break;
-        case 'S': state_dir = optarg; break;
-        case 'R': resume = true; break;
-        case 'x':
-            if (!gt_is_ok(gt_transfer_mode_parse(optarg, &transfer))) {
-                return gt_cli_usage(CMD, "unknown --transfer '%s'", optarg);
-            }
-            break;
-        case 'd':
-            if (!gt_is_ok(gt_device_kind_parse(optarg, &kind))) {
-                return gt_cli_usage(CMD, "unknown --device '%s'", optarg);
-            }
-            break;
-        case 'D': socket = optarg; break;
-        case 'j': threads = atoi(optarg); break;
-        case 'n': name = optarg; break;
-        case 't':
-            if (!gt_is_ok(gt_tee_type_parse(optarg, &tee))) {
-                return gt_cli_usage(CMD, "unknown --tee '%s'", optarg);
-            }
-            break;
-        case 's': sim_root = optarg; break;
-        case 'p': policy_path = optarg; break;
-        case 'r':
-            if (root_count == MAX_ROOTS) {
-                return gt_cli_usage(CMD, "at most %d --root files", MAX_ROOTS);
-            }
-            roots[root_count++] = optarg;
-            break;
-        case 'P': plot = optarg; break;
-        case 'O': sealed_out = optarg; break;
-        default: return gt_cli_usage(CMD, "unknown option");
-        }
+    *o = (ta_options){.name = "trainer", .transfer = GT_TRANSFER_CONVENTIONAL,
+                      .kind = GT_DEVICE_CPU, .tee = GT_TEE_SIM};
+    int c, rc = GT_EXIT_OK;
+    while (rc == GT_EXIT_OK && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        rc = parse_one(c, o);
     }
-    if (agreement_path == NULL || state_dir == NULL) {
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    if (o->agreement_path == NULL || o->state_dir == NULL) {
         return gt_cli_usage(CMD, "--agreement and --state are required");
     }
-    if (kind == GT_DEVICE_SIM && socket == NULL) {
+    if (o->kind == GT_DEVICE_SIM && o->socket == NULL) {
         return gt_cli_usage(CMD, "--device sim needs --device-socket PATH");
     }
-    gt_agreement a;
-    gt_policy *policy = NULL;
-    gt_device *dev = NULL;
-    gt_buf root_bytes[MAX_ROOTS] = {{0}};
-    gt_attest_file root_files[MAX_ROOTS];
-    curve cv = {0};
-    gt_err err = GT_OK;
-    GT_TRY_GOTO(err, gt_agreement_load(&a, agreement_path), out);
-    GT_ENSURE_GOTO(err, sealed_out == NULL || a.output == GT_OUTPUT_SEALED_CHECKPOINT, out,
-                   GT_E_POLICY, "--sealed-out: the agreement's output is loss_only, so no "
-                                "checkpoint may leave the TEE");
-    GT_TRY_GOTO(err, gt_mkdir_p(state_dir, 0700), out);
-    if (policy_path != NULL) {
-        GT_TRY_GOTO(err, gt_policy_load_file(&policy, policy_path), out);
-    } else {
-        GT_TRY_GOTO(err, gt_policy_default(&policy), out);
-    }
-    for (int i = 0; i < root_count; i++) {
-        GT_TRY_GOTO(err, gt_file_read_all(roots[i], 1 << 20, &root_bytes[i]), out);
-        root_files[i] = (gt_attest_file){roots[i], gt_buf_span(&root_bytes[i])};
-    }
-    gt_device_config dc = {.kind = kind, .threads = threads, .socket_path = socket};
-    if (kind == GT_DEVICE_SIM) {
+    return GT_EXIT_OK;
+}
+
+// The trainer's device; with travel on a cpu or cuda device, the socket it serves trips on.
+static gt_err open_device(const ta_options *o, ta_run *r, const char **socket)
+{
+    *socket = o->socket;
+    gt_device_config dc = {.kind = o->kind, .threads = o->threads, .socket_path = o->socket};
+    if (o->kind == GT_DEVICE_SIM) {
         // The device session carries the agreement: a holder the device travels to must
         // attach under the same one.
         // busy_wait_ms: resumed right after a crash, devd may still be wiping the dead session.
         gt_device_sim_options so = {.timeout_ms = 0, .busy_wait_ms = 30000};
-        memcpy(so.agreement_hash, a.hash, sizeof so.agreement_hash);
-        GT_TRY_GOTO(err, gt_device_open_sim(&dev, &dc, &so), out);
+        memcpy(so.agreement_hash, r->a.hash, sizeof so.agreement_hash);
+        GT_TRY(gt_device_open_sim(&r->dev, &dc, &so));
     } else {
-        GT_TRY_GOTO(err, gt_device_open(&dev, &dc), out);
+        GT_TRY(gt_device_open(&r->dev, &dc));
     }
-    char trip_sock[4200];
-    if (transfer == GT_TRANSFER_TRAVEL && kind != GT_DEVICE_SIM) {
-        // This trainer serves the trips; its device evidence comes from the sim root.
-        if (socket == NULL) {
-            GT_TRY_GOTO(err, gt_path_join(trip_sock, sizeof trip_sock, state_dir, "trip.sock"),
-                        out);
-            socket = trip_sock;
-        }
-        if (sim_root != NULL) {
-            setenv("GT_SIM_ROOT", sim_root, 1);
-        }
-        printf("travel on the %s device: this trainer serves each trip on %s%s\n",
-               gt_device_kind_name(kind), socket,
-               kind == GT_DEVICE_CPU ? " (cpu: the holder hands its decrypted chunk over in host "
-                                       "memory; no confidentiality, this shows the protocol and "
-                                       "the accounting only)"
-                                     : "");
+    if (o->transfer != GT_TRANSFER_TRAVEL || o->kind == GT_DEVICE_SIM) {
+        return GT_OK;
     }
-    gt_tee_attestor att = {.collect = {.type = tee, .sim_root = sim_root}, .policy = policy,
-                           .roots = root_files, .root_count = (size_t)root_count,
-                           .agreement = &a, .peer_role = GT_PEER_HOLDER};
+    // This trainer serves the trips; its device evidence comes from the sim root.
+    if (*socket == NULL) {
+        GT_TRY(gt_path_join(r->trip_sock, sizeof r->trip_sock, o->state_dir, "trip.sock"));
+        *socket = r->trip_sock;
+    }
+    if (o->sim_root != NULL) {
+        setenv("GT_SIM_ROOT", o->sim_root, 1);
+    }
+    printf("travel on the %s device: this trainer serves each trip on %s%s\n",
+           gt_device_kind_name(o->kind), *socket,
+           o->kind == GT_DEVICE_CPU ? " (cpu: the holder hands its decrypted chunk over in host "
+                                      "memory; no confidentiality, this shows the protocol and "
+                                      "the accounting only)"
+                                    : "");
+    return GT_OK;
+}
+
+static void print_agreement(const ta_options *o, const gt_agreement *a)
+{
     char hash[2 * GT_SHA256_BYTES + 1];
-    gt_hex_encode(hash, sizeof hash, a.hash, sizeof a.hash);
+    gt_hex_encode(hash, sizeof hash, a->hash, sizeof a->hash);
     printf("agreement %s (%.16s...): %u holder(s), GPT-2 L=%u C=%u NH=%u V=%u, %u steps of %ux%u, "
            "transfer %s, device %s%s\n",
-           a.name, hash, a.holder_count, a.layers, a.channels, a.heads, a.vocab, a.steps,
-           a.batch, a.seq, gt_transfer_mode_name(transfer), gt_device_kind_name(kind),
-           tee == GT_TEE_SIM ? "; this trainer proves itself with insecure-simulation evidence"
-                             : "");
+           a->name, hash, a->holder_count, a->layers, a->channels, a->heads, a->vocab, a->steps,
+           a->batch, a->seq, gt_transfer_mode_name(o->transfer), gt_device_kind_name(o->kind),
+           o->tee == GT_TEE_SIM ? "; this trainer proves itself with insecure-simulation evidence"
+                                : "");
+}
+
+// Loads what the run needs, trains (printing each step as it goes) and fills r->rep.
+static gt_err run(const ta_options *o, ta_run *r)
+{
+    GT_TRY(gt_agreement_load(&r->a, o->agreement_path));
+    GT_ENSURE(o->sealed_out == NULL || r->a.output == GT_OUTPUT_SEALED_CHECKPOINT, GT_E_POLICY,
+              "--sealed-out: the agreement's output is loss_only, so no checkpoint may leave the "
+              "TEE");
+    GT_TRY(gt_mkdir_p(o->state_dir, 0700));
+    if (o->policy_path != NULL) {
+        GT_TRY(gt_policy_load_file(&r->policy, o->policy_path));
+    } else {
+        GT_TRY(gt_policy_default(&r->policy));
+    }
+    for (int i = 0; i < o->root_count; i++) {
+        GT_TRY(gt_file_read_all(o->roots[i], 1 << 20, &r->root_bytes[i]));
+        r->root_files[i] = (gt_attest_file){o->roots[i], gt_buf_span(&r->root_bytes[i])};
+    }
+    const char *socket = NULL;
+    GT_TRY(open_device(o, r, &socket));
+    gt_tee_attestor att = {.collect = {.type = o->tee, .sim_root = o->sim_root},
+                           .policy = r->policy, .roots = r->root_files,
+                           .root_count = (size_t)o->root_count, .agreement = &r->a,
+                           .peer_role = GT_PEER_HOLDER};
+    print_agreement(o, &r->a);
     gt_collab_config cfg = {
-        .agreement = &a, .dev = dev, .transfer = transfer,
-        .attestor = gt_tee_attestor_bind(&att), .trainer_name = name, .state_dir = state_dir,
-        .resume = resume, .on_step = on_step, .on_event = on_event, .ctx = &cv,
-        .device_address = socket, .sealed_path = sealed_out,
+        .agreement = &r->a, .dev = r->dev, .transfer = o->transfer,
+        .attestor = gt_tee_attestor_bind(&att), .trainer_name = o->name,
+        .state_dir = o->state_dir, .resume = o->resume, .on_step = on_step,
+        .on_event = on_event, .ctx = &r->cv, .device_address = socket,
+        .sealed_path = o->sealed_out,
     };
-    gt_collab_report rep;
-    GT_TRY_GOTO(err, gt_collab_train(&cfg, &rep), out);
-    printf("\ntrained %u step(s), final loss %.4f\n", rep.steps_done, (double)rep.final_loss);
+    return gt_collab_train(&cfg, &r->rep);
+}
+
+static gt_err print_report(const ta_options *o, const ta_run *r)
+{
+    const gt_collab_report *rep = &r->rep;
+    printf("\ntrained %u step(s), final loss %.4f\n", rep->steps_done, (double)rep->final_loss);
     printf("%-16s %12s %12s %6s %12s %10s\n", "holder", "tokens used", "budget", "uses",
            "bytes moved", "transfer s");
-    for (uint32_t i = 0; i < a.holder_count; i++) {
-        const gt_collab_holder_report *h = &rep.holders[i];
-        printf("%-16s %12llu %12llu %6u %12llu %10.3f\n", a.holders[i].name,
+    for (uint32_t i = 0; i < r->a.holder_count; i++) {
+        const gt_collab_holder_report *h = &rep->holders[i];
+        printf("%-16s %12llu %12llu %6u %12llu %10.3f\n", r->a.holders[i].name,
                (unsigned long long)h->tokens_used, (unsigned long long)h->token_budget, h->uses,
                (unsigned long long)h->bytes_moved, h->transfer_seconds);
     }
-    if (rep.sealed) {
+    if (rep->sealed) {
         printf("sealed checkpoint: %s (%llu bytes), openable only by the agreement's %u "
                "recipient(s) with gputravel open-checkpoint\n",
-               rep.sealed_path, (unsigned long long)rep.sealed_bytes, rep.sealed_recipients);
+               rep->sealed_path, (unsigned long long)rep->sealed_bytes, rep->sealed_recipients);
     } else {
-        printf("output loss_only: no checkpoint was written outside %s\n", state_dir);
+        printf("output loss_only: no checkpoint was written outside %s\n", o->state_dir);
     }
-    if (cv.n > 0 && (plot == NULL || strcmp(plot, "none") != 0)) {
-        char png[4200];
-        if (plot == NULL) {
-            GT_TRY_GOTO(err, gt_path_join(png, sizeof png, state_dir, "loss.png"), out);
-            plot = png;
-        }
-        gt_plot_series s = {"train loss", cv.steps, cv.losses, cv.n};
-        gt_plot_style st = {.title = "collaborative training", .xlabel = "step",
-                            .ylabel = "loss"};
-        gt_err perr = gt_plot_lines(plot, &st, &s, 1);
-        if (gt_is_ok(perr)) {
-            printf("loss curve: %s\n", plot);
-        } else {
-            fprintf(stderr, "gputravel train: note: %s\n", perr.msg);
-        }
+    if (r->cv.n == 0 || (o->plot != NULL && strcmp(o->plot, "none") == 0)) {
+        return GT_OK;
     }
-out:
-    free(cv.steps);
-    free(cv.losses);
-    gt_device_close(dev);
-    gt_policy_free(policy);
+    char png[4200];
+    const char *plot = o->plot;
+    if (plot == NULL) {
+        GT_TRY(gt_path_join(png, sizeof png, o->state_dir, "loss.png"));
+        plot = png;
+    }
+    gt_plot_series s = {"train loss", r->cv.steps, r->cv.losses, r->cv.n};
+    gt_plot_style st = {.title = "collaborative training", .xlabel = "step", .ylabel = "loss"};
+    gt_err perr = gt_plot_lines(plot, &st, &s, 1);
+    if (gt_is_ok(perr)) {
+        printf("loss curve: %s\n", plot);
+    } else {
+        fprintf(stderr, "gputravel train: note: %s\n", perr.msg);
+    }
+    return GT_OK;
+}
+
+static void ta_free(ta_run *r)
+{
+    free(r->cv.steps);
+    free(r->cv.losses);
+    gt_device_close(r->dev);
+    gt_policy_free(r->policy);
     for (int i = 0; i < MAX_ROOTS; i++) {
-        gt_buf_free_nowipe(&root_bytes[i]);
+        gt_buf_free_nowipe(&r->root_bytes[i]);
     }
+    free(r);
+}
+
+int gt_cli_train_agreement(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    ta_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    ta_run *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    gt_err err = run(&o, r);
+    if (gt_is_ok(err)) {
+        err = print_report(&o, r);
+    }
+    ta_free(r);
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

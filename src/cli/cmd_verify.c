@@ -113,12 +113,83 @@ static void print_text(const gt_appraisal *a, const char *path)
     }
 }
 
-int gt_cmd_verify(int argc, char **argv)
+typedef struct {
+    const char *evidence, *policy_path, *type_name;
+    const char *roots[MAX_FILES], *certs[MAX_FILES], *colls[MAX_FILES];
+    size_t nroots, ncerts, ncolls;
+    const char *at_arg, *nonce_arg, *rd_arg, *agr_arg;
+    bool json;
+    // Parsed from the strings above:
+    gt_tee_type type;
+    long long at;
+    uint8_t nonce[GT_REPORT_DATA_BYTES], rd[GT_REPORT_DATA_BYTES], agr[64];
+    size_t nonce_len, agr_len;
+} verify_options;
+
+// One option into o; 0, or the exit status of a usage error (already printed).
+static int parse_one(int opt, verify_options *o, char **argv)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage(stdout);
-        return GT_EXIT_OK;
+    switch (opt) {
+    case 'e': o->evidence = optarg; break;
+    case 't': o->type_name = optarg; break;
+    case 'r':
+        if (o->nroots == MAX_FILES) return gt_cli_usage("verify", "too many --root");
+        o->roots[o->nroots++] = optarg;
+        break;
+    case 'c':
+        if (o->ncerts == MAX_FILES) return gt_cli_usage("verify", "too many --cert");
+        o->certs[o->ncerts++] = optarg;
+        break;
+    case 'C':
+        if (o->ncolls == MAX_FILES) return gt_cli_usage("verify", "too many --collateral");
+        o->colls[o->ncolls++] = optarg;
+        break;
+    case 'a': o->at_arg = optarg; break;
+    case 'p': o->policy_path = optarg; break;
+    case 'n': o->nonce_arg = optarg; break;
+    case 'd': o->rd_arg = optarg; break;
+    case 'g': o->agr_arg = optarg; break;
+    case 'j': o->json = true; break;
+    default: return gt_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
     }
+    return GT_EXIT_OK;
+}
+
+// The values behind --type, --at, --nonce, --report-data and --agreement.
+static int parse_values(verify_options *o)
+{
+    if (!gt_is_ok(gt_tee_type_parse(o->type_name, &o->type))) {
+        return gt_cli_usage("verify", "--type must be auto, tdx, sgx, snp, nvgpu or sim");
+    }
+    if (o->at_arg != NULL) {
+        char *end = NULL;
+        errno = 0;
+        o->at = strtoll(o->at_arg, &end, 10);
+        if (end == o->at_arg || *end != '\0' || errno != 0 || o->at <= 0) {
+            return gt_cli_usage("verify", "--at must be a positive UNIX time in seconds");
+        }
+    }
+    size_t rd_len = 0;
+    if (o->nonce_arg != NULL &&
+        (!gt_is_ok(parse_hex_arg("--nonce", o->nonce_arg, o->nonce, sizeof o->nonce,
+                                 &o->nonce_len)) || o->nonce_len == 0)) {
+        return gt_cli_usage("verify", "--nonce must be 1..64 bytes of hex");
+    }
+    if (o->rd_arg != NULL &&
+        (!gt_is_ok(parse_hex_arg("--report-data", o->rd_arg, o->rd, sizeof o->rd, &rd_len)) ||
+         rd_len != GT_REPORT_DATA_BYTES)) {
+        return gt_cli_usage("verify", "--report-data must be exactly 64 bytes of hex");
+    }
+    if (o->agr_arg != NULL &&
+        (!gt_is_ok(parse_hex_arg("--agreement", o->agr_arg, o->agr, sizeof o->agr, &o->agr_len)) ||
+         o->agr_len == 0)) {
+        return gt_cli_usage("verify", "--agreement must be 1..64 bytes of hex");
+    }
+    return GT_EXIT_OK;
+}
+
+static int parse(int argc, char **argv, verify_options *o)
+{
     static const struct option opts[] = {
         {"evidence", required_argument, NULL, 'e'}, {"type", required_argument, NULL, 't'},
         {"root", required_argument, NULL, 'r'},     {"cert", required_argument, NULL, 'c'},
@@ -127,159 +198,145 @@ int gt_cmd_verify(int argc, char **argv)
         {"report-data", required_argument, NULL, 'd'}, {"agreement", required_argument, NULL, 'g'},
         {"json", no_argument, NULL, 'j'},           {NULL, 0, NULL, 0},
     };
-    const char *evidence = NULL, *policy_path = NULL, *type_name = "auto";
-    const char *roots[MAX_FILES], *certs[MAX_FILES], *colls[MAX_FILES];
-    size_t nroots = 0, ncerts = 0, ncolls = 0;
-    const char *at_arg = NULL, *nonce_arg = NULL, *rd_arg = NULL, *agr_arg = NULL;
-    bool json = false;
-    int opt;
+    memset(o, 0, sizeof *o);
+    o->type_name = "auto";
+    int opt, rc = GT_EXIT_OK;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'e': evidence = optarg; break;
-        case 't': type_name = optarg; break;
-        case 'r':
-            if (nroots == MAX_FILES) return gt_cli_usage("verify", "too many --root");
-            roots[nroots++] = optarg;
-            break;
-        case 'c':
-            if (ncerts == MAX_FILES) return gt_cli_usage("verify", "too many --cert");
-            certs[ncerts++] = optarg;
-            break;
-        case 'C':
-            if (ncolls == MAX_FILES) return gt_cli_usage("verify", "too many --collateral");
-            colls[ncolls++] = optarg;
-            break;
-        case 'a': at_arg = optarg; break;
-        case 'p': policy_path = optarg; break;
-        case 'n': nonce_arg = optarg; break;
-        case 'd': rd_arg = optarg; break;
-        case 'g': agr_arg = optarg; break;
-        case 'j': json = true; break;
-        default:
-            return gt_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    while (rc == GT_EXIT_OK && (opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        rc = parse_one(opt, o, argv);
+    }
+    if (rc != GT_EXIT_OK) {
+        return rc;
     }
     if (optind != argc) {
         return gt_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
     }
-    if (evidence == NULL) {
+    if (o->evidence == NULL) {
         return gt_cli_usage("verify", "--evidence FILE is required");
     }
-    gt_tee_type type = GT_TEE_AUTO;
-    if (!gt_is_ok(gt_tee_type_parse(type_name, &type))) {
-        return gt_cli_usage("verify", "--type must be auto, tdx, sgx, snp, nvgpu or sim");
-    }
-    gt_appraise_params prm = {0};
-    if (at_arg != NULL) {
-        char *end = NULL;
-        errno = 0;
-        long long at = strtoll(at_arg, &end, 10);
-        if (end == at_arg || *end != '\0' || errno != 0 || at <= 0) {
-            return gt_cli_usage("verify", "--at must be a positive UNIX time in seconds");
-        }
-        prm.at = at;
-    }
-    uint8_t nonce[GT_REPORT_DATA_BYTES], rd[GT_REPORT_DATA_BYTES], agr[64];
-    size_t nonce_len = 0, rd_len = 0, agr_len = 0;
-    if (nonce_arg != NULL) {
-        gt_err e = parse_hex_arg("--nonce", nonce_arg, nonce, sizeof nonce, &nonce_len);
-        if (!gt_is_ok(e) || nonce_len == 0) {
-            return gt_cli_usage("verify", "--nonce must be 1..64 bytes of hex");
-        }
-        prm.nonce = nonce;
-        prm.nonce_len = nonce_len;
-    }
-    if (rd_arg != NULL) {
-        gt_err e = parse_hex_arg("--report-data", rd_arg, rd, sizeof rd, &rd_len);
-        if (!gt_is_ok(e) || rd_len != GT_REPORT_DATA_BYTES) {
-            return gt_cli_usage("verify", "--report-data must be exactly 64 bytes of hex");
-        }
-        prm.expected_report_data = rd;
-    }
-    if (agr_arg != NULL) {
-        gt_err e = parse_hex_arg("--agreement", agr_arg, agr, sizeof agr, &agr_len);
-        if (!gt_is_ok(e) || agr_len == 0) {
-            return gt_cli_usage("verify", "--agreement must be 1..64 bytes of hex");
-        }
-        prm.agreement_hash = agr;
-        prm.agreement_hash_len = agr_len;
-    }
+    return parse_values(o);
+}
 
-    int rc = GT_EXIT_INVALID;
-    file_list lroots = {0}, lcerts = {0}, lcolls = {0};
-    gt_policy *policy = NULL;
-    gt_buf ev_bytes = {0};
-    gt_appraisal a = {0};
-    bool have_appraisal = false;
-    gt_err err = GT_OK;
-    for (size_t i = 0; i < nroots && gt_is_ok(err); i++) {
-        err = file_list_add(&lroots, roots[i], false);
-    }
-    for (size_t i = 0; i < ncerts && gt_is_ok(err); i++) {
-        err = file_list_add(&lcerts, certs[i], false);
-    }
-    for (size_t i = 0; i < ncolls && gt_is_ok(err); i++) {
-        err = file_list_add(&lcolls, colls[i], true);
-    }
-    if (gt_is_ok(err) && policy_path != NULL) {
-        err = gt_policy_load_file(&policy, policy_path);
-    }
-    if (!gt_is_ok(err)) {
-        fprintf(stderr, "gputravel verify: error: %s\n", err.msg);
-        goto out;
-    }
-    prm.roots = lroots.items;
-    prm.root_count = lroots.count;
-    prm.certs = lcerts.items;
-    prm.cert_count = lcerts.count;
-    prm.collateral = lcolls.items;
-    prm.collateral_count = lcolls.count;
+// What a verification holds while it runs (freed by verify_free).
+typedef struct {
+    file_list roots, certs, colls;
+    gt_policy *policy;
+    gt_buf ev_bytes;
+} verify_inputs;
 
-    err = gt_file_read_all(evidence, GT_EVIDENCE_MAX_BYTES, &ev_bytes);
+static void verify_free(verify_inputs *in)
+{
+    gt_buf_free_nowipe(&in->ev_bytes);
+    gt_policy_free(in->policy);
+    file_list_free(&in->roots);
+    file_list_free(&in->certs);
+    file_list_free(&in->colls);
+}
+
+static gt_err load_inputs(const verify_options *o, verify_inputs *in)
+{
+    for (size_t i = 0; i < o->nroots; i++) {
+        GT_TRY(file_list_add(&in->roots, o->roots[i], false));
+    }
+    for (size_t i = 0; i < o->ncerts; i++) {
+        GT_TRY(file_list_add(&in->certs, o->certs[i], false));
+    }
+    for (size_t i = 0; i < o->ncolls; i++) {
+        GT_TRY(file_list_add(&in->colls, o->colls[i], true));
+    }
+    if (o->policy_path != NULL) {
+        GT_TRY(gt_policy_load_file(&in->policy, o->policy_path));
+    }
+    return GT_OK;
+}
+
+// Appraises the evidence into a (which the caller frees when this succeeds).
+static gt_err run(const verify_options *o, verify_inputs *in, gt_appraisal *a)
+{
+    GT_TRY(load_inputs(o, in));
+    gt_appraise_params prm = {
+        .at = o->at, .roots = in->roots.items, .root_count = in->roots.count,
+        .certs = in->certs.items, .cert_count = in->certs.count,
+        .collateral = in->colls.items, .collateral_count = in->colls.count,
+    };
+    if (o->nonce_arg != NULL) {
+        prm.nonce = o->nonce;
+        prm.nonce_len = o->nonce_len;
+    }
+    if (o->rd_arg != NULL) {
+        prm.expected_report_data = o->rd;
+    }
+    if (o->agr_arg != NULL) {
+        prm.agreement_hash = o->agr;
+        prm.agreement_hash_len = o->agr_len;
+    }
+    gt_err err = gt_file_read_all(o->evidence, GT_EVIDENCE_MAX_BYTES, &in->ev_bytes);
     if (gt_is_ok(err)) {
-        err = gt_attest_appraise_bytes(&a, ev_bytes.data, ev_bytes.len, type, policy, &prm);
-    } else if (err.code == GT_E_LIMIT || err.code == GT_E_TRUNCATED) {
-        // An oversized file is invalid evidence, reported like any other.
-        gt_err perr = gt_err_wrap(err, "%s", evidence);
-        err = gt_attest_appraise_bytes(&a, NULL, 0, type, policy, &prm);
-        if (gt_is_ok(err) && a.reason_count > 0) {
-            free(a.reasons[0]);
-            a.reasons[0] = strdup(perr.msg);
-            if (a.reasons[0] == NULL) {
-                a.reason_count = 0;
-            }
+        return gt_attest_appraise_bytes(a, in->ev_bytes.data, in->ev_bytes.len, o->type,
+                                        in->policy, &prm);
+    }
+    GT_ENSURE(err.code == GT_E_LIMIT || err.code == GT_E_TRUNCATED, err.code, "%s", err.msg);
+    // An oversized file is invalid evidence, reported like any other.
+    gt_err perr = gt_err_wrap(err, "%s", o->evidence);
+    GT_TRY(gt_attest_appraise_bytes(a, NULL, 0, o->type, in->policy, &prm));
+    if (a->reason_count > 0) {
+        free(a->reasons[0]);
+        a->reasons[0] = strdup(perr.msg);
+        if (a->reasons[0] == NULL) {
+            a->reason_count = 0;
         }
     }
-    if (!gt_is_ok(err)) {
-        fprintf(stderr, "gputravel verify: error: %s\n", err.msg);
-        goto out;
-    }
-    have_appraisal = true;
-    if (json) {
-        cJSON *o = gt_appraisal_to_json(&a);
-        char *text = o ? cJSON_Print(o) : NULL;
-        cJSON_Delete(o);
+    return GT_OK;
+}
+
+// Prints the appraisal and returns the exit status its verdict calls for.
+static int print_appraisal(const verify_options *o, const gt_appraisal *a)
+{
+    if (o->json) {
+        cJSON *j = gt_appraisal_to_json(a);
+        char *text = j ? cJSON_Print(j) : NULL;
+        cJSON_Delete(j);
         if (text == NULL) {
             fprintf(stderr, "gputravel verify: error: out of memory\n");
-            goto out;
+            return GT_EXIT_INVALID;
         }
         printf("%s\n", text);
         free(text);
     } else {
-        print_text(&a, evidence);
+        print_text(a, o->evidence);
     }
-    rc = a.verdict == GT_VERDICT_ACCEPTED   ? GT_EXIT_OK
-         : a.verdict == GT_VERDICT_REJECTED ? GT_EXIT_FAIL
-                                            : GT_EXIT_INVALID;
-out:
-    if (have_appraisal) {
+    return a->verdict == GT_VERDICT_ACCEPTED   ? GT_EXIT_OK
+           : a->verdict == GT_VERDICT_REJECTED ? GT_EXIT_FAIL
+                                               : GT_EXIT_INVALID;
+}
+
+int gt_cmd_verify(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return GT_EXIT_OK;
+    }
+    verify_options *o = calloc(1, sizeof *o);
+    if (o == NULL) {
+        fprintf(stderr, "gputravel verify: error: out of memory\n");
+        return GT_EXIT_INVALID;
+    }
+    int rc = parse(argc, argv, o);
+    if (rc != GT_EXIT_OK) {
+        free(o);
+        return rc;
+    }
+    verify_inputs in = {0};
+    gt_appraisal a = {0};
+    gt_err err = run(o, &in, &a);
+    if (gt_is_ok(err)) {
+        rc = print_appraisal(o, &a);
         gt_appraisal_free(&a);
+    } else {
+        fprintf(stderr, "gputravel verify: error: %s\n", err.msg);
+        rc = GT_EXIT_INVALID;
     }
-    gt_buf_free_nowipe(&ev_bytes);
-    gt_policy_free(policy);
-    file_list_free(&lroots);
-    file_list_free(&lcerts);
-    file_list_free(&lcolls);
+    verify_free(&in);
+    free(o);
     return rc;
 }

@@ -20,45 +20,71 @@ static void usage(void)
            "  -h, --help         this help\n");
 }
 
-int gt_cmd_verify_dataset(int argc, char **argv)
+typedef struct {
+    const char *dsdir, *holder;
+} vd_options;
+
+// 0 and o filled, or the exit status of a usage error (already printed).
+static int parse(int argc, char **argv, vd_options *o)
 {
-    if (gt_cli_wants_help(argc, argv)) {
-        usage();
-        return GT_EXIT_OK;
-    }
     static const struct option opts[] = {{"holder", required_argument, NULL, 'H'}, {0}};
-    const char *holder = NULL;
+    *o = (vd_options){0};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'H': holder = optarg; break;
+        case 'H': o->holder = optarg; break;
         default: return gt_cli_usage("verify-dataset", "unknown option");
         }
     }
     if (optind + 1 != argc) {
         return gt_cli_usage("verify-dataset", "needs exactly one DSDIR");
     }
+    o->dsdir = argv[optind];
+    return GT_EXIT_OK;
+}
+
+// Verifies the dataset; m is its manifest (the caller frees it when this succeeds).
+static gt_err run(const vd_options *o, gt_manifest *m, double *seconds)
+{
     uint8_t pub[GT_ED25519_PUBLIC_BYTES];
-    if (holder != NULL) {
-        gt_err e = gt_holder_pub_load(holder, pub);
-        if (e.code != GT_E_NONE) {
-            return gt_cli_fail("verify-dataset", gt_err_wrap(e, "--holder"));
-        }
+    if (o->holder != NULL) {
+        GT_TRY(gt_err_wrap(gt_holder_pub_load(o->holder, pub), "--holder"));
+    }
+    double t0 = gt_now_seconds();
+    gt_err err = gt_dataset_verify(o->dsdir, o->holder ? pub : NULL, !gt_cli.quiet, m);
+    *seconds = gt_now_seconds() - t0;
+    return err;
+}
+
+static void print_verified(const vd_options *o, const gt_manifest *m, double dt)
+{
+    char id[2 * GT_DATASET_ID_BYTES + 1], hk[2 * GT_ED25519_PUBLIC_BYTES + 1], size[32];
+    gt_hex_encode(id, sizeof id, m->dataset_id, sizeof m->dataset_id);
+    gt_hex_encode(hk, sizeof hk, m->holder_pub, sizeof m->holder_pub);
+    gt_format_size(size, sizeof size, 2 * m->token_count);
+    printf("OK: %s: signature valid, %u chunk%s (%s) intact (%.2f s)\n", o->dsdir,
+           m->chunk_count, m->chunk_count == 1 ? "" : "s", size, dt);
+    printf("dataset id %s, holder %s%s\n", id, hk, o->holder ? " (as expected)" : "");
+}
+
+int gt_cmd_verify_dataset(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage();
+        return GT_EXIT_OK;
+    }
+    vd_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
     }
     gt_manifest m;
-    double t0 = gt_now_seconds();
-    gt_err err = gt_dataset_verify(argv[optind], holder ? pub : NULL, !gt_cli.quiet, &m);
-    double dt = gt_now_seconds() - t0;
-    if (err.code != GT_E_NONE) {
+    double dt = 0;
+    gt_err err = run(&o, &m, &dt);
+    if (!gt_is_ok(err)) {
         return gt_cli_fail("verify-dataset", err);
     }
-    char id[2 * GT_DATASET_ID_BYTES + 1], hk[2 * GT_ED25519_PUBLIC_BYTES + 1], size[32];
-    gt_hex_encode(id, sizeof id, m.dataset_id, sizeof m.dataset_id);
-    gt_hex_encode(hk, sizeof hk, m.holder_pub, sizeof m.holder_pub);
-    gt_format_size(size, sizeof size, 2 * m.token_count);
-    printf("OK: %s: signature valid, %u chunk%s (%s) intact (%.2f s)\n", argv[optind],
-           m.chunk_count, m.chunk_count == 1 ? "" : "s", size, dt);
-    printf("dataset id %s, holder %s%s\n", id, hk, holder ? " (as expected)" : "");
+    print_verified(&o, &m, dt);
     gt_manifest_free(&m);
     return GT_EXIT_OK;
 }

@@ -58,17 +58,13 @@ static void holder_process_serves_and_ledgers(void **state)
     GT_ASSERT_OK(gt_sim_root_open(&root, NULL, 0, p[4], true));
     gt_pkey_free(root);
 
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed assertion in the parent must not leak it
-        int devnull = open("/dev/null", 1);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execl(GT_CLI_PATH, GT_CLI_PATH, "holder", "--dataset", p[2], "--key", p[1],
-              "--agreement", p[3], "--ledger", p[5], "--policy", p[6], "--sim-root", p[4],
-              "--root", p[7], (char *)NULL);
-        _exit(127);
-    }
+    char log[600];
+    GT_ASSERT_OK(gt_path_join(log, sizeof log, dir, "holder.log"));
+    gt_proc holder;
+    gt_test_holder_start(&holder, log,
+                         (const char *[]){"--dataset", p[2], "--key", p[1], "--agreement", p[3],
+                                          "--ledger", p[5], "--policy", p[6], "--sim-root", p[4],
+                                          "--root", p[7], NULL});
     gt_agreement a;
     GT_ASSERT_OK(gt_agreement_load(&a, p[3]));
     gt_policy *policy = NULL;
@@ -108,14 +104,7 @@ static void holder_process_serves_and_ledgers(void **state)
     gt_holder_disconnect(c);
     gt_device_close(dev);
 
-    kill(pid, SIGTERM);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fail_msg("holder did not exit cleanly on SIGTERM: %s %d",
-                 WIFEXITED(status) ? "exit" : "signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
+    gt_test_holder_stop(&holder, "holder");
     gt_buf out = {0};
     int rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", p[5], "--holder-key",
                                                      key_hex, NULL});

@@ -186,27 +186,21 @@ static void kill_during_training_then_resume(void **state)
     char ck[512], st[600], steps_s[32];
     GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "kill.bin"));
     snprintf(st, sizeof st, "%s.state", ck);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execl(GT_CLI_PATH, "gputravel", "train", "--init", MODEL, "--data", shard, "--batch", "2",
-              "--seq", "8", "--lr", "1e-3", "--schedule", "constant", "--shuffle", "on",
-              "--seed", "9", "--threads", "1", "--plot", "none", "--steps", "100000",
-              "--save-every", "1", "--out", ck, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 2000 && !gt_path_exists(st); i++) {
-        usleep(10000);
-    }
-    assert_true(gt_path_exists(st));
+    gt_proc train;
+    gt_proc_spec spec = {
+        .argv = (char *[]){GT_CLI_PATH, "train", "--init", MODEL, "--data", shard, "--batch", "2",
+                           "--seq", "8", "--lr", "1e-3", "--schedule", "constant", "--shuffle",
+                           "on", "--seed", "9", "--threads", "1", "--plot", "none", "--steps",
+                           "100000", "--save-every", "1", "--out", ck, NULL},
+        .log_path = "/dev/null"};
+    GT_ASSERT_OK(gt_proc_spawn(&train, &spec));
+    gt_proc_ready ready = {.kind = GT_PROC_READY_FILE, .path = st, .timeout_ms = 20000,
+                           .what = "gputravel train"};
+    GT_ASSERT_OK(gt_proc_wait_ready(&train, &ready));
     struct timespec ts = {0, 40 * 1000 * 1000 + (long)(getpid() % 7) * 3000 * 1000};
     nanosleep(&ts, NULL);
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    kill(train.pid, SIGKILL);
+    int status = gt_proc_stop(&train, 1);  // reaps it
     assert_true(WIFSIGNALED(status));
 
     gt_buf raw = {0};

@@ -29,7 +29,7 @@ static char dir[256], simroot[600], policy[600], rootpem[600], agreement[600];
 static char agreement_m[600];  // the same with a device measurement no trainer has
 static char ds[HOLDERS][600], keydir[HOLDERS][600];
 static char key_hex[HOLDERS][65];
-static pid_t pids[HOLDERS];
+static gt_proc holders[HOLDERS];  // gputravel holder processes
 
 static int setup(void **state)
 {
@@ -123,22 +123,15 @@ static void ledger_path(char *out, size_t cap, const char *run, int h)
 static void holders_start_under(const char *run, const char *agreement_path)
 {
     for (int h = 0; h < HOLDERS; h++) {
-        char ledger[700];
+        char ledger[700], log[700], name[64];
         ledger_path(ledger, sizeof ledger, run, h);
-        pids[h] = fork();
-        assert_true(pids[h] >= 0);
-        if (pids[h] == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);  // a failed assertion must not leak it
-            int devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-            execl(GT_CLI_PATH, GT_CLI_PATH, "holder", "--dataset", ds[h], "--key", keydir[h],
-                  "--agreement", agreement_path, "--ledger", ledger, "--policy", policy,
-                  "--sim-root", simroot, "--root", rootpem, (char *)NULL);
-            _exit(127);
-        }
+        snprintf(name, sizeof name, "holder-%s-%d.log", run, h);
+        GT_ASSERT_OK(gt_path_join(log, sizeof log, dir, name));
+        const char *args[] = {"--dataset", ds[h], "--key", keydir[h], "--agreement",
+                              agreement_path, "--ledger", ledger, "--policy", policy,
+                              "--sim-root", simroot, "--root", rootpem, NULL};
+        gt_test_holder_start(&holders[h], log, args);
     }
-    usleep(300000);  // the holders listen (the trainer's connect also retries below)
 }
 
 static void holders_start(const char *run)
@@ -149,16 +142,9 @@ static void holders_start(const char *run)
 static void holders_stop(void)
 {
     for (int h = 0; h < HOLDERS; h++) {
-        if (pids[h] <= 0) {
-            continue;
-        }
-        kill(pids[h], SIGTERM);
-        int status = 0;
-        waitpid(pids[h], &status, 0);
-        pids[h] = 0;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {  // (ASan: no leak either)
-            fail_msg("holder h%d did not exit cleanly on SIGTERM (status %#x)", h, status);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "holder h%d", h);
+        gt_test_holder_stop(&holders[h], what);
     }
 }
 
@@ -423,12 +409,12 @@ static int kill_holder = -1;
 static void kill_on_step(void *ctx, const gt_collab_step *s)
 {
     (void)ctx;
-    if (kill_holder < 0 && s->holder == 1 && pids[1] > 0) {
+    if (kill_holder < 0 && s->holder == 1 && holders[1].pid > 0) {
         kill_holder = 1;
-        kill(pids[1], SIGKILL);
+        kill(holders[1].pid, SIGKILL);
         int status = 0;
-        waitpid(pids[1], &status, 0);  // gone (its trip socket closed) before the next step
-        pids[1] = 0;
+        waitpid(holders[1].pid, &status, 0);  // gone (its trip socket closed) before the next step
+        holders[1] = (gt_proc){0};
     }
 }
 

@@ -12,20 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static gt_err collect(void *ctx, const uint8_t b[GT_NET_BINDING_BYTES], gt_buf *ev)
-{
-    (void)ctx;
-    return gt_buf_append(ev, b, GT_NET_BINDING_BYTES);
-}
-
-static gt_err appraise(void *ctx, const uint8_t *ev, size_t len,
-                       const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    (void)ctx;
-    GT_ENSURE(len == GT_NET_BINDING_BYTES && gt_ct_equal(ev, b, len), GT_E_POLICY, "unbound");
-    return GT_OK;
-}
-
 static void shaped_link_carries_a_channel(void **state)
 {
     (void)state;
@@ -36,7 +22,8 @@ static void shaped_link_carries_a_channel(void **state)
     char tag[9];
     snprintf(tag, sizeof tag, "t%d", (int)(getpid() % 100000));
     GT_ASSERT_OK(gt_netns_pair_create(&p, tag, 200ull * 1000 * 1000));  // 200 Mbit/s
-    gt_net_attestor att = {collect, appraise, NULL};
+    gt_test_toy anyone = {.name = "", .accept = ""};  // evidence: the binding alone
+    gt_net_attestor att = gt_test_toy_attestor(&anyone);
 
     pid_t child = fork();
     if (child == 0) {

@@ -11,29 +11,12 @@
 
 #include <gputravel/kernels.h>
 
-typedef struct {
-    char dir[512];
-    char sock[600];
-    pid_t pid;
-} fixture;
+typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    gt_test_tmpdir(f->dir, sizeof f->dir);
-    const char *args[] = {"--mem-limit", "64MiB", "--threads", "2", NULL};
-    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_stop(f->pid);
-    gt_test_rmtree(f->dir);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "64MiB", "--threads", "2", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static void open_both(fixture *f, gt_device **cpu, gt_device **sim)
@@ -206,5 +189,5 @@ int main(void)
         cmocka_unit_test(test_op_sequence_matches_cpu),
         cmocka_unit_test(test_training_matches_cpu),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

@@ -16,30 +16,13 @@
 #define CHUNK (SLOT_BYTES - 16)
 #define MEM_LIMIT (32u << 20)
 
-typedef struct {
-    char dir[512];
-    char sock[600];
-    pid_t pid;
-} fixture;
+typedef gt_test_devd fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    gt_test_tmpdir(f->dir, sizeof f->dir);
-    const char *args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots", "3",
-                          "--threads", "1", NULL};
-    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_stop(f->pid);
-    gt_test_rmtree(f->dir);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots",
+                                       "3", "--threads", "1", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static gt_device *open_dev(fixture *f)
@@ -387,5 +370,5 @@ int main(void)
         cmocka_unit_test(test_attestation_hooks),
         cmocka_unit_test(test_no_devd),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

@@ -37,11 +37,7 @@ typedef struct {
 } sealed;
 static sealed g_sealed;
 
-typedef struct {
-    char dir[512];
-    char sock[600];
-    pid_t pid;
-} fixture;
+typedef gt_test_devd fixture;
 
 static void sleep_ms(int ms)
 {
@@ -97,22 +93,9 @@ static int group_teardown(void **state)
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    gt_test_tmpdir(f->dir, sizeof f->dir);
-    const char *args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots", "3",
-                          "--threads", "1", NULL};
-    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    gt_test_devd_stop(f->pid);
-    gt_test_rmtree(f->dir);
-    free(f);
-    return 0;
+    static const char *const args[] = {"--mem-limit", "32MiB", "--slot-size", "64KiB", "--slots",
+                                       "3", "--threads", "1", NULL};
+    return gt_test_devd_setup(state, args);
 }
 
 static gt_device *open_trainer(fixture *f)
@@ -860,18 +843,18 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_messages_exact_sizes),
-        cmocka_unit_test_setup_teardown(test_full_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_trainer_refused_while_lent, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_ticket_and_second_attach, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_tampered_chunk, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_holder_killed_mid_load, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lease_timeout, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_holder_close_without_return, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_load_from_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_trip, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_trainer_refused_while_lent, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_ticket_and_second_attach, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_tampered_chunk, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_killed_mid_load, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_timeout, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_holder_close_without_return, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_load_from_file, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, gt_test_devd_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

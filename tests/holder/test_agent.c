@@ -13,26 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// A toy attestor (as in test_channel.c): evidence = binding || name.
-typedef struct {
-    const char *name;
-    const char *accept;
-} toy;
-static gt_err toy_collect(void *ctx, const uint8_t b[GT_NET_BINDING_BYTES], gt_buf *ev)
-{
-    toy *t = ctx;
-    GT_TRY(gt_buf_append(ev, b, GT_NET_BINDING_BYTES));
-    return gt_buf_append(ev, t->name, strlen(t->name));
-}
-static gt_err toy_appraise(void *ctx, const uint8_t *ev, size_t len,
-                           const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    toy *t = ctx;
-    GT_ENSURE(len == GT_NET_BINDING_BYTES + strlen(t->accept) && gt_ct_equal(ev, b, 64) &&
-                  memcmp(ev + 64, t->accept, len - 64) == 0,
-              GT_E_POLICY, "trainer measurement not in the agreement");
-    return GT_OK;
-}
+typedef gt_test_toy toy;  // testlib.h
 
 static char dir[256], dsdir[512], keydir[512], ledger_path[512];
 static gt_holder_keys keys;
@@ -102,7 +83,7 @@ static void *serve_main(void *p)
     return gt_is_ok(e) ? NULL : p;
 }
 
-static toy holder_toy = {"alice", "trainer-ok"};
+static toy holder_toy = {.name = "alice", .accept = "trainer-ok"};
 
 // One agent serving on a fresh port, its ledger, and the trainer's cpu device.
 typedef struct {
@@ -121,7 +102,7 @@ static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
     gt_holder_agent_config cfg = {
         .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
         .ledger = r->ledger, .ledger_path = ledger_path,
-        .attestor = {toy_collect, toy_appraise, &holder_toy}, .idle_timeout_ms = 5000,
+        .attestor = gt_test_toy_attestor(&holder_toy), .idle_timeout_ms = 5000,
     };
     GT_ASSERT_OK(gt_holder_agent_create(&r->s.agent, &cfg));
     r->s.stop = 0;
@@ -144,7 +125,7 @@ static void stop_agent(agent_run *r)
     r->ledger = NULL;
 }
 
-static toy trainer_ok = {"trainer-ok", "alice"};
+static toy trainer_ok = {.name = "trainer-ok", .accept = "alice"};
 
 static void check_chunk(gt_device *dev, gt_dbuf buf, uint32_t chunk, uint64_t n)
 {
@@ -161,7 +142,7 @@ static void both_variants_deliver_the_chunk(void **state)
     start_agent(&r, 1000000, 1);
     gt_device *dev = r.dev;
 
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
     gt_holder_conn *c = NULL;
     uint8_t k1[GT_ED25519_PUBLIC_BYTES], k2[GT_ED25519_PUBLIC_BYTES];
     memset(k1, 0x51, sizeof k1);  // the trainer's signing keys (only recorded here)
@@ -203,7 +184,7 @@ static void both_variants_deliver_the_chunk(void **state)
     gt_holder_disconnect(c);
 
     // A trainer the holder does not accept never gets a manifest; the refusal is ledgered.
-    toy intruder = {"trainer-evil", "alice"};
+    toy intruder = {.name = "trainer-evil", .accept = "alice"};
     att.ctx = &intruder;
     e = gt_holder_connect(&c, &r.a, 0, &att, "trainer-2", k2);
     assert_int_not_equal(e.code, GT_E_NONE);
@@ -258,7 +239,7 @@ static void budget_and_agreement_are_enforced(void **state)
     agent_run r = {0};
     start_agent(&r, 1000, 5);  // budget: just under one chunk's 1024 tokens
     gt_device *dev = r.dev;
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
     gt_holder_conn *c = NULL;
     uint8_t k[GT_ED25519_PUBLIC_BYTES];
     memset(k, 0x53, sizeof k);
@@ -305,7 +286,7 @@ static void unrecorded_grant_is_refused(void **state)
     agent_run r = {0};
     start_agent(&r, 100000, 5);
     gt_device *dev = r.dev;
-    gt_net_attestor att = {toy_collect, toy_appraise, &trainer_ok};
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
     gt_holder_conn *c = NULL;
     uint8_t k[GT_ED25519_PUBLIC_BYTES];
     memset(k, 0x54, sizeof k);

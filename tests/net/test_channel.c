@@ -9,33 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *name;         // what this side claims to be
-    const char *accept_name;  // the only peer name it accepts
-    bool replay;              // send evidence recorded for another session
-    uint8_t recorded[GT_NET_BINDING_BYTES];
-} toy;
-
-static gt_err toy_collect(void *ctx, const uint8_t binding[GT_NET_BINDING_BYTES], gt_buf *ev)
-{
-    toy *t = ctx;
-    GT_TRY(gt_buf_append(ev, t->replay ? t->recorded : binding, GT_NET_BINDING_BYTES));
-    return gt_buf_append(ev, t->name, strlen(t->name));
-}
-
-static gt_err toy_appraise(void *ctx, const uint8_t *ev, size_t len,
-                           const uint8_t binding[GT_NET_BINDING_BYTES])
-{
-    toy *t = ctx;
-    GT_ENSURE(len >= GT_NET_BINDING_BYTES, GT_E_FORMAT, "toy evidence too short");
-    GT_ENSURE(gt_ct_equal(ev, binding, GT_NET_BINDING_BYTES), GT_E_POLICY,
-              "evidence is bound to another session");
-    size_t n = len - GT_NET_BINDING_BYTES;
-    GT_ENSURE(n == strlen(t->accept_name) &&
-                  memcmp(ev + GT_NET_BINDING_BYTES, t->accept_name, n) == 0,
-              GT_E_POLICY, "unexpected peer '%.*s'", (int)n, (const char *)ev + GT_NET_BINDING_BYTES);
-    return GT_OK;
-}
+typedef gt_test_toy toy;  // testlib.h
 
 typedef struct {
     gt_listener *l;
@@ -47,7 +21,7 @@ typedef struct {
 static void *server_main(void *p)
 {
     server_arg *a = p;
-    gt_net_attestor att = {toy_collect, toy_appraise, &a->t};
+    gt_net_attestor att = gt_test_toy_attestor(&a->t);
     gt_channel *ch = NULL;
     a->result = gt_listener_accept(a->l, &att, 5000, &ch);
     if (!gt_is_ok(a->result)) {
@@ -92,12 +66,12 @@ static void start_server(server_arg *a, pthread_t *th, char *addr, size_t cap)
 static void attested_exchange_and_bulk_stream(void **state)
 {
     (void)state;
-    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}, .bulk = 8u << 20};
+    server_arg a = {.t = {.name = "trainer", .accept = "holder"}, .bulk = 8u << 20};
     pthread_t th;
     char addr[64];
     start_server(&a, &th, addr, sizeof addr);
-    toy me = {.name = "holder", .accept_name = "trainer"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &me};
+    toy me = {.name = "holder", .accept = "trainer"};
+    gt_net_attestor att = gt_test_toy_attestor(&me);
     gt_channel *ch = NULL;
     GT_ASSERT_OK(gt_channel_connect(&ch, addr, &att));
     GT_ASSERT_OK(gt_channel_send(ch, 7, "hello", 5));
@@ -135,12 +109,12 @@ static void refused_peers_fail_on_both_sides(void **state)
 {
     (void)state;
     // The server does not accept this client's identity.
-    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}};
+    server_arg a = {.t = {.name = "trainer", .accept = "holder"}};
     pthread_t th;
     char addr[64];
     start_server(&a, &th, addr, sizeof addr);
-    toy intruder = {.name = "mallory", .accept_name = "trainer"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &intruder};
+    toy intruder = {.name = "mallory", .accept = "trainer"};
+    gt_net_attestor att = gt_test_toy_attestor(&intruder);
     gt_channel *ch = NULL;
     gt_err e = gt_channel_connect(&ch, addr, &att);
     // The refused client learns the server's reason, not just a closed connection.
@@ -153,9 +127,9 @@ static void refused_peers_fail_on_both_sides(void **state)
     gt_listener_close(a.l);
 
     // Evidence bound to another session (a replay) is refused even with the right name.
-    server_arg b = {.t = {.name = "trainer", .accept_name = "holder"}};
+    server_arg b = {.t = {.name = "trainer", .accept = "holder"}};
     start_server(&b, &th, addr, sizeof addr);
-    toy replayer = {.name = "holder", .accept_name = "trainer", .replay = true};
+    toy replayer = {.name = "holder", .accept = "trainer", .replay = true};
     memset(replayer.recorded, 0x42, sizeof replayer.recorded);
     att.ctx = &replayer;
     e = gt_channel_connect(&ch, addr, &att);
@@ -167,9 +141,9 @@ static void refused_peers_fail_on_both_sides(void **state)
     gt_listener_close(b.l);
 
     // The client refuses a server that is not the trainer it expects.
-    server_arg c = {.t = {.name = "impostor", .accept_name = "holder"}};
+    server_arg c = {.t = {.name = "impostor", .accept = "holder"}};
     start_server(&c, &th, addr, sizeof addr);
-    toy holder = {.name = "holder", .accept_name = "trainer"};
+    toy holder = {.name = "holder", .accept = "trainer"};
     att.ctx = &holder;
     e = gt_channel_connect(&ch, addr, &att);
     assert_int_equal(e.code, GT_E_POLICY);
@@ -183,8 +157,8 @@ static void limits_and_timeouts(void **state)
     (void)state;
     gt_listener *l = NULL;
     GT_ASSERT_OK(gt_listener_open(&l, "127.0.0.1:0"));
-    toy t = {.name = "x", .accept_name = "x"};
-    gt_net_attestor att = {toy_collect, toy_appraise, &t};
+    toy t = {.name = "x", .accept = "x"};
+    gt_net_attestor att = gt_test_toy_attestor(&t);
     gt_channel *ch = NULL;
     GT_ASSERT_CODE(gt_listener_accept(l, &att, 50, &ch), GT_E_TIMEOUT);
     gt_listener_close(l);
@@ -192,11 +166,11 @@ static void limits_and_timeouts(void **state)
     GT_ASSERT_CODE(gt_channel_connect(&ch, "127.0.0.1:1", &att), GT_E_PEER);
 
     // A frame above the receiver's limit is refused, not allocated.
-    server_arg a = {.t = {.name = "trainer", .accept_name = "holder"}};
+    server_arg a = {.t = {.name = "trainer", .accept = "holder"}};
     pthread_t th;
     char addr[64];
     start_server(&a, &th, addr, sizeof addr);
-    toy me = {.name = "holder", .accept_name = "trainer"};
+    toy me = {.name = "holder", .accept = "trainer"};
     att.ctx = &me;
     GT_ASSERT_OK(gt_channel_connect(&ch, addr, &att));
     uint8_t big[2048] = {0};

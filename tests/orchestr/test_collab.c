@@ -14,42 +14,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct {
-    const char *name;
-    const char *accept;
-} toy;
-static gt_err toy_collect(void *ctx, const uint8_t b[GT_NET_BINDING_BYTES], gt_buf *ev)
-{
-    toy *t = ctx;
-    GT_TRY(gt_buf_append(ev, b, GT_NET_BINDING_BYTES));
-    return gt_buf_append(ev, t->name, strlen(t->name));
-}
-static gt_err toy_appraise(void *ctx, const uint8_t *ev, size_t len,
-                           const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    toy *t = ctx;
-    GT_ENSURE(len == GT_NET_BINDING_BYTES + strlen(t->accept) && gt_ct_equal(ev, b, 64) &&
-                  memcmp(ev + 64, t->accept, len - 64) == 0,
-              GT_E_POLICY, "unexpected peer");
-    return GT_OK;
-}
+typedef gt_test_toy toy;  // testlib.h
 
 #define HOLDERS 2
 static char dir[256];
 static char ds[HOLDERS][512], ledgers[HOLDERS][512];
 static gt_holder_keys keys[HOLDERS];
 static uint8_t ds_id[HOLDERS][16];
-static toy holder_toys[HOLDERS] = {{"h0", "trainer"}, {"h1", "trainer"}};
-static toy trainer_toy = {"trainer", "any"};
-
-// The trainer accepts either holder.
-static gt_err trainer_appraise(void *ctx, const uint8_t *ev, size_t len,
-                               const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    (void)ctx;
-    toy h0 = {"", "h0"}, h1 = {"", "h1"};
-    return gt_is_ok(toy_appraise(&h0, ev, len, b)) ? GT_OK : toy_appraise(&h1, ev, len, b);
-}
+static toy holder_toys[HOLDERS] = {{.name = "h0", .accept = "trainer"},
+                                   {.name = "h1", .accept = "trainer"}};
+static toy trainer_toy = {.name = "trainer", .accept = "h*"};  // either holder
 
 static int setup(void **state)
 {
@@ -146,7 +120,7 @@ static void open_holders(holder_run runs[HOLDERS], gt_agreement *a, uint32_t ste
         gt_holder_agent_config cfg = {
             .dataset_dir = ds[h], .keys = &keys[h], .agreement = a, .name = name,
             .ledger = runs[h].ledger, .ledger_path = ledgers[h],
-            .attestor = {toy_collect, toy_appraise, &holder_toys[h]}, .idle_timeout_ms = 10000,
+            .attestor = gt_test_toy_attestor(&holder_toys[h]), .idle_timeout_ms = 10000,
         };
         GT_ASSERT_OK(gt_holder_agent_create(&runs[h].agent, &cfg));
     }
@@ -207,7 +181,7 @@ static gt_err train_on(const gt_agreement *a, const char *state_dir, bool resume
     gt_collab_config cfg = {
         .agreement = a, .dev = dev, .device_address = devd_socket,
         .transfer = devd_socket ? GT_TRANSFER_TRAVEL : GT_TRANSFER_CONVENTIONAL_KEYRELEASE,
-        .attestor = {toy_collect, trainer_appraise, &trainer_toy}, .trainer_name = "trainer",
+        .attestor = gt_test_toy_attestor(&trainer_toy), .trainer_name = "trainer",
         .state_dir = state_dir, .resume = resume, .on_step = maybe_die,
     };
     gt_err err = gt_collab_train(&cfg, rep);

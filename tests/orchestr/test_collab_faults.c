@@ -365,7 +365,7 @@ static void rejected_device_is_never_loaded(void **state)
     (void)state;
     char sock[600], log[600];
     GT_ASSERT_OK(gt_path_join(log, sizeof log, F.dir, "devd-device.log"));
-    pid_t devd = gt_tc_devd_start_logged(sock, sizeof sock, F.dir, log);
+    pid_t devd = gt_test_devd_start_logged(sock, sizeof sock, F.dir, log);
     run_device_case(sock, DEV_HONEST_TRAINER);
     run_device_case(sock, DEV_CARELESS_TRAINER);
     run_device_case(sock, DEV_ACCEPTED);
@@ -421,7 +421,7 @@ static void kill_holder_at(const char *stage)
     char log_name[64];
     snprintf(log_name, sizeof log_name, "devd-kill-%s.log", stage);
     GT_ASSERT_OK(gt_path_join(log, sizeof log, F.dir, log_name));
-    pid_t devd = gt_tc_devd_start_logged(sock, sizeof sock, F.dir, log);
+    pid_t devd = gt_test_devd_start_logged(sock, sizeof sock, F.dir, log);
     gt_tc_holder runs[GT_TC_MAX_HOLDERS];
     int ports[GT_TC_MAX_HOLDERS];
     gt_tc_listen(&F, runs, ports);
@@ -732,7 +732,7 @@ static void no_plaintext_outside_devd(void **state)
     gt_log_level saved_level = gt_log_get_level();
     gt_log_set_stream(lf);
     gt_log_set_level(GT_LOG_DEBUG);
-    pid_t devd = gt_tc_devd_start_logged(sock, sizeof sock, F.dir, log);
+    pid_t devd = gt_test_devd_start_logged(sock, sizeof sock, F.dir, log);
     gt_tc_holder runs[GT_TC_MAX_HOLDERS];
     int ports[GT_TC_MAX_HOLDERS];
     gt_tc_listen(&F, runs, ports);

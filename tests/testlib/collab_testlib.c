@@ -114,46 +114,16 @@ void gt_tc_agreement(const gt_tc_fixture *f, gt_agreement *a, const int *ports,
 
 // ---- toy attestors (no TEE: a name and the binding) -------------------------------------------
 
-static gt_err toy_collect(void *ctx, const uint8_t b[GT_NET_BINDING_BYTES], gt_buf *ev)
-{
-    const char *name = ctx;
-    GT_TRY(gt_buf_append(ev, b, GT_NET_BINDING_BYTES));
-    return gt_buf_append(ev, name, strlen(name));
-}
-
-static gt_err toy_expect(const char *want, const uint8_t *ev, size_t len,
-                         const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    GT_ENSURE(len == GT_NET_BINDING_BYTES + strlen(want) && gt_ct_equal(ev, b, 64) &&
-                  memcmp(ev + 64, want, len - 64) == 0,
-              GT_E_POLICY, "unexpected peer");
-    return GT_OK;
-}
-
-static gt_err toy_holder_appraise(void *ctx, const uint8_t *ev, size_t len,
-                                  const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    (void)ctx;
-    return toy_expect("trainer", ev, len, b);
-}
-
-static gt_err toy_trainer_appraise(void *ctx, const uint8_t *ev, size_t len,
-                                   const uint8_t b[GT_NET_BINDING_BYTES])
-{
-    (void)ctx;
-    GT_ENSURE(len >= GT_NET_BINDING_BYTES + 1 && gt_ct_equal(ev, b, 64) && ev[64] == 'h',
-              GT_E_POLICY, "unexpected peer");
-    return GT_OK;
-}
-
 gt_net_attestor gt_tc_toy_trainer(void)
 {
-    return (gt_net_attestor){toy_collect, toy_trainer_appraise, (void *)"trainer"};
+    static gt_test_toy trainer = {.name = "trainer", .accept = "h*"};
+    return gt_test_toy_attestor(&trainer);
 }
 
 gt_net_attestor gt_tc_toy_holder(void)
 {
-    return (gt_net_attestor){toy_collect, toy_holder_appraise, (void *)"h"};
+    static gt_test_toy holder = {.name = "h", .accept = "trainer"};
+    return gt_test_toy_attestor(&holder);
 }
 
 void gt_tc_tee(const gt_tc_fixture *f, gt_tee_attestor *t, const gt_agreement *a,
@@ -341,21 +311,4 @@ void gt_tc_ledger_tally(const gt_tc_fixture *f, int h, gt_tc_tally *t)
     GT_ASSERT_OK(gt_ledger_verify_file(f->ledgers[h], f->keys[h].holder_pub, NULL, &sum));
     GT_ASSERT_OK(gt_ledger_replay(f->ledgers[h], f->keys[h].holder_pub, tally_one, t));
     assert_int_equal(t->entries, sum.entries);
-}
-
-pid_t gt_tc_devd_start_logged(char *sock, size_t cap, const char *dir, const char *log_path)
-{
-    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0);
-    dup2(fd, STDERR_FILENO);  // devd inherits it as its stderr
-    close(fd);
-    setenv("GT_TEST_DEVD_VERBOSE", "1", 1);
-    pid_t pid = gt_test_devd_start(sock, cap, dir, NULL);
-    unsetenv("GT_TEST_DEVD_VERBOSE");
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    return pid;
 }

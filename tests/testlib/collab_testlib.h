@@ -123,7 +123,4 @@ typedef struct {
 } gt_tc_tally;
 void gt_tc_ledger_tally(const gt_tc_fixture *f, int h, gt_tc_tally *t);
 
-// Starts devd like gt_test_devd_start, with --verbose and its stderr written to log_path.
-pid_t gt_tc_devd_start_logged(char *sock, size_t cap, const char *dir, const char *log_path);
-
 #endif

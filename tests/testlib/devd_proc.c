@@ -1,17 +1,14 @@
-// Starting and stopping gputravel devd for device tests.
+// The one devd fixture of the tests: `gputravel devd` started and stopped through util's proc.
 #include "testlib.h"
 
-#include <signal.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *const *extra)
+#define DEVD_MAX_ARGS 64
+
+static pid_t devd_spawn(char *sock, size_t cap, const char *dir, const char *const *extra,
+                        const char *log_path)
 {
     snprintf(sock, cap, "%s/devd.sock", dir);
     if (getenv("GT_SIM_ROOT") == NULL) {  // the sim root (vendor + platform) of this test
@@ -19,58 +16,64 @@ pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *co
         snprintf(root, sizeof root, "%s/sim-root", dir);
         setenv("GT_SIM_ROOT", root, 1);
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        fail_msg("fork failed");
+    char *argv[DEVD_MAX_ARGS];
+    int n = 0;
+    argv[n++] = GT_CLI_PATH;
+    argv[n++] = log_path != NULL || getenv("GT_TEST_DEVD_VERBOSE") ? "--verbose" : "--quiet";
+    argv[n++] = "devd";
+    argv[n++] = "--socket";
+    argv[n++] = sock;
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+        assert_true(n < DEVD_MAX_ARGS - 1);
+        argv[n++] = (char *)extra[i];
     }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);  // a test that dies takes its devd with it
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = GT_CLI_PATH;
-        argv[n++] = getenv("GT_TEST_DEVD_VERBOSE") ? "--verbose" : "--quiet";
-        argv[n++] = "devd";
-        argv[n++] = "--socket";
-        argv[n++] = sock;
-        for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++) {
-            argv[n++] = extra[i];
-        }
-        argv[n] = NULL;
-        execv(GT_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
+    argv[n] = NULL;
+    gt_proc p;
+    gt_proc_spec spec = {.argv = argv, .log_path = log_path, .log_append = true};
+    GT_ASSERT_OK(gt_proc_spawn(&p, &spec));
     // devd renames its socket into place only once it listens.
-    for (int i = 0; i < 2000; i++) {
-        struct stat st;
-        if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
-            return pid;
-        }
-        int status = 0;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            fail_msg("devd exited early (status %d)", status);
-        }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    gt_proc_ready r = {.kind = GT_PROC_READY_SOCKET, .path = sock, .timeout_ms = 20000,
+                       .what = "devd"};
+    gt_err e = gt_proc_wait_ready(&p, &r);
+    if (!gt_is_ok(e)) {
+        gt_proc_stop(&p, 1);
+        fail_msg("devd on %s: %s", sock, e.msg);
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    fail_msg("devd did not start listening on %s", sock);
-    return -1;
+    return p.pid;
+}
+
+pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *const *extra)
+{
+    return devd_spawn(sock, cap, dir, extra, NULL);
+}
+
+pid_t gt_test_devd_start_logged(char *sock, size_t cap, const char *dir, const char *log_path)
+{
+    return devd_spawn(sock, cap, dir, NULL, log_path);
 }
 
 void gt_test_devd_stop(pid_t pid)
 {
-    if (pid <= 0) {
-        return;
-    }
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 500; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            return;
-        }
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    gt_proc p = {.pid = pid};
+    gt_proc_stop(&p, 5000);
+}
+
+int gt_test_devd_setup(void **state, const char *const *extra)
+{
+    gt_test_devd *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    gt_test_tmpdir(f->dir, sizeof f->dir);
+    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, extra);
+    *state = f;
+    return 0;
+}
+
+int gt_test_devd_teardown(void **state)
+{
+    gt_test_devd *f = *state;
+    gt_test_devd_stop(f->pid);
+    gt_test_rmtree(f->dir);
+    free(f);
+    *state = NULL;
+    return 0;
 }

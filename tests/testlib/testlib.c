@@ -1,7 +1,6 @@
 #include "testlib.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,26 +8,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void gt_test_tmpdir(char *out, size_t cap)
+static const char *tmp_base(void)
 {
     const char *base = getenv("TMPDIR");
-    snprintf(out, cap, "%s/gt-test-XXXXXX", base && *base ? base : "/tmp");
+    return base && *base ? base : "/tmp";
+}
+
+void gt_test_tmpdir(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/gt-test-XXXXXX", tmp_base());
     if (mkdtemp(out) == NULL) {
         fail_msg("mkdtemp %s failed", out);
     }
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 void gt_test_rmtree(const char *path)
 {
-    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    GT_ASSERT_OK(gt_rmtree_below(path, tmp_base()));
 }
 
 void gt_test_data_path(char *out, size_t cap, const char *rel)

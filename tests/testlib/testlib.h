@@ -10,6 +10,7 @@
 // cmocka.h needs the three above first.
 #include <cmocka.h>
 
+#include <gputravel/net.h>
 #include <gputravel/util.h>
 
 // Asserts that a gt_err call succeeded, printing its message if not.
@@ -32,7 +33,7 @@
 
 // Creates a fresh temporary directory (under $TMPDIR or /tmp); writes its path into out.
 void gt_test_tmpdir(char *out, size_t cap);
-// Removes a directory tree (rm -rf).
+// Removes a directory tree (rm -rf) below $TMPDIR (or /tmp); fails the test for anything else.
 void gt_test_rmtree(const char *path);
 // Path of a file under tests/testdata/ ("attestation/tdx/x.bin").
 void gt_test_data_path(char *out, size_t cap, const char *rel);
@@ -45,13 +46,45 @@ int gt_test_count_files(const char *dir);
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
 int gt_test_run_cli(gt_buf *out, const char *const *args);
 
+// A data holder's agent as a process: `gputravel holder ARGS...` (args NULL-terminated), its
+// stdout and stderr written to log_path; returns once it serves. gt_test_holder_stop sends
+// SIGTERM, reaps it, and fails the test unless it exited 0 (`what` names it in the message).
+void gt_test_holder_start(gt_proc *p, const char *log_path, const char *const *args);
+void gt_test_holder_stop(gt_proc *p, const char *what);
+
+// The toy attestor, for tests without a TEE: its evidence is the channel binding followed by
+// `name`. It accepts evidence bound to this channel from a peer named `accept` exactly (or, when
+// accept ends in '*', any name with that prefix). replay: send `recorded` as the binding instead
+// (evidence made for another session). The attestor points at t, which must outlive it.
+typedef struct {
+    const char *name;
+    const char *accept;
+    bool replay;
+    uint8_t recorded[GT_NET_BINDING_BYTES];
+} gt_test_toy;
+gt_net_attestor gt_test_toy_attestor(gt_test_toy *t);
+
 // The emulated device for tests: starts `gputravel --quiet devd --socket DIR/devd.sock ARGS...`
-// (extra: NULL-terminated, may be NULL) and returns its pid once the socket accepts; the socket
+// (extra: NULL-terminated, may be NULL) and returns its pid once the socket listens; the socket
 // path is written into sock. Unless GT_SIM_ROOT is set, it is set to DIR/sim-root first, so
 // devd (vendor root, identity under DIR/sim-root/devd-identity) and the test's own sim evidence
 // share one throw-away sim root. gt_test_devd_stop sends SIGTERM and reaps it (SIGKILL after 5 s).
+// All of it runs on util's gt_proc.
 #include <sys/types.h>
 pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *const *extra);
+// The same with --verbose, devd's stdout and stderr appended to log_path.
+pid_t gt_test_devd_start_logged(char *sock, size_t cap, const char *dir, const char *log_path);
 void gt_test_devd_stop(pid_t pid);
+
+// A test's own folder with a devd in it, as cmocka state: a test's setup calls
+// gt_test_devd_setup(state, its devd arguments); gt_test_devd_teardown is the teardown itself
+// (stops devd, removes the folder).
+typedef struct {
+    char dir[512];
+    char sock[600];
+    pid_t pid;
+} gt_test_devd;
+int gt_test_devd_setup(void **state, const char *const *extra);
+int gt_test_devd_teardown(void **state);
 
 #endif

@@ -1,0 +1,60 @@
+// Strict number parsing for command-line flags (cli.h): the whole string must be a number in
+// range; "12x", "", " 3", "-1" for an unsigned flag, and overflow are errors naming the flag.
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+gt_err gt_cli_parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max,
+                        uint64_t *out)
+{
+    GT_ENSURE(s != NULL && s[0] >= '0' && s[0] <= '9', GT_E_ARG,
+              "%s '%s': not a whole number", flag, s ? s : "");
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    GT_ENSURE(errno == 0 && end != s && *end == '\0', GT_E_ARG, "%s '%s': not a whole number",
+              flag, s);
+    GT_ENSURE(v >= min && v <= max, GT_E_ARG, "%s %llu: must be %llu..%llu", flag, v,
+              (unsigned long long)min, (unsigned long long)max);
+    *out = v;
+    return GT_OK;
+}
+
+gt_err gt_cli_parse_u32(const char *flag, const char *s, uint32_t min, uint32_t max,
+                        uint32_t *out)
+{
+    uint64_t v = 0;
+    GT_TRY(gt_cli_parse_u64(flag, s, min, max, &v));
+    *out = (uint32_t)v;
+    return GT_OK;
+}
+
+gt_err gt_cli_parse_int(const char *flag, const char *s, int min, int max, int *out)
+{
+    GT_ENSURE(s != NULL && s[0] != '\0' && s[0] != ' ', GT_E_ARG, "%s '%s': not a whole number",
+              flag, s ? s : "");
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    GT_ENSURE(errno == 0 && end != s && *end == '\0', GT_E_ARG, "%s '%s': not a whole number",
+              flag, s);
+    GT_ENSURE(v >= min && v <= max, GT_E_ARG, "%s %ld: must be %d..%d", flag, v, min, max);
+    *out = (int)v;
+    return GT_OK;
+}
+
+gt_err gt_cli_parse_double(const char *flag, const char *s, double min, double max, double *out)
+{
+    GT_ENSURE(s != NULL && s[0] != '\0' && s[0] != ' ', GT_E_ARG, "%s '%s': not a number", flag,
+              s ? s : "");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    GT_ENSURE(errno == 0 && end != s && *end == '\0' && isfinite(v), GT_E_ARG,
+              "%s '%s': not a number", flag, s);
+    GT_ENSURE(v >= min && v <= max, GT_E_ARG, "%s %g: must be %g..%g", flag, v, min, max);
+    *out = v;
+    return GT_OK;
+}

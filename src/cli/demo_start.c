@@ -1,0 +1,55 @@
+// gputravel demo, step 5: the emulated confidential GPU (devd) and the holders' agents start as
+// processes (util's gt_proc), each logging to the work folder's logs/.
+#include "demo.h"
+
+#include <signal.h>
+
+// Starts argv logging to log and waits until the log says "serving" (15 s at most).
+static gt_err start_one(gt_proc *p, const char *log, char *const argv[], const char *what)
+{
+    gt_proc_spec spec = {.argv = argv, .log_path = log};
+    GT_TRY(gt_proc_spawn(p, &spec));
+    gt_proc_ready r = {.kind = GT_PROC_READY_LOG_LINE, .path = log, .text = "serving",
+                       .timeout_ms = 15000, .what = what};
+    gt_err e = gt_proc_wait_ready(p, &r);
+    GT_ENSURE(gt_is_ok(e), e.code, "%s: see %s", e.msg, log);
+    return GT_OK;
+}
+
+gt_err demo_step_start(demo *d)
+{
+    step_begin(d, 5, "The emulated confidential GPU and the holders' agents start");
+    char *devd_argv[] = {d->self, "devd", "--socket", d->socket, "--mem-limit", "512MiB", NULL};
+    GT_TRY(start_one(&d->devd, d->devd_log, devd_argv, "devd"));
+    say(d, "    devd (pid %d): 512 MiB of device memory reserved, identity key certified by the\n"
+           "    simulated vendor root; reachable only through attested, encrypted sessions.\n",
+        (int)d->devd.pid);
+    for (int i = 0; i < HOLDERS; i++) {
+        demo_holder *h = &d->h[i];
+        char *argv[] = {d->self, "holder", "--dataset", h->dataset, "--key", h->keys,
+                        "--agreement", d->agreement_path, "--policy", d->policy,
+                        "--ledger", h->ledger, "--root", d->root_pub, NULL};
+        GT_TRY(start_one(&h->proc, h->log, argv, holder_names[i]));
+        say(d, "    holder %-9s (pid %d) serves on 127.0.0.1:%d, ledger %s\n", holder_names[i],
+            (int)h->proc.pid, h->port, h->ledger);
+    }
+    step_end(d);
+    return GT_OK;
+}
+
+void demo_stop_processes(demo *d)
+{
+    // SIGTERM to all first, so that they wind down side by side; then each is reaped.
+    gt_proc *procs[HOLDERS + 1] = {&d->devd};
+    for (int i = 0; i < HOLDERS; i++) {
+        procs[i + 1] = &d->h[i].proc;
+    }
+    for (int i = 0; i <= HOLDERS; i++) {
+        if (procs[i]->pid > 0) {
+            kill(procs[i]->pid, SIGTERM);
+        }
+    }
+    for (int i = 0; i <= HOLDERS; i++) {
+        gt_proc_stop(procs[i], 30000);
+    }
+}
