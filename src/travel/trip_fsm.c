@@ -64,7 +64,8 @@ static const gt_trip_transition k_table[] = {
     {LOAD, GT_TRIP_EV_EXPIRE, FAIL, FX_FAIL_HELD},
     {LOAD, GT_TRIP_EV_DEVICE_FAULT, FAIL, FX_FAIL_HELD},
 
-    {RET, GT_TRIP_EV_LEND, LENT, FX_LEND},
+    // a new lend first ends what the last trip still holds (an import, its holder's session)
+    {RET, GT_TRIP_EV_LEND, LENT, FX_LEND | GT_TRIP_FX_RELEASE_IMPORT | GT_TRIP_FX_END_HOLDER},
     {RET, GT_TRIP_EV_TRAINER_USE, RET, 0},
     {RET, GT_TRIP_EV_RELEASE, AT, GT_TRIP_FX_RELEASE_IMPORT | GT_TRIP_FX_END_HOLDER},
     {RET, GT_TRIP_EV_HANDOFF_LOST, FAIL, GT_TRIP_FX_WIPE_TRIP | GT_TRIP_FX_END_HOLDER},

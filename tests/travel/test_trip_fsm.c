@@ -26,8 +26,9 @@ typedef struct {
 static const want spec[NE][NS] = {
     //                             AT_TRAINER         LENT                 ATTACHED
     //                             LOADED             RETURNED             FAILED
-    [GT_TRIP_EV_LEND] = {{S_LENT, FX_LEND}, {NO, 0}, {NO, 0},
-                         {NO, 0}, {S_LENT, FX_LEND}, {S_LENT, FX_LEND}},
+    [GT_TRIP_EV_LEND] = {{S_LENT, FX_LEND}, {NO, 0}, {NO, 0}, {NO, 0},
+                         {S_LENT, FX_LEND | GT_TRIP_FX_RELEASE_IMPORT | GT_TRIP_FX_END_HOLDER},
+                         {S_LENT, FX_LEND}},
     [GT_TRIP_EV_TRAINER_USE] = {{S_AT, 0}, {NO, 0}, {NO, 0}, {NO, 0}, {S_RET, 0}, {S_FAIL, 0}},
     [GT_TRIP_EV_RECALL] = {{NO, 0}, {S_FAIL, FX_FAIL}, {NO, 0}, {NO, 0}, {NO, 0}, {NO, 0}},
     [GT_TRIP_EV_RELEASE] = {{NO, 0}, {NO, 0}, {NO, 0}, {NO, 0},
