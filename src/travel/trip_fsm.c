@@ -1,5 +1,5 @@
 // The trip as one pure state machine (travel.h "the trip state machine", docs/trip.md): one
-// transition table, one step function. devd.c and ipc_trip.c make every state change through
+// transition table, one step function. devd.c and trip_ipc.c make every state change through
 // gt_trip_step; tests/travel/test_trip_fsm.c walks the table pair by pair and tools/trip_promela.c
 // turns the same table into a Promela model for spin.
 #include <gputravel/travel.h>
