@@ -219,7 +219,8 @@ enum {
 #define GT_SIM_IPC_DESC_BYTES 72          // RETURN_IPC: opaque here; cuda_backend.h's
                                           // GT_CUDA_IPC_DESC_BYTES (64-byte handle, u64le size)
 typedef enum {
-    GT_SIM_TRIP_AT_TRAINER = 0,  // never lent (or the result was already replaced by a new lend)
+    GT_SIM_TRIP_AT_TRAINER = 0,  // never lent, or the result is gone (a new lend replaced it, or
+                                 // the trainer released a trip's import: ipc_trip.c)
     GT_SIM_TRIP_LENT = 1,        // ticket issued, no holder attached yet
     GT_SIM_TRIP_ATTACHED = 2,    // a holder with the ticket passed admission; keys live
     GT_SIM_TRIP_LOADED = 3,      // at least one sealed chunk loaded and authenticated

@@ -270,4 +270,86 @@ GT_MUST_USE gt_err gt_device_trip_carrier_finish(gt_device_trip_carrier *carrier
 // freed, carrier freed. NULL is fine.
 void gt_device_trip_carrier_close(gt_device_trip_carrier *carrier);
 
+// ---- the trip state machine (src/travel/trip_fsm.c; docs/trip.md) ------------------------------
+// One trip of the device: lent by the trainer to one holder and back. devd (the emulated device)
+// and the trainer serving a trip itself (trip_ipc.c) make every state change through
+// gt_trip_step and carry out the effects it names; the table is data, read by the tests and by
+// tools/trip_promela.c, which model-checks it with spin. No I/O, no clock, no allocation here.
+// The states are the wire numbers of REP_TRIP (GT_SIM_TRIP_*; _Static_asserts in trip_fsm.c).
+typedef enum {
+    GT_TRIP_AT_TRAINER = 0,  // never lent, or the last trip's result is gone (released, relent)
+    GT_TRIP_LENT = 1,        // ticket issued, lease running, no holder attached yet
+    GT_TRIP_ATTACHED = 2,    // the holder with the ticket passed admission and has the device
+    GT_TRIP_LOADED = 3,      // and at least one sealed chunk authenticated into a trip buffer
+    GT_TRIP_RETURNED = 4,    // the holder returned it: loaded buffers are the trainer's, NO_READBACK
+    GT_TRIP_FAILED = 5,      // lease, holder, trainer or device failure: every trip buffer wiped
+    GT_TRIP_STATE_COUNT
+} gt_trip_state;
+
+typedef enum { GT_TRIP_ACTOR_TRAINER = 0, GT_TRIP_ACTOR_HOLDER, GT_TRIP_ACTOR_DEVICE } gt_trip_actor;
+
+// Each event names its actor and the states it requires (the table is the authority).
+typedef enum {
+    GT_TRIP_EV_LEND = 0,       // trainer: LEND (AT_TRAINER, RETURNED, FAILED)
+    GT_TRIP_EV_TRAINER_USE,    // trainer: any other device request: alloc, copy_in/out, launch,
+                               // free (AT_TRAINER, RETURNED, FAILED: never while the device is away)
+    GT_TRIP_EV_RECALL,         // trainer: takes the device back before a holder attached (LENT)
+    GT_TRIP_EV_RELEASE,        // trainer: done with a handed-over import (RETURNED)
+    GT_TRIP_EV_TRAINER_GONE,   // trainer: its session ended or failed (LENT .. RETURNED)
+    GT_TRIP_EV_ATTACH,         // holder: ATTACH with the live ticket, admitted, same agreement (LENT)
+    GT_TRIP_EV_ATTACH_REFUSED, // holder: wrong ticket, other agreement, failed handshake (LENT)
+    GT_TRIP_EV_LOAD,           // holder: a sealed chunk authenticated into a trip buffer
+                               // (ATTACHED, LOADED)
+    GT_TRIP_EV_RETURN,         // holder: RETURN (ATTACHED, LOADED)
+    GT_TRIP_EV_RETURN_STAY,    // holder: RETURN_STAY, its session kept (ATTACHED, LOADED)
+    GT_TRIP_EV_HAND_OVER,      // holder: RETURN_IPC accepted and imported (ATTACHED)
+    GT_TRIP_EV_HOLDER_LOST,    // holder: left, died or failed its session before returning
+                               // (ATTACHED, LOADED)
+    GT_TRIP_EV_HANDOFF_LOST,   // holder: went away while the trainer held its import (RETURNED)
+    GT_TRIP_EV_EXPIRE,         // device (timer): the lease ended (LENT, ATTACHED, LOADED)
+    GT_TRIP_EV_DEVICE_FAULT,   // device: stopping, or a device step failed (LENT .. RETURNED)
+    GT_TRIP_EVENT_COUNT
+} gt_trip_event;
+
+// Effects: what the caller must carry out when a step is taken (several may be set).
+enum {
+    GT_TRIP_FX_NEW_TICKET = 1u << 0,     // a fresh random ticket; the previous result is forgotten
+    GT_TRIP_FX_ARM_LEASE = 1u << 1,      // the lease's end bounds every wait from now on
+    GT_TRIP_FX_BIND_HOLDER = 1u << 2,    // the session is the trip's holder: it sees only trip
+                                         // buffers (trainer-owned, NO_READBACK); others: "busy"
+    GT_TRIP_FX_DROP_CONN = 1u << 3,      // close the refused connection; the lend stands
+    GT_TRIP_FX_MARK_LOADED = 1u << 4,    // record the authenticated extent of the buffer
+    GT_TRIP_FX_HAND_LOADED = 1u << 5,    // loaded trip buffers (or the import) become the
+                                         // trainer's, still NO_READBACK
+    GT_TRIP_FX_WIPE_UNLOADED = 1u << 6,  // trip buffers with nothing loaded are wiped
+    GT_TRIP_FX_WIPE_TRIP = 1u << 7,      // every trip buffer and any import is wiped
+    GT_TRIP_FX_KILL_TICKET = 1u << 8,    // the ticket is wiped: it never attaches again
+    GT_TRIP_FX_END_HOLDER = 1u << 9,     // end the holder's session
+    GT_TRIP_FX_PARK_HOLDER = 1u << 10,   // keep the holder's session for its next trip
+    GT_TRIP_FX_RELEASE_IMPORT = 1u << 11, // wipe and unmap the import, then tell the holder
+                                          // RELEASED
+};
+#define GT_TRIP_FX_COUNT 12
+
+typedef struct {
+    gt_trip_state from;
+    gt_trip_event event;
+    gt_trip_state to;
+    unsigned effects;
+} gt_trip_transition;
+
+// The transition table (read-only, static storage): every allowed (state, event) pair once.
+const gt_trip_transition *gt_trip_table(size_t *n);
+// Where ev takes a trip in state from, and the effects to carry out. A pair the table does not
+// allow is GT_E_STATE, with a message naming the event, its actor, the state and the states the
+// event requires; *to = from and *effects = 0 then. Out-of-range values are GT_E_ARG.
+GT_MUST_USE gt_err gt_trip_step(gt_trip_state from, gt_trip_event ev, gt_trip_state *to,
+                                unsigned *effects);
+// "lent", "recall", "trainer", "wipe_trip" (one effect bit); "unknown" out of range.
+const char *gt_trip_state_name(gt_trip_state s);
+const char *gt_trip_event_name(gt_trip_event ev);
+gt_trip_actor gt_trip_event_actor(gt_trip_event ev);
+const char *gt_trip_actor_name(gt_trip_actor a);
+const char *gt_trip_effect_name(unsigned bit);
+
 #endif

@@ -10,6 +10,8 @@
 #include <gputravel/devproto.h>
 
 #include <assert.h>
+
+#include <gputravel/travel.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,7 +41,7 @@ typedef struct devd_session devd_session;
 
 // The one trip the device can be on (docs/device-sim.md "Travelling").
 typedef struct {
-    uint32_t state;  // gt_sim_trip_state
+    gt_trip_state state;  // changed only by trip_step (the trip state machine)
     uint8_t ticket[GT_SIM_TICKET_BYTES];
     double lease_end;         // gt_now_seconds()
     uint64_t trainer;         // the lending session
@@ -450,8 +452,13 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return do_lend(s, &m);
     case GT_SIM_REQ_TRIP_STATUS:
         return send_trip(s);
-    case GT_SIM_REQ_RECALL:
-        return send_status(s, gt_errf(GT_E_STATE, "device: not lent"));
+    case GT_SIM_REQ_RECALL: {  // here the device is at the trainer: the machine refuses
+        gt_trip_state to;
+        unsigned fx;
+        gt_err e = gt_trip_step(d->trip.state, GT_TRIP_EV_RECALL, &to, &fx);
+        return send_status(s, gt_is_ok(e) ? gt_errf(GT_E_STATE, "device: not lent")
+                                          : gt_err_wrap(e, "device: not lent"));
+    }
     case GT_SIM_REQ_ATTACH:
     case GT_SIM_REQ_LOAD_SEALED:
     case GT_SIM_REQ_LOAD_SEALED_FD:
@@ -600,7 +607,7 @@ static gt_err send_trip(devd_session *t)
     gt_sim_msg r;
     memset(&r, 0, sizeof r);
     r.type = GT_SIM_REP_TRIP;
-    r.state = ours ? d->trip.state : GT_SIM_TRIP_AT_TRAINER;
+    r.state = ours ? (uint32_t)d->trip.state : GT_SIM_TRIP_AT_TRAINER;
     r.code = ours ? d->trip.fail_code : 0;
     r.count = ours && r.state == GT_SIM_TRIP_RETURNED ? (uint32_t)d->trip.nloaded : 0;
     GT_TRY(send_msg(t, &r));
@@ -612,7 +619,7 @@ static gt_err send_trip(devd_session *t)
     return GT_OK;
 }
 
-static void trip_end(devd *d, bool returned, gt_code why);
+static gt_err trip_step(devd *d, gt_trip_event ev, gt_code why, unsigned *effects);
 
 // One record from the lending trainer while the device is away: only TRIP_STATUS and RECALL are
 // served,
@@ -628,26 +635,37 @@ static gt_err trainer_while_lent(devd_session *t)
     case GT_SIM_REQ_TRIP_STATUS:
         return send_trip(t);
     case GT_SIM_REQ_RECALL:
+    {
         // The trainer takes its device back while no holder has attached (the holder refused
         // before attaching); an attached holder's trip ends with its RETURN or its departure.
-        if (t->d->trip.state != GT_SIM_TRIP_LENT) {
-            return send_status(t, gt_errf(GT_E_STATE, "device: a holder has it (trip %s)",
-                                          gt_sim_trip_state_name(t->d->trip.state)));
+        gt_err e = trip_step(t->d, GT_TRIP_EV_RECALL, GT_E_STATE, NULL);
+        if (!gt_is_ok(e)) {
+            return send_status(t, gt_err_wrap(e, "device: a holder has it"));
         }
         gt_log_info("devd: session %llu recalled the device before any holder attached",
                     (unsigned long long)t->id);
-        trip_end(t->d, false, GT_E_STATE);
         return send_status(t, GT_OK);
+    }
     case GT_SIM_REQ_BYE:
         return gt_errf(GT_E_PEER, "devd: the lending trainer ended its session");
     case GT_SIM_MSG_CHUNK:
     case GT_SIM_MSG_SLOT_FREE:
         return gt_errf(GT_E_STATE, "devd: %s from the lending trainer", gt_sim_msg_name(m.type));
-    default:
+    default: {
         gt_secure_zero(&m, sizeof m);
-        return send_status(t, gt_errf(GT_E_STATE, "device is lent (trip %s): only trip_status "
-                                      "until it returns",
-                                      gt_sim_trip_state_name(t->d->trip.state)));
+        // Any other request (lend, alloc, copy_out, launch, ...): the machine refuses it while
+        // the device is away.
+        gt_trip_state to;
+        unsigned fx;
+        gt_err e = gt_trip_step(t->d->trip.state, m.type == GT_SIM_REQ_LEND ? GT_TRIP_EV_LEND
+                                                                            : GT_TRIP_EV_TRAINER_USE,
+                                &to, &fx);
+        if (gt_is_ok(e)) {  // cannot happen while lent; refused all the same
+            e = gt_errf(GT_E_STATE, "trip %s", gt_trip_state_name(t->d->trip.state));
+        }
+        return send_status(t, gt_err_wrap(e, "device is lent: only trip_status until it "
+                                          "returns"));
+    }
     }
 }
 
@@ -665,9 +683,9 @@ static void trainer_watch(void *ctx)
     }
 }
 
-// Ends the trip. returned: loaded buffers become the trainer's (still NO_READBACK), the rest of
-// the trip's buffers are wiped; otherwise every buffer of the trip is wiped (FAILED).
-static void trip_end(devd *d, bool returned, gt_code why)
+// The buffer effects of a step that ends a trip: HAND_LOADED makes loaded buffers the trainer's
+// (still NO_READBACK) and lists them; every other trip buffer is wiped (WIPE_UNLOADED, WIPE_TRIP).
+static void trip_buffers(devd *d, unsigned fx)
 {
     d->trip.nloaded = 0;
     size_t cursor = 0;
@@ -676,7 +694,8 @@ static void trip_end(devd *d, bool returned, gt_code why)
         if (b->ext.devd.trip == 0) {
             continue;
         }
-        if (returned && b->ext.devd.loaded > 0 && d->trip.nloaded < GT_SIM_MAX_TRIP_BUFFERS) {
+        if ((fx & GT_TRIP_FX_HAND_LOADED) && b->ext.devd.loaded > 0 &&
+            d->trip.nloaded < GT_SIM_MAX_TRIP_BUFFERS) {
             d->trip.loaded[d->trip.nloaded].handle = h;
             d->trip.loaded[d->trip.nloaded].bytes = b->ext.devd.loaded;
             d->trip.nloaded++;
@@ -695,13 +714,49 @@ static void trip_end(devd *d, bool returned, gt_code why)
             d->trip.loaded[j - 1].bytes = n;
         }
     }
-    d->trip.state = returned ? GT_SIM_TRIP_RETURNED : GT_SIM_TRIP_FAILED;
-    d->trip.fail_code = returned ? 0 : (uint32_t)(why ? why : GT_E_PEER);
-    d->trip.holder = 0;
-    gt_secure_zero(d->trip.ticket, sizeof d->trip.ticket);  // the ticket is dead
-    gt_log_info("devd: trip %s: %zu buffers loaded for session %llu",
-                gt_sim_trip_state_name(d->trip.state), d->trip.nloaded,
-                (unsigned long long)d->trip.trainer);
+}
+
+// Every state change of the trip: the state machine decides (GT_E_STATE when ev is not allowed
+// now: nothing changes), the device-wide effects happen here (buffers, ticket, holder, why it
+// failed); the session effects (NEW_TICKET, BIND/END/PARK_HOLDER, DROP_CONN, MARK_LOADED) are
+// returned in *effects for the caller, which owns those sessions and buffers.
+static gt_err trip_step(devd *d, gt_trip_event ev, gt_code why, unsigned *effects)
+{
+    gt_trip_state to;
+    unsigned fx = 0;
+    GT_TRY(gt_trip_step(d->trip.state, ev, &to, &fx));
+    if (fx & (GT_TRIP_FX_HAND_LOADED | GT_TRIP_FX_WIPE_UNLOADED | GT_TRIP_FX_WIPE_TRIP)) {
+        trip_buffers(d, fx);
+    }
+    if (fx & GT_TRIP_FX_KILL_TICKET) {
+        gt_secure_zero(d->trip.ticket, sizeof d->trip.ticket);  // the ticket is dead
+    }
+    if (fx & (GT_TRIP_FX_END_HOLDER | GT_TRIP_FX_PARK_HOLDER | GT_TRIP_FX_KILL_TICKET)) {
+        d->trip.holder = 0;
+    }
+    d->trip.state = to;
+    if (to == GT_TRIP_FAILED || to == GT_TRIP_RETURNED) {
+        d->trip.fail_code = to == GT_TRIP_RETURNED ? 0 : (uint32_t)(why ? why : GT_E_PEER);
+        gt_log_info("devd: trip %s (%s): %zu buffers loaded for session %llu",
+                    gt_trip_state_name(to), gt_trip_event_name(ev), d->trip.nloaded,
+                    (unsigned long long)d->trip.trainer);
+    }
+    if (effects != NULL) {
+        *effects = fx;
+    }
+    return GT_OK;
+}
+
+// A chunk authenticated into b: the trip is LOADED, and b holds authenticated chunk data up to
+// the chunk's end (MARK_LOADED: what RETURN hands over).
+static gt_err loaded(devd *d, gt_buftab_entry *b, const gt_sim_msg *req)
+{
+    unsigned fx = 0;
+    GT_TRY(trip_step(d, GT_TRIP_EV_LOAD, GT_E_NONE, &fx));
+    if ((fx & GT_TRIP_FX_MARK_LOADED) && req->offset + req->len > b->ext.devd.loaded) {
+        b->ext.devd.loaded = req->offset + req->len;  // the extent holding authenticated data
+    }
+    return GT_OK;
 }
 
 // LOAD_SEALED: the holder's sealed chunk (ciphertext || tag, exactly as stored) arrives through
@@ -776,11 +831,7 @@ out:
                                       "buffer 0x%llx wiped and freed",
                                       (unsigned long long)handle));
     }
-    if (req->offset + req->len > b->ext.devd.loaded) {
-        b->ext.devd.loaded = req->offset + req->len;  // the extent holding authenticated data
-    }
-    d->trip.state = GT_SIM_TRIP_LOADED;
-    return send_status(h, GT_OK);
+    return send_status(h, loaded(d, b, req));
 }
 
 // LOAD_SEALED_FD: as LOAD_SEALED, but devd reads the chunk (ciphertext || tag) itself from the
@@ -860,11 +911,7 @@ out:
                                                     "and freed", (unsigned long long)handle)
                                           : err);
     }
-    if (req->offset + req->len > b->ext.devd.loaded) {
-        b->ext.devd.loaded = req->offset + req->len;
-    }
-    d->trip.state = GT_SIM_TRIP_LOADED;
-    return send_status(h, GT_OK);
+    return send_status(h, loaded(d, b, req));
 }
 
 // One record from the attached holder. *returned is set by RETURN and RETURN_STAY, *stay by
@@ -966,12 +1013,14 @@ static gt_err attach_check(devd_session *h, const devd_session *t)
     gt_sim_msg m;
     GT_TRY(recv_msg(h, &m));
     gt_err st = GT_OK;
+    gt_trip_state to;
+    unsigned fx;
+    gt_err open = gt_trip_step(d->trip.state, GT_TRIP_EV_ATTACH, &to, &fx);  // asked, not taken
     if (m.type != GT_SIM_REQ_ATTACH) {
         st = gt_errf(GT_E_STATE, "devd: %s before attach (the device is lent)",
                      gt_sim_msg_name(m.type));
-    } else if (d->trip.state != GT_SIM_TRIP_LENT) {
-        st = gt_errf(GT_E_STATE, "devd: the trip has ended (trip %s)",
-                     gt_sim_trip_state_name(d->trip.state));
+    } else if (!gt_is_ok(open)) {
+        st = gt_err_wrap(open, "devd: the trip has ended");
     } else if (!gt_ct_equal(m.ticket, d->trip.ticket, GT_SIM_TICKET_BYTES)) {
         st = gt_errf(GT_E_AUTH, "devd: wrong travel ticket");
     } else if (!gt_ct_equal(h->agreement, t->agreement, GT_SIM_AGREEMENT_BYTES)) {
@@ -1066,10 +1115,29 @@ static void holder_watch(devd_session *h, devd_session *t, int timeout_ms)
 // requests until RETURN / RETURN_STAY, its departure or the lease's end. Afterwards the session
 // is parked (RETURN_STAY) or ended. A refused attach leaves the lend standing (unless the lease
 // ran out meanwhile: the lend loop sees it).
+// Why a holder's trip ended without its RETURN, as the state machine's event.
+static gt_trip_event holder_failure(const devd *d, gt_err err)
+{
+    if (d->trip.trainer_gone) {
+        return GT_TRIP_EV_TRAINER_GONE;
+    }
+    if (d->cfg->stop != NULL && *d->cfg->stop) {
+        return GT_TRIP_EV_DEVICE_FAULT;
+    }
+    if (err.code == GT_E_TIMEOUT && gt_now_seconds() >= d->trip.lease_end) {
+        return GT_TRIP_EV_EXPIRE;
+    }
+    return GT_TRIP_EV_HOLDER_LOST;  // BYE, EOF, a protocol or channel error, an idle timeout
+}
+
 static void holder_trip(devd *d, devd_session *t, devd_session *h)
 {
     holder_watch(h, t, DEVD_HELLO_TIMEOUT_MS);
     gt_err err = attach_check(h, t);
+    unsigned fx = 0;
+    if (gt_is_ok(err)) {
+        err = trip_step(d, GT_TRIP_EV_ATTACH, GT_E_NONE, &fx);
+    }
     if (!gt_is_ok(err)) {
         if (err.code == GT_E_PEER) {
             gt_log_info("devd: holder session %llu left", (unsigned long long)h->id);
@@ -1077,11 +1145,15 @@ static void holder_trip(devd *d, devd_session *t, devd_session *h)
             gt_log_warn("devd: attach refused (session %llu): %s", (unsigned long long)h->id,
                         err.msg);
         }
+        // the lend stands (DROP_CONN); after the trip ended the machine refuses, same close
+        gt_err ignored = trip_step(d, GT_TRIP_EV_ATTACH_REFUSED, GT_E_NONE, NULL);
+        (void)ignored;
         holder_end(h);
         return;
     }
-    d->trip.state = GT_SIM_TRIP_ATTACHED;
-    d->trip.holder = h->id;
+    if (fx & GT_TRIP_FX_BIND_HOLDER) {
+        d->trip.holder = h->id;
+    }
     h->watch.timeout_ms = d->cfg->idle_timeout_ms;
     gt_log_info("devd: holder session %llu attached to the device lent by session %llu",
                 (unsigned long long)h->id, (unsigned long long)t->id);
@@ -1090,17 +1162,21 @@ static void holder_trip(devd *d, devd_session *t, devd_session *h)
         err = serve_holder_one(h, &returned, &stay);
     }
     if (returned) {
-        trip_end(d, true, GT_E_NONE);
-        gt_err e = send_status(h, GT_OK);
-        if (stay && gt_is_ok(e)) {
+        err = trip_step(d, stay ? GT_TRIP_EV_RETURN_STAY : GT_TRIP_EV_RETURN, GT_E_NONE, &fx);
+        gt_err e = send_status(h, err);
+        if ((fx & GT_TRIP_FX_PARK_HOLDER) && gt_is_ok(e)) {
             park(d, h);
             return;
         }
     } else {
         gt_log_warn("devd: trip failed: %s", err.msg);
-        trip_end(d, false, d->trip.trainer_gone ? GT_E_PEER : err.code);
+        gt_err e = trip_step(d, holder_failure(d, err),
+                             d->trip.trainer_gone ? GT_E_PEER : err.code, NULL);
+        if (!gt_is_ok(e)) {
+            gt_log_warn("devd: %s", e.msg);
+        }
     }
-    holder_end(h);
+    holder_end(h);  // END_HOLDER (and every failure)
 }
 
 // A connection that arrived while the device is lent: the handshake, then its trip.
@@ -1137,15 +1213,15 @@ static gt_err lend_run(devd_session *t)
 {
     devd *d = t->d;
     parked_expire(d);
-    while (d->trip.state == GT_SIM_TRIP_LENT) {
+    while (d->trip.state == GT_TRIP_LENT) {
         if (d->cfg->stop != NULL && *d->cfg->stop) {
-            trip_end(d, false, GT_E_STATE);
+            GT_TRY(trip_step(d, GT_TRIP_EV_DEVICE_FAULT, GT_E_STATE, NULL));
             return gt_errf(GT_E_STATE, "devd: stopping");
         }
         double left = d->trip.lease_end - gt_now_seconds();
         if (left <= 0) {
             gt_log_warn("devd: lease expired before a holder attached");
-            trip_end(d, false, GT_E_TIMEOUT);
+            GT_TRY(trip_step(d, GT_TRIP_EV_EXPIRE, GT_E_TIMEOUT, NULL));
             break;
         }
         struct pollfd pfd[2 + DEVD_MAX_PARKED] = {{.fd = d->listen_fd, .events = POLLIN},
@@ -1161,10 +1237,10 @@ static gt_err lend_run(devd_session *t)
         if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
             gt_err e = trainer_while_lent(t);
             if (!gt_is_ok(e)) {
-                trip_end(d, false, GT_E_PEER);
+                GT_TRY(trip_step(d, GT_TRIP_EV_TRAINER_GONE, GT_E_PEER, NULL));
                 return e;
             }
-            if (d->trip.state != GT_SIM_TRIP_LENT) {
+            if (d->trip.state != GT_TRIP_LENT) {
                 break;  // recalled
             }
         }
@@ -1186,9 +1262,9 @@ static gt_err lend_run(devd_session *t)
             }
         }
         if (d->trip.trainer_gone) {
-            if (d->trip.state == GT_SIM_TRIP_LENT) {
-                trip_end(d, false, GT_E_PEER);
-            }
+            // still lent (a holder's trip already failed with TRAINER_GONE otherwise)
+            gt_err ignored = trip_step(d, GT_TRIP_EV_TRAINER_GONE, GT_E_PEER, NULL);
+            (void)ignored;
             return gt_errf(GT_E_PEER, "devd: the lending trainer went away");
         }
     }
@@ -1203,12 +1279,23 @@ static gt_err do_lend(devd_session *t, const gt_sim_msg *req)
         return send_status(t, gt_errf(GT_E_ARG, "device: lease of %u ms (1..%u)", req->ms,
                                       GT_SIM_MAX_LEASE_MS));
     }
-    memset(&d->trip, 0, sizeof d->trip);
-    gt_err e = gt_random_bytes(d->trip.ticket, sizeof d->trip.ticket);
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
+    gt_err e = gt_random_bytes(ticket, sizeof ticket);
     if (!gt_is_ok(e)) {
         return send_status(t, e);
     }
-    d->trip.state = GT_SIM_TRIP_LENT;
+    e = trip_step(d, GT_TRIP_EV_LEND, GT_E_NONE, NULL);
+    if (!gt_is_ok(e)) {
+        gt_secure_zero(ticket, sizeof ticket);
+        return send_status(t, e);
+    }
+    // NEW_TICKET: the previous trip's result is forgotten; ARM_LEASE: its end bounds the waits
+    d->trip.nloaded = 0;
+    d->trip.fail_code = 0;
+    d->trip.holder = 0;
+    d->trip.trainer_gone = false;
+    memcpy(d->trip.ticket, ticket, sizeof ticket);
+    gt_secure_zero(ticket, sizeof ticket);
     d->trip.trainer = t->id;
     d->trip.tsess = t;
     d->trip.lease_end = gt_now_seconds() + req->ms / 1000.0;
@@ -1219,7 +1306,7 @@ static gt_err do_lend(devd_session *t, const gt_sim_msg *req)
     e = send_msg(t, &r);
     gt_secure_zero(&r, sizeof r);
     if (!gt_is_ok(e)) {
-        trip_end(d, false, GT_E_PEER);
+        GT_TRY(trip_step(d, GT_TRIP_EV_TRAINER_GONE, GT_E_PEER, NULL));
         return e;
     }
     gt_log_info("devd: session %llu lent the device for %u ms", (unsigned long long)t->id,

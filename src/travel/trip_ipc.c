@@ -5,6 +5,8 @@
 
 #include <gputravel/devproto.h>
 
+#include <gputravel/travel.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,7 +29,7 @@ struct gt_ipc_trip {
     int fd;  // the attached holder (-1: none)
     gt_sim_keys keys;
     gt_sim_watch watch;
-    uint32_t state;  // gt_sim_trip_state
+    gt_trip_state state;  // changed only by trip_step (the trip state machine)
     uint32_t fail_code;
     uint8_t ticket[GT_SIM_TICKET_BYTES];
     uint8_t agreement[GT_SIM_AGREEMENT_BYTES];
@@ -39,7 +41,6 @@ struct gt_ipc_trip {
     int bounce_fd;
     const gt_ipc_trip_importer *imp;
     gt_dbuf import;  // the holder's buffer while RETURNED (0: none)
-    bool released;   // gt_ipc_trip_release done
     int peer_fd;     // gt_ipc_trip_watch_peer (-1: none)
 };
 
@@ -122,6 +123,8 @@ static gt_err bounce_make(void *ctx, int *fd)
     return GT_OK;
 }
 
+static gt_err trip_step(gt_ipc_trip *t, gt_trip_event ev, gt_code why);
+
 gt_err gt_ipc_trip_lend(gt_ipc_trip **trip, const gt_ipc_trip_config *cfg,
                         uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
@@ -146,9 +149,9 @@ gt_err gt_ipc_trip_lend(gt_ipc_trip **trip, const gt_ipc_trip_config *cfg,
     }
     memcpy(t->agreement, cfg->agreement_hash, sizeof t->agreement);
     GT_TRY_GOTO(err, listen_on(t, cfg->socket_path), fail);
-    GT_TRY_GOTO(err, gt_random_bytes(t->ticket, sizeof t->ticket), fail);
-    t->lease_end = gt_now_seconds() + cfg->lease_ms / 1000.0;
-    t->state = GT_SIM_TRIP_LENT;
+    GT_TRY_GOTO(err, gt_random_bytes(t->ticket, sizeof t->ticket), fail);  // NEW_TICKET
+    t->lease_end = gt_now_seconds() + cfg->lease_ms / 1000.0;           // ARM_LEASE
+    GT_TRY_GOTO(err, trip_step(t, GT_TRIP_EV_LEND, GT_E_NONE), fail);
     memcpy(ticket, t->ticket, GT_SIM_TICKET_BYTES);
     *trip = t;
     gt_log_info("trip: device lent for %u ms on %s", cfg->lease_ms, cfg->socket_path);
@@ -185,19 +188,34 @@ static void holder_drop(gt_ipc_trip *t)
     gt_secure_zero(&t->keys, sizeof t->keys);
 }
 
-static void trip_fail(gt_ipc_trip *t, gt_code why)
+// Every state change of the trip: the state machine decides (GT_E_STATE when ev is not allowed
+// now: nothing changes) and the effects that need no message are carried out here. NEW_TICKET,
+// ARM_LEASE and BIND_HOLDER are the caller's (done before the step); RELEASE_IMPORT is
+// gt_ipc_trip_release's, which must release before RELEASED and drop the holder after its BYE.
+static gt_err trip_step(gt_ipc_trip *t, gt_trip_event ev, gt_code why)
 {
-    if (t->import != 0 && t->imp != NULL) {
+    gt_trip_state to;
+    unsigned fx = 0;
+    GT_TRY(gt_trip_step(t->state, ev, &to, &fx));
+    if ((fx & GT_TRIP_FX_WIPE_TRIP) && t->import != 0 && t->imp != NULL) {
         gt_err e = t->imp->release(t->imp->ctx, t->import);
         if (!gt_is_ok(e)) {
             gt_log_warn("trip: releasing the import: %s", e.msg);
         }
+        t->import = 0;
     }
-    t->import = 0;
-    holder_drop(t);
-    t->state = GT_SIM_TRIP_FAILED;
-    t->fail_code = (uint32_t)(why ? why : GT_E_PEER);
-    gt_secure_zero(t->ticket, sizeof t->ticket);  // the ticket is dead
+    if ((fx & (GT_TRIP_FX_END_HOLDER | GT_TRIP_FX_DROP_CONN)) &&
+        !(fx & GT_TRIP_FX_RELEASE_IMPORT)) {
+        holder_drop(t);
+    }
+    if (fx & GT_TRIP_FX_KILL_TICKET) {
+        gt_secure_zero(t->ticket, sizeof t->ticket);  // the ticket is dead
+    }
+    t->state = to;
+    if (to == GT_TRIP_FAILED) {
+        t->fail_code = (uint32_t)(why ? why : GT_E_PEER);
+    }
+    return GT_OK;
 }
 
 // One connection while LENT: handshake, ATTACH with the ticket and the same agreement hash.
@@ -276,13 +294,17 @@ gt_err gt_ipc_trip_wait(gt_ipc_trip *t, const gt_ipc_trip_importer *imp,
                         const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], uint64_t bytes, gt_dbuf *out)
 {
     *out = 0;
-    GT_ENSURE(t->state == GT_SIM_TRIP_LENT, GT_E_STATE, "trip: not lent (%s)",
-              gt_sim_trip_state_name(t->state));
+    gt_trip_state to;
+    unsigned fx;
+    gt_err open = gt_trip_step(t->state, GT_TRIP_EV_ATTACH, &to, &fx);  // asked, not taken
+    if (!gt_is_ok(open)) {
+        return gt_err_wrap(open, "trip: not lent");
+    }
     t->imp = imp;
-    while (t->state == GT_SIM_TRIP_LENT) {
+    while (t->state == GT_TRIP_LENT) {
         double left = t->lease_end - gt_now_seconds();
         if (left <= 0) {
-            trip_fail(t, GT_E_TIMEOUT);
+            GT_TRY(trip_step(t, GT_TRIP_EV_EXPIRE, GT_E_TIMEOUT));
             return gt_errf(GT_E_TIMEOUT, "trip: lease expired before a holder attached");
         }
         struct pollfd pfd[2] = {{.fd = t->listen_fd, .events = POLLIN},
@@ -290,7 +312,8 @@ gt_err gt_ipc_trip_wait(gt_ipc_trip *t, const gt_ipc_trip_importer *imp,
         int ms = left > 0.2 ? 200 : (int)(left * 1000) + 1;
         int ready = poll(pfd, t->peer_fd >= 0 ? 2 : 1, ms);
         if (ready > 0 && t->peer_fd >= 0 && pfd[1].revents != 0) {
-            trip_fail(t, GT_E_PEER);
+            // the holder will not attach: the trainer takes its device back at once
+            GT_TRY(trip_step(t, GT_TRIP_EV_RECALL, GT_E_PEER));
             return gt_errf(GT_E_PEER, "trip: the holder answered on its channel instead of "
                            "attaching");
         }
@@ -304,24 +327,30 @@ gt_err gt_ipc_trip_wait(gt_ipc_trip *t, const gt_ipc_trip_importer *imp,
         gt_err e = try_attach(t, fd);
         if (!gt_is_ok(e)) {
             gt_log_warn("trip: attach refused: %s", e.msg);
-            holder_drop(t);
+            GT_TRY(trip_step(t, GT_TRIP_EV_ATTACH_REFUSED, GT_E_NONE));  // DROP_CONN
             continue;  // the lend stands (the lease still runs)
         }
-        t->state = GT_SIM_TRIP_ATTACHED;
+        GT_TRY(trip_step(t, GT_TRIP_EV_ATTACH, GT_E_NONE));  // BIND_HOLDER: t->fd is the holder
     }
     // ATTACHED: the lease bounds the holder's load, decryption and export
     t->watch.timeout_ms = 0;
     gt_err e = take_handoff(t, aad, bytes);
     if (!gt_is_ok(e)) {
         gt_code why = e.code;
+        bool expired = e.code == GT_E_TIMEOUT && gt_now_seconds() >= t->lease_end;
         if (e.code == GT_E_TIMEOUT) {
             e = gt_errf(GT_E_TIMEOUT, "trip: lease expired before the handoff (%s)", e.msg);
         }
-        trip_fail(t, why);
+        // the lease, or the holder's session (left, failed, a handoff refused): FAILED, any
+        // import made is released (WIPE_TRIP)
+        gt_err s = trip_step(t, expired ? GT_TRIP_EV_EXPIRE : GT_TRIP_EV_HOLDER_LOST, why);
+        if (!gt_is_ok(s)) {
+            gt_log_warn("%s", s.msg);
+        }
         gt_log_warn("trip failed: %s", e.msg);
         return e;
     }
-    t->state = GT_SIM_TRIP_RETURNED;
+    GT_TRY(trip_step(t, GT_TRIP_EV_HAND_OVER, GT_E_NONE));  // HAND_LOADED: the import is ours
     *out = t->import;
     gt_log_info("trip: the holder's buffer (%llu bytes) is imported", (unsigned long long)bytes);
     return GT_OK;
@@ -329,18 +358,22 @@ gt_err gt_ipc_trip_wait(gt_ipc_trip *t, const gt_ipc_trip_importer *imp,
 
 gt_err gt_ipc_trip_check(gt_ipc_trip *t)
 {
-    if (t->state == GT_SIM_TRIP_FAILED) {
+    if (t->state == GT_TRIP_FAILED) {
         return gt_errf((gt_code)t->fail_code, "trip failed: discard its results");
     }
-    GT_ENSURE(t->state == GT_SIM_TRIP_RETURNED, GT_E_STATE, "trip: nothing handed over (%s)",
-              gt_sim_trip_state_name(t->state));
-    GT_ENSURE(!t->released, GT_E_STATE, "trip: the holder's buffer is already released");
+    // an import to release exists only while RETURNED (after release: at_trainer)
+    gt_trip_state to;
+    unsigned fx;
+    gt_err held = gt_trip_step(t->state, GT_TRIP_EV_RELEASE, &to, &fx);  // asked, not taken
+    if (!gt_is_ok(held)) {
+        return gt_err_wrap(held, "trip: nothing handed over, or already released");
+    }
     struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
     if (poll(&pfd, 1, 0) <= 0) {
         return GT_OK;  // silent (or interrupted: asked again next time)
     }
     // anything from the holder before RELEASED (EOF, BYE, junk) means it is gone
-    trip_fail(t, GT_E_PEER);
+    GT_TRY(trip_step(t, GT_TRIP_EV_HANDOFF_LOST, GT_E_PEER));
     return gt_errf(GT_E_PEER, "trip: the holder went away while its buffer was in use; the "
                    "import is released and the trip's results must be discarded");
 }
@@ -348,14 +381,16 @@ gt_err gt_ipc_trip_check(gt_ipc_trip *t)
 gt_err gt_ipc_trip_release(gt_ipc_trip *t)
 {
     GT_TRY(gt_ipc_trip_check(t));
+    // RELEASE_IMPORT first: only an import that is wiped lets the trip end well
     gt_dbuf b = t->import;
     t->import = 0;
-    t->released = true;
     gt_err err = t->imp->release(t->imp->ctx, b);  // wipes the holder's memory, unmaps it
     if (!gt_is_ok(err)) {
-        trip_fail(t, err.code);
+        gt_err s = trip_step(t, GT_TRIP_EV_DEVICE_FAULT, err.code);
+        (void)s;  // allowed while returned
         return err;
     }
+    GT_TRY(trip_step(t, GT_TRIP_EV_RELEASE, GT_E_NONE));  // at_trainer
     gt_sim_msg m = {.type = GT_SIM_REP_RELEASED};
     err = send_msg(t, &m);
     if (gt_is_ok(err)) {
@@ -366,8 +401,7 @@ gt_err gt_ipc_trip_release(gt_ipc_trip *t)
                           gt_sim_msg_name(m.type));
         }
     }
-    holder_drop(t);
-    gt_secure_zero(t->ticket, sizeof t->ticket);
+    holder_drop(t);  // END_HOLDER, after its BYE
     if (!gt_is_ok(err)) {
         // The import is already wiped; the holder frees its own allocation when its process
         // ends. What was computed stands: the buffer was whole and authentic while in use.
@@ -392,7 +426,10 @@ void gt_ipc_trip_close(gt_ipc_trip *t)
         return;
     }
     if (t->import != 0 || t->fd >= 0) {
-        trip_fail(t, GT_E_STATE);
+        // the trainer leaves mid-trip: WIPE_TRIP releases the import, END_HOLDER
+        gt_err s = trip_step(t, GT_TRIP_EV_TRAINER_GONE, GT_E_STATE);
+        (void)s;
+        holder_drop(t);
     }
     if (t->listen_fd >= 0) {
         close(t->listen_fd);
