@@ -63,6 +63,7 @@ for folder in $folders; do
     tmp=$(mktemp -d)
     for o in "$objdir"/*.o; do
         base=$(basename "$o" .o)  # evidence.c
+        [ -f "$srcdir/$base" ] || continue  # a stale object of a removed source
         nm --defined-only -g "$o" | awk -v f="$base" 'NF >= 3 { print $3, f }' >> "$tmp/defs"
         nm -u "$o" | awk -v f="$base" '{ print $NF, f }' >> "$tmp/uses"
     done

@@ -2,7 +2,7 @@
 // the leaf key, the verifier's nonce, and the opaque FWID against the leaf's DICE FWID.
 #include "nvgpu_evidence.h"
 
-#include "attest_internal.h"
+#include "chain.h"
 
 #include <stdarg.h>
 #include <stdio.h>

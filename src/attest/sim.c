@@ -2,7 +2,8 @@
 // signs, and the verifier that checks such evidence against a root public key the CALLER gives:
 // the root key id inside the evidence only helps explain a mismatch, it is never trusted.
 // Every sim evidence is insecure-simulation: it proves no hardware isolation.
-#include "attest_internal.h"
+#include "sim_report.h"
+#include "verify.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -139,7 +140,7 @@ gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, cons
     gt_writer w = gt_writer_init_dynamic();
     gt_buf msg = {0}, sig = {0};
     gt_err err;
-    GT_TRY_GOTO(err, gt_writer_u16le(&w, GT_SIM_VERSION), out);
+    GT_TRY_GOTO(err, gt_writer_u16le(&w, GT_SIM_REPORT_VERSION), out);
     GT_TRY_GOTO(err, gt_writer_u16le(&w, flags), out);
     GT_TRY_GOTO(err, gt_writer_u32le(&w, claims->svn), out);
     GT_TRY_GOTO(err, gt_writer_u64le(&w, claims->issued_at), out);
@@ -155,7 +156,7 @@ gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, cons
     GT_TRY_GOTO(err, gt_writer_bytes(&w, sig.data, sig.len), out);
     GT_TRY_GOTO(err, gt_buf_append(&ev->body, w.data, w.len), out);
     ev->type = GT_TEE_SIM;
-    ev->version = GT_SIM_VERSION;
+    ev->version = GT_SIM_REPORT_VERSION;
     ev->enveloped = true;
 out:
     gt_writer_free(&w);
@@ -174,8 +175,8 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
     gt_reader rd = gt_reader_init(data, len);
     uint16_t sig_len = 0;
     GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.version), "sim evidence"));
-    GT_ENSURE(r.version == GT_SIM_VERSION, GT_E_UNSUPPORTED, "sim evidence: version %u (expected %u)",
-              r.version, GT_SIM_VERSION);
+    GT_ENSURE(r.version == GT_SIM_REPORT_VERSION, GT_E_UNSUPPORTED,
+              "sim evidence: version %u (expected %u)", r.version, GT_SIM_REPORT_VERSION);
     GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.flags), "sim evidence"));
     GT_ENSURE((r.flags & ~GT_SIM_FLAGS_KNOWN) == 0, GT_E_FORMAT,
               "sim evidence: unknown flags 0x%04x", r.flags);

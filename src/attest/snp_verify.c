@@ -2,7 +2,7 @@
 // the VEK's TCB/hwID extensions against the report (AMD 57230, "VCEK certificate extensions").
 #include "snp_report.h"
 
-#include "attest_internal.h"
+#include "chain.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 //   read outblob, auxblob, provider
 //   read generation      -> g2    must be g1: a write while we read makes outblob someone else's
 //   rmdir ROOT/<entry>
-#include "attest_internal.h"
+#include "claims.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,8 @@
 
 #include <gputravel/attest.h>
 
-#include "attest/attest_internal.h"
+#include "attest/claims.h"
+#include "attest/sim_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
