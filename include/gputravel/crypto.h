@@ -116,6 +116,10 @@ GT_MUST_USE gt_err gt_pkey_generate_ec(gt_pkey **key, gt_ec_curve curve);
 // PEM (PKCS#8 private or SubjectPublicKeyInfo public); files written mode 0600 for private keys.
 GT_MUST_USE gt_err gt_pkey_load_pem(gt_pkey **key, const char *path, bool private_key);
 GT_MUST_USE gt_err gt_pkey_save_pem(const gt_pkey *key, const char *path, bool private_key);
+// The same from bytes in memory (a public key only: untrusted bytes need no file to be read).
+// GT_E_FORMAT when they hold no PEM public key; GT_E_LIMIT beyond GT_PKEY_PEM_MAX_BYTES.
+#define GT_PKEY_PEM_MAX_BYTES (64u * 1024)
+GT_MUST_USE gt_err gt_pkey_parse_pem_public(gt_pkey **key, const void *pem, size_t len);
 // Raw uncompressed point x || y of an EC key.
 GT_MUST_USE gt_err gt_pkey_ec_public_xy(const gt_pkey *key, uint8_t *out, size_t cap,
                                         size_t *len);

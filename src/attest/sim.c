@@ -6,6 +6,7 @@
 #include "verify.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,29 +17,36 @@
 #define SIM_KEY_FILE "root-key.pem"
 #define SIM_PUB_FILE "root-pub.pem"
 
+// The process-wide root (gt_sim_root_set). The library never derives one from the environment:
+// a guess from $HOME would silently put keys where the caller did not say.
+static pthread_mutex_t root_lock = PTHREAD_MUTEX_INITIALIZER;
+static char root_dir[4096];
+
+gt_err gt_sim_root_set(const char *dir)
+{
+    size_t n = dir != NULL ? strlen(dir) : 0;
+    GT_ENSURE(n < sizeof root_dir, GT_E_LIMIT, "sim root: path of %zu bytes is too long", n);
+    pthread_mutex_lock(&root_lock);
+    memcpy(root_dir, n > 0 ? dir : "", n + 1);
+    pthread_mutex_unlock(&root_lock);
+    return GT_OK;
+}
+
 gt_err gt_sim_root_dir(char *out, size_t cap, const char *dir)
 {
     if (dir != NULL && dir[0] != '\0') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s", dir) < cap, GT_E_LIMIT, "sim root: path too long");
-        return GT_OK;
-    }
-    const char *env = getenv("GT_SIM_ROOT");
-    if (env != NULL && env[0] != '\0') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s", env) < cap, GT_E_LIMIT,
-                  "sim root: GT_SIM_ROOT too long");
-        return GT_OK;
-    }
-    const char *xdg = getenv("XDG_DATA_HOME");
-    if (xdg != NULL && xdg[0] == '/') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s/gputravel/sim-root", xdg) < cap, GT_E_LIMIT,
+        GT_ENSURE((size_t)snprintf(out, cap, "%s", dir) < cap, GT_E_LIMIT,
                   "sim root: path too long");
         return GT_OK;
     }
-    const char *home = getenv("HOME");
-    GT_ENSURE(home != NULL && home[0] != '\0', GT_E_NOTFOUND,
-              "sim root: no --sim-root, GT_SIM_ROOT or HOME to place it in");
-    GT_ENSURE((size_t)snprintf(out, cap, "%s/.local/share/gputravel/sim-root", home) < cap,
-              GT_E_LIMIT, "sim root: path too long");
+    pthread_mutex_lock(&root_lock);
+    bool set = root_dir[0] != '\0';
+    int n = set ? snprintf(out, cap, "%s", root_dir) : 0;
+    pthread_mutex_unlock(&root_lock);
+    GT_ENSURE(set, GT_E_STATE,
+              "sim root: none configured (gputravel: --sim-root DIR or GT_SIM_ROOT; library "
+              "callers: pass the directory or call gt_sim_root_set)");
+    GT_ENSURE(n >= 0 && (size_t)n < cap, GT_E_LIMIT, "sim root: path too long");
     return GT_OK;
 }
 
@@ -221,7 +229,8 @@ static gt_err sim_claims_json(const gt_sim_report *r, cJSON *c)
     return GT_OK;
 }
 
-// A caller root: a PEM public key (SubjectPublicKeyInfo) or a certificate whose key is used.
+// A caller root: a PEM public key (SubjectPublicKeyInfo) or a certificate whose key is used,
+// from the file's bytes (from its path only when the caller gave no bytes).
 static gt_err root_load(const gt_attest_file *f, gt_pkey **key)
 {
     *key = NULL;
@@ -239,7 +248,10 @@ static gt_err root_load(const gt_attest_file *f, gt_pkey **key)
         free(certs);
         return err;
     }
-    GT_ENSURE(f->path != NULL, GT_E_ARG, "sim root needs a PEM file path");
+    if (f->data.len > 0) {
+        return gt_pkey_parse_pem_public(key, f->data.data, f->data.len);
+    }
+    GT_ENSURE(f->path != NULL, GT_E_ARG, "sim root: neither bytes nor a PEM file path");
     return gt_pkey_load_pem(key, f->path, false);
 }
 

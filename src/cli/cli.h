@@ -29,6 +29,10 @@ int gt_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(pr
 // True when argv holds -h or --help (checked before getopt so help never fails on other args).
 bool gt_cli_wants_help(int argc, char **argv);
 
+// The sim root for this process (the library's gt_sim_root_set) and for the processes it
+// starts (GT_SIM_ROOT): a command's --sim-root, or a demo's own directory.
+GT_MUST_USE gt_err gt_cli_sim_root_use(const char *dir);
+
 // `gputravel train --agreement ...` (collaborative training), in cmd_train_agreement.c.
 int gt_cli_train_agreement(int argc, char **argv);
 

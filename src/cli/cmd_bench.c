@@ -473,8 +473,10 @@ static int bench_transfer(int argc, char **argv)
     snprintf(sim_root, sizeof sim_root, "%s/sim-root", dir);
     snprintf(socket, sizeof socket, "%s/devd.sock", dir);
     snprintf(devd_log, sizeof devd_log, "%s/devd.log", dir);
-    setenv("GT_SIM_ROOT", sim_root, 1);
     gt_pkey *root = NULL;
+    if (gt_is_ok(err)) {
+        err = gt_cli_sim_root_use(sim_root);
+    }
     if (gt_is_ok(err)) {
         err = gt_sim_root_open(&root, NULL, 0, sim_root, true);
         gt_pkey_free(root);

@@ -187,7 +187,7 @@ int gt_cli_train_agreement(int argc, char **argv)
             socket = trip_sock;
         }
         if (sim_root != NULL) {
-            setenv("GT_SIM_ROOT", sim_root, 1);
+            GT_TRY_GOTO(err, gt_cli_sim_root_use(sim_root), out);
         }
         printf("travel on the %s device: this trainer serves each trip on %s%s\n",
                gt_device_kind_name(kind), socket,

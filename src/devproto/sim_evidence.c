@@ -161,23 +161,6 @@ static gt_err appraisal_error(const gt_appraisal *a, const char *who)
                    text[0] ? text : "no reason given");
 }
 
-// Writes bytes to a private temporary file (attest loads PEM roots from paths).
-static gt_err temp_file(char *path, size_t cap, gt_span bytes)
-{
-    const char *base = getenv("TMPDIR");
-    int n = snprintf(path, cap, "%s/gt-devd-id-XXXXXX", base && *base ? base : "/tmp");
-    GT_ENSURE(n > 0 && (size_t)n < cap, GT_E_LIMIT, "temporary path too long");
-    int fd = mkstemp(path);
-    GT_ENSURE(fd >= 0, GT_E_IO, "temporary file %s: %s", path, strerror(errno));
-    ssize_t w = write(fd, bytes.data, bytes.len);
-    close(fd);
-    if (w < 0 || (size_t)w != bytes.len) {
-        unlink(path);
-        return gt_errf(GT_E_IO, "temporary file %s: short write", path);
-    }
-    return GT_OK;
-}
-
 gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_data,
                                        const char *vendor_root_pub_pem, const gt_policy *policy,
                                        cJSON **claims_out)
@@ -193,8 +176,7 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
     gt_appraisal a;
     memset(&a, 0, sizeof a);
     bool appraised = false;
-    char vpath[4096 + 32], tmp[4096];
-    tmp[0] = '\0';
+    char vpath[4096 + 32];
     uint8_t vxy[GT_SIM_P384_XY_BYTES], ixy[GT_SIM_P384_XY_BYTES], msg[CERT_MSG_BYTES];
     if (vendor_root_pub_pem == NULL) {
         char root[4000];
@@ -205,8 +187,8 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
     GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&vendor, vendor_root_pub_pem, false),
                                  "device evidence: vendor root: "), out);
     GT_TRY_GOTO(err, xy_of(vendor, vxy), out);
-    GT_TRY_GOTO(err, temp_file(tmp, sizeof tmp, b.identity_pem), out);
-    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&ident, tmp, false),
+    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_parse_pem_public(&ident, b.identity_pem.data,
+                                                          b.identity_pem.len),
                                  "device evidence: identity key: "), out);
     GT_TRY_GOTO(err, xy_of(ident, ixy), out);
     // the identity key is certified by the vendor root
@@ -221,7 +203,7 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
                                          sizeof default_device_policy - 1), out);
         policy = own;
     }
-    gt_attest_file root = {.path = tmp, .data = b.identity_pem};
+    gt_attest_file root = {.path = NULL, .data = b.identity_pem};  // bytes only: no file
     gt_appraise_params p;
     memset(&p, 0, sizeof p);
     p.roots = &root;
@@ -241,9 +223,6 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
         a.claims = NULL;
     }
 out:
-    if (tmp[0] != '\0') {
-        unlink(tmp);
-    }
     if (appraised) {
         gt_appraisal_free(&a);
     }

@@ -1,6 +1,8 @@
 // Starting and stopping gputravel devd for device tests.
 #include "testlib.h"
 
+#include <gputravel/attest.h>
+
 #include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@ pid_t gt_test_devd_start(char *sock, size_t cap, const char *dir, const char *co
         snprintf(root, sizeof root, "%s/sim-root", dir);
         setenv("GT_SIM_ROOT", root, 1);
     }
+    GT_ASSERT_OK(gt_sim_root_set(getenv("GT_SIM_ROOT")));  // devd's is this process's too
     pid_t pid = fork();
     if (pid < 0) {
         fail_msg("fork failed");

@@ -12,6 +12,7 @@
 #include "testlib.h"
 #include "float_chunk.h"
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 #include <gputravel/travel.h>
@@ -634,6 +635,7 @@ static int group_setup(void **state)
     char root[700];
     snprintf(root, sizeof root, "%s/simroot", g_dir);
     setenv("GT_SIM_ROOT", root, 1);
+    GT_ASSERT_OK(gt_sim_root_set(root));
     snprintf(g_sock, sizeof g_sock, "%s/trip.sock", g_dir);
     memset(g_aad, 0xa7, sizeof g_aad);
     memset(g_agreement, 0x42, sizeof g_agreement);
