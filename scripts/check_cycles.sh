@@ -14,10 +14,21 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 [ $# -gt 0 ] && shift
 case $build in /*) ;; *) build=$root/$build ;; esac
-objroot=$build/CMakeFiles/gputravel_lib.dir/src
-[ -d "$objroot" ] || { echo "check_cycles: no objects under $objroot (build first)" >&2; exit 2; }
+[ -d "$build/CMakeFiles" ] || { echo "check_cycles: $build is not a build folder" >&2; exit 2; }
 
-if [ $# -gt 0 ]; then folders=$*; else folders=$(ls "$objroot"); fi
+# A folder's objects: its layer library (gt_<folder>), else the CLI's, else the one library of
+# older builds. The first found wins, so stale objects of an older layout are never mixed in.
+objdir_of() {
+    for t in "gt_$1" gputravel gputravel_lib; do
+        if [ -d "$build/CMakeFiles/$t.dir/src/$1" ]; then
+            echo "$build/CMakeFiles/$t.dir/src/$1"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ $# -gt 0 ]; then folders=$*; else folders=$(ls "$root/src" | grep -v '[.A-Z]'); fi
 
 # Reads "edge FROM TO WHY" lines; prints every strongly connected set of two or more files
 # with the edges inside it, and "none" when there is none. Transitive closure by
@@ -56,9 +67,10 @@ END {
 
 status=0
 for folder in $folders; do
-    objdir=$objroot/$folder
     srcdir=$root/src/$folder
-    [ -d "$objdir" ] || { echo "check_cycles: no objects for $folder" >&2; status=2; continue; }
+    [ -d "$srcdir" ] || continue
+    objdir=$(objdir_of "$folder") || {
+        echo "check_cycles: no objects for $folder (build first)" >&2; status=2; continue; }
     echo "src/$folder:"
     tmp=$(mktemp -d)
     for o in "$objdir"/*.o; do
