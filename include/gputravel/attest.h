@@ -29,7 +29,10 @@
 #include <stdint.h>
 
 #define GT_REPORT_DATA_BYTES 64
-#define GT_SIM_MEASUREMENT_BYTES 48    // SHA-384 of the attested executable
+// A measurement, SHA-384 sized: sim's (of the attested executable or device), TDX MRTD, SNP
+// MEASUREMENT; agreements allow-list values of this size.
+#define GT_MEASUREMENT_BYTES 48
+#define GT_NVGPU_NONCE_BYTES 32  // the verifier nonce of an NVIDIA SPDM GET_MEASUREMENTS request
 #define GT_EVIDENCE_MAX_BYTES (1u << 20)
 #define GT_POLICY_MAX_BYTES (1u << 20)
 #define GT_INSECURE_SIMULATION "insecure-simulation"
@@ -115,7 +118,7 @@ GT_MUST_USE gt_err gt_sim_root_open(gt_pkey **root, char *pub_path, size_t pub_c
                                     const char *dir, bool create);
 
 typedef struct {
-    uint8_t measurement[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t measurement[GT_MEASUREMENT_BYTES];
     uint8_t report_data[GT_REPORT_DATA_BYTES];
     uint32_t svn;
     bool debug;
@@ -125,7 +128,7 @@ typedef struct {
 } gt_sim_claims;
 
 // measurement = SHA-384 of path (NULL: /proc/self/exe, the running executable).
-GT_MUST_USE gt_err gt_sim_measure_exe(uint8_t out[GT_SIM_MEASUREMENT_BYTES], const char *path);
+GT_MUST_USE gt_err gt_sim_measure_exe(uint8_t out[GT_MEASUREMENT_BYTES], const char *path);
 // Builds and signs sim evidence (type GT_TEE_SIM, enveloped) with the root's private key.
 GT_MUST_USE gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims,
                                           const gt_pkey *root);

@@ -100,6 +100,7 @@ GT_MUST_USE gt_err gt_ed25519_verify(const uint8_t sig[GT_ED25519_SIG_BYTES], co
 // ---- ECDSA over P-256 / P-384 ---------------------------------------------------------------
 typedef enum { GT_EC_P256, GT_EC_P384 } gt_ec_curve;
 size_t gt_ec_coord_bytes(gt_ec_curve curve);  // 32 or 48
+#define GT_P384_XY_BYTES 96  // a P-384 public point x || y (sim roots, SNP VEK, NVIDIA device key)
 // Public key as the raw affine point x || y (big-endian coordinates, as in SGX/TDX quotes).
 // Signature raw r || s (big-endian, coord_bytes each) or DER. digest_alg hashes msg first.
 GT_MUST_USE gt_err gt_ecdsa_verify_raw(gt_ec_curve curve, gt_hash_alg digest_alg,

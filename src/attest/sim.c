@@ -55,7 +55,8 @@ static gt_err root_key_id(const gt_pkey *key, uint8_t id[GT_SHA256_BYTES])
     uint8_t xy[2 * 66];
     size_t len = 0;
     GT_TRY(gt_pkey_ec_public_xy(key, xy, sizeof xy, &len));
-    GT_ENSURE(len == 96, GT_E_FORMAT, "sim root: not a P-384 key (%zu-byte point)", len);
+    GT_ENSURE(len == GT_P384_XY_BYTES, GT_E_FORMAT, "sim root: not a P-384 key (%zu-byte point)",
+              len);
     return gt_hash(GT_HASH_SHA256, id, xy, len);
 }
 
@@ -124,7 +125,7 @@ out:
     return err;
 }
 
-gt_err gt_sim_measure_exe(uint8_t out[GT_SIM_MEASUREMENT_BYTES], const char *path)
+gt_err gt_sim_measure_exe(uint8_t out[GT_MEASUREMENT_BYTES], const char *path)
 {
     const char *p = path != NULL ? path : "/proc/self/exe";
     return gt_err_wrap(gt_hash_file(GT_HASH_SHA384, out, p), "sim: measuring %s", p);
@@ -152,7 +153,7 @@ gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, cons
     GT_TRY_GOTO(err, gt_writer_u16le(&w, flags), out);
     GT_TRY_GOTO(err, gt_writer_u32le(&w, claims->svn), out);
     GT_TRY_GOTO(err, gt_writer_u64le(&w, claims->issued_at), out);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->measurement, GT_SIM_MEASUREMENT_BYTES), out);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->measurement, GT_MEASUREMENT_BYTES), out);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->report_data, GT_REPORT_DATA_BYTES), out);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, id, sizeof id), out);
     GT_ENSURE_GOTO(err, w.len == GT_SIM_SIGNED_BYTES, out, GT_E_STATE, "sim: layout drift");
@@ -192,7 +193,7 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
               "sim evidence: cc_mode flag without the device flag");
     GT_TRY(gt_err_wrap(gt_reader_u32le(&rd, &r.claims.svn), "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_u64le(&rd, &r.claims.issued_at), "sim evidence"));
-    GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_SIM_MEASUREMENT_BYTES),
+    GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_MEASUREMENT_BYTES),
                        "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.report_data, GT_REPORT_DATA_BYTES),
                        "sim evidence"));
@@ -215,7 +216,7 @@ static gt_err sim_claims_json(const gt_sim_report *r, cJSON *c)
 {
     bool ok = cJSON_AddStringToObject(c, "security", GT_INSECURE_SIMULATION) != NULL;
     ok &= cJSON_AddNumberToObject(c, "version", r->version) != NULL;
-    GT_TRY(gt_claims_add_hex(c, "measurement", r->claims.measurement, GT_SIM_MEASUREMENT_BYTES));
+    GT_TRY(gt_claims_add_hex(c, "measurement", r->claims.measurement, GT_MEASUREMENT_BYTES));
     GT_TRY(gt_claims_add_hex(c, "report_data", r->claims.report_data, GT_REPORT_DATA_BYTES));
     ok &= cJSON_AddNumberToObject(c, "svn", r->claims.svn) != NULL;
     ok &= cJSON_AddBoolToObject(c, "debug", r->claims.debug) != NULL;

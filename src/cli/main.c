@@ -64,6 +64,7 @@ static void usage(FILE *out)
             "  XDG_DATA_HOME  without GT_SIM_ROOT: $XDG_DATA_HOME/gputravel/sim-root\n"
             "  HOME           without either: $HOME/.local/share/gputravel/sim-root\n"
             "  (with none of them, commands that need a sim root fail and say what to set)\n"
+            "  GT_CPU_SIMD    off: the cpu kernels take their scalar paths (every command)\n"
             "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
 

@@ -19,23 +19,23 @@ struct gt_sim_identity {
     gt_pkey *key;        // the device identity key
     gt_buf pem;          // its public key, PEM (root-pub.pem of the identity directory)
     gt_buf cert_sig;     // the vendor root's signature over the identity public key
-    uint8_t measurement[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t measurement[GT_MEASUREMENT_BYTES];
 };
 
-static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_SIM_P384_XY_BYTES])
+static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_P384_XY_BYTES])
 {
     size_t len = 0;
-    GT_TRY(gt_pkey_ec_public_xy(k, out, GT_SIM_P384_XY_BYTES, &len));
-    GT_ENSURE(len == GT_SIM_P384_XY_BYTES, GT_E_FORMAT, "sim device: not a P-384 key (%zu bytes)",
+    GT_TRY(gt_pkey_ec_public_xy(k, out, GT_P384_XY_BYTES, &len));
+    GT_ENSURE(len == GT_P384_XY_BYTES, GT_E_FORMAT, "sim device: not a P-384 key (%zu bytes)",
               len);
     return GT_OK;
 }
 
-#define CERT_MSG_BYTES (sizeof(GT_SIM_DEV_CERT_TAG) - 1 + GT_SIM_P384_XY_BYTES)
-static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_SIM_P384_XY_BYTES])
+#define CERT_MSG_BYTES (sizeof(GT_SIM_DEV_CERT_TAG) - 1 + GT_P384_XY_BYTES)
+static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_P384_XY_BYTES])
 {
     memcpy(out, GT_SIM_DEV_CERT_TAG, sizeof(GT_SIM_DEV_CERT_TAG) - 1);
-    memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_SIM_P384_XY_BYTES);
+    memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_P384_XY_BYTES);
 }
 
 gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
@@ -45,7 +45,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     gt_err err = GT_OK;
     gt_pkey *vendor = NULL;
     char dir[4096], pub[4096 + 32];
-    uint8_t xy[GT_SIM_P384_XY_BYTES], msg[CERT_MSG_BYTES];
+    uint8_t xy[GT_P384_XY_BYTES], msg[CERT_MSG_BYTES];
     gt_sim_identity *id = calloc(1, sizeof *id);
     GT_ENSURE(id != NULL, GT_E_NOMEM, "sim identity: out of memory");
     if (identity_dir == NULL) {
@@ -177,7 +177,7 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
     memset(&a, 0, sizeof a);
     bool appraised = false;
     char vpath[4096 + 32];
-    uint8_t vxy[GT_SIM_P384_XY_BYTES], ixy[GT_SIM_P384_XY_BYTES], msg[CERT_MSG_BYTES];
+    uint8_t vxy[GT_P384_XY_BYTES], ixy[GT_P384_XY_BYTES], msg[CERT_MSG_BYTES];
     if (vendor_root_pub_pem == NULL) {
         char root[4000];
         GT_TRY_GOTO(err, gt_sim_root_dir(root, sizeof root, NULL), out);

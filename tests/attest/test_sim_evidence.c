@@ -51,7 +51,7 @@ static int teardown(void **state)
 static gt_sim_claims sample_claims(void)
 {
     gt_sim_claims c = {.svn = 7, .issued_at = 1700000000};
-    for (int i = 0; i < GT_SIM_MEASUREMENT_BYTES; i++) {
+    for (int i = 0; i < GT_MEASUREMENT_BYTES; i++) {
         c.measurement[i] = (uint8_t)(0xA0 + i);
     }
     for (int i = 0; i < GT_REPORT_DATA_BYTES; i++) {
@@ -134,7 +134,7 @@ static void collect_measures_the_running_executable(void **state)
     gt_collect_params cp = {.type = GT_TEE_SIM, .sim_root = f->root_dir, .sim_svn = 3};
     gt_evidence ev = {0};
     GT_ASSERT_OK(gt_attest_collect(&ev, &cp, rd));
-    uint8_t self[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t self[GT_MEASUREMENT_BYTES];
     GT_ASSERT_OK(gt_hash_file(GT_HASH_SHA384, self, "/proc/self/exe"));
     gt_sim_report r;
     GT_ASSERT_OK(gt_sim_report_parse(&r, ev.body.data, ev.body.len));

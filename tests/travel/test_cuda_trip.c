@@ -32,7 +32,7 @@ static char gpu_why[256];
 static char g_dir[512];
 static char g_sock[600];
 static uint8_t g_aad[GT_SIM_LOAD_AAD_BYTES];
-static uint8_t g_agreement[GT_SIM_AGREEMENT_BYTES];
+static uint8_t g_agreement[GT_SHA256_BYTES];
 
 static gt_err device_sumsq(gt_device *d, gt_dbuf buf, double *s)
 {
