@@ -4,6 +4,7 @@
 #ifndef GPUTRAVEL_BENCH_COMMON_H
 #define GPUTRAVEL_BENCH_COMMON_H
 
+#include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/devd.h>
 
@@ -91,7 +92,10 @@ static inline int bench_devd_start(bench_devd *d, const char *name, gt_devd_conf
     char root[300];
     snprintf(d->sock, sizeof d->sock, "%s/devd.sock", d->dir);
     snprintf(root, sizeof root, "%s/sim-root", d->dir);
-    setenv("GT_SIM_ROOT", root, 1);
+    setenv("GT_SIM_ROOT", root, 1);  // devd's
+    if (!gt_is_ok(gt_sim_root_set(root))) {  // and this process's
+        abort();
+    }
     double t0 = gt_now_seconds();
     d->pid = fork();
     if (d->pid < 0) {

@@ -4,6 +4,7 @@
 // that both devices produce the same losses.
 //
 // usage: bench_train_sim [steps] [threads]   (default 6 steps, 2 threads)
+#include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/devd.h>
 #include <gputravel/train.h>
@@ -82,7 +83,10 @@ int main(int argc, char **argv)
     char sock[256], root[256];
     snprintf(sock, sizeof sock, "%s/devd.sock", dir);
     snprintf(root, sizeof root, "%s/sim-root", dir);
-    setenv("GT_SIM_ROOT", root, 1);
+    setenv("GT_SIM_ROOT", root, 1);  // devd's
+    if (!gt_is_ok(gt_sim_root_set(root))) {  // and this process's
+        abort();
+    }
     gt_log_set_level(GT_LOG_WARN);
     pid_t pid = fork();
     if (pid == 0) {

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
     }
     memset(pt, 0, max_bytes);
     memset(ct, 0, max_bytes + GT_AEAD_TAG_BYTES);
-    uint8_t key[GT_AEAD_KEY_BYTES], iv[GT_AEAD_IV_BYTES], aad[GT_DEVICE_CHUNK_AAD_BYTES];
+    uint8_t key[GT_AEAD_KEY_BYTES], iv[GT_AEAD_IV_BYTES], aad[GT_SIM_LOAD_AAD_BYTES];
     check("random", gt_random_bytes(key, sizeof key));
     check("random", gt_random_bytes(iv, sizeof iv));
     check("random", gt_random_bytes(aad, sizeof aad));
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
     }
 
     t0 = gt_now_seconds();
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES];
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
     check("lend", gt_device_sim_lend(tr, 3600u * 1000, ticket));
     double t_lend = gt_now_seconds() - t0;
     t0 = gt_now_seconds();

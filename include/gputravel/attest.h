@@ -29,7 +29,10 @@
 #include <stdint.h>
 
 #define GT_REPORT_DATA_BYTES 64
-#define GT_SIM_MEASUREMENT_BYTES 48    // SHA-384 of the attested executable
+// A measurement, SHA-384 sized: sim's (of the attested executable or device), TDX MRTD, SNP
+// MEASUREMENT; agreements allow-list values of this size.
+#define GT_MEASUREMENT_BYTES 48
+#define GT_NVGPU_NONCE_BYTES 32  // the verifier nonce of an NVIDIA SPDM GET_MEASUREMENTS request
 #define GT_EVIDENCE_MAX_BYTES (1u << 20)
 #define GT_POLICY_MAX_BYTES (1u << 20)
 #define GT_INSECURE_SIMULATION "insecure-simulation"
@@ -99,8 +102,15 @@ GT_MUST_USE gt_err gt_attest_report_data_build(uint8_t out[GT_REPORT_DATA_BYTES]
 // insecure-simulation: it proves only that whoever holds that directory's private key signed
 // these claims, nothing about hardware isolation.
 
-// The root directory: dir if non-NULL, else $GT_SIM_ROOT, else
-// $XDG_DATA_HOME/gputravel/sim-root, else $HOME/.local/share/gputravel/sim-root.
+// The directory is configuration the caller passes in: the library never reads the environment.
+// Wherever a call takes a directory, a non-NULL one wins; NULL means the process-wide root set
+// by gt_sim_root_set (the CLI sets it once at start from --sim-root or its environment, see
+// `gputravel --help`; tests set it in their setup). With neither, GT_E_STATE saying what to set.
+
+// Sets (copies) the process-wide root; NULL or "" clears it. GT_E_LIMIT if the path is too
+// long. Thread-safe, but meant for start-up: a change is not seen by a call already resolving.
+GT_MUST_USE gt_err gt_sim_root_set(const char *dir);
+// The root directory: dir if non-NULL and non-empty, else the process-wide root.
 GT_MUST_USE gt_err gt_sim_root_dir(char *out, size_t cap, const char *dir);
 // Loads the root private key of dir (resolved as above), creating the key pair when
 // `create` is true and none exists yet. pub_path (optional) receives root-pub.pem's path.
@@ -108,7 +118,7 @@ GT_MUST_USE gt_err gt_sim_root_open(gt_pkey **root, char *pub_path, size_t pub_c
                                     const char *dir, bool create);
 
 typedef struct {
-    uint8_t measurement[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t measurement[GT_MEASUREMENT_BYTES];
     uint8_t report_data[GT_REPORT_DATA_BYTES];
     uint32_t svn;
     bool debug;
@@ -118,7 +128,7 @@ typedef struct {
 } gt_sim_claims;
 
 // measurement = SHA-384 of path (NULL: /proc/self/exe, the running executable).
-GT_MUST_USE gt_err gt_sim_measure_exe(uint8_t out[GT_SIM_MEASUREMENT_BYTES], const char *path);
+GT_MUST_USE gt_err gt_sim_measure_exe(uint8_t out[GT_MEASUREMENT_BYTES], const char *path);
 // Builds and signs sim evidence (type GT_TEE_SIM, enveloped) with the root's private key.
 GT_MUST_USE gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims,
                                           const gt_pkey *root);
@@ -166,7 +176,7 @@ GT_MUST_USE gt_err gt_sev_guest_get_report(gt_buf *report, const char *dev_path,
 
 typedef struct {
     gt_tee_type type;       // sim, tdx or snp (GT_TEE_AUTO: configfs provider decides)
-    const char *sim_root;   // sim: root directory (see gt_sim_root_dir)
+    const char *sim_root;   // sim: root directory (NULL: the process-wide root, gt_sim_root_set)
     const char *sim_exe;    // sim: executable to measure (NULL: /proc/self/exe)
     uint32_t sim_svn;
     bool sim_debug;
@@ -201,8 +211,8 @@ typedef enum {
 } gt_verdict;
 const char *gt_verdict_name(gt_verdict v);  // "accepted", "rejected", "invalid"
 
-// A trust input read from a file: path (for messages; the sim root key is loaded from it) and
-// its bytes. Certificates may be PEM (any number) or DER (one).
+// A trust input read from a file: path (for messages) and its bytes; a sim root public key
+// given with no bytes is read from path. Certificates may be PEM (any number) or DER (one).
 typedef struct {
     const char *path;
     gt_span data;

@@ -100,6 +100,7 @@ GT_MUST_USE gt_err gt_ed25519_verify(const uint8_t sig[GT_ED25519_SIG_BYTES], co
 // ---- ECDSA over P-256 / P-384 ---------------------------------------------------------------
 typedef enum { GT_EC_P256, GT_EC_P384 } gt_ec_curve;
 size_t gt_ec_coord_bytes(gt_ec_curve curve);  // 32 or 48
+#define GT_P384_XY_BYTES 96  // a P-384 public point x || y (sim roots, SNP VEK, NVIDIA device key)
 // Public key as the raw affine point x || y (big-endian coordinates, as in SGX/TDX quotes).
 // Signature raw r || s (big-endian, coord_bytes each) or DER. digest_alg hashes msg first.
 GT_MUST_USE gt_err gt_ecdsa_verify_raw(gt_ec_curve curve, gt_hash_alg digest_alg,
@@ -116,6 +117,10 @@ GT_MUST_USE gt_err gt_pkey_generate_ec(gt_pkey **key, gt_ec_curve curve);
 // PEM (PKCS#8 private or SubjectPublicKeyInfo public); files written mode 0600 for private keys.
 GT_MUST_USE gt_err gt_pkey_load_pem(gt_pkey **key, const char *path, bool private_key);
 GT_MUST_USE gt_err gt_pkey_save_pem(const gt_pkey *key, const char *path, bool private_key);
+// The same from bytes in memory (a public key only: untrusted bytes need no file to be read).
+// GT_E_FORMAT when they hold no PEM public key; GT_E_LIMIT beyond GT_PKEY_PEM_MAX_BYTES.
+#define GT_PKEY_PEM_MAX_BYTES (64u * 1024)
+GT_MUST_USE gt_err gt_pkey_parse_pem_public(gt_pkey **key, const void *pem, size_t len);
 // Raw uncompressed point x || y of an EC key.
 GT_MUST_USE gt_err gt_pkey_ec_public_xy(const gt_pkey *key, uint8_t *out, size_t cap,
                                         size_t *len);

@@ -182,10 +182,9 @@ size_t gt_buftab_live(const gt_buftab *tab);      // live entries, foreign ones 
 
 // ---- sim device: gputravel devd and its attested session --------------------------------------
 // The session's parameters and evidence hooks (gt_device_attester, gt_device_sim_options) are
-// the device protocol's: devproto.h. The sizes below are the protocol's, under the device API's
-// names.
-#define GT_DEVICE_REPORT_DATA_BYTES GT_REPORT_DATA_BYTES
-#define GT_DEVICE_AGREEMENT_BYTES GT_SIM_AGREEMENT_BYTES
+// the device protocol's: devproto.h, and so are the sizes this API takes (one name each:
+// GT_REPORT_DATA_BYTES and GT_MEASUREMENT_BYTES from attest.h, GT_SIM_TICKET_BYTES and
+// GT_SIM_LOAD_AAD_BYTES from devproto.h, GT_SHA256_BYTES for the agreement hash).
 
 // gt_device_open for a sim device with explicit hooks (gt_device_open uses the defaults).
 GT_MUST_USE gt_err gt_device_open_sim(gt_device **dev, const gt_device_config *cfg,
@@ -203,13 +202,12 @@ GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *st
 // The device evidence received in the handshake (borrowed; valid until gt_device_close) and the
 // report_data it was appraised against (so a caller can keep or re-appraise it).
 GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
-                                          uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES]);
+                                          uint8_t report_data[GT_REPORT_DATA_BYTES]);
 // The device's measurement (sim: SHA-384 of devd's executable) from the evidence the default
 // appraise hook accepted at open or attach, for checks against an agreement's
 // device.accepted_measurements. GT_E_NOTFOUND when a custom appraise hook judged the device.
-#define GT_DEVICE_MEASUREMENT_BYTES GT_SIM_MEASUREMENT_BYTES
 GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
-                                             uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
+                                             uint8_t out[GT_MEASUREMENT_BYTES]);
 
 // ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
 // The trainer lends its device to one holder for one trip and gets it back with the holder's
@@ -217,14 +215,11 @@ GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
 // launch ops on them. The ticket is a capability: whoever holds it (and passes devd's admission
 // policy with the trainer's agreement hash) may attach once; send it to the holder only over an
 // attested channel. The trainer's buffers and session survive the trip.
-#define GT_DEVICE_TICKET_BYTES GT_SIM_TICKET_BYTES
-#define GT_DEVICE_CHUNK_AAD_BYTES GT_SIM_LOAD_AAD_BYTES  // seal.h GT_CHUNK_AAD_BYTES
-
 // Trainer: lends the device for at most lease_ms (1 .. 3600000) and receives a fresh random
 // ticket (the caller wipes it after handing it on). Until the trip ends every other call on dev
 // fails with GT_E_STATE ("device is lent"); gt_device_sim_wait_return is the one that works.
 GT_MUST_USE gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,
-                                      uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+                                      uint8_t ticket[GT_SIM_TICKET_BYTES]);
 
 typedef struct {
     gt_dbuf buf;     // a buffer of the trainer's now (NO_READBACK)
@@ -255,16 +250,16 @@ GT_MUST_USE gt_err gt_device_sim_recall(gt_device *dev);
 // fail with GT_E_POLICY, other buffers are GT_E_NOTFOUND.
 GT_MUST_USE gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
                                         const gt_device_sim_options *opt,
-                                        const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+                                        const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 // Holder: streams one sealed chunk (ciphertext || tag exactly as stored, len bytes including the
 // 16-byte tag) through the bounce slots unchanged; the chunk key, IV and AAD go in one
 // AEAD-protected record, and devd decrypts into dst at dst_offset (len - 16 bytes). Tag failure:
 // GT_E_AUTH, and dst is wiped and freed (its handle is dead). devd wipes the key after use.
 GT_MUST_USE gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
                                              const uint8_t *ct_and_tag, uint64_t len,
-                                             const uint8_t iv[12],
-                                             const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
-                                             const uint8_t key[32]);
+                                             const uint8_t iv[GT_AEAD_IV_BYTES],
+                                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                             const uint8_t key[GT_AEAD_KEY_BYTES]);
 // Holder: the same from a file: ciphertext || tag (len bytes, tag included) at file_offset of fd
 // (a regular file: the chunk file itself, at GT_CHUNK_HEADER_BYTES). The descriptor is passed to
 // devd, which reads the bytes into its own memory and decrypts them: no copy in the holder, no
@@ -272,9 +267,9 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uin
 // too short or not regular is GT_E_ARG (nothing loaded, the session goes on).
 GT_MUST_USE gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
                                                 int fd, uint64_t file_offset, uint64_t len,
-                                                const uint8_t iv[12],
-                                                const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
-                                                const uint8_t key[32]);
+                                                const uint8_t iv[GT_AEAD_IV_BYTES],
+                                                const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                                const uint8_t key[GT_AEAD_KEY_BYTES]);
 // Holder: ends the trip; the loaded buffers become the trainer's, the rest of the trip's buffers
 // are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
 // holder device without return fails the trip (everything it loaded is wiped).
@@ -293,6 +288,6 @@ GT_MUST_USE gt_err gt_device_sim_return_stay(gt_device *holder);
 // after the lease ran out, while the trainer uses its device again, gets no answer and fails
 // with GT_E_TIMEOUT after at most 2 s (the trainer has its device back by then).
 GT_MUST_USE gt_err gt_device_sim_reattach(gt_device *holder,
-                                          const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+                                          const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 
 #endif

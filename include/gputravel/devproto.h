@@ -62,8 +62,6 @@
 
 #define GT_SIM_VERSION 1u
 #define GT_SIM_NONCE_BYTES 32
-#define GT_SIM_AGREEMENT_BYTES 32
-#define GT_SIM_REPORT_DATA_BYTES 64
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
 #define GT_SIM_MAX_STATUS_MSG 160          // text in a STATUS / REFUSE
@@ -89,12 +87,12 @@ enum {
 
 // u16 type, u16 version, nonce[32], pub[32], agreement[32], u32 evidence_len, evidence
 #define GT_SIM_CLIENT_HELLO_FIXED (2 + 2 + GT_SIM_NONCE_BYTES + GT_X25519_BYTES + \
-                                   GT_SIM_AGREEMENT_BYTES + 4)
+                                   GT_SHA256_BYTES + 4)
 typedef struct {
     uint16_t version;
     uint8_t nonce[GT_SIM_NONCE_BYTES];
     uint8_t pub[GT_X25519_BYTES];
-    uint8_t agreement[GT_SIM_AGREEMENT_BYTES];
+    uint8_t agreement[GT_SHA256_BYTES];
     gt_span evidence;  // borrowed from the frame
 } gt_sim_client_hello;
 
@@ -127,9 +125,9 @@ GT_MUST_USE gt_err gt_sim_refuse_parse(gt_span body, gt_sim_status *refused);
 GT_MUST_USE gt_err gt_sim_peek_type(gt_span body, uint16_t *type);
 
 // report_data for each side's evidence (see the top of this file).
-GT_MUST_USE gt_err gt_sim_client_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
+GT_MUST_USE gt_err gt_sim_client_report_data(uint8_t rd[GT_REPORT_DATA_BYTES],
                                              const gt_sim_client_hello *h);
-GT_MUST_USE gt_err gt_sim_device_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
+GT_MUST_USE gt_err gt_sim_device_report_data(uint8_t rd[GT_REPORT_DATA_BYTES],
                                              const uint8_t client_nonce[GT_SIM_NONCE_BYTES],
                                              const gt_sim_server_hello *sh,
                                              gt_span client_hello_body);
@@ -355,7 +353,7 @@ typedef struct {
 // and agreement (the client's agreement hash) are set.
 GT_MUST_USE gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
                                            const gt_sim_server_params *p, gt_sim_keys *keys,
-                                           uint8_t agreement[GT_SIM_AGREEMENT_BYTES]);
+                                           uint8_t agreement[GT_SHA256_BYTES]);
 
 // ---- the device's identity and evidence ---------------------------------------------------------
 // The sim device's identity and evidence, and the default evidence hooks of
@@ -379,7 +377,6 @@ GT_MUST_USE gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_wat
 #define GT_SIM_DEV_MAGIC "GTSIMDEV"
 #define GT_SIM_DEV_VERSION 2u
 #define GT_SIM_DEV_CERT_TAG "gtsim-devcert-v1"
-#define GT_SIM_P384_XY_BYTES 96
 #define GT_SIM_DEV_MAX_PEM 4096
 #define GT_SIM_DEV_MAX_CERT 256
 
@@ -438,7 +435,6 @@ gt_err gt_sim_admission_appraise(void *ctx, gt_span evidence,
 // backend (device.h) and the holder's end of a trainer-served trip (travel.h) run over it; tests
 // use it directly to send crafted, replayed or reordered records and to tamper with the bounce
 // slots, which a real attacker on the host could do.
-#define GT_SIM_MEASUREMENT_BYTES 48  // SHA-384 of the device's executable (sim) or firmware
 
 // The client side of a sim device and devd (the server) exchange evidence through these hooks,
 // so neither end hard-codes a TEE. report_data is what the evidence must bind (DESIGN.md §4:
@@ -461,7 +457,7 @@ typedef struct {
     // in CC mode, not debug (always insecure-simulation).
     gt_device_attester attester;
     const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
-    uint8_t agreement_hash[GT_SIM_AGREEMENT_BYTES];  // zeros when there is none
+    uint8_t agreement_hash[GT_SHA256_BYTES];  // zeros when there is none
     int timeout_ms;  // per reply from devd (0: 60 s)
     // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for
     // up to this long (0: not at all), e.g. while devd still wipes a crashed trainer's session.
@@ -476,8 +472,8 @@ typedef struct {
     uint32_t slot_count, slot_bytes;
     uint64_t mem_limit;
     gt_buf device_evidence;
-    uint8_t device_report_data[GT_SIM_REPORT_DATA_BYTES];
-    uint8_t device_measurement[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t device_report_data[GT_REPORT_DATA_BYTES];
+    uint8_t device_measurement[GT_MEASUREMENT_BYTES];
     bool has_measurement;  // the default appraisal ran and kept the evidence's measurement
     gt_sim_watch watch;  // reply timeout
     bool broken;         // a fatal error ended the session; every call fails from then on
@@ -507,7 +503,7 @@ GT_MUST_USE gt_err gt_sim_conn_attach(gt_sim_conn *c, const uint8_t ticket[GT_SI
 // The device's measurement from the evidence the default appraisal accepted at open;
 // GT_E_NOTFOUND when a custom appraise hook judged the device.
 GT_MUST_USE gt_err gt_sim_conn_measurement(const gt_sim_conn *c,
-                                           uint8_t out[GT_SIM_MEASUREMENT_BYTES]);
+                                           uint8_t out[GT_MEASUREMENT_BYTES]);
 // Marks the session broken (every later call fails) and returns e.
 gt_err gt_sim_conn_fail(gt_sim_conn *c, gt_err e);
 

@@ -105,7 +105,7 @@ GT_MUST_USE gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device
 // holder's reason (its trip failure included); nothing is imported then and *trip is NULL.
 GT_MUST_USE gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
                                   const char *socket_path,
-                                  const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
+                                  const uint8_t agreement_hash[GT_SHA256_BYTES],
                                   uint32_t lease_ms, gt_device_trip **trip, gt_dbuf *out,
                                   uint64_t *tokens);
 // Ends a trip of gt_holder_trip: the holder still there (else GT_E_PEER: it went away while its

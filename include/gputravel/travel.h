@@ -20,7 +20,6 @@
 #define GT_AGREEMENT_MAX_HOLDERS 64
 #define GT_AGREEMENT_MAX_MEASUREMENTS 16
 #define GT_AGREEMENT_NAME_BYTES 64
-#define GT_MEASUREMENT_BYTES 48  // SHA-384
 
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
@@ -153,7 +152,7 @@ typedef enum { GT_FETCH_PLAIN = 1, GT_FETCH_KEYRELEASE = 2, GT_FETCH_TRAVEL = 3 
 // Parsers of the trainer's messages (untrusted; gt_reader; each only at its exact size). Each
 // message has one writer and one parser, here, for both ends: holder/ and orchestr/ use them.
 typedef struct {
-    uint8_t agreement[32];
+    uint8_t agreement[GT_SHA256_BYTES];  // the agreement hash
     uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];  // the trainer's checkpoint signing key
     char trainer[64];  // 1..63 printable ASCII bytes, NUL-terminated
 } gt_hp_hello;
@@ -163,7 +162,7 @@ typedef struct {
 } gt_hp_fetch;
 typedef struct {
     uint32_t chunk;
-    uint8_t ticket[32];
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
     char device[256];  // the lent device's address, NUL-terminated, no NUL inside
 } gt_hp_travel;
 typedef struct {
@@ -191,7 +190,7 @@ gt_err gt_hp_refuse_error(gt_span body, const char *holder);
 // TRAVELLED: u64le bytes loaded.
 GT_MUST_USE gt_err gt_hp_travelled_write(gt_writer *w, uint64_t bytes_loaded);
 GT_MUST_USE gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded);
-#define GT_HP_HELLO_MAX_BYTES (32 + GT_ED25519_PUBLIC_BYTES + 2 + 63)
+#define GT_HP_HELLO_MAX_BYTES (GT_SHA256_BYTES + GT_ED25519_PUBLIC_BYTES + 2 + 63)
 #define GT_HP_FETCH_BYTES 5
 #define GT_HP_TRAVEL_MAX_BYTES (4 + 32 + 2 + 255)
 #define GT_HP_USED_BYTES 12
@@ -222,15 +221,15 @@ typedef struct gt_device_trip gt_device_trip;  // the trainer's end
 // attaches (it refused on the channel, or left), the wait ends at once with GT_E_PEER.
 GT_MUST_USE gt_err gt_device_trip_lend(gt_device_trip **trip, gt_device *dev,
                                        const char *socket_path, uint32_t lease_ms, int peer_fd,
-                                       const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
-                                       uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
+                                       const uint8_t agreement_hash[GT_SHA256_BYTES],
+                                       uint8_t ticket[GT_SIM_TICKET_BYTES], char *address,
                                        size_t address_cap);
 // Trainer: waits for the holder's attach and handoff of the chunk with AAD aad and `bytes`
 // plaintext bytes; *out: the NO_READBACK import. Failures as gt_ipc_trip_wait (GT_E_TIMEOUT:
 // the lease; GT_E_PEER: the holder left without handing over; GT_E_ARG / GT_E_POLICY /
 // GT_E_FORMAT: a wrong handoff), nothing imported.
 GT_MUST_USE gt_err gt_device_trip_wait(gt_device_trip *trip,
-                                       const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                       const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                        uint64_t bytes, gt_dbuf *out);
 // Trainer, while it uses the import: GT_E_PEER when the holder went away (the import is already
 // released; discard what was computed from it).
@@ -246,11 +245,11 @@ typedef struct gt_device_trip_carrier gt_device_trip_carrier;  // the holder's e
 // evidence, the agreement hash), then ATTACH. Nothing is loaded yet.
 GT_MUST_USE gt_err gt_device_trip_attach(gt_device_trip_carrier **carrier, const char *address,
                                          const gt_device_sim_options *opt,
-                                         const uint8_t ticket[GT_DEVICE_TICKET_BYTES]);
+                                         const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 // Holder: the trainer's device measurement, as gt_device_sim_measurement (GT_E_NOTFOUND when a
 // custom appraise hook judged it).
 GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
-                                              uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
+                                              uint8_t out[GT_MEASUREMENT_BYTES]);
 // Holder: opens its sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its
 // own process (cuda trainer: on this holder's GPU, which needs a build with CUDA, else
 // GT_E_UNSUPPORTED with the reason; cpu trainer: OpenSSL into a sealed memfd) and hands it over.
@@ -259,7 +258,7 @@ GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
 GT_MUST_USE gt_err gt_device_trip_hand_over(gt_device_trip_carrier *carrier,
                                             const uint8_t *ct_and_tag, uint64_t len,
                                             const uint8_t iv[12],
-                                            const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                            const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                             const uint8_t key[32]);
 // Holder, after a hand-over: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees
 // its buffer, says BYE and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT:

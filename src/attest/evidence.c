@@ -1,6 +1,13 @@
 // attest/evidence.c: the evidence abstraction. Type detection, the GTEV envelope, report_data
 // binding, and appraisal: dispatch to the per-type verifier, then policy and binding checks.
-#include "attest_internal.h"
+#include "policy.h"
+#include "sim_report.h"
+#include "verify.h"
+
+// Format headers for their header sizes only: detection reads no further.
+#include "intel_quote.h"
+#include "nvgpu_evidence.h"
+#include "snp_report.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,97 +15,14 @@
 #include <string.h>
 #include <time.h>
 
-// ---- string lists ------------------------------------------------------------------------------
-
-gt_err gt_strlist_addf(gt_strlist *l, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    char **items = realloc(l->items, (l->count + 1) * sizeof *items);
-    GT_ENSURE(items != NULL, GT_E_NOMEM, "reasons: out of memory");
-    l->items = items;
-    l->items[l->count] = strdup(tmp);
-    GT_ENSURE(l->items[l->count] != NULL, GT_E_NOMEM, "reasons: out of memory");
-    l->count++;
-    return GT_OK;
-}
-
-bool gt_strlist_contains(const gt_strlist *l, const char *needle)
-{
-    for (size_t i = 0; i < l->count; i++) {
-        if (strstr(l->items[i], needle) != NULL) {
-            return true;
-        }
-    }
-    return false;
-}
-
-void gt_strlist_free(gt_strlist *l)
-{
-    for (size_t i = 0; i < l->count; i++) {
-        free(l->items[i]);
-    }
-    free(l->items);
-    l->items = NULL;
-    l->count = 0;
-}
-
-void gt_attest_check_free(gt_attest_check *c)
-{
-    cJSON_Delete(c->claims);
-    gt_strlist_free(&c->invalid);
-    gt_strlist_free(&c->rejected);
-    gt_strlist_free(&c->warnings);
-    memset(c, 0, sizeof *c);
-}
-
-// ---- names ---------------------------------------------------------------------------------------
-
-static const char *const tee_names[] = {"auto", "sim", "tdx", "sgx", "snp", "nvgpu"};
-
-const char *gt_tee_type_name(gt_tee_type type)
-{
-    if ((unsigned)type <= GT_TEE_TYPE_MAX) {
-        return tee_names[type];
-    }
-    return "unknown";
-}
-
-gt_err gt_tee_type_parse(const char *name, gt_tee_type *out)
-{
-    for (unsigned i = 0; i <= GT_TEE_TYPE_MAX; i++) {
-        if (strcmp(name, tee_names[i]) == 0) {
-            *out = (gt_tee_type)i;
-            return GT_OK;
-        }
-    }
-    return gt_errf(GT_E_ARG, "unknown evidence type '%s' (auto, sim, tdx, sgx, snp, nvgpu)", name);
-}
-
-const char *gt_verdict_name(gt_verdict v)
-{
-    switch (v) {
-    case GT_VERDICT_ACCEPTED:
-        return "accepted";
-    case GT_VERDICT_REJECTED:
-        return "rejected";
-    case GT_VERDICT_INVALID:
-        return "invalid";
-    default:
-        return "invalid";
-    }
-}
-
 // ---- detection -----------------------------------------------------------------------------------
 // Each native format is recognised by its own header; detect_as returns GT_OK when the bytes look
 // like `type`, and otherwise an error that says why not (used verbatim when --type was given).
 
-#define SNP_REPORT_BYTES 1184u
-#define INTEL_HEADER_BYTES 48u
-#define SPDM_GET_MEASUREMENTS 0xE0u
+// Envelope: "GTEV" | u16le envelope version | u16le type | u32le body len | body |
+//           u32le aux len | aux  (exactly; nothing after)
+#define GT_EVIDENCE_MAGIC "GTEV"
+#define GT_EVIDENCE_ENVELOPE_VERSION 1
 
 static gt_err detect_intel(const uint8_t *data, size_t len, gt_tee_type type, uint32_t *version)
 {
@@ -106,7 +30,7 @@ static gt_err detect_intel(const uint8_t *data, size_t len, gt_tee_type type, ui
     gt_reader r = gt_reader_init(data, len);
     uint16_t ver = 0, akt = 0;
     uint32_t tee = 0;
-    GT_ENSURE(len >= INTEL_HEADER_BYTES, GT_E_TRUNCATED,
+    GT_ENSURE(len >= GT_INTEL_HEADER_BYTES, GT_E_TRUNCATED,
               "%s quote: %zu bytes, shorter than the 48-byte header", name, len);
     GT_TRY(gt_reader_u16le(&r, &ver));
     GT_TRY(gt_reader_u16le(&r, &akt));
@@ -131,8 +55,8 @@ static gt_err detect_snp(const uint8_t *data, size_t len, uint32_t *version)
     GT_TRY(gt_reader_u32le(&r, &ver));
     GT_ENSURE(ver >= 2 && ver <= 5, GT_E_UNSUPPORTED, "snp report: version %u (expected 2..5)",
               ver);
-    GT_ENSURE(len >= SNP_REPORT_BYTES, GT_E_TRUNCATED, "snp report: %zu bytes (expected %u)", len,
-              SNP_REPORT_BYTES);
+    GT_ENSURE(len >= GT_SNP_REPORT_BYTES, GT_E_TRUNCATED, "snp report: %zu bytes (expected %u)",
+              len, GT_SNP_REPORT_BYTES);
     GT_TRY(gt_reader_skip(&r, 0x34 - 4));
     GT_TRY(gt_reader_u32le(&r, &algo));
     GT_ENSURE(algo == 1, GT_E_FORMAT,
@@ -146,7 +70,7 @@ static gt_err detect_nvgpu(const uint8_t *data, size_t len, uint32_t *version)
     GT_ENSURE(len >= 2, GT_E_TRUNCATED, "nvgpu evidence: %zu bytes", len);
     GT_ENSURE(data[0] >= 0x10 && data[0] <= 0x13, GT_E_UNSUPPORTED,
               "nvgpu evidence: SPDM version byte 0x%02x (expected 0x10..0x13)", data[0]);
-    GT_ENSURE(data[1] == SPDM_GET_MEASUREMENTS, GT_E_FORMAT,
+    GT_ENSURE(data[1] == GT_NVGPU_SPDM_GET_MEASUREMENTS, GT_E_FORMAT,
               "nvgpu evidence: SPDM request code 0x%02x (expected 0xe0 GET_MEASUREMENTS)",
               data[1]);
     *version = data[0];
@@ -158,8 +82,8 @@ static gt_err detect_sim_body(const uint8_t *data, size_t len, uint32_t *version
     gt_reader r = gt_reader_init(data, len);
     uint16_t ver = 0;
     GT_TRY(gt_reader_u16le(&r, &ver));
-    GT_ENSURE(ver == GT_SIM_VERSION, GT_E_UNSUPPORTED, "sim evidence: version %u (expected %u)",
-              ver, GT_SIM_VERSION);
+    GT_ENSURE(ver == GT_SIM_REPORT_VERSION, GT_E_UNSUPPORTED,
+              "sim evidence: version %u (expected %u)", ver, GT_SIM_REPORT_VERSION);
     *version = ver;
     return GT_OK;
 }
@@ -326,13 +250,6 @@ out:
     return err;
 }
 
-void gt_evidence_free(gt_evidence *ev)
-{
-    gt_buf_free_nowipe(&ev->body);
-    gt_buf_free_nowipe(&ev->aux);
-    memset(ev, 0, sizeof *ev);
-}
-
 // ---- report_data -------------------------------------------------------------------------------
 
 static gt_err hash_part(gt_hash_ctx *h, const void *p, size_t n)
@@ -370,40 +287,16 @@ out:
     return err;
 }
 
-// ---- claims ------------------------------------------------------------------------------------
-
-const cJSON *gt_claims_get(const cJSON *claims, const char *path)
-{
-    const cJSON *cur = claims;
-    char part[64];
-    const char *p = path;
-    while (cur != NULL && *p != '\0') {
-        const char *dot = strchr(p, '.');
-        size_t n = dot ? (size_t)(dot - p) : strlen(p);
-        if (n == 0 || n >= sizeof part || !cJSON_IsObject(cur)) {
-            return NULL;
-        }
-        memcpy(part, p, n);
-        part[n] = '\0';
-        cur = cJSON_GetObjectItemCaseSensitive(cur, part);
-        p += n + (dot ? 1 : 0);
-    }
-    return cur;
-}
-
-gt_err gt_claims_add_hex(cJSON *claims, const char *name, const void *p, size_t n)
-{
-    char hex[2 * 256 + 1];
-    GT_ENSURE(n <= 256, GT_E_ARG, "claims: %s too long", name);
-    gt_hex_encode(hex, sizeof hex, p, n);
-    GT_ENSURE(cJSON_AddStringToObject(claims, name, hex) != NULL, GT_E_NOMEM,
-              "claims: out of memory");
-    return GT_OK;
-}
-
-// The per-type verifiers: sim.c (ours), adapters.c (Intel, AMD, NVIDIA format verifiers).
-
 // ---- appraisal ---------------------------------------------------------------------------------
+
+static void attest_check_free(gt_attest_check *c)
+{
+    cJSON_Delete(c->claims);
+    gt_strlist_free(&c->invalid);
+    gt_strlist_free(&c->rejected);
+    gt_strlist_free(&c->warnings);
+    memset(c, 0, sizeof *c);
+}
 
 static gt_err strlist_move(char ***items, size_t *count, gt_strlist *l)
 {
@@ -517,7 +410,7 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
     GT_TRY_GOTO(err, strlist_move(&out->reasons, &out->reason_count, &reasons), out);
     GT_TRY_GOTO(err, strlist_move(&out->warnings, &out->warning_count, &warnings), out);
 out:
-    gt_attest_check_free(&c);
+    attest_check_free(&c);
     gt_strlist_free(&reasons);
     gt_strlist_free(&warnings);
     gt_policy_free(owned_policy);

@@ -17,6 +17,7 @@
 #ifndef GPUTRAVEL_ATTEST_INTEL_QUOTE_H
 #define GPUTRAVEL_ATTEST_INTEL_QUOTE_H
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/util.h>
 
@@ -66,7 +67,7 @@ typedef struct {
     uint16_t isv_svn;
     uint16_t config_svn;
     uint8_t isv_family_id[16];
-    uint8_t report_data[64];
+    uint8_t report_data[GT_REPORT_DATA_BYTES];
 } gt_sgx_report;
 
 // TD report body: TDX 1.0 (584 bytes) or 1.5 (648 bytes; the last two fields are zero in 1.0).
@@ -82,7 +83,7 @@ typedef struct {
     uint8_t mr_owner[48];
     uint8_t mr_owner_config[48];
     uint8_t rtmr[4][48];
-    uint8_t report_data[64];
+    uint8_t report_data[GT_REPORT_DATA_BYTES];
     uint8_t tee_tcb_svn2[16];  // TDX 1.5 only
     uint8_t mr_servicetd[48];  // TDX 1.5 only
 } gt_td_report;

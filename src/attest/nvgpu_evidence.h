@@ -21,6 +21,7 @@
 #ifndef GPUTRAVEL_ATTEST_NVGPU_EVIDENCE_H
 #define GPUTRAVEL_ATTEST_NVGPU_EVIDENCE_H
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/util.h>
 
@@ -28,9 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_NVGPU_NONCE_BYTES 32
 #define GT_NVGPU_SIG_BYTES 96          // ECDSA P-384 r || s
-#define GT_NVGPU_PUB_BYTES 96          // P-384 x || y
 #define GT_NVGPU_MAX_BLOCKS 255        // NumberOfBlocks is a u8
 #define GT_NVGPU_MAX_OPAQUE_FIELDS 64
 #define GT_NVGPU_SPDM_GET_MEASUREMENTS 0xE0

@@ -2,7 +2,7 @@
 // the leaf key, the verifier's nonce, and the opaque FWID against the leaf's DICE FWID.
 #include "nvgpu_evidence.h"
 
-#include "attest_internal.h"
+#include "chain.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -144,7 +144,7 @@ gt_err gt_nvgpu_evidence_verify(gt_nvgpu_verdict *v, const gt_nvgpu_evidence *ev
     e = gt_attest_leaf_ec_point(p->leaf, xy, sizeof xy, &xy_len);
     if (e.code != GT_E_NONE) {
         add_reason(v, "leaf public key: %s", e.msg);
-    } else if (xy_len != GT_NVGPU_PUB_BYTES) {
+    } else if (xy_len != GT_P384_XY_BYTES) {
         add_reason(v, "leaf public key is not P-384 (%zu-byte point)", xy_len);
     } else {
         e = gt_nvgpu_evidence_verify_signature(ev, xy, xy_len);

@@ -2,7 +2,7 @@
 // Parsing is strict: an unknown field, a wrong type or bad hex is an error naming the field, so a
 // typo never silently weakens a policy. Evaluation never stops early: every broken rule adds its
 // own reason.
-#include "attest_internal.h"
+#include "policy.h"
 
 #include <ctype.h>
 #include <math.h>

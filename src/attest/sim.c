@@ -2,9 +2,11 @@
 // signs, and the verifier that checks such evidence against a root public key the CALLER gives:
 // the root key id inside the evidence only helps explain a mismatch, it is never trusted.
 // Every sim evidence is insecure-simulation: it proves no hardware isolation.
-#include "attest_internal.h"
+#include "sim_report.h"
+#include "verify.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,29 +17,36 @@
 #define SIM_KEY_FILE "root-key.pem"
 #define SIM_PUB_FILE "root-pub.pem"
 
+// The process-wide root (gt_sim_root_set). The library never derives one from the environment:
+// a guess from $HOME would silently put keys where the caller did not say.
+static pthread_mutex_t root_lock = PTHREAD_MUTEX_INITIALIZER;
+static char root_dir[4096];
+
+gt_err gt_sim_root_set(const char *dir)
+{
+    size_t n = dir != NULL ? strlen(dir) : 0;
+    GT_ENSURE(n < sizeof root_dir, GT_E_LIMIT, "sim root: path of %zu bytes is too long", n);
+    pthread_mutex_lock(&root_lock);
+    memcpy(root_dir, n > 0 ? dir : "", n + 1);
+    pthread_mutex_unlock(&root_lock);
+    return GT_OK;
+}
+
 gt_err gt_sim_root_dir(char *out, size_t cap, const char *dir)
 {
     if (dir != NULL && dir[0] != '\0') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s", dir) < cap, GT_E_LIMIT, "sim root: path too long");
-        return GT_OK;
-    }
-    const char *env = getenv("GT_SIM_ROOT");
-    if (env != NULL && env[0] != '\0') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s", env) < cap, GT_E_LIMIT,
-                  "sim root: GT_SIM_ROOT too long");
-        return GT_OK;
-    }
-    const char *xdg = getenv("XDG_DATA_HOME");
-    if (xdg != NULL && xdg[0] == '/') {
-        GT_ENSURE((size_t)snprintf(out, cap, "%s/gputravel/sim-root", xdg) < cap, GT_E_LIMIT,
+        GT_ENSURE((size_t)snprintf(out, cap, "%s", dir) < cap, GT_E_LIMIT,
                   "sim root: path too long");
         return GT_OK;
     }
-    const char *home = getenv("HOME");
-    GT_ENSURE(home != NULL && home[0] != '\0', GT_E_NOTFOUND,
-              "sim root: no --sim-root, GT_SIM_ROOT or HOME to place it in");
-    GT_ENSURE((size_t)snprintf(out, cap, "%s/.local/share/gputravel/sim-root", home) < cap,
-              GT_E_LIMIT, "sim root: path too long");
+    pthread_mutex_lock(&root_lock);
+    bool set = root_dir[0] != '\0';
+    int n = set ? snprintf(out, cap, "%s", root_dir) : 0;
+    pthread_mutex_unlock(&root_lock);
+    GT_ENSURE(set, GT_E_STATE,
+              "sim root: none configured (gputravel: --sim-root DIR or GT_SIM_ROOT; library "
+              "callers: pass the directory or call gt_sim_root_set)");
+    GT_ENSURE(n >= 0 && (size_t)n < cap, GT_E_LIMIT, "sim root: path too long");
     return GT_OK;
 }
 
@@ -46,7 +55,8 @@ static gt_err root_key_id(const gt_pkey *key, uint8_t id[GT_SHA256_BYTES])
     uint8_t xy[2 * 66];
     size_t len = 0;
     GT_TRY(gt_pkey_ec_public_xy(key, xy, sizeof xy, &len));
-    GT_ENSURE(len == 96, GT_E_FORMAT, "sim root: not a P-384 key (%zu-byte point)", len);
+    GT_ENSURE(len == GT_P384_XY_BYTES, GT_E_FORMAT, "sim root: not a P-384 key (%zu-byte point)",
+              len);
     return gt_hash(GT_HASH_SHA256, id, xy, len);
 }
 
@@ -115,7 +125,7 @@ out:
     return err;
 }
 
-gt_err gt_sim_measure_exe(uint8_t out[GT_SIM_MEASUREMENT_BYTES], const char *path)
+gt_err gt_sim_measure_exe(uint8_t out[GT_MEASUREMENT_BYTES], const char *path)
 {
     const char *p = path != NULL ? path : "/proc/self/exe";
     return gt_err_wrap(gt_hash_file(GT_HASH_SHA384, out, p), "sim: measuring %s", p);
@@ -139,11 +149,11 @@ gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, cons
     gt_writer w = gt_writer_init_dynamic();
     gt_buf msg = {0}, sig = {0};
     gt_err err;
-    GT_TRY_GOTO(err, gt_writer_u16le(&w, GT_SIM_VERSION), out);
+    GT_TRY_GOTO(err, gt_writer_u16le(&w, GT_SIM_REPORT_VERSION), out);
     GT_TRY_GOTO(err, gt_writer_u16le(&w, flags), out);
     GT_TRY_GOTO(err, gt_writer_u32le(&w, claims->svn), out);
     GT_TRY_GOTO(err, gt_writer_u64le(&w, claims->issued_at), out);
-    GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->measurement, GT_SIM_MEASUREMENT_BYTES), out);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->measurement, GT_MEASUREMENT_BYTES), out);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, claims->report_data, GT_REPORT_DATA_BYTES), out);
     GT_TRY_GOTO(err, gt_writer_bytes(&w, id, sizeof id), out);
     GT_ENSURE_GOTO(err, w.len == GT_SIM_SIGNED_BYTES, out, GT_E_STATE, "sim: layout drift");
@@ -155,7 +165,7 @@ gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, cons
     GT_TRY_GOTO(err, gt_writer_bytes(&w, sig.data, sig.len), out);
     GT_TRY_GOTO(err, gt_buf_append(&ev->body, w.data, w.len), out);
     ev->type = GT_TEE_SIM;
-    ev->version = GT_SIM_VERSION;
+    ev->version = GT_SIM_REPORT_VERSION;
     ev->enveloped = true;
 out:
     gt_writer_free(&w);
@@ -174,8 +184,8 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
     gt_reader rd = gt_reader_init(data, len);
     uint16_t sig_len = 0;
     GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.version), "sim evidence"));
-    GT_ENSURE(r.version == GT_SIM_VERSION, GT_E_UNSUPPORTED, "sim evidence: version %u (expected %u)",
-              r.version, GT_SIM_VERSION);
+    GT_ENSURE(r.version == GT_SIM_REPORT_VERSION, GT_E_UNSUPPORTED,
+              "sim evidence: version %u (expected %u)", r.version, GT_SIM_REPORT_VERSION);
     GT_TRY(gt_err_wrap(gt_reader_u16le(&rd, &r.flags), "sim evidence"));
     GT_ENSURE((r.flags & ~GT_SIM_FLAGS_KNOWN) == 0, GT_E_FORMAT,
               "sim evidence: unknown flags 0x%04x", r.flags);
@@ -183,7 +193,7 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
               "sim evidence: cc_mode flag without the device flag");
     GT_TRY(gt_err_wrap(gt_reader_u32le(&rd, &r.claims.svn), "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_u64le(&rd, &r.claims.issued_at), "sim evidence"));
-    GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_SIM_MEASUREMENT_BYTES),
+    GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_MEASUREMENT_BYTES),
                        "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.report_data, GT_REPORT_DATA_BYTES),
                        "sim evidence"));
@@ -206,7 +216,7 @@ static gt_err sim_claims_json(const gt_sim_report *r, cJSON *c)
 {
     bool ok = cJSON_AddStringToObject(c, "security", GT_INSECURE_SIMULATION) != NULL;
     ok &= cJSON_AddNumberToObject(c, "version", r->version) != NULL;
-    GT_TRY(gt_claims_add_hex(c, "measurement", r->claims.measurement, GT_SIM_MEASUREMENT_BYTES));
+    GT_TRY(gt_claims_add_hex(c, "measurement", r->claims.measurement, GT_MEASUREMENT_BYTES));
     GT_TRY(gt_claims_add_hex(c, "report_data", r->claims.report_data, GT_REPORT_DATA_BYTES));
     ok &= cJSON_AddNumberToObject(c, "svn", r->claims.svn) != NULL;
     ok &= cJSON_AddBoolToObject(c, "debug", r->claims.debug) != NULL;
@@ -220,7 +230,8 @@ static gt_err sim_claims_json(const gt_sim_report *r, cJSON *c)
     return GT_OK;
 }
 
-// A caller root: a PEM public key (SubjectPublicKeyInfo) or a certificate whose key is used.
+// A caller root: a PEM public key (SubjectPublicKeyInfo) or a certificate whose key is used,
+// from the file's bytes (from its path only when the caller gave no bytes).
 static gt_err root_load(const gt_attest_file *f, gt_pkey **key)
 {
     *key = NULL;
@@ -238,7 +249,10 @@ static gt_err root_load(const gt_attest_file *f, gt_pkey **key)
         free(certs);
         return err;
     }
-    GT_ENSURE(f->path != NULL, GT_E_ARG, "sim root needs a PEM file path");
+    if (f->data.len > 0) {
+        return gt_pkey_parse_pem_public(key, f->data.data, f->data.len);
+    }
+    GT_ENSURE(f->path != NULL, GT_E_ARG, "sim root: neither bytes nor a PEM file path");
     return gt_pkey_load_pem(key, f->path, false);
 }
 

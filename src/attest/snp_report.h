@@ -15,6 +15,7 @@
 #ifndef GPUTRAVEL_ATTEST_SNP_REPORT_H
 #define GPUTRAVEL_ATTEST_SNP_REPORT_H
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/util.h>
 
@@ -26,9 +27,6 @@
 #define GT_SNP_SIGNED_BYTES 0x2A0       // bytes covered by the signature
 #define GT_SNP_SIG_FIELD_BYTES 72       // r, s: little-endian, zero-extended
 #define GT_SNP_SIG_RS_BYTES 96          // r || s, big-endian, 48 bytes each
-#define GT_SNP_VEK_PUB_BYTES 96         // P-384 x || y, big-endian
-#define GT_SNP_MEASUREMENT_BYTES 48
-#define GT_SNP_REPORT_DATA_BYTES 64
 #define GT_SNP_HOST_DATA_BYTES 32
 #define GT_SNP_CHIP_ID_BYTES 64
 #define GT_SNP_TURIN_HWID_BYTES 8      // Turin VCEK hwID: chip_id[0..8)
@@ -90,8 +88,8 @@ typedef struct {
     gt_snp_tcb current_tcb;    // 0x038
     uint64_t platform_info;    // 0x040
     uint32_t signer_info;      // 0x048: bit0 author_key_en, bit1 mask_chip_key, 2..4 signing_key
-    uint8_t report_data[GT_SNP_REPORT_DATA_BYTES];     // 0x050
-    uint8_t measurement[GT_SNP_MEASUREMENT_BYTES];     // 0x090
+    uint8_t report_data[GT_REPORT_DATA_BYTES];     // 0x050
+    uint8_t measurement[GT_MEASUREMENT_BYTES];     // 0x090
     uint8_t host_data[GT_SNP_HOST_DATA_BYTES];         // 0x0C0
     uint8_t id_key_digest[48];                         // 0x0E0
     uint8_t author_key_digest[48];                     // 0x110

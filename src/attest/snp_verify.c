@@ -2,7 +2,7 @@
 // the VEK's TCB/hwID extensions against the report (AMD 57230, "VCEK certificate extensions").
 #include "snp_report.h"
 
-#include "attest_internal.h"
+#include "chain.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -206,7 +206,7 @@ gt_err gt_snp_report_verify(gt_snp_verdict *v, const gt_snp_report *rep,
     e = gt_attest_leaf_ec_point(p->vek, xy, sizeof xy, &xy_len);
     if (e.code != GT_E_NONE) {
         add_reason(v, "VEK public key: %s", e.msg);
-    } else if (xy_len != GT_SNP_VEK_PUB_BYTES) {
+    } else if (xy_len != GT_P384_XY_BYTES) {
         add_reason(v, "VEK public key is not P-384 (%zu-byte point)", xy_len);
     } else {
         e = gt_snp_report_verify_signature(rep, xy, xy_len);

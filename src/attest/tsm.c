@@ -10,7 +10,7 @@
 //   read outblob, auxblob, provider
 //   read generation      -> g2    must be g1: a write while we read makes outblob someone else's
 //   rmdir ROOT/<entry>
-#include "attest_internal.h"
+#include "claims.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +43,13 @@ struct tdx_report_req {
 #endif
 
 _Static_assert(sizeof(struct tdx_report_req) == 64 + GT_TDX_TDREPORT_BYTES, "tdx uapi layout");
+// The kernel names its sizes, we name ours: the memcpy()s below rely on their agreeing.
+_Static_assert(sizeof(((struct tdx_report_req *)0)->reportdata) == GT_REPORT_DATA_BYTES,
+               "tdx uapi: reportdata is our report_data");
+_Static_assert(sizeof(((struct tdx_report_req *)0)->tdreport) == GT_TDX_TDREPORT_BYTES,
+               "tdx uapi: tdreport");
+_Static_assert(sizeof(((struct snp_report_req *)0)->user_data) == GT_REPORT_DATA_BYTES,
+               "snp uapi: user_data is our report_data");
 _Static_assert(sizeof(struct snp_report_req) == 96, "snp uapi layout");
 _Static_assert(sizeof(struct snp_report_resp) == 4000, "snp uapi layout");
 

@@ -38,6 +38,9 @@ GT_MUST_USE gt_err gt_cli_parse_u32(const char *flag, const char *s, uint32_t mi
 GT_MUST_USE gt_err gt_cli_parse_int(const char *flag, const char *s, int min, int max, int *out);
 GT_MUST_USE gt_err gt_cli_parse_double(const char *flag, const char *s, double min, double max,
                                        double *out);
+// The sim root for this process (the library's gt_sim_root_set) and for the processes it
+// starts (GT_SIM_ROOT): a command's --sim-root, or a demo's own directory.
+GT_MUST_USE gt_err gt_cli_sim_root_use(const char *dir);
 
 // `gputravel train --agreement ...` (collaborative training), in cmd_train_agreement.c.
 int gt_cli_train_agreement(int argc, char **argv);

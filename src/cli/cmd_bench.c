@@ -583,7 +583,7 @@ static gt_err run(const options *o, results *res)
     snprintf(sim_root, sizeof sim_root, "%s/sim-root", res->dir);
     snprintf(socket, sizeof socket, "%s/devd.sock", res->dir);
     snprintf(devd_log, sizeof devd_log, "%s/devd.log", res->dir);
-    setenv("GT_SIM_ROOT", sim_root, 1);
+    GT_TRY(gt_cli_sim_root_use(sim_root));
     gt_pkey *root = NULL;
     GT_TRY(gt_sim_root_open(&root, NULL, 0, sim_root, true));
     gt_pkey_free(root);

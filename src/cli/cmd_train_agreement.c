@@ -204,7 +204,7 @@ static gt_err open_device(const ta_options *o, ta_run *r, const char **socket)
         *socket = r->trip_sock;
     }
     if (o->sim_root != NULL) {
-        setenv("GT_SIM_ROOT", o->sim_root, 1);
+        GT_TRY(gt_cli_sim_root_use(o->sim_root));
     }
     printf("travel on the %s device: this trainer serves each trip on %s%s\n",
            gt_device_kind_name(o->kind), *socket,

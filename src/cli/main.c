@@ -1,7 +1,9 @@
 // gputravel: one binary, one subcommand per file. main() parses the global options, sets the log
-// level once, and hands argv to the subcommand.
+// level and the sim root once (the library reads no environment: the CLI does, here), and hands
+// argv to the subcommand.
 #include "cli.h"
 
+#include <gputravel/attest.h>
 #include <gputravel/kernels.h>
 
 #include <getopt.h>
@@ -54,7 +56,47 @@ static void usage(FILE *out)
         }
         fprintf(out, "  %-16s %s\n", name, commands[i].summary);
     }
-    fprintf(out, "\nRun 'gputravel COMMAND --help' for a command's options.\n");
+    fprintf(out,
+            "\nenvironment:\n"
+            "  GT_SIM_ROOT    the simulated platform root directory: sim evidence keys, and devd's\n"
+            "                 vendor root and identity (a command's --sim-root DIR wins); the\n"
+            "                 processes a command starts (devd, holders) inherit it\n"
+            "  XDG_DATA_HOME  without GT_SIM_ROOT: $XDG_DATA_HOME/gputravel/sim-root\n"
+            "  HOME           without either: $HOME/.local/share/gputravel/sim-root\n"
+            "  (with none of them, commands that need a sim root fail and say what to set)\n"
+            "  GT_CPU_SIMD    off: the cpu kernels take their scalar paths (every command)\n"
+            "\nRun 'gputravel COMMAND --help' for a command's options.\n");
+}
+
+gt_err gt_cli_sim_root_use(const char *dir)
+{
+    GT_TRY(gt_sim_root_set(dir));
+    GT_ENSURE(setenv("GT_SIM_ROOT", dir, 1) == 0, GT_E_ARG, "cannot set GT_SIM_ROOT to %s", dir);
+    return GT_OK;
+}
+
+// The default sim root, from the environment as usage() documents it.
+static void sim_root_from_environment(void)
+{
+    const char *env = getenv("GT_SIM_ROOT"), *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    char dir[4096];
+    int n = -1;
+    if (env != NULL && env[0] != '\0') {
+        n = snprintf(dir, sizeof dir, "%s", env);
+    } else if (xdg != NULL && xdg[0] == '/') {
+        n = snprintf(dir, sizeof dir, "%s/gputravel/sim-root", xdg);
+    } else if (home != NULL && home[0] != '\0') {
+        n = snprintf(dir, sizeof dir, "%s/.local/share/gputravel/sim-root", home);
+    }
+    if (n < 0) {
+        return;  // none: a command that needs one fails with what to set
+    }
+    gt_err e = (size_t)n < sizeof dir ? gt_sim_root_set(dir)
+                                       : gt_errf(GT_E_LIMIT, "sim root: path too long");
+    if (!gt_is_ok(e)) {
+        gt_log_warn("%s", e.msg);
+    }
 }
 
 int gt_cli_fail(const char *cmd, gt_err e)
@@ -147,6 +189,7 @@ int main(int argc, char **argv)
         }
     }
     gt_log_set_level(gt_cli.verbose ? GT_LOG_DEBUG : gt_cli.quiet ? GT_LOG_WARN : GT_LOG_INFO);
+    sim_root_from_environment();
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         if (command_is(commands[c].name, name)) {
             optind = 1;  // each command runs its own getopt_long over argv[i..]

@@ -41,6 +41,22 @@ gt_err gt_pkey_load_pem(gt_pkey **key, const char *path, bool private_key)
     return gt_crypto_pkey_wrap(key, pkey);
 }
 
+gt_err gt_pkey_parse_pem_public(gt_pkey **key, const void *pem, size_t len)
+{
+    *key = NULL;
+    GT_ENSURE(len <= GT_PKEY_PEM_MAX_BYTES, GT_E_LIMIT, "pkey: PEM of %zu bytes is too long", len);
+    // A read-only BIO over the caller's bytes: OpenSSL reads at most len of them.
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    GT_ENSURE(bio != NULL, GT_E_NOMEM, "pkey: out of memory");
+    EVP_PKEY *pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    if (pkey == NULL) {
+        ERR_clear_error();
+        return gt_errf(GT_E_FORMAT, "pkey: no PEM public key");
+    }
+    return gt_crypto_pkey_wrap(key, pkey);
+}
+
 gt_err gt_pkey_save_pem(const gt_pkey *key, const char *path, bool private_key)
 {
     // A secure-memory BIO: its buffer is wiped when freed (and we wipe it ourselves too).

@@ -90,7 +90,7 @@ struct devd_session {
     int fd;
     uint64_t id;
     bool holder;     // attached with a ticket: may only alloc, load_sealed, free, return
-    uint8_t agreement[GT_SIM_AGREEMENT_BYTES];  // from its hello (appraised evidence binds it)
+    uint8_t agreement[GT_SHA256_BYTES];  // from its hello (appraised evidence binds it)
     gt_sim_keys keys;
     uint8_t *bounce;
     size_t bounce_bytes;
@@ -1023,7 +1023,7 @@ static gt_err attach_check(devd_session *h, const devd_session *t)
         st = gt_err_wrap(open, "devd: the trip has ended");
     } else if (!gt_ct_equal(m.ticket, d->trip.ticket, GT_SIM_TICKET_BYTES)) {
         st = gt_errf(GT_E_AUTH, "devd: wrong travel ticket");
-    } else if (!gt_ct_equal(h->agreement, t->agreement, GT_SIM_AGREEMENT_BYTES)) {
+    } else if (!gt_ct_equal(h->agreement, t->agreement, GT_SHA256_BYTES)) {
         st = gt_errf(GT_E_POLICY, "devd: the holder's agreement hash is not the lending "
                      "trainer's");
     }

@@ -110,13 +110,13 @@ gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat)
 }
 
 gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
-                              uint8_t report_data[GT_DEVICE_REPORT_DATA_BYTES])
+                              uint8_t report_data[GT_REPORT_DATA_BYTES])
 {
     GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_evidence(dev->impl, evidence, report_data);
 }
 
-gt_err gt_device_sim_measurement(gt_device *dev, uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+gt_err gt_device_sim_measurement(gt_device *dev, uint8_t out[GT_MEASUREMENT_BYTES])
 {
     GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_measurement(dev->impl, out);
@@ -175,7 +175,7 @@ gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
 // ---- sim travelling ---------------------------------------------------------------------------
 
 gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,
-                          uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+                          uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     GT_ENSURE(dev->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_lend(dev->impl, lease_ms, ticket);
@@ -226,7 +226,7 @@ gt_err gt_device_sim_recall(gt_device *dev)
 
 gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
                             const gt_device_sim_options *opt,
-                            const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+                            const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     *holder = NULL;
     gt_device *dev = NULL;
@@ -242,7 +242,7 @@ gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
 
 gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
                                  const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
-                                 const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                 const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                  const uint8_t key[32])
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
@@ -252,7 +252,7 @@ gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_of
 
 gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst_offset, int fd,
                                     uint64_t file_offset, uint64_t len, const uint8_t iv[12],
-                                    const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                    const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                     const uint8_t key[32])
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
@@ -272,7 +272,7 @@ gt_err gt_device_sim_return_stay(gt_device *holder)
     return gt_device_sim_impl_return_stay(holder->impl);
 }
 
-gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_reattach(holder->impl, ticket);

@@ -51,7 +51,7 @@ typedef struct {  // nvmlConfComputeGpuAttestationReport_t
     unsigned int isCecAttestationReportPresent;
     unsigned int attestationReportSize;
     unsigned int cecAttestationReportSize;
-    unsigned char nonce[GT_NVML_CC_NONCE_BYTES];  // in: the nonce
+    unsigned char nonce[GT_NVGPU_NONCE_BYTES];  // in: the nonce
     unsigned char attestationReport[GT_NVML_CC_REPORT_MAX];
     unsigned char cecAttestationReport[GT_NVML_CC_CEC_REPORT_MAX];
 } nvml_cc_report;
@@ -180,7 +180,7 @@ static gt_err buf_set(gt_buf *b, const void *p, unsigned int n, unsigned int max
     return n > 0 ? gt_buf_append(b, p, n) : GT_OK;
 }
 
-gt_err gt_nvml_cc_evidence(const char *pci_bus_id, const uint8_t nonce[GT_NVML_CC_NONCE_BYTES],
+gt_err gt_nvml_cc_evidence(const char *pci_bus_id, const uint8_t nonce[GT_NVGPU_NONCE_BYTES],
                            gt_cc_evidence *ev)
 {
     memset(ev, 0, sizeof *ev);
@@ -202,7 +202,7 @@ gt_err gt_nvml_cc_evidence(const char *pci_bus_id, const uint8_t nonce[GT_NVML_C
                                                            : a.by_index(0, &dev);
     GT_ENSURE_GOTO(err, r == NVML_SUCCESS, out, GT_E_NOTFOUND, "nvml: GPU %s: %s",
                    pci_bus_id != NULL ? pci_bus_id : "0", nvml_msg(&a, r));
-    memcpy(rep->nonce, nonce, GT_NVML_CC_NONCE_BYTES);
+    memcpy(rep->nonce, nonce, GT_NVGPU_NONCE_BYTES);
     r = a.cc_report(dev, rep);
     GT_ENSURE_GOTO(err, r != NVML_ERROR_NOT_SUPPORTED, out, GT_E_UNSUPPORTED,
                    "not CC: attestation report not supported (%s)", nvml_msg(&a, r));
@@ -211,7 +211,7 @@ gt_err gt_nvml_cc_evidence(const char *pci_bus_id, const uint8_t nonce[GT_NVML_C
     r = a.cc_cert(dev, cert);
     GT_ENSURE_GOTO(err, r == NVML_SUCCESS, out, GT_E_IO,
                    "nvmlDeviceGetConfComputeGpuCertificate: %s", nvml_msg(&a, r));
-    memcpy(ev->nonce, nonce, GT_NVML_CC_NONCE_BYTES);
+    memcpy(ev->nonce, nonce, GT_NVGPU_NONCE_BYTES);
     GT_TRY_GOTO(err, buf_set(&ev->report, rep->attestationReport, rep->attestationReportSize,
                              GT_NVML_CC_REPORT_MAX, "attestation report"), out);
     GT_ENSURE_GOTO(err, ev->report.len > 0, out, GT_E_FORMAT, "nvml: empty attestation report");

@@ -9,6 +9,7 @@
 #ifndef GT_DEVICE_NVML_CC_H
 #define GT_DEVICE_NVML_CC_H
 
+#include <gputravel/attest.h>
 #include <gputravel/util.h>
 
 #include <stdbool.h>
@@ -36,14 +37,13 @@ typedef struct {
 // st->cc_on false with the reason in st->why ("not CC").
 GT_MUST_USE gt_err gt_nvml_cc_state(gt_cc_state *st);
 
-#define GT_NVML_CC_NONCE_BYTES 32
 #define GT_NVML_CC_REPORT_MAX 0x2000
 #define GT_NVML_CC_CEC_REPORT_MAX 0x1000
 #define GT_NVML_CC_CERT_CHAIN_MAX 0x1000
 #define GT_NVML_CC_ATTESTATION_CERT_CHAIN_MAX 0x1400
 
 typedef struct {
-    uint8_t nonce[GT_NVML_CC_NONCE_BYTES];  // the nonce the report answers
+    uint8_t nonce[GT_NVGPU_NONCE_BYTES];  // the nonce the report answers
     gt_buf report;                 // SPDM evidence (attestation report), <= 8 KiB
     gt_buf cec_report;             // CEC attestation report when present (else len 0)
     gt_buf cert_chain;             // GPU certificate chain
@@ -56,7 +56,7 @@ typedef struct {
 // NVML is missing, CC is off or the driver does not offer the report; ev is then empty.
 // The caller frees ev with gt_cc_evidence_free.
 GT_MUST_USE gt_err gt_nvml_cc_evidence(const char *pci_bus_id,
-                                       const uint8_t nonce[GT_NVML_CC_NONCE_BYTES],
+                                       const uint8_t nonce[GT_NVGPU_NONCE_BYTES],
                                        gt_cc_evidence *ev);
 void gt_cc_evidence_free(gt_cc_evidence *ev);
 

@@ -214,15 +214,15 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
 }
 
 gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
-                                   uint8_t report_data[GT_SIM_REPORT_DATA_BYTES])
+                                   uint8_t report_data[GT_REPORT_DATA_BYTES])
 {
     gt_sim_conn *c = impl;
     *evidence = gt_buf_span(&c->device_evidence);
-    memcpy(report_data, c->device_report_data, GT_SIM_REPORT_DATA_BYTES);
+    memcpy(report_data, c->device_report_data, GT_REPORT_DATA_BYTES);
     return GT_OK;
 }
 
-gt_err gt_device_sim_impl_measurement(void *impl, uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+gt_err gt_device_sim_impl_measurement(void *impl, uint8_t out[GT_MEASUREMENT_BYTES])
 {
     return gt_sim_conn_measurement(impl, out);
 }

@@ -11,9 +11,9 @@ GT_MUST_USE gt_err gt_device_sim_open_opts(const gt_device_config *cfg,
                                            const gt_device_backend **ops);
 GT_MUST_USE gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat);
 GT_MUST_USE gt_err gt_device_sim_impl_evidence(void *impl, gt_span *evidence,
-                                               uint8_t report_data[GT_SIM_REPORT_DATA_BYTES]);
+                                               uint8_t report_data[GT_REPORT_DATA_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_measurement(void *impl,
-                                                  uint8_t out[GT_DEVICE_MEASUREMENT_BYTES]);
+                                                  uint8_t out[GT_MEASUREMENT_BYTES]);
 
 // Travelling (device.h gt_device_sim_lend ... wait_return).
 GT_MUST_USE gt_err gt_device_sim_impl_lend(void *impl, uint32_t lease_ms,

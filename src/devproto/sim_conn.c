@@ -118,7 +118,7 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     uint8_t *rx = malloc(GT_SIM_MAX_FRAME);
     int bounce_fd = -1;
     size_t rx_len = 0;
-    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_SIM_REPORT_DATA_BYTES];
+    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_REPORT_DATA_BYTES];
     gt_sim_client_hello ch;
     gt_sim_server_hello sh;
     memset(&ch, 0, sizeof ch);
@@ -254,10 +254,10 @@ gt_err gt_sim_conn_attach(gt_sim_conn *c, const uint8_t ticket[GT_SIM_TICKET_BYT
     return GT_OK;
 }
 
-gt_err gt_sim_conn_measurement(const gt_sim_conn *c, uint8_t out[GT_SIM_MEASUREMENT_BYTES])
+gt_err gt_sim_conn_measurement(const gt_sim_conn *c, uint8_t out[GT_MEASUREMENT_BYTES])
 {
     GT_ENSURE(c->has_measurement, GT_E_NOTFOUND,
               "sim device: no measurement kept (a custom appraise hook judged the device)");
-    memcpy(out, c->device_measurement, GT_SIM_MEASUREMENT_BYTES);
+    memcpy(out, c->device_measurement, GT_MEASUREMENT_BYTES);
     return GT_OK;
 }

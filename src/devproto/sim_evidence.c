@@ -19,23 +19,23 @@ struct gt_sim_identity {
     gt_pkey *key;        // the device identity key
     gt_buf pem;          // its public key, PEM (root-pub.pem of the identity directory)
     gt_buf cert_sig;     // the vendor root's signature over the identity public key
-    uint8_t measurement[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t measurement[GT_MEASUREMENT_BYTES];
 };
 
-static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_SIM_P384_XY_BYTES])
+static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_P384_XY_BYTES])
 {
     size_t len = 0;
-    GT_TRY(gt_pkey_ec_public_xy(k, out, GT_SIM_P384_XY_BYTES, &len));
-    GT_ENSURE(len == GT_SIM_P384_XY_BYTES, GT_E_FORMAT, "sim device: not a P-384 key (%zu bytes)",
+    GT_TRY(gt_pkey_ec_public_xy(k, out, GT_P384_XY_BYTES, &len));
+    GT_ENSURE(len == GT_P384_XY_BYTES, GT_E_FORMAT, "sim device: not a P-384 key (%zu bytes)",
               len);
     return GT_OK;
 }
 
-#define CERT_MSG_BYTES (sizeof(GT_SIM_DEV_CERT_TAG) - 1 + GT_SIM_P384_XY_BYTES)
-static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_SIM_P384_XY_BYTES])
+#define CERT_MSG_BYTES (sizeof(GT_SIM_DEV_CERT_TAG) - 1 + GT_P384_XY_BYTES)
+static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_P384_XY_BYTES])
 {
     memcpy(out, GT_SIM_DEV_CERT_TAG, sizeof(GT_SIM_DEV_CERT_TAG) - 1);
-    memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_SIM_P384_XY_BYTES);
+    memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_P384_XY_BYTES);
 }
 
 gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
@@ -45,7 +45,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     gt_err err = GT_OK;
     gt_pkey *vendor = NULL;
     char dir[4096], pub[4096 + 32];
-    uint8_t xy[GT_SIM_P384_XY_BYTES], msg[CERT_MSG_BYTES];
+    uint8_t xy[GT_P384_XY_BYTES], msg[CERT_MSG_BYTES];
     gt_sim_identity *id = calloc(1, sizeof *id);
     GT_ENSURE(id != NULL, GT_E_NOMEM, "sim identity: out of memory");
     if (identity_dir == NULL) {
@@ -161,23 +161,6 @@ static gt_err appraisal_error(const gt_appraisal *a, const char *who)
                    text[0] ? text : "no reason given");
 }
 
-// Writes bytes to a private temporary file (attest loads PEM roots from paths).
-static gt_err temp_file(char *path, size_t cap, gt_span bytes)
-{
-    const char *base = getenv("TMPDIR");
-    int n = snprintf(path, cap, "%s/gt-devd-id-XXXXXX", base && *base ? base : "/tmp");
-    GT_ENSURE(n > 0 && (size_t)n < cap, GT_E_LIMIT, "temporary path too long");
-    int fd = mkstemp(path);
-    GT_ENSURE(fd >= 0, GT_E_IO, "temporary file %s: %s", path, strerror(errno));
-    ssize_t w = write(fd, bytes.data, bytes.len);
-    close(fd);
-    if (w < 0 || (size_t)w != bytes.len) {
-        unlink(path);
-        return gt_errf(GT_E_IO, "temporary file %s: short write", path);
-    }
-    return GT_OK;
-}
-
 gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_data,
                                        const char *vendor_root_pub_pem, const gt_policy *policy,
                                        cJSON **claims_out)
@@ -193,9 +176,8 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
     gt_appraisal a;
     memset(&a, 0, sizeof a);
     bool appraised = false;
-    char vpath[4096 + 32], tmp[4096];
-    tmp[0] = '\0';
-    uint8_t vxy[GT_SIM_P384_XY_BYTES], ixy[GT_SIM_P384_XY_BYTES], msg[CERT_MSG_BYTES];
+    char vpath[4096 + 32];
+    uint8_t vxy[GT_P384_XY_BYTES], ixy[GT_P384_XY_BYTES], msg[CERT_MSG_BYTES];
     if (vendor_root_pub_pem == NULL) {
         char root[4000];
         GT_TRY_GOTO(err, gt_sim_root_dir(root, sizeof root, NULL), out);
@@ -205,8 +187,8 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
     GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&vendor, vendor_root_pub_pem, false),
                                  "device evidence: vendor root: "), out);
     GT_TRY_GOTO(err, xy_of(vendor, vxy), out);
-    GT_TRY_GOTO(err, temp_file(tmp, sizeof tmp, b.identity_pem), out);
-    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_load_pem(&ident, tmp, false),
+    GT_TRY_GOTO(err, gt_err_wrap(gt_pkey_parse_pem_public(&ident, b.identity_pem.data,
+                                                          b.identity_pem.len),
                                  "device evidence: identity key: "), out);
     GT_TRY_GOTO(err, xy_of(ident, ixy), out);
     // the identity key is certified by the vendor root
@@ -221,7 +203,7 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
                                          sizeof default_device_policy - 1), out);
         policy = own;
     }
-    gt_attest_file root = {.path = tmp, .data = b.identity_pem};
+    gt_attest_file root = {.path = NULL, .data = b.identity_pem};  // bytes only: no file
     gt_appraise_params p;
     memset(&p, 0, sizeof p);
     p.roots = &root;
@@ -241,9 +223,6 @@ gt_err gt_sim_device_evidence_appraise(gt_span bundle, const uint8_t *report_dat
         a.claims = NULL;
     }
 out:
-    if (tmp[0] != '\0') {
-        unlink(tmp);
-    }
     if (appraised) {
         gt_appraisal_free(&a);
     }

@@ -140,13 +140,13 @@ gt_err gt_sim_refuse_parse(gt_span body, gt_sim_status *refused)
     return GT_OK;
 }
 
-gt_err gt_sim_client_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES], const gt_sim_client_hello *h)
+gt_err gt_sim_client_report_data(uint8_t rd[GT_REPORT_DATA_BYTES], const gt_sim_client_hello *h)
 {
     return gt_attest_report_data_build(rd, GT_SIM_TAG_CLIENT_RD, h->nonce, sizeof h->nonce, h->pub,
                                        sizeof h->pub, h->agreement, sizeof h->agreement);
 }
 
-gt_err gt_sim_device_report_data(uint8_t rd[GT_SIM_REPORT_DATA_BYTES],
+gt_err gt_sim_device_report_data(uint8_t rd[GT_REPORT_DATA_BYTES],
                                  const uint8_t client_nonce[GT_SIM_NONCE_BYTES],
                                  const gt_sim_server_hello *sh, gt_span client_hello_body)
 {

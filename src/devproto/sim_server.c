@@ -7,7 +7,7 @@
 
 gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
                                const gt_sim_server_params *p, gt_sim_keys *keys,
-                               uint8_t agreement[GT_SIM_AGREEMENT_BYTES])
+                               uint8_t agreement[GT_SHA256_BYTES])
 {
     gt_err err = GT_OK;
     size_t ch_len = 0;
@@ -15,7 +15,7 @@ gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
     int bounce_fd = -1;
     gt_buf ev = {0};
     gt_writer w = gt_writer_init_dynamic();
-    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_SIM_REPORT_DATA_BYTES];
+    uint8_t sec[GT_X25519_BYTES], shared[GT_X25519_BYTES], rd[GT_REPORT_DATA_BYTES];
     gt_sim_client_hello ch;
     memset(&ch, 0, sizeof ch);
 
@@ -25,7 +25,7 @@ gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
     memcpy(ch_body, rx, ch_len);
     gt_span ch_span = {ch_body, ch_len};
     GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
-    memcpy(agreement, ch.agreement, GT_SIM_AGREEMENT_BYTES);
+    memcpy(agreement, ch.agreement, GT_SHA256_BYTES);
     // client evidence: bound to its nonce, its X25519 key and the agreement
     GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);
     GT_TRY_GOTO(err, p->appraise(p->appraise_ctx, ch.evidence, rd), refuse);

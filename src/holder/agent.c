@@ -372,7 +372,7 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
     GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
     *attested_at = gt_now_seconds();
-    uint8_t m[GT_DEVICE_MEASUREMENT_BYTES] = {0};
+    uint8_t m[GT_MEASUREMENT_BYTES] = {0};
     gt_err err = gt_holder_device_check(a->cfg.agreement, gt_device_sim_measurement(*out, m), m);
     if (!gt_is_ok(err)) {
         gt_device_close(*out);  // attached, never returned: the trip fails, nothing loaded

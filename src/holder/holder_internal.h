@@ -12,8 +12,9 @@
 // device.accepted_measurements: GT_OK when the list is empty or holds m, else GT_E_POLICY (or
 // got's error) saying why.
 GT_MUST_USE gt_err gt_holder_device_check(const gt_agreement *agreement, gt_err got,
-                                          const uint8_t m[GT_DEVICE_MEASUREMENT_BYTES]);
-GT_MUST_USE gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket[32],
+                                          const uint8_t m[GT_MEASUREMENT_BYTES]);
+GT_MUST_USE gt_err gt_holder_trip_attach(const gt_agreement *agreement,
+                                         const uint8_t ticket[GT_SIM_TICKET_BYTES],
                                          const char *address, gt_device_trip_carrier **carrier);
 // Reads chunk `chunk` of the dataset in dataset_dir (header checked against m), derives its key,
 // opens it in this process and hands it over. *loaded = plaintext bytes. On failure the trip is

@@ -8,7 +8,8 @@
 
 #define TRIP_RELEASE_TIMEOUT_MS (3600 * 1000)
 
-gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket[32],
+gt_err gt_holder_trip_attach(const gt_agreement *agreement,
+                             const uint8_t ticket[GT_SIM_TICKET_BYTES],
                              const char *address, gt_device_trip_carrier **carrier)
 {
     *carrier = NULL;
@@ -23,7 +24,7 @@ gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket
     memcpy(opt.agreement_hash, agreement->hash, sizeof opt.agreement_hash);
     gt_device_trip_carrier *c = NULL;
     GT_TRY(gt_err_wrap(gt_device_trip_attach(&c, address, &opt, ticket), "travelling device"));
-    uint8_t m[GT_DEVICE_MEASUREMENT_BYTES] = {0};
+    uint8_t m[GT_MEASUREMENT_BYTES] = {0};
     gt_err err = gt_holder_device_check(agreement, gt_device_trip_measurement(c, m), m);
     if (!gt_is_ok(err)) {
         gt_device_trip_carrier_close(c);  // BYE: the trainer's trip fails at once
@@ -34,7 +35,7 @@ gt_err gt_holder_trip_attach(const gt_agreement *agreement, const uint8_t ticket
 }
 
 gt_err gt_holder_device_check(const gt_agreement *agreement, gt_err got,
-                              const uint8_t m[GT_DEVICE_MEASUREMENT_BYTES])
+                              const uint8_t m[GT_MEASUREMENT_BYTES])
 {
     const gt_measurement_list *accepted = &agreement->device_measurements;
     if (accepted->count == 0) {
@@ -42,8 +43,8 @@ gt_err gt_holder_device_check(const gt_agreement *agreement, gt_err got,
     }
     GT_TRY(got);
     if (!gt_measurement_allowed(accepted, m)) {
-        char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
-        gt_hex_encode(hex, sizeof hex, m, GT_DEVICE_MEASUREMENT_BYTES);
+        char hex[2 * GT_MEASUREMENT_BYTES + 1];
+        gt_hex_encode(hex, sizeof hex, m, GT_MEASUREMENT_BYTES);
         return gt_errf(GT_E_POLICY, "travelling device: measurement %.16s... is not one the "
                                     "agreement accepts", hex);
     }

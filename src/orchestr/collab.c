@@ -213,10 +213,10 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     if (gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM && a->device_measurements.count > 0) {
         // The agreement names the devices it accepts: this one must be one of them (a device
         // whose evidence a custom hook judged keeps no measurement; that hook decided).
-        uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+        uint8_t m[GT_MEASUREMENT_BYTES];
         gt_err e = gt_device_sim_measurement(cfg->dev, m);
         if (gt_is_ok(e) && !gt_measurement_allowed(&a->device_measurements, m)) {
-            char hex[2 * GT_DEVICE_MEASUREMENT_BYTES + 1];
+            char hex[2 * GT_MEASUREMENT_BYTES + 1];
             gt_hex_encode(hex, sizeof hex, m, sizeof m);
             return gt_errf(GT_E_POLICY, "the device's measurement %.16s... is not one the "
                                         "agreement accepts", hex);

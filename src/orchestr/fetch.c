@@ -85,7 +85,7 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
     gt_err err = GT_OK;
     gt_buf body = {0};
     gt_hp_travel m = {.chunk = chunk};
-    _Static_assert(sizeof m.ticket == GT_DEVICE_TICKET_BYTES, "TRAVEL carries a device ticket");
+    _Static_assert(sizeof m.ticket == GT_SIM_TICKET_BYTES, "TRAVEL carries a device ticket");
     _Static_assert(sizeof m.device == GT_DEVICE_TRIP_ADDRESS_MAX, "TRAVEL carries a trip address");
     memcpy(m.device, device_address, alen);
     // From here the device is away: only wait_return works on it until the trip ends.

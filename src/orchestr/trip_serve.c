@@ -4,10 +4,14 @@
 
 #include "orchestr_internal.h"
 
+// The sealed chunk's AAD (seal.h) goes to the device as the wire's (devproto.h): devproto cannot
+// see seal, so each names it, and here, where both are visible, they must agree.
+_Static_assert(GT_CHUNK_AAD_BYTES == GT_SIM_LOAD_AAD_BYTES, "chunk AAD: seal and devproto");
+
 #include <string.h>
 
 gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev, const char *socket_path,
-                      const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES], uint32_t lease_ms,
+                      const uint8_t agreement_hash[GT_SHA256_BYTES], uint32_t lease_ms,
                       gt_device_trip **trip, gt_dbuf *out, uint64_t *tokens)
 {
     *trip = NULL;

@@ -32,7 +32,7 @@ struct gt_ipc_trip {
     gt_trip_state state;  // changed only by trip_step (the trip state machine)
     uint32_t fail_code;
     uint8_t ticket[GT_SIM_TICKET_BYTES];
-    uint8_t agreement[GT_SIM_AGREEMENT_BYTES];
+    uint8_t agreement[GT_SHA256_BYTES];
     double lease_end;
     gt_sim_identity *identity;
     gt_sim_admission *admission;
@@ -228,7 +228,7 @@ static gt_err try_attach(gt_ipc_trip *t, int fd)
     t->watch = (gt_sim_watch){.fd = t->listen_fd, .on_watch = refuse_other, .ctx = t,
                               .timeout_ms = TRIP_HELLO_TIMEOUT_MS, .fd2 = -1,
                               .deadline = t->lease_end};
-    uint8_t agreement[GT_SIM_AGREEMENT_BYTES] = {0};
+    uint8_t agreement[GT_SHA256_BYTES] = {0};
     gt_sim_server_params p = {.slot_count = TRIP_SLOTS, .slot_bytes = TRIP_SLOT_BYTES,
                               .produce = t->attester.produce ? t->attester.produce
                                                              : gt_sim_identity_produce,
@@ -246,7 +246,7 @@ static gt_err try_attach(gt_ipc_trip *t, int fd)
         st = gt_errf(GT_E_STATE, "trip: %s before attach", gt_sim_msg_name(m.type));
     } else if (!gt_ct_equal(m.ticket, t->ticket, GT_SIM_TICKET_BYTES)) {
         st = gt_errf(GT_E_AUTH, "trip: wrong travel ticket");
-    } else if (!gt_ct_equal(agreement, t->agreement, GT_SIM_AGREEMENT_BYTES)) {
+    } else if (!gt_ct_equal(agreement, t->agreement, GT_SHA256_BYTES)) {
         st = gt_errf(GT_E_POLICY, "trip: the holder's agreement hash is not the trainer's");
     }
     gt_secure_zero(&m, sizeof m);

@@ -39,7 +39,7 @@ typedef struct {
     // appraise: admission of the holder's evidence (NULL: devd's default admission policy).
     gt_device_attester attester;
     const char *identity_dir;     // NULL: <sim root>/devd-identity
-    uint8_t agreement_hash[GT_SIM_AGREEMENT_BYTES];  // the holder's must be the same
+    uint8_t agreement_hash[GT_SHA256_BYTES];  // the holder's must be the same
     uint32_t lease_ms;            // 1 .. GT_SIM_MAX_LEASE_MS: until the handoff
 } gt_ipc_trip_config;
 

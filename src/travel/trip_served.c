@@ -69,8 +69,8 @@ struct gt_device_trip {
 
 gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *socket_path,
                            uint32_t lease_ms, int peer_fd,
-                           const uint8_t agreement_hash[GT_DEVICE_AGREEMENT_BYTES],
-                           uint8_t ticket[GT_DEVICE_TICKET_BYTES], char *address,
+                           const uint8_t agreement_hash[GT_SHA256_BYTES],
+                           uint8_t ticket[GT_SIM_TICKET_BYTES], char *address,
                            size_t address_cap)
 {
     *out = NULL;
@@ -110,7 +110,7 @@ gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *soc
     return GT_OK;
 }
 
-gt_err gt_device_trip_wait(gt_device_trip *t, const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+gt_err gt_device_trip_wait(gt_device_trip *t, const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                            uint64_t bytes, gt_dbuf *out)
 {
     return gt_ipc_trip_wait(t->trip, &t->imp, aad, bytes, out);
@@ -165,7 +165,7 @@ static void carrier_free_buffer(gt_device_trip_carrier *c)
 // The chunk into this holder's memory, opened; ipc: what RETURN_IPC carries, *fd: what goes with it.
 static gt_err carrier_load(gt_device_trip_carrier *c, gt_device_kind kind,
                            const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
-                           const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES], const uint8_t key[32],
+                           const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], const uint8_t key[32],
                            uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int *fd)
 {
     *fd = -1;
@@ -187,7 +187,7 @@ static gt_err carrier_load(gt_device_trip_carrier *c, gt_device_kind kind,
 
 gt_err gt_device_trip_attach(gt_device_trip_carrier **out, const char *address,
                              const gt_device_sim_options *opt,
-                             const uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+                             const uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     *out = NULL;
     gt_device_kind kind = GT_DEVICE_SIM;
@@ -210,14 +210,14 @@ gt_err gt_device_trip_attach(gt_device_trip_carrier **out, const char *address,
 }
 
 gt_err gt_device_trip_measurement(gt_device_trip_carrier *c,
-                                  uint8_t out[GT_DEVICE_MEASUREMENT_BYTES])
+                                  uint8_t out[GT_MEASUREMENT_BYTES])
 {
     return gt_sim_conn_measurement(&c->conn, out);
 }
 
 gt_err gt_device_trip_hand_over(gt_device_trip_carrier *c, const uint8_t *ct_and_tag,
                                 uint64_t len, const uint8_t iv[12],
-                                const uint8_t aad[GT_DEVICE_CHUNK_AAD_BYTES],
+                                const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                 const uint8_t key[32])
 {
     GT_ENSURE(c->attached && !c->handed_over, GT_E_STATE, "trip: not attached, or handed over");

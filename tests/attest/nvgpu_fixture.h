@@ -93,13 +93,13 @@ static inline gt_nvgpu_verify_params nv_params(const nv_sample *s, int64_t at)
     };
 }
 
-static inline void nv_leaf_pub(const nv_sample *s, uint8_t xy[GT_NVGPU_PUB_BYTES])
+static inline void nv_leaf_pub(const nv_sample *s, uint8_t xy[GT_P384_XY_BYTES])
 {
     gt_pkey *key = NULL;
     size_t len = 0;
     GT_ASSERT_OK(gt_x509_public_key(s->chain[0], &key));
-    GT_ASSERT_OK(gt_pkey_ec_public_xy(key, xy, GT_NVGPU_PUB_BYTES, &len));
-    assert_int_equal(len, GT_NVGPU_PUB_BYTES);
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(key, xy, GT_P384_XY_BYTES, &len));
+    assert_int_equal(len, GT_P384_XY_BYTES);
     gt_pkey_free(key);
 }
 
@@ -108,7 +108,7 @@ static inline void nv_leaf_pub(const nv_sample *s, uint8_t xy[GT_NVGPU_PUB_BYTES
 // check with the leaf key parsed once. Restores the bytes.
 static inline void nv_flip_bits(nv_sample *s, size_t first_bit, size_t end_bit)
 {
-    uint8_t xy[GT_NVGPU_PUB_BYTES];
+    uint8_t xy[GT_P384_XY_BYTES];
     nv_leaf_pub(s, xy);
     gt_nvgpu_evidence *ev = malloc(sizeof *ev);
     assert_non_null(ev);

@@ -6,7 +6,7 @@
 
 #include <gputravel/attest.h>
 
-#include "attest/attest_internal.h"
+#include "attest/policy.h"
 
 #include <stdlib.h>
 #include <string.h>

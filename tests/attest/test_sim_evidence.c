@@ -5,7 +5,8 @@
 
 #include <gputravel/attest.h>
 
-#include "attest/attest_internal.h"
+#include "attest/claims.h"
+#include "attest/sim_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static int teardown(void **state)
 static gt_sim_claims sample_claims(void)
 {
     gt_sim_claims c = {.svn = 7, .issued_at = 1700000000};
-    for (int i = 0; i < GT_SIM_MEASUREMENT_BYTES; i++) {
+    for (int i = 0; i < GT_MEASUREMENT_BYTES; i++) {
         c.measurement[i] = (uint8_t)(0xA0 + i);
     }
     for (int i = 0; i < GT_REPORT_DATA_BYTES; i++) {
@@ -133,7 +134,7 @@ static void collect_measures_the_running_executable(void **state)
     gt_collect_params cp = {.type = GT_TEE_SIM, .sim_root = f->root_dir, .sim_svn = 3};
     gt_evidence ev = {0};
     GT_ASSERT_OK(gt_attest_collect(&ev, &cp, rd));
-    uint8_t self[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t self[GT_MEASUREMENT_BYTES];
     GT_ASSERT_OK(gt_hash_file(GT_HASH_SHA384, self, "/proc/self/exe"));
     gt_sim_report r;
     GT_ASSERT_OK(gt_sim_report_parse(&r, ev.body.data, ev.body.len));
@@ -170,22 +171,73 @@ static void root_is_created_once_and_reused(void **state)
     GT_ASSERT_CODE(gt_sim_root_open(&k, NULL, 0, missing, false), GT_E_NOTFOUND);
     assert_null(k);
     assert_false(gt_path_exists(missing));
+}
 
-    // Directory resolution: explicit, then GT_SIM_ROOT, then XDG/HOME.
-    char dir[4096];
-    setenv("GT_SIM_ROOT", "/tmp/from-env", 1);
+// The library reads no environment: with no root passed in and none set, every call that needs
+// one fails saying what to set, although GT_SIM_ROOT, XDG_DATA_HOME and HOME all name usable
+// places; nothing is created there. A root passed in (an argument, or gt_sim_root_set) is used.
+static void sim_root_is_never_guessed(void **state)
+{
+    fixture *f = *state;
+    char env_root[4300], home[4300], xdg[4300], dir[4096];
+    snprintf(env_root, sizeof env_root, "%s/env-root", f->dir);
+    snprintf(home, sizeof home, "%s/home", f->dir);
+    snprintf(xdg, sizeof xdg, "%s/xdg", f->dir);
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    setenv("GT_SIM_ROOT", env_root, 1);
+    setenv("HOME", home, 1);
+    setenv("XDG_DATA_HOME", xdg, 1);
+    GT_ASSERT_OK(gt_sim_root_set(NULL));
+
+    gt_err e = gt_sim_root_dir(dir, sizeof dir, NULL);
+    assert_int_equal(e.code, GT_E_STATE);
+    assert_non_null(strstr(e.msg, "GT_SIM_ROOT"));      // what a CLI user sets
+    assert_non_null(strstr(e.msg, "gt_sim_root_set"));  // what a library caller does
+    gt_pkey *k = NULL;
+    GT_ASSERT_CODE(gt_sim_root_open(&k, NULL, 0, NULL, true), GT_E_STATE);
+    assert_null(k);
+    uint8_t rd[GT_REPORT_DATA_BYTES] = {7, 7, 7};
+    gt_collect_params cp = {.type = GT_TEE_SIM};
+    gt_evidence ev = {0};
+    GT_ASSERT_CODE(gt_attest_collect(&ev, &cp, rd), GT_E_STATE);
+    assert_int_equal(ev.body.len, 0);
+
+    // An explicit directory needs no configuration and wins over the process-wide root.
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, "/tmp/explicit"));
+    assert_string_equal(dir, "/tmp/explicit");
+    GT_ASSERT_OK(gt_sim_root_set(f->root_dir));
     GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, "/tmp/explicit"));
     assert_string_equal(dir, "/tmp/explicit");
     GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
-    assert_string_equal(dir, "/tmp/from-env");
+    assert_string_equal(dir, f->root_dir);
+
+    // The set root signs: its public key (as bytes alone, no file) verifies the evidence.
+    GT_ASSERT_OK(gt_attest_collect(&ev, &cp, rd));
+    gt_attest_file bytes_only = {.path = NULL, .data = f->root_file.data};
+    gt_appraise_params p = {.roots = &bytes_only, .root_count = 1, .expected_report_data = rd};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, f->allow_sim, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_ACCEPTED);
+    gt_appraisal_free(&a);
+    gt_evidence_free(&ev);
+    assert_false(gt_path_exists(env_root));
+    assert_false(gt_path_exists(home));
+    assert_false(gt_path_exists(xdg));
+
+    // A path too long is refused and changes nothing; "" clears the root again.
+    static char too_long[4200];
+    memset(too_long, 'a', sizeof too_long - 1);
+    GT_ASSERT_CODE(gt_sim_root_set(too_long), GT_E_LIMIT);
+    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
+    assert_string_equal(dir, f->root_dir);
+    GT_ASSERT_OK(gt_sim_root_set(""));
+    GT_ASSERT_CODE(gt_sim_root_dir(dir, sizeof dir, NULL), GT_E_STATE);
     unsetenv("GT_SIM_ROOT");
-    setenv("XDG_DATA_HOME", "/tmp/xdg", 1);
-    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
-    assert_string_equal(dir, "/tmp/xdg/gputravel/sim-root");
     unsetenv("XDG_DATA_HOME");
-    setenv("HOME", "/home/u", 1);
-    GT_ASSERT_OK(gt_sim_root_dir(dir, sizeof dir, NULL));
-    assert_string_equal(dir, "/home/u/.local/share/gputravel/sim-root");
+    if (saved_home != NULL) {
+        setenv("HOME", saved_home, 1);
+    }
+    free(saved_home);
 }
 
 static void wrong_root_is_invalid(void **state)
@@ -440,6 +492,7 @@ int main(void)
         cmocka_unit_test(round_trip_accepted_with_claims),
         cmocka_unit_test(collect_measures_the_running_executable),
         cmocka_unit_test(root_is_created_once_and_reused),
+        cmocka_unit_test(sim_root_is_never_guessed),
         cmocka_unit_test(wrong_root_is_invalid),
         cmocka_unit_test(every_flipped_bit_is_refused),
         cmocka_unit_test(every_truncation_and_extension_is_invalid),

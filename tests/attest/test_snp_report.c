@@ -135,13 +135,13 @@ static bool has_reason(const gt_snp_verdict *v, const char *needle)
     return false;
 }
 
-static void vek_pub(const gt_x509 *vek, uint8_t xy[GT_SNP_VEK_PUB_BYTES])
+static void vek_pub(const gt_x509 *vek, uint8_t xy[GT_P384_XY_BYTES])
 {
     gt_pkey *key = NULL;
     size_t len = 0;
     GT_ASSERT_OK(gt_x509_public_key(vek, &key));
-    GT_ASSERT_OK(gt_pkey_ec_public_xy(key, xy, GT_SNP_VEK_PUB_BYTES, &len));
-    assert_int_equal(len, GT_SNP_VEK_PUB_BYTES);
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(key, xy, GT_P384_XY_BYTES, &len));
+    assert_int_equal(len, GT_P384_XY_BYTES);
     gt_pkey_free(key);
 }
 
@@ -180,7 +180,7 @@ static void samples_parse_to_expected_values(void **state)
         bool debug = false;
         GT_ASSERT_OK(gt_json_get_bool(pol, "debug_allowed", &debug));
         assert_int_equal(gt_snp_report_debug_allowed(&rep), debug);
-        uint8_t meas[GT_SNP_MEASUREMENT_BYTES];
+        uint8_t meas[GT_MEASUREMENT_BYTES];
         GT_ASSERT_OK(gt_json_get_hex(want, "measurement", meas, sizeof meas));
         assert_memory_equal(rep.measurement, meas, sizeof meas);
         uint8_t chip[GT_SNP_CHIP_ID_BYTES];
@@ -250,7 +250,7 @@ static void trailing_bytes_are_ignored(void **state)
     assert_int_equal(b.trailing_bytes, 100);
     assert_memory_equal(a.measurement, b.measurement, sizeof a.measurement);
     assert_memory_equal(a.sig_r_le, b.sig_r_le, sizeof a.sig_r_le);
-    uint8_t xy[GT_SNP_VEK_PUB_BYTES];
+    uint8_t xy[GT_P384_XY_BYTES];
     vek_pub(s.vek.certs[0], xy);
     GT_ASSERT_OK(gt_snp_report_verify_signature(&b, xy, sizeof xy));
     gt_buf_free_nowipe(&big);
@@ -334,7 +334,7 @@ static void every_bit_flip_rejected(void **state)
     (void)state;
     sample s;
     sample_nth(0, &s);
-    uint8_t xy[GT_SNP_VEK_PUB_BYTES];
+    uint8_t xy[GT_P384_XY_BYTES];
     vek_pub(s.vek.certs[0], xy);
     gt_snp_report rep;
     GT_ASSERT_OK(gt_snp_report_parse(&rep, s.report.data, s.report.len));

@@ -40,6 +40,7 @@ static int setup(void **state)
     GT_ASSERT_OK(gt_path_join(rootpem, sizeof rootpem, simroot, "root-pub.pem"));
     GT_ASSERT_OK(gt_path_join(agreement, sizeof agreement, dir, "agreement.json"));
     setenv("GT_SIM_ROOT", simroot, 1);  // holders, trainer and its trip identity share it
+    GT_ASSERT_OK(gt_sim_root_set(simroot));  // and this process
     gt_pkey *root = NULL;
     GT_ASSERT_OK(gt_sim_root_open(&root, NULL, 0, simroot, true));
     gt_pkey_free(root);

@@ -588,10 +588,59 @@ static void hardware_evidence_refuses_wrong_trust(void **state)
     cJSON_Delete(j);
 }
 
+// The CLI, not the library, turns the environment into a sim root (gputravel --help): with
+// none of GT_SIM_ROOT, XDG_DATA_HOME and HOME it fails saying what to set; GT_SIM_ROOT is used
+// as given; without it, HOME gives the same default as before.
+static void sim_root_comes_from_the_cli_environment(void **state)
+{
+    (void)state;
+    char ev[4300], env_root[4300], home[4300], key[4400];
+    snprintf(ev, sizeof ev, "%s/env-ev.bin", g_dir);
+    snprintf(env_root, sizeof env_root, "%s/env-root", g_dir);
+    snprintf(home, sizeof home, "%s/home", g_dir);
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    char *saved_root = getenv("GT_SIM_ROOT") ? strdup(getenv("GT_SIM_ROOT")) : NULL;
+    char *saved_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME")) : NULL;
+    const char *args[] = {"attest", "--type", "sim", "--report-data", RD_HEX, "--out", ev, NULL};
+    unsetenv("GT_SIM_ROOT");
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    gt_buf out = {0};
+    assert_int_equal(gt_test_run_cli(&out, args), 1);
+    assert_non_null(strstr((char *)out.data, "GT_SIM_ROOT"));
+    assert_false(gt_path_exists(ev));
+    gt_buf_free(&out);
+
+    setenv("GT_SIM_ROOT", env_root, 1);
+    assert_int_equal(gt_test_run_cli(&out, args), 0);
+    gt_buf_free(&out);
+    snprintf(key, sizeof key, "%s/root-key.pem", env_root);
+    assert_true(gt_path_exists(key));
+
+    unsetenv("GT_SIM_ROOT");
+    setenv("HOME", home, 1);
+    assert_int_equal(gt_test_run_cli(&out, args), 0);
+    gt_buf_free(&out);
+    snprintf(key, sizeof key, "%s/.local/share/gputravel/sim-root/root-key.pem", home);
+    assert_true(gt_path_exists(key));
+
+    const char *names[] = {"HOME", "GT_SIM_ROOT", "XDG_DATA_HOME"};
+    char *saved[] = {saved_home, saved_root, saved_xdg};
+    for (int i = 0; i < 3; i++) {
+        if (saved[i] != NULL) {
+            setenv(names[i], saved[i], 1);
+        } else {
+            unsetenv(names[i]);
+        }
+        free(saved[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(usage_errors_exit_64),
+        cmocka_unit_test(sim_root_comes_from_the_cli_environment),
         cmocka_unit_test(sim_accepted_with_policy_and_json_fields),
         cmocka_unit_test(sim_rejected_without_allow_simulation),
         cmocka_unit_test(invalid_evidence_exits_2),

@@ -394,6 +394,48 @@ static void pkey_sign_verify_and_pem_roundtrip(void **state)
     gt_test_rmtree(dir);
 }
 
+// A public key from PEM bytes in memory: the same key as from its file; read within len only
+// (the PEM sits at the very end of an exact-size allocation, no NUL after it); a private key,
+// a cut PEM or noise is GT_E_FORMAT, more than GT_PKEY_PEM_MAX_BYTES is GT_E_LIMIT.
+static void pkey_public_pem_from_bytes(void **state)
+{
+    (void)state;
+    char dir[4096], priv_path[4200], pub_path[4200];
+    gt_test_tmpdir(dir, sizeof dir);
+    snprintf(priv_path, sizeof priv_path, "%s/key.pem", dir);
+    snprintf(pub_path, sizeof pub_path, "%s/pub.pem", dir);
+    gt_pkey *key = NULL, *got = NULL;
+    GT_ASSERT_OK(gt_pkey_generate_ec(&key, GT_EC_P384));
+    GT_ASSERT_OK(gt_pkey_save_pem(key, priv_path, true));
+    GT_ASSERT_OK(gt_pkey_save_pem(key, pub_path, false));
+    gt_buf pub = {0}, priv = {0};
+    GT_ASSERT_OK(gt_file_read_all(pub_path, 1 << 16, &pub));
+    GT_ASSERT_OK(gt_file_read_all(priv_path, 1 << 16, &priv));
+    uint8_t *exact = malloc(pub.len);
+    assert_non_null(exact);
+    memcpy(exact, pub.data, pub.len);
+    GT_ASSERT_OK(gt_pkey_parse_pem_public(&got, exact, pub.len));
+    uint8_t a[96], b[96];
+    size_t na = 0, nb = 0;
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(key, a, sizeof a, &na));
+    GT_ASSERT_OK(gt_pkey_ec_public_xy(got, b, sizeof b, &nb));
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    gt_pkey_free(got);
+    got = NULL;
+    GT_ASSERT_CODE(gt_pkey_parse_pem_public(&got, priv.data, priv.len), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_pkey_parse_pem_public(&got, exact, pub.len - 40), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_pkey_parse_pem_public(&got, "not a key", 9), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_pkey_parse_pem_public(&got, exact, 0), GT_E_FORMAT);
+    GT_ASSERT_CODE(gt_pkey_parse_pem_public(&got, exact, GT_PKEY_PEM_MAX_BYTES + 1), GT_E_LIMIT);
+    assert_null(got);
+    free(exact);
+    gt_buf_free(&priv);
+    gt_buf_free_nowipe(&pub);
+    gt_pkey_free(key);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,6 +445,7 @@ int main(void)
         cmocka_unit_test(ecdsa_rfc6979_vectors_verify),
         cmocka_unit_test(ecdsa_rejects_bad_rows),
         cmocka_unit_test(pkey_sign_verify_and_pem_roundtrip),
+        cmocka_unit_test(pkey_public_pem_from_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

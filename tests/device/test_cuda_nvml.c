@@ -34,7 +34,7 @@ static void state_and_evidence(void **state)
         pci = bus;
         print_message("GPU 0 at PCI %s\n", bus);
     }
-    uint8_t nonce[GT_NVML_CC_NONCE_BYTES];
+    uint8_t nonce[GT_NVGPU_NONCE_BYTES];
     GT_ASSERT_OK(gt_random_bytes(nonce, sizeof nonce));
     gt_cc_evidence ev;
     gt_err e = gt_nvml_cc_evidence(pci, nonce, &ev);

@@ -203,7 +203,7 @@ static void test_device_evidence(void **state)
     fixture *f = *state;
     gt_device *dev = open_dev(f);
     gt_span ev = {0};
-    uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES];
+    uint8_t rd[GT_REPORT_DATA_BYTES];
     GT_ASSERT_OK(gt_device_sim_evidence(dev, &ev, rd));
     cJSON *claims = NULL;
     GT_ASSERT_OK(gt_sim_device_evidence_appraise(ev, rd, NULL, NULL, &claims));
@@ -219,7 +219,7 @@ static void test_device_evidence(void **state)
     assert_string_equal(cJSON_GetObjectItem(claims, "measurement")->valuestring, hex);
     cJSON_Delete(claims);
     // bound to this session: another report_data is refused
-    uint8_t other[GT_DEVICE_REPORT_DATA_BYTES];
+    uint8_t other[GT_REPORT_DATA_BYTES];
     memcpy(other, rd, sizeof other);
     other[5] ^= 1;
     assert_false(gt_is_ok(gt_sim_device_evidence_appraise(ev, other, NULL, NULL, NULL)));
@@ -255,7 +255,7 @@ static void test_device_evidence(void **state)
     free(copy);
 
     // `gputravel verify` appraises the device's evidence like any other evidence
-    char evpath[700], polpath[700], idpub[1200], rdhex[2 * GT_DEVICE_REPORT_DATA_BYTES + 1];
+    char evpath[700], polpath[700], idpub[1200], rdhex[2 * GT_REPORT_DATA_BYTES + 1];
     snprintf(evpath, sizeof evpath, "%s/device.gtev", f->dir);
     snprintf(polpath, sizeof polpath, "%s/device-policy.json", f->dir);
     snprintf(idpub, sizeof idpub, "%s/sim-root/devd-identity/root-pub.pem", f->dir);

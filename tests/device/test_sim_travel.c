@@ -106,7 +106,7 @@ static gt_device *open_trainer(fixture *f)
     return dev;
 }
 
-static gt_err attach(fixture *f, const uint8_t ticket[GT_DEVICE_TICKET_BYTES], gt_device **holder)
+static gt_err attach(fixture *f, const uint8_t ticket[GT_SIM_TICKET_BYTES], gt_device **holder)
 {
     gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
     gt_device_sim_options opt;
@@ -117,7 +117,7 @@ static gt_err attach(fixture *f, const uint8_t ticket[GT_DEVICE_TICKET_BYTES], g
 
 // The usual start of a trip: the trainer's session, a lend of lease_ms, the holder attached.
 static gt_device *trip_start(fixture *f, gt_device **tr, uint32_t lease_ms,
-                             uint8_t ticket[GT_DEVICE_TICKET_BYTES])
+                             uint8_t ticket[GT_SIM_TICKET_BYTES])
 {
     *tr = open_trainer(f);
     GT_ASSERT_OK(gt_device_sim_lend(*tr, lease_ms, ticket));
@@ -171,7 +171,7 @@ static void test_full_trip(void **state)
     gt_dbuf own = 0;
     GT_ASSERT_OK(gt_device_alloc(tr, sizeof mine, 0, &own));
     GT_ASSERT_OK(gt_device_copy_in(tr, own, 0, mine, sizeof mine));
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0}, zero[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0}, zero[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
     assert_memory_not_equal(ticket, zero, sizeof ticket);
 
@@ -269,7 +269,7 @@ static void test_trainer_refused_while_lent(void **state)
     GT_ASSERT_OK(gt_device_alloc(tr, sizeof buf, 0, &own));
     GT_ASSERT_OK(gt_device_copy_in(tr, own, 0, buf, sizeof buf));
     GT_ASSERT_CODE(gt_device_sim_lend(tr, 0, (uint8_t[32]){0}), GT_E_ARG);
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0}, t2[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0}, t2[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
     gt_dbuf x = 0;
     GT_ASSERT_CODE(gt_device_alloc(tr, 64, 0, &x), GT_E_STATE);
@@ -308,9 +308,9 @@ static void test_wrong_ticket_and_second_attach(void **state)
 {
     fixture *f = *state;
     gt_device *tr = open_trainer(f);
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
-    uint8_t wrong[GT_DEVICE_TICKET_BYTES];
+    uint8_t wrong[GT_SIM_TICKET_BYTES];
     memcpy(wrong, ticket, sizeof wrong);
     wrong[31] ^= 1;
     gt_device *h = NULL, *h2 = NULL;
@@ -344,7 +344,7 @@ static void test_tampered_chunk(void **state)
 {
     fixture *f = *state;
     gt_device *tr = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device *h = trip_start(f, &tr, 10000, ticket);
     size_t len = g_sealed.file[1].len - GT_CHUNK_HEADER_BYTES;
     uint8_t *bad = malloc(len);
@@ -389,7 +389,7 @@ static void test_holder_killed_mid_load(void **state)
     fixture *f = *state;
     gt_device *tr = open_trainer(f);
     gt_device_sim_stat st0 = stat_of(tr);
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket));
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
@@ -458,7 +458,7 @@ static void test_lease_timeout(void **state)
     gt_device *tr = open_trainer(f);
     gt_device_sim_stat st0 = stat_of(tr);
     // nobody comes
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 200, ticket));
     gt_device_sim_loaded loaded[2];
     size_t n = 0;
@@ -503,7 +503,7 @@ static void test_load_from_file(void **state)
 {
     fixture *f = *state;
     gt_device *tr = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device *h = trip_start(f, &tr, 10000, ticket);
     char path[700], badpath[700];
     GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, 0));
@@ -571,7 +571,7 @@ static void test_holder_close_without_return(void **state)
 {
     fixture *f = *state;
     gt_device *tr = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b = 0;
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
@@ -593,7 +593,7 @@ static void test_recall_before_attach(void **state)
     fixture *f = *state;
     gt_device *tr = open_trainer(f);
     GT_ASSERT_CODE(gt_device_sim_recall(tr), GT_E_STATE);  // not lent
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 60000, ticket));
     double t0 = gt_now_seconds();
     GT_ASSERT_OK(gt_device_sim_recall(tr));
@@ -638,7 +638,7 @@ static void test_parked_session_next_trip(void **state)
 {
     fixture *f = *state;
     gt_device *tr = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b[2] = {0, 0};
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b[0]));
@@ -653,7 +653,7 @@ static void test_parked_session_next_trip(void **state)
     GT_ASSERT_CODE(gt_device_alloc(h, 64, 0, &x), GT_E_STATE);
     GT_ASSERT_CODE(gt_device_sim_return(h), GT_E_STATE);
 
-    uint8_t ticket2[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket2[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket2));
     GT_ASSERT_OK(gt_device_sim_reattach(h, ticket2));
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b[1]));
@@ -671,7 +671,7 @@ static void test_parked_session_next_trip(void **state)
     }
 
     // a wrong ticket on the parked session: refused and the session ends; the lend stands
-    uint8_t ticket3[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket3[GT_SIM_TICKET_BYTES] = {0};
     GT_ASSERT_OK(gt_device_sim_lend(tr, 10000, ticket3));
     GT_ASSERT_CODE(gt_device_sim_reattach(h, ticket2), GT_E_AUTH);
     GT_ASSERT_CODE(gt_device_sim_reattach(h, ticket3), GT_E_STATE);
@@ -694,7 +694,7 @@ static void test_parked_session_refusals(void **state)
     memset(&other, 0, sizeof other);
     other.timeout_ms = 10000;
     other.agreement_hash[0] = 1;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device_sim_loaded loaded[2];
     // a session parked under another agreement cannot attach to this trainer's lend
     gt_device *tb = NULL, *h = NULL, *h2 = NULL;
@@ -747,7 +747,7 @@ static void test_trainer_dies_while_lent(void **state)
 {
     fixture *f = *state;
     gt_device *tr = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES] = {0};
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
     gt_device *h = trip_start(f, &tr, 10000, ticket);
     gt_dbuf b = 0;
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));

@@ -3,7 +3,7 @@
 // names a reason (the check: the reasons list is well-formed).
 #include <gputravel/attest.h>
 
-#include "attest/attest_internal.h"
+#include "attest/policy.h"
 
 #include <stdlib.h>
 #include <string.h>

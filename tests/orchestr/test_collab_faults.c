@@ -80,7 +80,7 @@ static uint64_t check_accounts(const gt_collab_report *rep)
 
 static void measurement_hex(char out[97], const char *exe)
 {
-    uint8_t m[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t m[GT_MEASUREMENT_BYTES];
     GT_ASSERT_OK(gt_sim_measure_exe(m, exe));
     gt_hex_encode(out, 97, m, sizeof m);
 }
@@ -246,7 +246,7 @@ static void attested_attacks_are_refused_on_both_sides(void **state)
 // A trainer that does not check its device at all (its own loss: the holders still do). Its
 // evidence goes to devd as the default hook would make it.
 static gt_err trust_any_device(void *ctx, gt_span evidence,
-                               const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES])
+                               const uint8_t rd[GT_REPORT_DATA_BYTES])
 {
     (void)ctx;
     (void)evidence;
@@ -254,7 +254,7 @@ static gt_err trust_any_device(void *ctx, gt_span evidence,
     return GT_OK;
 }
 
-static gt_err sim_produce(void *ctx, const uint8_t rd[GT_DEVICE_REPORT_DATA_BYTES], gt_buf *out)
+static gt_err sim_produce(void *ctx, const uint8_t rd[GT_REPORT_DATA_BYTES], gt_buf *out)
 {
     (void)ctx;
     gt_collect_params p = {.type = GT_TEE_SIM};

@@ -26,6 +26,7 @@ void gt_tc_setup(gt_tc_fixture *f, int holders, uint32_t tokens, uint32_t chunk_
     gt_test_tmpdir(f->dir, sizeof f->dir);
     GT_ASSERT_OK(gt_path_join(f->sim_root, sizeof f->sim_root, f->dir, "sim-root"));
     setenv("GT_SIM_ROOT", f->sim_root, 1);  // devd, holders and trainer share it
+    GT_ASSERT_OK(gt_sim_root_set(f->sim_root));  // and this process
     gt_pkey *root = NULL;
     GT_ASSERT_OK(gt_sim_root_open(&root, f->sim_root_pub, sizeof f->sim_root_pub, f->sim_root,
                                   true));

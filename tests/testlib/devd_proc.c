@@ -1,6 +1,8 @@
 // The one devd fixture of the tests: `gputravel devd` started and stopped through util's proc.
 #include "testlib.h"
 
+#include <gputravel/attest.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@ static pid_t devd_spawn(char *sock, size_t cap, const char *dir, const char *con
         snprintf(root, sizeof root, "%s/sim-root", dir);
         setenv("GT_SIM_ROOT", root, 1);
     }
+    GT_ASSERT_OK(gt_sim_root_set(getenv("GT_SIM_ROOT")));  // devd's is this process's too
     char *argv[DEVD_MAX_ARGS];
     int n = 0;
     argv[n++] = GT_CLI_PATH;

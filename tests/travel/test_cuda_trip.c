@@ -10,6 +10,7 @@
 #include "testlib.h"
 #include "float_chunk.h"
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
@@ -31,7 +32,7 @@ static char gpu_why[256];
 static char g_dir[512];
 static char g_sock[600];
 static uint8_t g_aad[GT_SIM_LOAD_AAD_BYTES];
-static uint8_t g_agreement[GT_SIM_AGREEMENT_BYTES];
+static uint8_t g_agreement[GT_SHA256_BYTES];
 
 static gt_err device_sumsq(gt_device *d, gt_dbuf buf, double *s)
 {
@@ -222,6 +223,7 @@ static void setup_globals(const char *dir)
     char root[700];
     snprintf(root, sizeof root, "%s/simroot", g_dir);
     setenv("GT_SIM_ROOT", root, 1);
+    GT_ASSERT_OK(gt_sim_root_set(root));
     memset(g_aad, 0xa7, sizeof g_aad);
     memset(g_agreement, 0x42, sizeof g_agreement);
 }

@@ -110,9 +110,9 @@ static gt_err run_pair(const gt_agreement *holder_a, const gt_agreement *trainer
 static void accepted_and_refused_trainers(void **state)
 {
     (void)state;
-    uint8_t me[GT_SIM_MEASUREMENT_BYTES];
+    uint8_t me[GT_MEASUREMENT_BYTES];
     GT_ASSERT_OK(gt_sim_measure_exe(me, NULL));  // both ends run this test binary
-    char me_hex[2 * GT_SIM_MEASUREMENT_BYTES + 1];
+    char me_hex[2 * GT_MEASUREMENT_BYTES + 1];
     gt_hex_encode(me_hex, sizeof me_hex, me, sizeof me);
     gt_policy *sim_ok = NULL, *strict = NULL;
     GT_ASSERT_OK(gt_policy_parse(&sim_ok, "{\"allow_simulation\":true}", 25));

@@ -12,6 +12,7 @@
 #include "testlib.h"
 #include "float_chunk.h"
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 #include <gputravel/travel.h>
@@ -37,7 +38,7 @@
 static char g_dir[512];
 static char g_sock[600];
 static uint8_t g_aad[GT_SIM_LOAD_AAD_BYTES];
-static uint8_t g_agreement[GT_SIM_AGREEMENT_BYTES];
+static uint8_t g_agreement[GT_SHA256_BYTES];
 
 static void sleep_ms(int ms)
 {
@@ -472,7 +473,7 @@ static void test_address_parse(void **state)
 }
 
 // The holder through the public API (a forked child): carries its sealed chunk to address.
-static int carrier(const char *address, const uint8_t ticket[GT_DEVICE_TICKET_BYTES],
+static int carrier(const char *address, const uint8_t ticket[GT_SIM_TICKET_BYTES],
                   gt_code want)
 {
     uint8_t key[32], iv[12];
@@ -496,7 +497,7 @@ static int carrier(const char *address, const uint8_t ticket[GT_DEVICE_TICKET_BY
         fprintf(stderr, "holder: attach: %s\n", e.msg);
         return 7;
     }
-    uint8_t m[GT_DEVICE_MEASUREMENT_BYTES];
+    uint8_t m[GT_MEASUREMENT_BYTES];
     if (!gt_is_ok(gt_device_trip_measurement(c, m))) {  // the default appraisal kept it
         return 8;
     }
@@ -520,7 +521,7 @@ static int carrier(const char *address, const uint8_t ticket[GT_DEVICE_TICKET_BY
     return e.code == GT_E_NONE ? 0 : 6;
 }
 
-static pid_t spawn_carrier(const char *address, const uint8_t ticket[GT_DEVICE_TICKET_BYTES],
+static pid_t spawn_carrier(const char *address, const uint8_t ticket[GT_SIM_TICKET_BYTES],
                            gt_code want)
 {
     pid_t pid = fork();
@@ -544,7 +545,7 @@ static void test_cpu_trip(void **state)
     (void)state;
     gt_device *dev = cpu_device();
     gt_device_trip *t = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES];
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
     char address[GT_DEVICE_TRIP_ADDRESS_MAX];
     GT_ASSERT_OK(gt_device_trip_lend(&t, dev, g_sock, 10000, -1, g_agreement, ticket, address,
                                      sizeof address));
@@ -575,7 +576,7 @@ static void test_holder_without_cuda(void **state)
     (void)state;
     gt_device *dev = cpu_device();
     gt_device_trip *t = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES];
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
     char address[GT_DEVICE_TRIP_ADDRESS_MAX], cuda_address[700];
     GT_ASSERT_OK(gt_device_trip_lend(&t, dev, g_sock, 20000, -1, g_agreement, ticket, address,
                                      sizeof address));
@@ -609,7 +610,7 @@ static void test_peer_answers_instead(void **state)
     int p[2];
     assert_int_equal(pipe(p), 0);
     gt_device_trip *t = NULL;
-    uint8_t ticket[GT_DEVICE_TICKET_BYTES];
+    uint8_t ticket[GT_SIM_TICKET_BYTES];
     char address[GT_DEVICE_TRIP_ADDRESS_MAX];
     GT_ASSERT_OK(gt_device_trip_lend(&t, dev, g_sock, 20000, p[0], g_agreement, ticket, address,
                                      sizeof address));
@@ -634,6 +635,7 @@ static int group_setup(void **state)
     char root[700];
     snprintf(root, sizeof root, "%s/simroot", g_dir);
     setenv("GT_SIM_ROOT", root, 1);
+    GT_ASSERT_OK(gt_sim_root_set(root));
     snprintf(g_sock, sizeof g_sock, "%s/trip.sock", g_dir);
     memset(g_aad, 0xa7, sizeof g_aad);
     memset(g_agreement, 0x42, sizeof g_agreement);
