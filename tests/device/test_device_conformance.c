@@ -12,7 +12,7 @@
 #include <string.h>
 
 #ifdef GT_HAVE_CUDA
-#include "device/cuda_backend.h"
+#include <gputravel/device_cuda.h>
 #endif
 
 #define LIMIT (1u << 20)
