@@ -68,7 +68,7 @@ gt_err demo_prepare_dir(demo *d, const char *out)
     snprintf(logs, sizeof logs, "%s/logs", d->dir);
     GT_TRY(gt_mkdir_p(logs, 0700));
     // Every process of the demo shares one simulated platform root.
-    setenv("GT_SIM_ROOT", d->sim_root, 1);
+    GT_TRY(gt_cli_sim_root_use(d->sim_root));
     ssize_t n = readlink("/proc/self/exe", d->self, sizeof d->self - 1);
     GT_ENSURE(n > 0, GT_E_IO, "cannot find this executable: %s", strerror(errno));
     d->self[n] = '\0';
