@@ -1,9 +1,21 @@
-// Fuzz: the trainer's messages to a holder agent are untrusted. The first byte picks the parser;
-// TRAVEL's device address goes on through the trip address parser.
+// Fuzz: the holder protocol's messages are untrusted. The first byte picks the parser; TRAVEL's
+// device address goes on through the trip address parser. Every accepted message, written back
+// by its writer (travel.h), gives exactly the bytes that were parsed: one layout, both ends.
 #include <gputravel/device.h>
 #include <gputravel/holder.h>
 
 #include <string.h>
+
+// The writer's bytes for an accepted message must be the parsed body, byte for byte.
+#define ROUND_TRIP(write_call, body)                                                   \
+    do {                                                                               \
+        uint8_t out_[GT_HP_MAX_CONTROL];                                               \
+        gt_writer w_ = gt_writer_init_fixed(out_, sizeof out_);                        \
+        if (!gt_is_ok(write_call(&w_)) || w_.len != (body).len ||                      \
+            memcmp(out_, (body).data, w_.len) != 0) {                                  \
+            __builtin_trap();                                                          \
+        }                                                                              \
+    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     gt_span body = {data + 1, size - 1};
-    switch (data[0] % 4) {
+    switch (data[0] % 6) {
     case 0: {
         gt_hp_hello m;
         gt_err e = gt_hp_hello_parse(body, &m);
@@ -21,6 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (gt_is_ok(e) && (n == 0 || body.len != 32 + GT_ED25519_PUBLIC_BYTES + 2 + n ||
                             memcmp(m.signing_key, body.data + 32, sizeof m.signing_key) != 0)) {
             __builtin_trap();  // an accepted hello names its trainer and carries its key
+        }
+        if (gt_is_ok(e)) {
+#define WRITE_HELLO(w) gt_hp_hello_write((w), &m)
+            ROUND_TRIP(WRITE_HELLO, body);
         }
         static const uint8_t zero[GT_ED25519_PUBLIC_BYTES];
         if (!gt_is_ok(e) && (n != 0 || memcmp(m.signing_key, zero, sizeof zero) != 0)) {
@@ -30,10 +46,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 1: {
         gt_hp_fetch m;
-        if (gt_is_ok(gt_hp_fetch_parse(body, &m)) && m.mode != GT_FETCH_PLAIN &&
-            m.mode != GT_FETCH_KEYRELEASE) {
+        if (!gt_is_ok(gt_hp_fetch_parse(body, &m))) {
+            break;
+        }
+        if (m.mode != GT_FETCH_PLAIN && m.mode != GT_FETCH_KEYRELEASE) {
             __builtin_trap();
         }
+#define WRITE_FETCH(w) gt_hp_fetch_write((w), &m)
+        ROUND_TRIP(WRITE_FETCH, body);
         break;
     }
     case 2: {
@@ -44,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strlen(m.device) == 0) {
             __builtin_trap();
         }
+#define WRITE_TRAVEL(w) gt_hp_travel_write((w), &m)
+        ROUND_TRIP(WRITE_TRAVEL, body);
         // The device address says which trip protocol the holder speaks (device.h).
         gt_device_kind kind = GT_DEVICE_CPU;
         char path[GT_DEVICE_TRIP_ADDRESS_MAX];
@@ -53,11 +75,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         break;
     }
-    default: {
+    case 3: {
         gt_hp_used m;
         gt_err e = gt_hp_used_parse(body, &m);
-        if (gt_is_ok(e) && body.len != 12) {
+        if (gt_is_ok(e) && body.len != GT_HP_USED_BYTES) {
             __builtin_trap();  // USED is accepted only at its exact size
+        }
+        if (gt_is_ok(e)) {
+#define WRITE_USED(w) gt_hp_used_write((w), &m)
+            ROUND_TRIP(WRITE_USED, body);
+        }
+        break;
+    }
+    case 4: {
+        uint64_t n = 0;
+        if (gt_is_ok(gt_hp_travelled_parse(body, &n))) {
+#define WRITE_TRAVELLED(w) gt_hp_travelled_write((w), n)
+            ROUND_TRIP(WRITE_TRAVELLED, body);
+        }
+        break;
+    }
+    default: {
+        // A holder's refusal, as the trainer reports it: always a policy error or a parse error.
+        gt_err e = gt_hp_refuse_error(body, "h");
+        if (e.code != GT_E_POLICY && e.code != GT_E_TRUNCATED) {
+            __builtin_trap();
         }
         break;
     }
