@@ -199,6 +199,40 @@ static int verify_cb(int ok, X509_STORE_CTX *ctx)
     return ok;
 }
 
+// Adds the trusted roots to the store.
+static gt_err add_roots(X509_STORE *store, const gt_x509_verify_params *p)
+{
+    for (size_t i = 0; i < p->root_count; i++) {
+        if (X509_STORE_add_cert(store, p->roots[i]->cert) != 1) {
+            // A root listed twice is harmless; anything else is not.
+            unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_REASON(e) != X509_R_CERT_ALREADY_IN_HASH_TABLE) {
+                return gt_crypto_openssl_err("x509: adding a root");
+            }
+            ERR_clear_error();
+        }
+    }
+    return GT_OK;
+}
+
+// Every CRL given must be issued by a CA of the verified chain (the leaf, index 0, excluded).
+static gt_err crls_match_chain(X509_CRL *const *crls, size_t crl_count, STACK_OF(X509) *chain)
+{
+    for (size_t i = 0; i < crl_count; i++) {
+        bool found = false;
+        for (int j = 1; chain != NULL && j < sk_X509_num(chain) && !found; j++) {
+            found = X509_NAME_cmp(X509_CRL_get_issuer(crls[i]),
+                                  X509_get_subject_name(sk_X509_value(chain, j))) == 0;
+        }
+        if (!found) {
+            char cn[64];
+            name_cn(X509_CRL_get_issuer(crls[i]), cn, sizeof cn);
+            return gt_errf(GT_E_AUTH, "x509: CRL %zu (issuer %s) is not for this chain", i, cn);
+        }
+    }
+    return GT_OK;
+}
+
 gt_err gt_x509_verify_chain(const gt_x509 *leaf, const gt_x509_verify_params *p)
 {
     GT_ENSURE(p->root_count > 0, GT_E_ARG, "x509: no trusted root given");
@@ -211,17 +245,7 @@ gt_err gt_x509_verify_chain(const gt_x509 *leaf, const gt_x509_verify_params *p)
         err = gt_errf(GT_E_NOMEM, "x509: out of memory");
         goto out;
     }
-    for (size_t i = 0; i < p->root_count; i++) {
-        if (X509_STORE_add_cert(store, p->roots[i]->cert) != 1) {
-            // A root listed twice is harmless; anything else is not.
-            unsigned long e = ERR_peek_last_error();
-            if (ERR_GET_REASON(e) != X509_R_CERT_ALREADY_IN_HASH_TABLE) {
-                err = gt_crypto_openssl_err("x509: adding a root");
-                goto out;
-            }
-            ERR_clear_error();
-        }
-    }
+    GT_TRY_GOTO(err, add_roots(store, p), out);
     for (size_t i = 0; i < p->intermediate_count; i++) {
         // sk_X509_push does not take a reference: the stack borrows the caller's certs.
         if (sk_X509_push(untrusted, p->intermediates[i]->cert) <= 0) {
@@ -259,20 +283,7 @@ gt_err gt_x509_verify_chain(const gt_x509 *leaf, const gt_x509_verify_params *p)
                       depth, cn);
         goto out;
     }
-    STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(ctx);
-    for (size_t i = 0; i < p->crl_count; i++) {
-        bool found = false;
-        for (int j = 1; chain != NULL && j < sk_X509_num(chain) && !found; j++) {
-            found = X509_NAME_cmp(X509_CRL_get_issuer(crls[i]),
-                                  X509_get_subject_name(sk_X509_value(chain, j))) == 0;
-        }
-        if (!found) {
-            char cn[64];
-            name_cn(X509_CRL_get_issuer(crls[i]), cn, sizeof cn);
-            err = gt_errf(GT_E_AUTH, "x509: CRL %zu (issuer %s) is not for this chain", i, cn);
-            goto out;
-        }
-    }
+    err = crls_match_chain(crls, p->crl_count, X509_STORE_CTX_get0_chain(ctx));
 out:
     if (crls != NULL) {
         for (size_t i = 0; i < p->crl_count; i++) {
