@@ -914,6 +914,36 @@ out:
     return send_status(h, loaded(d, b, req));
 }
 
+// The holder's ALLOC: a HANDLE reply, or the refusal as a status.
+static gt_err holder_alloc(devd_session *h, const gt_sim_msg *m)
+{
+    uint64_t hd = 0;
+    gt_err e = buf_alloc(h, m->len, m->flags, &hd);
+    if (!gt_is_ok(e)) {
+        return send_status(h, e);
+    }
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    r.type = GT_SIM_REP_HANDLE;
+    r.handle = hd;
+    return send_msg(h, &r);
+}
+
+// The holder's SIZE: a SIZE reply, or the lookup's failure as a status.
+static gt_err holder_size(devd_session *h, const gt_sim_msg *m)
+{
+    gt_buftab_entry *b = NULL;
+    gt_err e = buf_find(h, m->handle, &b);
+    if (!gt_is_ok(e)) {
+        return send_status(h, e);
+    }
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    r.type = GT_SIM_REP_SIZE;
+    r.len = b->bytes;
+    return send_msg(h, &r);
+}
+
 // One record from the attached holder. *returned is set by RETURN and RETURN_STAY, *stay by
 // RETURN_STAY.
 static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
@@ -933,33 +963,15 @@ static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
     }
     memset(&r, 0, sizeof r);
     switch (m.type) {
-    case GT_SIM_REQ_ALLOC: {
-        uint64_t hd = 0;
-        gt_err e = buf_alloc(h, m.len, m.flags, &hd);
-        if (!gt_is_ok(e)) {
-            err = send_status(h, e);
-            break;
-        }
-        r.type = GT_SIM_REP_HANDLE;
-        r.handle = hd;
-        err = send_msg(h, &r);
+    case GT_SIM_REQ_ALLOC:
+        err = holder_alloc(h, &m);
         break;
-    }
     case GT_SIM_REQ_FREE:
         err = send_status(h, buf_free(h, m.handle));
         break;
-    case GT_SIM_REQ_SIZE: {
-        gt_buftab_entry *b = NULL;
-        gt_err e = buf_find(h, m.handle, &b);
-        if (!gt_is_ok(e)) {
-            err = send_status(h, e);
-            break;
-        }
-        r.type = GT_SIM_REP_SIZE;
-        r.len = b->bytes;
-        err = send_msg(h, &r);
+    case GT_SIM_REQ_SIZE:
+        err = holder_size(h, &m);
         break;
-    }
     case GT_SIM_REQ_LOAD_SEALED:
         err = do_load_sealed(h, &m);
         break;
@@ -1385,6 +1397,39 @@ static gt_err arena_create(devd *d)
     return GT_OK;
 }
 
+// Accepts sessions, and watches parked sessions for strays, until *stop or --max-sessions.
+static void serve_loop(devd *d)
+{
+    while (d->cfg->stop == NULL || *d->cfg->stop == 0) {
+        if (d->cfg->max_sessions != 0 && d->sessions >= d->cfg->max_sessions) {
+            break;
+        }
+        parked_expire(d);
+        struct pollfd pfd[1 + DEVD_MAX_PARKED] = {{.fd = d->listen_fd, .events = POLLIN}};
+        size_t n = 1;
+        for (size_t i = 0; i < d->nparked; i++) {
+            pfd[n++] = (struct pollfd){.fd = d->parked[i]->fd, .events = POLLIN};
+        }
+        int pr = poll(pfd, n, 200);
+        if (pr <= 0) {
+            continue;  // timeout or EINTR: look at *stop again
+        }
+        for (size_t i = n; i-- > 1;) {  // from the end: parked_stray shifts the rest down
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                parked_stray(d, i - 1);
+            }
+        }
+        if ((pfd[0].revents & POLLIN) == 0) {
+            continue;
+        }
+        int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            continue;
+        }
+        session_run(d, fd);
+    }
+}
+
 gt_err gt_devd_run(const gt_devd_config *cfg)
 {
     gt_err err = GT_OK;
@@ -1429,34 +1474,7 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
     GT_TRY_GOTO(err, arena_create(&d), out);
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
     gt_log_info("devd: serving %s", cfg->socket_path);
-    while (cfg->stop == NULL || *cfg->stop == 0) {
-        if (cfg->max_sessions != 0 && d.sessions >= cfg->max_sessions) {
-            break;
-        }
-        parked_expire(&d);
-        struct pollfd pfd[1 + DEVD_MAX_PARKED] = {{.fd = d.listen_fd, .events = POLLIN}};
-        size_t n = 1;
-        for (size_t i = 0; i < d.nparked; i++) {
-            pfd[n++] = (struct pollfd){.fd = d.parked[i]->fd, .events = POLLIN};
-        }
-        int pr = poll(pfd, n, 200);
-        if (pr <= 0) {
-            continue;  // timeout or EINTR: look at *stop again
-        }
-        for (size_t i = n; i-- > 1;) {  // from the end: parked_stray shifts the rest down
-            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-                parked_stray(&d, i - 1);
-            }
-        }
-        if ((pfd[0].revents & POLLIN) == 0) {
-            continue;
-        }
-        int fd = accept4(d.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) {
-            continue;
-        }
-        session_run(&d, fd);
-    }
+    serve_loop(&d);
 out:
     while (d.nparked > 0) {
         parked_end(&d, d.nparked - 1, "devd stopping");

@@ -100,6 +100,46 @@ static gt_err connect_to(const char *path, int *out)
     return GT_OK;
 }
 
+// Appraises devd's evidence (bound to rd). The default appraisal keeps the device's measurement
+// for gt_device_sim_measurement (an agreement's device.accepted_measurements is checked by the
+// caller); a caller's appraiser is used as it is.
+static gt_err appraise_device(gt_sim_conn *c, const gt_device_sim_options *opt,
+                              gt_err (*appraise)(void *, gt_span, const uint8_t *),
+                              void *appraise_ctx, const gt_sim_server_hello *sh,
+                              const uint8_t *rd)
+{
+    if (opt->attester.appraise != NULL) {
+        return appraise(appraise_ctx, sh->evidence, rd);
+    }
+    cJSON *claims = NULL;
+    GT_TRY(gt_sim_device_evidence_appraise(sh->evidence, rd, opt->vendor_root_pem, NULL,
+                                           &claims));
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims, "measurement"));
+    c->has_measurement = m != NULL &&
+                         gt_is_ok(gt_hex_decode_exact(c->device_measurement,
+                                                      sizeof c->device_measurement, m));
+    cJSON_Delete(claims);
+    return GT_OK;
+}
+
+// Maps the bounce buffers devd sent with its hello, after checking their size against it.
+static gt_err map_bounce(gt_sim_conn *c, int bounce_fd, const gt_sim_server_hello *sh)
+{
+    size_t bytes = (size_t)sh->slot_count * sh->slot_bytes;
+    struct stat st;
+    GT_ENSURE(fstat(bounce_fd, &st) == 0 && (uint64_t)st.st_size == bytes, GT_E_FORMAT,
+              "sim device: bounce buffers are not %zu bytes", bytes);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bounce_fd, 0);  // see devd
+    GT_ENSURE(p != MAP_FAILED, GT_E_NOMEM, "sim device: mapping bounce buffers: %s",
+              strerror(errno));
+    c->bounce = p;
+    c->bounce_bytes = bytes;
+    c->slot_count = sh->slot_count;
+    c->slot_bytes = sh->slot_bytes;
+    c->mem_limit = sh->mem_limit;
+    return GT_OK;
+}
+
 static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
 {
     gt_err (*produce)(void *, const uint8_t *, gt_buf *) = opt->attester.produce;
@@ -154,38 +194,12 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
                    "sim device: server hello came without bounce buffers");
     // device evidence: bound to our nonce, devd's X25519 key and our whole hello
     GT_TRY_GOTO(err, gt_sim_device_report_data(rd, ch.nonce, &sh, (gt_span){w.data, w.len}), out);
-    if (opt->attester.appraise == NULL) {
-        // The default appraisal, keeping the device's measurement for gt_device_sim_measurement
-        // (an agreement's device.accepted_measurements is checked by the caller).
-        cJSON *claims = NULL;
-        GT_TRY_GOTO(err, gt_sim_device_evidence_appraise(sh.evidence, rd, opt->vendor_root_pem,
-                                                         NULL, &claims),
-                    out);
-        const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims,
-                                                                              "measurement"));
-        c->has_measurement = m != NULL &&
-                             gt_is_ok(gt_hex_decode_exact(c->device_measurement,
-                                                          sizeof c->device_measurement, m));
-        cJSON_Delete(claims);
-    } else {
-        GT_TRY_GOTO(err, appraise(appraise_ctx, sh.evidence, rd), out);
-    }
+    GT_TRY_GOTO(err, appraise_device(c, opt, appraise, appraise_ctx, &sh, rd), out);
     memcpy(c->device_report_data, rd, sizeof rd);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, sh.pub, sec), out);
     GT_TRY_GOTO(err, gt_sim_keys_derive(&c->keys, true, shared, (gt_span){w.data, w.len}, sh_span),
                 out);
-    size_t bytes = (size_t)sh.slot_count * sh.slot_bytes;
-    struct stat st;
-    GT_ENSURE_GOTO(err, fstat(bounce_fd, &st) == 0 && (uint64_t)st.st_size == bytes, out,
-                   GT_E_FORMAT, "sim device: bounce buffers are not %zu bytes", bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bounce_fd, 0);  // see devd
-    GT_ENSURE_GOTO(err, p != MAP_FAILED, out, GT_E_NOMEM, "sim device: mapping bounce buffers: %s",
-                   strerror(errno));
-    c->bounce = p;
-    c->bounce_bytes = bytes;
-    c->slot_count = sh.slot_count;
-    c->slot_bytes = sh.slot_bytes;
-    c->mem_limit = sh.mem_limit;
+    GT_TRY_GOTO(err, map_bounce(c, bounce_fd, &sh), out);
     GT_TRY_GOTO(err, gt_buf_append(&c->device_evidence, sh.evidence.data, sh.evidence.len), out);
 out:
     if (bounce_fd >= 0) {

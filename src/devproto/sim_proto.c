@@ -422,6 +422,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
     }
 }
 
+// long: one flat table of per-type field reads, mirroring gt_sim_msg_write; clearer whole
 gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
 {
     gt_reader r = gt_reader_init(plain.data, plain.len);

@@ -494,6 +494,38 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     return carrier ? gt_holder_trip_finish(carrier, sent, a->me->name, chunk) : sent;
 }
 
+// One FETCH: decided, noted in the ledger, then served or refused. A refusal sent is not an
+// error: the session goes on.
+static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
+                          const char *trainer)
+{
+    gt_hp_fetch f;
+    GT_TRY(gt_hp_fetch_parse(gt_buf_span(body), &f));
+    const uint8_t mode = f.mode;
+    const uint32_t chunk = f.chunk;
+    uint64_t tokens = 0;
+    gt_err verdict = decide(a, chunk, &tokens);
+    const char *mode_name = gt_fetch_mode_name((gt_fetch_mode)mode);
+    if (!gt_is_ok(verdict)) {
+        ledger_note(a, "refuse", trainer, chunk, mode_name, 0, 0, verdict.msg);
+        return send_refuse(ch, verdict);
+    }
+    uint64_t bytes = mode == GT_FETCH_PLAIN ? a->manifest.chunks[chunk].plaintext_len
+                                            : gt_manifest_chunk_file_bytes(&a->manifest, chunk);
+    gt_err noted = ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
+    if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
+        return send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the grant"));
+    }
+    uint64_t sent = 0;
+    GT_TRY(serve_chunk(a, ch, chunk, (gt_fetch_mode)mode, &sent));
+    pthread_mutex_lock(&a->lock);
+    a->stats.bytes_sent += sent;
+    pthread_mutex_unlock(&a->lock);
+    gt_log_info("holder %s: released chunk %u (%s, %llu tokens) to %s", a->me->name, chunk,
+                mode_name, (unsigned long long)tokens, trainer);
+    return GT_OK;
+}
+
 // appraisal: what the attestor said of this trainer when it accepted it (may be NULL).
 static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal)
 {
@@ -543,34 +575,7 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
         }
         GT_ENSURE_GOTO(err, type == GT_HP_FETCH, out, GT_E_FORMAT, "expected FETCH, got %#x",
                        type);
-        gt_hp_fetch f;
-        GT_TRY_GOTO(err, gt_hp_fetch_parse(gt_buf_span(&body), &f), out);
-        const uint8_t mode = f.mode;
-        const uint32_t chunk = f.chunk;
-        uint64_t tokens = 0;
-        gt_err verdict = decide(a, chunk, &tokens);
-        const char *mode_name = gt_fetch_mode_name((gt_fetch_mode)mode);
-        if (!gt_is_ok(verdict)) {
-            ledger_note(a, "refuse", trainer, chunk, mode_name, 0, 0, verdict.msg);
-            GT_TRY_GOTO(err, send_refuse(ch, verdict), out);
-            continue;
-        }
-        uint64_t bytes = mode == GT_FETCH_PLAIN ? a->manifest.chunks[chunk].plaintext_len
-                                                : gt_manifest_chunk_file_bytes(&a->manifest, chunk);
-        gt_err noted = ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
-        if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
-            GT_TRY_GOTO(err, send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the "
-                                                                  "grant")),
-                        out);
-            continue;
-        }
-        uint64_t sent = 0;
-        GT_TRY_GOTO(err, serve_chunk(a, ch, chunk, (gt_fetch_mode)mode, &sent), out);
-        pthread_mutex_lock(&a->lock);
-        a->stats.bytes_sent += sent;
-        pthread_mutex_unlock(&a->lock);
-        gt_log_info("holder %s: released chunk %u (%s, %llu tokens) to %s", a->me->name, chunk,
-                    mode_name, (unsigned long long)tokens, trainer);
+        GT_TRY_GOTO(err, serve_fetch(a, ch, &body, trainer), out);
     }
 out:
     if (a->cfg.ledger != NULL) {  // the trainer's last confirmed uses, durable as it leaves

@@ -201,6 +201,121 @@ out:
     return err;
 }
 
+// The agreement names the devices it accepts: a sim device must be one of them (a device whose
+// evidence a custom hook judged keeps no measurement; that hook decided).
+static gt_err device_measurement_check(const gt_collab_config *cfg)
+{
+    const gt_agreement *a = cfg->agreement;
+    if (gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM || a->device_measurements.count == 0) {
+        return GT_OK;
+    }
+    uint8_t m[GT_MEASUREMENT_BYTES];
+    gt_err e = gt_device_sim_measurement(cfg->dev, m);
+    if (gt_is_ok(e) && !gt_measurement_allowed(&a->device_measurements, m)) {
+        char hex[2 * GT_MEASUREMENT_BYTES + 1];
+        gt_hex_encode(hex, sizeof hex, m, sizeof m);
+        return gt_errf(GT_E_POLICY, "the device's measurement %.16s... is not one the "
+                                    "agreement accepts", hex);
+    }
+    GT_ENSURE(gt_is_ok(e) || e.code == GT_E_NOTFOUND, e.code, "%s", e.msg);
+    return GT_OK;
+}
+
+// Creates the agreement's model with its starting weights: the saved state when resuming and
+// one exists, else the agreement's seeded random init. *step is the step the run starts from.
+static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, const char *state,
+                          uint64_t *step)
+{
+    const gt_agreement *a = cfg->agreement;
+    gt_gpt2_config mc = {.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
+                         .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
+                         .num_layers = (int)a->layers, .num_heads = (int)a->heads,
+                         .channels = (int)a->channels};
+    GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
+    gt_gpt2 *model = *modelp;
+    if (cfg->resume && gt_path_exists(state)) {
+        gt_loader_pos ignored;
+        GT_TRY(gt_train_state_load(model, &ignored, state));
+        *step = gt_gpt2_step(model);
+        event(cfg, "resumed from %s at step %llu", state, (unsigned long long)*step);
+        return GT_OK;
+    }
+    return gt_gpt2_init_random(model, a->init_seed);
+}
+
+// The use schedule over the holders' chunks, with the journal's committed uses replayed into
+// it, and the journal opened for appending. The caller frees *sched and closes *journal.
+static gt_err schedule_open(const gt_collab_config *cfg, holders *hs, uint64_t step,
+                            const char *journal_path, gt_schedule **sched, gt_journal **journal)
+{
+    GT_TRY(gt_schedule_create(sched, cfg->agreement, hs->counts,
+                              (const uint64_t *const *)hs->tokens));
+    uint64_t replayed = 0, dropped = 0;
+    GT_TRY(gt_journal_replay(journal_path, step, *sched, &replayed, &dropped));
+    if (replayed || dropped) {
+        event(cfg, "journal: %llu committed chunk use(s) replayed, %llu uncommitted dropped",
+              (unsigned long long)replayed, (unsigned long long)dropped);
+    }
+    return gt_journal_open(journal, journal_path);
+}
+
+// Brings chunk c of holder h into device memory by the configured transfer, counting the bytes
+// and seconds in the report. *trip is set for a trip this trainer serves.
+static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, uint32_t c,
+                          bool served_trip, gt_fetch_mode fetch, gt_collab_report *report,
+                          gt_device_trip **trip, gt_dbuf *buf, uint64_t *ntok)
+{
+    const gt_agreement *a = cfg->agreement;
+    double t0 = gt_now_seconds();
+    if (cfg->transfer == GT_TRANSFER_TRAVEL && served_trip) {
+        GT_TRY(gt_holder_trip(hs->conns[h], c, cfg->dev, cfg->device_address, a->hash, 60000,
+                              trip, buf, ntok));
+    } else if (cfg->transfer == GT_TRANSFER_TRAVEL) {
+        GT_TRY(gt_holder_travel(hs->conns[h], c, cfg->dev, cfg->device_address, 60000, buf,
+                                ntok));
+    } else {
+        GT_TRY(gt_holder_fetch(hs->conns[h], c, fetch, cfg->dev, GT_DBUF_NO_READBACK, buf, ntok));
+    }
+    double secs = gt_now_seconds() - t0;
+    report->holders[h].bytes_moved += *ntok * 2;
+    report->holders[h].transfer_seconds += secs;
+    event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
+          a->holders[h].name, (unsigned long long)*ntok,
+          cfg->transfer == GT_TRANSFER_TRAVEL ? (served_trip ? "a trip this trainer serves"
+                                                             : "GPU travelling")
+                                              : gt_transfer_mode_name(cfg->transfer),
+          secs);
+    return GT_OK;
+}
+
+// Commits one use: checkpoint first, then the journal record that counts it, then the holder's
+// confirmation.
+static gt_err use_commit(gt_gpt2 *model, const char *ckpt, const char *state, gt_schedule *sched,
+                         gt_journal *journal, gt_holder_conn *conn, uint64_t step, uint32_t h,
+                         uint32_t c, uint64_t counted)
+{
+    gt_loader_pos pos = {0};
+    GT_TRY(gt_gpt2_save(model, ckpt));
+    GT_TRY(gt_train_state_save(model, pos, state));
+    GT_TRY(gt_schedule_record(sched, h, c, counted));
+    GT_TRY(gt_journal_append_use(journal, step, h, c, counted));
+    return gt_holder_confirm_use(conn, c, counted);
+}
+
+static void report_finish(gt_collab_report *report, const gt_schedule *sched,
+                          uint32_t holder_count, uint64_t step, float loss)
+{
+    report->steps_done = (uint32_t)step;
+    report->final_loss = loss;
+    for (uint32_t i = 0; i < holder_count; i++) {
+        gt_holder_account acc;
+        gt_schedule_account(sched, i, &acc);
+        report->holders[i].tokens_used = acc.tokens_used;
+        report->holders[i].token_budget = acc.token_budget;
+        report->holders[i].uses = acc.uses;
+    }
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -210,28 +325,12 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
               "the trip socket for cpu and cuda)");
     // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
-    if (gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM && a->device_measurements.count > 0) {
-        // The agreement names the devices it accepts: this one must be one of them (a device
-        // whose evidence a custom hook judged keeps no measurement; that hook decided).
-        uint8_t m[GT_MEASUREMENT_BYTES];
-        gt_err e = gt_device_sim_measurement(cfg->dev, m);
-        if (gt_is_ok(e) && !gt_measurement_allowed(&a->device_measurements, m)) {
-            char hex[2 * GT_MEASUREMENT_BYTES + 1];
-            gt_hex_encode(hex, sizeof hex, m, sizeof m);
-            return gt_errf(GT_E_POLICY, "the device's measurement %.16s... is not one the "
-                                        "agreement accepts", hex);
-        }
-        GT_ENSURE(gt_is_ok(e) || e.code == GT_E_NOTFOUND, e.code, "%s", e.msg);
-    }
+    GT_TRY(device_measurement_check(cfg));
     char ckpt[4200], state[4300], journal_path[4200];
     GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
     snprintf(state, sizeof state, "%s.state", ckpt);
 
-    gt_gpt2_config mc = {.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
-                         .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
-                         .num_layers = (int)a->layers, .num_heads = (int)a->heads,
-                         .channels = (int)a->channels};
     gt_gpt2 *model = NULL;
     gt_schedule *sched = NULL;
     gt_journal *journal = NULL;
@@ -242,26 +341,10 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     // This process's checkpoint signing key: fresh, presented to every holder, wiped at out.
     uint8_t signing_secret[GT_ED25519_SECRET_BYTES] = {0};
     GT_TRY_GOTO(err, gt_ed25519_keypair(report->signing_key, signing_secret), out);
-    GT_TRY_GOTO(err, gt_gpt2_create(&model, cfg->dev, &mc), out);
     uint64_t step = 0;
-    if (cfg->resume && gt_path_exists(state)) {
-        gt_loader_pos ignored;
-        GT_TRY_GOTO(err, gt_train_state_load(model, &ignored, state), out);
-        step = gt_gpt2_step(model);
-        event(cfg, "resumed from %s at step %llu", state, (unsigned long long)step);
-    } else {
-        GT_TRY_GOTO(err, gt_gpt2_init_random(model, a->init_seed), out);
-    }
+    GT_TRY_GOTO(err, model_start(cfg, &model, state, &step), out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
-    GT_TRY_GOTO(err, gt_schedule_create(&sched, a, hs.counts, (const uint64_t *const *)hs.tokens),
-                out);
-    uint64_t replayed = 0, dropped = 0;
-    GT_TRY_GOTO(err, gt_journal_replay(journal_path, step, sched, &replayed, &dropped), out);
-    if (replayed || dropped) {
-        event(cfg, "journal: %llu committed chunk use(s) replayed, %llu uncommitted dropped",
-              (unsigned long long)replayed, (unsigned long long)dropped);
-    }
-    GT_TRY_GOTO(err, gt_journal_open(&journal, journal_path), out);
+    GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
     gt_fetch_mode fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
                                                                      : GT_FETCH_KEYRELEASE;
     while (step < a->steps) {
@@ -274,32 +357,12 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
             break;
         }
         GT_TRY_GOTO(err, next, out);
-        double t0 = gt_now_seconds();
         gt_dbuf buf = 0;
         uint64_t ntok = 0;
         gt_device_trip *trip = NULL;  // a served trip: ends (release, RELEASED) before the commit
-        if (cfg->transfer == GT_TRANSFER_TRAVEL && served_trip) {
-            GT_TRY_GOTO(err, gt_holder_trip(hs.conns[h], c, cfg->dev, cfg->device_address, a->hash,
-                                            60000, &trip, &buf, &ntok),
-                        out);
-        } else if (cfg->transfer == GT_TRANSFER_TRAVEL) {
-            GT_TRY_GOTO(err, gt_holder_travel(hs.conns[h], c, cfg->dev, cfg->device_address,
-                                              60000, &buf, &ntok),
-                        out);
-        } else {
-            GT_TRY_GOTO(err, gt_holder_fetch(hs.conns[h], c, fetch, cfg->dev,
-                                             GT_DBUF_NO_READBACK, &buf, &ntok),
-                        out);
-        }
-        double secs = gt_now_seconds() - t0;
-        report->holders[h].bytes_moved += ntok * 2;
-        report->holders[h].transfer_seconds += secs;
-        event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
-              a->holders[h].name, (unsigned long long)ntok,
-              cfg->transfer == GT_TRANSFER_TRAVEL ? (served_trip ? "a trip this trainer serves"
-                                                                 : "GPU travelling")
-                                                  : gt_transfer_mode_name(cfg->transfer),
-              secs);
+        GT_TRY_GOTO(err, chunk_bring(cfg, &hs, h, c, served_trip, fetch, report, &trip, &buf,
+                                     &ntok),
+                    out);
         // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
         // except that the budget's last chunk counts only up to the budget, and only that part
         // is trained on. One use is one pass over it, cut short only by the step count.
@@ -314,25 +377,14 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, erase, out);
         step += done;
         // Commit: checkpoint first, then the journal record that counts the use.
-        gt_loader_pos pos = {0};
-        GT_TRY_GOTO(err, gt_gpt2_save(model, ckpt), out);
-        GT_TRY_GOTO(err, gt_train_state_save(model, pos, state), out);
-        GT_TRY_GOTO(err, gt_schedule_record(sched, h, c, counted), out);
-        GT_TRY_GOTO(err, gt_journal_append_use(journal, step, h, c, counted), out);
-        GT_TRY_GOTO(err, gt_holder_confirm_use(hs.conns[h], c, counted), out);
+        GT_TRY_GOTO(err, use_commit(model, ckpt, state, sched, journal, hs.conns[h], step, h, c,
+                                    counted),
+                    out);
         event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
                    "device, use recorded", c, a->holders[h].name, done,
               (unsigned long long)trained);
     }
-    report->steps_done = (uint32_t)step;
-    report->final_loss = loss;
-    for (uint32_t i = 0; i < a->holder_count; i++) {
-        gt_holder_account acc;
-        gt_schedule_account(sched, i, &acc);
-        report->holders[i].tokens_used = acc.tokens_used;
-        report->holders[i].token_budget = acc.token_budget;
-        report->holders[i].uses = acc.uses;
-    }
+    report_finish(report, sched, a->holder_count, step, loss);
     GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, signing_secret, report), out);
 out:
     gt_secure_zero(signing_secret, sizeof signing_secret);

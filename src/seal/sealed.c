@@ -238,14 +238,16 @@ static gt_err count_tokens(const gt_seal_params *p, uint64_t *total)
     return GT_OK;
 }
 
-gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_result *result)
+// Checks the parameters and the output folder and sizes the job: the chunk size (the default
+// when none is given), the input's tokens and the chunks they make.
+static gt_err seal_plan(const gt_seal_params *p, uint64_t *chunk_size, uint64_t *total_tokens,
+                        uint64_t *chunk_count)
 {
-    memset(result, 0, sizeof *result);
-    uint64_t chunk_size = p->chunk_size ? p->chunk_size : GT_SEAL_DEFAULT_CHUNK_BYTES;
+    *chunk_size = p->chunk_size ? p->chunk_size : GT_SEAL_DEFAULT_CHUNK_BYTES;
     GT_ENSURE(p->shard_count >= 1, GT_E_ARG, "seal: no input shards");
-    GT_ENSURE(chunk_size >= 2 && chunk_size % 2 == 0 && chunk_size <= GT_SEAL_MAX_CHUNK_BYTES,
+    GT_ENSURE(*chunk_size >= 2 && *chunk_size % 2 == 0 && *chunk_size <= GT_SEAL_MAX_CHUNK_BYTES,
               GT_E_ARG, "chunk size %llu: must be an even number of bytes, 2 .. %llu",
-              (unsigned long long)chunk_size, (unsigned long long)GT_SEAL_MAX_CHUNK_BYTES);
+              (unsigned long long)*chunk_size, (unsigned long long)GT_SEAL_MAX_CHUNK_BYTES);
     GT_ENSURE(p->vocab_size >= 1 && p->vocab_size <= 65536, GT_E_ARG,
               "vocabulary size %u: uint16 tokens allow 1 .. 65536", p->vocab_size);
     struct stat st;
@@ -253,14 +255,35 @@ gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_resu
     GT_ENSURE(!out_exists || (S_ISDIR(st.st_mode) && dir_is_empty(p->out_dir)), GT_E_STATE,
               "%s already exists and is not an empty folder: refusing to overwrite it",
               p->out_dir);
-    uint64_t total_tokens = 0;
-    GT_TRY(count_tokens(p, &total_tokens));
-    uint64_t total = 2 * total_tokens;
-    uint64_t chunk_count = (total + chunk_size - 1) / chunk_size;
-    GT_ENSURE(chunk_count <= GT_MANIFEST_MAX_CHUNKS, GT_E_LIMIT,
+    GT_TRY(count_tokens(p, total_tokens));
+    uint64_t total = 2 * *total_tokens;
+    *chunk_count = (total + *chunk_size - 1) / *chunk_size;
+    GT_ENSURE(*chunk_count <= GT_MANIFEST_MAX_CHUNKS, GT_E_LIMIT,
               "%llu chunks of %llu bytes: at most %u chunks; choose a larger --chunk-size",
-              (unsigned long long)chunk_count, (unsigned long long)chunk_size,
+              (unsigned long long)*chunk_count, (unsigned long long)*chunk_size,
               GT_MANIFEST_MAX_CHUNKS);
+    return GT_OK;
+}
+
+static void seal_result_fill(gt_seal_result *result, const gt_manifest *m, uint64_t total,
+                             size_t manifest_bytes)
+{
+    memcpy(result->dataset_id, m->dataset_id, sizeof m->dataset_id);
+    result->token_count = m->token_count;
+    result->plaintext_bytes = total;
+    result->chunk_count = m->chunk_count;
+    result->stored_bytes = manifest_bytes;
+    for (uint32_t i = 0; i < m->chunk_count; i++) {
+        result->stored_bytes += gt_manifest_chunk_file_bytes(m, i);
+    }
+}
+
+gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_result *result)
+{
+    memset(result, 0, sizeof *result);
+    uint64_t chunk_size = 0, total_tokens = 0, chunk_count = 0;
+    GT_TRY(seal_plan(p, &chunk_size, &total_tokens, &chunk_count));
+    uint64_t total = 2 * total_tokens;
 
     gt_manifest m;
     memset(&m, 0, sizeof m);
@@ -318,14 +341,7 @@ gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_resu
                    staging, p->out_dir, strerror(errno));
     staged = false;
 
-    memcpy(result->dataset_id, m.dataset_id, sizeof m.dataset_id);
-    result->token_count = m.token_count;
-    result->plaintext_bytes = total;
-    result->chunk_count = m.chunk_count;
-    result->stored_bytes = encoded.len;
-    for (uint32_t i = 0; i < m.chunk_count; i++) {
-        result->stored_bytes += gt_manifest_chunk_file_bytes(&m, i);
-    }
+    seal_result_fill(result, &m, total, encoded.len);
 out:
     source_close(&src);
     if (staged) {

@@ -215,9 +215,8 @@ static gt_err sig_digest_new(gt_hash_ctx **ctx, const uint8_t *header, size_t he
     return gt_hash_update(*ctx, header, header_len);
 }
 
-gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
+static gt_err seal_params_check(const gt_sckpt_seal_params *p)
 {
-    GT_ENSURE(p->signing_secret != NULL, GT_E_ARG, "sealing needs the signer's secret key");
     GT_TRY(recipients_check(p->recipients, p->recipient_count));
     for (uint32_t i = 0; i < p->recipient_count; i++) {
         uint8_t raw[GT_SCKPT_NAME_BYTES] = {0};
@@ -226,13 +225,82 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
         memcpy(raw, p->recipients[i].name, n);
         GT_TRY(name_check(raw, i));
     }
-    GT_TRY(model_check(&p->model));
+    return model_check(&p->model);
+}
+
+// The header's fields from the parameters, all but the random and derived ones.
+static void header_fill(gt_sckpt_header *h, const gt_sckpt_seal_params *p, uint64_t size)
+{
+    h->version = GT_SCKPT_VERSION;
+    h->suite = GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM;
+    h->content = GT_SCKPT_CONTENT_LLMC_FP32;
+    memcpy(h->agreement_hash, p->agreement_hash, sizeof h->agreement_hash);
+    h->step = p->step;
+    h->model = p->model;
+    h->plaintext_len = size;
+    h->recipient_count = p->recipient_count;
+    for (uint32_t i = 0; i < p->recipient_count; i++) {
+        h->recipients[i] = p->recipients[i];
+        h->recipients[i].name[GT_SCKPT_NAME_BYTES - 1] = '\0';
+    }
+}
+
+// Wraps the content key for every recipient and appends the wraps to the header being written
+// in w; header[0, bound_len) is their AAD. es: one ephemeral key for the file, one shared secret
+// per recipient, wiped here on every path.
+static gt_err wraps_seal(gt_sckpt_header *h, gt_writer *w, const uint8_t *header,
+                         const uint8_t content_key[GT_AEAD_KEY_BYTES],
+                         const uint8_t eph_sec[GT_X25519_BYTES])
+{
+    uint8_t shared[GT_X25519_BYTES] = {0}, okm[WRAP_OKM_BYTES] = {0};
+    gt_err err = GT_OK;
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        size_t n = 0;
+        GT_TRY_GOTO(err, gt_err_wrap(gt_x25519_shared(shared, h->recipients[i].pub, eph_sec),
+                                     "recipient '%s'", h->recipients[i].name), out);
+        GT_TRY_GOTO(err, wrap_okm(okm, shared, h, i), out);
+        GT_TRY_GOTO(err, gt_aead_seal(h->wraps[i], GT_SCKPT_WRAP_BYTES, &n, content_key,
+                                      GT_AEAD_KEY_BYTES, header, h->bound_len,
+                                      okm + GT_AEAD_KEY_BYTES, okm), out);
+        GT_TRY_GOTO(err, gt_writer_bytes(w, h->wraps[i], GT_SCKPT_WRAP_BYTES), out);
+        gt_secure_zero(shared, sizeof shared);
+        gt_secure_zero(okm, sizeof okm);
+    }
+out:
+    gt_secure_zero(shared, sizeof shared);
+    gt_secure_zero(okm, sizeof okm);
+    return err;
+}
+
+// Encrypts, hashes and writes the size-byte body; io already holds its first LLMC_PREFIX_BYTES.
+static gt_err body_seal(FILE *in, uint8_t *io, uint64_t size, gt_aead_stream *s, gt_hash_ctx *hc,
+                        gt_atomic_file *out, const char *path)
+{
+    size_t have = LLMC_PREFIX_BYTES;  // bytes of io already read
+    for (uint64_t at = 0; at < size;) {
+        size_t k = (size_t)(size - at < IO_BYTES ? size - at : IO_BYTES);
+        if (have < k) {
+            GT_TRY(read_exact(in, io + have, k - have, path));
+        }
+        have = 0;
+        GT_TRY(gt_aead_stream_update(s, io, io, k));
+        GT_TRY(gt_hash_update(hc, io, k));  // ciphertext, as written
+        GT_TRY(gt_atomic_file_write(out, io, k));
+        at += k;
+    }
+    GT_ENSURE(fgetc(in) == EOF, GT_E_STATE, "%s changed while it was sealed", path);
+    return GT_OK;
+}
+
+gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
+{
+    GT_ENSURE(p->signing_secret != NULL, GT_E_ARG, "sealing needs the signer's secret key");
+    GT_TRY(seal_params_check(p));
     gt_sckpt_header *h = calloc(1, sizeof *h);
     GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
     uint8_t *io = malloc(IO_BYTES);
     uint8_t header[GT_SCKPT_MAX_HEADER_BYTES];
     uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, eph_sec[GT_X25519_BYTES] = {0};
-    uint8_t shared[GT_X25519_BYTES] = {0}, okm[WRAP_OKM_BYTES] = {0};
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     uint8_t digest[GT_SHA256_BYTES] = {0}, sig[GT_SCKPT_SIG_BYTES] = {0};
     gt_hash_ctx *hc = NULL;
@@ -248,18 +316,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
                    (unsigned long long)size, LLMC_PREFIX_BYTES,
                    (unsigned long long)GT_SCKPT_MAX_PLAINTEXT);
 
-    h->version = GT_SCKPT_VERSION;
-    h->suite = GT_SCKPT_SUITE_X25519_HKDF_SHA256_AES256GCM;
-    h->content = GT_SCKPT_CONTENT_LLMC_FP32;
-    memcpy(h->agreement_hash, p->agreement_hash, sizeof h->agreement_hash);
-    h->step = p->step;
-    h->model = p->model;
-    h->plaintext_len = size;
-    h->recipient_count = p->recipient_count;
-    for (uint32_t i = 0; i < p->recipient_count; i++) {
-        h->recipients[i] = p->recipients[i];
-        h->recipients[i].name[GT_SCKPT_NAME_BYTES - 1] = '\0';
-    }
+    header_fill(h, p, size);
     GT_TRY_GOTO(err, gt_random_bytes(h->body_iv, sizeof h->body_iv), done);
     GT_TRY_GOTO(err, gt_random_bytes(content_key, sizeof content_key), done);
     GT_TRY_GOTO(err, gt_x25519_keypair(h->ephemeral_pub, eph_sec), done);
@@ -268,19 +325,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     gt_writer w = gt_writer_init_fixed(header, sizeof header);
     GT_TRY_GOTO(err, bound_encode(&w, h), done);
     h->bound_len = w.len;
-    // es: one ephemeral key for the file, one shared secret per recipient
-    for (uint32_t i = 0; i < h->recipient_count; i++) {
-        size_t n = 0;
-        GT_TRY_GOTO(err, gt_err_wrap(gt_x25519_shared(shared, h->recipients[i].pub, eph_sec),
-                                     "recipient '%s'", h->recipients[i].name), done);
-        GT_TRY_GOTO(err, wrap_okm(okm, shared, h, i), done);
-        GT_TRY_GOTO(err, gt_aead_seal(h->wraps[i], GT_SCKPT_WRAP_BYTES, &n, content_key,
-                                      sizeof content_key, header, h->bound_len,
-                                      okm + GT_AEAD_KEY_BYTES, okm), done);
-        GT_TRY_GOTO(err, gt_writer_bytes(&w, h->wraps[i], GT_SCKPT_WRAP_BYTES), done);
-        gt_secure_zero(shared, sizeof shared);
-        gt_secure_zero(okm, sizeof okm);
-    }
+    GT_TRY_GOTO(err, wraps_seal(h, &w, header, content_key, eph_sec), done);
     h->header_len = w.len;
 
     // The body: the llm.c file under the content key; AAD = the whole header (wraps included).
@@ -291,20 +336,7 @@ gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
     GT_TRY_GOTO(err, sig_digest_new(&hc, header, h->header_len), done);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, header, h->header_len, h->body_iv,
                                         content_key), done);
-    size_t have = LLMC_PREFIX_BYTES;  // bytes of io already read
-    for (uint64_t at = 0; at < size;) {
-        size_t k = (size_t)(size - at < IO_BYTES ? size - at : IO_BYTES);
-        if (have < k) {
-            GT_TRY_GOTO(err, read_exact(in, io + have, k - have, p->model_path), done);
-        }
-        have = 0;
-        GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k), done);
-        GT_TRY_GOTO(err, gt_hash_update(hc, io, k), done);  // ciphertext, as written
-        GT_TRY_GOTO(err, gt_atomic_file_write(&out, io, k), done);
-        at += k;
-    }
-    GT_ENSURE_GOTO(err, fgetc(in) == EOF, done, GT_E_STATE, "%s changed while it was sealed",
-                   p->model_path);
+    GT_TRY_GOTO(err, body_seal(in, io, size, s, hc, &out, p->model_path), done);
     GT_TRY_GOTO(err, gt_aead_stream_final(s, tag), done);
     GT_TRY_GOTO(err, gt_atomic_file_write(&out, tag, sizeof tag), done);
     GT_TRY_GOTO(err, gt_hash_update(hc, tag, sizeof tag), done);
@@ -329,8 +361,6 @@ done:
     free(h);
     gt_secure_zero(content_key, sizeof content_key);
     gt_secure_zero(eph_sec, sizeof eph_sec);
-    gt_secure_zero(shared, sizeof shared);
-    gt_secure_zero(okm, sizeof okm);
     return err;
 }
 
@@ -372,6 +402,89 @@ gt_err gt_sckpt_read_header(const char *path, gt_sckpt_header *h)
     return err;
 }
 
+// The caller may name the signer it expects (NULL: any).
+static gt_err signer_check(const gt_sckpt_header *h, const uint8_t *expect_signer,
+                           const char *path)
+{
+    if (expect_signer != NULL &&
+        memcmp(h->signer_pub, expect_signer, GT_ED25519_PUBLIC_BYTES) != 0) {  // public keys
+        char got[2 * GT_ED25519_PUBLIC_BYTES + 1], want[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(got, sizeof got, h->signer_pub, GT_ED25519_PUBLIC_BYTES);
+        gt_hex_encode(want, sizeof want, expect_signer, GT_ED25519_PUBLIC_BYTES);
+        return gt_errf(GT_E_POLICY, "%s: sealed by signing key %.16s..., not the expected %.16s...",
+                       path, got, want);
+    }
+    return GT_OK;
+}
+
+// *me: the index of the recipient whose public key is k's (the last such).
+static gt_err recipient_find(const gt_sckpt_header *h, const gt_recipient_keys *k, uint32_t *me)
+{
+    *me = h->recipient_count;
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        if (memcmp(h->recipients[i].pub, k->pub, GT_X25519_BYTES) == 0) {  // public keys
+            *me = i;
+        }
+    }
+    if (*me == h->recipient_count) {
+        char names[512] = "", key[2 * GT_X25519_BYTES + 1];
+        for (uint32_t i = 0; i < h->recipient_count; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                     h->recipients[i].name);
+        }
+        gt_hex_encode(key, sizeof key, k->pub, GT_X25519_BYTES);
+        return gt_errf(GT_E_NOTFOUND, "not a recipient: the checkpoint is sealed for %s; this "
+                                      "recipient key (%.16s...) is none of theirs", names, key);
+    }
+    return GT_OK;
+}
+
+// Unwraps the content key wrapped for recipient me; header[0, bound_len) is the wrap's AAD.
+// The shared secret and the wrapping key are wiped here on every path.
+static gt_err content_key_unwrap(const gt_sckpt_header *h, const gt_recipient_keys *k,
+                                 uint32_t me, const uint8_t *header,
+                                 uint8_t content_key[GT_AEAD_KEY_BYTES], const char *path)
+{
+    uint8_t shared[GT_X25519_BYTES] = {0}, okm[WRAP_OKM_BYTES] = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_x25519_shared(shared, h->ephemeral_pub, k->sec), out);
+    GT_TRY_GOTO(err, wrap_okm(okm, shared, h, me), out);
+    size_t n = 0;
+    gt_err e = gt_aead_open(content_key, GT_AEAD_KEY_BYTES, &n, h->wraps[me],
+                            GT_SCKPT_WRAP_BYTES, header, h->bound_len, okm + GT_AEAD_KEY_BYTES,
+                            okm);
+    GT_ENSURE_GOTO(err, e.code == GT_E_NONE && n == GT_AEAD_KEY_BYTES, out, GT_E_AUTH,
+                   "%s: the content key wrapped for '%s' does not authenticate: the file was "
+                   "tampered with, or this is not the key it was sealed to", path,
+                   h->recipients[me].name);
+out:
+    gt_secure_zero(shared, sizeof shared);
+    gt_secure_zero(okm, sizeof okm);
+    return err;
+}
+
+// Hashes, decrypts and stages the body, keeping its first LLMC_PREFIX_BYTES in prefix.
+static gt_err body_open(FILE *in, uint8_t *io, const gt_sckpt_header *h, gt_aead_stream *s,
+                        gt_hash_ctx *hc, gt_atomic_file *out, uint8_t prefix[LLMC_PREFIX_BYTES],
+                        const char *path)
+{
+    for (uint64_t at = 0; at < h->plaintext_len;) {
+        uint64_t left = h->plaintext_len - at;
+        size_t k2 = (size_t)(left < IO_BYTES ? left : IO_BYTES);
+        GT_TRY(read_exact(in, io, k2, path));
+        GT_TRY(gt_hash_update(hc, io, k2));  // ciphertext, before decrypting
+        GT_TRY(gt_aead_stream_update(s, io, io, k2));
+        if (at < LLMC_PREFIX_BYTES) {
+            size_t c = LLMC_PREFIX_BYTES - (size_t)at < k2 ? LLMC_PREFIX_BYTES - (size_t)at : k2;
+            memcpy(prefix + at, io, c);
+        }
+        GT_TRY(gt_atomic_file_write(out, io, k2));
+        at += k2;
+    }
+    return GT_OK;
+}
+
 gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t *expect_signer,
                      const char *out_path, gt_sckpt_header *hdr_out, uint32_t *recipient_index)
 {
@@ -379,8 +492,7 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t
     GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
     uint8_t *io = malloc(IO_BYTES);
     uint8_t header[GT_SCKPT_MAX_HEADER_BYTES];
-    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, shared[GT_X25519_BYTES] = {0};
-    uint8_t okm[WRAP_OKM_BYTES] = {0}, prefix[LLMC_PREFIX_BYTES] = {0};
+    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, prefix[LLMC_PREFIX_BYTES] = {0};
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     uint8_t digest[GT_SHA256_BYTES] = {0}, sig[GT_SCKPT_SIG_BYTES] = {0};
     gt_hash_ctx *hc = NULL;
@@ -392,48 +504,13 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t
     GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
     GT_TRY_GOTO(err, gt_file_open_regular(path, &in, &size), done);
     GT_TRY_GOTO(err, header_from_file(in, size, path, h, header), done);
-    if (expect_signer != NULL &&
-        memcmp(h->signer_pub, expect_signer, GT_ED25519_PUBLIC_BYTES) != 0) {  // public keys
-        char got[2 * GT_ED25519_PUBLIC_BYTES + 1], want[2 * GT_ED25519_PUBLIC_BYTES + 1];
-        gt_hex_encode(got, sizeof got, h->signer_pub, GT_ED25519_PUBLIC_BYTES);
-        gt_hex_encode(want, sizeof want, expect_signer, GT_ED25519_PUBLIC_BYTES);
-        err = gt_errf(GT_E_POLICY, "%s: sealed by signing key %.16s..., not the expected %.16s...",
-                      path, got, want);
-        goto done;
-    }
-    uint32_t me = h->recipient_count;
-    for (uint32_t i = 0; i < h->recipient_count; i++) {
-        if (memcmp(h->recipients[i].pub, k->pub, GT_X25519_BYTES) == 0) {  // public keys
-            me = i;
-        }
-    }
-    if (me == h->recipient_count) {
-        char names[512] = "", key[2 * GT_X25519_BYTES + 1];
-        for (uint32_t i = 0; i < h->recipient_count; i++) {
-            size_t used = strlen(names);
-            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
-                     h->recipients[i].name);
-        }
-        gt_hex_encode(key, sizeof key, k->pub, GT_X25519_BYTES);
-        err = gt_errf(GT_E_NOTFOUND, "not a recipient: the checkpoint is sealed for %s; this "
-                                     "recipient key (%.16s...) is none of theirs", names, key);
-        goto done;
-    }
+    GT_TRY_GOTO(err, signer_check(h, expect_signer, path), done);
+    uint32_t me = 0;
+    GT_TRY_GOTO(err, recipient_find(h, k, &me), done);
     // header[0, header_len) holds the exact bytes the fields were parsed from: the AADs.
     GT_ENSURE_GOTO(err, fseek(in, (long)h->header_len, SEEK_SET) == 0, done, GT_E_IO,
                    "%s: seek: %s", path, strerror(errno));
-    GT_TRY_GOTO(err, gt_x25519_shared(shared, h->ephemeral_pub, k->sec), done);
-    GT_TRY_GOTO(err, wrap_okm(okm, shared, h, me), done);
-    size_t n = 0;
-    gt_err e = gt_aead_open(content_key, sizeof content_key, &n, h->wraps[me],
-                            GT_SCKPT_WRAP_BYTES, header, h->bound_len, okm + GT_AEAD_KEY_BYTES,
-                            okm);
-    GT_ENSURE_GOTO(err, e.code == GT_E_NONE && n == sizeof content_key, done, GT_E_AUTH,
-                   "%s: the content key wrapped for '%s' does not authenticate: the file was "
-                   "tampered with, or this is not the key it was sealed to", path,
-                   h->recipients[me].name);
-    gt_secure_zero(shared, sizeof shared);
-    gt_secure_zero(okm, sizeof okm);
+    GT_TRY_GOTO(err, content_key_unwrap(h, k, me, header, content_key, path), done);
 
     // Body: staged in the temporary file, renamed only after the signature, the tag and the
     // llm.c header check. One pass: the signature covers exactly the bytes decrypted.
@@ -441,24 +518,12 @@ gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k, const uint8_t
     GT_TRY_GOTO(err, sig_digest_new(&hc, header, h->header_len), done);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, header, h->header_len, h->body_iv,
                                         content_key), done);
-    for (uint64_t at = 0; at < h->plaintext_len;) {
-        uint64_t left = h->plaintext_len - at;
-        size_t k2 = (size_t)(left < IO_BYTES ? left : IO_BYTES);
-        GT_TRY_GOTO(err, read_exact(in, io, k2, path), done);
-        GT_TRY_GOTO(err, gt_hash_update(hc, io, k2), done);  // ciphertext, before decrypting
-        GT_TRY_GOTO(err, gt_aead_stream_update(s, io, io, k2), done);
-        if (at < LLMC_PREFIX_BYTES) {
-            size_t c = LLMC_PREFIX_BYTES - (size_t)at < k2 ? LLMC_PREFIX_BYTES - (size_t)at : k2;
-            memcpy(prefix + at, io, c);
-        }
-        GT_TRY_GOTO(err, gt_atomic_file_write(&out, io, k2), done);
-        at += k2;
-    }
+    GT_TRY_GOTO(err, body_open(in, io, h, s, hc, &out, prefix, path), done);
     GT_TRY_GOTO(err, read_exact(in, tag, sizeof tag, path), done);
     GT_TRY_GOTO(err, read_exact(in, sig, sizeof sig, path), done);
     GT_TRY_GOTO(err, gt_hash_update(hc, tag, sizeof tag), done);
     GT_TRY_GOTO(err, gt_hash_final(hc, digest), done);
-    e = gt_ed25519_verify(sig, digest, sizeof digest, h->signer_pub);
+    gt_err e = gt_ed25519_verify(sig, digest, sizeof digest, h->signer_pub);
     GT_ENSURE_GOTO(err, e.code == GT_E_NONE, done, GT_E_AUTH,
                    "%s: the signature does not verify under the signer key the header names: "
                    "the file was tampered with", path);
@@ -487,8 +552,6 @@ done:
     }
     free(h);
     gt_secure_zero(content_key, sizeof content_key);
-    gt_secure_zero(shared, sizeof shared);
-    gt_secure_zero(okm, sizeof okm);
     gt_secure_zero(prefix, sizeof prefix);
     return err;
 }

@@ -81,33 +81,9 @@ static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
     return GT_OK;
 }
 
-static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
+// The holders: no two share a name, a dataset or (where given) a recipient key.
+static gt_err parse_holders(gt_agreement *a, const cJSON *doc)
 {
-    uint32_t version = 0;
-    GT_TRY(get_u32(doc, "version", 1, 1000, &version));
-    GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "agreement version %u (expected 1)", version);
-    GT_TRY(get_name(doc, "name", a->name));
-
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
-    GT_TRY(gt_err_wrap(get_u32(model, "layers", 1, 96, &a->layers), "model"));
-    GT_TRY(gt_err_wrap(get_u32(model, "channels", 1, 12288, &a->channels), "model"));
-    GT_TRY(gt_err_wrap(get_u32(model, "heads", 1, 128, &a->heads), "model"));
-    GT_TRY(gt_err_wrap(get_u32(model, "vocab", 2, 1u << 20, &a->vocab), "model"));
-    GT_TRY(gt_err_wrap(get_u32(model, "max_seq", 1, 1u << 16, &a->max_seq), "model"));
-    GT_TRY(gt_err_wrap(gt_json_get_u64(model, "init_seed", &a->init_seed), "model"));
-    GT_ENSURE(a->channels % a->heads == 0, GT_E_FORMAT,
-              "model: channels (%u) must be a multiple of heads (%u)", a->channels, a->heads);
-
-    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(doc, "training");
-    GT_TRY(gt_err_wrap(get_u32(tr, "steps", 1, 100000000, &a->steps), "training"));
-    GT_TRY(gt_err_wrap(get_u32(tr, "batch", 1, 65536, &a->batch), "training"));
-    GT_TRY(gt_err_wrap(get_u32(tr, "seq", 1, a->max_seq, &a->seq), "training"));
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(tr, "learning_rate");
-    GT_ENSURE(cJSON_IsNumber(lr) && lr->valuedouble > 0 && lr->valuedouble < 1 &&
-                  isfinite(lr->valuedouble),
-              GT_E_FORMAT, "training: 'learning_rate' must be a number in (0, 1)");
-    a->learning_rate = (float)lr->valuedouble;
-
     const cJSON *holders = cJSON_GetObjectItemCaseSensitive(doc, "holders");
     GT_ENSURE(cJSON_IsArray(holders) && cJSON_GetArraySize(holders) > 0, GT_E_FORMAT,
               "'holders' must be a non-empty array");
@@ -131,21 +107,12 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
         }
         a->holder_count++;
     }
+    return GT_OK;
+}
 
-    const cJSON *trainer = cJSON_GetObjectItemCaseSensitive(doc, "trainer");
-    const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
-    GT_ENSURE(cJSON_IsObject(trainer) && cJSON_IsObject(device), GT_E_FORMAT,
-              "'trainer' and 'device' objects are required");
-    GT_TRY(get_measurements(trainer, "accepted_measurements", &a->trainer_measurements));
-    GT_TRY(get_measurements(device, "accepted_measurements", &a->device_measurements));
-    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(doc, "allow_simulation");
-    a->allow_simulation = cJSON_IsTrue(sim);
-    GT_ENSURE(sim == NULL || cJSON_IsBool(sim), GT_E_FORMAT, "'allow_simulation' must be a bool");
-    GT_ENSURE(a->allow_simulation ||
-                  (a->trainer_measurements.count > 0 && a->device_measurements.count > 0),
-              GT_E_FORMAT,
-              "without allow_simulation, trainer and device measurement lists are required");
-
+// What the run may let out: its losses only, or a checkpoint sealed to named holders.
+static gt_err parse_output(gt_agreement *a, const cJSON *doc)
+{
     const cJSON *output = cJSON_GetObjectItemCaseSensitive(doc, "output");
     const char *kind = NULL;
     GT_TRY(gt_err_wrap(gt_json_get_string(output, "kind", &kind), "output"));
@@ -180,6 +147,52 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
                        kind);
     }
     return GT_OK;
+}
+
+static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
+{
+    uint32_t version = 0;
+    GT_TRY(get_u32(doc, "version", 1, 1000, &version));
+    GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "agreement version %u (expected 1)", version);
+    GT_TRY(get_name(doc, "name", a->name));
+
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    GT_TRY(gt_err_wrap(get_u32(model, "layers", 1, 96, &a->layers), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "channels", 1, 12288, &a->channels), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "heads", 1, 128, &a->heads), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "vocab", 2, 1u << 20, &a->vocab), "model"));
+    GT_TRY(gt_err_wrap(get_u32(model, "max_seq", 1, 1u << 16, &a->max_seq), "model"));
+    GT_TRY(gt_err_wrap(gt_json_get_u64(model, "init_seed", &a->init_seed), "model"));
+    GT_ENSURE(a->channels % a->heads == 0, GT_E_FORMAT,
+              "model: channels (%u) must be a multiple of heads (%u)", a->channels, a->heads);
+
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(doc, "training");
+    GT_TRY(gt_err_wrap(get_u32(tr, "steps", 1, 100000000, &a->steps), "training"));
+    GT_TRY(gt_err_wrap(get_u32(tr, "batch", 1, 65536, &a->batch), "training"));
+    GT_TRY(gt_err_wrap(get_u32(tr, "seq", 1, a->max_seq, &a->seq), "training"));
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(tr, "learning_rate");
+    GT_ENSURE(cJSON_IsNumber(lr) && lr->valuedouble > 0 && lr->valuedouble < 1 &&
+                  isfinite(lr->valuedouble),
+              GT_E_FORMAT, "training: 'learning_rate' must be a number in (0, 1)");
+    a->learning_rate = (float)lr->valuedouble;
+
+    GT_TRY(parse_holders(a, doc));
+
+    const cJSON *trainer = cJSON_GetObjectItemCaseSensitive(doc, "trainer");
+    const cJSON *device = cJSON_GetObjectItemCaseSensitive(doc, "device");
+    GT_ENSURE(cJSON_IsObject(trainer) && cJSON_IsObject(device), GT_E_FORMAT,
+              "'trainer' and 'device' objects are required");
+    GT_TRY(get_measurements(trainer, "accepted_measurements", &a->trainer_measurements));
+    GT_TRY(get_measurements(device, "accepted_measurements", &a->device_measurements));
+    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(doc, "allow_simulation");
+    a->allow_simulation = cJSON_IsTrue(sim);
+    GT_ENSURE(sim == NULL || cJSON_IsBool(sim), GT_E_FORMAT, "'allow_simulation' must be a bool");
+    GT_ENSURE(a->allow_simulation ||
+                  (a->trainer_measurements.count > 0 && a->device_measurements.count > 0),
+              GT_E_FORMAT,
+              "without allow_simulation, trainer and device measurement lists are required");
+
+    return parse_output(a, doc);
 }
 
 gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
