@@ -57,8 +57,22 @@ typedef struct {
     gt_output_kind output;
     char recipients[GT_AGREEMENT_MAX_HOLDERS][GT_AGREEMENT_NAME_BYTES];
     uint32_t recipient_count;
+    // What the device may release from labelled data ("outputs", docs/agreement.md): the
+    // training loss (every `loss_every` steps, rounded to loss_mantissa_bits), the gradient
+    // norm, the resume state (sealed by the device to itself); the checkpoint is `output`.
+    struct {
+        bool loss;
+        uint32_t loss_every, loss_mantissa_bits;
+        bool grad_norm;
+        bool resume;
+    } outputs;
     uint8_t hash[GT_SHA256_BYTES];  // SHA-256 of the document's bytes
 } gt_agreement;
+
+// The device's rules for this agreement (device.h gt_device_outputs): what the trainer declares
+// on cpu and cuda, and what devd derives itself from the same bytes on sim. Budgets: one loss
+// release per `loss_every` steps of training.steps, rounded up; one grad norm per step.
+void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out);
 
 // Parses and validates an agreement document (untrusted bytes); fills a->hash.
 GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len);
