@@ -237,9 +237,7 @@ gt_err gt_buftab_read_out(const gt_buftab *tab, gt_dbuf h, uint64_t owner, uint6
 {
     gt_buftab_entry *x = NULL;
     GT_TRY(gt_buftab_find(tab, h, owner, &x));
-    GT_ENSURE(!(x->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
-              "device: buffer %#llx is NO_READBACK: copy_out refused", (unsigned long long)h);
-    if (x->label != 0) {
+    if (x->label != 0) {  // named first: the label says whose data it is
         char what[160];
         gt_buftab_label_describe(tab, x->label, what, sizeof what);
         return gt_errf(GT_E_POLICY,
@@ -247,6 +245,8 @@ gt_err gt_buftab_read_out(const gt_buftab *tab, gt_dbuf h, uint64_t owner, uint6
                        "a declared output): copy_out refused",
                        (unsigned long long)h, what);
     }
+    GT_ENSURE(!(x->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
+              "device: buffer %#llx is NO_READBACK: copy_out refused", (unsigned long long)h);
     GT_TRY(gt_buftab_range(x, h, offset, len, "copy_out"));
     *e = x;
     return GT_OK;

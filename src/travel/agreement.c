@@ -4,7 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#define AGREEMENT_MAX_BYTES (1u << 20)
 
 static gt_err get_u32(const cJSON *obj, const char *field, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -246,8 +245,8 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
 gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
 {
     memset(a, 0, sizeof *a);
-    GT_ENSURE(len <= AGREEMENT_MAX_BYTES, GT_E_LIMIT, "agreement larger than %u bytes",
-              AGREEMENT_MAX_BYTES);
+    GT_ENSURE(len <= GT_AGREEMENT_MAX_BYTES, GT_E_LIMIT, "agreement larger than %u bytes",
+              GT_AGREEMENT_MAX_BYTES);
     cJSON *json = NULL;
     GT_TRY(gt_err_wrap(gt_json_parse((const char *)doc, len, &json), "agreement"));
     gt_err err = parse_doc(a, json);
@@ -256,13 +255,15 @@ gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
         memset(a, 0, sizeof *a);
         return gt_err_wrap(err, "agreement");
     }
+    memcpy(a->doc, doc, len);
+    a->doc_len = len;
     return gt_hash(GT_HASH_SHA256, a->hash, doc, len);
 }
 
 gt_err gt_agreement_load(gt_agreement *a, const char *path)
 {
     gt_buf b = {0};
-    GT_TRY(gt_file_read_all(path, AGREEMENT_MAX_BYTES, &b));
+    GT_TRY(gt_file_read_all(path, GT_AGREEMENT_MAX_BYTES, &b));
     gt_err err = gt_agreement_parse(a, b.data, b.len);
     gt_buf_free_nowipe(&b);
     return gt_err_wrap(err, "%s", path);
