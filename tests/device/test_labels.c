@@ -377,6 +377,17 @@ static void model_after_a_step(void **state)
     GT_ASSERT_CODE(gt_gpt2_logits_read(t.m, 0, 0, row, (size_t)gt_gpt2_pad_vocab(VOCAB)),
                    GT_E_POLICY);
     assert_stays(dev, gt_gpt2_internal_params(t.m), (uint64_t)n * 4, "parameters");
+    // the per-position losses (with the weights, they would give the chunk back token by token)
+    gt_dref losses = {0, 0};
+    GT_ASSERT_OK(gt_gpt2_forward_losses(t.m, gt_loader_inputs(t.l), gt_loader_targets(t.l), 2, 8,
+                                        &losses));
+    float *lv = malloc(16 * 4);
+    memset(lv, CANARY, 16 * 4);
+    GT_ASSERT_CODE(gt_device_copy_out(dev, lv, losses.buf, losses.offset, 16 * 4), GT_E_POLICY);
+    for (int i = 0; i < 16 * 4; i++) {
+        assert_int_equal(((uint8_t *)lv)[i], CANARY);
+    }
+    free(lv);
     // the agreement's 2 steps allow 2 loss releases: the second step's, then none
     GT_ASSERT_OK(toy_step(&t, &loss));
     e = toy_step(&t, &loss);
