@@ -335,6 +335,18 @@ static gt_err parse_tcb_statuses(gt_policy *p, const cJSON *arr)
     return GT_OK;
 }
 
+// A field given twice is ambiguous (the JSON reader keeps both; which one rules?), so it is an
+// error. Cheap: an unknown field stops the parse, so at most the known fields precede f.
+static bool given_before(const cJSON *doc, const cJSON *f)
+{
+    for (const cJSON *e = doc->child; e != NULL && e != f; e = e->next) {
+        if (strcmp(e->string, f->string) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static gt_err parse_doc(gt_policy *p, const cJSON *doc)
 {
     GT_ENSURE(cJSON_IsObject(doc), GT_E_FORMAT, "policy: the document must be a JSON object");
@@ -342,6 +354,7 @@ static gt_err parse_doc(gt_policy *p, const cJSON *doc)
     cJSON_ArrayForEach(f, doc)
     {
         const char *k = f->string;
+        GT_ENSURE(!given_before(doc, f), GT_E_FORMAT, "policy: field '%.64s' is given twice", k);
         if (strcmp(k, "version") == 0) {
             int64_t v = 0;
             GT_TRY(get_uint(f, "version", 1000, &v));

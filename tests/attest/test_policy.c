@@ -401,6 +401,11 @@ static void malformed_policies_name_the_field(void **state)
         {"{\"accepted_tcb_statuses\": [\"Revoked\"]}", GT_E_FORMAT, "Revoked is never accepted"},
         {"{\"accepted_tcb_statuses\": \"UpToDate\"}", GT_E_FORMAT, "must be an array"},
         {"{\"allow_debug\": 1}", GT_E_FORMAT, "allow_debug must be true or false"},
+        {"{\"allow_debug\": false, \"allow_debug\": true}", GT_E_FORMAT,
+         "field 'allow_debug' is given twice"},
+        {"{\"accepted_tcb_statuses\": [\"UpToDate\"], \"comment\": \"\", "
+         "\"accepted_tcb_statuses\": [\"OutOfDate\"]}",
+         GT_E_FORMAT, "field 'accepted_tcb_statuses' is given twice"},
         {"{\"allow_debug\": true, \"debug_forbidden\": true}", GT_E_FORMAT,
          "allow_debug true contradicts debug_forbidden true"},
         {"{\"debug_forbidden\": true, \"allow_debug\": true}", GT_E_FORMAT,

@@ -121,10 +121,19 @@ static void usage_errors_exit_64(void **state)
     assert_non_null(strstr((char *)o.data, "snp: open"));
     assert_false(gt_path_exists(out));
     gt_buf_free(&o);
+    // The help texts state the defaults.
     const char *h[] = {"verify", "--help", NULL};
-    assert_int_equal(run(NULL, h), 0);
+    gt_buf help = {0};
+    assert_int_equal(gt_test_run_cli(&help, h), 0);
+    GT_ASSERT_OK(gt_buf_append(&help, "", 1));
+    assert_non_null(strstr((char *)help.data, "a debug TEE\n                      (unless \"allow_debug\": true)"));
+    assert_non_null(strstr((char *)help.data, "other than\n                      UpToDate"));
+    gt_buf_free(&help);
     const char *h2[] = {"attest", "--help", NULL};
-    assert_int_equal(run(NULL, h2), 0);
+    assert_int_equal(gt_test_run_cli(&help, h2), 0);
+    GT_ASSERT_OK(gt_buf_append(&help, "", 1));
+    assert_non_null(strstr((char *)help.data, "\"allow_debug\": true"));
+    gt_buf_free(&help);
 }
 
 static void sim_accepted_with_policy_and_json_fields(void **state)
