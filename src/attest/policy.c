@@ -1,6 +1,6 @@
 // attest/policy.c: the appraisal policy (JSON, schema in docs/attestation.md) and its evaluation.
-// Parsing is strict: an unknown field, a wrong type or bad hex is an error naming the field, so a
-// typo never silently weakens a policy. Evaluation never stops early: every broken rule adds its
+// Parsing is strict: an unknown or repeated field, a wrong type or bad hex is an error naming the
+// field, so a typo never silently weakens a policy. Evaluation never stops early: every broken rule adds its
 // own reason. Defaults are the safe side: a debug TEE is refused unless the policy sets
 // allow_debug, and an Intel TCB status other than UpToDate unless accepted_tcb_statuses lists it.
 #include "policy.h"
