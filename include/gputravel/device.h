@@ -62,6 +62,9 @@ GT_MUST_USE gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset
 // An op (gt_op, gputravel/kernels.h) names the kernel, its buffer refs and its shapes; the op
 // table there says what every position means and how many bytes each ref must provide.
 GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
+// Calls fn(ctx, op) for every op launched on dev from now on, before it runs (NULL fn: stop).
+// For recording the ops of a step (gt_gpt2_program); it sees descriptors, never data.
+void gt_device_observe(gt_device *dev, void (*fn)(void *ctx, const gt_op *op), void *ctx);
 // Waits for launched work to finish (a no-op for synchronous backends).
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 
@@ -129,6 +132,10 @@ typedef struct {
     uint64_t grad_norm_budget;
     bool checkpoint;              // weights, sealed by the device to the agreement's recipients
     bool resume;                  // model and optimizer state, sealed by the device to itself
+    // training.program: the agreement pins the op sequence of one step (kernels.h "programs");
+    // every op that reads labelled data and writes something must then be the program's next.
+    bool program_pinned;
+    uint8_t program_hash[32];     // SHA-256 of the program's bytes
 } gt_device_outputs;
 
 // Declares the agreement's outputs, once per session (GT_E_STATE after the first). cpu and cuda
@@ -137,6 +144,10 @@ typedef struct {
 // attested with, parses them itself and derives the same rules (travel: gt_agreement_outputs).
 GT_MUST_USE gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *outputs,
                                              gt_span agreement);
+// With a pinned program: gives the device the program's bytes, once per session, after the
+// declaration; GT_E_POLICY unless their SHA-256 is the declared program hash (sim: devd checks
+// it against its own reading of the agreement). Until then no op runs on labelled data.
+GT_MUST_USE gt_err gt_device_pin_program(gt_device *dev, gt_span program);
 // GT_E_ARG unless the rules are well formed (loss bits 1..23 when loss is declared).
 GT_MUST_USE gt_err gt_device_outputs_check(const gt_device_outputs *o);
 // What is left to release now (tests, and the trainer's own bookkeeping): a copy of the rules
@@ -244,7 +255,14 @@ typedef struct {
     gt_device_outputs rules;  // budgets count down as releases run
     bool labelled_launch;     // the last launch read labelled data (gt_buftab_launch_labels)
     bool data_fault;          // a launch on labelled data failed on the data (one bit is out)
+    gt_op_program program;    // the pinned program, once given (rules.program_pinned)
+    uint32_t position;        // the program's op the next labelled launch must be
 } gt_release_state;
+
+// Sets rel's program from its bytes (GT_E_STATE: none pinned or already set; GT_E_POLICY: not
+// the pinned program's hash; parse errors as gt_op_program_parse), and frees it.
+GT_MUST_USE gt_err gt_release_pin(gt_release_state *rel, gt_span program);
+void gt_release_state_free(gt_release_state *rel);
 
 // A launch's labels, before its kernel runs and after the op is checked: every ref must resolve
 // for owner (gt_buftab_access). Ordinary ops: every ref the op may write gets the union of the

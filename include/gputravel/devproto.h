@@ -198,6 +198,7 @@ enum {
     GT_SIM_REQ_DECLARE = 0x0122,   // u64 handle, u64 len: the agreement's bytes, copied into that
                                    // buffer -> STATUS; devd checks their hash is the session's
     GT_SIM_REQ_OUTPUTS = 0x0123,   // empty -> OUTPUTS
+    GT_SIM_REQ_PIN = 0x0124,       // u64 handle, u64 len: a pinned program's bytes (as DECLARE)
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot

@@ -366,6 +366,37 @@ gt_op gt_op_clip_grads(gt_dref grads, gt_dref sumsq, int64_t N, float clip);
 // they are. What release ops apply to what they let out.
 float gt_round_mantissa(float f, int bits);
 
+// ---- programs: the op sequence of one training step, as an agreement pins it (issue 13) --------
+// An op's signature is its kind and its shape ints (descriptor order): what a pinned program
+// fixes. Refs, flags, offsets and floats stay free. Only ops that write something belong to a
+// program (a check such as tokens_check writes nothing). Byte form: "GTPROG01", then per op
+// u32 kind | u32 n | n x u64 shape, little-endian; its SHA-256 is the agreement's
+// training.program.
+#define GT_OP_PROGRAM_MAGIC "GTPROG01"
+#define GT_OP_PROGRAM_MAX_OPS 4096
+
+typedef struct {
+    uint32_t kind;
+    uint32_t nshape;
+    int64_t shape[GT_OP_MAX_INTS];
+} gt_op_sig;
+
+typedef struct {
+    gt_op_sig *ops;
+    uint32_t count;
+} gt_op_program;
+
+bool gt_op_writes_any(uint32_t kind);  // false for unknown kinds
+void gt_op_signature(const gt_op *op, gt_op_sig *sig);
+bool gt_op_sig_equal(const gt_op_sig *a, const gt_op_sig *b);
+void gt_op_sig_describe(const gt_op_sig *sig, char *out, size_t cap);  // "gelu_forward(N=64)"
+// Appends op to a program being written (the magic first, when w is empty).
+GT_MUST_USE gt_err gt_op_program_append(gt_writer *w, const gt_op *op);
+// Parses untrusted program bytes (1..GT_OP_PROGRAM_MAX_OPS ops, known kinds that write, shapes
+// in [1, 2^31)); free with gt_op_program_free.
+GT_MUST_USE gt_err gt_op_program_parse(gt_span bytes, gt_op_program *out);
+void gt_op_program_free(gt_op_program *p);
+
 // ---- the cpu executor -------------------------------------------------------------------------
 // Shared by the cpu backend and devd (which runs it on its own protected memory): no backend
 // state lives here. Decodes the op (gt_op_decode), checks tokens against V, runs the kernel.

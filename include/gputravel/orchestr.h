@@ -191,6 +191,10 @@ typedef struct {
     void *ctx;
 } gt_collab_config;
 
+// The program of one of gt_collab_train's steps under agreement a (kernels.h "programs"): what
+// training.program pins, as SHA-256 of these bytes.
+GT_MUST_USE gt_err gt_collab_program(const gt_agreement *a, gt_buf *program);
+
 GT_MUST_USE gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report);
 
 #endif

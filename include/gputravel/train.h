@@ -104,6 +104,13 @@ typedef struct {
 // declared output.
 GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm);
 
+// The program of one training step (kernels.h "programs": what an agreement's training.program
+// pins) of a model of cfg on (B, T) batches from a loader, with opt: the ops one
+// gt_loader_next + gt_gpt2_zero_grad + gt_gpt2_forward_backward + gt_gpt2_update(opt, no norm)
+// launch that write something, recorded from one such step on a cpu device of its own.
+GT_MUST_USE gt_err gt_gpt2_program(const gt_gpt2_config *cfg, int B, int T, const gt_adamw *opt,
+                                   gt_buf *program);
+
 // ---- learning-rate schedule -----------------------------------------------------------------
 
 typedef enum { GT_LR_CONSTANT = 0, GT_LR_COSINE } gt_lr_kind;

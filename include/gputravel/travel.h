@@ -61,6 +61,10 @@ typedef struct {
     // What the device may release from labelled data ("outputs", docs/agreement.md): the
     // training loss (every `loss_every` steps, rounded to loss_mantissa_bits), the gradient
     // norm, the resume state (sealed by the device to itself); the checkpoint is `output`.
+    // training.program: SHA-256 of the op sequence of one step the device must see (kernels.h
+    // "programs"); absent: not pinned.
+    bool program_pinned;
+    uint8_t program_hash[GT_SHA256_BYTES];
     struct {
         bool loss;
         uint32_t loss_every, loss_mantissa_bits;

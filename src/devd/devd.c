@@ -429,6 +429,7 @@ static gt_err declare(devd_session *s, uint64_t handle, uint64_t len)
         return e;
     }
     s->declared = a;
+    gt_release_state_free(&s->rel);
     s->rel = (gt_release_state){.declared = true, .rules = rules};
     gt_log_info("devd: session %llu declared the outputs of agreement '%s' (loss %s, %llu "
                 "releases)", (unsigned long long)s->id, a->name, rules.loss ? "yes" : "no",
@@ -461,6 +462,12 @@ static gt_err do_label_request(devd_session *s, const gt_sim_msg *m)
     }
     case GT_SIM_REQ_DECLARE:
         return send_status(s, declare(s, m->handle, m->len));
+    case GT_SIM_REQ_PIN: {
+        gt_err e = buf_access(s, m->handle, 0, m->len, "pin", &b);
+        return send_status(s, gt_is_ok(e) ? gt_release_pin(&s->rel, (gt_span){d->arena +
+                                                                   b->at.offset, m->len})
+                                          : e);
+    }
     default: {  // OUTPUTS
         if (!s->rel.declared) {
             return send_status(s, gt_errf(GT_E_NOTFOUND, "device: no outputs declared"));
@@ -530,6 +537,7 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_LABEL_GET:
     case GT_SIM_REQ_DECLARE:
     case GT_SIM_REQ_OUTPUTS:
+    case GT_SIM_REQ_PIN:
         return do_label_request(s, &m);
     case GT_SIM_REQ_SYNC:
         return send_status(s, GT_OK);
@@ -651,6 +659,7 @@ static void session_end(devd_session *s)
     gt_secure_zero(&s->keys, sizeof s->keys);
     free(s->declared);
     s->declared = NULL;
+    gt_release_state_free(&s->rel);
     gt_log_info("devd: session %llu ended; %llu bytes of its memory zeroized",
                 (unsigned long long)s->id, (unsigned long long)(d->bytes_wiped - wiped));
 }

@@ -362,6 +362,42 @@ static gt_err release_allowed(const gt_buftab *tab, const char *what, gt_label i
     return GT_OK;
 }
 
+// A pinned program: the op must be the program's next one (it then advances, cyclically).
+static gt_err program_next(gt_release_state *rel, const gt_op *op)
+{
+    GT_ENSURE(rel->program.count > 0, GT_E_POLICY,
+              "device: the agreement pins the training program and none has been given: no op "
+              "runs on labelled data");
+    gt_op_sig got, *want = &rel->program.ops[rel->position];
+    gt_op_signature(op, &got);
+    if (!gt_op_sig_equal(&got, want)) {
+        char g[160], w[160];
+        gt_op_sig_describe(&got, g, sizeof g);
+        gt_op_sig_describe(want, w, sizeof w);
+        return gt_errf(GT_E_POLICY,
+                       "device: op outside the pinned program: %s on labelled data, where op %u "
+                       "of the step is %s", g, rel->position, w);
+    }
+    rel->position = (rel->position + 1) % rel->program.count;
+    return GT_OK;
+}
+
+gt_err gt_release_pin(gt_release_state *rel, gt_span program)
+{
+    GT_ENSURE(rel->declared && rel->rules.program_pinned, GT_E_STATE,
+              "device: no program is pinned by the declared agreement");
+    GT_ENSURE(rel->program.count == 0, GT_E_STATE, "device: the program is given once");
+    uint8_t hash[GT_SHA256_BYTES];
+    GT_TRY(gt_hash(GT_HASH_SHA256, hash, program.data, program.len));
+    GT_ENSURE(gt_ct_equal(hash, rel->rules.program_hash, GT_SHA256_BYTES), GT_E_POLICY,
+              "device: this program is not the one the agreement pins");
+    GT_TRY(gt_op_program_parse(program, &rel->program));
+    rel->position = 0;
+    return GT_OK;
+}
+
+void gt_release_state_free(gt_release_state *rel) { gt_op_program_free(&rel->program); }
+
 static int int_index(const gt_op_descriptor *d, const char *name)
 {
     for (int i = 0; i < d->nints; i++) {
@@ -396,6 +432,10 @@ gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op, gt_rel
     if (in != 0 && rel != NULL && rel->data_fault) {
         return gt_errf(GT_E_STATE, "device: %s refused: an earlier op on labelled data failed on "
                        "the data, and this session runs no more ops on it", d->name);
+    }
+    if (in != 0 && rel != NULL && rel->declared && rel->rules.program_pinned &&
+        gt_op_writes_any(op->kind)) {
+        GT_TRY(program_next(rel, op));
     }
     if (rel != NULL) {
         rel->labelled_launch = in != 0;

@@ -137,6 +137,7 @@ static void cpu_close(void *impl)
         wipe_and_release(d, h, e);
     }
     gt_buftab_free(d->tab);
+    gt_release_state_free(&d->rel);
     free(d);
 }
 

@@ -218,6 +218,7 @@ static void cuda_close(void *impl)
         }
     }
     gt_buftab_free(d->tab);
+    gt_release_state_free(&d->rel);
     if (cx->scratch != NULL && cx->stream != NULL) {
         (void)cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream);  // activations
         (void)cudaStreamSynchronize(cx->stream);

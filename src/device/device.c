@@ -12,6 +12,8 @@ struct gt_device {
     gt_device_kind kind;
     const gt_device_backend *ops;
     void *impl;
+    void (*observer)(void *ctx, const gt_op *op);
+    void *observer_ctx;
 };
 
 const char *gt_device_kind_name(gt_device_kind kind)
@@ -168,7 +170,19 @@ gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset, int value,
     return dev->ops->memset(dev->impl, buf, offset, value, len);
 }
 
-gt_err gt_device_launch(gt_device *dev, const gt_op *op) { return dev->ops->launch(dev->impl, op); }
+gt_err gt_device_launch(gt_device *dev, const gt_op *op)
+{
+    if (dev->observer != NULL) {
+        dev->observer(dev->observer_ctx, op);
+    }
+    return dev->ops->launch(dev->impl, op);
+}
+
+void gt_device_observe(gt_device *dev, void (*fn)(void *ctx, const gt_op *op), void *ctx)
+{
+    dev->observer = fn;
+    dev->observer_ctx = ctx;
+}
 
 gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
 
@@ -223,6 +237,17 @@ gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *output
     rel->rules = *outputs;
     rel->declared = true;
     return GT_OK;
+}
+
+gt_err gt_device_pin_program(gt_device *dev, gt_span program)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_pin(dev->impl, program);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    return gt_release_pin(rel, program);
 }
 
 gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now)

@@ -411,20 +411,31 @@ gt_err gt_device_sim_impl_label_get(void *impl, gt_dbuf buf, size_t *count,
     return GT_OK;
 }
 
-// The agreement's bytes go into a device buffer by the ordinary encrypted copy_in; devd reads
-// them from its own memory, so it parses exactly what it hashed.
-gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement)
+// The bytes go into a device buffer by the ordinary encrypted copy_in; devd reads them from its
+// own memory, so it parses exactly what it hashed.
+static gt_err send_document(void *impl, uint16_t type, gt_span doc)
 {
-    GT_ENSURE(agreement.len > 0, GT_E_ARG, "device: declaring outputs needs the agreement's bytes");
+    GT_ENSURE(doc.len > 0, GT_E_ARG, "device: %s needs the document's bytes",
+              gt_sim_msg_name(type));
     gt_dbuf b = 0;
-    GT_TRY(sim_alloc(impl, agreement.len, 0, &b));
-    gt_err e = sim_copy_in(impl, b, 0, agreement.data, agreement.len);
+    GT_TRY(sim_alloc(impl, doc.len, 0, &b));
+    gt_err e = sim_copy_in(impl, b, 0, doc.data, doc.len);
     if (gt_is_ok(e)) {
-        gt_sim_msg req = {.type = GT_SIM_REQ_DECLARE, .handle = b, .len = agreement.len}, rep;
+        gt_sim_msg req = {.type = type, .handle = b, .len = doc.len}, rep;
         e = gt_sim_conn_rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
     }
     gt_err f = sim_free(impl, b);
     return gt_is_ok(e) ? f : e;
+}
+
+gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement)
+{
+    return send_document(impl, GT_SIM_REQ_DECLARE, agreement);
+}
+
+gt_err gt_device_sim_impl_pin(void *impl, gt_span program)
+{
+    return send_document(impl, GT_SIM_REQ_PIN, program);
 }
 
 gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now)

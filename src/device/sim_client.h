@@ -44,6 +44,7 @@ GT_MUST_USE gt_err gt_device_sim_impl_label_add(void *impl, gt_dbuf buf,
 GT_MUST_USE gt_err gt_device_sim_impl_label_get(void *impl, gt_dbuf buf, size_t *count,
                                                 uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap);
 GT_MUST_USE gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement);
+GT_MUST_USE gt_err gt_device_sim_impl_pin(void *impl, gt_span program);
 GT_MUST_USE gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now);
 
 #endif

@@ -343,6 +343,7 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REQ_LABEL_GET: return "label_get";
     case GT_SIM_REQ_DECLARE: return "declare";
     case GT_SIM_REQ_OUTPUTS: return "outputs";
+    case GT_SIM_REQ_PIN: return "pin";
     case GT_SIM_REP_LABEL: return "label";
     case GT_SIM_REP_OUTPUTS: return "outputs_reply";
     default: return "unknown";
@@ -359,6 +360,7 @@ static gt_err label_msg_write(gt_writer *w, const gt_sim_msg *m)
     case GT_SIM_REQ_LABEL_GET:
         return gt_writer_u64le(w, m->handle);
     case GT_SIM_REQ_DECLARE:
+    case GT_SIM_REQ_PIN:
         GT_TRY(gt_writer_u64le(w, m->handle));
         return gt_writer_u64le(w, m->len);
     case GT_SIM_REQ_OUTPUTS:
@@ -402,6 +404,7 @@ static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
     case GT_SIM_REQ_LABEL_GET:
         return gt_reader_u64le(r, &m->handle);
     case GT_SIM_REQ_DECLARE:
+    case GT_SIM_REQ_PIN:
         GT_TRY(gt_reader_u64le(r, &m->handle));
         return gt_reader_u64le(r, &m->len);
     case GT_SIM_REQ_OUTPUTS:

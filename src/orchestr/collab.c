@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+// GPT-2's usual recipe: warmup, cosine decay, clipped gradients; stable on small batches. A
+// pinned program (training.program) is this recipe's step.
+static const gt_adamw collab_adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                      .weight_decay = 0.0f, .grad_clip = 1.0f};
+
 const char *gt_transfer_mode_name(gt_transfer_mode mode)
 {
     switch (mode) {
@@ -97,9 +102,7 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
     gt_loader *loader = NULL;
     uint64_t ntok = allowed;
     GT_TRY(gt_loader_create(&loader, cfg->dev, &buf, &ntok, 1, B, T, (int)a->vocab, false, 0));
-    // GPT-2's usual recipe: warmup, cosine decay, clipped gradients; stable on small batches.
-    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
-                    .grad_clip = 1.0f};
+    gt_adamw opt = collab_adamw;
     gt_lr_schedule lrs = {.kind = GT_LR_COSINE, .lr = a->learning_rate,
                           .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
                           .final_frac = 0.1f};
@@ -222,15 +225,21 @@ static gt_err device_measurement_check(const gt_collab_config *cfg)
 }
 
 // Creates the agreement's model with its starting weights: the saved state when resuming and
+// The agreement's model, in train's terms.
+static gt_gpt2_config model_config(const gt_agreement *a)
+{
+    return (gt_gpt2_config){.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
+                            .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
+                            .num_layers = (int)a->layers, .num_heads = (int)a->heads,
+                            .channels = (int)a->channels};
+}
+
 // one exists, else the agreement's seeded random init. *step is the step the run starts from.
 static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, const char *state,
                           uint64_t *step)
 {
     const gt_agreement *a = cfg->agreement;
-    gt_gpt2_config mc = {.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
-                         .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
-                         .num_layers = (int)a->layers, .num_heads = (int)a->heads,
-                         .channels = (int)a->channels};
+    gt_gpt2_config mc = model_config(a);
     GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
     gt_gpt2 *model = *modelp;
     if (cfg->resume && gt_path_exists(state)) {
@@ -326,6 +335,28 @@ static void report_finish(gt_collab_report *report, const gt_schedule *sched,
     }
 }
 
+gt_err gt_collab_program(const gt_agreement *a, gt_buf *program)
+{
+    gt_gpt2_config mc = model_config(a);
+    return gt_gpt2_program(&mc, (int)a->batch, (int)a->seq, &collab_adamw, program);
+}
+
+// The agreement's pinned program, recorded from this trainer's own step, given to the device
+// (which checks it is the one the agreement's hash names).
+static gt_err program_pin(const gt_collab_config *cfg)
+{
+    const gt_agreement *a = cfg->agreement;
+    gt_buf prog = {0};
+    GT_TRY(gt_collab_program(a, &prog));
+    gt_err e = gt_device_pin_program(cfg->dev, gt_buf_span(&prog));
+    gt_buf_free_nowipe(&prog);
+    if (e.code == GT_E_POLICY) {
+        return gt_err_wrap(e, "the agreement pins another training program than this trainer's "
+                              "(gputravel program prints this trainer's)");
+    }
+    return e;
+}
+
 // Tells the device what the agreement lets out of labelled data (device.h "declared outputs"),
 // once per device session: a device that has them already keeps them and their budgets.
 static gt_err outputs_declare(const gt_collab_config *cfg)
@@ -336,6 +367,13 @@ static gt_err outputs_declare(const gt_collab_config *cfg)
     }
     gt_device_outputs outs;
     gt_agreement_device_outputs(cfg->agreement, &outs);
+    if (outs.program_pinned) {
+        GT_TRY(gt_err_wrap(gt_device_declare_outputs(cfg->dev, &outs,
+                                                     (gt_span){cfg->agreement->doc,
+                                                               cfg->agreement->doc_len}),
+                           "declaring the agreement's outputs to the device"));
+        return program_pin(cfg);
+    }
     return gt_err_wrap(gt_device_declare_outputs(cfg->dev, &outs,
                                                  (gt_span){cfg->agreement->doc, cfg->agreement->doc_len}),
                        "declaring the agreement's outputs to the device");

@@ -221,6 +221,11 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
                   isfinite(lr->valuedouble),
               GT_E_FORMAT, "training: 'learning_rate' must be a number in (0, 1)");
     a->learning_rate = (float)lr->valuedouble;
+    if (cJSON_GetObjectItemCaseSensitive(tr, "program") != NULL) {
+        GT_TRY(gt_err_wrap(gt_json_get_hex(tr, "program", a->program_hash,
+                                           sizeof a->program_hash), "training"));
+        a->program_pinned = true;
+    }
 
     GT_TRY(parse_holders(a, doc));
 
@@ -302,5 +307,7 @@ void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out)
         .grad_norm_budget = a->outputs.grad_norm ? a->steps : 0,
         .checkpoint = a->output == GT_OUTPUT_SEALED_CHECKPOINT,
         .resume = a->outputs.resume,
+        .program_pinned = a->program_pinned,
     };
+    memcpy(out->program_hash, a->program_hash, sizeof out->program_hash);
 }

@@ -8,6 +8,7 @@
 #include <gputravel/device.h>
 #include <gputravel/kernels.h>
 #include <gputravel/train.h>
+#include <gputravel/crypto.h>
 #include <gputravel/travel.h>
 
 #include "train/train_internal.h"
@@ -94,19 +95,28 @@ static int case_teardown(void **state)
 
 // An agreement over the one dataset above: `steps` training steps, and `outputs` as given (a
 // JSON object's members, "" for the defaults).
-static void agreement_make(gt_agreement *a, uint32_t steps, const char *outputs)
+static void agreement_make_pinned(gt_agreement *a, uint32_t steps, const char *outputs,
+                                  const char *program_hex)
 {
-    char doc[2048];
+    char doc[2048], program[100] = "";
+    if (program_hex != NULL) {
+        snprintf(program, sizeof program, ",\"program\":\"%s\"", program_hex);
+    }
     snprintf(doc, sizeof doc,
              "{\"version\":1,\"name\":\"labels\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":%d,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":%u,"
-             "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
+             "\"batch\":2,\"seq\":8,\"learning_rate\":0.001%s},\"holders\":[{\"name\":\"h0\","
              "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
              "\"token_budget\":100000,\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":{},"
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}%s%s%s}",
-             VOCAB, steps, 0, DATASET_HEX, outputs[0] ? ",\"outputs\":{" : "", outputs,
+             VOCAB, steps, program, 0, DATASET_HEX, outputs[0] ? ",\"outputs\":{" : "", outputs,
              outputs[0] ? "}" : "");
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
+}
+
+static void agreement_make(gt_agreement *a, uint32_t steps, const char *outputs)
+{
+    agreement_make_pinned(a, steps, outputs, NULL);
 }
 
 // The device of this case; on sim its session is attested under agreement a (NULL: none).
@@ -336,9 +346,11 @@ static void toy_close(toy *t)
     gt_gpt2_free(t->m);
 }
 
+static const gt_adamw toy_opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
+
 static gt_err toy_step(toy *t, float *loss)
 {
-    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
+    gt_adamw opt = toy_opt;
     GT_TRY(gt_loader_next(t->l));
     GT_TRY(gt_gpt2_zero_grad(t->m));
     GT_TRY(gt_gpt2_forward_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l), 2, 8,
@@ -567,6 +579,57 @@ static void bits_per_release(void **state)
     }
 }
 
+// A pinned program (training.program): the device runs only the agreement's step on labelled
+// data, op by op, and only the program whose hash the agreement names.
+static void pinned_program(void **state)
+{
+    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
+                        .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
+                        .num_heads = 2, .channels = 16};
+    gt_buf prog = {0};
+    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, &toy_opt, &prog));
+    uint8_t hash[GT_SHA256_BYTES];
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog.data, prog.len));
+    char hex[2 * GT_SHA256_BYTES + 1];
+    gt_hex_encode(hex, sizeof hex, hash, sizeof hash);
+    gt_agreement *a = malloc(sizeof *a);
+    agreement_make_pinned(a, 4, "", hex);
+    gt_device *dev = open_dev(state, a);
+    declare(dev, a);
+    gt_dbuf chunk = holder_chunk(dev, true);
+    toy t;
+    toy_open(dev, chunk, &t);
+    float loss = 0.0f;
+    gt_err e = toy_step(&t, &loss);  // pinned, but not given yet
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "none has been given"));
+    prog.data[prog.len - 1] ^= 1;  // another program (a shape changed)
+    e = gt_device_pin_program(dev, gt_buf_span(&prog));
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "not the one the agreement pins"));
+    prog.data[prog.len - 1] ^= 1;
+    GT_ASSERT_OK(gt_device_pin_program(dev, gt_buf_span(&prog)));
+    GT_ASSERT_CODE(gt_device_pin_program(dev, gt_buf_span(&prog)), GT_E_STATE);
+    GT_ASSERT_OK(toy_step(&t, &loss));  // the honest step is the program
+    GT_ASSERT_OK(toy_step(&t, &loss));
+    // an op the step does not have, at this point of the step: a gather of another size
+    gt_dbuf inp = alloc(dev, 64 * 4, 0), tgt = alloc(dev, 64 * 4, 0);
+    gt_op g = gt_op_tokens_gather((gt_dref){inp, 0}, (gt_dref){tgt, 0}, (gt_dref){chunk, 0}, 64,
+                                  0, VOCAB);
+    e = gt_device_launch(dev, &g);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "outside the pinned program"));
+    // the program's own first op is fine; its second where the first belongs is not
+    g.ints[0] = 16;
+    GT_ASSERT_OK(gt_device_launch(dev, &g));
+    e = gt_device_launch(dev, &g);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "encoder_forward"));
+    gt_buf_free_nowipe(&prog);
+    toy_close(&t);
+    free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest cases[] = {
@@ -581,6 +644,7 @@ int main(void)
         cmocka_unit_test_teardown(release_rules, case_teardown),
         cmocka_unit_test_teardown(declaration_rules, case_teardown),
         cmocka_unit_test_teardown(bits_per_release, case_teardown),
+        cmocka_unit_test_teardown(pinned_program, case_teardown),
     };
     int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
     rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);
