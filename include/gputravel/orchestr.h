@@ -132,14 +132,7 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // HELLO to every holder (each records it in its ledger, bound to the trainer it appraised),
 // signs the sealed checkpoint with it, and wipes the secret before returning.
 
-typedef enum {
-    GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
-    GT_TRANSFER_CONVENTIONAL_KEYRELEASE, // sealed chunk over TLS, its key released to this TEE
-    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim: devd; cpu,
-                                         // cuda: a trip the trainer serves, gt_holder_trip)
-} gt_transfer_mode;
-const char *gt_transfer_mode_name(gt_transfer_mode mode);
-GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+// The transfer modes (gt_transfer_mode) are the agreement's: travel.h.
 
 typedef struct {
     uint32_t step, steps;

@@ -7,28 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *gt_transfer_mode_name(gt_transfer_mode mode)
-{
-    switch (mode) {
-    case GT_TRANSFER_CONVENTIONAL: return "conventional";
-    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
-    case GT_TRANSFER_TRAVEL: return "travel";
-    default: return "unknown";
-    }
-}
-
-gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
-{
-    for (int m = GT_TRANSFER_CONVENTIONAL; m <= GT_TRANSFER_TRAVEL; m++) {
-        if (strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
-            *mode = (gt_transfer_mode)m;
-            return GT_OK;
-        }
-    }
-    return gt_errf(GT_E_ARG, "unknown transfer '%s' (conventional, conventional-keyrelease or "
-                             "travel)", name);
-}
-
 static void event(const gt_collab_config *cfg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void event(const gt_collab_config *cfg, const char *fmt, ...)
