@@ -166,7 +166,7 @@ typedef struct {
 typedef struct {
     const gt_agreement *agreement;
     gt_device *dev;
-    gt_transfer_mode transfer;
+    gt_transfer_mode transfer;  // one the agreement lists (gt_collab_transfer_check)
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
     const char *state_dir;     // model.bin, model.bin.state and journal live here
@@ -185,5 +185,11 @@ typedef struct {
 } gt_collab_config;
 
 GT_MUST_USE gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report);
+// What gt_collab_train checks first, before it contacts anyone: the agreement lists mode
+// (GT_E_POLICY naming the mode and the list), and the mode is what a device of this kind does:
+// travel on a cpu device would be a trip in the trainer's host memory, which is only ever
+// insecure-host-trip (GT_E_POLICY); insecure-host-trip on another device is GT_E_ARG.
+GT_MUST_USE gt_err gt_collab_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                            gt_device_kind kind);
 
 #endif

@@ -28,6 +28,10 @@ static int setup(void **state)
     GT_ASSERT_OK(gt_path_join(dsdir, sizeof dsdir, dir, "ds"));
     GT_ASSERT_OK(gt_path_join(keydir, sizeof keydir, dir, "keys"));
     GT_ASSERT_OK(gt_path_join(ledger_path, sizeof ledger_path, dir, "ledger.log"));
+    char root[600];  // the trips' device identity and vendor root (sim) live here
+    GT_ASSERT_OK(gt_path_join(root, sizeof root, dir, "simroot"));
+    setenv("GT_SIM_ROOT", root, 1);
+    GT_ASSERT_OK(gt_sim_root_set(root));
     for (int i = 0; i < 3000; i++) {
         tokens[i] = (uint16_t)((i * 7) % 256);
     }
@@ -51,7 +55,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void agreement_for(gt_agreement *a, int port, uint64_t budget, uint32_t uses)
+// transfer: the agreement's "transfer" value (JSON), or NULL for none (the default list).
+static void agreement_with(gt_agreement *a, int port, uint64_t budget, uint32_t uses,
+                           const char *transfer)
 {
     gt_manifest m;
     GT_ASSERT_OK(gt_manifest_load(&m, dsdir));
@@ -65,8 +71,9 @@ static void agreement_for(gt_agreement *a, int port, uint64_t budget, uint32_t u
              "\"batch\":1,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"alice\","
              "\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\","
              "\"token_budget\":%llu,\"max_uses_per_chunk\":%u}],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
-             key_hex, port, id_hex, (unsigned long long)budget, uses);
+             "\"allow_simulation\":true,%s%s%s\"output\":{\"kind\":\"loss_only\"}}",
+             key_hex, port, id_hex, (unsigned long long)budget, uses,
+             transfer ? "\"transfer\":" : "", transfer ? transfer : "", transfer ? "," : "");
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
@@ -94,10 +101,11 @@ typedef struct {
     gt_device *dev;
 } agent_run;
 
-static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
+// transfer: the agreement's "transfer" JSON (NULL: none, the default list).
+static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const char *transfer)
 {
     GT_ASSERT_OK(gt_listener_open(&r->s.l, "127.0.0.1:0"));
-    agreement_for(&r->a, gt_listener_port(r->s.l), budget, uses);
+    agreement_with(&r->a, gt_listener_port(r->s.l), budget, uses, transfer);
     GT_ASSERT_OK(gt_ledger_open(&r->ledger, ledger_path, keys.holder_sec));
     gt_holder_agent_config cfg = {
         .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
@@ -111,6 +119,12 @@ static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
         gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
         GT_ASSERT_OK(gt_device_open(&r->dev, &dc));
     }
+}
+
+// The agreement most tests serve under: both conventional modes allowed.
+static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
+{
+    start_agent_with(r, budget, uses, "[\"conventional\",\"conventional-keyrelease\"]");
 }
 
 static void stop_agent(agent_run *r)
@@ -323,6 +337,148 @@ static void unrecorded_grant_is_refused(void **state)
     assert_int_equal(after.entries, before.entries + 1);  // only the served grant
 }
 
+// ---- transfer modes: a holder serves only what its agreement lists ------------------------------
+
+#define MAX_NOTED 32
+typedef struct {
+    size_t n;
+    char kind[MAX_NOTED][16], mode[MAX_NOTED][32], device[MAX_NOTED][8], reason[MAX_NOTED][200];
+} noted;
+
+static void note_entry(void *ctx, const char *kind, const cJSON *detail)
+{
+    noted *t = ctx;
+    if (t->n == MAX_NOTED || strcmp(kind, "genesis") == 0 || strcmp(kind, "session") == 0) {
+        return;
+    }
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
+    const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+    const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "reason"));
+    snprintf(t->kind[t->n], sizeof t->kind[0], "%s", kind);
+    snprintf(t->mode[t->n], sizeof t->mode[0], "%s", m ? m : "");
+    snprintf(t->device[t->n], sizeof t->device[0], "%s", d ? d : "");
+    snprintf(t->reason[t->n], sizeof t->reason[0], "%s", r ? r : "");
+    t->n++;
+}
+
+// The ledger's decisions after genesis and sessions, verified under the holder's key.
+static noted ledger_decisions(void)
+{
+    noted t;
+    memset(&t, 0, sizeof t);
+    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_entry, &t));
+    return t;
+}
+
+// The default list (travel, conventional-keyrelease) has no plain FETCH: it is refused before it
+// is decided, with the mode and the list; nothing is sent or counted (the budget is one chunk, and
+// the key release of that chunk is still served); the ledger holds the refusal and then the grant
+// with the mode used.
+static void plain_fetch_outside_the_agreement(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    agent_run r = {0};
+    start_agent_with(&r, 1024, 1, NULL);
+    assert_int_equal(r.a.transfers, GT_TRANSFER_DEFAULT);
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_holder_conn *c = NULL;
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x55, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    gt_err e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, r.dev, 0, &buf, &n);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "holder alice refused: FETCH plain: transfer mode "
+                                  "'conventional' is not in the agreement's transfer list "
+                                  "(conventional-keyrelease, travel)"));
+    assert_int_equal(buf, 0);
+    assert_int_equal(n, 0);
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.bytes_sent, 0);
+    assert_int_equal(st.grants, 0);
+    assert_int_equal(st.tokens_released, 0);
+    assert_int_equal(st.refusals, 1);
+    GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_KEYRELEASE, r.dev, GT_DBUF_NO_READBACK, &buf, &n));
+    assert_int_equal(n, 1024);
+    GT_ASSERT_OK(gt_device_free(r.dev, buf));
+    gt_holder_disconnect(c);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.kind[0], "refuse");
+    assert_string_equal(t.mode[0], "conventional");
+    assert_non_null(strstr(t.reason[0], "not in the agreement's transfer list"));
+    assert_string_equal(t.kind[1], "grant");
+    assert_string_equal(t.mode[1], "conventional-keyrelease");
+    assert_string_equal(t.device[1], "");  // not a trip
+}
+
+// The host-memory trip (a cpu trainer's ipc-cpu: address) is not travel: under the default
+// list it is refused before the holder attaches (the trainer's wait ends at once), recorded with
+// its mode; under an agreement listing insecure-host-trip it is served, and the ledger names the
+// mode and the device actually used.
+static void host_trip_needs_its_own_mode(void **state)
+{
+    (void)state;
+    const char *lists[] = {NULL, "[\"insecure-host-trip\"]"};
+    for (int i = 0; i < 2; i++) {
+        unlink(ledger_path);
+        agent_run r = {0};
+        start_agent_with(&r, 1000000, 1, lists[i]);
+        gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+        gt_holder_conn *c = NULL;
+        uint8_t k[GT_ED25519_PUBLIC_BYTES];
+        memset(k, 0x56, sizeof k);
+        GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+        char sock[600];
+        GT_ASSERT_OK(gt_path_join(sock, sizeof sock, dir, "trip.sock"));
+        gt_device_trip *trip = NULL;
+        gt_dbuf buf = 0;
+        uint64_t n = 0;
+        double t0 = gt_now_seconds();
+        gt_err e = gt_holder_trip(c, 1, r.dev, sock, r.a.hash, 20000, &trip, &buf, &n);
+        gt_holder_agent_stats st;
+        gt_holder_agent_get_stats(r.s.agent, &st);
+        if (i == 0) {
+            GT_ASSERT_CODE(e, GT_E_POLICY);
+            assert_non_null(strstr(e.msg, "TRAVEL ipc-cpu: (a trip in the trainer's host "
+                                          "memory): transfer mode 'insecure-host-trip' is not in "
+                                          "the agreement's transfer list"));
+            assert_true(gt_now_seconds() - t0 < 10.0);  // not the lease
+            assert_null(trip);
+            assert_int_equal(buf, 0);
+            assert_int_equal(st.bytes_sent, 0);
+            assert_int_equal(st.grants, 0);
+        } else {
+            GT_ASSERT_OK(e);
+            assert_int_equal(n, 1024);
+            uint16_t x = 0;
+            GT_ASSERT_CODE(gt_device_copy_out(r.dev, &x, buf, 0, 2), GT_E_POLICY);
+            GT_ASSERT_OK(gt_holder_trip_end(trip));
+            GT_ASSERT_OK(gt_holder_confirm_use(c, 1, n));
+            assert_int_equal(st.grants, 1);
+        }
+        gt_holder_disconnect(c);
+        stop_agent(&r);
+        gt_device_close(r.dev);
+        noted t = ledger_decisions();
+        assert_true(t.n >= 1);
+        assert_string_equal(t.kind[0], i == 0 ? "refuse" : "grant");
+        assert_string_equal(t.mode[0], "insecure-host-trip");
+        assert_string_equal(t.device[0], "host");
+        if (i == 0) {
+            assert_non_null(strstr(t.reason[0], "'insecure-host-trip' is not in the agreement"));
+            assert_int_equal(t.n, 1);
+        } else {
+            assert_string_equal(t.kind[1], "use");
+        }
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -330,6 +486,8 @@ int main(void)
         cmocka_unit_test(both_variants_deliver_the_chunk),
         cmocka_unit_test(budget_and_agreement_are_enforced),
         cmocka_unit_test(unrecorded_grant_is_refused),
+        cmocka_unit_test(plain_fetch_outside_the_agreement),
+        cmocka_unit_test(host_trip_needs_its_own_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -209,7 +209,10 @@ static void tally(void *ctx, const char *kind, const cJSON *detail)
     if (strcmp(kind, "grant") == 0) {
         t->grants++;
         const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
-        t->travels += mode != NULL && strcmp(mode, "travel") == 0;
+        const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+        // a devd trip: the ledger names the mode and the device actually used
+        t->travels += mode != NULL && strcmp(mode, "travel") == 0 && dev != NULL &&
+                      strcmp(dev, "devd") == 0;
     }
     if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "chunk", &chunk)) &&
         gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens)) && chunk < 16) {
