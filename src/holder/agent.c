@@ -379,7 +379,9 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
         gt_device_close(kept);
     }
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
-    gt_device_sim_options opt = {.timeout_ms = 60000};
+    // devd's address: the evidence must say devd (a trainer's own trip on that socket, in host
+    // memory or on its GPU, is refused at the handshake)
+    gt_device_sim_options opt = {.timeout_ms = 60000, .expect_memory = GT_SIM_MEMORY_DEVD};
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
     GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
     *attested_at = gt_now_seconds();

@@ -479,6 +479,96 @@ static void host_trip_needs_its_own_mode(void **state)
     }
 }
 
+// A trainer's session by hand (HELLO, WELCOME), to send TRAVEL messages no honest trainer would.
+static gt_channel *raw_session(agent_run *r)
+{
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_channel *ch = NULL;
+    GT_ASSERT_OK(gt_channel_connect(&ch, r->a.holders[0].endpoint, &att));
+    gt_hp_hello h = {0};
+    memcpy(h.agreement, r->a.hash, sizeof h.agreement);
+    memset(h.signing_key, 0x57, sizeof h.signing_key);
+    snprintf(h.trainer, sizeof h.trainer, "trainer-raw");
+    uint8_t msg[GT_HP_HELLO_MAX_BYTES];
+    gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+    GT_ASSERT_OK(gt_hp_hello_write(&w, &h));
+    GT_ASSERT_OK(gt_channel_send(ch, GT_HP_HELLO, w.data, w.len));
+    uint32_t type = 0;
+    gt_buf body = {0};
+    GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_MANIFEST));
+    assert_int_equal(type, GT_HP_WELCOME);
+    gt_buf_free_nowipe(&body);
+    return ch;
+}
+
+// The trip device is what its evidence says: a cpu trainer's trip (evidence: host memory)
+// presented as travel, under an ipc-cuda: address or under devd's plain path, is refused at the
+// handshake, before anything is decided or loaded; each refusal is ledgered with the mode and
+// device asked for and the claim that refused it.
+static void host_trip_posing_as_travel(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    agent_run r = {0};
+    start_agent_with(&r, 1000000, 1, NULL);  // default: travel allowed, the host trip not
+    gt_channel *ch = raw_session(&r);
+    char sock[600];
+    GT_ASSERT_OK(gt_path_join(sock, sizeof sock, dir, "trip.sock"));
+    const char *schemes[] = {"ipc-cuda:", ""};  // a cuda trip; devd
+    const char *claimed[] = {"cuda", "devd"};
+    for (int i = 0; i < 2; i++) {
+        gt_device_trip *t = NULL;
+        gt_hp_travel m = {.chunk = 0};
+        char address[GT_DEVICE_TRIP_ADDRESS_MAX];
+        GT_ASSERT_OK(gt_device_trip_lend(&t, r.dev, sock, 10000, gt_channel_fd(ch), r.a.hash,
+                                         m.ticket, address, sizeof address));
+        assert_non_null(strstr(address, "ipc-cpu:"));  // what it really is
+        assert_true(strlen(schemes[i]) + strlen(sock) < sizeof m.device);
+        memcpy(m.device, schemes[i], strlen(schemes[i]));
+        memcpy(m.device + strlen(schemes[i]), sock, strlen(sock) + 1);
+        uint8_t msg[GT_HP_TRAVEL_MAX_BYTES];
+        gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+        GT_ASSERT_OK(gt_hp_travel_write(&w, &m));
+        GT_ASSERT_OK(gt_channel_send(ch, GT_HP_TRAVEL, w.data, w.len));
+        uint8_t aad[GT_SIM_LOAD_AAD_BYTES] = {0};
+        gt_dbuf buf = 0;
+        double t0 = gt_now_seconds();
+        GT_ASSERT_CODE(gt_device_trip_wait(t, aad, 2048, &buf), GT_E_PEER);  // it answered
+        assert_true(gt_now_seconds() - t0 < 8.0);
+        assert_int_equal(buf, 0);  // nothing was handed over
+        uint32_t type = 0;
+        gt_buf body = {0};
+        GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL));
+        assert_int_equal(type, GT_HP_REFUSE);
+        gt_err e = gt_hp_refuse_error(gt_buf_span(&body), "alice");
+        gt_buf_free_nowipe(&body);
+        GT_ASSERT_CODE(e, GT_E_POLICY);
+        char want[96];
+        snprintf(want, sizeof want, "its memory is 'host', this trip is to '%s'", claimed[i]);
+        if (strstr(e.msg, want) == NULL) {
+            fail_msg("case %d: expected '%s', got '%s'", i, want, e.msg);
+        }
+        gt_device_trip_close(t);
+    }
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.grants, 0);
+    assert_int_equal(st.bytes_sent, 0);
+    assert_int_equal(st.refusals, 2);
+    GT_ASSERT_OK(gt_channel_send(ch, GT_HP_BYE, NULL, 0));
+    gt_channel_close(ch);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(t.kind[i], "refuse");
+        assert_string_equal(t.mode[i], "travel");
+        assert_string_equal(t.device[i], claimed[i]);
+        assert_non_null(strstr(t.reason[i], "its memory is 'host'"));
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -488,6 +578,7 @@ int main(void)
         cmocka_unit_test(unrecorded_grant_is_refused),
         cmocka_unit_test(plain_fetch_outside_the_agreement),
         cmocka_unit_test(host_trip_needs_its_own_mode),
+        cmocka_unit_test(host_trip_posing_as_travel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
