@@ -148,6 +148,37 @@ static void check_chunk(gt_device *dev, gt_dbuf buf, uint32_t chunk, uint64_t n)
     assert_memory_equal(got, tokens + chunk * 1024, n * 2);
 }
 
+#define MAX_NOTED 32
+typedef struct {
+    size_t n;
+    char kind[MAX_NOTED][16], mode[MAX_NOTED][32], device[MAX_NOTED][8], reason[MAX_NOTED][200];
+} noted;
+
+static void note_entry(void *ctx, const char *kind, const cJSON *detail)
+{
+    noted *t = ctx;
+    if (t->n == MAX_NOTED || strcmp(kind, "genesis") == 0 || strcmp(kind, "session") == 0) {
+        return;
+    }
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
+    const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+    const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "reason"));
+    snprintf(t->kind[t->n], sizeof t->kind[0], "%s", kind);
+    snprintf(t->mode[t->n], sizeof t->mode[0], "%s", m ? m : "");
+    snprintf(t->device[t->n], sizeof t->device[0], "%s", d ? d : "");
+    snprintf(t->reason[t->n], sizeof t->reason[0], "%s", r ? r : "");
+    t->n++;
+}
+
+// The ledger's decisions after genesis and sessions, verified under the holder's key.
+static noted ledger_decisions(void)
+{
+    noted t;
+    memset(&t, 0, sizeof t);
+    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_entry, &t));
+    return t;
+}
+
 static void both_variants_deliver_the_chunk(void **state)
 {
     (void)state;
@@ -217,6 +248,19 @@ static void both_variants_deliver_the_chunk(void **state)
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
     assert_int_equal(sum.entries, 11);
+    // each grant and refusal names the transfer mode asked for, as the agreement names it
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 9);
+    const char *kinds[] = {"grant", "use", "grant", "grant", "refuse", "grant", "refuse", "use",
+                           "refuse"};
+    const char *modes[] = {"conventional", "", "conventional-keyrelease",
+                           "conventional-keyrelease", "conventional", "conventional",
+                           "conventional", "", ""};
+    for (size_t i = 0; i < t.n; i++) {
+        assert_string_equal(t.kind[i], kinds[i]);
+        assert_string_equal(t.mode[i], modes[i]);
+        assert_string_equal(t.device[i], "");  // no trip
+    }
     gt_ledger_session ses;
     GT_ASSERT_OK(gt_ledger_find_session(ledger_path, keys.holder_pub, k1, &ses));
     assert_int_equal(ses.seq, 1);
@@ -338,37 +382,6 @@ static void unrecorded_grant_is_refused(void **state)
 }
 
 // ---- transfer modes: a holder serves only what its agreement lists ------------------------------
-
-#define MAX_NOTED 32
-typedef struct {
-    size_t n;
-    char kind[MAX_NOTED][16], mode[MAX_NOTED][32], device[MAX_NOTED][8], reason[MAX_NOTED][200];
-} noted;
-
-static void note_entry(void *ctx, const char *kind, const cJSON *detail)
-{
-    noted *t = ctx;
-    if (t->n == MAX_NOTED || strcmp(kind, "genesis") == 0 || strcmp(kind, "session") == 0) {
-        return;
-    }
-    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
-    const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
-    const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "reason"));
-    snprintf(t->kind[t->n], sizeof t->kind[0], "%s", kind);
-    snprintf(t->mode[t->n], sizeof t->mode[0], "%s", m ? m : "");
-    snprintf(t->device[t->n], sizeof t->device[0], "%s", d ? d : "");
-    snprintf(t->reason[t->n], sizeof t->reason[0], "%s", r ? r : "");
-    t->n++;
-}
-
-// The ledger's decisions after genesis and sessions, verified under the holder's key.
-static noted ledger_decisions(void)
-{
-    noted t;
-    memset(&t, 0, sizeof t);
-    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_entry, &t));
-    return t;
-}
 
 // The default list (travel, conventional-keyrelease) has no plain FETCH: it is refused before it
 // is decided, with the mode and the list; nothing is sent or counted (the budget is one chunk, and
