@@ -160,6 +160,11 @@ gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
 //                               it reads the next message (the trainer releases before USED).
 //   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
+// A holder serves a request only in a transfer mode its agreement lists (gt_transfer_mode: FETCH
+// plain is conventional, key release conventional-keyrelease, TRAVEL to devd or ipc-cuda: travel,
+// TRAVEL to ipc-cpu: insecure-host-trip); any other is refused (REFUSE naming the mode and the
+// list) before it is decided or anything is attached, and ledgered. A trip's device evidence must
+// say the memory its address implies (devd, cuda, host: docs/trip.md), else it is refused too.
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
 // was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
 // between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the
