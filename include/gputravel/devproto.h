@@ -392,7 +392,9 @@ GT_MUST_USE gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_wat
 //   "GTSIMDEV" | u16 version (2) | u16 n, identity public key PEM (root-pub.pem's bytes)
 //   | u16 n, vendor certificate signature (DER) | u32 n, GTEV sim evidence
 // The GTEV sim evidence (attest.h: type sim, device = true, cc_mode = true, measurement =
-// SHA-384 of devd's executable, report_data = the session binding) is signed by the identity key
+// SHA-384 of devd's executable, device_memory = what holds the device's memory: devd by default,
+// cuda or host on a trip a trainer serves itself, report_data = the session binding) is signed
+// by the identity key
 // and is ALWAYS insecure-simulation. `gputravel verify --evidence E --root IDDIR/root-pub.pem`
 // appraises it like any other evidence. The memory limit is bound through report_data (the
 // device report_data covers the server hello's parameters; devproto.h).
@@ -411,6 +413,9 @@ typedef struct gt_sim_identity gt_sim_identity;
 GT_MUST_USE gt_err gt_sim_identity_open(gt_sim_identity **id, const char *identity_dir,
                                         const char *vendor_root_dir);
 void gt_sim_identity_free(gt_sim_identity *id);
+// What this identity's evidence says holds the device's memory (default GT_SIM_MEMORY_DEVD): a
+// trip a trainer serves itself says cuda or host (travel.h), never devd.
+void gt_sim_identity_set_memory(gt_sim_identity *id, gt_sim_device_memory memory);
 // The produce hook of devd (ctx = gt_sim_identity): the bundle above.
 gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
                                gt_buf *evidence);
@@ -480,6 +485,10 @@ typedef struct {
     // in CC mode, not debug (always insecure-simulation).
     gt_device_attester attester;
     const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
+    // What the device must say holds its memory (the evidence's device_memory claim): the
+    // default appraisal refuses any other with GT_E_POLICY naming both. GT_SIM_MEMORY_UNSTATED:
+    // not checked. With a caller's appraise hook it cannot be checked: GT_E_ARG.
+    gt_sim_device_memory expect_memory;
     uint8_t agreement_hash[GT_SHA256_BYTES];  // zeros when there is none
     int timeout_ms;  // per reply from devd (0: 60 s)
     // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for

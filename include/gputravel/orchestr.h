@@ -132,14 +132,7 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // HELLO to every holder (each records it in its ledger, bound to the trainer it appraised),
 // signs the sealed checkpoint with it, and wipes the secret before returning.
 
-typedef enum {
-    GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
-    GT_TRANSFER_CONVENTIONAL_KEYRELEASE, // sealed chunk over TLS, its key released to this TEE
-    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim: devd; cpu,
-                                         // cuda: a trip the trainer serves, gt_holder_trip)
-} gt_transfer_mode;
-const char *gt_transfer_mode_name(gt_transfer_mode mode);
-GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+// The transfer modes (gt_transfer_mode) are the agreement's: travel.h.
 
 typedef struct {
     uint32_t step, steps;
@@ -173,7 +166,7 @@ typedef struct {
 typedef struct {
     const gt_agreement *agreement;  // its outputs are declared to dev (agreement->doc for sim)
     gt_device *dev;
-    gt_transfer_mode transfer;
+    gt_transfer_mode transfer;  // one the agreement lists (gt_collab_transfer_check)
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
     const char *state_dir;     // model.bin, model.bin.state and journal live here
@@ -196,5 +189,11 @@ typedef struct {
 GT_MUST_USE gt_err gt_collab_program(const gt_agreement *a, gt_buf *program);
 
 GT_MUST_USE gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report);
+// What gt_collab_train checks first, before it contacts anyone: the agreement lists mode
+// (GT_E_POLICY naming the mode and the list), and the mode is what a device of this kind does:
+// travel on a cpu device would be a trip in the trainer's host memory, which is only ever
+// insecure-host-trip (GT_E_POLICY); insecure-host-trip on another device is GT_E_ARG.
+GT_MUST_USE gt_err gt_collab_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                            gt_device_kind kind);
 
 #endif

@@ -41,6 +41,28 @@ typedef struct {
 
 typedef enum { GT_OUTPUT_LOSS_ONLY = 0, GT_OUTPUT_SEALED_CHECKPOINT } gt_output_kind;
 
+// How a holder's chunk may reach the trainer's device: the agreement's "transfer" list
+// (docs/agreement.md). A holder serves a request only in a mode its agreement lists.
+typedef enum {
+    GT_TRANSFER_CONVENTIONAL = 0,         // FETCH plain: the holder decrypts, TLS carries plaintext
+    GT_TRANSFER_CONVENTIONAL_KEYRELEASE,  // FETCH key release: the sealed chunk over TLS, its key
+                                          // released to the trainer's TEE
+    GT_TRANSFER_TRAVEL,                   // TRAVEL: the device travels to the holder: devd, or a
+                                          // trip a cuda trainer serves (device protected memory)
+    GT_TRANSFER_INSECURE_HOST_TRIP,       // TRAVEL "ipc-cpu:": the trip a cpu trainer serves, its
+                                          // chunk in the trainer's host memory: no protection
+    GT_TRANSFER_MODE_COUNT
+} gt_transfer_mode;
+#define GT_TRANSFER_BIT(m) (1u << (unsigned)(m))
+// Without a "transfer" field: the device travels, or the sealed chunk's key is released to the
+// attested trainer. Plaintext over TLS and the host-memory trip only where listed.
+#define GT_TRANSFER_DEFAULT \
+    (GT_TRANSFER_BIT(GT_TRANSFER_TRAVEL) | GT_TRANSFER_BIT(GT_TRANSFER_CONVENTIONAL_KEYRELEASE))
+// "conventional", "conventional-keyrelease", "travel", "insecure-host-trip"; "unknown" else.
+const char *gt_transfer_mode_name(gt_transfer_mode mode);
+// The mode of that name; GT_E_ARG naming the four otherwise.
+GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
     // model (llm.c GPT-2 shapes) and training
@@ -58,6 +80,9 @@ typedef struct {
     gt_output_kind output;
     char recipients[GT_AGREEMENT_MAX_HOLDERS][GT_AGREEMENT_NAME_BYTES];
     uint32_t recipient_count;
+    // how chunks may reach the device: GT_TRANSFER_BIT of each listed mode (GT_TRANSFER_DEFAULT
+    // when the document has no "transfer"); never 0 after a successful parse
+    uint32_t transfers;
     // What the device may release from labelled data ("outputs", docs/agreement.md): the
     // training loss (every `loss_every` steps, rounded to loss_mantissa_bits), the gradient
     // norm, the resume state (sealed by the device to itself); the checkpoint is `output`.
@@ -89,6 +114,15 @@ GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_
 GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
 // The holder entry with this name, or NULL.
 const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name);
+// True when the agreement lists mode.
+bool gt_agreement_allows(const gt_agreement *a, gt_transfer_mode mode);
+// The agreement's transfer modes by name, comma-separated in enum order (e.g.
+// "conventional-keyrelease, travel"), NUL-terminated, cut to cap.
+void gt_agreement_transfer_list(const gt_agreement *a, char *out, size_t cap);
+// GT_OK when the agreement lists mode, else GT_E_POLICY naming the mode and the agreement's list
+// (what: who asks, e.g. "--transfer" or "FETCH plain").
+GT_MUST_USE gt_err gt_agreement_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                               const char *what);
 // True when m is in the list (constant-time per entry), or the list is empty.
 bool gt_measurement_allowed(const gt_measurement_list *list, const uint8_t m[GT_MEASUREMENT_BYTES]);
 
@@ -150,6 +184,11 @@ gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
 //                               it reads the next message (the trainer releases before USED).
 //   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
+// A holder serves a request only in a transfer mode its agreement lists (gt_transfer_mode: FETCH
+// plain is conventional, key release conventional-keyrelease, TRAVEL to devd or ipc-cuda: travel,
+// TRAVEL to ipc-cpu: insecure-host-trip); any other is refused (REFUSE naming the mode and the
+// list) before it is decided or anything is attached, and ledgered. A trip's device evidence must
+// say the memory its address implies (devd, cuda, host: docs/trip.md), else it is refused too.
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
 // was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
 // between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the

@@ -22,6 +22,7 @@ struct gt_sim_identity {
     gt_buf pem;          // its public key, PEM (root-pub.pem of the identity directory)
     gt_buf cert_sig;     // the vendor root's signature over the identity public key
     uint8_t measurement[GT_MEASUREMENT_BYTES];
+    gt_sim_device_memory memory;  // what the evidence says holds this device's memory
 };
 
 static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_P384_XY_BYTES])
@@ -66,6 +67,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     cert_message(msg, xy);
     GT_TRY_GOTO(err, gt_pkey_sign(vendor, GT_HASH_SHA384, &id->cert_sig, msg, sizeof msg), out);
     GT_TRY_GOTO(err, gt_sim_measure_exe(id->measurement, NULL), out);
+    id->memory = GT_SIM_MEMORY_DEVD;
 out:
     gt_pkey_free(vendor);
     if (!gt_is_ok(err)) {
@@ -74,6 +76,11 @@ out:
     }
     *out = id;
     return GT_OK;
+}
+
+void gt_sim_identity_set_memory(gt_sim_identity *id, gt_sim_device_memory memory)
+{
+    id->memory = memory;
 }
 
 void gt_sim_identity_free(gt_sim_identity *id)
@@ -102,6 +109,7 @@ gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DA
     memcpy(c.report_data, report_data, sizeof c.report_data);
     c.device = true;
     c.cc_mode = true;
+    c.memory = id->memory;
     c.issued_at = (uint64_t)time(NULL);
     GT_TRY_GOTO(err, gt_sim_evidence_create(&ev, &c, id->key), out);
     GT_TRY_GOTO(err, gt_evidence_encode(&ev, &gtev), out);

@@ -12,28 +12,6 @@
 static const gt_adamw collab_adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                       .weight_decay = 0.0f, .grad_clip = 1.0f};
 
-const char *gt_transfer_mode_name(gt_transfer_mode mode)
-{
-    switch (mode) {
-    case GT_TRANSFER_CONVENTIONAL: return "conventional";
-    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
-    case GT_TRANSFER_TRAVEL: return "travel";
-    default: return "unknown";
-    }
-}
-
-gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
-{
-    for (int m = GT_TRANSFER_CONVENTIONAL; m <= GT_TRANSFER_TRAVEL; m++) {
-        if (strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
-            *mode = (gt_transfer_mode)m;
-            return GT_OK;
-        }
-    }
-    return gt_errf(GT_E_ARG, "unknown transfer '%s' (conventional, conventional-keyrelease or "
-                             "travel)", name);
-}
-
 static void event(const gt_collab_config *cfg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void event(const gt_collab_config *cfg, const char *fmt, ...)
@@ -268,6 +246,32 @@ static gt_err schedule_open(const gt_collab_config *cfg, holders *hs, uint64_t s
     return gt_journal_open(journal, journal_path);
 }
 
+gt_err gt_collab_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                gt_device_kind kind)
+{
+    GT_TRY(gt_agreement_transfer_check(a, mode, "--transfer"));
+    GT_ENSURE(mode != GT_TRANSFER_TRAVEL || kind != GT_DEVICE_CPU, GT_E_POLICY,
+              "--transfer travel on a cpu device: the holder's chunk would be handed over in "
+              "this trainer's host memory, which is not travel; that is --transfer "
+              "insecure-host-trip, and only an agreement listing it allows it");
+    GT_ENSURE(mode != GT_TRANSFER_INSECURE_HOST_TRIP || kind == GT_DEVICE_CPU, GT_E_ARG,
+              "--transfer insecure-host-trip is the cpu device's host-memory trip; the %s device "
+              "travels with --transfer travel", gt_device_kind_name(kind));
+    return GT_OK;
+}
+
+static gt_err transfer_check(const gt_collab_config *cfg)
+{
+    GT_TRY(gt_collab_transfer_check(cfg->agreement, cfg->transfer,
+                                    gt_device_get_kind(cfg->dev)));
+    const bool trip = cfg->transfer == GT_TRANSFER_TRAVEL ||
+                      cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP;
+    GT_ENSURE(!trip || cfg->device_address, GT_E_UNSUPPORTED,
+              "transfer '%s' needs the device's address (devd's socket for the sim device, "
+              "the trip socket for cpu and cuda)", gt_transfer_mode_name(cfg->transfer));
+    return GT_OK;
+}
+
 // Brings chunk c of holder h into device memory by the configured transfer, counting the bytes
 // and seconds in the report. *trip is set for a trip this trainer serves.
 static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, uint32_t c,
@@ -276,10 +280,12 @@ static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, 
 {
     const gt_agreement *a = cfg->agreement;
     double t0 = gt_now_seconds();
-    if (cfg->transfer == GT_TRANSFER_TRAVEL && served_trip) {
+    const bool travels = cfg->transfer == GT_TRANSFER_TRAVEL ||
+                         cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP;
+    if (travels && served_trip) {
         GT_TRY(gt_holder_trip(hs->conns[h], c, cfg->dev, cfg->device_address, a->hash, 60000,
                               trip, buf, ntok));
-    } else if (cfg->transfer == GT_TRANSFER_TRAVEL) {
+    } else if (travels) {
         GT_TRY(gt_holder_travel(hs->conns[h], c, cfg->dev, cfg->device_address, 60000, buf,
                                 ntok));
     } else {
@@ -300,9 +306,11 @@ static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, 
     report->holders[h].transfer_seconds += secs;
     event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
           a->holders[h].name, (unsigned long long)*ntok,
-          cfg->transfer == GT_TRANSFER_TRAVEL ? (served_trip ? "a trip this trainer serves"
-                                                             : "GPU travelling")
-                                              : gt_transfer_mode_name(cfg->transfer),
+          cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP
+              ? "a trip in this trainer's host memory (insecure-host-trip)"
+              : cfg->transfer == GT_TRANSFER_TRAVEL
+                    ? (served_trip ? "a trip this trainer serves" : "GPU travelling")
+                    : gt_transfer_mode_name(cfg->transfer),
           secs);
     return GT_OK;
 }
@@ -383,9 +391,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
     const gt_agreement *a = cfg->agreement;
-    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL || cfg->device_address, GT_E_UNSUPPORTED,
-              "transfer 'travel' needs the device's address (devd's socket for the sim device, "
-              "the trip socket for cpu and cuda)");
+    GT_TRY(transfer_check(cfg));
     // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     GT_TRY(device_measurement_check(cfg));

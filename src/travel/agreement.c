@@ -195,6 +195,57 @@ static gt_err parse_outputs(gt_agreement *a, const cJSON *doc)
     return GT_OK;
 }
 
+const char *gt_transfer_mode_name(gt_transfer_mode mode)
+{
+    switch (mode) {
+    case GT_TRANSFER_CONVENTIONAL: return "conventional";
+    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
+    case GT_TRANSFER_TRAVEL: return "travel";
+    case GT_TRANSFER_INSECURE_HOST_TRIP: return "insecure-host-trip";
+    default: return "unknown";
+    }
+}
+
+gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
+{
+    for (int m = 0; m < GT_TRANSFER_MODE_COUNT; m++) {
+        if (name != NULL && strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
+            *mode = (gt_transfer_mode)m;
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_ARG, "unknown transfer mode '%.40s' (conventional, "
+                             "conventional-keyrelease, travel or insecure-host-trip)",
+                   name ? name : "");
+}
+
+// "transfer": the modes chunks may travel by, each named once; absent: GT_TRANSFER_DEFAULT.
+static gt_err parse_transfer(gt_agreement *a, const cJSON *doc)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "transfer");
+    if (arr == NULL) {
+        a->transfers = GT_TRANSFER_DEFAULT;
+        return GT_OK;
+    }
+    GT_ENSURE(cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0, GT_E_FORMAT,
+              "'transfer' must be a non-empty array of mode names");
+    GT_ENSURE(cJSON_GetArraySize(arr) <= GT_TRANSFER_MODE_COUNT, GT_E_FORMAT,
+              "'transfer': more than %d entries (each mode once)", GT_TRANSFER_MODE_COUNT);
+    const cJSON *item = NULL;
+    int i = 0;
+    cJSON_ArrayForEach(item, arr) {
+        GT_ENSURE(cJSON_IsString(item), GT_E_FORMAT, "'transfer'[%d] must be a mode name", i);
+        gt_transfer_mode m = GT_TRANSFER_CONVENTIONAL;
+        gt_err e = gt_transfer_mode_parse(item->valuestring, &m);
+        GT_ENSURE(gt_is_ok(e), GT_E_FORMAT, "'transfer'[%d]: %s", i, e.msg);
+        GT_ENSURE(!(a->transfers & GT_TRANSFER_BIT(m)), GT_E_FORMAT,
+                  "'transfer'[%d]: '%s' appears twice", i, gt_transfer_mode_name(m));
+        a->transfers |= GT_TRANSFER_BIT(m);
+        i++;
+    }
+    return GT_OK;
+}
+
 static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
 {
     uint32_t version = 0;
@@ -243,6 +294,7 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
               GT_E_FORMAT,
               "without allow_simulation, trainer and device measurement lists are required");
 
+    GT_TRY(parse_transfer(a, doc));
     GT_TRY(parse_output(a, doc));
     return parse_outputs(a, doc);
 }
@@ -310,4 +362,43 @@ void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out)
         .program_pinned = a->program_pinned,
     };
     memcpy(out->program_hash, a->program_hash, sizeof out->program_hash);
+}
+
+bool gt_agreement_allows(const gt_agreement *a, gt_transfer_mode mode)
+{
+    return (unsigned)mode < GT_TRANSFER_MODE_COUNT && (a->transfers & GT_TRANSFER_BIT(mode)) != 0;
+}
+
+void gt_agreement_transfer_list(const gt_agreement *a, char *out, size_t cap)
+{
+    if (cap == 0) {
+        return;
+    }
+    out[0] = '\0';
+    size_t used = 0;
+    for (int m = 0; m < GT_TRANSFER_MODE_COUNT; m++) {
+        if (!gt_agreement_allows(a, (gt_transfer_mode)m)) {
+            continue;
+        }
+        int n = snprintf(out + used, cap - used, "%s%s", used ? ", " : "",
+                         gt_transfer_mode_name((gt_transfer_mode)m));
+        if (n < 0 || (size_t)n >= cap - used) {
+            return;  // cut: out stays NUL-terminated
+        }
+        used += (size_t)n;
+    }
+    if (used == 0) {
+        snprintf(out, cap, "(none)");
+    }
+}
+
+gt_err gt_agreement_transfer_check(const gt_agreement *a, gt_transfer_mode mode, const char *what)
+{
+    if (gt_agreement_allows(a, mode)) {
+        return GT_OK;
+    }
+    char list[96];
+    gt_agreement_transfer_list(a, list, sizeof list);
+    return gt_errf(GT_E_POLICY, "%s: transfer mode '%s' is not in the agreement's transfer list "
+                                "(%s)", what, gt_transfer_mode_name(mode), list);
 }

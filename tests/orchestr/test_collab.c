@@ -209,7 +209,10 @@ static void tally(void *ctx, const char *kind, const cJSON *detail)
     if (strcmp(kind, "grant") == 0) {
         t->grants++;
         const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
-        t->travels += mode != NULL && strcmp(mode, "travel") == 0;
+        const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+        // a devd trip: the ledger names the mode and the device actually used
+        t->travels += mode != NULL && strcmp(mode, "travel") == 0 && dev != NULL &&
+                      strcmp(dev, "devd") == 0;
     }
     if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "chunk", &chunk)) &&
         gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens)) && chunk < 16) {
@@ -378,10 +381,38 @@ static void device_death_stops_training_cleanly(void **state)
     assert_int_equal(used, trained);
 }
 
+// What the trainer checks before it contacts anyone: the mode is listed, and it is what the
+// device does (travel on a cpu device is the host trip; the host trip is the cpu device's only).
+static void transfer_mode_checks(void **state)
+{
+    (void)state;
+    gt_agreement *a = calloc(1, sizeof *a);
+    assert_non_null(a);
+    a->transfers = GT_TRANSFER_DEFAULT;
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_SIM));
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_CUDA));
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_CONVENTIONAL_KEYRELEASE, GT_DEVICE_CPU));
+    gt_err e = gt_collab_transfer_check(a, GT_TRANSFER_CONVENTIONAL, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "'conventional' is not in the agreement's transfer list"));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "that is --transfer insecure-host-trip"));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);  // not listed by default
+    a->transfers |= GT_TRANSFER_BIT(GT_TRANSFER_INSECURE_HOST_TRIP);
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CPU));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CUDA);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "the cuda device travels with --transfer travel"));
+    free(a);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(transfer_mode_checks),
         cmocka_unit_test(killed_trainer_resumes_exactly),
         cmocka_unit_test(travelling_matches_conventional),
         cmocka_unit_test(device_death_stops_training_cleanly),
