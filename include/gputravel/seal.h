@@ -249,6 +249,28 @@ typedef struct {
     const uint8_t *signing_secret;
 } gt_sckpt_seal_params;
 
+// Where sealing reads its plaintext: read(ctx, out, n) fills out with the next n bytes, in
+// order, until len bytes were read (pieces: a file, a span, device memory read in parts).
+typedef struct {
+    uint64_t len;
+    gt_err (*read)(void *ctx, uint8_t *out, size_t n);
+    void *ctx;
+} gt_seal_source;
+// Where a sealed file goes: write(ctx, data, n) gets its bytes in file order. On failure the
+// sink has received part of a file: the caller discards it (what it received is ciphertext).
+typedef struct {
+    gt_err (*write)(void *ctx, const uint8_t *data, size_t n);
+    void *ctx;
+} gt_seal_sink;
+
+// The one sealing path: the same file as gt_sckpt_seal, from src (src->len bytes, an llm.c
+// checkpoint whose header matches p->model) to sink. p->model_path and p->out_path are unused.
+GT_MUST_USE gt_err gt_sckpt_seal_to(const gt_sckpt_seal_params *p, const gt_seal_source *src,
+                                    const gt_seal_sink *sink, gt_sckpt_header *hdr_out);
+// The same from memory into out (its length is set to the file's; on failure out->len = 0).
+GT_MUST_USE gt_err gt_sckpt_seal_mem(const gt_sckpt_seal_params *p, gt_span plaintext,
+                                     gt_buf *out, gt_sckpt_header *hdr_out);
+
 // Seals p->model_path for p's recipients into p->out_path (streamed: constant memory, the
 // signature's hash taken as the ciphertext is written). The content key, ephemeral secret and
 // wrapping keys are wiped; on failure nothing is left at out_path. hdr_out (may be NULL)
