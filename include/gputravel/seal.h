@@ -208,6 +208,8 @@ typedef struct {
 typedef struct {
     uint32_t max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size;
 } gt_sckpt_model;
+// Shapes positive, Vp >= V, each within int32 (GT_E_FORMAT).
+GT_MUST_USE gt_err gt_sckpt_model_check(const gt_sckpt_model *m);
 
 typedef struct {
     uint32_t version, suite, content;
@@ -289,6 +291,82 @@ GT_MUST_USE gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header 
 GT_MUST_USE gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k,
                                  const uint8_t *expect_signer, const char *out_path,
                                  gt_sckpt_header *hdr_out, uint32_t *recipient_index);
+
+// Pieces in memory as one source (a checkpoint's header then its parameters; params, m, v):
+// fill spans/count, then gt_seal_spans_source(&s) reads them in order.
+typedef struct {
+    const gt_span *spans;
+    size_t count;
+    size_t at_span, at_off;  // the cursor: start at zero
+} gt_seal_spans;
+gt_seal_source gt_seal_spans_source(gt_seal_spans *s);
+
+// ---- device-sealed resume state (docs/formats.md "Resume state") ----------------------------
+// Model and optimizer state sealed by a device to itself, so `--resume` needs only ciphertext:
+// the parameters, the AdamW moments m and v, the step and the loader position, bound to the
+// device (its id: a hash of its identity) and the agreement. One key per (device, agreement):
+// K = HKDF-SHA256(ikm = the device's resume secret, salt = none, info = "gputravel resume v1" |
+// agreement hash | device id); a fresh random IV per file; AAD = the whole header. The header
+// also carries the label source ids (dataset ids) the state's buffers carried, so the device
+// restores the labels from the authenticated state, never from whoever asks it to.
+//
+//   header  magic "GTRSUM01" | u32 version 1 | u32 suite 1 | device id 32 | agreement hash 32 |
+//           u64 step | loader: u64 epoch, shard, sample, sample_tokens, seed | u32 shuffle |
+//           6 x u32 config (maxT, V, L, NH, C, Vp) | u64 params, m, v bytes | u32 n |
+//           n x label id 16 | IV 12
+//   body    AES-256-GCM(K, IV, params | m | v, AAD = header) | tag 16
+#define GT_RESUME_MAGIC "GTRSUM01"
+#define GT_RESUME_VERSION 1
+#define GT_RESUME_SUITE_HKDF_SHA256_AES256GCM 1
+#define GT_RESUME_SECRET_BYTES 32
+#define GT_RESUME_DEVICE_ID_BYTES 32
+#define GT_RESUME_LABEL_BYTES 16     // a dataset id
+#define GT_RESUME_MAX_LABELS 64
+#define GT_RESUME_FIXED_BYTES 184    // the header before the label ids
+#define GT_RESUME_MAX_HEADER_BYTES \
+    (GT_RESUME_FIXED_BYTES + GT_RESUME_MAX_LABELS * GT_RESUME_LABEL_BYTES + GT_AEAD_IV_BYTES)
+#define GT_RESUME_MAX_PARAM_BYTES GT_SCKPT_MAX_PLAINTEXT  // per part; the body is at most 3x
+
+// Where the training loader was (train's gt_loader_pos, field for field).
+typedef struct {
+    uint64_t epoch, shard, sample, sample_tokens, seed;
+    uint32_t shuffle;  // 0 or 1
+} gt_resume_loader;
+
+typedef struct {
+    uint32_t version, suite;
+    uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES];
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_resume_loader loader;
+    gt_sckpt_model model;
+    uint64_t params_bytes, m_bytes, v_bytes;  // m, v: both 0 (no step yet) or params_bytes
+    uint32_t label_count;
+    uint8_t labels[GT_RESUME_MAX_LABELS][GT_RESUME_LABEL_BYTES];  // unique
+    uint8_t iv[GT_AEAD_IV_BYTES];
+    size_t header_len;
+} gt_resume_header;
+
+// Parses and checks a header (magic, version, suite, config, sizes, labels); data may go on
+// into the body. Nothing authenticated. On failure *h is zeroed.
+GT_MUST_USE gt_err gt_resume_header_parse(gt_resume_header *h, const uint8_t *data, size_t len);
+// Total file size the header announces.
+uint64_t gt_resume_file_bytes(const gt_resume_header *h);
+// Seals src (params | m | v: exactly h's sizes) under secret into out (replaced). h gives every
+// field but version, suite, IV and header_len, which are set here (the IV fresh and random).
+// On failure out->len = 0.
+GT_MUST_USE gt_err gt_resume_seal(gt_resume_header *h,
+                                  const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                  const gt_seal_source *src, gt_buf *out);
+// Opens a whole state file: header; exact size (GT_E_TRUNCATED / GT_E_FORMAT); then, before
+// anything is decrypted, GT_E_AUTH if it names another device id or another agreement hash;
+// then the tag under the key derived from secret (GT_E_AUTH: tampered with, or sealed by
+// another device secret). body (replaced) receives params | m | v only after the tag verified;
+// on failure it is wiped and empty, and *h zeroed.
+GT_MUST_USE gt_err gt_resume_open(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                  const uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES],
+                                  const uint8_t agreement_hash[GT_SHA256_BYTES],
+                                  gt_resume_header *h, gt_buf *body);
 
 // ---- seal / verify / unseal -----------------------------------------------------------------
 typedef struct {

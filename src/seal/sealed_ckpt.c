@@ -56,7 +56,7 @@ static gt_err recipients_check(const gt_sckpt_recipient *r, uint32_t n)
     return GT_OK;
 }
 
-static gt_err model_check(const gt_sckpt_model *m)
+gt_err gt_sckpt_model_check(const gt_sckpt_model *m)
 {
     GT_ENSURE(m->max_seq_len > 0 && m->vocab_size > 0 && m->num_layers > 0 && m->num_heads > 0 &&
                   m->channels > 0 && m->padded_vocab_size >= m->vocab_size &&
@@ -97,7 +97,7 @@ gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.num_heads), fail);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.channels), fail);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.padded_vocab_size), fail);
-    GT_TRY_GOTO(err, model_check(&h->model), fail);
+    GT_TRY_GOTO(err, gt_sckpt_model_check(&h->model), fail);
     GT_TRY_GOTO(err, gt_reader_u64le(&r, &h->plaintext_len), fail);
     GT_ENSURE_GOTO(err, h->plaintext_len >= LLMC_PREFIX_BYTES &&
                             h->plaintext_len <= GT_SCKPT_MAX_PLAINTEXT,
@@ -225,7 +225,7 @@ static gt_err seal_params_check(const gt_sckpt_seal_params *p)
         memcpy(raw, p->recipients[i].name, n);
         GT_TRY(name_check(raw, i));
     }
-    return model_check(&p->model);
+    return gt_sckpt_model_check(&p->model);
 }
 
 // The header's fields from the parameters, all but the random and derived ones.
@@ -406,6 +406,36 @@ gt_err gt_sckpt_seal_mem(const gt_sckpt_seal_params *p, gt_span plaintext, gt_bu
         out->len = 0;  // nothing half-sealed is handed back
     }
     return err;
+}
+
+static gt_err spans_read(void *ctx, uint8_t *out, size_t n)
+{
+    gt_seal_spans *s = ctx;
+    for (size_t done = 0; done < n;) {
+        GT_ENSURE(s->at_span < s->count, GT_E_TRUNCATED, "the pieces end %zu bytes early",
+                  n - done);
+        const gt_span *sp = &s->spans[s->at_span];
+        size_t k = sp->len - s->at_off < n - done ? sp->len - s->at_off : n - done;
+        memcpy(out + done, sp->data + s->at_off, k);
+        done += k;
+        s->at_off += k;
+        if (s->at_off == sp->len) {
+            s->at_span++;
+            s->at_off = 0;
+        }
+    }
+    return GT_OK;
+}
+
+gt_seal_source gt_seal_spans_source(gt_seal_spans *s)
+{
+    uint64_t len = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        len += s->spans[i].len;
+    }
+    s->at_span = 0;
+    s->at_off = 0;
+    return (gt_seal_source){.len = len, .read = spans_read, .ctx = s};
 }
 
 typedef struct {
