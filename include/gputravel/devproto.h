@@ -192,6 +192,16 @@ enum {
     GT_SIM_REQ_RETURN_STAY = 0x0113, // holder: empty -> STATUS; as RETURN, but devd parks the
                                    // attested session for the holder's next trip, which starts
                                    // with ATTACH on it (no new handshake)
+    // device-sealed exports (docs/device-sim.md "Exports"; issue 13): devd seals, the client
+    // copy_outs the new unlabelled buffer it names, then frees it
+    GT_SIM_REQ_EXPORT_CHECKPOINT = 0x0130, // u64 handle (params), u64 offset, u64 len (bytes),
+                                   // u64 step, 6 x u32 config (maxT, V, L, NH, C, Vp) -> EXPORTED
+    GT_SIM_REQ_EXPORT_SIGNER = 0x0131, // empty -> SIGNER
+    GT_SIM_REQ_EXPORT_RESUME = 0x0132, // 3 x u64 handles (params, m, v; m = v = 0: none),
+                                   // u64 len (bytes of each), u64 step, loader (5 x u64, u32),
+                                   // 6 x u32 config -> EXPORTED
+    GT_SIM_REQ_IMPORT_RESUME = 0x0133, // u64 handle (the state's bytes), u64 len, 3 x u64
+                                   // destination handles (params, m, v) -> RESUMED
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -207,6 +217,9 @@ enum {
     GT_SIM_REP_LOADED = 0x0307,    // u64 handle, u64 bytes loaded
     GT_SIM_REP_RELEASED = 0x0308,  // trainer -> holder after RETURN_IPC: empty; the import is
                                    // wiped and unmapped, the holder may free its allocation
+    GT_SIM_REP_EXPORTED = 0x0330,  // u64 handle (the sealed bytes, a new buffer), u64 len
+    GT_SIM_REP_SIGNER = 0x0331,    // the device's export-signing Ed25519 public key [32]
+    GT_SIM_REP_RESUMED = 0x0332,   // u64 step, loader (5 x u64, u32)
 };
 
 // Travelling: one trip of the device from the trainer's session to one holder and back.
@@ -239,6 +252,13 @@ typedef struct {
     uint64_t mem_limit;
 } gt_sim_stat;
 
+// EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).
+typedef struct {
+    uint64_t epoch, shard, sample, sample_tokens, seed;
+    uint32_t shuffle;
+} gt_sim_loader;
+#define GT_SIM_EXPORT_KEY_BYTES 32  // SIGNER: an Ed25519 public key
+
 // One parsed record. Which fields are set depends on type.
 typedef struct {
     uint16_t type;
@@ -261,6 +281,12 @@ typedef struct {
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
+    // exports: handle/offset/len as above, and
+    uint64_t step;                         // EXPORT_*, RESUMED
+    uint32_t config[6];                    // EXPORT_CHECKPOINT, EXPORT_RESUME
+    uint64_t bufs[3];                      // EXPORT_RESUME, IMPORT_RESUME: params, m, v
+    gt_sim_loader loader;                  // EXPORT_RESUME, RESUMED
+    uint8_t export_key[GT_SIM_EXPORT_KEY_BYTES];  // SIGNER
 } gt_sim_msg;
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.
@@ -388,6 +414,13 @@ typedef struct gt_sim_identity gt_sim_identity;
 GT_MUST_USE gt_err gt_sim_identity_open(gt_sim_identity **id, const char *identity_dir,
                                         const char *vendor_root_dir);
 void gt_sim_identity_free(gt_sim_identity *id);
+// A 32-byte secret for one purpose ("export signing", "resume"), derived from devd's persistent
+// identity: HKDF-SHA256(ikm = the identity key file's bytes, info = "gputravel devd " purpose).
+// Another identity folder gives other secrets. The caller wipes out.
+GT_MUST_USE gt_err gt_sim_identity_derive(const gt_sim_identity *id, const char *purpose,
+                                          uint8_t out[32]);
+// The device id: SHA-256 of the identity public key (PEM), what its evidence carries.
+GT_MUST_USE gt_err gt_sim_identity_id(const gt_sim_identity *id, uint8_t out[32]);
 // The produce hook of devd (ctx = gt_sim_identity): the bundle above.
 gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
                                gt_buf *evidence);

@@ -198,6 +198,7 @@ void gt_recipient_keys_wipe(gt_recipient_keys *k);
 #define GT_SCKPT_MAX_PLAINTEXT (32ull << 30)  // below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SCKPT_LLMC_MAGIC 20240326  // the first int32 of an llm.c checkpoint
 #define GT_SCKPT_LLMC_VERSION 3        // fp32
+#define GT_SCKPT_LLMC_HEADER_BYTES 1024  // 256 x int32: magic, version, the 6 shapes, zeros
 
 typedef struct {
     char name[GT_SCKPT_NAME_BYTES];   // NUL-terminated
@@ -208,6 +209,8 @@ typedef struct {
 typedef struct {
     uint32_t max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size;
 } gt_sckpt_model;
+// The llm.c fp32 checkpoint header for m (what precedes the parameters).
+void gt_sckpt_llmc_header(uint8_t out[GT_SCKPT_LLMC_HEADER_BYTES], const gt_sckpt_model *m);
 // Shapes positive, Vp >= V, each within int32 (GT_E_FORMAT).
 GT_MUST_USE gt_err gt_sckpt_model_check(const gt_sckpt_model *m);
 
@@ -264,6 +267,9 @@ typedef struct {
     gt_err (*write)(void *ctx, const uint8_t *data, size_t n);
     void *ctx;
 } gt_seal_sink;
+
+// A sink appending to b (ciphertext: grow it with gt_buf_reserve first to avoid copies).
+gt_seal_sink gt_seal_buf_sink(gt_buf *b);
 
 // The one sealing path: the same file as gt_sckpt_seal, from src (src->len bytes, an llm.c
 // checkpoint whose header matches p->model) to sink. p->model_path and p->out_path are unused.

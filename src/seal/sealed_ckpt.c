@@ -56,6 +56,17 @@ static gt_err recipients_check(const gt_sckpt_recipient *r, uint32_t n)
     return GT_OK;
 }
 
+void gt_sckpt_llmc_header(uint8_t out[GT_SCKPT_LLMC_HEADER_BYTES], const gt_sckpt_model *m)
+{
+    memset(out, 0, GT_SCKPT_LLMC_HEADER_BYTES);
+    const uint32_t h[8] = {GT_SCKPT_LLMC_MAGIC, GT_SCKPT_LLMC_VERSION, m->max_seq_len,
+                           m->vocab_size, m->num_layers, m->num_heads, m->channels,
+                           m->padded_vocab_size};
+    for (int i = 0; i < 8; i++) {
+        gt_store_u32le(out + 4 * i, h[i]);
+    }
+}
+
 gt_err gt_sckpt_model_check(const gt_sckpt_model *m)
 {
     GT_ENSURE(m->max_seq_len > 0 && m->vocab_size > 0 && m->num_layers > 0 && m->num_heads > 0 &&
@@ -385,13 +396,15 @@ static gt_err buf_write(void *ctx, const uint8_t *data, size_t n)
     return gt_buf_append(ctx, data, n);
 }
 
+gt_seal_sink gt_seal_buf_sink(gt_buf *b) { return (gt_seal_sink){.write = buf_write, .ctx = b}; }
+
 gt_err gt_sckpt_seal_mem(const gt_sckpt_seal_params *p, gt_span plaintext, gt_buf *out,
                          gt_sckpt_header *hdr_out)
 {
     out->len = 0;
     gt_reader r = gt_reader_init(plaintext.data, plaintext.len);
     gt_seal_source src = {.len = plaintext.len, .read = span_read, .ctx = &r};
-    gt_seal_sink sink = {.write = buf_write, .ctx = out};
+    gt_seal_sink sink = gt_seal_buf_sink(out);
     // Reserved up front: growing by copies would leave stale ciphertext copies for nothing.
     uint64_t want = (uint64_t)GT_SCKPT_MAX_HEADER_BYTES + plaintext.len + GT_AEAD_TAG_BYTES +
                     GT_SCKPT_SIG_BYTES;
