@@ -192,6 +192,12 @@ enum {
     GT_SIM_REQ_RETURN_STAY = 0x0113, // holder: empty -> STATUS; as RETURN, but devd parks the
                                    // attested session for the holder's next trip, which starts
                                    // with ATTACH on it (no new handshake)
+    // labels and declared outputs (device.h; issue 13)
+    GT_SIM_REQ_LABEL_ADD = 0x0120, // u64 handle, dataset id[16] -> STATUS (adds, never removes)
+    GT_SIM_REQ_LABEL_GET = 0x0121, // u64 handle -> LABEL
+    GT_SIM_REQ_DECLARE = 0x0122,   // u64 handle, u64 len: the agreement's bytes, copied into that
+                                   // buffer -> STATUS; devd checks their hash is the session's
+    GT_SIM_REQ_OUTPUTS = 0x0123,   // empty -> OUTPUTS
     // device-sealed exports (docs/device-sim.md "Exports"; issue 13): devd seals, the client
     // copy_outs the new unlabelled buffer it names, then frees it
     GT_SIM_REQ_EXPORT_CHECKPOINT = 0x0130, // u64 handle (params), u64 offset, u64 len (bytes),
@@ -215,7 +221,10 @@ enum {
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
     GT_SIM_REP_LOADED = 0x0307,    // u64 handle, u64 bytes loaded
-    GT_SIM_REP_RELEASED = 0x0308,  // trainer -> holder after RETURN_IPC: empty; the import is
+    GT_SIM_REP_RELEASED = 0x0308,
+    GT_SIM_REP_LABEL = 0x0320,     // u32 count, u32 n (<= GT_SIM_LABEL_IDS), n x dataset id[16]
+    GT_SIM_REP_OUTPUTS = 0x0321,   // u8 loss, u32 loss bits, u64 loss budget, u8 grad_norm,
+                                   // u64 grad_norm budget, u8 checkpoint, u8 resume  // trainer -> holder after RETURN_IPC: empty; the import is
                                    // wiped and unmapped, the holder may free its allocation
     GT_SIM_REP_EXPORTED = 0x0330,  // u64 handle (the sealed bytes, a new buffer), u64 len
     GT_SIM_REP_SIGNER = 0x0331,    // the device's export-signing Ed25519 public key [32]
@@ -243,6 +252,16 @@ const char *gt_sim_trip_state_name(uint32_t state);
 
 #define GT_SIM_OP_BYTES (4 + GT_OP_MAX_REFS * 16 + GT_OP_MAX_INTS * 8 + GT_OP_MAX_FLOATS * 4)
 #define GT_SIM_MAX_REC_PLAIN (2 + GT_SIM_OP_BYTES)  // the largest record plaintext (LAUNCH)
+
+#define GT_SIM_LABEL_IDS 12  // dataset ids one LABEL reply carries (the count says how many there are)
+#define GT_SIM_LABEL_ID_BYTES 16
+
+// OUTPUTS: the declared rules and what is left of their budgets (device.h gt_device_outputs).
+typedef struct {
+    bool loss, grad_norm, checkpoint, resume;
+    uint32_t loss_bits;
+    uint64_t loss_budget, grad_norm_budget;
+} gt_sim_outputs;
 
 typedef struct {
     uint64_t sessions;
@@ -287,6 +306,9 @@ typedef struct {
     uint64_t bufs[3];                      // EXPORT_RESUME, IMPORT_RESUME: params, m, v
     gt_sim_loader loader;                  // EXPORT_RESUME, RESUMED
     uint8_t export_key[GT_SIM_EXPORT_KEY_BYTES];  // SIGNER
+    uint8_t label_ids[GT_SIM_LABEL_IDS][GT_SIM_LABEL_ID_BYTES];  // LABEL_ADD (the first), LABEL
+    uint32_t label_n;                      // LABEL: ids carried (count: ids in the label)
+    gt_sim_outputs outputs;                // OUTPUTS
 } gt_sim_msg;
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.

@@ -171,7 +171,7 @@ typedef struct {
 } gt_collab_report;
 
 typedef struct {
-    const gt_agreement *agreement;
+    const gt_agreement *agreement;  // its outputs are declared to dev (agreement->doc for sim)
     gt_device *dev;
     gt_transfer_mode transfer;
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)

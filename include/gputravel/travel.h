@@ -20,6 +20,7 @@
 #define GT_AGREEMENT_MAX_HOLDERS 64
 #define GT_AGREEMENT_MAX_MEASUREMENTS 16
 #define GT_AGREEMENT_NAME_BYTES 64
+#define GT_AGREEMENT_MAX_BYTES 65536  // a document: 64 holders with keys take about 30 KiB
 
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
@@ -57,10 +58,29 @@ typedef struct {
     gt_output_kind output;
     char recipients[GT_AGREEMENT_MAX_HOLDERS][GT_AGREEMENT_NAME_BYTES];
     uint32_t recipient_count;
+    // What the device may release from labelled data ("outputs", docs/agreement.md): the
+    // training loss (every `loss_every` steps, rounded to loss_mantissa_bits), the gradient
+    // norm, the resume state (sealed by the device to itself); the checkpoint is `output`.
+    struct {
+        bool loss;
+        uint32_t loss_every, loss_mantissa_bits;
+        bool grad_norm;
+        bool resume;
+    } outputs;
     uint8_t hash[GT_SHA256_BYTES];  // SHA-256 of the document's bytes
+    // The document itself, byte for byte: what the trainer declares to a sim device, which
+    // parses it again on its side (device.h gt_device_declare_outputs).
+    uint8_t doc[GT_AGREEMENT_MAX_BYTES];
+    size_t doc_len;
 } gt_agreement;
 
-// Parses and validates an agreement document (untrusted bytes); fills a->hash.
+// The device's rules for this agreement (device.h gt_device_outputs): what the trainer declares
+// on cpu and cuda, and what devd derives itself from the same bytes on sim. Budgets: one loss
+// release per `loss_every` steps of training.steps, rounded up; one grad norm per step.
+void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out);
+
+// Parses and validates an agreement document (untrusted bytes, at most GT_AGREEMENT_MAX_BYTES);
+// fills a->hash and keeps the bytes in a->doc.
 GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len);
 GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
 // The holder entry with this name, or NULL.

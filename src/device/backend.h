@@ -17,6 +17,9 @@ typedef struct {
     gt_err (*launch)(void *impl, const gt_op *op);
     gt_err (*sync)(void *impl);
     void (*close)(void *impl);  // frees and wipes everything
+    // In-process backends (cpu, cuda): their buffer table and declared outputs, on which device.c
+    // runs the label and declaration calls itself; NULL for sim (devd holds both).
+    void (*local)(void *impl, gt_buftab **tab, gt_release_state **rel);
 } gt_device_backend;
 
 // Each backend's constructor. Only those built are referenced by device.c.

@@ -11,6 +11,7 @@
 
 typedef struct {
     gt_buftab *tab;  // entries' `at.host`: 64-byte aligned, span bytes, zeroed at alloc
+    gt_release_state rel;
 } cpu_dev;
 
 static gt_err cpu_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
@@ -106,7 +107,20 @@ static gt_err resolve(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
     return GT_OK;
 }
 
-static gt_err cpu_launch(void *impl, const gt_op *op) { return gt_ops_cpu_run(op, resolve, impl); }
+static gt_err cpu_launch(void *impl, const gt_op *op)
+{
+    cpu_dev *d = impl;
+    gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
+    GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
+    return gt_ops_cpu_run(&run, resolve, impl);
+}
+
+static void cpu_local(void *impl, gt_buftab **tab, gt_release_state **rel)
+{
+    cpu_dev *d = impl;
+    *tab = d->tab;
+    *rel = &d->rel;
+}
 
 static gt_err cpu_sync(void *impl)
 {
@@ -137,6 +151,7 @@ static const gt_device_backend cpu_backend = {
     .launch = cpu_launch,
     .sync = cpu_sync,
     .close = cpu_close,
+    .local = cpu_local,
 };
 
 gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_device_backend **ops)

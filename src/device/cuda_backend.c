@@ -6,7 +6,8 @@
 // copy_in/copy_out/free and the token checks wait for it, launches and memsets do not
 // (gt_device_sync does).
 //
-// Policy as every backend: NO_READBACK buffers refuse copy_out; free and close wipe.
+// Policy as every backend: NO_READBACK and labelled buffers refuse copy_out, launches label
+// their outputs (the shared buffer table); free and close wipe.
 #include <gputravel/device.h>
 #include <gputravel/kernels_cuda.h>
 
@@ -22,6 +23,7 @@
 typedef struct {
     gt_cuda_ctx cx;
     gt_buftab *tab;
+    gt_release_state rel;
 } cuda_dev;
 
 static gt_err cuda_fail(cudaError_t e, const char *what)
@@ -188,7 +190,9 @@ static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 static gt_err cuda_launch(void *impl, const gt_op *op)
 {
     cuda_dev *d = impl;
-    return gt_ops_cuda_run(&d->cx, op, resolve_ref, d);
+    gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
+    GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
+    return gt_ops_cuda_run(&d->cx, &run, resolve_ref, d);
 }
 
 static gt_err cuda_sync(void *impl)
@@ -240,6 +244,13 @@ static void cuda_close(void *impl)
     free(d);
 }
 
+static void cuda_local(void *impl, gt_buftab **tab, gt_release_state **rel)
+{
+    cuda_dev *d = impl;
+    *tab = d->tab;
+    *rel = &d->rel;
+}
+
 static const gt_device_backend cuda_backend = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -251,6 +262,7 @@ static const gt_device_backend cuda_backend = {
     .launch = cuda_launch,
     .sync = cuda_sync,
     .close = cuda_close,
+    .local = cuda_local,
 };
 
 static gt_err open_ctx(gt_cuda_ctx *cx)

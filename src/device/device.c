@@ -172,6 +172,72 @@ gt_err gt_device_launch(gt_device *dev, const gt_op *op) { return dev->ops->laun
 
 gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
 
+// ---- labels and declared outputs ----------------------------------------------------------------
+
+gt_err gt_device_label_add(gt_device *dev, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_label_add(dev->impl, buf, id);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(tab, buf, 0, &e));
+    return gt_buftab_label_add(tab, buf, id);
+}
+
+gt_err gt_device_label_get(gt_device *dev, gt_dbuf buf, size_t *count,
+                           uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_label_get(dev->impl, buf, count, ids, cap);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(tab, buf, 0, &e));
+    *count = gt_buftab_label_ids(tab, e->label, ids, cap);
+    return GT_OK;
+}
+
+gt_err gt_device_outputs_check(const gt_device_outputs *o)
+{
+    GT_ENSURE(!o->loss || (o->loss_mantissa_bits >= 1 && o->loss_mantissa_bits <= 23), GT_E_ARG,
+              "device: loss released with %u mantissa bits (1..23)", o->loss_mantissa_bits);
+    return GT_OK;
+}
+
+gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *outputs,
+                                 gt_span agreement)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_declare(dev->impl, agreement);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    GT_ENSURE(!rel->declared, GT_E_STATE, "device: outputs are declared once per session");
+    GT_TRY(gt_device_outputs_check(outputs));
+    rel->rules = *outputs;
+    rel->declared = true;
+    return GT_OK;
+}
+
+gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_outputs_get(dev->impl, now);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    GT_ENSURE(rel->declared, GT_E_NOTFOUND, "device: no outputs declared");
+    *now = rel->rules;
+    return GT_OK;
+}
+
 // ---- sim travelling ---------------------------------------------------------------------------
 
 gt_err gt_device_sim_lend(gt_device *dev, uint32_t lease_ms,

@@ -346,6 +346,12 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_EXPORTED: return "exported";
     case GT_SIM_REP_SIGNER: return "signer";
     case GT_SIM_REP_RESUMED: return "resumed";
+    case GT_SIM_REQ_LABEL_ADD: return "label_add";
+    case GT_SIM_REQ_LABEL_GET: return "label_get";
+    case GT_SIM_REQ_DECLARE: return "declare";
+    case GT_SIM_REQ_OUTPUTS: return "outputs";
+    case GT_SIM_REP_LABEL: return "label";
+    case GT_SIM_REP_OUTPUTS: return "outputs_reply";
     default: return "unknown";
     }
 }
@@ -468,6 +474,86 @@ static gt_err export_parse(gt_reader *r, gt_sim_msg *m)
     }
 }
 
+// The label and declaration messages (issue 13), kept apart from the long tables below.
+static gt_err label_msg_write(gt_writer *w, const gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_LABEL_ADD:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_bytes(w, m->label_ids[0], GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REQ_LABEL_GET:
+        return gt_writer_u64le(w, m->handle);
+    case GT_SIM_REQ_DECLARE:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_u64le(w, m->len);
+    case GT_SIM_REQ_OUTPUTS:
+        return GT_OK;
+    case GT_SIM_REP_LABEL:
+        GT_ENSURE(m->label_n <= GT_SIM_LABEL_IDS && m->label_n <= m->count, GT_E_ARG,
+                  "sim: label reply with %u of %u ids", m->label_n, m->count);
+        GT_TRY(gt_writer_u32le(w, m->count));
+        GT_TRY(gt_writer_u32le(w, m->label_n));
+        return gt_writer_bytes(w, m->label_ids, (size_t)m->label_n * GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REP_OUTPUTS: {
+        const gt_sim_outputs *o = &m->outputs;
+        GT_TRY(gt_writer_u8(w, o->loss));
+        GT_TRY(gt_writer_u32le(w, o->loss_bits));
+        GT_TRY(gt_writer_u64le(w, o->loss_budget));
+        GT_TRY(gt_writer_u8(w, o->grad_norm));
+        GT_TRY(gt_writer_u64le(w, o->grad_norm_budget));
+        GT_TRY(gt_writer_u8(w, o->checkpoint));
+        return gt_writer_u8(w, o->resume);
+    }
+    default:
+        return gt_errf(GT_E_ARG, "sim: cannot write message type 0x%04x", m->type);
+    }
+}
+
+static gt_err read_bool(gt_reader *r, bool *out, const char *what)
+{
+    uint8_t b = 0;
+    GT_TRY(gt_reader_u8(r, &b));
+    GT_ENSURE(b <= 1, GT_E_FORMAT, "outputs: %s is %u, not 0 or 1", what, b);
+    *out = b == 1;
+    return GT_OK;
+}
+
+static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_LABEL_ADD:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        return gt_reader_bytes(r, m->label_ids[0], GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REQ_LABEL_GET:
+        return gt_reader_u64le(r, &m->handle);
+    case GT_SIM_REQ_DECLARE:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        return gt_reader_u64le(r, &m->len);
+    case GT_SIM_REQ_OUTPUTS:
+        return GT_OK;
+    case GT_SIM_REP_LABEL:
+        GT_TRY(gt_reader_u32le(r, &m->count));
+        GT_TRY(gt_reader_u32le(r, &m->label_n));
+        GT_ENSURE(m->count <= 64 && m->label_n <= GT_SIM_LABEL_IDS && m->label_n <= m->count,
+                  GT_E_FORMAT, "label: %u of %u ids", m->label_n, m->count);
+        return gt_reader_bytes(r, m->label_ids, (size_t)m->label_n * GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REP_OUTPUTS: {
+        gt_sim_outputs *o = &m->outputs;
+        GT_TRY(read_bool(r, &o->loss, "loss"));
+        GT_TRY(gt_reader_u32le(r, &o->loss_bits));
+        GT_TRY(gt_reader_u64le(r, &o->loss_budget));
+        GT_TRY(read_bool(r, &o->grad_norm, "grad_norm"));
+        GT_TRY(gt_reader_u64le(r, &o->grad_norm_budget));
+        GT_TRY(read_bool(r, &o->checkpoint, "checkpoint"));
+        GT_TRY(read_bool(r, &o->resume, "resume"));
+        GT_ENSURE(o->loss_bits <= 23, GT_E_FORMAT, "outputs: %u loss bits", o->loss_bits);
+        return GT_OK;
+    }
+    default:
+        return gt_errf(GT_E_FORMAT, "sim: unknown message type 0x%04x", m->type);
+    }
+}
+
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
@@ -546,7 +632,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
         return gt_writer_u64le(w, m->stat.mem_limit);
     default:
-        return gt_errf(GT_E_ARG, "sim: cannot write message type 0x%04x", m->type);
+        return label_msg_write(w, m);
     }
 }
 
@@ -655,7 +741,8 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_u64le(&r, &m.stat.mem_limit));
         break;
     default:
-        return gt_errf(GT_E_FORMAT, "sim: unknown message type 0x%04x", m.type);
+        GT_TRY(label_msg_parse(&r, &m));
+        break;
     }
     gt_err err = gt_reader_expect_end(&r, gt_sim_msg_name(m.type));
     if (gt_is_ok(err)) {

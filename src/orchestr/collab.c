@@ -276,6 +276,16 @@ static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, 
     } else {
         GT_TRY(gt_holder_fetch(hs->conns[h], c, fetch, cfg->dev, GT_DBUF_NO_READBACK, buf, ntok));
     }
+    // The chunk is the holder's data: labelled with its dataset before any op can run on it
+    // (devd labels a travelled chunk itself, from the chunk's authenticated AAD; adding the same
+    // id again changes nothing). Unlabelled, it is not kept.
+    gt_err le = gt_device_label_add(cfg->dev, *buf, a->holders[h].dataset_id);
+    if (!gt_is_ok(le)) {
+        gt_err ignored = gt_device_free(cfg->dev, *buf);
+        (void)ignored;
+        *buf = 0;
+        return gt_err_wrap(le, "labelling chunk %u of %s", c, a->holders[h].name);
+    }
     double secs = gt_now_seconds() - t0;
     report->holders[h].bytes_moved += *ntok * 2;
     report->holders[h].transfer_seconds += secs;
@@ -316,6 +326,21 @@ static void report_finish(gt_collab_report *report, const gt_schedule *sched,
     }
 }
 
+// Tells the device what the agreement lets out of labelled data (device.h "declared outputs"),
+// once per device session: a device that has them already keeps them and their budgets.
+static gt_err outputs_declare(const gt_collab_config *cfg)
+{
+    gt_device_outputs now;
+    if (gt_is_ok(gt_device_outputs_get(cfg->dev, &now))) {
+        return GT_OK;
+    }
+    gt_device_outputs outs;
+    gt_agreement_device_outputs(cfg->agreement, &outs);
+    return gt_err_wrap(gt_device_declare_outputs(cfg->dev, &outs,
+                                                 (gt_span){cfg->agreement->doc, cfg->agreement->doc_len}),
+                       "declaring the agreement's outputs to the device");
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -326,6 +351,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     GT_TRY(device_measurement_check(cfg));
+    GT_TRY(outputs_declare(cfg));
     char ckpt[4200], state[4300], journal_path[4200];
     GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
