@@ -386,6 +386,7 @@ GT_MUST_USE gt_err gt_agreement_recipients(const gt_agreement *a, gt_sckpt_recip
 // created on first use. The cpu has no protected memory: this key protects the state against
 // another machine and a tampered file, not against whoever can read DIR (docs/security.md).
 #define GT_RESUME_KEY_FILE "resume.key"
+#define GT_RESUME_KEY_MAGIC "GTRSKEY1"
 typedef struct {
     uint8_t secret[GT_RESUME_SECRET_BYTES];
     uint8_t id[GT_RESUME_DEVICE_ID_BYTES];  // HKDF of the secret: the device id in the header

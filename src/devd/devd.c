@@ -493,6 +493,11 @@ static gt_err export_alloc(void *ctx, uint64_t bytes, uint64_t *h)
 
 static gt_err export_free(void *ctx, uint64_t h) { return buf_free(ctx, h); }
 
+static gt_err unexpected(const gt_sim_msg *m)
+{
+    return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m->type));
+}
+
 static gt_err do_export(devd_session *s, const gt_sim_msg *m)
 {
     devd *d = s->d;
@@ -564,11 +569,6 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_DECLARE:
     case GT_SIM_REQ_OUTPUTS:
         return do_label_request(s, &m);
-    case GT_SIM_REQ_EXPORT_CHECKPOINT:
-    case GT_SIM_REQ_EXPORT_SIGNER:
-    case GT_SIM_REQ_EXPORT_RESUME:
-    case GT_SIM_REQ_IMPORT_RESUME:
-        return do_export(s, &m);
     case GT_SIM_REQ_SYNC:
         return send_status(s, GT_OK);
     case GT_SIM_REQ_STAT:
@@ -598,8 +598,8 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
                                       "attached with a ticket (is the device lent?)",
                                       gt_sim_msg_name(m.type)));
-    default:
-        return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m.type));
+    default:  // the exports (devd_export.c), or a message a trainer never sends
+        return devd_export_request(m.type) ? do_export(s, &m) : unexpected(&m);
     }
 }
 

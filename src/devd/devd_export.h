@@ -23,6 +23,13 @@ typedef struct {
     gt_err (*free)(void *ctx, uint64_t h);
 } devd_export_env;
 
+// Whether type is one of the requests below.
+static inline bool devd_export_request(uint16_t type)
+{
+    return type == GT_SIM_REQ_EXPORT_CHECKPOINT || type == GT_SIM_REQ_EXPORT_SIGNER ||
+           type == GT_SIM_REQ_EXPORT_RESUME || type == GT_SIM_REQ_IMPORT_RESUME;
+}
+
 // An EXPORT_* or IMPORT_RESUME request; on success *rep is the reply. A refusal is the error
 // (devd.c sends it as STATUS; the session goes on). Nothing is changed on a refusal.
 gt_err devd_export_serve(const devd_export_env *env, const gt_sim_msg *req, gt_sim_msg *rep);

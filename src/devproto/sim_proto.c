@@ -557,9 +557,6 @@ static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
-    if (export_type(m->type)) {
-        return export_write(w, m);
-    }
     switch (m->type) {
     case GT_SIM_REQ_ALLOC:
         GT_TRY(gt_writer_u64le(w, m->len));
@@ -632,7 +629,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
         return gt_writer_u64le(w, m->stat.mem_limit);
     default:
-        return label_msg_write(w, m);
+        return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
     }
 }
 

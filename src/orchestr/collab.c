@@ -179,7 +179,7 @@ static gt_err seal_output(const gt_collab_config *cfg, gt_devstate *ds, gt_gpt2 
     gt_hex_encode(signer, sizeof signer, h->signer_pub, sizeof h->signer_pub);
     event(cfg, "the device sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
           (unsigned long long)step, size, names, path);
-    event(cfg, "signed with %s %.16s..., the key every holder recorded for this session",
+    event(cfg, "signed it with %s %.16s..., the key every holder recorded for this session",
           gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM ? "the device's export key"
                                                         : "this run's signing key",
           signer);
@@ -328,6 +328,18 @@ static gt_err outputs_declare(const gt_collab_config *cfg)
                        "declaring the agreement's outputs to the device");
 }
 
+// The run's signing key pair, the device-sealed state, and the key that will sign the output
+// (the device's own on sim, this run's on cpu / cuda), which the holders are told.
+static gt_err run_keys(const gt_collab_config *cfg, gt_devstate *ds,
+                       uint8_t secret[GT_ED25519_SECRET_BYTES],
+                       uint8_t signer[GT_ED25519_PUBLIC_BYTES])
+{
+    memset(ds, 0, sizeof *ds);
+    GT_TRY(gt_ed25519_keypair(signer, secret));
+    GT_TRY(gt_devstate_open(ds, cfg, secret));
+    return gt_devstate_signer(ds, signer);
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -353,10 +365,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     // sim the device signs with its own export key. Whichever it is goes to every holder.
     uint8_t signing_secret[GT_ED25519_SECRET_BYTES] = {0};
     gt_devstate ds;
-    memset(&ds, 0, sizeof ds);
-    GT_TRY_GOTO(err, gt_ed25519_keypair(report->signing_key, signing_secret), out);
-    GT_TRY_GOTO(err, gt_devstate_open(&ds, cfg, signing_secret), out);
-    GT_TRY_GOTO(err, gt_devstate_signer(&ds, report->signing_key), out);
+    GT_TRY_GOTO(err, run_keys(cfg, &ds, signing_secret, report->signing_key), out);
     uint64_t step = 0;
     GT_TRY_GOTO(err, model_start(cfg, &model, &ds, &step), out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);

@@ -16,10 +16,16 @@ gt_err gt_devstate_open(gt_devstate *ds, const gt_collab_config *cfg,
     gt_device_outputs rules;
     gt_agreement_device_outputs(cfg->agreement, &rules);
     ds->resume_declared = rules.resume;
-    GT_TRY(gt_path_join(ds->path, sizeof ds->path, cfg->state_dir, GT_DEVSTATE_RESUME_FILE));
-    if (ds->resume_declared && gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM) {
-        // cpu / cuda: the trainer's process is the device; its resume key lives in state_dir.
-        GT_TRY(gt_resume_device_load(cfg->state_dir, &ds->rd));
+    ds->state_dir = cfg->state_dir;
+    return gt_path_join(ds->path, sizeof ds->path, cfg->state_dir, GT_DEVSTATE_RESUME_FILE);
+}
+
+// cpu / cuda: the trainer's process is the device; its resume key lives in state_dir, made on
+// first use (so a run refused before training leaves nothing there).
+static gt_err resume_key(gt_devstate *ds)
+{
+    if (ds->local.resume == NULL && gt_device_get_kind(ds->dev) != GT_DEVICE_SIM) {
+        GT_TRY(gt_resume_device_load(ds->state_dir, &ds->rd));
         ds->local.resume = &ds->rd;
     }
     return GT_OK;
@@ -53,6 +59,7 @@ gt_err gt_devstate_save(gt_devstate *ds, gt_gpt2 *model)
     if (!ds->resume_declared) {
         return GT_OK;  // nothing may leave: a crashed run cannot resume (gt_devstate_load says so)
     }
+    GT_TRY(resume_key(ds));
     gt_export_model x;
     GT_TRY(export_model(model, false, &x));
     gt_buf state = {0};
@@ -71,6 +78,7 @@ gt_err gt_devstate_load(gt_devstate *ds, gt_gpt2 *model)
     GT_ENSURE(ds->resume_declared, GT_E_POLICY,
               "%s: the agreement declares no resume output, so the device seals no resume state "
               "and this run cannot resume", ds->path);
+    GT_TRY(resume_key(ds));
     gt_buf state = {0};
     GT_TRY(gt_err_wrap(gt_file_read_all(ds->path, RESUME_MAX_BYTES, &state), "resume state"));
     gt_export_model x;

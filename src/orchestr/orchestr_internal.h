@@ -21,6 +21,7 @@ typedef struct {
     gt_resume_device rd;         // cpu / cuda: the resume key in state_dir
     bool resume_declared;        // the agreement lets a resume state out of the device
     char path[4300];             // state_dir/resume.sealed
+    const char *state_dir;       // borrowed (the config's)
 } gt_devstate;
 
 // sim: devd seals with its own keys; cpu / cuda: signing_secret (borrowed, the run's key) and

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RESUME_KEY_MAGIC "GTRSKEY1"
+#define RESUME_KEY_MAGIC GT_RESUME_KEY_MAGIC
 #define RESUME_KEY_FILE_BYTES (8 + GT_RESUME_SECRET_BYTES)
 #define PIECE_BYTES ((uint64_t)4 << 20)
 
