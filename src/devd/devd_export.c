@@ -35,6 +35,16 @@ static gt_err allowed(const devd_export_env *env, bool resume, const char *what)
     return GT_OK;
 }
 
+// Model state is computed (flags 0); a NO_READBACK buffer holds what a holder loaded as it came:
+// never sealed out as if it were weights, whoever the recipients are.
+static gt_err model_state(const gt_buftab_entry *e, uint64_t h, const char *what)
+{
+    GT_ENSURE(!(e->flags & GT_DBUF_NO_READBACK), GT_E_POLICY,
+              "device: %s refused: buffer 0x%llx holds a holder's data as loaded (NO_READBACK), "
+              "not model state", what, (unsigned long long)h);
+    return GT_OK;
+}
+
 static gt_sckpt_model model_of(const uint32_t c[6])
 {
     return (gt_sckpt_model){.max_seq_len = c[0], .vocab_size = c[1], .num_layers = c[2],
@@ -66,6 +76,7 @@ static gt_err export_checkpoint(const devd_export_env *env, const gt_sim_msg *re
     GT_TRY(allowed(env, false, "export_checkpoint"));
     gt_buftab_entry *e = NULL;
     GT_TRY(env->access(env->ctx, req->handle, req->offset, req->len, "export_checkpoint", &e));
+    GT_TRY(model_state(e, req->handle, "export_checkpoint"));
     GT_ENSURE(req->len > 0 && req->len % 4 == 0, GT_E_ARG,
               "device: export_checkpoint of %llu bytes (whole fp32 parameters)",
               (unsigned long long)req->len);
@@ -125,6 +136,7 @@ static gt_err state_buffers(const devd_export_env *env, const uint64_t bufs[3], 
         GT_ENSURE(e[i]->bytes == len, GT_E_ARG, "device: %s: buffer %zu holds %llu bytes, the "
                   "state %llu", what, i, (unsigned long long)e[i]->bytes,
                   (unsigned long long)len);
+        GT_TRY(model_state(e[i], bufs[i], what));
     }
     return GT_OK;
 }

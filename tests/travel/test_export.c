@@ -428,6 +428,20 @@ static void undeclared_exports_refused(void **state)
                   "declared no outputs");
     assert_int_equal(out.len, 0);
     toy_close(&t);
+    backend *b = *state;
+    if (b->kind == GT_DEVICE_SIM) {  // devd: a holder's chunk as loaded is not model state
+        dev = open_dev(state, A, true, false);
+        gt_dbuf chunk = chunk_make(dev, true);
+        gt_export_model c = {.params = chunk, .params_bytes = sizeof g_tokens, .step = 1,
+                             .model = {.max_seq_len = 8, .vocab_size = VOCAB, .num_layers = 1,
+                                       .num_heads = 2, .channels = 16,
+                                       .padded_vocab_size = VOCAB}};
+        GT_ASSERT_ERR(gt_travel_export_checkpoint(dev, &c, &local, &out), GT_E_POLICY,
+                      "NO_READBACK");
+        GT_ASSERT_ERR(gt_travel_export_resume(dev, &c, &local, &out), GT_E_POLICY,
+                      "NO_READBACK");
+        assert_int_equal(out.len, 0);
+    }
     dev = open_dev(state, NORESUME, true, false);
     toy_open(dev, chunk_make(dev, true), &t);
     local = local_for(state, NORESUME, false);
