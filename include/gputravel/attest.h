@@ -195,12 +195,19 @@ GT_MUST_USE gt_err gt_attest_collect(gt_evidence *ev, const gt_collect_params *p
 // Parsed from JSON (schema in docs/attestation.md). Opaque; gt_policy_free when done.
 typedef struct gt_policy gt_policy;
 
-// Unknown fields, wrong types, bad hex, unknown TEE names: GT_E_FORMAT naming the field.
+// Unknown or repeated fields, wrong types, bad hex, unknown TEE or TCB status names, and
+// "allow_debug": true with "debug_forbidden": true (a contradiction): GT_E_FORMAT naming the
+// field.
 GT_MUST_USE gt_err gt_policy_parse(gt_policy **out, const char *json, size_t len);
 GT_MUST_USE gt_err gt_policy_load_file(gt_policy **out, const char *path);
-// The default policy (same as "{}"): every hardware type accepted on signature + chain alone
-// (what the format verifier itself refuses still rejects: an Intel TCB level that is Revoked or
-// unsupported); sim rejected (allow_simulation false).
+// The default policy (same as "{}"). Safe defaults, which every policy keeps for what it does not
+// explicitly relax: a debug TEE (claim debug true, or not stated; nvgpu has no debug attribute)
+// is refused unless "allow_debug": true ("debug_forbidden": false does not re-enable it); an
+// Intel (tdx, sgx) TCB status other than UpToDate is refused unless accepted_tcb_statuses lists
+// it, and a quote with no status (no collateral) unless the list holds "NotEvaluated" (snp, sim
+// and nvgpu report no TCB status); sim is refused unless "allow_simulation": true. Otherwise
+// hardware is accepted on signature + chain alone (what the format verifier itself refuses still
+// rejects: an Intel TCB level that is Revoked or unsupported).
 GT_MUST_USE gt_err gt_policy_default(gt_policy **out);
 void gt_policy_free(gt_policy *p);
 

@@ -276,6 +276,8 @@ void gt_buftab_label_describe(const gt_buftab *tab, gt_label label, char *out, s
 typedef struct {
     bool declared;
     gt_device_outputs rules;  // budgets count down as releases run
+    bool labelled_launch;     // the last launch read labelled data (gt_buftab_launch_labels)
+    bool data_fault;          // a launch on labelled data failed on the data (one bit is out)
 } gt_release_state;
 
 // A launch's labels, before its kernel runs and after the op is checked: every ref must resolve
@@ -287,6 +289,11 @@ typedef struct {
 // output's label becomes empty. Nothing changes on failure.
 GT_MUST_USE gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op,
                                            gt_release_state *rel);
+// The kernel's result, after gt_buftab_launch_labels allowed it. A launch that read labelled data
+// and failed on the data (GT_E_FORMAT: a token out of range) told the trainer one bit about that
+// data; the session then runs no further op on labelled data (GT_E_STATE), so a trainer cannot
+// search holder data one refusal at a time. Returns result, unchanged.
+gt_err gt_buftab_launch_done(gt_release_state *rel, gt_err result);
 
 // Iteration over live entries in slot order: start with *cursor = 0; returns NULL at the end.
 // Releasing the entry just returned is allowed; allocating during the walk is not.

@@ -1,7 +1,8 @@
 // attest/policy.c: the appraisal policy (JSON, schema in docs/attestation.md) and its evaluation.
-// Parsing is strict: an unknown field, a wrong type or bad hex is an error naming the field, so a
-// typo never silently weakens a policy. Evaluation never stops early: every broken rule adds its
-// own reason.
+// Parsing is strict: an unknown or repeated field, a wrong type or bad hex is an error naming the
+// field, so a typo never silently weakens a policy. Evaluation never stops early: every broken rule adds its
+// own reason. Defaults are the safe side: a debug TEE is refused unless the policy sets
+// allow_debug, and an Intel TCB status other than UpToDate unless accepted_tcb_statuses lists it.
 #include "policy.h"
 
 #include <ctype.h>
@@ -12,6 +13,7 @@
 #define MAX_LIST 4096         // entries in one allow-list
 #define MAX_HEX_BYTES 256     // one allow-listed value
 #define SHORT_HEX 16          // hex digits shown in reasons
+#define TCB_NOT_EVALUATED "NotEvaluated"  // accepted_tcb_statuses entry: a quote without a status
 
 typedef struct {
     char **items;
@@ -36,9 +38,10 @@ struct gt_policy {
     bool types_given;
     bool types[GT_TEE_TYPE_MAX + 1];
     bool allow_simulation;
-    bool debug_forbidden;
+    bool allow_debug;       // the only key that admits a debug TEE
+    bool debug_forbidden;   // legacy: the default already refuses debug; kept for old policies
     allow_set measurements[GT_TEE_TYPE_MAX + 1];
-    bool tcb_given;
+    bool tcb_given;         // false: only UpToDate is accepted
     strvec tcb_statuses;
     int64_t snp_min[SNP_COMPONENTS];  // -1: no minimum
     bool tdx_min_given;
@@ -296,6 +299,54 @@ static gt_err parse_gpu(gt_policy *p, const cJSON *obj)
     return GT_OK;
 }
 
+// Intel's TCB status names (what the collateral evaluation reports), and NotEvaluated: no status
+// at all (no collateral given, or no TCB level matched). Revoked is never accepted, so listing it
+// is an error rather than a rule that silently does nothing.
+static const char *const tcb_status_names[] = {
+    "UpToDate", "SWHardeningNeeded", "ConfigurationNeeded", "ConfigurationAndSWHardeningNeeded",
+    "OutOfDate", "OutOfDateConfigurationNeeded", TCB_NOT_EVALUATED,
+};
+
+static gt_err parse_tcb_statuses(gt_policy *p, const cJSON *arr)
+{
+    GT_ENSURE(cJSON_IsArray(arr), GT_E_FORMAT,
+              "policy: accepted_tcb_statuses must be an array of status names");
+    p->tcb_given = true;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        GT_ENSURE(cJSON_IsString(e) && e->valuestring != NULL, GT_E_FORMAT,
+                  "policy: accepted_tcb_statuses must hold status names");
+        GT_ENSURE(strcmp(e->valuestring, "Revoked") != 0, GT_E_FORMAT,
+                  "policy: accepted_tcb_statuses: Revoked is never accepted; remove it");
+        bool known = false;
+        for (size_t i = 0; i < sizeof tcb_status_names / sizeof tcb_status_names[0]; i++) {
+            known |= strcmp(e->valuestring, tcb_status_names[i]) == 0;
+        }
+        GT_ENSURE(known, GT_E_FORMAT,
+                  "policy: accepted_tcb_statuses: unknown status '%.48s' (UpToDate, "
+                  "SWHardeningNeeded, ConfigurationNeeded, ConfigurationAndSWHardeningNeeded, "
+                  "OutOfDate, OutOfDateConfigurationNeeded, " TCB_NOT_EVALUATED ")",
+                  e->valuestring);
+        if (!strvec_has(&p->tcb_statuses, e->valuestring)) {
+            GT_TRY(strvec_add(&p->tcb_statuses, e->valuestring));
+        }
+    }
+    return GT_OK;
+}
+
+// A field given twice is ambiguous (the JSON reader keeps both; which one rules?), so it is an
+// error. Cheap: an unknown field stops the parse, so at most the known fields precede f.
+static bool given_before(const cJSON *doc, const cJSON *f)
+{
+    for (const cJSON *e = doc->child; e != NULL && e != f; e = e->next) {
+        if (strcmp(e->string, f->string) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static gt_err parse_doc(gt_policy *p, const cJSON *doc)
 {
     GT_ENSURE(cJSON_IsObject(doc), GT_E_FORMAT, "policy: the document must be a JSON object");
@@ -303,6 +354,7 @@ static gt_err parse_doc(gt_policy *p, const cJSON *doc)
     cJSON_ArrayForEach(f, doc)
     {
         const char *k = f->string;
+        GT_ENSURE(!given_before(doc, f), GT_E_FORMAT, "policy: field '%.64s' is given twice", k);
         if (strcmp(k, "version") == 0) {
             int64_t v = 0;
             GT_TRY(get_uint(f, "version", 1000, &v));
@@ -324,6 +376,8 @@ static gt_err parse_doc(gt_policy *p, const cJSON *doc)
             }
         } else if (strcmp(k, "allow_simulation") == 0) {
             GT_TRY(get_bool(f, k, &p->allow_simulation));
+        } else if (strcmp(k, "allow_debug") == 0) {
+            GT_TRY(get_bool(f, k, &p->allow_debug));
         } else if (strcmp(k, "debug_forbidden") == 0) {
             GT_TRY(get_bool(f, k, &p->debug_forbidden));
         } else if (strcmp(k, "measurements") == 0) {
@@ -339,17 +393,7 @@ static gt_err parse_doc(gt_policy *p, const cJSON *doc)
                 GT_TRY(parse_allow_set(t, name, &p->measurements[type]));
             }
         } else if (strcmp(k, "accepted_tcb_statuses") == 0) {
-            GT_ENSURE(cJSON_IsArray(f), GT_E_FORMAT,
-                      "policy: accepted_tcb_statuses must be an array of status names");
-            p->tcb_given = true;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, f)
-            {
-                GT_ENSURE(cJSON_IsString(e) && e->valuestring != NULL &&
-                              strlen(e->valuestring) > 0 && strlen(e->valuestring) < 48,
-                          GT_E_FORMAT, "policy: accepted_tcb_statuses must hold status names");
-                GT_TRY(strvec_add(&p->tcb_statuses, e->valuestring));
-            }
+            GT_TRY(parse_tcb_statuses(p, f));
         } else if (strcmp(k, "min_svn") == 0) {
             GT_TRY(parse_min_svn(p, f));
         } else if (strcmp(k, "gpu") == 0) {
@@ -371,6 +415,10 @@ gt_err gt_policy_parse(gt_policy **out, const char *json, size_t len)
     GT_TRY(gt_err_wrap(gt_json_parse(json, len, &doc), "policy"));
     gt_policy *p = policy_new();
     gt_err err = p != NULL ? parse_doc(p, doc) : gt_errf(GT_E_NOMEM, "policy: out of memory");
+    if (gt_is_ok(err) && p->allow_debug && p->debug_forbidden) {
+        err = gt_errf(GT_E_FORMAT, "policy: allow_debug true contradicts debug_forbidden true "
+                                   "(debug is refused unless allow_debug is true: keep one)");
+    }
     cJSON_Delete(doc);
     if (!gt_is_ok(err)) {
         gt_policy_free(p);
@@ -446,50 +494,75 @@ static gt_err eval_types(const gt_policy *p, gt_tee_type type, gt_strlist *reaso
     return GT_OK;
 }
 
+// Debug TEEs are refused unless the policy sets allow_debug (debug_forbidden: false does not
+// re-enable them). A CPU TEE or sim evidence that does not state its debug attribute is refused
+// too: unknown is not "off". NVIDIA SPDM evidence has no debug attribute of its own.
 static gt_err eval_debug(const gt_policy *p, gt_tee_type type, const cJSON *claims,
-                         gt_strlist *reasons)
+                         gt_strlist *reasons, gt_strlist *warnings)
 {
-    if (!p->debug_forbidden || type == GT_TEE_NVGPU) {
-        return GT_OK;  // GPU evidence has no debug attribute of its own
+    if (type == GT_TEE_NVGPU) {
+        return GT_OK;
     }
     const cJSON *d = gt_claims_get(claims, "debug");
+    const char *name = gt_tee_type_name(type);
+    if (p->allow_debug) {
+        if (!cJSON_IsFalse(d)) {
+            return gt_strlist_addf(warnings, "policy: the %s evidence %s: accepted because the "
+                                             "policy sets allow_debug",
+                                   name, cJSON_IsTrue(d) ? "has debug enabled"
+                                                         : "does not state its debug attribute");
+        }
+        return GT_OK;
+    }
     if (!cJSON_IsBool(d)) {
-        return gt_strlist_addf(reasons, "policy: debug forbidden, but the %s evidence does not "
-                                        "state its debug attribute",
-                               gt_tee_type_name(type));
+        return gt_strlist_addf(reasons, "policy: debug TEE refused: the %s evidence does not state "
+                                        "its debug attribute, and the policy does not set "
+                                        "allow_debug",
+                               name);
     }
     if (cJSON_IsTrue(d)) {
-        return gt_strlist_addf(reasons, "policy: debug is forbidden, and the %s evidence has "
-                                        "debug enabled",
-                               gt_tee_type_name(type));
+        return gt_strlist_addf(reasons, "policy: debug TEE refused: the policy does not set "
+                                        "allow_debug (the %s evidence has debug enabled)",
+                               name);
     }
     return GT_OK;
 }
 
+// Only Intel quotes carry a TCB status (from the collateral). Without accepted_tcb_statuses the
+// accepted set is UpToDate alone; a quote with no status is accepted only if NotEvaluated is
+// listed. SNP (reported_tcb), sim (svn) and nvgpu have no status: min_svn and the allow-lists
+// cover them.
 static gt_err eval_tcb(const gt_policy *p, gt_tee_type type, const char *status,
                        gt_strlist *reasons)
 {
-    if (status != NULL && strcmp(status, "Revoked") == 0) {
-        GT_TRY(gt_strlist_addf(reasons, "tcb: status Revoked is never accepted"));
-    }
-    if (!p->tcb_given || (type != GT_TEE_TDX && type != GT_TEE_SGX)) {
+    if (type != GT_TEE_TDX && type != GT_TEE_SGX) {
         return GT_OK;
     }
+    if (status != NULL && strcmp(status, "Revoked") == 0) {
+        return gt_strlist_addf(reasons, "tcb: status Revoked is never accepted");
+    }
     char list[256] = "";
+    if (!p->tcb_given) {
+        snprintf(list, sizeof list, "UpToDate, the default without accepted_tcb_statuses");
+    }
     for (size_t i = 0; i < p->tcb_statuses.count; i++) {
         strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
         strncat(list, p->tcb_statuses.items[i], sizeof list - strlen(list) - 1);
     }
-    if (status == NULL || status[0] == '\0') {
-        return gt_strlist_addf(reasons, "policy: TCB status not evaluated (no collateral given); "
-                                        "policy accepts only: %s",
+    bool none = status == NULL || status[0] == '\0';
+    if (none ? strvec_has(&p->tcb_statuses, TCB_NOT_EVALUATED)
+             : (p->tcb_given ? strvec_has(&p->tcb_statuses, status)
+                             : strcmp(status, "UpToDate") == 0)) {
+        return GT_OK;
+    }
+    if (none) {
+        return gt_strlist_addf(reasons, "policy: TCB status not evaluated (no Intel collateral "
+                                        "given, or no TCB level matched) not accepted "
+                                        "(accepted: %s; list " TCB_NOT_EVALUATED " to accept it)",
                                list[0] ? list : "none");
     }
-    if (!strvec_has(&p->tcb_statuses, status)) {
-        return gt_strlist_addf(reasons, "policy: TCB status %s is not accepted (accepted: %s)",
-                               status, list[0] ? list : "none");
-    }
-    return GT_OK;
+    return gt_strlist_addf(reasons, "policy: TCB status %s not accepted (accepted: %s)", status,
+                           list[0] ? list : "none");
 }
 
 static gt_err eval_min_number(const cJSON *claims, const char *path, int64_t min, const char *what,
@@ -654,13 +727,12 @@ gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *cla
                           const char *tcb_status, const gt_appraise_params *params,
                           gt_strlist *reasons, gt_strlist *warnings)
 {
-    (void)warnings;
     GT_ENSURE(type >= GT_TEE_SIM && type <= GT_TEE_TYPE_MAX, GT_E_ARG, "policy: bad type");
     GT_TRY(eval_types(p, type, reasons));
     char what[48];
     snprintf(what, sizeof what, "%s measurement", gt_tee_type_name(type));
     GT_TRY(eval_allow_set(&p->measurements[type], what, claims, reasons));
-    GT_TRY(eval_debug(p, type, claims, reasons));
+    GT_TRY(eval_debug(p, type, claims, reasons, warnings));
     GT_TRY(eval_tcb(p, type, tcb_status, reasons));
     GT_TRY(eval_min_svn(p, type, claims, reasons));
     GT_TRY(eval_gpu(p, type, claims, reasons));

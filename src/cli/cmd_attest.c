@@ -26,7 +26,9 @@ static void usage(FILE *out)
             "  --sim-root DIR    sim root key directory (default $GT_SIM_ROOT, else\n"
             "                    ~/.local/share/gputravel/sim-root); created on first use;\n"
             "                    verifiers need DIR/root-pub.pem (gputravel verify --root)\n"
-            "  --svn N, --debug  sim claims: security version number and debug flag\n"
+            "  --svn N, --debug  sim claims: security version number and debug flag (a debug\n"
+            "                    TEE is refused by verifiers unless their policy sets\n"
+            "                    \"allow_debug\": true; sim evidence needs \"allow_simulation\")\n"
             "  --tsm-root DIR    configfs-tsm report directory (default /sys/kernel/config/tsm/report)\n"
             "  --device PATH     guest device for the ioctl fallback (/dev/sev-guest, /dev/tdx_guest)\n");
 }

@@ -485,7 +485,9 @@ static gt_err world_open(world *w, const results *res, const char *sim_root, int
     GT_TRY(scratch_fresh(w->dir, res->dir));
     GT_TRY(world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns));
     GT_TRY(make_dataset(w, size));
-    GT_TRY(gt_policy_parse(&w->policy, "{\"allow_simulation\":true}", 25));
+    // The holder's policy says what it allows: simulated TEEs, never a debug one.
+    static const char policy[] = "{\"allow_simulation\":true,\"allow_debug\":false}";
+    GT_TRY(gt_policy_parse(&w->policy, policy, sizeof policy - 1));
     GT_TRY(gt_file_read_all(w->root_pub, 1 << 16, &w->root_bytes));
     w->root = (gt_attest_file){w->root_pub, gt_buf_span(&w->root_bytes)};
     return world_start(w);

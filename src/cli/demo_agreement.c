@@ -47,7 +47,11 @@ gt_err demo_step_agreement(demo *d)
              d->steps, holders, holder_names[0], holder_names[1], holder_names[2]);
     GT_TRY(gt_file_write_atomic(d->agreement_path, doc, strlen(doc), 0644));
     GT_TRY(gt_agreement_load(&d->agreement, d->agreement_path));
-    static const char policy[] = "{\"allow_simulation\": true}\n";
+    // The appraisal policy (holders and trainer), stating what it allows: simulated TEEs (no
+    // hardware here), never a debug one; sim reports no TCB status: no accepted_tcb_statuses.
+    static const char policy[] =
+        "{\n  \"comment\": \"gputravel demo: simulated TEEs only, never debug\",\n"
+        "  \"allow_simulation\": true,\n  \"allow_debug\": false\n}\n";
     GT_TRY(gt_file_write_atomic(d->policy, policy, sizeof policy - 1, 0644));
     char hash[2 * GT_SHA256_BYTES + 1];
     gt_hex_encode(hash, sizeof hash, d->agreement.hash, sizeof d->agreement.hash);
@@ -57,7 +61,8 @@ gt_err demo_step_agreement(demo *d)
            "    recipient_key from its key folder).\n"
            "    Agreement hash %s: bound into every evidence.\n"
            "    Simulated TEEs are allowed (allow_simulation): this demo has no TDX/SEV-SNP\n"
-           "    hardware and no H100, and proves the protocol, not hardware isolation.\n",
+           "    hardware and no H100, and proves the protocol, not hardware isolation.\n"
+           "    Debug TEEs are refused (allow_debug false, the default).\n",
         d->agreement_path, d->steps, hash);
     step_end(d);
     return GT_OK;

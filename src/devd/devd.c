@@ -401,7 +401,7 @@ static gt_err do_launch(devd_session *s, const gt_op *op)
 {
     gt_op run = *op;
     GT_TRY(gt_buftab_launch_labels(s->d->tab, s->id, &run, &s->rel));
-    return gt_ops_cpu_run(&run, resolve_ref, s);
+    return gt_buftab_launch_done(&s->rel, gt_ops_cpu_run(&run, resolve_ref, s));
 }
 
 // DECLARE: the agreement's bytes, which the client copied into buffer `handle`. devd hashes and

@@ -393,6 +393,13 @@ gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op, gt_rel
             in |= e[i]->label;
         }
     }
+    if (in != 0 && rel != NULL && rel->data_fault) {
+        return gt_errf(GT_E_STATE, "device: %s refused: an earlier op on labelled data failed on "
+                       "the data, and this session runs no more ops on it", d->name);
+    }
+    if (rel != NULL) {
+        rel->labelled_launch = in != 0;
+    }
     if (d->release != NULL && in != 0) {
         uint64_t *budget = NULL;
         uint32_t bits = 0;
@@ -417,4 +424,13 @@ gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op, gt_rel
         }
     }
     return GT_OK;
+}
+
+gt_err gt_buftab_launch_done(gt_release_state *rel, gt_err result)
+{
+    if (rel->labelled_launch && result.code == GT_E_FORMAT) {
+        rel->data_fault = true;
+    }
+    rel->labelled_launch = false;
+    return result;
 }

@@ -112,7 +112,7 @@ static gt_err cpu_launch(void *impl, const gt_op *op)
     cpu_dev *d = impl;
     gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
     GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
-    return gt_ops_cpu_run(&run, resolve, impl);
+    return gt_buftab_launch_done(&d->rel, gt_ops_cpu_run(&run, resolve, impl));
 }
 
 static void cpu_local(void *impl, gt_buftab **tab, gt_release_state **rel)

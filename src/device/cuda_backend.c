@@ -192,7 +192,7 @@ static gt_err cuda_launch(void *impl, const gt_op *op)
     cuda_dev *d = impl;
     gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
     GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
-    return gt_ops_cuda_run(&d->cx, &run, resolve_ref, d);
+    return gt_buftab_launch_done(&d->rel, gt_ops_cuda_run(&d->cx, &run, resolve_ref, d));
 }
 
 static gt_err cuda_sync(void *impl)

@@ -7,13 +7,15 @@
 #include <time.h>
 #include <unistd.h>
 
+// The built-in policies say what they allow: simulation (this is the sim device), never debug
+// (allow_debug false, as the default is), CC mode on for a device. Sim reports no TCB status.
 // Sim evidence from a device: accepted as simulation only, never debug, CC mode on.
 static const char default_device_policy[] =
-    "{\"accepted_tee_types\": [\"sim\"], \"allow_simulation\": true, \"debug_forbidden\": true,"
+    "{\"accepted_tee_types\": [\"sim\"], \"allow_simulation\": true, \"allow_debug\": false,"
     " \"gpu\": {\"cc_mode\": true}}";
 // Sim evidence from a client TEE: accepted as simulation only, never debug.
 static const char default_admission_policy[] =
-    "{\"accepted_tee_types\": [\"sim\"], \"allow_simulation\": true, \"debug_forbidden\": true}";
+    "{\"accepted_tee_types\": [\"sim\"], \"allow_simulation\": true, \"allow_debug\": false}";
 
 struct gt_sim_identity {
     gt_pkey *key;        // the device identity key

@@ -363,7 +363,9 @@ static gt_err mean_loss(gt_gpt2 *m, float *loss)
 static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T, bool grad,
                       float dloss, float *loss)
 {
-    *loss = NAN;
+    if (loss != NULL) {
+        *loss = NAN;
+    }
     m->have_dlogits = false;
     GT_TRY(ensure_acts(m, B, T));
     const act_layout *a = &m->lay;
@@ -414,7 +416,16 @@ static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
     GT_TRY(launch(m, gt_op_softmax_xent(A(m, a->losses, 0), A(m, a->logits, 0),
                                         (gt_dref){targets, 0}, B, T, V, Vp, grad ? 1 : 0, dloss)));
     m->have_dlogits = grad;
-    return mean_loss(m, loss);
+    return loss != NULL ? mean_loss(m, loss) : GT_OK;
+}
+
+gt_err gt_gpt2_forward_losses(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
+                              gt_dref *losses)
+{
+    GT_ENSURE(targets != 0, GT_E_ARG, "gpt2: per-position losses need targets");
+    GT_TRY(forward(m, inputs, targets, B, T, false, 0.0f, NULL));
+    *losses = A(m, m->lay.losses, 0);
+    return GT_OK;
 }
 
 gt_err gt_gpt2_forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T, float *loss)

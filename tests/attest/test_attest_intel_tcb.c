@@ -1,8 +1,9 @@
 // attest/: the framework's reading of Intel TCB results. The real dcap-qvl TDX quote (real PCK
 // chain, Intel root) is appraised with synthetic TCB info signed by a test TCB signing key
-// (tests/testlib/intel_testlib.c), so every outcome can be produced: a status the default policy
-// accepts, one a policy refuses (REJECTED), Revoked and "no matching TCB level" (REJECTED:
-// authentic evidence, refused TCB), and broken collateral (INVALID).
+// (tests/testlib/intel_testlib.c), so every outcome can be produced: UpToDate (the only status
+// the default policy accepts), other statuses (REJECTED by default, accepted once listed),
+// Revoked and "no matching TCB level" (REJECTED: authentic evidence, refused TCB), and broken
+// collateral (INVALID).
 #include "testlib.h"
 
 #include <gputravel/attest.h>
@@ -128,19 +129,50 @@ static void statuses_and_policy(void **state)
     gt_appraisal_free(&a);
     gt_buf_free(&tcb);
 
-    // OutOfDate: the default policy judges signature + chain only; a policy can refuse it.
+    // Any other status: refused by the default policy naming the rule, accepted once listed.
+    static const char *const others[] = {"OutOfDate", "SWHardeningNeeded",
+                                         "ConfigurationAndSWHardeningNeeded"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        tcb_info(f, others[i], false, &tcb);
+        appraise(f, &tcb, NULL, &a);
+        assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+        assert_true(a.signature_valid && a.chain_valid);  // authentic: refused for its TCB only
+        assert_string_equal(a.tcb_status, others[i]);
+        assert_int_equal(a.reason_count, 1);
+        char want[160];
+        snprintf(want, sizeof want, "TCB status %s not accepted (accepted: UpToDate, the default "
+                                    "without accepted_tcb_statuses)", others[i]);
+        if (!gt_appraisal_has_reason(&a, want)) {
+            fail_msg("%s: reason '%s', want '%s'", others[i], a.reasons[0], want);
+        }
+        gt_appraisal_free(&a);
+        char pol[160];
+        snprintf(pol, sizeof pol, "{\"accepted_tcb_statuses\": [\"UpToDate\", \"%s\"]}",
+                 others[i]);
+        appraise(f, &tcb, pol, &a);
+        if (a.verdict != GT_VERDICT_ACCEPTED) {
+            fail_msg("%s listed: %s: %s", others[i], gt_verdict_name(a.verdict), a.reasons[0]);
+        }
+        gt_appraisal_free(&a);
+        gt_buf_free(&tcb);
+    }
+    // A list replaces the default: OutOfDate refused under a list without it.
     tcb_info(f, "OutOfDate", false, &tcb);
-    appraise(f, &tcb, NULL, &a);
-    assert_int_equal(a.verdict, GT_VERDICT_ACCEPTED);
-    assert_string_equal(a.tcb_status, "OutOfDate");
-    gt_appraisal_free(&a);
     appraise(f, &tcb, "{\"accepted_tcb_statuses\": [\"UpToDate\", \"SWHardeningNeeded\"]}", &a);
     assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
     assert_int_equal(a.reason_count, 1);
-    assert_true(gt_appraisal_has_reason(&a, "TCB status OutOfDate is not accepted"));
+    assert_true(gt_appraisal_has_reason(&a, "TCB status OutOfDate not accepted (accepted: "
+                                            "UpToDate, SWHardeningNeeded)"));
     cJSON *j = gt_appraisal_to_json(&a);
     assert_string_equal(cJSON_GetObjectItem(j, "tcb_status")->valuestring, "OutOfDate");
     cJSON_Delete(j);
+    gt_appraisal_free(&a);
+    // ... and a list without UpToDate refuses even UpToDate.
+    gt_buf_free(&tcb);
+    tcb_info(f, "UpToDate", false, &tcb);
+    appraise(f, &tcb, "{\"accepted_tcb_statuses\": [\"SWHardeningNeeded\"]}", &a);
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_true(gt_appraisal_has_reason(&a, "TCB status UpToDate not accepted"));
     gt_appraisal_free(&a);
     gt_buf_free(&tcb);
 }
@@ -163,9 +195,16 @@ static void revoked_and_unmatched_tcb_are_rejected(void **state)
     tcb_info(f, "UpToDate", true, &tcb);
     appraise(f, &tcb, NULL, &a);
     assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_int_equal(a.reason_count, 2);  // the verifier's, and the policy's: no status at all
+    assert_true(gt_appraisal_has_reason(&a, "no TCB level matches the platform"));
+    assert_true(gt_appraisal_has_reason(&a, "TCB status not evaluated"));
+    assert_string_equal(a.tcb_status, "");
+    gt_appraisal_free(&a);
+    // Listing NotEvaluated does not override the verifier's own refusal.
+    appraise(f, &tcb, "{\"accepted_tcb_statuses\": [\"NotEvaluated\"]}", &a);
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
     assert_int_equal(a.reason_count, 1);
     assert_true(gt_appraisal_has_reason(&a, "no TCB level matches the platform"));
-    assert_string_equal(a.tcb_status, "");
     gt_appraisal_free(&a);
     gt_buf_free(&tcb);
 }

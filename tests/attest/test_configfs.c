@@ -361,7 +361,20 @@ static void snp_certificate_table_verifies_with_the_ark_only(void **state)
     gt_attest_file ark_file = {.path = "ark.pem", .data = gt_buf_span(&ark_pem)};
     gt_appraise_params p = {.roots = &ark_file, .root_count = 1};
     gt_appraisal a;
+    // This report's guest policy allows debug (MANIFEST: policy 0xb0000, debug=True): the
+    // default policy refuses it, a policy stating allow_debug accepts it.
     GT_ASSERT_OK(gt_attest_appraise(&a, &ev, NULL, &p));
+    assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
+    assert_true(a.signature_valid && a.chain_valid);
+    assert_int_equal(a.reason_count, 1);
+    assert_true(gt_appraisal_has_reason(&a, "debug TEE refused: the policy does not set "
+                                            "allow_debug (the snp evidence has debug enabled)"));
+    gt_appraisal_free(&a);
+    static const char debug_ok[] = "{\"allow_debug\": true}";
+    gt_policy *pol = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&pol, debug_ok, sizeof debug_ok - 1));
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, pol, &p));
+    gt_policy_free(pol);
     if (a.verdict != GT_VERDICT_ACCEPTED) {
         fail_msg("verdict %s: %s", gt_verdict_name(a.verdict), a.reason_count ? a.reasons[0] : "");
     }

@@ -422,12 +422,14 @@ static void policy_without_allow_simulation_rejects(void **state)
     make_evidence_bytes(f, &c, &bytes);
     gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
     gt_appraisal a;
-    // The default policy (NULL) refuses sim.
+    // The default policy (NULL) refuses sim, and this debug sim TEE for its debug flag too.
     GT_ASSERT_OK(gt_attest_appraise_bytes(&a, bytes.data, bytes.len, GT_TEE_AUTO, NULL, &p));
     assert_int_equal(a.verdict, GT_VERDICT_REJECTED);
     assert_true(a.signature_valid && a.chain_valid);
-    assert_int_equal(a.reason_count, 1);
+    assert_int_equal(a.reason_count, 2);
     assert_true(gt_appraisal_has_reason(&a, "does not set allow_simulation"));
+    assert_true(gt_appraisal_has_reason(&a, "debug TEE refused: the policy does not set "
+                                            "allow_debug (the sim evidence has debug enabled)"));
     gt_appraisal_free(&a);
 
     // A policy accepting only hardware, forbidding debug, requiring svn 9: every reason at once.
@@ -440,10 +442,66 @@ static void policy_without_allow_simulation_rejects(void **state)
     assert_int_equal(a.reason_count, 4);
     assert_true(gt_appraisal_has_reason(&a, "TEE type sim is not accepted (accepted: tdx, snp)"));
     assert_true(gt_appraisal_has_reason(&a, "does not set allow_simulation"));
-    assert_true(gt_appraisal_has_reason(&a, "debug is forbidden"));
+    assert_true(gt_appraisal_has_reason(&a, "debug TEE refused: the policy does not set allow_debug"));
     assert_true(gt_appraisal_has_reason(&a, "svn 7 is below the minimum 9"));
     gt_appraisal_free(&a);
     gt_policy_free(strict);
+    gt_buf_free(&bytes);
+}
+
+static gt_verdict appraise_under(const fixture *f, const gt_buf *bytes, const char *pol,
+                                 gt_appraisal *a)
+{
+    gt_policy *policy = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&policy, pol, strlen(pol)));
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1};
+    GT_ASSERT_OK(gt_attest_appraise_bytes(a, bytes->data, bytes->len, GT_TEE_SIM, policy, &p));
+    gt_policy_free(policy);
+    return a->verdict;
+}
+
+// Authentic debug sim evidence: refused under every policy that does not set allow_debug (the
+// demo's {"allow_simulation": true}, and an old policy's "debug_forbidden": false), accepted
+// only with allow_debug, and then with a warning saying so.
+static void debug_sim_refused_unless_allow_debug(void **state)
+{
+    fixture *f = *state;
+    gt_sim_claims c = sample_claims();
+    c.debug = true;
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    static const char *const refusing[] = {
+        "{\"allow_simulation\": true}",
+        "{\"allow_simulation\": true, \"debug_forbidden\": false}",
+        "{\"allow_simulation\": true, \"debug_forbidden\": true}",
+        "{\"allow_simulation\": true, \"allow_debug\": false}",
+    };
+    gt_appraisal a;
+    for (size_t i = 0; i < sizeof refusing / sizeof refusing[0]; i++) {
+        assert_int_equal(appraise_under(f, &bytes, refusing[i], &a), GT_VERDICT_REJECTED);
+        assert_true(a.signature_valid && a.chain_valid);  // authentic, refused for debug only
+        assert_int_equal(a.reason_count, 1);
+        assert_true(gt_appraisal_has_reason(&a, "debug TEE refused: the policy does not set "
+                                                "allow_debug (the sim evidence has debug "
+                                                "enabled)"));
+        gt_appraisal_free(&a);
+    }
+    static const char allow[] = "{\"allow_simulation\": true, \"allow_debug\": true}";
+    assert_int_equal(appraise_under(f, &bytes, allow, &a), GT_VERDICT_ACCEPTED);
+    gt_strlist w = {a.warnings, a.warning_count};
+    assert_true(gt_strlist_contains(&w, "the sim evidence has debug enabled: accepted because the "
+                                        "policy sets allow_debug"));
+    gt_appraisal_free(&a);
+    gt_buf_free(&bytes);
+
+    // The same claims without debug: accepted by the demo's policy, no debug warning.
+    c.debug = false;
+    make_evidence_bytes(f, &c, &bytes);
+    assert_int_equal(appraise_under(f, &bytes, refusing[0], &a), GT_VERDICT_ACCEPTED);
+    assert_false(gt_appraisal_has_reason(&a, "debug"));
+    w = (gt_strlist){a.warnings, a.warning_count};
+    assert_false(gt_strlist_contains(&w, "allow_debug"));
+    gt_appraisal_free(&a);
     gt_buf_free(&bytes);
 }
 
@@ -499,6 +557,7 @@ int main(void)
         cmocka_unit_test(versions_and_types_are_checked),
         cmocka_unit_test(report_data_and_nonce_binding),
         cmocka_unit_test(policy_without_allow_simulation_rejects),
+        cmocka_unit_test(debug_sim_refused_unless_allow_debug),
         cmocka_unit_test(report_data_builder_is_length_prefixed),
         cmocka_unit_test(type_names),
     };

@@ -68,6 +68,26 @@ static void demo_runs_end_to_end(void **state)
     assert_true(gt_path_exists(p));
     snprintf(p, sizeof p, "%s/hospital/model.bin", out);
     assert_true(gt_path_exists(p));
+    // The demo's policy says what it allows: simulated TEEs, never a debug one.
+    char pol[700], simroot[700], rootpub[800], ev[700];
+    snprintf(pol, sizeof pol, "%s/policy.json", out);
+    snprintf(simroot, sizeof simroot, "%s/sim-root", dir);
+    snprintf(rootpub, sizeof rootpub, "%s/root-pub.pem", simroot);
+    snprintf(ev, sizeof ev, "%s/debug.gtev", dir);
+    for (int debug = 1; debug >= 0; debug--) {
+        rc = gt_test_run_cli(NULL, (const char *[]){"attest", "--type", "sim", "--sim-root",
+                                                    simroot, "--report-data", "00", "--out", ev,
+                                                    debug ? "--debug" : NULL, NULL});
+        assert_int_equal(rc, 0);
+        rc = gt_test_run_cli(&log, (const char *[]){"verify", "--evidence", ev, "--root", rootpub,
+                                                    "--policy", pol, NULL});
+        GT_ASSERT_OK(gt_buf_append(&log, "", 1));
+        assert_int_equal(rc, debug ? 1 : 0);
+        assert_int_equal(strstr((char *)log.data, "debug TEE refused: the policy does not set "
+                                                  "allow_debug") != NULL,
+                         debug);
+        gt_buf_free(&log);
+    }
     // Running it again into the same folder starts over cleanly.
     rc = gt_test_run_cli(NULL, (const char *[]){"demo", "--out", out, "--steps", "3", "--quiet",
                                                NULL});

@@ -121,10 +121,19 @@ static void usage_errors_exit_64(void **state)
     assert_non_null(strstr((char *)o.data, "snp: open"));
     assert_false(gt_path_exists(out));
     gt_buf_free(&o);
+    // The help texts state the defaults.
     const char *h[] = {"verify", "--help", NULL};
-    assert_int_equal(run(NULL, h), 0);
+    gt_buf help = {0};
+    assert_int_equal(gt_test_run_cli(&help, h), 0);
+    GT_ASSERT_OK(gt_buf_append(&help, "", 1));
+    assert_non_null(strstr((char *)help.data, "a debug TEE\n                      (unless \"allow_debug\": true)"));
+    assert_non_null(strstr((char *)help.data, "other than\n                      UpToDate"));
+    gt_buf_free(&help);
     const char *h2[] = {"attest", "--help", NULL};
-    assert_int_equal(run(NULL, h2), 0);
+    assert_int_equal(gt_test_run_cli(&help, h2), 0);
+    GT_ASSERT_OK(gt_buf_append(&help, "", 1));
+    assert_non_null(strstr((char *)help.data, "\"allow_debug\": true"));
+    gt_buf_free(&help);
 }
 
 static void sim_accepted_with_policy_and_json_fields(void **state)
@@ -353,6 +362,99 @@ static cJSON *expected_for(const char *dir, const char *evidence)
     return j;
 }
 
+// Writes a policy file under g_dir (name unique per call site) and returns its path in out.
+static const char *policy_file(char *out, size_t cap, const char *name, const char *json)
+{
+    snprintf(out, cap, "%s/%s.json", g_dir, name);
+    write_text(out, json);
+    return out;
+}
+
+// The sample's verify command with its trust inputs (and --policy FILE when policy != NULL).
+static void sample_args(argv_b *a, const char *dir, const cJSON *s, const char *at,
+                        const char *policy)
+{
+    arg(a, "verify");
+    arg_path(a, "--evidence", dir, sfield(s, "evidence"));
+    arg_path(a, "--root", dir, sfield(s, "root"));
+    arg(a, "--at");
+    arg(a, at);
+    if (policy != NULL) {
+        arg(a, "--policy");
+        arg(a, policy);
+    }
+    arg(a, "--json");
+}
+
+static void sample_collateral(argv_b *a, const char *dir, const cJSON *coll)
+{
+    static const char *const kinds[] = {"tcb_info", "qe_identity", "pck_crl",
+                                        "root_ca_crl", "tcb_signing_chain", "file"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if (sfield(coll, kinds[k]) != NULL) {
+            arg_path(a, "--collateral", dir, sfield(coll, kinds[k]));
+        }
+    }
+}
+
+// With the sample's collateral: Intel's TCB status, as the MANIFEST states. The default policy
+// accepts only UpToDate (and no debug); a policy listing the sample's status accepts it.
+static void intel_sample_with_collateral(const char *dir, const cJSON *s, const char *at,
+                                         const cJSON *exp, bool debug)
+{
+    const char *id = sfield(s, "id");
+    const cJSON *tcb = field(exp, "tcb");
+    const char *want = tcb ? sfield(tcb, "platform_tcb_status") : NULL;
+    cJSON *j = NULL;
+    argv_b a = {0};
+    sample_args(&a, dir, s, at, NULL);
+    sample_collateral(&a, dir, field(s, "collateral"));
+    int rc = run(&j, a.args);
+    if (want != NULL && strcmp(want, "NoMatchingTcbLevel") == 0) {
+        // 2023 collateral, but the stored TCB signing chain was issued in 2025: the collateral
+        // cannot be authenticated at 2023-07-01, so the evidence is invalid, and the unmatched
+        // TCB level is listed too.
+        assert_int_equal(rc, 2);
+        assert_true(reasons_contain(j, "TCB signing chain: x509: certificate is not yet valid"));
+        assert_true(reasons_contain(j, "no TCB level matches"));
+        cJSON_Delete(j);
+        return;
+    }
+    bool default_ok = want != NULL && strcmp(want, "UpToDate") == 0 && !debug;
+    if (rc != (default_ok ? 0 : 1)) {
+        fail_msg("%s with collateral, default policy: exit %d: %s", id, rc,
+                 cJSON_PrintUnformatted(j));
+    }
+    if (want != NULL && strcmp(want, "UpToDate") != 0) {
+        char reason[128];
+        snprintf(reason, sizeof reason, "TCB status %s not accepted (accepted: UpToDate", want);
+        assert_true(reasons_contain(j, reason));
+    } else if (want == NULL) {
+        assert_true(reasons_contain(j, "TCB status not evaluated"));
+    }
+    assert_int_equal(reasons_contain(j, "debug TEE refused"), debug);
+    cJSON_Delete(j);
+
+    // The policy states what this sample is: its status (the MANIFEST's), debug if it is.
+    char pol[4300], doc[256];
+    snprintf(doc, sizeof doc, "{\"accepted_tcb_statuses\": [\"%s\"]%s}",
+             want ? want : "NotEvaluated", debug ? ", \"allow_debug\": true" : "");
+    argv_b b = {0};
+    sample_args(&b, dir, s, at, policy_file(pol, sizeof pol, "sample-coll", doc));
+    sample_collateral(&b, dir, field(s, "collateral"));
+    rc = run(&j, b.args);
+    if (rc != 0) {
+        fail_msg("%s with collateral under %s: exit %d: %s", id, doc, rc,
+                 cJSON_PrintUnformatted(j));
+    }
+    if (want != NULL) {
+        assert_string_equal(sfield(j, "tcb_status"), want);
+    } else {
+        assert_true(cJSON_IsNull(field(j, "tcb_status")));
+    }
+    cJSON_Delete(j);
+}
+
 static void intel_samples(const char *dir, int *count)
 {
     char rel[256];
@@ -370,17 +472,35 @@ static void intel_samples(const char *dir, int *count)
         cJSON *exp = expected_for(dir, ev);
         const cJSON *body = field(field(exp, "parsed"), "body");
         const char *key = strcmp(dir, "tdx") == 0 ? "mr_td" : "mr_enclave";
+        bool debug = cJSON_IsTrue(field(field(body, "attributes_flags"), "debug")) ||
+                     cJSON_IsTrue(field(field(body, "td_attributes_flags"), "debug"));
+        char pol[4300];
 
-        // Quote + PCK chain only (default policy): accepted, claims as expected.
-        argv_b a = {0};
-        arg(&a, "verify");
-        arg_path(&a, "--evidence", dir, ev);
-        arg_path(&a, "--root", dir, sfield(s, "root"));
-        arg(&a, "--at");
-        arg(&a, at);
-        arg(&a, "--json");
+        // Quote + PCK chain only, default policy: authentic, but no TCB status (no collateral)
+        // and, for the DEBUG enclave, debug: rejected, naming each rule.
+        argv_b d = {0};
+        sample_args(&d, dir, s, at, NULL);
         cJSON *j = NULL;
-        int rc = run(&j, a.args);
+        int rc = run(&j, d.args);
+        if (rc != 1) {
+            fail_msg("%s, default policy: exit %d (want 1): %s", id, rc, cJSON_PrintUnformatted(j));
+        }
+        assert_string_equal(sfield(j, "verdict"), "rejected");
+        assert_true(cJSON_IsTrue(field(j, "signature_valid")) && cJSON_IsTrue(field(j, "chain_valid")));
+        assert_true(reasons_contain(j, "TCB status not evaluated (no Intel collateral given"));
+        assert_int_equal(reasons_contain(j, "debug TEE refused: the policy does not set allow_debug"),
+                         debug);
+        cJSON_Delete(j);
+
+        // A policy stating what it accepts (no TCB status; debug for the DEBUG enclave only):
+        // accepted, claims as expected.
+        argv_b a = {0};
+        sample_args(&a, dir, s, at,
+                    policy_file(pol, sizeof pol, "sample-nocoll",
+                                debug ? "{\"accepted_tcb_statuses\": [\"NotEvaluated\"], "
+                                        "\"allow_debug\": true}"
+                                      : "{\"accepted_tcb_statuses\": [\"NotEvaluated\"]}"));
+        rc = run(&j, a.args);
         if (rc != 0) {
             fail_msg("%s: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
         }
@@ -393,60 +513,29 @@ static void intel_samples(const char *dir, int *count)
         assert_string_equal(sfield(field(j, "claims"), "report_data"), sfield(body, "report_data"));
         cJSON_Delete(j);
 
-        // With the sample's collateral: Intel's TCB status, as the MANIFEST states.
-        const cJSON *coll = field(s, "collateral");
-        if (coll != NULL) {
-            static const char *const kinds[] = {"tcb_info", "qe_identity", "pck_crl",
-                                                "root_ca_crl", "tcb_signing_chain", "file"};
-            for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-                if (sfield(coll, kinds[k]) != NULL) {
-                    arg_path(&a, "--collateral", dir, sfield(coll, kinds[k]));
-                }
-            }
-            const cJSON *tcb = field(exp, "tcb");
-            const char *want = tcb ? sfield(tcb, "platform_tcb_status") : NULL;
-            rc = run(&j, a.args);
-            if (want != NULL && strcmp(want, "NoMatchingTcbLevel") == 0) {
-                // 2023 collateral, but the stored TCB signing chain was issued in 2025: the
-                // collateral cannot be authenticated at 2023-07-01, so the evidence is invalid,
-                // and the unmatched TCB level is listed too.
-                assert_int_equal(rc, 2);
-                assert_true(reasons_contain(j, "TCB signing chain: x509: certificate is not yet valid"));
-                assert_true(reasons_contain(j, "no TCB level matches"));
-            } else {
-                if (rc != 0) {
-                    fail_msg("%s with collateral: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
-                }
-                if (want != NULL) {
-                    assert_string_equal(sfield(j, "tcb_status"), want);
-                } else {
-                    assert_true(cJSON_IsNull(field(j, "tcb_status")));
-                }
+        if (field(s, "collateral") != NULL) {
+            intel_sample_with_collateral(dir, s, at, exp, debug);
+        }
+
+        // Without allow_debug the DEBUG enclave (and only it) is refused, also under an old
+        // policy's "debug_forbidden": false.
+        static const char *const no_debug[] = {
+            "{\"accepted_tcb_statuses\": [\"NotEvaluated\"]}",
+            "{\"accepted_tcb_statuses\": [\"NotEvaluated\"], \"debug_forbidden\": false}",
+            "{\"accepted_tcb_statuses\": [\"NotEvaluated\"], \"debug_forbidden\": true}",
+        };
+        for (size_t i = 0; i < sizeof no_debug / sizeof no_debug[0]; i++) {
+            argv_b e = {0};
+            sample_args(&e, dir, s, at, policy_file(pol, sizeof pol, "sample-nodebug", no_debug[i]));
+            rc = run(&j, e.args);
+            assert_int_equal(rc, debug ? 1 : 0);
+            if (debug) {
+                assert_true(reasons_contain(j, "debug TEE refused: the policy does not set "
+                                               "allow_debug"));
+                assert_int_equal(cJSON_GetArraySize(field(j, "reasons")), 1);
             }
             cJSON_Delete(j);
         }
-
-        // A policy forbidding debug refuses the DEBUG enclave (and only it).
-        bool debug = cJSON_IsTrue(field(field(body, "attributes_flags"), "debug")) ||
-                     cJSON_IsTrue(field(field(body, "td_attributes_flags"), "debug"));
-        char pol[4300];
-        snprintf(pol, sizeof pol, "%s/nodebug.json", g_dir);
-        write_text(pol, "{\"debug_forbidden\": true}");
-        argv_b d = {0};
-        arg(&d, "verify");
-        arg_path(&d, "--evidence", dir, ev);
-        arg_path(&d, "--root", dir, sfield(s, "root"));
-        arg(&d, "--at");
-        arg(&d, at);
-        arg(&d, "--policy");
-        arg(&d, pol);
-        arg(&d, "--json");
-        rc = run(&j, d.args);
-        assert_int_equal(rc, debug ? 1 : 0);
-        if (debug) {
-            assert_true(reasons_contain(j, "debug is forbidden"));
-        }
-        cJSON_Delete(j);
         cJSON_Delete(exp);
         (*count)++;
     }
@@ -486,13 +575,28 @@ static void every_snp_and_nvgpu_sample_verifies(void **state)
             arg(&a, at);
         }
         arg(&a, "--json");
+        cJSON *exp = expected_for("snp", ev);
+        const cJSON *parsed = field(exp, "parsed");
+        // A guest policy allowing debug (the MANIFEST: go-sev-guest's report) is a debug TEE:
+        // refused by the default policy, accepted by one that sets allow_debug.
+        bool debug = cJSON_IsTrue(field(field(parsed, "policy"), "debug_allowed"));
         cJSON *j = NULL;
         int rc = run(&j, a.args);
+        assert_int_equal(rc, debug ? 1 : 0);
+        if (debug) {
+            assert_true(reasons_contain(j, "debug TEE refused: the policy does not set allow_debug "
+                                           "(the snp evidence has debug enabled)"));
+            assert_int_equal(cJSON_GetArraySize(field(j, "reasons")), 1);
+            cJSON_Delete(j);
+            char pol[4300];
+            a.args[a.n - 1] = "--policy";
+            arg(&a, policy_file(pol, sizeof pol, "snp-debug", "{\"allow_debug\": true}"));
+            arg(&a, "--json");
+            rc = run(&j, a.args);
+        }
         if (rc != 0) {
             fail_msg("%s: exit %d: %s", id, rc, cJSON_PrintUnformatted(j));
         }
-        cJSON *exp = expected_for("snp", ev);
-        const cJSON *parsed = field(exp, "parsed");
         assert_true(claims_match(parsed, field(j, "claims"), id) >= 25);
         assert_string_equal(sfield(field(j, "claims"), "measurement"), sfield(parsed, "measurement"));
         assert_string_equal(sfield(field(j, "claims"), "chip_id"), sfield(parsed, "chip_id"));

@@ -377,6 +377,17 @@ static void model_after_a_step(void **state)
     GT_ASSERT_CODE(gt_gpt2_logits_read(t.m, 0, 0, row, (size_t)gt_gpt2_pad_vocab(VOCAB)),
                    GT_E_POLICY);
     assert_stays(dev, gt_gpt2_internal_params(t.m), (uint64_t)n * 4, "parameters");
+    // the per-position losses (with the weights, they would give the chunk back token by token)
+    gt_dref losses = {0, 0};
+    GT_ASSERT_OK(gt_gpt2_forward_losses(t.m, gt_loader_inputs(t.l), gt_loader_targets(t.l), 2, 8,
+                                        &losses));
+    float *lv = malloc(16 * 4);
+    memset(lv, CANARY, 16 * 4);
+    GT_ASSERT_CODE(gt_device_copy_out(dev, lv, losses.buf, losses.offset, 16 * 4), GT_E_POLICY);
+    for (int i = 0; i < 16 * 4; i++) {
+        assert_int_equal(((uint8_t *)lv)[i], CANARY);
+    }
+    free(lv);
     // the agreement's 2 steps allow 2 loss releases: the second step's, then none
     GT_ASSERT_OK(toy_step(&t, &loss));
     e = toy_step(&t, &loss);
@@ -495,6 +506,67 @@ static void declaration_rules(void **state)
     free(other);
 }
 
+// The residual channel (docs/security.md): a trainer running crafted ops can still steer what a
+// release lets out. This measures it with the best packing attack we know: four 6-bit tokens
+// packed exactly into one float (an encoder with wte[v] = v, then a matmul by 2^18, 2^12, 2^6,
+// 1), released one float at a time. Per release it recovers as many bits as the declared
+// precision keeps; the bound a release can never pass is the float's sign, exponent and kept
+// mantissa: bits + 9.
+static void bits_per_release(void **state)
+{
+    static const int settings[] = {23, 12, 4};
+    const int K = 16;  // releases per setting
+    print_message("| loss mantissa bits | bound (bits/release) | measured (bits/release) |\n");
+    for (size_t si = 0; si < sizeof settings / sizeof settings[0]; si++) {
+        int bits = settings[si];
+        char outputs[64];
+        snprintf(outputs, sizeof outputs, "\"loss\":{\"mantissa_bits\":%d}", bits);
+        gt_agreement *a = malloc(sizeof *a);
+        agreement_make(a, (uint32_t)K, outputs);
+        gt_device *dev = open_dev(state, a);
+        declare(dev, a);
+        gt_dbuf chunk = holder_chunk(dev, true), inp = 0, tgt = 0;
+        gather(dev, chunk, &inp, &tgt, 4 * K);
+        float wte[128], wpe[4] = {0}, pack[4] = {262144.0f, 4096.0f, 64.0f, 1.0f};
+        for (int v = 0; v < 128; v++) {
+            wte[v] = (float)v;
+        }
+        gt_dbuf wb = upload(dev, wte, sizeof wte), pb = upload(dev, wpe, sizeof wpe);
+        gt_dbuf w = upload(dev, pack, sizeof pack);
+        gt_dbuf e = alloc(dev, (uint64_t)K * 4 * 4, 0), x = alloc(dev, (uint64_t)K * 4, 0);
+        gt_op enc = gt_op_encoder_fwd((gt_dref){e, 0}, (gt_dref){inp, 0}, (gt_dref){wb, 0},
+                                      (gt_dref){pb, 0}, K, 4, 1, VOCAB, 128, 4);
+        GT_ASSERT_OK(gt_device_launch(dev, &enc));
+        gt_op mm = gt_op_matmul_fwd((gt_dref){x, 0}, (gt_dref){e, 0}, (gt_dref){w, 0},
+                                    (gt_dref){0, 0}, K, 4, 1);
+        GT_ASSERT_OK(gt_device_launch(dev, &mm));
+        gt_dbuf one = alloc(dev, 4, 0);
+        uint32_t worst = 0;
+        for (int k = 0; k < K; k++) {
+            gt_op rel = gt_op_loss_mean((gt_dref){one, 0}, (gt_dref){x, (uint64_t)k * 4}, 1);
+            GT_ASSERT_OK(gt_device_launch(dev, &rel));
+            float got = 0.0f;
+            GT_ASSERT_OK(gt_device_copy_out(dev, &got, one, 0, 4));
+            uint32_t truth = 0;
+            for (int j = 0; j < 4; j++) {
+                truth = truth << 6 | g_tokens[4 * k + j];
+            }
+            uint32_t r = (uint32_t)got, err = r > truth ? r - truth : truth - r;
+            worst = err > worst ? err : worst;
+        }
+        int lost = 0;
+        while (lost < 24 && (1u << lost) <= worst) {
+            lost++;
+        }
+        int measured = 24 - lost;
+        print_message("| %d | %d | %d |\n", bits, bits + 9, measured);
+        assert_true(measured <= bits + 9);  // never past the bound
+        assert_true(measured >= (bits < 23 ? bits : 24));  // and the attack gets near it
+        case_teardown(state);
+        free(a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest cases[] = {
@@ -508,6 +580,7 @@ int main(void)
         cmocka_unit_test_teardown(honest_losses_unchanged, case_teardown),
         cmocka_unit_test_teardown(release_rules, case_teardown),
         cmocka_unit_test_teardown(declaration_rules, case_teardown),
+        cmocka_unit_test_teardown(bits_per_release, case_teardown),
     };
     int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
     rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);

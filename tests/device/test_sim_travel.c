@@ -216,8 +216,6 @@ static void test_full_trip(void **state)
         chk = tokens_check(b[i], (int64_t)(chunk_plain(i) / 2), VOCAB);
         GT_ASSERT_OK(gt_device_launch(tr, &chk));
     }
-    chk = tokens_check(b[0], (int64_t)(chunk_plain(0) / 2), 5);
-    assert_int_not_equal(gt_device_launch(tr, &chk).code, GT_E_NONE);
     const int64_t N = 4096, OFF = 1234;
     gt_dbuf inp = 0, tgt = 0;
     GT_ASSERT_OK(gt_device_alloc(tr, N * 4, 0, &inp));
@@ -250,6 +248,13 @@ static void test_full_trip(void **state)
     assert_int_equal(nlab, 1);
     assert_memory_equal(ids[0], g_sealed.file[1].data + 8, GT_LABEL_ID_BYTES);  // its AAD's id
     (void)base;
+    // A check that fails on the holder's data tells the trainer one bit about it; after that the
+    // session runs nothing more on labelled data, so the bits cannot be had one at a time.
+    chk = tokens_check(b[0], (int64_t)(chunk_plain(0) / 2), 5);
+    GT_ASSERT_CODE(gt_device_launch(tr, &chk), GT_E_FORMAT);
+    chk = tokens_check(b[0], (int64_t)(chunk_plain(0) / 2), VOCAB);
+    GT_ASSERT_CODE(gt_device_launch(tr, &chk), GT_E_STATE);
+    GT_ASSERT_CODE(gt_device_launch(tr, &g), GT_E_STATE);
     // the ticket is dead: a new connection is refused while the trainer holds the device ...
     gt_device *h2 = NULL;
     GT_ASSERT_CODE(attach(f, ticket, &h2), GT_E_STATE);

@@ -225,9 +225,9 @@ static void attested_attacks_are_refused_on_both_sides(void **state)
         {.what = "accepted trainer (control)", .listed = true, .refusing = -1},
         {.what = "unapproved measurement", .trainer_json = bogus, .refusing = 0,
          .reason = "is not one the agreement accepts"},
+        // The demo's policy ({"allow_simulation":true}) refuses a debug TEE by default.
         {.what = "debug TEE", .listed = true, .debug = true, .refusing = 0,
-         .holder_policy = "{\"allow_simulation\":true,\"debug_forbidden\":true}",
-         .reason = "debug"},
+         .reason = "debug TEE refused: the policy does not set allow_debug"},
         {.what = "simulation forbidden", .listed = true, .holder_policy = "{}", .refusing = 0,
          .reason = "allow_simulation"},
         {.what = "wrong agreement (evidence)", .listed = true, .other_agreement = true,

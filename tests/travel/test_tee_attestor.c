@@ -146,17 +146,25 @@ static void accepted_and_refused_trainers(void **state)
     e = run_pair(&a, &a, strict, summary, sizeof summary);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "allow_simulation"));
-    // A trainer whose TEE runs in debug mode is refused by a holder that forbids debug.
-    gt_policy *no_debug = NULL;
+    // A trainer whose TEE runs in debug mode is refused by default (the demo's policy, and an
+    // old policy forbidding debug), and accepted only by a holder policy setting allow_debug.
+    gt_policy *no_debug = NULL, *debug_ok = NULL;
     static const char nd[] = "{\"allow_simulation\":true,\"debug_forbidden\":true}";
+    static const char dok[] = "{\"allow_simulation\":true,\"allow_debug\":true}";
     GT_ASSERT_OK(gt_policy_parse(&no_debug, nd, sizeof nd - 1));
+    GT_ASSERT_OK(gt_policy_parse(&debug_ok, dok, sizeof dok - 1));
     trainer_debug = true;
-    e = run_pair(&a, &a, no_debug, summary, sizeof summary);
+    const gt_policy *refusing[] = {sim_ok, no_debug};
+    for (size_t i = 0; i < 2; i++) {
+        e = run_pair(&a, &a, refusing[i], summary, sizeof summary);
+        assert_int_equal(e.code, GT_E_POLICY);
+        assert_non_null(strstr(e.msg, "debug TEE refused: the policy does not set allow_debug"));
+    }
+    GT_ASSERT_OK(run_pair(&a, &a, debug_ok, summary, sizeof summary));
     trainer_debug = false;
-    assert_int_equal(e.code, GT_E_POLICY);
-    assert_non_null(strstr(e.msg, "debug"));
     GT_ASSERT_OK(run_pair(&a, &a, no_debug, summary, sizeof summary));  // not in debug: accepted
     gt_policy_free(no_debug);
+    gt_policy_free(debug_ok);
     gt_policy_free(sim_ok);
     gt_policy_free(strict);
 }
