@@ -116,6 +116,7 @@ GT_MUST_USE gt_err gt_sim_root_dir(char *out, size_t cap, const char *dir);
 // `create` is true and none exists yet. pub_path (optional) receives root-pub.pem's path.
 GT_MUST_USE gt_err gt_sim_root_open(gt_pkey **root, char *pub_path, size_t pub_cap,
                                     const char *dir, bool create);
+#define GT_SIM_ROOT_KEY_FILE "root-key.pem"  // the private key's file in the directory
 
 // Device only: what holds the device's protected memory, as the device says of itself. A party
 // the device travels to checks it against what it asked for (a trip in host memory is not a trip

@@ -92,6 +92,40 @@ GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 // A failed call changes nothing: no buffer is allocated, freed or written, and copy_out leaves
 // dst as it was.
 
+// ---- device-sealed exports (docs/device.md "Exports"; issue 13) ------------------------------
+// Weights and optimizer state computed from holder data carry labels and never leave by
+// copy_out. They leave sealed by the device: on sim devd builds and seals them itself (the
+// checkpoint to the declared agreement's recipients, signed with its export-signing key; the
+// resume state to itself, bound to its identity and the agreement), writes the sealed bytes into
+// a new unlabelled buffer, and these calls copy that out and free it. Refused (GT_E_POLICY)
+// unless the session declared outputs allowing it (gt_device_declare_outputs).
+//
+// On cpu and cuda the trainer's process is the device and its code the trusted base
+// (docs/security.md): these four return GT_E_UNSUPPORTED there, and travel seals in-process
+// (gt_travel_export_*, travel/export.c) through gt_device_inproc_read.
+
+// The sealed checkpoint (docs/formats.md "Sealed checkpoint") of params[0, len) at `step`, the
+// llm.c header built from config (maxT, V, L, NH, C, Vp) by the device. sealed is replaced.
+GT_MUST_USE gt_err gt_device_export_checkpoint(gt_device *dev, gt_dbuf params, uint64_t len,
+                                               uint64_t step, const uint32_t config[6],
+                                               gt_buf *sealed);
+// The device's export-signing Ed25519 public key (the signer of what it seals).
+GT_MUST_USE gt_err gt_device_export_signer(gt_device *dev, uint8_t pub[GT_SIM_EXPORT_KEY_BYTES]);
+// The resume state (docs/formats.md "Resume state") of bufs = {params, m, v} (len bytes each;
+// m = v = 0: none yet), step and loader position; state is replaced.
+GT_MUST_USE gt_err gt_device_export_resume(gt_device *dev, const gt_dbuf bufs[3], uint64_t len,
+                                           uint64_t step, const gt_sim_loader *pos,
+                                           const uint32_t config[6], gt_buf *state);
+// Hands a resume state back: the device opens it (refusing another device's, another
+// agreement's, a tampered one), writes params/m/v into bufs (m = v = 0 when the state has no
+// moments) and labels them with the state's labels; *step and *pos receive where it was.
+GT_MUST_USE gt_err gt_device_import_resume(gt_device *dev, gt_span state, const gt_dbuf bufs[3],
+                                           uint64_t *step, gt_sim_loader *pos);
+// cpu and cuda only (GT_E_UNSUPPORTED on sim: devd never hands out labelled bytes): reads a
+// buffer whatever its flags and label, for sealing inside the trainer's process. Nothing but
+// travel/export.c calls it; on these backends the trainer's code is the trusted base anyway.
+GT_MUST_USE gt_err gt_device_inproc_read(gt_device *dev, void *dst, gt_dbuf src, uint64_t offset,
+                                         uint64_t len);
 // ---- labels: where holder data may flow (docs/device.md "Labels"; issue 13) -------------------
 // Every buffer carries a label: the set of sources (a holder's dataset, named by its 16-byte
 // dataset id) whose data it holds or was computed from. A loaded chunk is labelled with its

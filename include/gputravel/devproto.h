@@ -199,6 +199,16 @@ enum {
                                    // buffer -> STATUS; devd checks their hash is the session's
     GT_SIM_REQ_OUTPUTS = 0x0123,   // empty -> OUTPUTS
     GT_SIM_REQ_PIN = 0x0124,       // u64 handle, u64 len: a pinned program's bytes (as DECLARE)
+    // device-sealed exports (docs/device-sim.md "Exports"; issue 13): devd seals, the client
+    // copy_outs the new unlabelled buffer it names, then frees it
+    GT_SIM_REQ_EXPORT_CHECKPOINT = 0x0130, // u64 handle (params), u64 offset, u64 len (bytes),
+                                   // u64 step, 6 x u32 config (maxT, V, L, NH, C, Vp) -> EXPORTED
+    GT_SIM_REQ_EXPORT_SIGNER = 0x0131, // empty -> SIGNER
+    GT_SIM_REQ_EXPORT_RESUME = 0x0132, // 3 x u64 handles (params, m, v; m = v = 0: none),
+                                   // u64 len (bytes of each), u64 step, loader (5 x u64, u32),
+                                   // 6 x u32 config -> EXPORTED
+    GT_SIM_REQ_IMPORT_RESUME = 0x0133, // u64 handle (the state's bytes), u64 len, 3 x u64
+                                   // destination handles (params, m, v) -> RESUMED
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -217,6 +227,9 @@ enum {
     GT_SIM_REP_OUTPUTS = 0x0321,   // u8 loss, u32 loss bits, u64 loss budget, u8 grad_norm,
                                    // u64 grad_norm budget, u8 checkpoint, u8 resume  // trainer -> holder after RETURN_IPC: empty; the import is
                                    // wiped and unmapped, the holder may free its allocation
+    GT_SIM_REP_EXPORTED = 0x0330,  // u64 handle (the sealed bytes, a new buffer), u64 len
+    GT_SIM_REP_SIGNER = 0x0331,    // the device's export-signing Ed25519 public key [32]
+    GT_SIM_REP_RESUMED = 0x0332,   // u64 step, loader (5 x u64, u32)
 };
 
 // Travelling: one trip of the device from the trainer's session to one holder and back.
@@ -259,6 +272,13 @@ typedef struct {
     uint64_t mem_limit;
 } gt_sim_stat;
 
+// EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).
+typedef struct {
+    uint64_t epoch, shard, sample, sample_tokens, seed;
+    uint32_t shuffle;
+} gt_sim_loader;
+#define GT_SIM_EXPORT_KEY_BYTES 32  // SIGNER: an Ed25519 public key
+
 // One parsed record. Which fields are set depends on type.
 typedef struct {
     uint16_t type;
@@ -281,6 +301,12 @@ typedef struct {
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
+    // exports: handle/offset/len as above, and
+    uint64_t step;                         // EXPORT_*, RESUMED
+    uint32_t config[6];                    // EXPORT_CHECKPOINT, EXPORT_RESUME
+    uint64_t bufs[3];                      // EXPORT_RESUME, IMPORT_RESUME: params, m, v
+    gt_sim_loader loader;                  // EXPORT_RESUME, RESUMED
+    uint8_t export_key[GT_SIM_EXPORT_KEY_BYTES];  // SIGNER
     uint8_t label_ids[GT_SIM_LABEL_IDS][GT_SIM_LABEL_ID_BYTES];  // LABEL_ADD (the first), LABEL
     uint32_t label_n;                      // LABEL: ids carried (count: ids in the label)
     gt_sim_outputs outputs;                // OUTPUTS
@@ -416,6 +442,13 @@ void gt_sim_identity_free(gt_sim_identity *id);
 // What this identity's evidence says holds the device's memory (default GT_SIM_MEMORY_DEVD): a
 // trip a trainer serves itself says cuda or host (travel.h), never devd.
 void gt_sim_identity_set_memory(gt_sim_identity *id, gt_sim_device_memory memory);
+// A 32-byte secret for one purpose ("export signing", "resume"), derived from devd's persistent
+// identity: HKDF-SHA256(ikm = the identity key file's bytes, info = "gputravel devd " purpose).
+// Another identity folder gives other secrets. The caller wipes out.
+GT_MUST_USE gt_err gt_sim_identity_derive(const gt_sim_identity *id, const char *purpose,
+                                          uint8_t out[32]);
+// The device id: SHA-256 of the identity public key (PEM), what its evidence carries.
+GT_MUST_USE gt_err gt_sim_identity_id(const gt_sim_identity *id, uint8_t out[32]);
 // The produce hook of devd (ctx = gt_sim_identity): the bundle above.
 gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
                                gt_buf *evidence);

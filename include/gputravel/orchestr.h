@@ -124,13 +124,15 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // agreement's learning rate with a linear warmup over steps/20 and cosine decay to a tenth.
 // Trains the agreement's model on every holder's data: plans chunk fetches with gt_schedule,
 // brings each chunk into device memory (NO_READBACK) by the chosen transfer, trains on it,
-// erases it, checkpoints, and journals the use. When training ends, the agreement's output rule
-// applies: sealed_checkpoint seals the final weights for its recipients (their recipient_key);
-// loss_only leaves the checkpoint in state_dir only. Resumable: with `resume`, the last checkpoint in
-// state_dir is restored and the journal replayed up to it (orchestr.h, journal semantics).
-// Provenance: each call makes one fresh Ed25519 signing key pair, presents its public half in the
-// HELLO to every holder (each records it in its ledger, bound to the trainer it appraised),
-// signs the sealed checkpoint with it, and wipes the secret before returning.
+// erases it, has the device seal the resume state (state_dir/resume.sealed: the weights carry
+// holder labels and never leave in plaintext; docs/collaboration.md), and journals the use. When
+// training ends, the agreement's output rule applies: sealed_checkpoint has the device seal the
+// final weights for its recipients (their recipient_key); loss_only lets nothing out.
+// Resumable: with `resume`, the device opens the sealed state (refusing another device's,
+// another agreement's or a tampered one) and the journal is replayed up to it.
+// Provenance: the sealed checkpoint's signer is presented in the HELLO to every holder (each
+// records it in its ledger, bound to the trainer it appraised): on sim devd's export-signing
+// key; on cpu and cuda one fresh Ed25519 key pair per call, whose secret is wiped on return.
 
 // The transfer modes (gt_transfer_mode) are the agreement's: travel.h.
 
@@ -158,8 +160,8 @@ typedef struct {
     char sealed_path[4200];
     uint64_t sealed_bytes;
     uint32_t sealed_recipients;
-    // This run's signing key (public half): in every holder's "session" ledger entry, and the
-    // sealed checkpoint's signer.
+    // The sealed checkpoint's signer (devd's export key on sim, this run's key on cpu / cuda):
+    // in every holder's "session" ledger entry.
     uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];
 } gt_collab_report;
 
@@ -169,7 +171,7 @@ typedef struct {
     gt_transfer_mode transfer;  // one the agreement lists (gt_collab_transfer_check)
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
-    const char *state_dir;     // model.bin, model.bin.state and journal live here
+    const char *state_dir;     // resume.sealed (resume.key on cpu / cuda) and journal live here
     // travel: where holders reach the device: devd's socket (sim device), or the socket the
     // trainer serves its trips on (cpu or cuda device; gt_holder_trip).
     const char *device_address;

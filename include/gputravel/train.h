@@ -179,6 +179,18 @@ GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char
 // error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
 
+// ---- the model's state on the device, for device-sealed export (travel.h gt_export_model) ----
+// In an agreement run the weights and moments carry holder labels: they leave only sealed by the
+// device (travel's gt_travel_export_*), never through gt_gpt2_save / gt_train_state_save.
+typedef struct {
+    gt_dbuf params, m, v;   // m, v: 0 until the first update (or alloc_moments)
+    uint64_t params_bytes;  // bytes of each
+} gt_gpt2_state_bufs;
+// The buffers (allocating zeroed moments first when alloc_moments and there are none yet).
+GT_MUST_USE gt_err gt_gpt2_state_bufs_get(gt_gpt2 *m, bool alloc_moments, gt_gpt2_state_bufs *out);
+// The AdamW step, after a resume state was imported into the buffers.
+void gt_gpt2_step_set(gt_gpt2 *m, uint64_t step);
+
 // ---- sampling ---------------------------------------------------------------------------------
 
 typedef struct {

@@ -414,4 +414,59 @@ gt_trip_actor gt_trip_event_actor(gt_trip_event ev);
 const char *gt_trip_actor_name(gt_trip_actor a);
 const char *gt_trip_effect_name(unsigned bit);
 
+// ---- device-sealed exports (travel/export.c; docs/device.md "Exports") -----------------------
+// One function per export, whatever the device: on sim it is devd's request (devd seals with its
+// own keys, device.h); on cpu and cuda the trainer's process is the device and its code the
+// trusted base (docs/security.md), so the weights are read in-process (gt_device_inproc_read)
+// and sealed here with the same seal core.
+
+// The agreement's output recipients, each with its recipient_key (GT_E_FORMAT naming one that
+// has none). r has room for GT_SCKPT_MAX_RECIPIENTS.
+GT_MUST_USE gt_err gt_agreement_recipients(const gt_agreement *a, gt_sckpt_recipient *r,
+                                           uint32_t *n);
+
+// cpu and cuda's resume secret: DIR/resume.key (magic "GTRSKEY1" || secret 32), mode 0600,
+// created on first use. The cpu has no protected memory: this key protects the state against
+// another machine and a tampered file, not against whoever can read DIR (docs/security.md).
+#define GT_RESUME_KEY_FILE "resume.key"
+#define GT_RESUME_KEY_MAGIC "GTRSKEY1"
+typedef struct {
+    uint8_t secret[GT_RESUME_SECRET_BYTES];
+    uint8_t id[GT_RESUME_DEVICE_ID_BYTES];  // HKDF of the secret: the device id in the header
+} gt_resume_device;
+GT_MUST_USE gt_err gt_resume_device_load(const char *dir, gt_resume_device *rd);
+
+// What the in-process backends seal with (ignored on sim, where devd uses its own keys and the
+// agreement the session declared).
+typedef struct {
+    const gt_agreement *agreement;        // recipients and hash
+    const uint8_t *signing_secret;        // the checkpoint's signer (the trainer's per-run key)
+    const gt_resume_device *resume;       // the resume secret (NULL: no resume export)
+} gt_export_local;
+
+// The model in device memory: params (and the AdamW moments m, v; 0 = none) of params_bytes each.
+typedef struct {
+    gt_dbuf params, m, v;
+    uint64_t params_bytes;
+    uint64_t step;
+    gt_sckpt_model model;
+    gt_resume_loader loader;  // resume only
+} gt_export_model;
+
+// The sealed checkpoint of x's weights at x->step (sealed replaced; ciphertext).
+GT_MUST_USE gt_err gt_travel_export_checkpoint(gt_device *dev, const gt_export_model *x,
+                                               const gt_export_local *local, gt_buf *sealed);
+// The key that signs what export_checkpoint seals: devd's export key, or local's signer.
+GT_MUST_USE gt_err gt_travel_export_signer(gt_device *dev, const gt_export_local *local,
+                                           uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+// The resume state of x (state replaced; ciphertext): labels from the device's own table.
+GT_MUST_USE gt_err gt_travel_export_resume(gt_device *dev, const gt_export_model *x,
+                                           const gt_export_local *local, gt_buf *state);
+// Opens a resume state into x's buffers (params, and m, v when the state has moments: x->m, x->v
+// must then be allocated; when it has none, m and v are zeroed), labels them as the state says,
+// and fills x->step and x->loader. A foreign or tampered state is refused before anything is
+// written (GT_E_AUTH / GT_E_FORMAT / GT_E_TRUNCATED, naming why).
+GT_MUST_USE gt_err gt_travel_import_resume(gt_device *dev, gt_span state, gt_export_model *x,
+                                           const gt_export_local *local);
+
 #endif

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SIM_KEY_FILE "root-key.pem"
+#define SIM_KEY_FILE GT_SIM_ROOT_KEY_FILE
 #define SIM_PUB_FILE "root-pub.pem"
 
 // The process-wide root (gt_sim_root_set). The library never derives one from the environment:

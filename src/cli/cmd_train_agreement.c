@@ -22,7 +22,7 @@ static void usage(void)
            "losing or double-using a chunk.\n"
            "\n"
            "  --agreement FILE     training agreement (docs/agreement.md)\n"
-           "  --state DIR          checkpoint (model.bin, model.bin.state) and journal folder\n"
+           "  --state DIR          device-sealed resume state (resume.sealed) and journal folder\n"
            "  --resume             continue from DIR's checkpoint and journal\n"
            "  --transfer MODE      one the agreement's \"transfer\" list names: travel (the\n"
            "                       device goes to each holder. sim: through devd; cuda: this\n"

@@ -13,6 +13,8 @@
 
 #include <gputravel/travel.h>
 #include <errno.h>
+
+#include "devd_export.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -483,6 +485,42 @@ static gt_err do_label_request(devd_session *s, const gt_sim_msg *m)
     }
 }
 
+// ---- device-sealed exports (devd_export.c) ----------------------------------------------------
+
+static gt_err export_access(void *ctx, uint64_t h, uint64_t off, uint64_t len, const char *what,
+                            gt_buftab_entry **e)
+{
+    return buf_access(ctx, h, off, len, what, e);
+}
+
+static gt_err export_alloc(void *ctx, uint64_t bytes, uint64_t *h)
+{
+    return buf_alloc(ctx, bytes, 0, h);
+}
+
+static gt_err export_free(void *ctx, uint64_t h) { return buf_free(ctx, h); }
+
+static gt_err unexpected(const gt_sim_msg *m)
+{
+    return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m->type));
+}
+
+static gt_err do_export(devd_session *s, const gt_sim_msg *m)
+{
+    devd *d = s->d;
+    devd_export_env env = {.arena = d->arena, .tab = d->tab, .identity = d->identity,
+                           .agreement_hash = s->agreement, .declared = s->declared,
+                           .rules = s->rel.declared ? &s->rel.rules : NULL, .ctx = s,
+                           .access = export_access, .alloc = export_alloc, .free = export_free};
+    gt_sim_msg r;
+    gt_err e = devd_export_serve(&env, m, &r);
+    if (!gt_is_ok(e)) {
+        return send_status(s, e);
+    }
+    gt_log_info("devd: session %llu: %s", (unsigned long long)s->id, gt_sim_msg_name(m->type));
+    return send_msg(s, &r);
+}
+
 // ---- one request ------------------------------------------------------------------------------
 
 static gt_err do_lend(devd_session *t, const gt_sim_msg *req);
@@ -568,8 +606,8 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
                                       "attached with a ticket (is the device lent?)",
                                       gt_sim_msg_name(m.type)));
-    default:
-        return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m.type));
+    default:  // the exports (devd_export.c), or a message a trainer never sends
+        return devd_export_request(m.type) ? do_export(s, &m) : unexpected(&m);
     }
 }
 

@@ -31,6 +31,11 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 // (cuda_backend.h) that work on a gt_device.
 void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
 
+// In-process backends only: reads a buffer whatever its flags and label, for sealing inside the
+// trainer's own process (gt_device_inproc_read; export.c). cuda's exists when it is built.
+gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+
 // The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.
 
 #endif

@@ -172,3 +172,17 @@ gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_dev
     *ops = &cpu_backend;
     return GT_OK;
 }
+
+// The trainer's own process is this device: its memory is readable to it anyway (no protection
+// here, DESIGN §3). This door exists so that travel can seal labelled weights in-process
+// (travel/export.c) without a copy_out that labels refuse; nothing else calls it.
+gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
+{
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(d->tab, src, 0, off, len, "in-process read", &e));
+    if (len > 0) {
+        memcpy(dst, e->at.host + off, len);
+    }
+    return GT_OK;
+}

@@ -456,3 +456,20 @@ out:
     (void)cudaFree(dkey);
     return err;
 }
+
+// As the cpu backend's: for sealing in the trainer's process (travel/export.c). The CPU TEE that
+// runs the trainer is in the trusted base on cuda (docs/security.md), so reading its own GPU's
+// memory grants nothing it could not already do.
+gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
+{
+    cuda_dev *d = impl;
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_access(d->tab, src, 0, off, len, "in-process read", &b));
+    if (len > 0) {
+        CUDA_TRY(cudaMemcpyAsync(dst, b->at.device + off, (size_t)len, cudaMemcpyDeviceToHost,
+                                 d->cx.stream),
+                 "in-process read");
+        CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "in-process read");
+    }
+    return GT_OK;
+}

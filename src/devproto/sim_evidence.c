@@ -23,6 +23,7 @@ struct gt_sim_identity {
     gt_buf cert_sig;     // the vendor root's signature over the identity public key
     uint8_t measurement[GT_MEASUREMENT_BYTES];
     gt_sim_device_memory memory;  // what the evidence says holds this device's memory
+    uint8_t prk[GT_SHA256_BYTES];  // HKDF-extract of the identity key file: the export secrets' root
 };
 
 static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_P384_XY_BYTES])
@@ -39,6 +40,35 @@ static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_P384_X
 {
     memcpy(out, GT_SIM_DEV_CERT_TAG, sizeof(GT_SIM_DEV_CERT_TAG) - 1);
     memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_P384_XY_BYTES);
+}
+
+// The identity key file's bytes, extracted once into prk and wiped: devd's persistent secret,
+// from which it derives its export-signing key and resume secret (gt_sim_identity_derive).
+static gt_err identity_prk(gt_sim_identity *id, const char *identity_dir)
+{
+    char dir[4096], path[4096 + 32];
+    GT_TRY(gt_sim_root_dir(dir, sizeof dir, identity_dir));
+    GT_TRY(gt_path_join(path, sizeof path, dir, GT_SIM_ROOT_KEY_FILE));
+    gt_buf key = {0};
+    GT_TRY(gt_file_read_all(path, 1u << 16, &key));
+    gt_err err = gt_hmac(GT_HASH_SHA256, id->prk, key.data, key.len,
+                         (const uint8_t *)"gputravel devd identity", 23);
+    gt_buf_free(&key);  // wipes
+    return err;
+}
+
+gt_err gt_sim_identity_derive(const gt_sim_identity *id, const char *purpose, uint8_t out[32])
+{
+    char info[128];
+    int n = snprintf(info, sizeof info, "gputravel devd %s", purpose);
+    GT_ENSURE(n > 0 && (size_t)n < sizeof info, GT_E_ARG, "sim identity: purpose too long");
+    return gt_hkdf(GT_HASH_SHA256, out, 32, id->prk, sizeof id->prk, NULL, 0,
+                   (const uint8_t *)info, (size_t)n);
+}
+
+gt_err gt_sim_identity_id(const gt_sim_identity *id, uint8_t out[32])
+{
+    return gt_hash(GT_HASH_SHA256, out, id->pem.data, id->pem.len);
 }
 
 gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
@@ -60,6 +90,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     GT_TRY_GOTO(err, gt_err_wrap(gt_sim_root_open(&id->key, pub, sizeof pub, identity_dir, true),
                                  "devd identity: "), out);
     GT_TRY_GOTO(err, gt_file_read_all(pub, GT_SIM_DEV_MAX_PEM, &id->pem), out);
+    GT_TRY_GOTO(err, identity_prk(id, identity_dir), out);
     GT_TRY_GOTO(err, xy_of(id->key, xy), out);
     // "manufacturing": the vendor root certifies the identity key
     GT_TRY_GOTO(err, gt_err_wrap(gt_sim_root_open(&vendor, NULL, 0, vendor_root_dir, true),
@@ -89,6 +120,7 @@ void gt_sim_identity_free(gt_sim_identity *id)
         return;
     }
     gt_pkey_free(id->key);
+    gt_secure_zero(id->prk, sizeof id->prk);
     gt_buf_free_nowipe(&id->pem);
     gt_buf_free_nowipe(&id->cert_sig);
     free(id);

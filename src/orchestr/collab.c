@@ -2,6 +2,8 @@
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 
+#include "orchestr_internal.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -116,22 +118,18 @@ _Static_assert(GT_SCKPT_LLMC_MAGIC == GT_GPT2_CKPT_MAGIC &&
                    GT_SCKPT_LLMC_VERSION == GT_GPT2_CKPT_VERSION,
                "sealed checkpoints name the llm.c checkpoint train/ writes");
 
-// What may leave the TEE at the end (the agreement's "output"): the final weights sealed for
-// the named recipients, or nothing but the loss curve.
-static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const char *ckpt,
-                          uint64_t step, const uint8_t signing_secret[GT_ED25519_SECRET_BYTES],
-                          gt_collab_report *report)
+// What may leave the TEE at the end (the agreement's "output"): the final weights sealed by the
+// device for the named recipients, or nothing but the loss curve.
+static gt_err seal_output(const gt_collab_config *cfg, gt_devstate *ds, gt_gpt2 *model,
+                          uint64_t step, gt_collab_report *report)
 {
     const gt_agreement *a = cfg->agreement;
     if (a->output != GT_OUTPUT_SEALED_CHECKPOINT) {
-        event(cfg, "output loss_only: no checkpoint leaves the TEE; the model stays in %s",
-              cfg->state_dir);
+        event(cfg, "output loss_only: no checkpoint leaves the device; the model stays in it "
+                   "(%s holds only its sealed resume state)", cfg->state_dir);
         return GT_OK;
     }
-    gt_sckpt_seal_params p = {.model_path = ckpt, .step = step,
-                              .recipient_count = a->recipient_count,
-                              .signing_secret = signing_secret};
-    char path[4200], names[1024] = "";
+    char path[4200];
     if (cfg->sealed_path != NULL) {
         GT_ENSURE(strlen(cfg->sealed_path) < sizeof path, GT_E_LIMIT, "path too long: %s",
                   cfg->sealed_path);
@@ -139,46 +137,36 @@ static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const cha
     } else {
         GT_TRY(gt_path_join(path, sizeof path, cfg->state_dir, "model.sealed"));
     }
-    p.out_path = path;
-    memcpy(p.agreement_hash, a->hash, sizeof p.agreement_hash);
-    const gt_gpt2_config *mc = gt_gpt2_get_config(model);
-    p.model = (gt_sckpt_model){.max_seq_len = (uint32_t)mc->max_seq_len,
-                               .vocab_size = (uint32_t)mc->vocab_size,
-                               .num_layers = (uint32_t)mc->num_layers,
-                               .num_heads = (uint32_t)mc->num_heads,
-                               .channels = (uint32_t)mc->channels,
-                               .padded_vocab_size = (uint32_t)mc->padded_vocab_size};
-    gt_sckpt_recipient *r = calloc(a->recipient_count ? a->recipient_count : 1, sizeof *r);
-    GT_ENSURE(r != NULL, GT_E_NOMEM, "out of memory");
+    gt_buf sealed = {0};
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
     gt_err err = GT_OK;
-    for (uint32_t i = 0; i < a->recipient_count; i++) {
-        const gt_agreement_holder *h = gt_agreement_find_holder(a, a->recipients[i]);
-        GT_ENSURE_GOTO(err, h != NULL && h->has_recipient_key, out, GT_E_FORMAT,
-                       "output: recipient '%s' has no recipient_key", a->recipients[i]);
-        snprintf(r[i].name, sizeof r[i].name, "%s", h->name);
-        memcpy(r[i].pub, h->recipient_key, sizeof r[i].pub);
-        size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", h->name);
-    }
-    p.recipients = r;
-    // The final weights (model.bin is already this step's; written again so it surely is).
-    GT_TRY_GOTO(err, gt_gpt2_save(model, ckpt), out);
-    gt_sckpt_header h;
-    GT_TRY_GOTO(err, gt_err_wrap(gt_sckpt_seal(&p, &h), "sealing the checkpoint"), out);
+    GT_TRY_GOTO(err, gt_devstate_seal_final(ds, model, &sealed), out);
+    GT_TRY_GOTO(err, gt_sckpt_header_parse(h, sealed.data, sealed.len), out);
+    GT_ENSURE_GOTO(err, h->step == step, out, GT_E_STATE,
+                   "the device sealed step %llu, not %llu", (unsigned long long)h->step,
+                   (unsigned long long)step);
+    GT_TRY_GOTO(err, gt_file_write_atomic(path, sealed.data, sealed.len, 0644), out);
     report->sealed = true;
     snprintf(report->sealed_path, sizeof report->sealed_path, "%s", path);
-    report->sealed_bytes = gt_sckpt_file_bytes(&h);
-    report->sealed_recipients = h.recipient_count;
-    char size[32];
-    gt_format_size(size, sizeof size, h.plaintext_len);
-    char signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
-    gt_hex_encode(signer, sizeof signer, h.signer_pub, sizeof h.signer_pub);
-    event(cfg, "sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
+    report->sealed_bytes = sealed.len;
+    report->sealed_recipients = h->recipient_count;
+    char size[32], names[1024] = "", signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    gt_format_size(size, sizeof size, h->plaintext_len);
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", h->recipients[i].name);
+    }
+    gt_hex_encode(signer, sizeof signer, h->signer_pub, sizeof h->signer_pub);
+    event(cfg, "the device sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
           (unsigned long long)step, size, names, path);
-    event(cfg, "signed it with this run's signing key %.16s..., the key every holder recorded "
-               "for this session", signer);
+    event(cfg, "signed it with %s %.16s..., the key every holder recorded for this session",
+          gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM ? "the device's export key"
+                                                        : "this run's signing key",
+          signer);
 out:
-    free(r);
+    free(h);
+    gt_buf_free_nowipe(&sealed);  // ciphertext
     return err;
 }
 
@@ -202,7 +190,6 @@ static gt_err device_measurement_check(const gt_collab_config *cfg)
     return GT_OK;
 }
 
-// Creates the agreement's model with its starting weights: the saved state when resuming and
 // The agreement's model, in train's terms.
 static gt_gpt2_config model_config(const gt_agreement *a)
 {
@@ -212,19 +199,21 @@ static gt_gpt2_config model_config(const gt_agreement *a)
                             .channels = (int)a->channels};
 }
 
-// one exists, else the agreement's seeded random init. *step is the step the run starts from.
-static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, const char *state,
+// Creates the agreement's model with its starting weights: the device-sealed resume state when
+// resuming and one exists, else the agreement's seeded random init. *step is the step the run
+// starts from.
+static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, gt_devstate *ds,
                           uint64_t *step)
 {
     const gt_agreement *a = cfg->agreement;
     gt_gpt2_config mc = model_config(a);
     GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
     gt_gpt2 *model = *modelp;
-    if (cfg->resume && gt_path_exists(state)) {
-        gt_loader_pos ignored;
-        GT_TRY(gt_train_state_load(model, &ignored, state));
+    if (cfg->resume && gt_devstate_exists(ds)) {
+        GT_TRY(gt_devstate_load(ds, model));
         *step = gt_gpt2_step(model);
-        event(cfg, "resumed from %s at step %llu", state, (unsigned long long)*step);
+        event(cfg, "resumed from the device-sealed state %s at step %llu", ds->path,
+              (unsigned long long)*step);
         return GT_OK;
     }
     return gt_gpt2_init_random(model, a->init_seed);
@@ -315,15 +304,13 @@ static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, 
     return GT_OK;
 }
 
-// Commits one use: checkpoint first, then the journal record that counts it, then the holder's
-// confirmation.
-static gt_err use_commit(gt_gpt2 *model, const char *ckpt, const char *state, gt_schedule *sched,
+// Commits one use: the device-sealed resume state first, then the journal record that counts
+// it, then the holder's confirmation.
+static gt_err use_commit(gt_gpt2 *model, gt_devstate *ds, gt_schedule *sched,
                          gt_journal *journal, gt_holder_conn *conn, uint64_t step, uint32_t h,
                          uint32_t c, uint64_t counted)
 {
-    gt_loader_pos pos = {0};
-    GT_TRY(gt_gpt2_save(model, ckpt));
-    GT_TRY(gt_train_state_save(model, pos, state));
+    GT_TRY(gt_devstate_save(ds, model));
     GT_TRY(gt_schedule_record(sched, h, c, counted));
     GT_TRY(gt_journal_append_use(journal, step, h, c, counted));
     return gt_holder_confirm_use(conn, c, counted);
@@ -387,6 +374,18 @@ static gt_err outputs_declare(const gt_collab_config *cfg)
                        "declaring the agreement's outputs to the device");
 }
 
+// The run's signing key pair, the device-sealed state, and the key that will sign the output
+// (the device's own on sim, this run's on cpu / cuda), which the holders are told.
+static gt_err run_keys(const gt_collab_config *cfg, gt_devstate *ds,
+                       uint8_t secret[GT_ED25519_SECRET_BYTES],
+                       uint8_t signer[GT_ED25519_PUBLIC_BYTES])
+{
+    memset(ds, 0, sizeof *ds);
+    GT_TRY(gt_ed25519_keypair(signer, secret));
+    GT_TRY(gt_devstate_open(ds, cfg, secret));
+    return gt_devstate_signer(ds, signer);
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -396,10 +395,8 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     GT_TRY(device_measurement_check(cfg));
     GT_TRY(outputs_declare(cfg));
-    char ckpt[4200], state[4300], journal_path[4200];
-    GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
+    char journal_path[4200];
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
-    snprintf(state, sizeof state, "%s.state", ckpt);
 
     gt_gpt2 *model = NULL;
     gt_schedule *sched = NULL;
@@ -408,11 +405,13 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     memset(&hs, 0, sizeof hs);
     gt_err err = GT_OK;
     float loss = NAN;
-    // This process's checkpoint signing key: fresh, presented to every holder, wiped at out.
+    // This process's checkpoint signing key: fresh, wiped at out. cpu / cuda sign with it; on
+    // sim the device signs with its own export key. Whichever it is goes to every holder.
     uint8_t signing_secret[GT_ED25519_SECRET_BYTES] = {0};
-    GT_TRY_GOTO(err, gt_ed25519_keypair(report->signing_key, signing_secret), out);
+    gt_devstate ds;
+    GT_TRY_GOTO(err, run_keys(cfg, &ds, signing_secret, report->signing_key), out);
     uint64_t step = 0;
-    GT_TRY_GOTO(err, model_start(cfg, &model, state, &step), out);
+    GT_TRY_GOTO(err, model_start(cfg, &model, &ds, &step), out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
     GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
     gt_fetch_mode fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
@@ -446,18 +445,18 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, err, out);
         GT_TRY_GOTO(err, erase, out);
         step += done;
-        // Commit: checkpoint first, then the journal record that counts the use.
-        GT_TRY_GOTO(err, use_commit(model, ckpt, state, sched, journal, hs.conns[h], step, h, c,
-                                    counted),
+        // Commit: the sealed resume state first, then the journal record that counts the use.
+        GT_TRY_GOTO(err, use_commit(model, &ds, sched, journal, hs.conns[h], step, h, c, counted),
                     out);
         event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
                    "device, use recorded", c, a->holders[h].name, done,
               (unsigned long long)trained);
     }
     report_finish(report, sched, a->holder_count, step, loss);
-    GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, signing_secret, report), out);
+    GT_TRY_GOTO(err, seal_output(cfg, &ds, model, step, report), out);
 out:
     gt_secure_zero(signing_secret, sizeof signing_secret);
+    gt_devstate_close(&ds);
     gt_journal_close(journal);
     gt_schedule_free(sched);
     holders_close(&hs, a->holder_count);

@@ -52,8 +52,18 @@ static void demo_runs_end_to_end(void **state)
         assert_true(s.entries >= (i == 0 ? 4u : 2u));
     }
     char p[700];
+    // The trainer's state folder holds no plaintext weights: the device sealed its state.
     snprintf(p, sizeof p, "%s/trainer/model.bin", out);
+    assert_false(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/trainer/resume.sealed", out);
     assert_true(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/trainer", out);
+    rc = gt_test_run_cli(&log, (const char *[]){"inspect", p, NULL});
+    if (rc != 0 || strstr((char *)log.data, "device-sealed resume state") == NULL ||
+        strstr((char *)log.data, "none is plaintext model data") == NULL) {
+        fail_msg("inspect of the trainer's state folder (%d):\n%s", rc, (char *)log.data);
+    }
+    gt_buf_free(&log);
     snprintf(p, sizeof p, "%s/model.sealed", out);
     assert_true(gt_path_exists(p));
     snprintf(p, sizeof p, "%s/hospital/model.bin", out);

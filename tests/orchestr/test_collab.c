@@ -246,10 +246,36 @@ static void killed_trainer_resumes_exactly(void **state)
     waitpid(pid, &status, 0);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-    // Resume: the checkpoint holds 31 steps (chunk 0 of h0); chunk 0 of h1 was sent but its
-    // use never confirmed, so the holder resends it once.
+    // The state folder holds the device-sealed resume state, no plaintext weights. Tampered
+    // with, or carried to another device (another folder: another resume key), it is refused
+    // before anything is restored or any holder is contacted.
     kill_at_step = 0;
     gt_collab_report rep;
+    char p[700], other[700], op[800];
+    GT_ASSERT_OK(gt_path_join(p, sizeof p, state_dir, "model.bin"));
+    assert_false(gt_path_exists(p));
+    GT_ASSERT_OK(gt_path_join(p, sizeof p, state_dir, "resume.sealed"));
+    gt_buf st = {0};
+    GT_ASSERT_OK(gt_file_read_all(p, 64u << 20, &st));
+    st.data[st.len / 2] ^= 0x04;
+    GT_ASSERT_OK(gt_file_write_atomic(p, st.data, st.len, 0600));
+    gt_err e = train(&a, state_dir, true, &rep);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "refused"));
+    assert_non_null(strstr(e.msg, "does not authenticate"));
+    st.data[st.len / 2] ^= 0x04;
+    GT_ASSERT_OK(gt_file_write_atomic(p, st.data, st.len, 0600));
+    GT_ASSERT_OK(gt_path_join(other, sizeof other, dir, "elsewhere"));
+    GT_ASSERT_OK(gt_mkdir_p(other, 0700));
+    GT_ASSERT_OK(gt_path_join(op, sizeof op, other, "resume.sealed"));
+    GT_ASSERT_OK(gt_file_write_atomic(op, st.data, st.len, 0600));
+    e = train(&a, other, true, &rep);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "sealed by another device"));
+    gt_buf_free_nowipe(&st);
+
+    // Resume: the sealed state holds 31 steps (chunk 0 of h0); chunk 0 of h1 was sent but its
+    // use never confirmed, so the holder resends it once.
     GT_ASSERT_OK(train(&a, state_dir, true, &rep));
     // Budgets of 3000 tokens: three 1000-token chunks from each holder, 31 steps each.
     assert_int_equal(rep.steps_done, 100);
