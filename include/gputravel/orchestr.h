@@ -14,6 +14,7 @@
 #include <gputravel/seal.h>
 #include <gputravel/device.h>
 #include <gputravel/net.h>
+#include <gputravel/train.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>
 
@@ -183,6 +184,10 @@ typedef struct {
     // Progress for the caller to print (library code never prints); either may be NULL.
     void (*on_step)(void *ctx, const gt_collab_step *s);
     void (*on_event)(void *ctx, const char *line);
+    // Called with each chunk as soon as it is in device memory, before it is trained on (may be
+    // NULL). The demo plays an adversarial trainer here: whatever it tries, the device's labels
+    // decide what leaves (device.h).
+    void (*on_chunk)(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tokens, gt_gpt2 *model);
     void *ctx;
 } gt_collab_config;
 

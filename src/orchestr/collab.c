@@ -432,6 +432,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, chunk_bring(cfg, &hs, h, c, served_trip, fetch, report, &trip, &buf,
                                      &ntok),
                     out);
+        if (cfg->on_chunk != NULL) {
+            cfg->on_chunk(cfg->ctx, cfg->dev, buf, ntok, model);
+        }
         // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
         // except that the budget's last chunk counts only up to the budget, and only that part
         // is trained on. One use is one pass over it, cut short only by the step count.

@@ -19,6 +19,15 @@ static void demo_runs_end_to_end(void **state)
         fail_msg("demo failed (%d):\n%s", rc, (char *)log.data);
     }
     assert_non_null(strstr((char *)log.data, "insecure-simulation"));
+    // the trainer's three tries to read a travelled chunk back, each refused, naming its label
+    const char *at = (const char *)log.data;
+    for (int i = 0; i < 3; i++) {
+        at = strstr(at, "REFUSED by the device:");
+        assert_non_null(at);
+        at++;
+    }
+    assert_non_null(strstr((char *)log.data, "holds data labelled dataset"));
+    assert_null(strstr((char *)log.data, "?!"));
     // The model left the trainer sealed for the three holders, and the sample comes from the
     // copy the first of them opened with its own key.
     assert_non_null(strstr((char *)log.data, "sealed the checkpoint of step 12"));
