@@ -209,7 +209,12 @@ static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, gt_devs
     gt_gpt2_config mc = model_config(a);
     GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
     gt_gpt2 *model = *modelp;
-    if (cfg->resume && gt_devstate_exists(ds)) {
+    char journal[4200];
+    GT_TRY(gt_path_join(journal, sizeof journal, cfg->state_dir, "journal"));
+    // A run with committed uses but no resume state may not restart from the init: the journal
+    // would count uses the model never saw (gt_devstate_load says why).
+    if (cfg->resume &&
+        (gt_devstate_exists(ds) || (!ds->resume_declared && gt_path_exists(journal)))) {
         GT_TRY(gt_devstate_load(ds, model));
         *step = gt_gpt2_step(model);
         event(cfg, "resumed from the device-sealed state %s at step %llu", ds->path,

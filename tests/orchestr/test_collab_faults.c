@@ -701,6 +701,11 @@ static void killed_trainer_resumes_like_uninterrupted(void **state)
     assert_same_losses(l2, l0, 70);
     assert_int_equal(s1.len, s0.len);
     assert_true(memcmp(s1.data, s0.data, s0.len) == 0);
+    // The sim run trained the same model: its weights' bytes are in none of its files either.
+    char sd2[600];
+    GT_ASSERT_OK(gt_path_join(sd2, sizeof sd2, F.dir, "killed-travel"));
+    gt_buf params0 = {.data = s0.data, .len = s0.len / 3};
+    assert_no_plaintext_model(sd2, &params0);
     gt_buf_free(&s0);
     gt_buf_free_nowipe(&j0);
     gt_buf_free(&s1);
