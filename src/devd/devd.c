@@ -526,6 +526,24 @@ static gt_err do_export(devd_session *s, const gt_sim_msg *m)
 static gt_err do_lend(devd_session *t, const gt_sim_msg *req);
 static gt_err send_trip(devd_session *t);
 
+// ALLOC (a HANDLE reply) and SIZE (a SIZE reply), or the refusal as a status.
+static gt_err do_alloc_or_size(devd_session *s, const gt_sim_msg *m)
+{
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    gt_err e = GT_OK;
+    if (m->type == GT_SIM_REQ_ALLOC) {
+        r.type = GT_SIM_REP_HANDLE;
+        e = buf_alloc(s, m->len, m->flags, &r.handle);
+    } else {
+        gt_buftab_entry *b = NULL;
+        r.type = GT_SIM_REP_SIZE;
+        e = buf_find(s, m->handle, &b);
+        r.len = gt_is_ok(e) ? b->bytes : 0;
+    }
+    return gt_is_ok(e) ? send_msg(s, &r) : send_status(s, e);
+}
+
 // Serves one request. Returns a fatal error (protocol, authentication, I/O) or OK; *bye is set
 // when the client ends the session.
 static gt_err serve_one(devd_session *s, bool *bye)
@@ -535,28 +553,11 @@ static gt_err serve_one(devd_session *s, bool *bye)
     GT_TRY(recv_msg(s, &m));
     memset(&r, 0, sizeof r);
     switch (m.type) {
-    case GT_SIM_REQ_ALLOC: {
-        uint64_t h = 0;
-        gt_err e = buf_alloc(s, m.len, m.flags, &h);
-        if (!gt_is_ok(e)) {
-            return send_status(s, e);
-        }
-        r.type = GT_SIM_REP_HANDLE;
-        r.handle = h;
-        return send_msg(s, &r);
-    }
+    case GT_SIM_REQ_ALLOC:
+    case GT_SIM_REQ_SIZE:
+        return do_alloc_or_size(s, &m);
     case GT_SIM_REQ_FREE:
         return send_status(s, buf_free(s, m.handle));
-    case GT_SIM_REQ_SIZE: {
-        gt_buftab_entry *b = NULL;
-        gt_err e = buf_find(s, m.handle, &b);
-        if (!gt_is_ok(e)) {
-            return send_status(s, e);
-        }
-        r.type = GT_SIM_REP_SIZE;
-        r.len = b->bytes;
-        return send_msg(s, &r);
-    }
     case GT_SIM_REQ_MEMSET: {
         gt_buftab_entry *b = NULL;
         gt_err e = buf_access(s, m.handle, m.offset, m.len, "memset", &b);
