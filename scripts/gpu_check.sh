@@ -81,7 +81,8 @@ fi
 if ! cmake --build "$build" -j"$(nproc)" 2>&1 | tail -n 5; then echo "!! build failed"; exit 1; fi
 
 step "CUDA tests (verbose)"
-for t in cuda_nvml cuda_aes_model cuda_ops cuda_aes_gcm cuda_ipc cuda_travel cuda_gpt2_oracle; do
+# labels: the attack matrix's cuda group (the label rules and release kernels on the GPU)
+for t in cuda_nvml cuda_aes_model cuda_ops cuda_aes_gcm cuda_ipc cuda_travel cuda_gpt2_oracle labels; do
     echo "-- $t"
     GT_NAME=test_$t run 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test_$t"
 done

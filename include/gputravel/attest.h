@@ -116,6 +116,19 @@ GT_MUST_USE gt_err gt_sim_root_dir(char *out, size_t cap, const char *dir);
 // `create` is true and none exists yet. pub_path (optional) receives root-pub.pem's path.
 GT_MUST_USE gt_err gt_sim_root_open(gt_pkey **root, char *pub_path, size_t pub_cap,
                                     const char *dir, bool create);
+#define GT_SIM_ROOT_KEY_FILE "root-key.pem"  // the private key's file in the directory
+
+// Device only: what holds the device's protected memory, as the device says of itself. A party
+// the device travels to checks it against what it asked for (a trip in host memory is not a trip
+// into device memory). Two bits of the sim report's flags (sim_report.h).
+typedef enum {
+    GT_SIM_MEMORY_UNSTATED = 0,  // not a device, or a device that does not say
+    GT_SIM_MEMORY_DEVD = 1,      // devd: the emulated confidential device, its own process
+    GT_SIM_MEMORY_CUDA = 2,      // a GPU, on a trip a cuda trainer serves itself
+    GT_SIM_MEMORY_HOST = 3,      // a cpu trainer's host memory: no protection at all
+} gt_sim_device_memory;
+// "unstated", "devd", "cuda", "host" (the claims' "device_memory"); "unknown" out of range.
+const char *gt_sim_device_memory_name(gt_sim_device_memory m);
 
 typedef struct {
     uint8_t measurement[GT_MEASUREMENT_BYTES];
@@ -124,6 +137,7 @@ typedef struct {
     bool debug;
     bool device;      // the evidence describes a (simulated) confidential device, not a CPU TEE
     bool cc_mode;     // device only: confidential-computing mode on
+    gt_sim_device_memory memory;  // device only (else UNSTATED)
     uint64_t issued_at;  // unix seconds (informational; freshness comes from report_data)
 } gt_sim_claims;
 

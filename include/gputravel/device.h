@@ -62,6 +62,9 @@ GT_MUST_USE gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset
 // An op (gt_op, gputravel/kernels.h) names the kernel, its buffer refs and its shapes; the op
 // table there says what every position means and how many bytes each ref must provide.
 GT_MUST_USE gt_err gt_device_launch(gt_device *dev, const gt_op *op);
+// Calls fn(ctx, op) for every op launched on dev from now on, before it runs (NULL fn: stop).
+// For recording the ops of a step (gt_gpt2_program); it sees descriptors, never data.
+void gt_device_observe(gt_device *dev, void (*fn)(void *ctx, const gt_op *op), void *ctx);
 // Waits for launched work to finish (a no-op for synchronous backends).
 GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 
@@ -88,6 +91,102 @@ GT_MUST_USE gt_err gt_device_sync(gt_device *dev);
 //   GT_E_NOMEM     host memory (the table's own bookkeeping), never device memory
 // A failed call changes nothing: no buffer is allocated, freed or written, and copy_out leaves
 // dst as it was.
+
+// ---- device-sealed exports (docs/device.md "Exports"; issue 13) ------------------------------
+// Weights and optimizer state computed from holder data carry labels and never leave by
+// copy_out. They leave sealed by the device: on sim devd builds and seals them itself (the
+// checkpoint to the declared agreement's recipients, signed with its export-signing key; the
+// resume state to itself, bound to its identity and the agreement), writes the sealed bytes into
+// a new unlabelled buffer, and these calls copy that out and free it. Refused (GT_E_POLICY)
+// unless the session declared outputs allowing it (gt_device_declare_outputs).
+//
+// On cpu and cuda the trainer's process is the device and its code the trusted base
+// (docs/security.md): these four return GT_E_UNSUPPORTED there, and travel seals in-process
+// (gt_travel_export_*, travel/export.c) through gt_device_inproc_read.
+
+// The sealed checkpoint (docs/formats.md "Sealed checkpoint") of params[0, len) at `step`, the
+// llm.c header built from config (maxT, V, L, NH, C, Vp) by the device. sealed is replaced.
+GT_MUST_USE gt_err gt_device_export_checkpoint(gt_device *dev, gt_dbuf params, uint64_t len,
+                                               uint64_t step, const uint32_t config[6],
+                                               gt_buf *sealed);
+// The device's export-signing Ed25519 public key (the signer of what it seals).
+GT_MUST_USE gt_err gt_device_export_signer(gt_device *dev, uint8_t pub[GT_SIM_EXPORT_KEY_BYTES]);
+// The resume state (docs/formats.md "Resume state") of bufs = {params, m, v} (len bytes each;
+// m = v = 0: none yet), step and loader position; state is replaced.
+GT_MUST_USE gt_err gt_device_export_resume(gt_device *dev, const gt_dbuf bufs[3], uint64_t len,
+                                           uint64_t step, const gt_sim_loader *pos,
+                                           const uint32_t config[6], gt_buf *state);
+// Hands a resume state back: the device opens it (refusing another device's, another
+// agreement's, a tampered one), writes params/m/v into bufs (m = v = 0 when the state has no
+// moments) and labels them with the state's labels; *step and *pos receive where it was.
+GT_MUST_USE gt_err gt_device_import_resume(gt_device *dev, gt_span state, const gt_dbuf bufs[3],
+                                           uint64_t *step, gt_sim_loader *pos);
+// cpu and cuda only (GT_E_UNSUPPORTED on sim: devd never hands out labelled bytes): reads a
+// buffer whatever its flags and label, for sealing inside the trainer's process. Nothing but
+// travel/export.c calls it; on these backends the trainer's code is the trusted base anyway.
+GT_MUST_USE gt_err gt_device_inproc_read(gt_device *dev, void *dst, gt_dbuf src, uint64_t offset,
+                                         uint64_t len);
+// ---- labels: where holder data may flow (docs/device.md "Labels"; issue 13) -------------------
+// Every buffer carries a label: the set of sources (a holder's dataset, named by its 16-byte
+// dataset id) whose data it holds or was computed from. A loaded chunk is labelled with its
+// dataset; every launched op adds the union of the labels of everything it reads (and of every
+// output it accumulates into or rewrites in place) to each ref it may write, so gradients,
+// optimizer moments and the weights carry every dataset they were trained on. Labels only grow:
+// an op never removes one, and no request can. copy_out of a labelled buffer is GT_E_POLICY,
+// naming the label. The one way out is a release op (gt_op_desc's `release`), which the device
+// runs only as the declared outputs allow (gt_device_declare_outputs below).
+//
+// Labels are the device's own state: devd labels what LOAD_SEALED authenticated (the dataset id
+// in the chunk's AAD) and never reads a label from a request; gt_device_label_add only adds. On
+// cpu and cuda the same table applies the same rules in the trainer's own process: there the
+// trainer's attested code is in the trusted base for this property (docs/security.md).
+typedef uint64_t gt_label;          // one bit per source registered in the buffer table
+#define GT_LABEL_MAX_SOURCES 64     // distinct datasets one table can label with
+#define GT_LABEL_ID_BYTES 16        // a dataset id (GT_DATASET_ID_BYTES)
+
+// Adds the dataset `id` to buf's label (registering it on first use: GT_E_LIMIT past
+// GT_LABEL_MAX_SOURCES). For data the caller put there itself (conventional transfers); sim
+// sends it as LABEL_ADD, which devd accepts from the buffer's owner only.
+GT_MUST_USE gt_err gt_device_label_add(gt_device *dev, gt_dbuf buf,
+                                       const uint8_t id[GT_LABEL_ID_BYTES]);
+// buf's label as a count and the first ids (cap of them) in registration order.
+GT_MUST_USE gt_err gt_device_label_get(gt_device *dev, gt_dbuf buf, size_t *count,
+                                       uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap);
+
+// ---- declared outputs: what may leave, computed from labelled data ----------------------------
+// The training agreement's `outputs` (docs/agreement.md). Until declared, nothing labelled
+// leaves. Release ops (GT_OP_LOSS_MEAN, GT_OP_NORM_RELEASE) write a whole one-scalar buffer;
+// when an input is labelled, the device runs one only if its output is declared and its budget
+// not spent, rounds the result as declared, and the output buffer's label is then empty.
+typedef struct {
+    bool loss;                    // GT_OP_LOSS_MEAN: the mean of the per-position losses
+    uint32_t loss_mantissa_bits;  // 1..23: the released loss keeps this many mantissa bits
+    uint64_t loss_budget;         // releases allowed in this session (steps / every, rounded up)
+    bool grad_norm;               // GT_OP_NORM_RELEASE: the gradient norm
+    uint64_t grad_norm_budget;
+    bool checkpoint;              // weights, sealed by the device to the agreement's recipients
+    bool resume;                  // model and optimizer state, sealed by the device to itself
+    // training.program: the agreement pins the op sequence of one step (kernels.h "programs");
+    // every op that reads labelled data and writes something must then be the program's next.
+    bool program_pinned;
+    uint8_t program_hash[32];     // SHA-256 of the program's bytes
+} gt_device_outputs;
+
+// Declares the agreement's outputs, once per session (GT_E_STATE after the first). cpu and cuda
+// take `outputs` as given (the trainer's own parse: its code is trusted there); sim ignores it
+// and sends the agreement bytes: devd checks their SHA-256 is the agreement hash its session was
+// attested with, parses them itself and derives the same rules (travel: gt_agreement_outputs).
+GT_MUST_USE gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *outputs,
+                                             gt_span agreement);
+// With a pinned program: gives the device the program's bytes, once per session, after the
+// declaration; GT_E_POLICY unless their SHA-256 is the declared program hash (sim: devd checks
+// it against its own reading of the agreement). Until then no op runs on labelled data.
+GT_MUST_USE gt_err gt_device_pin_program(gt_device *dev, gt_span program);
+// GT_E_ARG unless the rules are well formed (loss bits 1..23 when loss is declared).
+GT_MUST_USE gt_err gt_device_outputs_check(const gt_device_outputs *o);
+// What is left to release now (tests, and the trainer's own bookkeeping): a copy of the rules
+// with the budgets as they stand. GT_E_NOTFOUND before a declaration.
+GT_MUST_USE gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now);
 
 // ---- the buffer table, shared by the backends and devd ----------------------------------------
 // One implementation of what every backend's buffers need: opaque handles, sizes, flags,
@@ -124,8 +223,7 @@ typedef struct {
             uint64_t loaded;  // end of the furthest chunk authenticated into it on that trip
         } devd;
     } ext;
-    // Labels (DESIGN.md §4) will be one more field here, the set of holders whose data the
-    // buffer holds: set by alloc and load, joined by launch, checked by gt_buftab_read_out.
+    gt_label label;  // whose data it holds or was computed from ("labels" below)
 } gt_buftab_entry;
 
 typedef struct {
@@ -172,6 +270,48 @@ GT_MUST_USE gt_err gt_buftab_access(const gt_buftab *tab, gt_dbuf h, uint64_t ow
 // range, then range.
 GT_MUST_USE gt_err gt_buftab_read_out(const gt_buftab *tab, gt_dbuf h, uint64_t owner,
                                       uint64_t offset, uint64_t len, gt_buftab_entry **e);
+
+// ---- labels in the table (labels above): the one implementation every backend and devd use
+// Adds dataset id to the label of h (live), registering the id on first use: GT_E_LIMIT once
+// GT_LABEL_MAX_SOURCES ids are carried (an id no live buffer carries any more is forgotten and
+// its bit reused).
+GT_MUST_USE gt_err gt_buftab_label_add(gt_buftab *tab, gt_dbuf h,
+                                       const uint8_t id[GT_LABEL_ID_BYTES]);
+// The ids in label, in bit order (the first cap of them); returns how many the label holds.
+size_t gt_buftab_label_ids(const gt_buftab *tab, gt_label label, uint8_t (*ids)[GT_LABEL_ID_BYTES],
+                           size_t cap);
+// "dataset 0011..eeff" / "datasets 0011..eeff, 2233..4455 and 3 more", for refusals.
+void gt_buftab_label_describe(const gt_buftab *tab, gt_label label, char *out, size_t cap);
+
+// A session's declared outputs and what is left of their budgets.
+typedef struct {
+    bool declared;
+    gt_device_outputs rules;  // budgets count down as releases run
+    bool labelled_launch;     // the last launch read labelled data (gt_buftab_launch_labels)
+    bool data_fault;          // a launch on labelled data failed on the data (one bit is out)
+    gt_op_program program;    // the pinned program, once given (rules.program_pinned)
+    uint32_t position;        // the program's op the next labelled launch must be
+} gt_release_state;
+
+// Sets rel's program from its bytes (GT_E_STATE: none pinned or already set; GT_E_POLICY: not
+// the pinned program's hash; parse errors as gt_op_program_parse), and frees it.
+GT_MUST_USE gt_err gt_release_pin(gt_release_state *rel, gt_span program);
+void gt_release_state_free(gt_release_state *rel);
+
+// A launch's labels, before its kernel runs and after the op is checked: every ref must resolve
+// for owner (gt_buftab_access). Ordinary ops: every ref the op may write gets the union of the
+// labels of every ref it reads, accumulates into or rewrites. Release ops (gt_op_desc `release`):
+// with unlabelled inputs, an ordinary op; with labelled ones, GT_E_POLICY unless rel declares the
+// output and has budget left, the output ref must be the whole buffer (so no labelled byte stays
+// behind in it), one release is spent, *op's `bits` is set to the declared precision, and the
+// output's label becomes empty. Nothing changes on failure.
+GT_MUST_USE gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op,
+                                           gt_release_state *rel);
+// The kernel's result, after gt_buftab_launch_labels allowed it. A launch that read labelled data
+// and failed on the data (GT_E_FORMAT: a token out of range) told the trainer one bit about that
+// data; the session then runs no further op on labelled data (GT_E_STATE), so a trainer cannot
+// search holder data one refusal at a time. Returns result, unchanged.
+gt_err gt_buftab_launch_done(gt_release_state *rel, gt_err result);
 
 // Iteration over live entries in slot order: start with *cursor = 0; returns NULL at the end.
 // Releasing the entry just returned is allowed; allocating during the walk is not.

@@ -192,6 +192,23 @@ enum {
     GT_SIM_REQ_RETURN_STAY = 0x0113, // holder: empty -> STATUS; as RETURN, but devd parks the
                                    // attested session for the holder's next trip, which starts
                                    // with ATTACH on it (no new handshake)
+    // labels and declared outputs (device.h; issue 13)
+    GT_SIM_REQ_LABEL_ADD = 0x0120, // u64 handle, dataset id[16] -> STATUS (adds, never removes)
+    GT_SIM_REQ_LABEL_GET = 0x0121, // u64 handle -> LABEL
+    GT_SIM_REQ_DECLARE = 0x0122,   // u64 handle, u64 len: the agreement's bytes, copied into that
+                                   // buffer -> STATUS; devd checks their hash is the session's
+    GT_SIM_REQ_OUTPUTS = 0x0123,   // empty -> OUTPUTS
+    GT_SIM_REQ_PIN = 0x0124,       // u64 handle, u64 len: a pinned program's bytes (as DECLARE)
+    // device-sealed exports (docs/device-sim.md "Exports"; issue 13): devd seals, the client
+    // copy_outs the new unlabelled buffer it names, then frees it
+    GT_SIM_REQ_EXPORT_CHECKPOINT = 0x0130, // u64 handle (params), u64 offset, u64 len (bytes),
+                                   // u64 step, 6 x u32 config (maxT, V, L, NH, C, Vp) -> EXPORTED
+    GT_SIM_REQ_EXPORT_SIGNER = 0x0131, // empty -> SIGNER
+    GT_SIM_REQ_EXPORT_RESUME = 0x0132, // 3 x u64 handles (params, m, v; m = v = 0: none),
+                                   // u64 len (bytes of each), u64 step, loader (5 x u64, u32),
+                                   // 6 x u32 config -> EXPORTED
+    GT_SIM_REQ_IMPORT_RESUME = 0x0133, // u64 handle (the state's bytes), u64 len, 3 x u64
+                                   // destination handles (params, m, v) -> RESUMED
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -205,8 +222,14 @@ enum {
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
     GT_SIM_REP_LOADED = 0x0307,    // u64 handle, u64 bytes loaded
-    GT_SIM_REP_RELEASED = 0x0308,  // trainer -> holder after RETURN_IPC: empty; the import is
+    GT_SIM_REP_RELEASED = 0x0308,
+    GT_SIM_REP_LABEL = 0x0320,     // u32 count, u32 n (<= GT_SIM_LABEL_IDS), n x dataset id[16]
+    GT_SIM_REP_OUTPUTS = 0x0321,   // u8 loss, u32 loss bits, u64 loss budget, u8 grad_norm,
+                                   // u64 grad_norm budget, u8 checkpoint, u8 resume  // trainer -> holder after RETURN_IPC: empty; the import is
                                    // wiped and unmapped, the holder may free its allocation
+    GT_SIM_REP_EXPORTED = 0x0330,  // u64 handle (the sealed bytes, a new buffer), u64 len
+    GT_SIM_REP_SIGNER = 0x0331,    // the device's export-signing Ed25519 public key [32]
+    GT_SIM_REP_RESUMED = 0x0332,   // u64 step, loader (5 x u64, u32)
 };
 
 // Travelling: one trip of the device from the trainer's session to one holder and back.
@@ -231,6 +254,16 @@ const char *gt_sim_trip_state_name(uint32_t state);
 #define GT_SIM_OP_BYTES (4 + GT_OP_MAX_REFS * 16 + GT_OP_MAX_INTS * 8 + GT_OP_MAX_FLOATS * 4)
 #define GT_SIM_MAX_REC_PLAIN (2 + GT_SIM_OP_BYTES)  // the largest record plaintext (LAUNCH)
 
+#define GT_SIM_LABEL_IDS 12  // dataset ids one LABEL reply carries (the count says how many there are)
+#define GT_SIM_LABEL_ID_BYTES 16
+
+// OUTPUTS: the declared rules and what is left of their budgets (device.h gt_device_outputs).
+typedef struct {
+    bool loss, grad_norm, checkpoint, resume;
+    uint32_t loss_bits;
+    uint64_t loss_budget, grad_norm_budget;
+} gt_sim_outputs;
+
 typedef struct {
     uint64_t sessions;
     uint64_t bytes_in_use;
@@ -238,6 +271,13 @@ typedef struct {
     uint64_t buffers_live;
     uint64_t mem_limit;
 } gt_sim_stat;
+
+// EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).
+typedef struct {
+    uint64_t epoch, shard, sample, sample_tokens, seed;
+    uint32_t shuffle;
+} gt_sim_loader;
+#define GT_SIM_EXPORT_KEY_BYTES 32  // SIGNER: an Ed25519 public key
 
 // One parsed record. Which fields are set depends on type.
 typedef struct {
@@ -261,6 +301,15 @@ typedef struct {
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
+    // exports: handle/offset/len as above, and
+    uint64_t step;                         // EXPORT_*, RESUMED
+    uint32_t config[6];                    // EXPORT_CHECKPOINT, EXPORT_RESUME
+    uint64_t bufs[3];                      // EXPORT_RESUME, IMPORT_RESUME: params, m, v
+    gt_sim_loader loader;                  // EXPORT_RESUME, RESUMED
+    uint8_t export_key[GT_SIM_EXPORT_KEY_BYTES];  // SIGNER
+    uint8_t label_ids[GT_SIM_LABEL_IDS][GT_SIM_LABEL_ID_BYTES];  // LABEL_ADD (the first), LABEL
+    uint32_t label_n;                      // LABEL: ids carried (count: ids in the label)
+    gt_sim_outputs outputs;                // OUTPUTS
 } gt_sim_msg;
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.
@@ -369,7 +418,9 @@ GT_MUST_USE gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_wat
 //   "GTSIMDEV" | u16 version (2) | u16 n, identity public key PEM (root-pub.pem's bytes)
 //   | u16 n, vendor certificate signature (DER) | u32 n, GTEV sim evidence
 // The GTEV sim evidence (attest.h: type sim, device = true, cc_mode = true, measurement =
-// SHA-384 of devd's executable, report_data = the session binding) is signed by the identity key
+// SHA-384 of devd's executable, device_memory = what holds the device's memory: devd by default,
+// cuda or host on a trip a trainer serves itself, report_data = the session binding) is signed
+// by the identity key
 // and is ALWAYS insecure-simulation. `gputravel verify --evidence E --root IDDIR/root-pub.pem`
 // appraises it like any other evidence. The memory limit is bound through report_data (the
 // device report_data covers the server hello's parameters; devproto.h).
@@ -388,6 +439,16 @@ typedef struct gt_sim_identity gt_sim_identity;
 GT_MUST_USE gt_err gt_sim_identity_open(gt_sim_identity **id, const char *identity_dir,
                                         const char *vendor_root_dir);
 void gt_sim_identity_free(gt_sim_identity *id);
+// What this identity's evidence says holds the device's memory (default GT_SIM_MEMORY_DEVD): a
+// trip a trainer serves itself says cuda or host (travel.h), never devd.
+void gt_sim_identity_set_memory(gt_sim_identity *id, gt_sim_device_memory memory);
+// A 32-byte secret for one purpose ("export signing", "resume"), derived from devd's persistent
+// identity: HKDF-SHA256(ikm = the identity key file's bytes, info = "gputravel devd " purpose).
+// Another identity folder gives other secrets. The caller wipes out.
+GT_MUST_USE gt_err gt_sim_identity_derive(const gt_sim_identity *id, const char *purpose,
+                                          uint8_t out[32]);
+// The device id: SHA-256 of the identity public key (PEM), what its evidence carries.
+GT_MUST_USE gt_err gt_sim_identity_id(const gt_sim_identity *id, uint8_t out[32]);
 // The produce hook of devd (ctx = gt_sim_identity): the bundle above.
 gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES],
                                gt_buf *evidence);
@@ -457,6 +518,10 @@ typedef struct {
     // in CC mode, not debug (always insecure-simulation).
     gt_device_attester attester;
     const char *vendor_root_pem;  // default appraise: vendor root public key (NULL: sim root's)
+    // What the device must say holds its memory (the evidence's device_memory claim): the
+    // default appraisal refuses any other with GT_E_POLICY naming both. GT_SIM_MEMORY_UNSTATED:
+    // not checked. With a caller's appraise hook it cannot be checked: GT_E_ARG.
+    gt_sim_device_memory expect_memory;
     uint8_t agreement_hash[GT_SHA256_BYTES];  // zeros when there is none
     int timeout_ms;  // per reply from devd (0: 60 s)
     // devd serves one session at a time: "device busy" (GT_E_STATE) is retried with backoff for

@@ -70,6 +70,9 @@ typedef enum {
     GT_OP_ADAMW = 15,
     GT_OP_TOKENS_GATHER = 16,
     GT_OP_TOKENS_CHECK = 17,
+    GT_OP_LOSS_MEAN = 18,     // release op: "loss"
+    GT_OP_NORM_RELEASE = 19,  // release op: "grad_norm"
+    GT_OP_CLIP_GRADS = 20,
     GT_OP_COUNT_
 } gt_op_kind;
 
@@ -129,6 +132,10 @@ typedef struct {
     gt_op_float_desc floats[GT_OP_MAX_FLOATS];
     gt_op_rel rels[GT_OP_MAX_RELS];
     size_t args_size;  // sizeof the op's args struct
+    // A release op: the name of the declared output (the agreement's `outputs`) it lets out of
+    // labelled data, NULL for every other op. Its ref 0 is its one output (one f32), and its int
+    // `bits` the mantissa bits it keeps, which the device sets from the declaration (device.h).
+    const char *release;
 } gt_op_descriptor;
 
 // The descriptor of `kind`, or NULL for GT_OP_NONE_ and unknown kinds.
@@ -263,6 +270,29 @@ typedef struct {  // fails unless every token of data (N) is < V
     int N, V;
 } gt_tokens_check_args;
 
+// Release ops (descriptor `release`): one f32 out, rounded to `bits` mantissa bits (1..23; 23
+// keeps the float as computed).
+typedef struct {  // out (1)= mean of losses (N): summed in double in index order, as the trainer did
+    float *out;
+    const float *losses;
+    int N, bits;
+} gt_loss_mean_args;
+
+typedef struct {  // out (1)= sqrt(sumsq) as float; sumsq f64 (1) from sum_of_squares
+    float *out;
+    const double *sumsq;
+    int bits;
+} gt_norm_release_args;
+
+// Gradient clipping on the device, so the norm never has to leave it: norm = (float)sqrt(sumsq);
+// when clip > 0 and norm > clip, grads (N) *= clip / norm (in place), else unchanged.
+typedef struct {
+    float *grads;
+    const double *sumsq;
+    int N;
+    float clip;
+} gt_clip_grads_args;
+
 typedef union {
     gt_encoder_fwd_args encoder_fwd;
     gt_encoder_bwd_args encoder_bwd;
@@ -281,6 +311,9 @@ typedef union {
     gt_adamw_args adamw;
     gt_tokens_gather_args tokens_gather;
     gt_tokens_check_args tokens_check;
+    gt_loss_mean_args loss_mean;
+    gt_norm_release_args norm_release;
+    gt_clip_grads_args clip_grads;
 } gt_op_args;
 
 // Turns a dref into a host pointer after checking that `bytes` bytes are available from that
@@ -325,6 +358,44 @@ gt_op gt_op_adamw(gt_dref params, gt_dref m, gt_dref v, gt_dref grads, int64_t N
 gt_op gt_op_tokens_gather(gt_dref inp, gt_dref tgt, gt_dref data, int64_t N, int64_t offset,
                           int64_t V);
 gt_op gt_op_tokens_check(gt_dref data, int64_t N, int64_t V);
+gt_op gt_op_loss_mean(gt_dref out, gt_dref losses, int64_t N);      // bits: 23 (set by device)
+gt_op gt_op_norm_release(gt_dref out, gt_dref sumsq);               // bits: 23 (set by device)
+gt_op gt_op_clip_grads(gt_dref grads, gt_dref sumsq, int64_t N, float clip);
+
+// Rounds f to `bits` mantissa bits (1..23), to nearest, ties to even; NaN and infinities as
+// they are. What release ops apply to what they let out.
+float gt_round_mantissa(float f, int bits);
+
+// ---- programs: the op sequence of one training step, as an agreement pins it (issue 13) --------
+// An op's signature is its kind and its shape ints (descriptor order): what a pinned program
+// fixes. Refs, flags, offsets and floats stay free. Only ops that write something belong to a
+// program (a check such as tokens_check writes nothing). Byte form: "GTPROG01", then per op
+// u32 kind | u32 n | n x u64 shape, little-endian; its SHA-256 is the agreement's
+// training.program.
+#define GT_OP_PROGRAM_MAGIC "GTPROG01"
+#define GT_OP_PROGRAM_MAX_OPS 4096
+
+typedef struct {
+    uint32_t kind;
+    uint32_t nshape;
+    int64_t shape[GT_OP_MAX_INTS];
+} gt_op_sig;
+
+typedef struct {
+    gt_op_sig *ops;
+    uint32_t count;
+} gt_op_program;
+
+bool gt_op_writes_any(uint32_t kind);  // false for unknown kinds
+void gt_op_signature(const gt_op *op, gt_op_sig *sig);
+bool gt_op_sig_equal(const gt_op_sig *a, const gt_op_sig *b);
+void gt_op_sig_describe(const gt_op_sig *sig, char *out, size_t cap);  // "gelu_forward(N=64)"
+// Appends op to a program being written (the magic first, when w is empty).
+GT_MUST_USE gt_err gt_op_program_append(gt_writer *w, const gt_op *op);
+// Parses untrusted program bytes (1..GT_OP_PROGRAM_MAX_OPS ops, known kinds that write, shapes
+// in [1, 2^31)); free with gt_op_program_free.
+GT_MUST_USE gt_err gt_op_program_parse(gt_span bytes, gt_op_program *out);
+void gt_op_program_free(gt_op_program *p);
 
 // ---- the cpu executor -------------------------------------------------------------------------
 // Shared by the cpu backend and devd (which runs it on its own protected memory): no backend

@@ -99,6 +99,11 @@ const char *gt_cuda_sum_of_squares(gt_cuda_ctx *cx, double *out, const float *x,
 const char *gt_cuda_adamw(gt_cuda_ctx *cx, float *params, float *m, float *v, const float *grads,
                           size_t N, float lr, float beta1, float beta2, float eps, float wd,
                           float bc1, float bc2, float grad_scale);
+// Release ops and clipping (release.cu): one thread sums in index order, as the cpu kernel does.
+const char *gt_cuda_loss_mean(gt_cuda_ctx *cx, float *out, const float *losses, int N, int bits);
+const char *gt_cuda_norm_release(gt_cuda_ctx *cx, float *out, const double *sumsq, int bits);
+const char *gt_cuda_clip_grads(gt_cuda_ctx *cx, float *grads, const double *sumsq, size_t N,
+                               float clip);
 // inp[i] = src[i], tgt[i] = src[i+1] for i < N (src = data + offset, already checked < V)
 const char *gt_cuda_tokens_gather(gt_cuda_ctx *cx, int32_t *inp, int32_t *tgt,
                                   const uint16_t *src, size_t N);

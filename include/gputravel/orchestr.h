@@ -14,6 +14,7 @@
 #include <gputravel/seal.h>
 #include <gputravel/device.h>
 #include <gputravel/net.h>
+#include <gputravel/train.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>
 
@@ -124,22 +125,17 @@ void gt_holder_disconnect(gt_holder_conn *c);  // says BYE, closes
 // agreement's learning rate with a linear warmup over steps/20 and cosine decay to a tenth.
 // Trains the agreement's model on every holder's data: plans chunk fetches with gt_schedule,
 // brings each chunk into device memory (NO_READBACK) by the chosen transfer, trains on it,
-// erases it, checkpoints, and journals the use. When training ends, the agreement's output rule
-// applies: sealed_checkpoint seals the final weights for its recipients (their recipient_key);
-// loss_only leaves the checkpoint in state_dir only. Resumable: with `resume`, the last checkpoint in
-// state_dir is restored and the journal replayed up to it (orchestr.h, journal semantics).
-// Provenance: each call makes one fresh Ed25519 signing key pair, presents its public half in the
-// HELLO to every holder (each records it in its ledger, bound to the trainer it appraised),
-// signs the sealed checkpoint with it, and wipes the secret before returning.
+// erases it, has the device seal the resume state (state_dir/resume.sealed: the weights carry
+// holder labels and never leave in plaintext; docs/collaboration.md), and journals the use. When
+// training ends, the agreement's output rule applies: sealed_checkpoint has the device seal the
+// final weights for its recipients (their recipient_key); loss_only lets nothing out.
+// Resumable: with `resume`, the device opens the sealed state (refusing another device's,
+// another agreement's or a tampered one) and the journal is replayed up to it.
+// Provenance: the sealed checkpoint's signer is presented in the HELLO to every holder (each
+// records it in its ledger, bound to the trainer it appraised): on sim devd's export-signing
+// key; on cpu and cuda one fresh Ed25519 key pair per call, whose secret is wiped on return.
 
-typedef enum {
-    GT_TRANSFER_CONVENTIONAL = 0,        // holder decrypts, TLS carries plaintext
-    GT_TRANSFER_CONVENTIONAL_KEYRELEASE, // sealed chunk over TLS, its key released to this TEE
-    GT_TRANSFER_TRAVEL,                  // the device travels to the holder (sim: devd; cpu,
-                                         // cuda: a trip the trainer serves, gt_holder_trip)
-} gt_transfer_mode;
-const char *gt_transfer_mode_name(gt_transfer_mode mode);
-GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+// The transfer modes (gt_transfer_mode) are the agreement's: travel.h.
 
 typedef struct {
     uint32_t step, steps;
@@ -165,18 +161,18 @@ typedef struct {
     char sealed_path[4200];
     uint64_t sealed_bytes;
     uint32_t sealed_recipients;
-    // This run's signing key (public half): in every holder's "session" ledger entry, and the
-    // sealed checkpoint's signer.
+    // The sealed checkpoint's signer (devd's export key on sim, this run's key on cpu / cuda):
+    // in every holder's "session" ledger entry.
     uint8_t signing_key[GT_ED25519_PUBLIC_BYTES];
 } gt_collab_report;
 
 typedef struct {
-    const gt_agreement *agreement;
+    const gt_agreement *agreement;  // its outputs are declared to dev (agreement->doc for sim)
     gt_device *dev;
-    gt_transfer_mode transfer;
+    gt_transfer_mode transfer;  // one the agreement lists (gt_collab_transfer_check)
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
     const char *trainer_name;
-    const char *state_dir;     // model.bin, model.bin.state and journal live here
+    const char *state_dir;     // resume.sealed (resume.key on cpu / cuda) and journal live here
     // travel: where holders reach the device: devd's socket (sim device), or the socket the
     // trainer serves its trips on (cpu or cuda device; gt_holder_trip).
     const char *device_address;
@@ -188,9 +184,23 @@ typedef struct {
     // Progress for the caller to print (library code never prints); either may be NULL.
     void (*on_step)(void *ctx, const gt_collab_step *s);
     void (*on_event)(void *ctx, const char *line);
+    // Called with each chunk as soon as it is in device memory, before it is trained on (may be
+    // NULL). The demo plays an adversarial trainer here: whatever it tries, the device's labels
+    // decide what leaves (device.h).
+    void (*on_chunk)(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tokens, gt_gpt2 *model);
     void *ctx;
 } gt_collab_config;
 
+// The program of one of gt_collab_train's steps under agreement a (kernels.h "programs"): what
+// training.program pins, as SHA-256 of these bytes.
+GT_MUST_USE gt_err gt_collab_program(const gt_agreement *a, gt_buf *program);
+
 GT_MUST_USE gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report);
+// What gt_collab_train checks first, before it contacts anyone: the agreement lists mode
+// (GT_E_POLICY naming the mode and the list), and the mode is what a device of this kind does:
+// travel on a cpu device would be a trip in the trainer's host memory, which is only ever
+// insecure-host-trip (GT_E_POLICY); insecure-host-trip on another device is GT_E_ARG.
+GT_MUST_USE gt_err gt_collab_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                            gt_device_kind kind);
 
 #endif

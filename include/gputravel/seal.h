@@ -198,6 +198,7 @@ void gt_recipient_keys_wipe(gt_recipient_keys *k);
 #define GT_SCKPT_MAX_PLAINTEXT (32ull << 30)  // below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SCKPT_LLMC_MAGIC 20240326  // the first int32 of an llm.c checkpoint
 #define GT_SCKPT_LLMC_VERSION 3        // fp32
+#define GT_SCKPT_LLMC_HEADER_BYTES 1024  // 256 x int32: magic, version, the 6 shapes, zeros
 
 typedef struct {
     char name[GT_SCKPT_NAME_BYTES];   // NUL-terminated
@@ -208,6 +209,10 @@ typedef struct {
 typedef struct {
     uint32_t max_seq_len, vocab_size, num_layers, num_heads, channels, padded_vocab_size;
 } gt_sckpt_model;
+// The llm.c fp32 checkpoint header for m (what precedes the parameters).
+void gt_sckpt_llmc_header(uint8_t out[GT_SCKPT_LLMC_HEADER_BYTES], const gt_sckpt_model *m);
+// Shapes positive, Vp >= V, each within int32 (GT_E_FORMAT).
+GT_MUST_USE gt_err gt_sckpt_model_check(const gt_sckpt_model *m);
 
 typedef struct {
     uint32_t version, suite, content;
@@ -249,6 +254,31 @@ typedef struct {
     const uint8_t *signing_secret;
 } gt_sckpt_seal_params;
 
+// Where sealing reads its plaintext: read(ctx, out, n) fills out with the next n bytes, in
+// order, until len bytes were read (pieces: a file, a span, device memory read in parts).
+typedef struct {
+    uint64_t len;
+    gt_err (*read)(void *ctx, uint8_t *out, size_t n);
+    void *ctx;
+} gt_seal_source;
+// Where a sealed file goes: write(ctx, data, n) gets its bytes in file order. On failure the
+// sink has received part of a file: the caller discards it (what it received is ciphertext).
+typedef struct {
+    gt_err (*write)(void *ctx, const uint8_t *data, size_t n);
+    void *ctx;
+} gt_seal_sink;
+
+// A sink appending to b (ciphertext: grow it with gt_buf_reserve first to avoid copies).
+gt_seal_sink gt_seal_buf_sink(gt_buf *b);
+
+// The one sealing path: the same file as gt_sckpt_seal, from src (src->len bytes, an llm.c
+// checkpoint whose header matches p->model) to sink. p->model_path and p->out_path are unused.
+GT_MUST_USE gt_err gt_sckpt_seal_to(const gt_sckpt_seal_params *p, const gt_seal_source *src,
+                                    const gt_seal_sink *sink, gt_sckpt_header *hdr_out);
+// The same from memory into out (its length is set to the file's; on failure out->len = 0).
+GT_MUST_USE gt_err gt_sckpt_seal_mem(const gt_sckpt_seal_params *p, gt_span plaintext,
+                                     gt_buf *out, gt_sckpt_header *hdr_out);
+
 // Seals p->model_path for p's recipients into p->out_path (streamed: constant memory, the
 // signature's hash taken as the ciphertext is written). The content key, ephemeral secret and
 // wrapping keys are wiped; on failure nothing is left at out_path. hdr_out (may be NULL)
@@ -267,6 +297,82 @@ GT_MUST_USE gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header 
 GT_MUST_USE gt_err gt_sckpt_open(const char *path, const gt_recipient_keys *k,
                                  const uint8_t *expect_signer, const char *out_path,
                                  gt_sckpt_header *hdr_out, uint32_t *recipient_index);
+
+// Pieces in memory as one source (a checkpoint's header then its parameters; params, m, v):
+// fill spans/count, then gt_seal_spans_source(&s) reads them in order.
+typedef struct {
+    const gt_span *spans;
+    size_t count;
+    size_t at_span, at_off;  // the cursor: start at zero
+} gt_seal_spans;
+gt_seal_source gt_seal_spans_source(gt_seal_spans *s);
+
+// ---- device-sealed resume state (docs/formats.md "Resume state") ----------------------------
+// Model and optimizer state sealed by a device to itself, so `--resume` needs only ciphertext:
+// the parameters, the AdamW moments m and v, the step and the loader position, bound to the
+// device (its id: a hash of its identity) and the agreement. One key per (device, agreement):
+// K = HKDF-SHA256(ikm = the device's resume secret, salt = none, info = "gputravel resume v1" |
+// agreement hash | device id); a fresh random IV per file; AAD = the whole header. The header
+// also carries the label source ids (dataset ids) the state's buffers carried, so the device
+// restores the labels from the authenticated state, never from whoever asks it to.
+//
+//   header  magic "GTRSUM01" | u32 version 1 | u32 suite 1 | device id 32 | agreement hash 32 |
+//           u64 step | loader: u64 epoch, shard, sample, sample_tokens, seed | u32 shuffle |
+//           6 x u32 config (maxT, V, L, NH, C, Vp) | u64 params, m, v bytes | u32 n |
+//           n x label id 16 | IV 12
+//   body    AES-256-GCM(K, IV, params | m | v, AAD = header) | tag 16
+#define GT_RESUME_MAGIC "GTRSUM01"
+#define GT_RESUME_VERSION 1
+#define GT_RESUME_SUITE_HKDF_SHA256_AES256GCM 1
+#define GT_RESUME_SECRET_BYTES 32
+#define GT_RESUME_DEVICE_ID_BYTES 32
+#define GT_RESUME_LABEL_BYTES 16     // a dataset id
+#define GT_RESUME_MAX_LABELS 64
+#define GT_RESUME_FIXED_BYTES 184    // the header before the label ids
+#define GT_RESUME_MAX_HEADER_BYTES \
+    (GT_RESUME_FIXED_BYTES + GT_RESUME_MAX_LABELS * GT_RESUME_LABEL_BYTES + GT_AEAD_IV_BYTES)
+#define GT_RESUME_MAX_PARAM_BYTES GT_SCKPT_MAX_PLAINTEXT  // per part; the body is at most 3x
+
+// Where the training loader was (train's gt_loader_pos, field for field).
+typedef struct {
+    uint64_t epoch, shard, sample, sample_tokens, seed;
+    uint32_t shuffle;  // 0 or 1
+} gt_resume_loader;
+
+typedef struct {
+    uint32_t version, suite;
+    uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES];
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint64_t step;
+    gt_resume_loader loader;
+    gt_sckpt_model model;
+    uint64_t params_bytes, m_bytes, v_bytes;  // m, v: both 0 (no step yet) or params_bytes
+    uint32_t label_count;
+    uint8_t labels[GT_RESUME_MAX_LABELS][GT_RESUME_LABEL_BYTES];  // unique
+    uint8_t iv[GT_AEAD_IV_BYTES];
+    size_t header_len;
+} gt_resume_header;
+
+// Parses and checks a header (magic, version, suite, config, sizes, labels); data may go on
+// into the body. Nothing authenticated. On failure *h is zeroed.
+GT_MUST_USE gt_err gt_resume_header_parse(gt_resume_header *h, const uint8_t *data, size_t len);
+// Total file size the header announces.
+uint64_t gt_resume_file_bytes(const gt_resume_header *h);
+// Seals src (params | m | v: exactly h's sizes) under secret into out (replaced). h gives every
+// field but version, suite, IV and header_len, which are set here (the IV fresh and random).
+// On failure out->len = 0.
+GT_MUST_USE gt_err gt_resume_seal(gt_resume_header *h,
+                                  const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                  const gt_seal_source *src, gt_buf *out);
+// Opens a whole state file: header; exact size (GT_E_TRUNCATED / GT_E_FORMAT); then, before
+// anything is decrypted, GT_E_AUTH if it names another device id or another agreement hash;
+// then the tag under the key derived from secret (GT_E_AUTH: tampered with, or sealed by
+// another device secret). body (replaced) receives params | m | v only after the tag verified;
+// on failure it is wiped and empty, and *h zeroed.
+GT_MUST_USE gt_err gt_resume_open(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                  const uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES],
+                                  const uint8_t agreement_hash[GT_SHA256_BYTES],
+                                  gt_resume_header *h, gt_buf *body);
 
 // ---- seal / verify / unseal -----------------------------------------------------------------
 typedef struct {

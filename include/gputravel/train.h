@@ -75,10 +75,16 @@ uint64_t gt_gpt2_activation_bytes(const gt_gpt2_config *cfg, int B, int T);
 // ---- forward, backward, update --------------------------------------------------------------
 
 // Forward over inputs (i32 (B,T) device buffer). With targets (i32 (B,T); 0 for none) *loss is
-// the mean cross-entropy over B*T (NaN without targets). Logits stay readable afterwards.
+// the mean cross-entropy over B*T (NaN without targets), let out by the device's loss_mean
+// release op: from labelled data only as the declared outputs allow (device.h), and never the
+// per-position losses. Logits stay on the device, readable only when nothing labelled went in.
 // T <= maxT and every token < V are checked before anything runs.
 GT_MUST_USE gt_err gt_gpt2_forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
                                    float *loss);
+// Forward to the per-position losses (f32 (B,T)) at *losses, on the device; nothing is released
+// (their mean, or anything else computed from them, leaves only through a release op).
+GT_MUST_USE gt_err gt_gpt2_forward_losses(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B,
+                                          int T, gt_dref *losses);
 // Forward, then backward of loss_scale * mean loss, accumulated (+=) into the gradients.
 // loss_scale is 1/grad_accum_steps when accumulating. Logits are consumed (dlogits in place).
 GT_MUST_USE gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B,
@@ -92,9 +98,18 @@ typedef struct {
     float grad_clip;  // clip the global gradient norm to this; 0 disables
 } gt_adamw;
 
-// One AdamW step (t = step + 1) at learning rate lr. *grad_norm (may be NULL) receives the
-// global gradient norm before clipping (computed only when grad_clip > 0 or grad_norm != NULL).
+// One AdamW step (t = step + 1) at learning rate lr. Clipping runs on the device (clip_grads).
+// *grad_norm (may be NULL) receives the global gradient norm before clipping through the
+// norm_release op: refused (GT_E_POLICY) for gradients of labelled data unless `grad_norm` is a
+// declared output.
 GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm);
+
+// The program of one training step (kernels.h "programs": what an agreement's training.program
+// pins) of a model of cfg on (B, T) batches from a loader, with opt: the ops one
+// gt_loader_next + gt_gpt2_zero_grad + gt_gpt2_forward_backward + gt_gpt2_update(opt, no norm)
+// launch that write something, recorded from one such step on a cpu device of its own.
+GT_MUST_USE gt_err gt_gpt2_program(const gt_gpt2_config *cfg, int B, int T, const gt_adamw *opt,
+                                   gt_buf *program);
 
 // ---- learning-rate schedule -----------------------------------------------------------------
 
@@ -163,6 +178,18 @@ GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char
 // checked first: then nothing is changed on failure); *pos receives the loader position. A read
 // error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
+
+// ---- the model's state on the device, for device-sealed export (travel.h gt_export_model) ----
+// In an agreement run the weights and moments carry holder labels: they leave only sealed by the
+// device (travel's gt_travel_export_*), never through gt_gpt2_save / gt_train_state_save.
+typedef struct {
+    gt_dbuf params, m, v;   // m, v: 0 until the first update (or alloc_moments)
+    uint64_t params_bytes;  // bytes of each
+} gt_gpt2_state_bufs;
+// The buffers (allocating zeroed moments first when alloc_moments and there are none yet).
+GT_MUST_USE gt_err gt_gpt2_state_bufs_get(gt_gpt2 *m, bool alloc_moments, gt_gpt2_state_bufs *out);
+// The AdamW step, after a resume state was imported into the buffers.
+void gt_gpt2_step_set(gt_gpt2 *m, uint64_t step);
 
 // ---- sampling ---------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@
 #define GT_AGREEMENT_MAX_HOLDERS 64
 #define GT_AGREEMENT_MAX_MEASUREMENTS 16
 #define GT_AGREEMENT_NAME_BYTES 64
+#define GT_AGREEMENT_MAX_BYTES 65536  // a document: 64 holders with keys take about 30 KiB
 
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
@@ -40,6 +41,28 @@ typedef struct {
 
 typedef enum { GT_OUTPUT_LOSS_ONLY = 0, GT_OUTPUT_SEALED_CHECKPOINT } gt_output_kind;
 
+// How a holder's chunk may reach the trainer's device: the agreement's "transfer" list
+// (docs/agreement.md). A holder serves a request only in a mode its agreement lists.
+typedef enum {
+    GT_TRANSFER_CONVENTIONAL = 0,         // FETCH plain: the holder decrypts, TLS carries plaintext
+    GT_TRANSFER_CONVENTIONAL_KEYRELEASE,  // FETCH key release: the sealed chunk over TLS, its key
+                                          // released to the trainer's TEE
+    GT_TRANSFER_TRAVEL,                   // TRAVEL: the device travels to the holder: devd, or a
+                                          // trip a cuda trainer serves (device protected memory)
+    GT_TRANSFER_INSECURE_HOST_TRIP,       // TRAVEL "ipc-cpu:": the trip a cpu trainer serves, its
+                                          // chunk in the trainer's host memory: no protection
+    GT_TRANSFER_MODE_COUNT
+} gt_transfer_mode;
+#define GT_TRANSFER_BIT(m) (1u << (unsigned)(m))
+// Without a "transfer" field: the device travels, or the sealed chunk's key is released to the
+// attested trainer. Plaintext over TLS and the host-memory trip only where listed.
+#define GT_TRANSFER_DEFAULT \
+    (GT_TRANSFER_BIT(GT_TRANSFER_TRAVEL) | GT_TRANSFER_BIT(GT_TRANSFER_CONVENTIONAL_KEYRELEASE))
+// "conventional", "conventional-keyrelease", "travel", "insecure-host-trip"; "unknown" else.
+const char *gt_transfer_mode_name(gt_transfer_mode mode);
+// The mode of that name; GT_E_ARG naming the four otherwise.
+GT_MUST_USE gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode);
+
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
     // model (llm.c GPT-2 shapes) and training
@@ -57,14 +80,49 @@ typedef struct {
     gt_output_kind output;
     char recipients[GT_AGREEMENT_MAX_HOLDERS][GT_AGREEMENT_NAME_BYTES];
     uint32_t recipient_count;
+    // how chunks may reach the device: GT_TRANSFER_BIT of each listed mode (GT_TRANSFER_DEFAULT
+    // when the document has no "transfer"); never 0 after a successful parse
+    uint32_t transfers;
+    // What the device may release from labelled data ("outputs", docs/agreement.md): the
+    // training loss (every `loss_every` steps, rounded to loss_mantissa_bits), the gradient
+    // norm, the resume state (sealed by the device to itself); the checkpoint is `output`.
+    // training.program: SHA-256 of the op sequence of one step the device must see (kernels.h
+    // "programs"); absent: not pinned.
+    bool program_pinned;
+    uint8_t program_hash[GT_SHA256_BYTES];
+    struct {
+        bool loss;
+        uint32_t loss_every, loss_mantissa_bits;
+        bool grad_norm;
+        bool resume;
+    } outputs;
     uint8_t hash[GT_SHA256_BYTES];  // SHA-256 of the document's bytes
+    // The document itself, byte for byte: what the trainer declares to a sim device, which
+    // parses it again on its side (device.h gt_device_declare_outputs).
+    uint8_t doc[GT_AGREEMENT_MAX_BYTES];
+    size_t doc_len;
 } gt_agreement;
 
-// Parses and validates an agreement document (untrusted bytes); fills a->hash.
+// The device's rules for this agreement (device.h gt_device_outputs): what the trainer declares
+// on cpu and cuda, and what devd derives itself from the same bytes on sim. Budgets: one loss
+// release per `loss_every` steps of training.steps, rounded up; one grad norm per step.
+void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out);
+
+// Parses and validates an agreement document (untrusted bytes, at most GT_AGREEMENT_MAX_BYTES);
+// fills a->hash and keeps the bytes in a->doc.
 GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len);
 GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
 // The holder entry with this name, or NULL.
 const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name);
+// True when the agreement lists mode.
+bool gt_agreement_allows(const gt_agreement *a, gt_transfer_mode mode);
+// The agreement's transfer modes by name, comma-separated in enum order (e.g.
+// "conventional-keyrelease, travel"), NUL-terminated, cut to cap.
+void gt_agreement_transfer_list(const gt_agreement *a, char *out, size_t cap);
+// GT_OK when the agreement lists mode, else GT_E_POLICY naming the mode and the agreement's list
+// (what: who asks, e.g. "--transfer" or "FETCH plain").
+GT_MUST_USE gt_err gt_agreement_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                               const char *what);
 // True when m is in the list (constant-time per entry), or the list is empty.
 bool gt_measurement_allowed(const gt_measurement_list *list, const uint8_t m[GT_MEASUREMENT_BYTES]);
 
@@ -126,6 +184,11 @@ gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
 //                               it reads the next message (the trainer releases before USED).
 //   trainer -> holder  USED     u32le chunk | u64le tokens: the use is committed (checkpointed)
 //   trainer -> holder  BYE      (or the connection closes)
+// A holder serves a request only in a transfer mode its agreement lists (gt_transfer_mode: FETCH
+// plain is conventional, key release conventional-keyrelease, TRAVEL to devd or ipc-cuda: travel,
+// TRAVEL to ipc-cpu: insecure-host-trip); any other is refused (REFUSE naming the mode and the
+// list) before it is decided or anything is attached, and ledgered. A trip's device evidence must
+// say the memory its address implies (devd, cuda, host: docs/trip.md), else it is refused too.
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
 // was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
 // between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the
@@ -350,5 +413,60 @@ const char *gt_trip_event_name(gt_trip_event ev);
 gt_trip_actor gt_trip_event_actor(gt_trip_event ev);
 const char *gt_trip_actor_name(gt_trip_actor a);
 const char *gt_trip_effect_name(unsigned bit);
+
+// ---- device-sealed exports (travel/export.c; docs/device.md "Exports") -----------------------
+// One function per export, whatever the device: on sim it is devd's request (devd seals with its
+// own keys, device.h); on cpu and cuda the trainer's process is the device and its code the
+// trusted base (docs/security.md), so the weights are read in-process (gt_device_inproc_read)
+// and sealed here with the same seal core.
+
+// The agreement's output recipients, each with its recipient_key (GT_E_FORMAT naming one that
+// has none). r has room for GT_SCKPT_MAX_RECIPIENTS.
+GT_MUST_USE gt_err gt_agreement_recipients(const gt_agreement *a, gt_sckpt_recipient *r,
+                                           uint32_t *n);
+
+// cpu and cuda's resume secret: DIR/resume.key (magic "GTRSKEY1" || secret 32), mode 0600,
+// created on first use. The cpu has no protected memory: this key protects the state against
+// another machine and a tampered file, not against whoever can read DIR (docs/security.md).
+#define GT_RESUME_KEY_FILE "resume.key"
+#define GT_RESUME_KEY_MAGIC "GTRSKEY1"
+typedef struct {
+    uint8_t secret[GT_RESUME_SECRET_BYTES];
+    uint8_t id[GT_RESUME_DEVICE_ID_BYTES];  // HKDF of the secret: the device id in the header
+} gt_resume_device;
+GT_MUST_USE gt_err gt_resume_device_load(const char *dir, gt_resume_device *rd);
+
+// What the in-process backends seal with (ignored on sim, where devd uses its own keys and the
+// agreement the session declared).
+typedef struct {
+    const gt_agreement *agreement;        // recipients and hash
+    const uint8_t *signing_secret;        // the checkpoint's signer (the trainer's per-run key)
+    const gt_resume_device *resume;       // the resume secret (NULL: no resume export)
+} gt_export_local;
+
+// The model in device memory: params (and the AdamW moments m, v; 0 = none) of params_bytes each.
+typedef struct {
+    gt_dbuf params, m, v;
+    uint64_t params_bytes;
+    uint64_t step;
+    gt_sckpt_model model;
+    gt_resume_loader loader;  // resume only
+} gt_export_model;
+
+// The sealed checkpoint of x's weights at x->step (sealed replaced; ciphertext).
+GT_MUST_USE gt_err gt_travel_export_checkpoint(gt_device *dev, const gt_export_model *x,
+                                               const gt_export_local *local, gt_buf *sealed);
+// The key that signs what export_checkpoint seals: devd's export key, or local's signer.
+GT_MUST_USE gt_err gt_travel_export_signer(gt_device *dev, const gt_export_local *local,
+                                           uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+// The resume state of x (state replaced; ciphertext): labels from the device's own table.
+GT_MUST_USE gt_err gt_travel_export_resume(gt_device *dev, const gt_export_model *x,
+                                           const gt_export_local *local, gt_buf *state);
+// Opens a resume state into x's buffers (params, and m, v when the state has moments: x->m, x->v
+// must then be allocated; when it has none, m and v are zeroed), labels them as the state says,
+// and fills x->step and x->loader. A foreign or tampered state is refused before anything is
+// written (GT_E_AUTH / GT_E_FORMAT / GT_E_TRUNCATED, naming why).
+GT_MUST_USE gt_err gt_travel_import_resume(gt_device *dev, gt_span state, gt_export_model *x,
+                                           const gt_export_local *local);
 
 #endif

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SIM_KEY_FILE "root-key.pem"
+#define SIM_KEY_FILE GT_SIM_ROOT_KEY_FILE
 #define SIM_PUB_FILE "root-pub.pem"
 
 // The process-wide root (gt_sim_root_set). The library never derives one from the environment:
@@ -137,13 +137,29 @@ static gt_err sim_signed_message(gt_buf *msg, const uint8_t *body, size_t n)
     return gt_buf_append(msg, body, n);
 }
 
+const char *gt_sim_device_memory_name(gt_sim_device_memory m)
+{
+    switch (m) {
+    case GT_SIM_MEMORY_UNSTATED: return "unstated";
+    case GT_SIM_MEMORY_DEVD: return "devd";
+    case GT_SIM_MEMORY_CUDA: return "cuda";
+    case GT_SIM_MEMORY_HOST: return "host";
+    default: return "unknown";
+    }
+}
+
 gt_err gt_sim_evidence_create(gt_evidence *ev, const gt_sim_claims *claims, const gt_pkey *root)
 {
     memset(ev, 0, sizeof *ev);
     GT_ENSURE(claims->device || !claims->cc_mode, GT_E_ARG, "sim: cc_mode is a device claim");
+    GT_ENSURE(claims->device || claims->memory == GT_SIM_MEMORY_UNSTATED, GT_E_ARG,
+              "sim: device memory is a device claim");
+    GT_ENSURE((unsigned)claims->memory <= GT_SIM_MEMORY_HOST, GT_E_ARG,
+              "sim: device memory %d out of range", (int)claims->memory);
     uint16_t flags = (claims->debug ? GT_SIM_FLAG_DEBUG : 0) |
                      (claims->device ? GT_SIM_FLAG_DEVICE : 0) |
-                     (claims->cc_mode ? GT_SIM_FLAG_CC_MODE : 0);
+                     (claims->cc_mode ? GT_SIM_FLAG_CC_MODE : 0) |
+                     (uint16_t)((unsigned)claims->memory << GT_SIM_FLAG_MEMORY_SHIFT);
     uint8_t id[GT_SHA256_BYTES];
     GT_TRY(root_key_id(root, id));
     gt_writer w = gt_writer_init_dynamic();
@@ -191,6 +207,8 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
               "sim evidence: unknown flags 0x%04x", r.flags);
     GT_ENSURE(!(r.flags & GT_SIM_FLAG_CC_MODE) || (r.flags & GT_SIM_FLAG_DEVICE), GT_E_FORMAT,
               "sim evidence: cc_mode flag without the device flag");
+    GT_ENSURE(!(r.flags & GT_SIM_FLAG_MEMORY_MASK) || (r.flags & GT_SIM_FLAG_DEVICE),
+              GT_E_FORMAT, "sim evidence: device memory without the device flag");
     GT_TRY(gt_err_wrap(gt_reader_u32le(&rd, &r.claims.svn), "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_u64le(&rd, &r.claims.issued_at), "sim evidence"));
     GT_TRY(gt_err_wrap(gt_reader_bytes(&rd, r.claims.measurement, GT_MEASUREMENT_BYTES),
@@ -208,6 +226,8 @@ gt_err gt_sim_report_parse(gt_sim_report *rep, const uint8_t *data, size_t len)
     r.claims.debug = (r.flags & GT_SIM_FLAG_DEBUG) != 0;
     r.claims.device = (r.flags & GT_SIM_FLAG_DEVICE) != 0;
     r.claims.cc_mode = (r.flags & GT_SIM_FLAG_CC_MODE) != 0;
+    r.claims.memory = (gt_sim_device_memory)((r.flags & GT_SIM_FLAG_MEMORY_MASK) >>
+                                             GT_SIM_FLAG_MEMORY_SHIFT);
     *rep = r;
     return GT_OK;
 }
@@ -223,6 +243,8 @@ static gt_err sim_claims_json(const gt_sim_report *r, cJSON *c)
     ok &= cJSON_AddBoolToObject(c, "device", r->claims.device) != NULL;
     if (r->claims.device) {
         ok &= cJSON_AddBoolToObject(c, "cc_mode", r->claims.cc_mode) != NULL;
+        ok &= cJSON_AddStringToObject(c, "device_memory",
+                                      gt_sim_device_memory_name(r->claims.memory)) != NULL;
     }
     ok &= cJSON_AddNumberToObject(c, "issued_at", (double)r->claims.issued_at) != NULL;
     GT_TRY(gt_claims_add_hex(c, "root_key_id", r->root_key_id, sizeof r->root_key_id));

@@ -7,7 +7,8 @@
 
 // Sim report layout (the body of a type-sim envelope), little-endian:
 //   0   2  version (1)
-//   2   2  flags: bit 0 debug, bit 1 device, bit 2 cc_mode; other bits zero
+//   2   2  flags: bit 0 debug, bit 1 device, bit 2 cc_mode, bits 3-4 device memory
+//          (gt_sim_device_memory; device only); other bits zero
 //   4   4  svn
 //   8   8  issued_at (unix seconds)
 //   16 48  measurement
@@ -22,7 +23,9 @@
 #define GT_SIM_FLAG_DEBUG 0x1u
 #define GT_SIM_FLAG_DEVICE 0x2u
 #define GT_SIM_FLAG_CC_MODE 0x4u
-#define GT_SIM_FLAGS_KNOWN 0x7u
+#define GT_SIM_FLAG_MEMORY_SHIFT 3
+#define GT_SIM_FLAG_MEMORY_MASK 0x18u
+#define GT_SIM_FLAGS_KNOWN 0x1fu
 #define GT_SIM_SIGN_DOMAIN "gputravel sim evidence v1"
 
 typedef struct {

@@ -128,7 +128,8 @@ static gt_err make_dataset(world *w, uint64_t bytes)
              "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"holder\",\"identity_key\":"
              "\"%s\",\"endpoint\":\"%s\",\"dataset_id\":\"%s\",\"token_budget\":%llu,"
              "\"max_uses_per_chunk\":1000000}],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+             "\"allow_simulation\":true,\"transfer\":[\"conventional\",\"conventional-keyrelease\","
+             "\"travel\"],\"output\":{\"kind\":\"loss_only\"}}",
              key, w->listen, id, (unsigned long long)(n * 1000000ull));
     GT_TRY(gt_file_write_atomic(w->agreement, doc, strlen(doc), 0644));
     return gt_agreement_load(&w->a, w->agreement);

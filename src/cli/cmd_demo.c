@@ -59,7 +59,8 @@ static int parse(int argc, char **argv, demo_options *o)
             }
             break;
         case 't':
-            if (!gt_is_ok(gt_transfer_mode_parse(optarg, &o->transfer))) {
+            if (!gt_is_ok(gt_transfer_mode_parse(optarg, &o->transfer)) ||
+                o->transfer == GT_TRANSFER_INSECURE_HOST_TRIP) {  // the demo's device is devd
                 return gt_cli_usage("demo", "--transfer: travel, conventional or "
                                             "conventional-keyrelease");
             }

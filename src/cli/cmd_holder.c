@@ -171,6 +171,9 @@ static gt_err run(options *o, holder_run *r)
     printf("holder %s: serving dataset %s on %s (ledger %s)%s\n", r->me->name, o->dataset,
            o->listen ? o->listen : r->me->endpoint, o->ledger,
            o->tee == GT_TEE_SIM ? "; proving itself with insecure-simulation evidence" : "");
+    char modes[96];
+    gt_agreement_transfer_list(&r->agreement, modes, sizeof modes);
+    printf("holder %s: serves only the agreement's transfer modes: %s\n", r->me->name, modes);
     fflush(stdout);
     return gt_holder_agent_serve(r->agent, r->listener, &stop_requested);
 }

@@ -4,7 +4,10 @@
 
 #include <gputravel/data.h>
 #include <gputravel/seal.h>
+#include <gputravel/train.h>
+#include <gputravel/travel.h>
 
+#include <dirent.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,12 @@ static void usage(void)
 {
     printf("usage: gputravel inspect DSDIR [--json]\n"
            "       gputravel inspect SEALED-CHECKPOINT [--json]\n"
+           "       gputravel inspect STATE-DIR [--json]\n"
+           "\n"
+           "A folder without a manifest is read as a training run's state folder: each file is\n"
+           "named for what it is (sealed checkpoint, device-sealed resume state, journal, resume\n"
+           "key, ...) and any file that is plaintext model data (an llm.c checkpoint, a plaintext\n"
+           "training state) is flagged; the exit status is 1 when one is.\n"
            "\n"
            "A file is read as a sealed checkpoint: its header (agreement hash, training step,\n"
            "model config, recipients and their X25519 keys, sizes) is shown without a key; the\n"
@@ -214,6 +223,132 @@ static int inspect_dataset(const inspect_options *o)
     return rc;
 }
 
+// ---- a run's state folder ------------------------------------------------------------------
+
+typedef struct {
+    const char *kind;
+    bool plaintext_model;
+    char detail[256];
+} file_kind;
+
+static void kind_sealed(const char *path, file_kind *k)
+{
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    gt_err e = h != NULL ? gt_sckpt_read_header(path, h) : gt_errf(GT_E_NOMEM, "out of memory");
+    k->kind = gt_is_ok(e) ? "sealed checkpoint" : "damaged sealed checkpoint";
+    if (gt_is_ok(e)) {
+        snprintf(k->detail, sizeof k->detail, "step %llu, %u recipient(s); ciphertext",
+                 (unsigned long long)h->step, h->recipient_count);
+    } else {
+        snprintf(k->detail, sizeof k->detail, "%s", e.msg);
+    }
+    free(h);
+}
+
+static void kind_resume(const uint8_t *head, size_t n, uint64_t size, file_kind *k)
+{
+    gt_resume_header h;
+    gt_err e = gt_resume_header_parse(&h, head, n);
+    bool whole = gt_is_ok(e) && gt_resume_file_bytes(&h) == size;
+    k->kind = whole ? "device-sealed resume state" : "damaged resume state";
+    if (whole) {
+        char id[2 * GT_RESUME_DEVICE_ID_BYTES + 1];
+        gt_hex_encode(id, sizeof id, h.device_id, sizeof h.device_id);
+        snprintf(k->detail, sizeof k->detail,
+                 "step %llu, sealed by device %.16s... to itself, %u label(s); ciphertext",
+                 (unsigned long long)h.step, id, h.label_count);
+    } else {
+        snprintf(k->detail, sizeof k->detail, "%s", gt_is_ok(e) ? "size disagrees" : e.msg);
+    }
+}
+
+// What a file is, from its first bytes (and its size).
+static void classify(const char *path, const char *name, file_kind *k)
+{
+    memset(k, 0, sizeof *k);
+    FILE *fp = NULL;
+    uint64_t size = 0;
+    uint8_t head[GT_RESUME_MAX_HEADER_BYTES] = {0};
+    if (!gt_is_ok(gt_file_open_regular(path, &fp, &size))) {
+        k->kind = "unreadable";
+        return;
+    }
+    size_t n = fread(head, 1, sizeof head, fp);
+    fclose(fp);
+    uint32_t magic = n >= 4 ? (uint32_t)head[0] | (uint32_t)head[1] << 8 |
+                                  (uint32_t)head[2] << 16 | (uint32_t)head[3] << 24
+                            : 0;
+    if (n >= 8 && memcmp(head, GT_SCKPT_MAGIC, 8) == 0) {
+        kind_sealed(path, k);
+    } else if (n >= 8 && memcmp(head, GT_RESUME_MAGIC, 8) == 0) {
+        kind_resume(head, n, size, k);
+    } else if (magic == GT_GPT2_CKPT_MAGIC) {
+        *k = (file_kind){.kind = "PLAINTEXT llm.c checkpoint", .plaintext_model = true,
+                         .detail = "model weights in the clear"};
+    } else if (magic == GT_TRAIN_STATE_MAGIC) {
+        *k = (file_kind){.kind = "PLAINTEXT training state", .plaintext_model = true,
+                         .detail = "weights and optimizer moments in the clear"};
+    } else if (n >= 8 && memcmp(head, GT_RESUME_KEY_MAGIC, 8) == 0 &&
+               strcmp(name, GT_RESUME_KEY_FILE) == 0) {
+        *k = (file_kind){.kind = "resume key", .detail = "cpu/cuda: the device secret the "
+                                                         "resume state is sealed under"};
+    } else if (strcmp(name, "journal") == 0 && (n == 0 || memcmp(head, "use ", 4) == 0)) {
+        *k = (file_kind){.kind = "journal", .detail = "committed chunk uses; no model data"};
+    } else {
+        *k = (file_kind){.kind = "other", .detail = "not a format of model data"};
+    }
+}
+
+// long: one walk printing text or collecting JSON, with the summary
+static int inspect_state_dir(const char *dir, bool json)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return gt_cli_fail("inspect", gt_errf(GT_E_NOTFOUND, "%s: cannot open the folder", dir));
+    }
+    cJSON *arr = json ? cJSON_CreateArray() : NULL;
+    int files = 0, plain = 0;
+    if (!json) {
+        printf("%s: a training run's state folder\n", dir);
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[4200];
+        struct stat st;
+        if (e->d_name[0] == '.' || !gt_is_ok(gt_path_join(path, sizeof path, dir, e->d_name)) ||
+            stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            continue;
+        }
+        file_kind k;
+        classify(path, e->d_name, &k);
+        files++;
+        plain += k.plaintext_model;
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "file", e->d_name);
+            cJSON_AddStringToObject(o, "kind", k.kind);
+            cJSON_AddBoolToObject(o, "plaintext_model", k.plaintext_model);
+            cJSON_AddStringToObject(o, "detail", k.detail);
+            cJSON_AddItemToArray(arr, o);
+        } else {
+            printf("  %-24s %s: %s\n", e->d_name, k.kind, k.detail);
+        }
+    }
+    closedir(d);
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "files", arr);
+        cJSON_AddNumberToObject(o, "plaintext_model_files", plain);
+        int rc = print_cjson(o);
+        return rc == GT_EXIT_OK && plain > 0 ? GT_EXIT_FAIL : rc;
+    }
+    if (plain > 0) {
+        printf("%d of %d file(s) hold PLAINTEXT model data\n", plain, files);
+        return GT_EXIT_FAIL;
+    }
+    printf("%d file(s); none is plaintext model data\n", files);
+    return GT_EXIT_OK;
+}
+
 int gt_cmd_inspect(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -227,5 +362,13 @@ int gt_cmd_inspect(int argc, char **argv)
     }
     struct stat st;
     bool file = stat(o.path, &st) == 0 && S_ISREG(st.st_mode);
-    return file ? inspect_checkpoint(&o) : inspect_dataset(&o);
+    if (file) {
+        return inspect_checkpoint(&o);
+    }
+    char manifest[4200];
+    if (gt_is_ok(gt_path_join(manifest, sizeof manifest, o.path, GT_MANIFEST_FILE)) &&
+        !gt_path_exists(manifest) && stat(o.path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        return inspect_state_dir(o.path, o.json);
+    }
+    return inspect_dataset(&o);
 }

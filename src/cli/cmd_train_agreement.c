@@ -22,16 +22,19 @@ static void usage(void)
            "losing or double-using a chunk.\n"
            "\n"
            "  --agreement FILE     training agreement (docs/agreement.md)\n"
-           "  --state DIR          checkpoint (model.bin, model.bin.state) and journal folder\n"
+           "  --state DIR          device-sealed resume state (resume.sealed) and journal folder\n"
            "  --resume             continue from DIR's checkpoint and journal\n"
-           "  --transfer MODE      conventional (default), conventional-keyrelease or travel\n"
-           "                       (travel: the device goes to each holder. sim: through devd;\n"
-           "                       cpu, cuda: this trainer serves the trip on DIR/trip.sock or\n"
-           "                       --device-socket, the holder decrypts in its own process and\n"
-           "                       hands the buffer over; cpu is host memory, no protection)\n"
+           "  --transfer MODE      one the agreement's \"transfer\" list names: travel (the\n"
+           "                       device goes to each holder. sim: through devd; cuda: this\n"
+           "                       trainer serves the trip on DIR/trip.sock or --device-socket,\n"
+           "                       the holder decrypts on its GPU and hands the buffer over),\n"
+           "                       conventional-keyrelease, conventional, or insecure-host-trip\n"
+           "                       (cpu only: the trip in this trainer's host memory, no\n"
+           "                       protection). Default: travel on sim or cuda, else\n"
+           "                       conventional-keyrelease, else conventional, as listed\n"
            "  --device cpu|sim|cuda  device (default cpu); sim needs --device-socket PATH\n"
            "  --device-socket PATH devd's socket (--device sim), or where this trainer serves\n"
-           "                       trips (--transfer travel on cpu or cuda)\n"
+           "                       trips (--transfer travel on cuda, insecure-host-trip on cpu)\n"
            "  --threads N          kernel threads (default: all cores)\n"
            "  --name NAME          this trainer's name in holders' ledgers (default trainer)\n"
            "  --tee TYPE           how this trainer proves itself: sim (default), tdx or snp\n"
@@ -90,6 +93,7 @@ typedef struct {
     const char *roots[MAX_ROOTS];
     int root_count, threads;
     bool resume;
+    bool transfer_given;  // --transfer; else the default the agreement allows (pick_transfer)
     gt_transfer_mode transfer;
     gt_device_kind kind;
     gt_tee_type tee;
@@ -116,8 +120,10 @@ static int parse_one(int c, ta_options *o)
     case 'R': o->resume = true; break;
     case 'x':
         if (!gt_is_ok(gt_transfer_mode_parse(optarg, &o->transfer))) {
-            return gt_cli_usage(CMD, "unknown --transfer '%s'", optarg);
+            return gt_cli_usage(CMD, "unknown --transfer '%s' (travel, conventional-keyrelease, "
+                                     "conventional or insecure-host-trip)", optarg);
         }
+        o->transfer_given = true;
         break;
     case 'd':
         if (!gt_is_ok(gt_device_kind_parse(optarg, &o->kind))) {
@@ -197,7 +203,9 @@ static gt_err open_device(const ta_options *o, ta_run *r, const char **socket)
     } else {
         GT_TRY(gt_device_open(&r->dev, &dc));
     }
-    if (o->transfer != GT_TRANSFER_TRAVEL || o->kind == GT_DEVICE_SIM) {
+    const bool served = o->transfer == GT_TRANSFER_INSECURE_HOST_TRIP ||
+                        (o->transfer == GT_TRANSFER_TRAVEL && o->kind == GT_DEVICE_CUDA);
+    if (!served) {
         return GT_OK;
     }
     // This trainer serves the trips; its device evidence comes from the sim root.
@@ -229,10 +237,37 @@ static void print_agreement(const ta_options *o, const gt_agreement *a)
                                 : "");
 }
 
+// Without --transfer: the safest mode the agreement lists that this device does (travel on
+// sim or cuda, then conventional-keyrelease, then conventional); the host-memory trip is taken
+// only when asked for by name. Then the mode is checked against the agreement and the device,
+// before anyone is contacted.
+static gt_err pick_transfer(ta_options *o, const gt_agreement *a)
+{
+    if (!o->transfer_given) {
+        const gt_transfer_mode order[] = {GT_TRANSFER_TRAVEL, GT_TRANSFER_CONVENTIONAL_KEYRELEASE,
+                                          GT_TRANSFER_CONVENTIONAL};
+        bool found = false;
+        for (size_t i = 0; i < sizeof order / sizeof order[0] && !found; i++) {
+            bool fits = order[i] != GT_TRANSFER_TRAVEL || o->kind != GT_DEVICE_CPU;
+            if (fits && gt_agreement_allows(a, order[i])) {
+                o->transfer = order[i];
+                found = true;
+            }
+        }
+        char list[96];
+        gt_agreement_transfer_list(a, list, sizeof list);
+        GT_ENSURE(found, GT_E_POLICY, "the agreement's transfer list (%s) has no mode the %s "
+                  "device uses by default: name one with --transfer", list,
+                  gt_device_kind_name(o->kind));
+    }
+    return gt_collab_transfer_check(a, o->transfer, o->kind);
+}
+
 // Loads what the run needs, trains (printing each step as it goes) and fills r->rep.
-static gt_err run(const ta_options *o, ta_run *r)
+static gt_err run(ta_options *o, ta_run *r)
 {
     GT_TRY(gt_agreement_load(&r->a, o->agreement_path));
+    GT_TRY(pick_transfer(o, &r->a));
     GT_ENSURE(o->sealed_out == NULL || r->a.output == GT_OUTPUT_SEALED_CHECKPOINT, GT_E_POLICY,
               "--sealed-out: the agreement's output is loss_only, so no checkpoint may leave the "
               "TEE");

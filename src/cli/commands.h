@@ -10,6 +10,7 @@ GT_CLI_COMMAND(verify_dataset, "check a sealed dataset's signature and every chu
 GT_CLI_COMMAND(unseal, "decrypt a sealed dataset into one llm.c shard")
 GT_CLI_COMMAND(open_checkpoint, "open a checkpoint sealed for you (a recipient) into an llm.c model.bin")
 GT_CLI_COMMAND(train, "train GPT-2 on llm.c shards (llm.c checkpoints, resumable)")
+GT_CLI_COMMAND(program, "print the training program an agreement pins (training.program)")
 GT_CLI_COMMAND(sample, "generate tokens from a GPT-2 checkpoint")
 GT_CLI_COMMAND(devd, "run the emulated confidential GPU (sim device) on a Unix socket")
 GT_CLI_COMMAND(holder, "run a data holder's agent: attest trainers, release chunks, keep the ledger")

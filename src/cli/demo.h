@@ -47,6 +47,7 @@ typedef struct {
     double t_step, t_total;
     double *curve_x, *curve_y;
     size_t curve_n;
+    bool attacked;  // the trainer tried to read a travelled chunk back (demo_train.c)
 } demo;
 
 static void say(const demo *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -42,9 +42,11 @@ gt_err demo_step_agreement(demo *d)
              "\"learning_rate\": 0.001},\n"
              "  \"holders\": [%s\n  ],\n"
              "  \"trainer\": {},\n  \"device\": {},\n  \"allow_simulation\": true,\n"
+             "  \"transfer\": [\"%s\"],\n"
              "  \"output\": {\"kind\": \"sealed_checkpoint\", \"recipients\": [\"%s\", \"%s\", "
              "\"%s\"]}\n}\n",
-             d->steps, holders, holder_names[0], holder_names[1], holder_names[2]);
+             d->steps, holders, gt_transfer_mode_name(d->transfer), holder_names[0],
+             holder_names[1], holder_names[2]);
     GT_TRY(gt_file_write_atomic(d->agreement_path, doc, strlen(doc), 0644));
     GT_TRY(gt_agreement_load(&d->agreement, d->agreement_path));
     // The appraisal policy (holders and trainer), stating what it allows: simulated TEEs (no
@@ -59,11 +61,13 @@ gt_err demo_step_agreement(demo *d)
            "    tokens; each holder's budget is its whole dataset, each chunk used once; the\n"
            "    trained model goes, sealed, to the three holders only (each holder's X25519\n"
            "    recipient_key from its key folder).\n"
+           "    Transfer: only %s (the agreement's \"transfer\" list; holders refuse\n"
+           "    any other mode).\n"
            "    Agreement hash %s: bound into every evidence.\n"
            "    Simulated TEEs are allowed (allow_simulation): this demo has no TDX/SEV-SNP\n"
            "    hardware and no H100, and proves the protocol, not hardware isolation.\n"
            "    Debug TEEs are refused (allow_debug false, the default).\n",
-        d->agreement_path, d->steps, hash);
+        d->agreement_path, d->steps, gt_transfer_mode_name(d->transfer), hash);
     step_end(d);
     return GT_OK;
 }

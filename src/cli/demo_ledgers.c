@@ -1,6 +1,8 @@
 // gputravel demo, step 7: every holder checks its ledger; the plots are drawn.
 #include "demo.h"
 
+#include <getopt.h>
+
 
 gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
 {
@@ -12,6 +14,24 @@ gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
                "(gputravel ledger show %s)\n",
             holder_names[i], (unsigned long long)s.entries, d->h[i].ledger);
     }
+    // What the trainer kept: `gputravel inspect` names every file of its state folder, and
+    // fails (exit 1) if one holds plaintext model data.
+    say(d, "    The trainer's state folder (gputravel inspect %s):\n", d->state);
+    fflush(stdout);
+    char *argv[] = {"inspect", d->state, NULL};
+    FILE *saved = stdout, *sink = d->quiet ? fopen("/dev/null", "w") : NULL;
+    if (sink != NULL) {
+        stdout = sink;  // --quiet: the verdict only
+    }
+    optind = 1;
+    int rc = gt_cmd_inspect(2, argv);
+    fflush(stdout);
+    stdout = saved;
+    if (sink != NULL) {
+        fclose(sink);
+    }
+    GT_ENSURE(rc == 0, GT_E_POLICY, "demo: the trainer's state folder %s holds plaintext model "
+                                    "data (gputravel inspect)", d->state);
     char png[4200];
     snprintf(png, sizeof png, "%s/loss.png", d->dir);
     gt_plot_series ls = {"training loss", d->curve_x, d->curve_y, d->curve_n};

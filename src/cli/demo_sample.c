@@ -43,8 +43,9 @@ gt_err demo_step_sample(demo *d)
         holder_names[0], me + 1, hdr->recipient_count, (unsigned long long)hdr->step,
         holder_names[0]);
     say(d, "    It was sealed by the trainer %s appraised: the signature verifies under\n"
-           "    signing key %.16s..., which trainer '%s' presented inside the attested\n"
-           "    channel and %s's own ledger recorded (entry %llu).\n",
+           "    signing key %.16s... (the device's own export key: the device sealed it),\n"
+           "    which trainer '%s' presented inside the attested channel and %s's own\n"
+           "    ledger recorded (entry %llu).\n",
         holder_names[0], signer_hex, ses.trainer, holder_names[0], (unsigned long long)ses.seq);
     if (ses.appraisal[0] != '\0') {
         say(d, "    %s appraised that trainer as: %s\n", holder_names[0], ses.appraisal);

@@ -38,6 +38,49 @@ static void on_event(void *ctx, const char *line)
     }
 }
 
+// The trainer turned adversary, once, on the first travelled chunk: every way back it tries is
+// refused by the device, which says why. Nothing here changes the training that follows.
+static void refused(demo *d, const char *what, gt_err e)
+{
+    say(d, "      %-44s %s\n", what, e.code == GT_E_POLICY ? "REFUSED by the device:" : "?!");
+    say(d, "        %s\n", e.msg);
+}
+
+static void try_read_back(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tokens,
+                          gt_gpt2 *model)
+{
+    demo *d = ctx;
+    if (d->attacked || tokens < 2 * 64 + 1) {
+        return;
+    }
+    d->attacked = true;
+    say(d, "    The trainer now tries, as an adversary would, to read the chunk it was lent back:\n");
+    uint8_t *out = calloc(1, 64 * 4);
+    gt_dbuf inp = 0, tgt = 0;
+    if (out == NULL || !gt_is_ok(gt_device_alloc(dev, 64 * 4, 0, &inp)) ||
+        !gt_is_ok(gt_device_alloc(dev, 64 * 4, 0, &tgt))) {
+        free(out);
+        return;
+    }
+    refused(d, "copy_out of the chunk itself", gt_device_copy_out(dev, out, chunk, 0, 64));
+    gt_op g = gt_op_tokens_gather((gt_dref){inp, 0}, (gt_dref){tgt, 0}, (gt_dref){chunk, 0}, 64,
+                                  0, 256);
+    gt_err e = gt_device_launch(dev, &g);
+    refused(d, "gather into its own buffer, then copy_out",
+            gt_is_ok(e) ? gt_device_copy_out(dev, out, inp, 0, 64 * 4) : e);
+    gt_dref losses = {0, 0};
+    e = gt_gpt2_forward_losses(model, inp, tgt, 1, 64, &losses);
+    refused(d, "the per-position loss vector (B*T floats)",
+            gt_is_ok(e) ? gt_device_copy_out(dev, out, losses.buf, losses.offset, 64 * 4) : e);
+    say(d, "    Labels follow the data through every op: only what the agreement's \"outputs\"\n"
+           "    declare leaves (one mean loss per step), and the weights leave only sealed by\n"
+           "    the device.\n");
+    gt_err ignored = gt_device_free(dev, inp);
+    ignored = gt_device_free(dev, tgt);
+    (void)ignored;
+    free(out);
+}
+
 gt_err demo_step_train(demo *d, gt_collab_report *rep)
 {
     step_begin(d, 6, "The trainer attests to every holder and trains on all their data");
@@ -63,7 +106,7 @@ gt_err demo_step_train(demo *d, gt_collab_report *rep)
         .agreement = &d->agreement, .dev = dev, .transfer = d->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = "demo-trainer",
         .state_dir = d->state, .on_step = on_step, .on_event = on_event, .ctx = d,
-        .device_address = d->socket, .sealed_path = d->sealed,
+        .device_address = d->socket, .sealed_path = d->sealed, .on_chunk = try_read_back,
     };
     if (d->transfer == GT_TRANSFER_TRAVEL) {
         say(d, "    GPU travelling: for each chunk the trainer lends the device to its holder;\n"

@@ -13,6 +13,8 @@
 
 #include <gputravel/travel.h>
 #include <errno.h>
+
+#include "devd_export.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -98,6 +100,8 @@ struct devd_session {
     int bounce_fd;
     gt_sim_watch watch;
     double attested_at;  // gt_now_seconds() at the end of its handshake
+    gt_release_state rel;    // the outputs it declared, and what is left of their budgets
+    gt_agreement *declared;  // the agreement it declared (parsed here from its own bytes)
 };
 
 // ---- memory -----------------------------------------------------------------------------------
@@ -389,10 +393,156 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
     return GT_OK;
 }
 
+// ---- labels and declared outputs (device.h; issue 13) -----------------------------------------
+
+// Labels first (the rules every backend shares, on a copy whose release precision devd sets),
+// then the kernel on arena memory.
+static gt_err do_launch(devd_session *s, const gt_op *op)
+{
+    gt_op run = *op;
+    GT_TRY(gt_buftab_launch_labels(s->d->tab, s->id, &run, &s->rel));
+    return gt_buftab_launch_done(&s->rel, gt_ops_cpu_run(&run, resolve_ref, s));
+}
+
+// DECLARE: the agreement's bytes, which the client copied into buffer `handle`. devd hashes and
+// parses them itself: the rules come from the document the session was attested with, never
+// from the client's reading of it.
+static gt_err declare(devd_session *s, uint64_t handle, uint64_t len)
+{
+    devd *d = s->d;
+    GT_ENSURE(!s->rel.declared, GT_E_STATE, "device: outputs are declared once per session");
+    gt_buftab_entry *b = NULL;
+    GT_TRY(buf_access(s, handle, 0, len, "declare", &b));
+    const uint8_t *doc = d->arena + b->at.offset;
+    uint8_t hash[GT_SHA256_BYTES];
+    GT_TRY(gt_hash(GT_HASH_SHA256, hash, doc, (size_t)len));
+    GT_ENSURE(gt_ct_equal(hash, s->agreement, GT_SHA256_BYTES), GT_E_POLICY,
+              "device: the declared agreement is not the one this session was attested with");
+    gt_agreement *a = calloc(1, sizeof *a);
+    GT_ENSURE(a != NULL, GT_E_NOMEM, "devd: out of memory");
+    gt_err e = gt_agreement_parse(a, doc, (size_t)len);
+    gt_device_outputs rules;
+    if (gt_is_ok(e)) {
+        gt_agreement_device_outputs(a, &rules);
+        e = gt_device_outputs_check(&rules);
+    }
+    if (!gt_is_ok(e)) {
+        free(a);
+        return e;
+    }
+    s->declared = a;
+    gt_release_state_free(&s->rel);
+    s->rel = (gt_release_state){.declared = true, .rules = rules};
+    gt_log_info("devd: session %llu declared the outputs of agreement '%s' (loss %s, %llu "
+                "releases)", (unsigned long long)s->id, a->name, rules.loss ? "yes" : "no",
+                (unsigned long long)rules.loss_budget);
+    return GT_OK;
+}
+
+static gt_err do_label_request(devd_session *s, const gt_sim_msg *m)
+{
+    devd *d = s->d;
+    gt_buftab_entry *b = NULL;
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    switch (m->type) {
+    case GT_SIM_REQ_LABEL_ADD: {
+        gt_err e = buf_find(s, m->handle, &b);
+        return send_status(s, gt_is_ok(e) ? gt_buftab_label_add(d->tab, m->handle,
+                                                                m->label_ids[0])
+                                          : e);
+    }
+    case GT_SIM_REQ_LABEL_GET: {
+        gt_err e = buf_find(s, m->handle, &b);
+        if (!gt_is_ok(e)) {
+            return send_status(s, e);
+        }
+        r.type = GT_SIM_REP_LABEL;
+        r.count = (uint32_t)gt_buftab_label_ids(d->tab, b->label, r.label_ids, GT_SIM_LABEL_IDS);
+        r.label_n = r.count < GT_SIM_LABEL_IDS ? r.count : GT_SIM_LABEL_IDS;
+        return send_msg(s, &r);
+    }
+    case GT_SIM_REQ_DECLARE:
+        return send_status(s, declare(s, m->handle, m->len));
+    case GT_SIM_REQ_PIN: {
+        gt_err e = buf_access(s, m->handle, 0, m->len, "pin", &b);
+        return send_status(s, gt_is_ok(e) ? gt_release_pin(&s->rel, (gt_span){d->arena +
+                                                                   b->at.offset, m->len})
+                                          : e);
+    }
+    default: {  // OUTPUTS
+        if (!s->rel.declared) {
+            return send_status(s, gt_errf(GT_E_NOTFOUND, "device: no outputs declared"));
+        }
+        const gt_device_outputs *o = &s->rel.rules;
+        r.type = GT_SIM_REP_OUTPUTS;
+        r.outputs = (gt_sim_outputs){.loss = o->loss, .loss_bits = o->loss_mantissa_bits,
+                                     .loss_budget = o->loss_budget, .grad_norm = o->grad_norm,
+                                     .grad_norm_budget = o->grad_norm_budget,
+                                     .checkpoint = o->checkpoint, .resume = o->resume};
+        return send_msg(s, &r);
+    }
+    }
+}
+
+// ---- device-sealed exports (devd_export.c) ----------------------------------------------------
+
+static gt_err export_access(void *ctx, uint64_t h, uint64_t off, uint64_t len, const char *what,
+                            gt_buftab_entry **e)
+{
+    return buf_access(ctx, h, off, len, what, e);
+}
+
+static gt_err export_alloc(void *ctx, uint64_t bytes, uint64_t *h)
+{
+    return buf_alloc(ctx, bytes, 0, h);
+}
+
+static gt_err export_free(void *ctx, uint64_t h) { return buf_free(ctx, h); }
+
+static gt_err unexpected(const gt_sim_msg *m)
+{
+    return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m->type));
+}
+
+static gt_err do_export(devd_session *s, const gt_sim_msg *m)
+{
+    devd *d = s->d;
+    devd_export_env env = {.arena = d->arena, .tab = d->tab, .identity = d->identity,
+                           .agreement_hash = s->agreement, .declared = s->declared,
+                           .rules = s->rel.declared ? &s->rel.rules : NULL, .ctx = s,
+                           .access = export_access, .alloc = export_alloc, .free = export_free};
+    gt_sim_msg r;
+    gt_err e = devd_export_serve(&env, m, &r);
+    if (!gt_is_ok(e)) {
+        return send_status(s, e);
+    }
+    gt_log_info("devd: session %llu: %s", (unsigned long long)s->id, gt_sim_msg_name(m->type));
+    return send_msg(s, &r);
+}
+
 // ---- one request ------------------------------------------------------------------------------
 
 static gt_err do_lend(devd_session *t, const gt_sim_msg *req);
 static gt_err send_trip(devd_session *t);
+
+// ALLOC (a HANDLE reply) and SIZE (a SIZE reply), or the refusal as a status.
+static gt_err do_alloc_or_size(devd_session *s, const gt_sim_msg *m)
+{
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    gt_err e = GT_OK;
+    if (m->type == GT_SIM_REQ_ALLOC) {
+        r.type = GT_SIM_REP_HANDLE;
+        e = buf_alloc(s, m->len, m->flags, &r.handle);
+    } else {
+        gt_buftab_entry *b = NULL;
+        r.type = GT_SIM_REP_SIZE;
+        e = buf_find(s, m->handle, &b);
+        r.len = gt_is_ok(e) ? b->bytes : 0;
+    }
+    return gt_is_ok(e) ? send_msg(s, &r) : send_status(s, e);
+}
 
 // Serves one request. Returns a fatal error (protocol, authentication, I/O) or OK; *bye is set
 // when the client ends the session.
@@ -403,28 +553,11 @@ static gt_err serve_one(devd_session *s, bool *bye)
     GT_TRY(recv_msg(s, &m));
     memset(&r, 0, sizeof r);
     switch (m.type) {
-    case GT_SIM_REQ_ALLOC: {
-        uint64_t h = 0;
-        gt_err e = buf_alloc(s, m.len, m.flags, &h);
-        if (!gt_is_ok(e)) {
-            return send_status(s, e);
-        }
-        r.type = GT_SIM_REP_HANDLE;
-        r.handle = h;
-        return send_msg(s, &r);
-    }
+    case GT_SIM_REQ_ALLOC:
+    case GT_SIM_REQ_SIZE:
+        return do_alloc_or_size(s, &m);
     case GT_SIM_REQ_FREE:
         return send_status(s, buf_free(s, m.handle));
-    case GT_SIM_REQ_SIZE: {
-        gt_buftab_entry *b = NULL;
-        gt_err e = buf_find(s, m.handle, &b);
-        if (!gt_is_ok(e)) {
-            return send_status(s, e);
-        }
-        r.type = GT_SIM_REP_SIZE;
-        r.len = b->bytes;
-        return send_msg(s, &r);
-    }
     case GT_SIM_REQ_MEMSET: {
         gt_buftab_entry *b = NULL;
         gt_err e = buf_access(s, m.handle, m.offset, m.len, "memset", &b);
@@ -438,7 +571,13 @@ static gt_err serve_one(devd_session *s, bool *bye)
     case GT_SIM_REQ_COPY_OUT:
         return do_copy_out(s, &m);
     case GT_SIM_REQ_LAUNCH:
-        return send_status(s, gt_ops_cpu_run(&m.op, resolve_ref, s));
+        return send_status(s, do_launch(s, &m.op));
+    case GT_SIM_REQ_LABEL_ADD:
+    case GT_SIM_REQ_LABEL_GET:
+    case GT_SIM_REQ_DECLARE:
+    case GT_SIM_REQ_OUTPUTS:
+    case GT_SIM_REQ_PIN:
+        return do_label_request(s, &m);
     case GT_SIM_REQ_SYNC:
         return send_status(s, GT_OK);
     case GT_SIM_REQ_STAT:
@@ -468,8 +607,8 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
                                       "attached with a ticket (is the device lent?)",
                                       gt_sim_msg_name(m.type)));
-    default:
-        return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m.type));
+    default:  // the exports (devd_export.c), or a message a trainer never sends
+        return devd_export_request(m.type) ? do_export(s, &m) : unexpected(&m);
     }
 }
 
@@ -557,6 +696,9 @@ static void session_end(devd_session *s)
     }
     close(s->fd);
     gt_secure_zero(&s->keys, sizeof s->keys);
+    free(s->declared);
+    s->declared = NULL;
+    gt_release_state_free(&s->rel);
     gt_log_info("devd: session %llu ended; %llu bytes of its memory zeroized",
                 (unsigned long long)s->id, (unsigned long long)(d->bytes_wiped - wiped));
 }
@@ -751,6 +893,15 @@ static gt_err trip_step(devd *d, gt_trip_event ev, gt_code why, unsigned *effect
 // the chunk's end (MARK_LOADED: what RETURN hands over).
 static gt_err loaded(devd *d, gt_buftab_entry *b, const gt_sim_msg *req)
 {
+    // The chunk's plaintext carries its dataset from here on: the id is the first 16 bytes of
+    // the AAD the tag just authenticated (GT_CHUNK_AAD_BYTES). No label, no data: a buffer that
+    // cannot be labelled is wiped.
+    uint64_t owner = b->owner;
+    gt_err le = gt_buftab_label_add(d->tab, req->handle, req->aad);
+    if (!gt_is_ok(le)) {
+        buf_release_again(d, req->handle, owner);
+        return gt_err_wrap(le, "device: chunk wiped");
+    }
     unsigned fx = 0;
     GT_TRY(trip_step(d, GT_TRIP_EV_LOAD, GT_E_NONE, &fx));
     if ((fx & GT_TRIP_FX_MARK_LOADED) && req->offset + req->len > b->ext.devd.loaded) {

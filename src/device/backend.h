@@ -17,6 +17,9 @@ typedef struct {
     gt_err (*launch)(void *impl, const gt_op *op);
     gt_err (*sync)(void *impl);
     void (*close)(void *impl);  // frees and wipes everything
+    // In-process backends (cpu, cuda): their buffer table and declared outputs, on which device.c
+    // runs the label and declaration calls itself; NULL for sim (devd holds both).
+    void (*local)(void *impl, gt_buftab **tab, gt_release_state **rel);
 } gt_device_backend;
 
 // Each backend's constructor. Only those built are referenced by device.c.
@@ -27,6 +30,11 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 // The backend state of dev when it is of `kind`, else NULL: for backend-specific extensions
 // (cuda_backend.h) that work on a gt_device.
 void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
+
+// In-process backends only: reads a buffer whatever its flags and label, for sealing inside the
+// trainer's own process (gt_device_inproc_read; export.c). cuda's exists when it is built.
+gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
 
 // The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.
 

@@ -11,6 +11,7 @@
 
 typedef struct {
     gt_buftab *tab;  // entries' `at.host`: 64-byte aligned, span bytes, zeroed at alloc
+    gt_release_state rel;
 } cpu_dev;
 
 static gt_err cpu_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
@@ -106,7 +107,20 @@ static gt_err resolve(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
     return GT_OK;
 }
 
-static gt_err cpu_launch(void *impl, const gt_op *op) { return gt_ops_cpu_run(op, resolve, impl); }
+static gt_err cpu_launch(void *impl, const gt_op *op)
+{
+    cpu_dev *d = impl;
+    gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
+    GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
+    return gt_buftab_launch_done(&d->rel, gt_ops_cpu_run(&run, resolve, impl));
+}
+
+static void cpu_local(void *impl, gt_buftab **tab, gt_release_state **rel)
+{
+    cpu_dev *d = impl;
+    *tab = d->tab;
+    *rel = &d->rel;
+}
 
 static gt_err cpu_sync(void *impl)
 {
@@ -123,6 +137,7 @@ static void cpu_close(void *impl)
         wipe_and_release(d, h, e);
     }
     gt_buftab_free(d->tab);
+    gt_release_state_free(&d->rel);
     free(d);
 }
 
@@ -137,6 +152,7 @@ static const gt_device_backend cpu_backend = {
     .launch = cpu_launch,
     .sync = cpu_sync,
     .close = cpu_close,
+    .local = cpu_local,
 };
 
 gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_device_backend **ops)
@@ -154,5 +170,19 @@ gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_dev
     gt_ops_cpu_set_threads(cfg->threads);
     *impl = d;
     *ops = &cpu_backend;
+    return GT_OK;
+}
+
+// The trainer's own process is this device: its memory is readable to it anyway (no protection
+// here, DESIGN §3). This door exists so that travel can seal labelled weights in-process
+// (travel/export.c) without a copy_out that labels refuse; nothing else calls it.
+gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
+{
+    cpu_dev *d = impl;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(d->tab, src, 0, off, len, "in-process read", &e));
+    if (len > 0) {
+        memcpy(dst, e->at.host + off, len);
+    }
     return GT_OK;
 }

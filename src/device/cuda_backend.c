@@ -6,7 +6,8 @@
 // copy_in/copy_out/free and the token checks wait for it, launches and memsets do not
 // (gt_device_sync does).
 //
-// Policy as every backend: NO_READBACK buffers refuse copy_out; free and close wipe.
+// Policy as every backend: NO_READBACK and labelled buffers refuse copy_out, launches label
+// their outputs (the shared buffer table); free and close wipe.
 #include <gputravel/device.h>
 #include <gputravel/kernels_cuda.h>
 
@@ -22,6 +23,7 @@
 typedef struct {
     gt_cuda_ctx cx;
     gt_buftab *tab;
+    gt_release_state rel;
 } cuda_dev;
 
 static gt_err cuda_fail(cudaError_t e, const char *what)
@@ -188,7 +190,9 @@ static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 static gt_err cuda_launch(void *impl, const gt_op *op)
 {
     cuda_dev *d = impl;
-    return gt_ops_cuda_run(&d->cx, op, resolve_ref, d);
+    gt_op run = *op;  // a release op's precision is the declaration's, not the caller's
+    GT_TRY(gt_buftab_launch_labels(d->tab, 0, &run, &d->rel));
+    return gt_buftab_launch_done(&d->rel, gt_ops_cuda_run(&d->cx, &run, resolve_ref, d));
 }
 
 static gt_err cuda_sync(void *impl)
@@ -214,6 +218,7 @@ static void cuda_close(void *impl)
         }
     }
     gt_buftab_free(d->tab);
+    gt_release_state_free(&d->rel);
     if (cx->scratch != NULL && cx->stream != NULL) {
         (void)cudaMemsetAsync(cx->scratch, 0, cx->scratch_bytes, cx->stream);  // activations
         (void)cudaStreamSynchronize(cx->stream);
@@ -240,6 +245,13 @@ static void cuda_close(void *impl)
     free(d);
 }
 
+static void cuda_local(void *impl, gt_buftab **tab, gt_release_state **rel)
+{
+    cuda_dev *d = impl;
+    *tab = d->tab;
+    *rel = &d->rel;
+}
+
 static const gt_device_backend cuda_backend = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -251,6 +263,7 @@ static const gt_device_backend cuda_backend = {
     .launch = cuda_launch,
     .sync = cuda_sync,
     .close = cuda_close,
+    .local = cuda_local,
 };
 
 static gt_err open_ctx(gt_cuda_ctx *cx)
@@ -442,4 +455,21 @@ out:
     (void)cudaStreamSynchronize(d->cx.stream);
     (void)cudaFree(dkey);
     return err;
+}
+
+// As the cpu backend's: for sealing in the trainer's process (travel/export.c). The CPU TEE that
+// runs the trainer is in the trusted base on cuda (docs/security.md), so reading its own GPU's
+// memory grants nothing it could not already do.
+gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len)
+{
+    cuda_dev *d = impl;
+    gt_buftab_entry *b = NULL;
+    GT_TRY(gt_buftab_access(d->tab, src, 0, off, len, "in-process read", &b));
+    if (len > 0) {
+        CUDA_TRY(cudaMemcpyAsync(dst, b->at.device + off, (size_t)len, cudaMemcpyDeviceToHost,
+                                 d->cx.stream),
+                 "in-process read");
+        CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "in-process read");
+    }
+    return GT_OK;
 }

@@ -12,6 +12,8 @@ struct gt_device {
     gt_device_kind kind;
     const gt_device_backend *ops;
     void *impl;
+    void (*observer)(void *ctx, const gt_op *op);
+    void *observer_ctx;
 };
 
 const char *gt_device_kind_name(gt_device_kind kind)
@@ -168,9 +170,98 @@ gt_err gt_device_memset(gt_device *dev, gt_dbuf buf, uint64_t offset, int value,
     return dev->ops->memset(dev->impl, buf, offset, value, len);
 }
 
-gt_err gt_device_launch(gt_device *dev, const gt_op *op) { return dev->ops->launch(dev->impl, op); }
+gt_err gt_device_launch(gt_device *dev, const gt_op *op)
+{
+    if (dev->observer != NULL) {
+        dev->observer(dev->observer_ctx, op);
+    }
+    return dev->ops->launch(dev->impl, op);
+}
+
+void gt_device_observe(gt_device *dev, void (*fn)(void *ctx, const gt_op *op), void *ctx)
+{
+    dev->observer = fn;
+    dev->observer_ctx = ctx;
+}
 
 gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
+
+// ---- labels and declared outputs ----------------------------------------------------------------
+
+gt_err gt_device_label_add(gt_device *dev, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_label_add(dev->impl, buf, id);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(tab, buf, 0, &e));
+    return gt_buftab_label_add(tab, buf, id);
+}
+
+gt_err gt_device_label_get(gt_device *dev, gt_dbuf buf, size_t *count,
+                           uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_label_get(dev->impl, buf, count, ids, cap);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_find(tab, buf, 0, &e));
+    *count = gt_buftab_label_ids(tab, e->label, ids, cap);
+    return GT_OK;
+}
+
+gt_err gt_device_outputs_check(const gt_device_outputs *o)
+{
+    GT_ENSURE(!o->loss || (o->loss_mantissa_bits >= 1 && o->loss_mantissa_bits <= 23), GT_E_ARG,
+              "device: loss released with %u mantissa bits (1..23)", o->loss_mantissa_bits);
+    return GT_OK;
+}
+
+gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *outputs,
+                                 gt_span agreement)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_declare(dev->impl, agreement);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    GT_ENSURE(!rel->declared, GT_E_STATE, "device: outputs are declared once per session");
+    GT_TRY(gt_device_outputs_check(outputs));
+    rel->rules = *outputs;
+    rel->declared = true;
+    return GT_OK;
+}
+
+gt_err gt_device_pin_program(gt_device *dev, gt_span program)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_pin(dev->impl, program);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    return gt_release_pin(rel, program);
+}
+
+gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_outputs_get(dev->impl, now);
+    }
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    GT_ENSURE(rel->declared, GT_E_NOTFOUND, "device: no outputs declared");
+    *now = rel->rules;
+    return GT_OK;
+}
 
 // ---- sim travelling ---------------------------------------------------------------------------
 

@@ -389,3 +389,63 @@ gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_o
     gt_sim_msg m;
     return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
 }
+
+// ---- labels and declared outputs (device.h) ---------------------------------------------------
+
+gt_err gt_device_sim_impl_label_add(void *impl, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_LABEL_ADD, .handle = buf}, rep;
+    memcpy(req.label_ids[0], id, GT_LABEL_ID_BYTES);
+    return gt_sim_conn_rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
+}
+
+gt_err gt_device_sim_impl_label_get(void *impl, gt_dbuf buf, size_t *count,
+                                    uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_LABEL_GET, .handle = buf}, rep;
+    GT_TRY(gt_sim_conn_rpc(impl, &req, GT_SIM_REP_LABEL, &rep));
+    *count = rep.count;
+    for (size_t i = 0; i < rep.label_n && i < cap; i++) {
+        memcpy(ids[i], rep.label_ids[i], GT_LABEL_ID_BYTES);
+    }
+    return GT_OK;
+}
+
+// The bytes go into a device buffer by the ordinary encrypted copy_in; devd reads them from its
+// own memory, so it parses exactly what it hashed.
+static gt_err send_document(void *impl, uint16_t type, gt_span doc)
+{
+    GT_ENSURE(doc.len > 0, GT_E_ARG, "device: %s needs the document's bytes",
+              gt_sim_msg_name(type));
+    gt_dbuf b = 0;
+    GT_TRY(sim_alloc(impl, doc.len, 0, &b));
+    gt_err e = sim_copy_in(impl, b, 0, doc.data, doc.len);
+    if (gt_is_ok(e)) {
+        gt_sim_msg req = {.type = type, .handle = b, .len = doc.len}, rep;
+        e = gt_sim_conn_rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
+    }
+    gt_err f = sim_free(impl, b);
+    return gt_is_ok(e) ? f : e;
+}
+
+gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement)
+{
+    return send_document(impl, GT_SIM_REQ_DECLARE, agreement);
+}
+
+gt_err gt_device_sim_impl_pin(void *impl, gt_span program)
+{
+    return send_document(impl, GT_SIM_REQ_PIN, program);
+}
+
+gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_OUTPUTS}, rep;
+    GT_TRY(gt_sim_conn_rpc(impl, &req, GT_SIM_REP_OUTPUTS, &rep));
+    const gt_sim_outputs *o = &rep.outputs;
+    *now = (gt_device_outputs){.loss = o->loss, .loss_mantissa_bits = o->loss_bits,
+                               .loss_budget = o->loss_budget, .grad_norm = o->grad_norm,
+                               .grad_norm_budget = o->grad_norm_budget,
+                               .checkpoint = o->checkpoint, .resume = o->resume};
+    return GT_OK;
+}

@@ -38,4 +38,13 @@ GT_MUST_USE gt_err gt_device_sim_impl_return_stay(void *impl);
 GT_MUST_USE gt_err gt_device_sim_impl_reattach(void *impl,
                                                const uint8_t ticket[GT_SIM_TICKET_BYTES]);
 
+// Labels and declared outputs (device.h): devd keeps both.
+GT_MUST_USE gt_err gt_device_sim_impl_label_add(void *impl, gt_dbuf buf,
+                                                const uint8_t id[GT_LABEL_ID_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_label_get(void *impl, gt_dbuf buf, size_t *count,
+                                                uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap);
+GT_MUST_USE gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement);
+GT_MUST_USE gt_err gt_device_sim_impl_pin(void *impl, gt_span program);
+GT_MUST_USE gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now);
+
 #endif

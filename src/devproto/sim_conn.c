@@ -109,6 +109,9 @@ static gt_err appraise_device(gt_sim_conn *c, const gt_device_sim_options *opt,
                               const uint8_t *rd)
 {
     if (opt->attester.appraise != NULL) {
+        GT_ENSURE(opt->expect_memory == GT_SIM_MEMORY_UNSTATED, GT_E_ARG,
+                  "sim device: the device memory to expect is checked by the default appraisal "
+                  "only, not with a caller's appraise hook");
         return appraise(appraise_ctx, sh->evidence, rd);
     }
     cJSON *claims = NULL;
@@ -118,8 +121,18 @@ static gt_err appraise_device(gt_sim_conn *c, const gt_device_sim_options *opt,
     c->has_measurement = m != NULL &&
                          gt_is_ok(gt_hex_decode_exact(c->device_measurement,
                                                       sizeof c->device_measurement, m));
+    // A device is what its evidence says it is: a trip into host memory never passes as one into
+    // device memory (the claim is signed with the rest and bound to this session).
+    const char *mem =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims, "device_memory"));
+    const char *want = gt_sim_device_memory_name(opt->expect_memory);
+    gt_err err = GT_OK;
+    if (opt->expect_memory != GT_SIM_MEMORY_UNSTATED && (mem == NULL || strcmp(mem, want) != 0)) {
+        err = gt_errf(GT_E_POLICY, "device evidence: its memory is '%s', this trip is to '%s'",
+                      mem ? mem : "unstated", want);
+    }
     cJSON_Delete(claims);
-    return GT_OK;
+    return err;
 }
 
 // Maps the bounce buffers devd sent with its hello, after checking their size against it.

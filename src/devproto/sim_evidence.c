@@ -22,6 +22,8 @@ struct gt_sim_identity {
     gt_buf pem;          // its public key, PEM (root-pub.pem of the identity directory)
     gt_buf cert_sig;     // the vendor root's signature over the identity public key
     uint8_t measurement[GT_MEASUREMENT_BYTES];
+    gt_sim_device_memory memory;  // what the evidence says holds this device's memory
+    uint8_t prk[GT_SHA256_BYTES];  // HKDF-extract of the identity key file: the export secrets' root
 };
 
 static gt_err xy_of(const gt_pkey *k, uint8_t out[GT_P384_XY_BYTES])
@@ -38,6 +40,35 @@ static void cert_message(uint8_t out[CERT_MSG_BYTES], const uint8_t xy[GT_P384_X
 {
     memcpy(out, GT_SIM_DEV_CERT_TAG, sizeof(GT_SIM_DEV_CERT_TAG) - 1);
     memcpy(out + sizeof(GT_SIM_DEV_CERT_TAG) - 1, xy, GT_P384_XY_BYTES);
+}
+
+// The identity key file's bytes, extracted once into prk and wiped: devd's persistent secret,
+// from which it derives its export-signing key and resume secret (gt_sim_identity_derive).
+static gt_err identity_prk(gt_sim_identity *id, const char *identity_dir)
+{
+    char dir[4096], path[4096 + 32];
+    GT_TRY(gt_sim_root_dir(dir, sizeof dir, identity_dir));
+    GT_TRY(gt_path_join(path, sizeof path, dir, GT_SIM_ROOT_KEY_FILE));
+    gt_buf key = {0};
+    GT_TRY(gt_file_read_all(path, 1u << 16, &key));
+    gt_err err = gt_hmac(GT_HASH_SHA256, id->prk, key.data, key.len,
+                         (const uint8_t *)"gputravel devd identity", 23);
+    gt_buf_free(&key);  // wipes
+    return err;
+}
+
+gt_err gt_sim_identity_derive(const gt_sim_identity *id, const char *purpose, uint8_t out[32])
+{
+    char info[128];
+    int n = snprintf(info, sizeof info, "gputravel devd %s", purpose);
+    GT_ENSURE(n > 0 && (size_t)n < sizeof info, GT_E_ARG, "sim identity: purpose too long");
+    return gt_hkdf(GT_HASH_SHA256, out, 32, id->prk, sizeof id->prk, NULL, 0,
+                   (const uint8_t *)info, (size_t)n);
+}
+
+gt_err gt_sim_identity_id(const gt_sim_identity *id, uint8_t out[32])
+{
+    return gt_hash(GT_HASH_SHA256, out, id->pem.data, id->pem.len);
 }
 
 gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
@@ -59,6 +90,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     GT_TRY_GOTO(err, gt_err_wrap(gt_sim_root_open(&id->key, pub, sizeof pub, identity_dir, true),
                                  "devd identity: "), out);
     GT_TRY_GOTO(err, gt_file_read_all(pub, GT_SIM_DEV_MAX_PEM, &id->pem), out);
+    GT_TRY_GOTO(err, identity_prk(id, identity_dir), out);
     GT_TRY_GOTO(err, xy_of(id->key, xy), out);
     // "manufacturing": the vendor root certifies the identity key
     GT_TRY_GOTO(err, gt_err_wrap(gt_sim_root_open(&vendor, NULL, 0, vendor_root_dir, true),
@@ -66,6 +98,7 @@ gt_err gt_sim_identity_open(gt_sim_identity **out, const char *identity_dir,
     cert_message(msg, xy);
     GT_TRY_GOTO(err, gt_pkey_sign(vendor, GT_HASH_SHA384, &id->cert_sig, msg, sizeof msg), out);
     GT_TRY_GOTO(err, gt_sim_measure_exe(id->measurement, NULL), out);
+    id->memory = GT_SIM_MEMORY_DEVD;
 out:
     gt_pkey_free(vendor);
     if (!gt_is_ok(err)) {
@@ -76,12 +109,18 @@ out:
     return GT_OK;
 }
 
+void gt_sim_identity_set_memory(gt_sim_identity *id, gt_sim_device_memory memory)
+{
+    id->memory = memory;
+}
+
 void gt_sim_identity_free(gt_sim_identity *id)
 {
     if (id == NULL) {
         return;
     }
     gt_pkey_free(id->key);
+    gt_secure_zero(id->prk, sizeof id->prk);
     gt_buf_free_nowipe(&id->pem);
     gt_buf_free_nowipe(&id->cert_sig);
     free(id);
@@ -102,6 +141,7 @@ gt_err gt_sim_identity_produce(void *ctx, const uint8_t report_data[GT_REPORT_DA
     memcpy(c.report_data, report_data, sizeof c.report_data);
     c.device = true;
     c.cc_mode = true;
+    c.memory = id->memory;
     c.issued_at = (uint64_t)time(NULL);
     GT_TRY_GOTO(err, gt_sim_evidence_create(&ev, &c, id->key), out);
     GT_TRY_GOTO(err, gt_evidence_encode(&ev, &gtev), out);

@@ -339,7 +339,221 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_LOADED: return "loaded";
     case GT_SIM_REQ_RETURN_IPC: return "return_ipc";
     case GT_SIM_REP_RELEASED: return "released";
+    case GT_SIM_REQ_EXPORT_CHECKPOINT: return "export_checkpoint";
+    case GT_SIM_REQ_EXPORT_SIGNER: return "export_signer";
+    case GT_SIM_REQ_EXPORT_RESUME: return "export_resume";
+    case GT_SIM_REQ_IMPORT_RESUME: return "import_resume";
+    case GT_SIM_REP_EXPORTED: return "exported";
+    case GT_SIM_REP_SIGNER: return "signer";
+    case GT_SIM_REP_RESUMED: return "resumed";
+    case GT_SIM_REQ_LABEL_ADD: return "label_add";
+    case GT_SIM_REQ_LABEL_GET: return "label_get";
+    case GT_SIM_REQ_DECLARE: return "declare";
+    case GT_SIM_REQ_OUTPUTS: return "outputs";
+    case GT_SIM_REQ_PIN: return "pin";
+    case GT_SIM_REP_LABEL: return "label";
+    case GT_SIM_REP_OUTPUTS: return "outputs_reply";
     default: return "unknown";
+    }
+}
+
+// ---- exports (EXPORT_*, IMPORT_RESUME and their replies), kept apart from the table below ----
+
+static bool export_type(uint16_t type)
+{
+    return (type >= GT_SIM_REQ_EXPORT_CHECKPOINT && type <= GT_SIM_REQ_IMPORT_RESUME) ||
+           (type >= GT_SIM_REP_EXPORTED && type <= GT_SIM_REP_RESUMED);
+}
+
+static gt_err loader_write(gt_writer *w, const gt_sim_loader *l)
+{
+    const uint64_t v[5] = {l->epoch, l->shard, l->sample, l->sample_tokens, l->seed};
+    for (int i = 0; i < 5; i++) {
+        GT_TRY(gt_writer_u64le(w, v[i]));
+    }
+    return gt_writer_u32le(w, l->shuffle);
+}
+
+static gt_err loader_parse(gt_reader *r, gt_sim_loader *l)
+{
+    uint64_t *v[5] = {&l->epoch, &l->shard, &l->sample, &l->sample_tokens, &l->seed};
+    for (int i = 0; i < 5; i++) {
+        GT_TRY(gt_reader_u64le(r, v[i]));
+    }
+    GT_TRY(gt_reader_u32le(r, &l->shuffle));
+    GT_ENSURE(l->shuffle <= 1, GT_E_FORMAT, "loader: shuffle %u", l->shuffle);
+    return GT_OK;
+}
+
+static gt_err config_write(gt_writer *w, const uint32_t c[6])
+{
+    for (int i = 0; i < 6; i++) {
+        GT_TRY(gt_writer_u32le(w, c[i]));
+    }
+    return GT_OK;
+}
+
+static gt_err config_parse(gt_reader *r, uint32_t c[6])
+{
+    for (int i = 0; i < 6; i++) {
+        GT_TRY(gt_reader_u32le(r, &c[i]));
+    }
+    return GT_OK;
+}
+
+static gt_err export_write(gt_writer *w, const gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_EXPORT_CHECKPOINT:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        GT_TRY(gt_writer_u64le(w, m->offset));
+        GT_TRY(gt_writer_u64le(w, m->len));
+        GT_TRY(gt_writer_u64le(w, m->step));
+        return config_write(w, m->config);
+    case GT_SIM_REQ_EXPORT_SIGNER:
+        return GT_OK;
+    case GT_SIM_REQ_EXPORT_RESUME:
+        for (int i = 0; i < 3; i++) {
+            GT_TRY(gt_writer_u64le(w, m->bufs[i]));
+        }
+        GT_TRY(gt_writer_u64le(w, m->len));
+        GT_TRY(gt_writer_u64le(w, m->step));
+        GT_TRY(loader_write(w, &m->loader));
+        return config_write(w, m->config);
+    case GT_SIM_REQ_IMPORT_RESUME:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        GT_TRY(gt_writer_u64le(w, m->len));
+        for (int i = 0; i < 3; i++) {
+            GT_TRY(gt_writer_u64le(w, m->bufs[i]));
+        }
+        return GT_OK;
+    case GT_SIM_REP_EXPORTED:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_u64le(w, m->len);
+    case GT_SIM_REP_SIGNER:
+        return gt_writer_bytes(w, m->export_key, sizeof m->export_key);
+    default:  // RESUMED
+        GT_TRY(gt_writer_u64le(w, m->step));
+        return loader_write(w, &m->loader);
+    }
+}
+
+static gt_err export_parse(gt_reader *r, gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_EXPORT_CHECKPOINT:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        GT_TRY(gt_reader_u64le(r, &m->offset));
+        GT_TRY(gt_reader_u64le(r, &m->len));
+        GT_TRY(gt_reader_u64le(r, &m->step));
+        return config_parse(r, m->config);
+    case GT_SIM_REQ_EXPORT_SIGNER:
+        return GT_OK;
+    case GT_SIM_REQ_EXPORT_RESUME:
+        for (int i = 0; i < 3; i++) {
+            GT_TRY(gt_reader_u64le(r, &m->bufs[i]));
+        }
+        GT_TRY(gt_reader_u64le(r, &m->len));
+        GT_TRY(gt_reader_u64le(r, &m->step));
+        GT_TRY(loader_parse(r, &m->loader));
+        return config_parse(r, m->config);
+    case GT_SIM_REQ_IMPORT_RESUME:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        GT_TRY(gt_reader_u64le(r, &m->len));
+        for (int i = 0; i < 3; i++) {
+            GT_TRY(gt_reader_u64le(r, &m->bufs[i]));
+        }
+        return GT_OK;
+    case GT_SIM_REP_EXPORTED:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        return gt_reader_u64le(r, &m->len);
+    case GT_SIM_REP_SIGNER:
+        return gt_reader_bytes(r, m->export_key, sizeof m->export_key);
+    default:  // RESUMED
+        GT_TRY(gt_reader_u64le(r, &m->step));
+        return loader_parse(r, &m->loader);
+    }
+}
+
+// The label and declaration messages (issue 13), kept apart from the long tables below.
+static gt_err label_msg_write(gt_writer *w, const gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_LABEL_ADD:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_bytes(w, m->label_ids[0], GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REQ_LABEL_GET:
+        return gt_writer_u64le(w, m->handle);
+    case GT_SIM_REQ_DECLARE:
+    case GT_SIM_REQ_PIN:
+        GT_TRY(gt_writer_u64le(w, m->handle));
+        return gt_writer_u64le(w, m->len);
+    case GT_SIM_REQ_OUTPUTS:
+        return GT_OK;
+    case GT_SIM_REP_LABEL:
+        GT_ENSURE(m->label_n <= GT_SIM_LABEL_IDS && m->label_n <= m->count, GT_E_ARG,
+                  "sim: label reply with %u of %u ids", m->label_n, m->count);
+        GT_TRY(gt_writer_u32le(w, m->count));
+        GT_TRY(gt_writer_u32le(w, m->label_n));
+        return gt_writer_bytes(w, m->label_ids, (size_t)m->label_n * GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REP_OUTPUTS: {
+        const gt_sim_outputs *o = &m->outputs;
+        GT_TRY(gt_writer_u8(w, o->loss));
+        GT_TRY(gt_writer_u32le(w, o->loss_bits));
+        GT_TRY(gt_writer_u64le(w, o->loss_budget));
+        GT_TRY(gt_writer_u8(w, o->grad_norm));
+        GT_TRY(gt_writer_u64le(w, o->grad_norm_budget));
+        GT_TRY(gt_writer_u8(w, o->checkpoint));
+        return gt_writer_u8(w, o->resume);
+    }
+    default:
+        return gt_errf(GT_E_ARG, "sim: cannot write message type 0x%04x", m->type);
+    }
+}
+
+static gt_err read_bool(gt_reader *r, bool *out, const char *what)
+{
+    uint8_t b = 0;
+    GT_TRY(gt_reader_u8(r, &b));
+    GT_ENSURE(b <= 1, GT_E_FORMAT, "outputs: %s is %u, not 0 or 1", what, b);
+    *out = b == 1;
+    return GT_OK;
+}
+
+static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
+{
+    switch (m->type) {
+    case GT_SIM_REQ_LABEL_ADD:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        return gt_reader_bytes(r, m->label_ids[0], GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REQ_LABEL_GET:
+        return gt_reader_u64le(r, &m->handle);
+    case GT_SIM_REQ_DECLARE:
+    case GT_SIM_REQ_PIN:
+        GT_TRY(gt_reader_u64le(r, &m->handle));
+        return gt_reader_u64le(r, &m->len);
+    case GT_SIM_REQ_OUTPUTS:
+        return GT_OK;
+    case GT_SIM_REP_LABEL:
+        GT_TRY(gt_reader_u32le(r, &m->count));
+        GT_TRY(gt_reader_u32le(r, &m->label_n));
+        GT_ENSURE(m->count <= 64 && m->label_n <= GT_SIM_LABEL_IDS && m->label_n <= m->count,
+                  GT_E_FORMAT, "label: %u of %u ids", m->label_n, m->count);
+        return gt_reader_bytes(r, m->label_ids, (size_t)m->label_n * GT_SIM_LABEL_ID_BYTES);
+    case GT_SIM_REP_OUTPUTS: {
+        gt_sim_outputs *o = &m->outputs;
+        GT_TRY(read_bool(r, &o->loss, "loss"));
+        GT_TRY(gt_reader_u32le(r, &o->loss_bits));
+        GT_TRY(gt_reader_u64le(r, &o->loss_budget));
+        GT_TRY(read_bool(r, &o->grad_norm, "grad_norm"));
+        GT_TRY(gt_reader_u64le(r, &o->grad_norm_budget));
+        GT_TRY(read_bool(r, &o->checkpoint, "checkpoint"));
+        GT_TRY(read_bool(r, &o->resume, "resume"));
+        GT_ENSURE(o->loss_bits <= 23, GT_E_FORMAT, "outputs: %u loss bits", o->loss_bits);
+        return GT_OK;
+    }
+    default:
+        return gt_errf(GT_E_FORMAT, "sim: unknown message type 0x%04x", m->type);
     }
 }
 
@@ -418,7 +632,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
         return gt_writer_u64le(w, m->stat.mem_limit);
     default:
-        return gt_errf(GT_E_ARG, "sim: cannot write message type 0x%04x", m->type);
+        return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
     }
 }
 
@@ -430,7 +644,11 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
     memset(&m, 0, sizeof m);
     uint32_t u32 = 0;
     GT_TRY(gt_reader_u16le(&r, &m.type));
-    switch (m.type) {
+    // Every export type takes one case here: export_parse reads its fields.
+    switch (export_type(m.type) ? GT_SIM_REQ_EXPORT_CHECKPOINT : m.type) {
+    case GT_SIM_REQ_EXPORT_CHECKPOINT:
+        GT_TRY(export_parse(&r, &m));
+        break;
     case GT_SIM_REQ_ALLOC:
         GT_TRY(gt_reader_u64le(&r, &m.len));
         GT_TRY(gt_reader_u32le(&r, &m.flags));
@@ -523,7 +741,8 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_u64le(&r, &m.stat.mem_limit));
         break;
     default:
-        return gt_errf(GT_E_FORMAT, "sim: unknown message type 0x%04x", m.type);
+        GT_TRY(label_msg_parse(&r, &m));
+        break;
     }
     gt_err err = gt_reader_expect_end(&r, gt_sim_msg_name(m.type));
     if (gt_is_ok(err)) {

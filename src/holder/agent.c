@@ -133,13 +133,21 @@ void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out)
     pthread_mutex_unlock(&a->lock);
 }
 
+// What one ledger entry says besides its kind (docs/ledger.md).
+typedef struct {
+    const char *trainer;  // NULL: "(unidentified)"
+    int64_t chunk;        // -1: none
+    const char *mode;     // the transfer mode asked for or used (gt_transfer_mode_name), or NULL
+    const char *device;   // a trip's device: "devd", "cuda" or "host" (NULL: not a trip)
+    uint64_t tokens, bytes;
+    const char *reason;   // refusals and failures
+} ledger_detail;
+
 // Appends one decision. A confirmed use is written lazily (fsynced with the next decision: the
 // release cap, counted on durable grants, holds without it); everything else is durable before
 // this returns. Failures are logged; a grant's caller must refuse on one (nothing is released
 // that the ledger does not hold).
-static gt_err ledger_note(gt_holder_agent *a, const char *kind, const char *trainer,
-                          int64_t chunk, const char *mode, uint64_t tokens, uint64_t bytes,
-                          const char *reason)
+static gt_err ledger_note(gt_holder_agent *a, const char *kind, const ledger_detail *n)
 {
     if (a->cfg.ledger == NULL) {
         return GT_OK;
@@ -148,21 +156,24 @@ static gt_err ledger_note(gt_holder_agent *a, const char *kind, const char *trai
     char id_hex[2 * GT_DATASET_ID_BYTES + 1];
     gt_hex_encode(id_hex, sizeof id_hex, a->manifest.dataset_id, GT_DATASET_ID_BYTES);
     cJSON_AddStringToObject(d, "dataset", id_hex);
-    cJSON_AddStringToObject(d, "trainer", trainer ? trainer : "(unidentified)");
-    if (chunk >= 0) {
-        cJSON_AddNumberToObject(d, "chunk", (double)chunk);
+    cJSON_AddStringToObject(d, "trainer", n->trainer ? n->trainer : "(unidentified)");
+    if (n->chunk >= 0) {
+        cJSON_AddNumberToObject(d, "chunk", (double)n->chunk);
     }
-    if (mode != NULL) {
-        cJSON_AddStringToObject(d, "mode", mode);
+    if (n->mode != NULL) {
+        cJSON_AddStringToObject(d, "mode", n->mode);
+    }
+    if (n->device != NULL) {
+        cJSON_AddStringToObject(d, "device", n->device);
     }
     if (strcmp(kind, "grant") == 0 || strcmp(kind, "use") == 0) {
-        cJSON_AddNumberToObject(d, "tokens", (double)tokens);
+        cJSON_AddNumberToObject(d, "tokens", (double)n->tokens);
     }
     if (strcmp(kind, "grant") == 0) {
-        cJSON_AddNumberToObject(d, "bytes", (double)bytes);
+        cJSON_AddNumberToObject(d, "bytes", (double)n->bytes);
     }
-    if (reason != NULL) {
-        cJSON_AddStringToObject(d, "reason", reason);
+    if (n->reason != NULL) {
+        cJSON_AddStringToObject(d, "reason", n->reason);
     }
     gt_err err = strcmp(kind, "use") == 0 ? gt_ledger_append_lazy(a->cfg.ledger, kind, d)
                                            : gt_ledger_append(a->cfg.ledger, kind, d);
@@ -299,7 +310,7 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     pthread_mutex_unlock(&a->lock);
     GT_ENSURE(sent, GT_E_POLICY, "used: chunk %u was not sent, or its use is already counted",
               chunk);
-    ledger_note(a, "use", trainer, chunk, NULL, tokens, 0, NULL);
+    ledger_note(a, "use", &(ledger_detail){.trainer = trainer, .chunk = chunk, .tokens = tokens});
     return GT_OK;
 }
 
@@ -368,7 +379,9 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
         gt_device_close(kept);
     }
     gt_device_config dc = {.kind = GT_DEVICE_SIM, .socket_path = socket};
-    gt_device_sim_options opt = {.timeout_ms = 60000};
+    // devd's address: the evidence must say devd (a trainer's own trip on that socket, in host
+    // memory or on its GPU, is refused at the handshake)
+    gt_device_sim_options opt = {.timeout_ms = 60000, .expect_memory = GT_SIM_MEMORY_DEVD};
     memcpy(opt.agreement_hash, a->cfg.agreement->hash, sizeof opt.agreement_hash);
     GT_TRY(gt_err_wrap(gt_device_sim_attach(out, &dc, &opt, ticket), "travelling device"));
     *attested_at = gt_now_seconds();
@@ -432,54 +445,18 @@ out:
     return err;
 }
 
-static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
-                           const char *trainer)
+static void count_refusal(gt_holder_agent *a)
 {
-    gt_hp_travel m;
-    GT_TRY(gt_hp_travel_parse(gt_buf_span(body), &m));
-    const uint32_t chunk = m.chunk;
-    uint64_t tokens = 0;
-    gt_device *dev = NULL;
-    double attested_at = 0;
-    gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
-    // The device first, then the release decision. A refusal after attaching closes the device
-    // without a return: the trip fails at once, the trainer has its device back, nothing loaded.
-    gt_err verdict = chunk < a->manifest.chunk_count
-                         ? travel_attach(a, m.ticket, m.device, &dev, &attested_at, &carrier)
-                         : gt_errf(GT_E_ARG, "chunk %u does not exist (%u chunks)", chunk,
-                                   a->manifest.chunk_count);
-    gt_secure_zero(m.ticket, sizeof m.ticket);
-    if (gt_is_ok(verdict)) {
-        verdict = decide(a, chunk, &tokens);
-    } else {
-        pthread_mutex_lock(&a->lock);
-        a->stats.refusals++;
-        pthread_mutex_unlock(&a->lock);
-    }
-    if (!gt_is_ok(verdict)) {
-        gt_device_close(dev);
-        gt_device_trip_carrier_close(carrier);
-        gt_log_warn("holder %s: refused a trip for chunk %u: %s", a->me->name, chunk,
-                    verdict.msg);
-        ledger_note(a, "refuse", trainer, chunk, "travel", 0, 0, verdict.msg);
-        return send_refuse(ch, verdict);
-    }
-    gt_err noted = ledger_note(a, "grant", trainer, chunk, "travel", tokens,
-                               gt_manifest_chunk_file_bytes(&a->manifest, chunk), NULL);
-    if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
-        gt_device_close(dev);
-        gt_device_trip_carrier_close(carrier);
-        return send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the grant"));
-    }
-    uint64_t loaded = 0;
-    gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
-                                               a->cfg.keys->dataset_key, chunk, &loaded)
-                         : travel_load(a, dev, m.device, attested_at, chunk, &loaded);
-    if (!gt_is_ok(err)) {
-        gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
-        ledger_note(a, "trip-failed", trainer, chunk, "travel", 0, 0, err.msg);
-        return send_refuse(ch, gt_err_wrap(err, "trip failed"));
-    }
+    pthread_mutex_lock(&a->lock);
+    a->stats.refusals++;
+    pthread_mutex_unlock(&a->lock);
+}
+
+// The chunk is in the travelling device: TRAVELLED, and for a trip the trainer serves, its
+// RELEASED before the next message.
+static gt_err travel_done(gt_holder_agent *a, gt_channel *ch, gt_device_trip_carrier *carrier,
+                          const char *trainer, uint32_t chunk, uint64_t tokens, uint64_t loaded)
+{
     gt_log_info("holder %s: loaded chunk %u (%llu tokens) into the travelling device for %s",
                 a->me->name, chunk, (unsigned long long)tokens, trainer);
     pthread_mutex_lock(&a->lock);
@@ -494,8 +471,113 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     return carrier ? gt_holder_trip_finish(carrier, sent, a->me->name, chunk) : sent;
 }
 
-// One FETCH: decided, noted in the ledger, then served or refused. A refusal sent is not an
-// error: the session goes on.
+// What a TRAVEL asks for, read from its device address (travel.h): devd's socket path or a
+// trip a cuda trainer serves is `travel`; the trip a cpu trainer serves in its host memory is
+// `insecure-host-trip`, never `travel`.
+typedef struct {
+    gt_transfer_mode mode;
+    const char *device;  // for the ledger: "devd", "cuda" or "host"
+    const char *what;    // for refusals: the request as the agreement check names it
+} trip_kind;
+
+static gt_err trip_kind_of(const char *address, trip_kind *k)
+{
+    gt_device_kind kind = GT_DEVICE_SIM;
+    char path[GT_DEVICE_TRIP_ADDRESS_MAX];
+    GT_TRY(gt_err_wrap(gt_device_trip_address_parse(address, &kind, path, sizeof path),
+                       "travelling device"));
+    switch (kind) {
+    case GT_DEVICE_SIM:
+        *k = (trip_kind){GT_TRANSFER_TRAVEL, "devd", "TRAVEL to devd"};
+        return GT_OK;
+    case GT_DEVICE_CUDA:
+        *k = (trip_kind){GT_TRANSFER_TRAVEL, "cuda", "TRAVEL ipc-cuda: (a cuda trip)"};
+        return GT_OK;
+    case GT_DEVICE_CPU:
+        *k = (trip_kind){GT_TRANSFER_INSECURE_HOST_TRIP, "host",
+                         "TRAVEL ipc-cpu: (a trip in the trainer's host memory)"};
+        return GT_OK;
+    default:
+        return gt_errf(GT_E_FORMAT, "travelling device: unknown kind");
+    }
+}
+
+// Checks a TRAVEL before anything is attached: the chunk exists, and the agreement lists the
+// mode its address asks for. *k is set when the address parsed (k->mode valid).
+static gt_err travel_admit(gt_holder_agent *a, const gt_hp_travel *m, trip_kind *k)
+{
+    GT_ENSURE(m->chunk < a->manifest.chunk_count, GT_E_ARG, "chunk %u does not exist (%u chunks)",
+              m->chunk, a->manifest.chunk_count);
+    GT_TRY(trip_kind_of(m->device, k));
+    return gt_agreement_transfer_check(a->cfg.agreement, k->mode, k->what);
+}
+
+static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
+                           const char *trainer)
+{
+    gt_hp_travel m;
+    GT_TRY(gt_hp_travel_parse(gt_buf_span(body), &m));
+    const uint32_t chunk = m.chunk;
+    uint64_t tokens = 0;
+    gt_device *dev = NULL;
+    double attested_at = 0;
+    gt_device_trip_carrier *carrier = NULL;  // a trip the trainer serves (ipc-cpu:, ipc-cuda:)
+    trip_kind k = {0};
+    // The mode, then the device, then the release decision. A refusal after attaching closes the
+    // device without a return: the trip fails at once, the trainer has its device back, nothing
+    // loaded.
+    gt_err verdict = travel_admit(a, &m, &k);
+    if (gt_is_ok(verdict)) {
+        verdict = travel_attach(a, m.ticket, m.device, &dev, &attested_at, &carrier);
+    }
+    gt_secure_zero(m.ticket, sizeof m.ticket);
+    if (gt_is_ok(verdict)) {
+        verdict = decide(a, chunk, &tokens);
+    } else {
+        count_refusal(a);
+    }
+    const char *mode = k.device ? gt_transfer_mode_name(k.mode) : NULL;
+    if (!gt_is_ok(verdict)) {
+        gt_device_close(dev);
+        gt_device_trip_carrier_close(carrier);
+        gt_log_warn("holder %s: refused a trip for chunk %u: %s", a->me->name, chunk,
+                    verdict.msg);
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = chunk,
+                                                  .mode = mode, .device = k.device,
+                                                  .reason = verdict.msg});
+        return send_refuse(ch, verdict);
+    }
+    gt_err noted = ledger_note(a, "grant", &(ledger_detail){
+        .trainer = trainer, .chunk = chunk, .mode = mode, .device = k.device, .tokens = tokens,
+        .bytes = gt_manifest_chunk_file_bytes(&a->manifest, chunk)});
+    if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
+        gt_device_close(dev);
+        gt_device_trip_carrier_close(carrier);
+        return send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the grant"));
+    }
+    uint64_t loaded = 0;
+    gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
+                                               a->cfg.keys->dataset_key, chunk, &loaded)
+                         : travel_load(a, dev, m.device, attested_at, chunk, &loaded);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
+        ledger_note(a, "trip-failed", &(ledger_detail){.trainer = trainer, .chunk = chunk,
+                                                       .mode = mode, .device = k.device,
+                                                       .reason = err.msg});
+        return send_refuse(ch, gt_err_wrap(err, "trip failed"));
+    }
+    return travel_done(a, ch, carrier, trainer, chunk, tokens, loaded);
+}
+
+// The agreement's transfer mode a FETCH asks for (the parser admits only these two).
+static gt_transfer_mode fetch_transfer(uint8_t mode)
+{
+    return mode == GT_FETCH_PLAIN ? GT_TRANSFER_CONVENTIONAL
+                                  : GT_TRANSFER_CONVENTIONAL_KEYRELEASE;
+}
+
+// One FETCH: its mode checked against the agreement's transfer list, decided, noted in the
+// ledger, then served or refused. A refusal sent is not an error: the session goes on.
 static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
                           const char *trainer)
 {
@@ -503,16 +585,32 @@ static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body
     GT_TRY(gt_hp_fetch_parse(gt_buf_span(body), &f));
     const uint8_t mode = f.mode;
     const uint32_t chunk = f.chunk;
+    const gt_transfer_mode transfer = fetch_transfer(mode);
+    const char *mode_name = gt_transfer_mode_name(transfer);
+    // The mode first: a request the agreement does not allow is refused before it is decided
+    // (it costs no release, no budget) and nothing of the chunk is read.
+    char what[48];
+    snprintf(what, sizeof what, "FETCH %s", gt_fetch_mode_name((gt_fetch_mode)mode));
+    gt_err allowed = gt_agreement_transfer_check(a->cfg.agreement, transfer, what);
+    if (!gt_is_ok(allowed)) {
+        count_refusal(a);
+        gt_log_warn("holder %s: refused chunk %u: %s", a->me->name, chunk, allowed.msg);
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = chunk,
+                                                  .mode = mode_name, .reason = allowed.msg});
+        return send_refuse(ch, allowed);
+    }
     uint64_t tokens = 0;
     gt_err verdict = decide(a, chunk, &tokens);
-    const char *mode_name = gt_fetch_mode_name((gt_fetch_mode)mode);
     if (!gt_is_ok(verdict)) {
-        ledger_note(a, "refuse", trainer, chunk, mode_name, 0, 0, verdict.msg);
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = chunk,
+                                                  .mode = mode_name, .reason = verdict.msg});
         return send_refuse(ch, verdict);
     }
     uint64_t bytes = mode == GT_FETCH_PLAIN ? a->manifest.chunks[chunk].plaintext_len
                                             : gt_manifest_chunk_file_bytes(&a->manifest, chunk);
-    gt_err noted = ledger_note(a, "grant", trainer, chunk, mode_name, tokens, bytes, NULL);
+    gt_err noted = ledger_note(a, "grant", &(ledger_detail){.trainer = trainer, .chunk = chunk,
+                                                            .mode = mode_name, .tokens = tokens,
+                                                            .bytes = bytes});
     if (!gt_is_ok(noted)) {  // the release stays counted: stricter, never looser
         return send_refuse(ch, gt_err_wrap(noted, "the holder cannot record the grant"));
     }
@@ -544,7 +642,8 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
     memcpy(trainer, hello.trainer, sizeof trainer);
     if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
         err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
-        ledger_note(a, "refuse", trainer, -1, NULL, 0, 0, err.msg);
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
+                                                  .reason = err.msg});
         gt_err ignored = send_refuse(ch, err);
         (void)ignored;
         goto out;
@@ -625,7 +724,7 @@ gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile 
             pthread_mutex_lock(&a->lock);
             a->stats.refusals++;
             pthread_mutex_unlock(&a->lock);
-            ledger_note(a, "refuse", NULL, -1, NULL, 0, 0, err.msg);
+            ledger_note(a, "refuse", &(ledger_detail){.chunk = -1, .reason = err.msg});
             continue;
         }
         conn_arg *c = malloc(sizeof *c);

@@ -5,7 +5,8 @@
 #include <gputravel/holder.h>
 
 // For a TRAVEL address "ipc-cuda:" / "ipc-cpu:" (device.h): attaches to the trainer's trip with
-// the ticket (its device evidence appraised, under the agreement's hash) and checks its
+// the ticket (its device evidence appraised, under the agreement's hash; its device_memory
+// claim must be cuda for ipc-cuda:, host for ipc-cpu:, else GT_E_POLICY) and checks its
 // measurement against the agreement's accepted device measurements, as for devd. devd's address
 // (a plain path): GT_OK and *carrier = NULL (not a served trip). A malformed address: GT_E_FORMAT.
 // The travelling device's measurement m (got: how reading it went) against the agreement's

@@ -20,7 +20,11 @@ gt_err gt_holder_trip_attach(const gt_agreement *agreement,
     if (kind == GT_DEVICE_SIM) {
         return GT_OK;  // devd's: the caller attaches to devd
     }
-    gt_device_sim_options opt = {.timeout_ms = 60000};
+    // The trip's evidence must say what its address says: a GPU for ipc-cuda:, the trainer's
+    // host memory for ipc-cpu: (which only insecure-host-trip allows; the caller checked).
+    gt_device_sim_options opt = {
+        .timeout_ms = 60000,
+        .expect_memory = kind == GT_DEVICE_CUDA ? GT_SIM_MEMORY_CUDA : GT_SIM_MEMORY_HOST};
     memcpy(opt.agreement_hash, agreement->hash, sizeof opt.agreement_hash);
     gt_device_trip_carrier *c = NULL;
     GT_TRY(gt_err_wrap(gt_device_trip_attach(&c, address, &opt, ticket), "travelling device"));

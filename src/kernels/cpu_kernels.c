@@ -904,6 +904,40 @@ static gt_err run_tokens_check(const gt_op_args *u, const char *name)
     return GT_OK;
 }
 
+static gt_err run_loss_mean(const gt_op_args *u, const char *name)
+{
+    const gt_loss_mean_args *a = &u->loss_mean;
+    (void)name;
+    double s = 0.0;  // in index order: the mean the trainer computed on its CPU before
+    for (int i = 0; i < a->N; i++) {
+        s += a->losses[i];
+    }
+    *a->out = gt_round_mantissa((float)(s / (double)a->N), a->bits);
+    return GT_OK;
+}
+
+static gt_err run_norm_release(const gt_op_args *u, const char *name)
+{
+    (void)name;
+    *u->norm_release.out = gt_round_mantissa((float)sqrt(*u->norm_release.sumsq), u->norm_release.bits);
+    return GT_OK;
+}
+
+static gt_err run_clip_grads(const gt_op_args *u, const char *name)
+{
+    const gt_clip_grads_args *a = &u->clip_grads;
+    (void)name;
+    float norm = (float)sqrt(*a->sumsq);
+    if (a->clip > 0.0f && norm > a->clip) {
+        float scale = a->clip / norm;
+#pragma omp parallel for schedule(static) if (a->N >= 65536)
+        for (int i = 0; i < a->N; i++) {
+            a->grads[i] *= scale;
+        }
+    }
+    return GT_OK;
+}
+
 typedef gt_err (*run_fn)(const gt_op_args *args, const char *name);
 
 static const run_fn runners[GT_OP_COUNT_] = {
@@ -915,7 +949,8 @@ static const run_fn runners[GT_OP_COUNT_] = {
     [GT_OP_RESIDUAL_FWD] = run_residual_fwd,   [GT_OP_RESIDUAL_BWD] = run_residual_bwd,
     [GT_OP_SOFTMAX_XENT] = run_softmax_xent,   [GT_OP_SUMSQ] = run_sumsq,
     [GT_OP_ADAMW] = run_adamw,                 [GT_OP_TOKENS_GATHER] = run_tokens_gather,
-    [GT_OP_TOKENS_CHECK] = run_tokens_check,
+    [GT_OP_TOKENS_CHECK] = run_tokens_check,   [GT_OP_LOSS_MEAN] = run_loss_mean,
+    [GT_OP_NORM_RELEASE] = run_norm_release,   [GT_OP_CLIP_GRADS] = run_clip_grads,
 };
 
 gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx)

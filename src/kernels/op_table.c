@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/mantissa.h"  // shared with the CUDA release kernels
+
 // Shapes are positive and below 2^31; a byte count may be at most 2^62 (so every offset
 // computed later in size_t is exact).
 #define SHAPE_MAX ((int64_t)1 << 31)
@@ -134,6 +136,21 @@ static const gt_op_descriptor descs[GT_OP_COUNT_] = {
     [GT_OP_TOKENS_CHECK] = {"tokens_check", 1, 2, 0, SIZE,
         .refs = {REF(data, U16, READ, "N")},
         .ints = {SHAPE(N), SHAPE(V)}},
+#undef ARGS
+#define ARGS gt_loss_mean_args
+    [GT_OP_LOSS_MEAN] = {"loss_mean", 2, 2, 0, SIZE,
+        .refs = {REF(out, F32, WRITE, ""), REF(losses, F32, READ, "N")},
+        .ints = {SHAPE(N), INT(bits, 1, 24, false)}, .release = "loss"},
+#undef ARGS
+#define ARGS gt_norm_release_args
+    [GT_OP_NORM_RELEASE] = {"norm_release", 2, 1, 0, SIZE,
+        .refs = {REF(out, F32, WRITE, ""), REF(sumsq, F64, READ, "")},
+        .ints = {INT(bits, 1, 24, false)}, .release = "grad_norm"},
+#undef ARGS
+#define ARGS gt_clip_grads_args
+    [GT_OP_CLIP_GRADS] = {"clip_grads", 2, 1, 1, SIZE,
+        .refs = {REF(grads, F32, INPLACE, "N"), REF(sumsq, F64, READ, "")},
+        .ints = {SHAPE(N)}, .floats = {FLT(clip)}},
 #undef ARGS
 };
 
@@ -457,3 +474,20 @@ gt_op gt_op_tokens_check(gt_dref data, int64_t N, int64_t V)
 {
     return make(GT_OP_TOKENS_CHECK, REFS(data), INTS(N, V), NO_FLOATS);
 }
+
+gt_op gt_op_loss_mean(gt_dref out, gt_dref losses, int64_t N)
+{
+    return make(GT_OP_LOSS_MEAN, REFS(out, losses), INTS(N, 23), NO_FLOATS);
+}
+
+gt_op gt_op_norm_release(gt_dref out, gt_dref sumsq)
+{
+    return make(GT_OP_NORM_RELEASE, REFS(out, sumsq), INTS(23), NO_FLOATS);
+}
+
+gt_op gt_op_clip_grads(gt_dref grads, gt_dref sumsq, int64_t N, float clip)
+{
+    return make(GT_OP_CLIP_GRADS, REFS(grads, sumsq), INTS(N), FLOATS(clip));
+}
+
+float gt_round_mantissa(float f, int bits) { return gt_mantissa_round(f, bits); }

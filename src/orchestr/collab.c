@@ -2,32 +2,17 @@
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 
+#include "orchestr_internal.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *gt_transfer_mode_name(gt_transfer_mode mode)
-{
-    switch (mode) {
-    case GT_TRANSFER_CONVENTIONAL: return "conventional";
-    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
-    case GT_TRANSFER_TRAVEL: return "travel";
-    default: return "unknown";
-    }
-}
-
-gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
-{
-    for (int m = GT_TRANSFER_CONVENTIONAL; m <= GT_TRANSFER_TRAVEL; m++) {
-        if (strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
-            *mode = (gt_transfer_mode)m;
-            return GT_OK;
-        }
-    }
-    return gt_errf(GT_E_ARG, "unknown transfer '%s' (conventional, conventional-keyrelease or "
-                             "travel)", name);
-}
+// GPT-2's usual recipe: warmup, cosine decay, clipped gradients; stable on small batches. A
+// pinned program (training.program) is this recipe's step.
+static const gt_adamw collab_adamw = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                      .weight_decay = 0.0f, .grad_clip = 1.0f};
 
 static void event(const gt_collab_config *cfg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -97,9 +82,7 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
     gt_loader *loader = NULL;
     uint64_t ntok = allowed;
     GT_TRY(gt_loader_create(&loader, cfg->dev, &buf, &ntok, 1, B, T, (int)a->vocab, false, 0));
-    // GPT-2's usual recipe: warmup, cosine decay, clipped gradients; stable on small batches.
-    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
-                    .grad_clip = 1.0f};
+    gt_adamw opt = collab_adamw;
     gt_lr_schedule lrs = {.kind = GT_LR_COSINE, .lr = a->learning_rate,
                           .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
                           .final_frac = 0.1f};
@@ -135,22 +118,18 @@ _Static_assert(GT_SCKPT_LLMC_MAGIC == GT_GPT2_CKPT_MAGIC &&
                    GT_SCKPT_LLMC_VERSION == GT_GPT2_CKPT_VERSION,
                "sealed checkpoints name the llm.c checkpoint train/ writes");
 
-// What may leave the TEE at the end (the agreement's "output"): the final weights sealed for
-// the named recipients, or nothing but the loss curve.
-static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const char *ckpt,
-                          uint64_t step, const uint8_t signing_secret[GT_ED25519_SECRET_BYTES],
-                          gt_collab_report *report)
+// What may leave the TEE at the end (the agreement's "output"): the final weights sealed by the
+// device for the named recipients, or nothing but the loss curve.
+static gt_err seal_output(const gt_collab_config *cfg, gt_devstate *ds, gt_gpt2 *model,
+                          uint64_t step, gt_collab_report *report)
 {
     const gt_agreement *a = cfg->agreement;
     if (a->output != GT_OUTPUT_SEALED_CHECKPOINT) {
-        event(cfg, "output loss_only: no checkpoint leaves the TEE; the model stays in %s",
-              cfg->state_dir);
+        event(cfg, "output loss_only: no checkpoint leaves the device; the model stays in it "
+                   "(%s holds only its sealed resume state)", cfg->state_dir);
         return GT_OK;
     }
-    gt_sckpt_seal_params p = {.model_path = ckpt, .step = step,
-                              .recipient_count = a->recipient_count,
-                              .signing_secret = signing_secret};
-    char path[4200], names[1024] = "";
+    char path[4200];
     if (cfg->sealed_path != NULL) {
         GT_ENSURE(strlen(cfg->sealed_path) < sizeof path, GT_E_LIMIT, "path too long: %s",
                   cfg->sealed_path);
@@ -158,46 +137,36 @@ static gt_err seal_output(const gt_collab_config *cfg, gt_gpt2 *model, const cha
     } else {
         GT_TRY(gt_path_join(path, sizeof path, cfg->state_dir, "model.sealed"));
     }
-    p.out_path = path;
-    memcpy(p.agreement_hash, a->hash, sizeof p.agreement_hash);
-    const gt_gpt2_config *mc = gt_gpt2_get_config(model);
-    p.model = (gt_sckpt_model){.max_seq_len = (uint32_t)mc->max_seq_len,
-                               .vocab_size = (uint32_t)mc->vocab_size,
-                               .num_layers = (uint32_t)mc->num_layers,
-                               .num_heads = (uint32_t)mc->num_heads,
-                               .channels = (uint32_t)mc->channels,
-                               .padded_vocab_size = (uint32_t)mc->padded_vocab_size};
-    gt_sckpt_recipient *r = calloc(a->recipient_count ? a->recipient_count : 1, sizeof *r);
-    GT_ENSURE(r != NULL, GT_E_NOMEM, "out of memory");
+    gt_buf sealed = {0};
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
     gt_err err = GT_OK;
-    for (uint32_t i = 0; i < a->recipient_count; i++) {
-        const gt_agreement_holder *h = gt_agreement_find_holder(a, a->recipients[i]);
-        GT_ENSURE_GOTO(err, h != NULL && h->has_recipient_key, out, GT_E_FORMAT,
-                       "output: recipient '%s' has no recipient_key", a->recipients[i]);
-        snprintf(r[i].name, sizeof r[i].name, "%s", h->name);
-        memcpy(r[i].pub, h->recipient_key, sizeof r[i].pub);
-        size_t used = strlen(names);
-        snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", h->name);
-    }
-    p.recipients = r;
-    // The final weights (model.bin is already this step's; written again so it surely is).
-    GT_TRY_GOTO(err, gt_gpt2_save(model, ckpt), out);
-    gt_sckpt_header h;
-    GT_TRY_GOTO(err, gt_err_wrap(gt_sckpt_seal(&p, &h), "sealing the checkpoint"), out);
+    GT_TRY_GOTO(err, gt_devstate_seal_final(ds, model, &sealed), out);
+    GT_TRY_GOTO(err, gt_sckpt_header_parse(h, sealed.data, sealed.len), out);
+    GT_ENSURE_GOTO(err, h->step == step, out, GT_E_STATE,
+                   "the device sealed step %llu, not %llu", (unsigned long long)h->step,
+                   (unsigned long long)step);
+    GT_TRY_GOTO(err, gt_file_write_atomic(path, sealed.data, sealed.len, 0644), out);
     report->sealed = true;
     snprintf(report->sealed_path, sizeof report->sealed_path, "%s", path);
-    report->sealed_bytes = gt_sckpt_file_bytes(&h);
-    report->sealed_recipients = h.recipient_count;
-    char size[32];
-    gt_format_size(size, sizeof size, h.plaintext_len);
-    char signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
-    gt_hex_encode(signer, sizeof signer, h.signer_pub, sizeof h.signer_pub);
-    event(cfg, "sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
+    report->sealed_bytes = sealed.len;
+    report->sealed_recipients = h->recipient_count;
+    char size[32], names[1024] = "", signer[2 * GT_ED25519_PUBLIC_BYTES + 1];
+    gt_format_size(size, sizeof size, h->plaintext_len);
+    for (uint32_t i = 0; i < h->recipient_count; i++) {
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", h->recipients[i].name);
+    }
+    gt_hex_encode(signer, sizeof signer, h->signer_pub, sizeof h->signer_pub);
+    event(cfg, "the device sealed the checkpoint of step %llu (weights only, %s) for %s: %s",
           (unsigned long long)step, size, names, path);
-    event(cfg, "signed it with this run's signing key %.16s..., the key every holder recorded "
-               "for this session", signer);
+    event(cfg, "signed it with %s %.16s..., the key every holder recorded for this session",
+          gt_device_get_kind(cfg->dev) == GT_DEVICE_SIM ? "the device's export key"
+                                                        : "this run's signing key",
+          signer);
 out:
-    free(r);
+    free(h);
+    gt_buf_free_nowipe(&sealed);  // ciphertext
     return err;
 }
 
@@ -221,23 +190,35 @@ static gt_err device_measurement_check(const gt_collab_config *cfg)
     return GT_OK;
 }
 
-// Creates the agreement's model with its starting weights: the saved state when resuming and
-// one exists, else the agreement's seeded random init. *step is the step the run starts from.
-static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, const char *state,
+// The agreement's model, in train's terms.
+static gt_gpt2_config model_config(const gt_agreement *a)
+{
+    return (gt_gpt2_config){.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
+                            .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
+                            .num_layers = (int)a->layers, .num_heads = (int)a->heads,
+                            .channels = (int)a->channels};
+}
+
+// Creates the agreement's model with its starting weights: the device-sealed resume state when
+// resuming and one exists, else the agreement's seeded random init. *step is the step the run
+// starts from.
+static gt_err model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, gt_devstate *ds,
                           uint64_t *step)
 {
     const gt_agreement *a = cfg->agreement;
-    gt_gpt2_config mc = {.max_seq_len = (int)a->max_seq, .vocab_size = (int)a->vocab,
-                         .padded_vocab_size = gt_gpt2_pad_vocab((int)a->vocab),
-                         .num_layers = (int)a->layers, .num_heads = (int)a->heads,
-                         .channels = (int)a->channels};
+    gt_gpt2_config mc = model_config(a);
     GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
     gt_gpt2 *model = *modelp;
-    if (cfg->resume && gt_path_exists(state)) {
-        gt_loader_pos ignored;
-        GT_TRY(gt_train_state_load(model, &ignored, state));
+    char journal[4200];
+    GT_TRY(gt_path_join(journal, sizeof journal, cfg->state_dir, "journal"));
+    // A run with committed uses but no resume state may not restart from the init: the journal
+    // would count uses the model never saw (gt_devstate_load says why).
+    if (cfg->resume &&
+        (gt_devstate_exists(ds) || (!ds->resume_declared && gt_path_exists(journal)))) {
+        GT_TRY(gt_devstate_load(ds, model));
         *step = gt_gpt2_step(model);
-        event(cfg, "resumed from %s at step %llu", state, (unsigned long long)*step);
+        event(cfg, "resumed from the device-sealed state %s at step %llu", ds->path,
+              (unsigned long long)*step);
         return GT_OK;
     }
     return gt_gpt2_init_random(model, a->init_seed);
@@ -259,6 +240,32 @@ static gt_err schedule_open(const gt_collab_config *cfg, holders *hs, uint64_t s
     return gt_journal_open(journal, journal_path);
 }
 
+gt_err gt_collab_transfer_check(const gt_agreement *a, gt_transfer_mode mode,
+                                gt_device_kind kind)
+{
+    GT_TRY(gt_agreement_transfer_check(a, mode, "--transfer"));
+    GT_ENSURE(mode != GT_TRANSFER_TRAVEL || kind != GT_DEVICE_CPU, GT_E_POLICY,
+              "--transfer travel on a cpu device: the holder's chunk would be handed over in "
+              "this trainer's host memory, which is not travel; that is --transfer "
+              "insecure-host-trip, and only an agreement listing it allows it");
+    GT_ENSURE(mode != GT_TRANSFER_INSECURE_HOST_TRIP || kind == GT_DEVICE_CPU, GT_E_ARG,
+              "--transfer insecure-host-trip is the cpu device's host-memory trip; the %s device "
+              "travels with --transfer travel", gt_device_kind_name(kind));
+    return GT_OK;
+}
+
+static gt_err transfer_check(const gt_collab_config *cfg)
+{
+    GT_TRY(gt_collab_transfer_check(cfg->agreement, cfg->transfer,
+                                    gt_device_get_kind(cfg->dev)));
+    const bool trip = cfg->transfer == GT_TRANSFER_TRAVEL ||
+                      cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP;
+    GT_ENSURE(!trip || cfg->device_address, GT_E_UNSUPPORTED,
+              "transfer '%s' needs the device's address (devd's socket for the sim device, "
+              "the trip socket for cpu and cuda)", gt_transfer_mode_name(cfg->transfer));
+    return GT_OK;
+}
+
 // Brings chunk c of holder h into device memory by the configured transfer, counting the bytes
 // and seconds in the report. *trip is set for a trip this trainer serves.
 static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, uint32_t c,
@@ -267,36 +274,48 @@ static gt_err chunk_bring(const gt_collab_config *cfg, holders *hs, uint32_t h, 
 {
     const gt_agreement *a = cfg->agreement;
     double t0 = gt_now_seconds();
-    if (cfg->transfer == GT_TRANSFER_TRAVEL && served_trip) {
+    const bool travels = cfg->transfer == GT_TRANSFER_TRAVEL ||
+                         cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP;
+    if (travels && served_trip) {
         GT_TRY(gt_holder_trip(hs->conns[h], c, cfg->dev, cfg->device_address, a->hash, 60000,
                               trip, buf, ntok));
-    } else if (cfg->transfer == GT_TRANSFER_TRAVEL) {
+    } else if (travels) {
         GT_TRY(gt_holder_travel(hs->conns[h], c, cfg->dev, cfg->device_address, 60000, buf,
                                 ntok));
     } else {
         GT_TRY(gt_holder_fetch(hs->conns[h], c, fetch, cfg->dev, GT_DBUF_NO_READBACK, buf, ntok));
+    }
+    // The chunk is the holder's data: labelled with its dataset before any op can run on it
+    // (devd labels a travelled chunk itself, from the chunk's authenticated AAD; adding the same
+    // id again changes nothing). Unlabelled, it is not kept.
+    gt_err le = gt_device_label_add(cfg->dev, *buf, a->holders[h].dataset_id);
+    if (!gt_is_ok(le)) {
+        gt_err ignored = gt_device_free(cfg->dev, *buf);
+        (void)ignored;
+        *buf = 0;
+        return gt_err_wrap(le, "labelling chunk %u of %s", c, a->holders[h].name);
     }
     double secs = gt_now_seconds() - t0;
     report->holders[h].bytes_moved += *ntok * 2;
     report->holders[h].transfer_seconds += secs;
     event(cfg, "chunk %u of %s: %llu tokens in device memory by %s (%.3f s)", c,
           a->holders[h].name, (unsigned long long)*ntok,
-          cfg->transfer == GT_TRANSFER_TRAVEL ? (served_trip ? "a trip this trainer serves"
-                                                             : "GPU travelling")
-                                              : gt_transfer_mode_name(cfg->transfer),
+          cfg->transfer == GT_TRANSFER_INSECURE_HOST_TRIP
+              ? "a trip in this trainer's host memory (insecure-host-trip)"
+              : cfg->transfer == GT_TRANSFER_TRAVEL
+                    ? (served_trip ? "a trip this trainer serves" : "GPU travelling")
+                    : gt_transfer_mode_name(cfg->transfer),
           secs);
     return GT_OK;
 }
 
-// Commits one use: checkpoint first, then the journal record that counts it, then the holder's
-// confirmation.
-static gt_err use_commit(gt_gpt2 *model, const char *ckpt, const char *state, gt_schedule *sched,
+// Commits one use: the device-sealed resume state first, then the journal record that counts
+// it, then the holder's confirmation.
+static gt_err use_commit(gt_gpt2 *model, gt_devstate *ds, gt_schedule *sched,
                          gt_journal *journal, gt_holder_conn *conn, uint64_t step, uint32_t h,
                          uint32_t c, uint64_t counted)
 {
-    gt_loader_pos pos = {0};
-    GT_TRY(gt_gpt2_save(model, ckpt));
-    GT_TRY(gt_train_state_save(model, pos, state));
+    GT_TRY(gt_devstate_save(ds, model));
     GT_TRY(gt_schedule_record(sched, h, c, counted));
     GT_TRY(gt_journal_append_use(journal, step, h, c, counted));
     return gt_holder_confirm_use(conn, c, counted);
@@ -316,20 +335,73 @@ static void report_finish(gt_collab_report *report, const gt_schedule *sched,
     }
 }
 
+gt_err gt_collab_program(const gt_agreement *a, gt_buf *program)
+{
+    gt_gpt2_config mc = model_config(a);
+    return gt_gpt2_program(&mc, (int)a->batch, (int)a->seq, &collab_adamw, program);
+}
+
+// The agreement's pinned program, recorded from this trainer's own step, given to the device
+// (which checks it is the one the agreement's hash names).
+static gt_err program_pin(const gt_collab_config *cfg)
+{
+    const gt_agreement *a = cfg->agreement;
+    gt_buf prog = {0};
+    GT_TRY(gt_collab_program(a, &prog));
+    gt_err e = gt_device_pin_program(cfg->dev, gt_buf_span(&prog));
+    gt_buf_free_nowipe(&prog);
+    if (e.code == GT_E_POLICY) {
+        return gt_err_wrap(e, "the agreement pins another training program than this trainer's "
+                              "(gputravel program prints this trainer's)");
+    }
+    return e;
+}
+
+// Tells the device what the agreement lets out of labelled data (device.h "declared outputs"),
+// once per device session: a device that has them already keeps them and their budgets.
+static gt_err outputs_declare(const gt_collab_config *cfg)
+{
+    gt_device_outputs now;
+    if (gt_is_ok(gt_device_outputs_get(cfg->dev, &now))) {
+        return GT_OK;
+    }
+    gt_device_outputs outs;
+    gt_agreement_device_outputs(cfg->agreement, &outs);
+    if (outs.program_pinned) {
+        GT_TRY(gt_err_wrap(gt_device_declare_outputs(cfg->dev, &outs,
+                                                     (gt_span){cfg->agreement->doc,
+                                                               cfg->agreement->doc_len}),
+                           "declaring the agreement's outputs to the device"));
+        return program_pin(cfg);
+    }
+    return gt_err_wrap(gt_device_declare_outputs(cfg->dev, &outs,
+                                                 (gt_span){cfg->agreement->doc, cfg->agreement->doc_len}),
+                       "declaring the agreement's outputs to the device");
+}
+
+// The run's signing key pair, the device-sealed state, and the key that will sign the output
+// (the device's own on sim, this run's on cpu / cuda), which the holders are told.
+static gt_err run_keys(const gt_collab_config *cfg, gt_devstate *ds,
+                       uint8_t secret[GT_ED25519_SECRET_BYTES],
+                       uint8_t signer[GT_ED25519_PUBLIC_BYTES])
+{
+    memset(ds, 0, sizeof *ds);
+    GT_TRY(gt_ed25519_keypair(signer, secret));
+    GT_TRY(gt_devstate_open(ds, cfg, secret));
+    return gt_devstate_signer(ds, signer);
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
     const gt_agreement *a = cfg->agreement;
-    GT_ENSURE(cfg->transfer != GT_TRANSFER_TRAVEL || cfg->device_address, GT_E_UNSUPPORTED,
-              "transfer 'travel' needs the device's address (devd's socket for the sim device, "
-              "the trip socket for cpu and cuda)");
+    GT_TRY(transfer_check(cfg));
     // sim: the device travels to devd's holder session; cpu / cuda: the trainer serves the trip
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     GT_TRY(device_measurement_check(cfg));
-    char ckpt[4200], state[4300], journal_path[4200];
-    GT_TRY(gt_path_join(ckpt, sizeof ckpt, cfg->state_dir, "model.bin"));
+    GT_TRY(outputs_declare(cfg));
+    char journal_path[4200];
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
-    snprintf(state, sizeof state, "%s.state", ckpt);
 
     gt_gpt2 *model = NULL;
     gt_schedule *sched = NULL;
@@ -338,11 +410,13 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     memset(&hs, 0, sizeof hs);
     gt_err err = GT_OK;
     float loss = NAN;
-    // This process's checkpoint signing key: fresh, presented to every holder, wiped at out.
+    // This process's checkpoint signing key: fresh, wiped at out. cpu / cuda sign with it; on
+    // sim the device signs with its own export key. Whichever it is goes to every holder.
     uint8_t signing_secret[GT_ED25519_SECRET_BYTES] = {0};
-    GT_TRY_GOTO(err, gt_ed25519_keypair(report->signing_key, signing_secret), out);
+    gt_devstate ds;
+    GT_TRY_GOTO(err, run_keys(cfg, &ds, signing_secret, report->signing_key), out);
     uint64_t step = 0;
-    GT_TRY_GOTO(err, model_start(cfg, &model, state, &step), out);
+    GT_TRY_GOTO(err, model_start(cfg, &model, &ds, &step), out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
     GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
     gt_fetch_mode fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
@@ -363,6 +437,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, chunk_bring(cfg, &hs, h, c, served_trip, fetch, report, &trip, &buf,
                                      &ntok),
                     out);
+        if (cfg->on_chunk != NULL) {
+            cfg->on_chunk(cfg->ctx, cfg->dev, buf, ntok, model);
+        }
         // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
         // except that the budget's last chunk counts only up to the budget, and only that part
         // is trained on. One use is one pass over it, cut short only by the step count.
@@ -376,18 +453,18 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, err, out);
         GT_TRY_GOTO(err, erase, out);
         step += done;
-        // Commit: checkpoint first, then the journal record that counts the use.
-        GT_TRY_GOTO(err, use_commit(model, ckpt, state, sched, journal, hs.conns[h], step, h, c,
-                                    counted),
+        // Commit: the sealed resume state first, then the journal record that counts the use.
+        GT_TRY_GOTO(err, use_commit(model, &ds, sched, journal, hs.conns[h], step, h, c, counted),
                     out);
         event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
                    "device, use recorded", c, a->holders[h].name, done,
               (unsigned long long)trained);
     }
     report_finish(report, sched, a->holder_count, step, loss);
-    GT_TRY_GOTO(err, seal_output(cfg, model, ckpt, step, signing_secret, report), out);
+    GT_TRY_GOTO(err, seal_output(cfg, &ds, model, step, report), out);
 out:
     gt_secure_zero(signing_secret, sizeof signing_secret);
+    gt_devstate_close(&ds);
     gt_journal_close(journal);
     gt_schedule_free(sched);
     holders_close(&hs, a->holder_count);

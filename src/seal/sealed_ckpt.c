@@ -56,7 +56,18 @@ static gt_err recipients_check(const gt_sckpt_recipient *r, uint32_t n)
     return GT_OK;
 }
 
-static gt_err model_check(const gt_sckpt_model *m)
+void gt_sckpt_llmc_header(uint8_t out[GT_SCKPT_LLMC_HEADER_BYTES], const gt_sckpt_model *m)
+{
+    memset(out, 0, GT_SCKPT_LLMC_HEADER_BYTES);
+    const uint32_t h[8] = {GT_SCKPT_LLMC_MAGIC, GT_SCKPT_LLMC_VERSION, m->max_seq_len,
+                           m->vocab_size, m->num_layers, m->num_heads, m->channels,
+                           m->padded_vocab_size};
+    for (int i = 0; i < 8; i++) {
+        gt_store_u32le(out + 4 * i, h[i]);
+    }
+}
+
+gt_err gt_sckpt_model_check(const gt_sckpt_model *m)
 {
     GT_ENSURE(m->max_seq_len > 0 && m->vocab_size > 0 && m->num_layers > 0 && m->num_heads > 0 &&
                   m->channels > 0 && m->padded_vocab_size >= m->vocab_size &&
@@ -97,7 +108,7 @@ gt_err gt_sckpt_header_parse(gt_sckpt_header *h, const uint8_t *data, size_t len
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.num_heads), fail);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.channels), fail);
     GT_TRY_GOTO(err, gt_reader_u32le(&r, &h->model.padded_vocab_size), fail);
-    GT_TRY_GOTO(err, model_check(&h->model), fail);
+    GT_TRY_GOTO(err, gt_sckpt_model_check(&h->model), fail);
     GT_TRY_GOTO(err, gt_reader_u64le(&r, &h->plaintext_len), fail);
     GT_ENSURE_GOTO(err, h->plaintext_len >= LLMC_PREFIX_BYTES &&
                             h->plaintext_len <= GT_SCKPT_MAX_PLAINTEXT,
@@ -225,7 +236,7 @@ static gt_err seal_params_check(const gt_sckpt_seal_params *p)
         memcpy(raw, p->recipients[i].name, n);
         GT_TRY(name_check(raw, i));
     }
-    return model_check(&p->model);
+    return gt_sckpt_model_check(&p->model);
 }
 
 // The header's fields from the parameters, all but the random and derived ones.
@@ -272,95 +283,209 @@ out:
     return err;
 }
 
-// Encrypts, hashes and writes the size-byte body; io already holds its first LLMC_PREFIX_BYTES.
-static gt_err body_seal(FILE *in, uint8_t *io, uint64_t size, gt_aead_stream *s, gt_hash_ctx *hc,
-                        gt_atomic_file *out, const char *path)
+// Encrypts, hashes and hands on the body; io already holds its first LLMC_PREFIX_BYTES.
+static gt_err body_seal(const gt_seal_source *src, uint8_t *io, gt_aead_stream *s,
+                        gt_hash_ctx *hc, const gt_seal_sink *sink)
 {
     size_t have = LLMC_PREFIX_BYTES;  // bytes of io already read
-    for (uint64_t at = 0; at < size;) {
-        size_t k = (size_t)(size - at < IO_BYTES ? size - at : IO_BYTES);
+    for (uint64_t at = 0; at < src->len;) {
+        size_t k = (size_t)(src->len - at < IO_BYTES ? src->len - at : IO_BYTES);
         if (have < k) {
-            GT_TRY(read_exact(in, io + have, k - have, path));
+            GT_TRY(src->read(src->ctx, io + have, k - have));
         }
         have = 0;
         GT_TRY(gt_aead_stream_update(s, io, io, k));
         GT_TRY(gt_hash_update(hc, io, k));  // ciphertext, as written
-        GT_TRY(gt_atomic_file_write(out, io, k));
+        GT_TRY(sink->write(sink->ctx, io, k));
         at += k;
     }
-    GT_ENSURE(fgetc(in) == EOF, GT_E_STATE, "%s changed while it was sealed", path);
     return GT_OK;
 }
 
-gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
+// The random and derived header fields, then the bound part and the wraps into header.
+static gt_err header_seal(gt_sckpt_header *h, const gt_sckpt_seal_params *p,
+                          uint8_t header[GT_SCKPT_MAX_HEADER_BYTES],
+                          uint8_t content_key[GT_AEAD_KEY_BYTES])
 {
-    GT_ENSURE(p->signing_secret != NULL, GT_E_ARG, "sealing needs the signer's secret key");
-    GT_TRY(seal_params_check(p));
-    gt_sckpt_header *h = calloc(1, sizeof *h);
-    GT_ENSURE(h != NULL, GT_E_NOMEM, "out of memory");
-    uint8_t *io = malloc(IO_BYTES);
+    uint8_t eph_sec[GT_X25519_BYTES] = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_random_bytes(h->body_iv, sizeof h->body_iv), out);
+    GT_TRY_GOTO(err, gt_random_bytes(content_key, GT_AEAD_KEY_BYTES), out);
+    GT_TRY_GOTO(err, gt_x25519_keypair(h->ephemeral_pub, eph_sec), out);
+    GT_TRY_GOTO(err, gt_ed25519_public(h->signer_pub, p->signing_secret), out);
+    gt_writer w = gt_writer_init_fixed(header, GT_SCKPT_MAX_HEADER_BYTES);
+    GT_TRY_GOTO(err, bound_encode(&w, h), out);
+    h->bound_len = w.len;
+    GT_TRY_GOTO(err, wraps_seal(h, &w, header, content_key, eph_sec), out);
+    h->header_len = w.len;
+out:
+    gt_secure_zero(eph_sec, sizeof eph_sec);
+    return err;
+}
+
+// The one sealing path (file and memory alike): header, body streamed from src through
+// AES-256-GCM and SHA-256, tag, signature, each handed to sink in file order.
+static gt_err seal_stream(const gt_sckpt_seal_params *p, const gt_seal_source *src,
+                          const gt_seal_sink *sink, gt_sckpt_header *h, uint8_t *io)
+{
     uint8_t header[GT_SCKPT_MAX_HEADER_BYTES];
-    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, eph_sec[GT_X25519_BYTES] = {0};
-    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
+    uint8_t content_key[GT_AEAD_KEY_BYTES] = {0}, tag[GT_AEAD_TAG_BYTES] = {0};
     uint8_t digest[GT_SHA256_BYTES] = {0}, sig[GT_SCKPT_SIG_BYTES] = {0};
     gt_hash_ctx *hc = NULL;
     gt_aead_stream *s = NULL;
-    gt_atomic_file out = {0};
-    FILE *in = NULL;
-    uint64_t size = 0;
     gt_err err = GT_OK;
-    GT_ENSURE_GOTO(err, io != NULL, done, GT_E_NOMEM, "out of memory");
-    GT_TRY_GOTO(err, gt_file_open_regular(p->model_path, &in, &size), done);
-    GT_ENSURE_GOTO(err, size >= LLMC_PREFIX_BYTES && size <= GT_SCKPT_MAX_PLAINTEXT, done,
-                   GT_E_FORMAT, "%s: %llu bytes (expected %d..%llu)", p->model_path,
-                   (unsigned long long)size, LLMC_PREFIX_BYTES,
+    GT_ENSURE_GOTO(err, src->len >= LLMC_PREFIX_BYTES && src->len <= GT_SCKPT_MAX_PLAINTEXT,
+                   done, GT_E_FORMAT, "plaintext of %llu bytes (expected %d..%llu)",
+                   (unsigned long long)src->len, LLMC_PREFIX_BYTES,
                    (unsigned long long)GT_SCKPT_MAX_PLAINTEXT);
-
-    header_fill(h, p, size);
-    GT_TRY_GOTO(err, gt_random_bytes(h->body_iv, sizeof h->body_iv), done);
-    GT_TRY_GOTO(err, gt_random_bytes(content_key, sizeof content_key), done);
-    GT_TRY_GOTO(err, gt_x25519_keypair(h->ephemeral_pub, eph_sec), done);
-    GT_TRY_GOTO(err, gt_ed25519_public(h->signer_pub, p->signing_secret), done);
-
-    gt_writer w = gt_writer_init_fixed(header, sizeof header);
-    GT_TRY_GOTO(err, bound_encode(&w, h), done);
-    h->bound_len = w.len;
-    GT_TRY_GOTO(err, wraps_seal(h, &w, header, content_key, eph_sec), done);
-    h->header_len = w.len;
-
+    GT_TRY_GOTO(err, src->read(src->ctx, io, LLMC_PREFIX_BYTES), done);
+    GT_TRY_GOTO(err, llmc_prefix_check(io, LLMC_PREFIX_BYTES, &p->model, "plaintext"), done);
+    header_fill(h, p, src->len);
+    GT_TRY_GOTO(err, header_seal(h, p, header, content_key), done);
     // The body: the llm.c file under the content key; AAD = the whole header (wraps included).
-    GT_TRY_GOTO(err, read_exact(in, io, LLMC_PREFIX_BYTES, p->model_path), done);
-    GT_TRY_GOTO(err, llmc_prefix_check(io, LLMC_PREFIX_BYTES, &p->model, p->model_path), done);
-    GT_TRY_GOTO(err, gt_atomic_file_open(&out, p->out_path, 0644), done);
-    GT_TRY_GOTO(err, gt_atomic_file_write(&out, header, h->header_len), done);
+    GT_TRY_GOTO(err, sink->write(sink->ctx, header, h->header_len), done);
     GT_TRY_GOTO(err, sig_digest_new(&hc, header, h->header_len), done);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, header, h->header_len, h->body_iv,
                                         content_key), done);
-    GT_TRY_GOTO(err, body_seal(in, io, size, s, hc, &out, p->model_path), done);
+    GT_TRY_GOTO(err, body_seal(src, io, s, hc, sink), done);
     GT_TRY_GOTO(err, gt_aead_stream_final(s, tag), done);
-    GT_TRY_GOTO(err, gt_atomic_file_write(&out, tag, sizeof tag), done);
+    GT_TRY_GOTO(err, sink->write(sink->ctx, tag, sizeof tag), done);
     GT_TRY_GOTO(err, gt_hash_update(hc, tag, sizeof tag), done);
     GT_TRY_GOTO(err, gt_hash_final(hc, digest), done);
     GT_TRY_GOTO(err, gt_ed25519_sign(sig, digest, sizeof digest, p->signing_secret), done);
-    GT_TRY_GOTO(err, gt_atomic_file_write(&out, sig, sizeof sig), done);
-    GT_TRY_GOTO(err, gt_atomic_file_commit(&out), done);
+    GT_TRY_GOTO(err, sink->write(sink->ctx, sig, sizeof sig), done);
+done:
+    gt_aead_stream_free(s);
+    gt_hash_free(hc);
+    gt_secure_zero(content_key, sizeof content_key);
+    return err;
+}
+
+gt_err gt_sckpt_seal_to(const gt_sckpt_seal_params *p, const gt_seal_source *src,
+                        const gt_seal_sink *sink, gt_sckpt_header *hdr_out)
+{
+    GT_ENSURE(p->signing_secret != NULL, GT_E_ARG, "sealing needs the signer's secret key");
+    GT_ENSURE(src != NULL && src->read != NULL && sink != NULL && sink->write != NULL, GT_E_ARG,
+              "sealing needs a plaintext source and a sink");
+    GT_TRY(seal_params_check(p));
+    gt_sckpt_header *h = calloc(1, sizeof *h);
+    uint8_t *io = malloc(IO_BYTES);
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, h != NULL && io != NULL, done, GT_E_NOMEM, "out of memory");
+    GT_TRY_GOTO(err, seal_stream(p, src, sink, h, io), done);
     if (hdr_out != NULL) {
         *hdr_out = *h;
     }
 done:
-    gt_atomic_file_abort(&out);
-    gt_aead_stream_free(s);
-    gt_hash_free(hc);
-    if (in != NULL) {
-        fclose(in);
-    }
     if (io != NULL) {
         gt_secure_zero(io, IO_BYTES);  // plaintext staging
         free(io);
     }
     free(h);
-    gt_secure_zero(content_key, sizeof content_key);
-    gt_secure_zero(eph_sec, sizeof eph_sec);
+    return err;
+}
+
+static gt_err span_read(void *ctx, uint8_t *out, size_t n)
+{
+    gt_reader *r = ctx;
+    return gt_reader_bytes(r, out, n);
+}
+
+static gt_err buf_write(void *ctx, const uint8_t *data, size_t n)
+{
+    return gt_buf_append(ctx, data, n);
+}
+
+gt_seal_sink gt_seal_buf_sink(gt_buf *b) { return (gt_seal_sink){.write = buf_write, .ctx = b}; }
+
+gt_err gt_sckpt_seal_mem(const gt_sckpt_seal_params *p, gt_span plaintext, gt_buf *out,
+                         gt_sckpt_header *hdr_out)
+{
+    out->len = 0;
+    gt_reader r = gt_reader_init(plaintext.data, plaintext.len);
+    gt_seal_source src = {.len = plaintext.len, .read = span_read, .ctx = &r};
+    gt_seal_sink sink = gt_seal_buf_sink(out);
+    // Reserved up front: growing by copies would leave stale ciphertext copies for nothing.
+    uint64_t want = (uint64_t)GT_SCKPT_MAX_HEADER_BYTES + plaintext.len + GT_AEAD_TAG_BYTES +
+                    GT_SCKPT_SIG_BYTES;
+    gt_err err = plaintext.len <= GT_SCKPT_MAX_PLAINTEXT && want <= SIZE_MAX
+                     ? gt_buf_reserve(out, (size_t)want)
+                     : gt_errf(GT_E_FORMAT, "plaintext of %zu bytes is over the limit",
+                               plaintext.len);
+    if (gt_is_ok(err)) {
+        err = gt_sckpt_seal_to(p, &src, &sink, hdr_out);
+    }
+    if (!gt_is_ok(err)) {
+        out->len = 0;  // nothing half-sealed is handed back
+    }
+    return err;
+}
+
+static gt_err spans_read(void *ctx, uint8_t *out, size_t n)
+{
+    gt_seal_spans *s = ctx;
+    for (size_t done = 0; done < n;) {
+        GT_ENSURE(s->at_span < s->count, GT_E_TRUNCATED, "the pieces end %zu bytes early",
+                  n - done);
+        const gt_span *sp = &s->spans[s->at_span];
+        size_t k = sp->len - s->at_off < n - done ? sp->len - s->at_off : n - done;
+        memcpy(out + done, sp->data + s->at_off, k);
+        done += k;
+        s->at_off += k;
+        if (s->at_off == sp->len) {
+            s->at_span++;
+            s->at_off = 0;
+        }
+    }
+    return GT_OK;
+}
+
+gt_seal_source gt_seal_spans_source(gt_seal_spans *s)
+{
+    uint64_t len = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        len += s->spans[i].len;
+    }
+    s->at_span = 0;
+    s->at_off = 0;
+    return (gt_seal_source){.len = len, .read = spans_read, .ctx = s};
+}
+
+typedef struct {
+    FILE *in;
+    const char *path;
+} file_source_ctx;
+
+static gt_err file_read(void *ctx, uint8_t *out, size_t n)
+{
+    file_source_ctx *f = ctx;
+    return read_exact(f->in, out, n, f->path);
+}
+
+static gt_err atomic_write(void *ctx, const uint8_t *data, size_t n)
+{
+    return gt_atomic_file_write(ctx, data, n);
+}
+
+gt_err gt_sckpt_seal(const gt_sckpt_seal_params *p, gt_sckpt_header *hdr_out)
+{
+    FILE *in = NULL;
+    uint64_t size = 0;
+    gt_atomic_file out = {0};
+    GT_TRY(gt_file_open_regular(p->model_path, &in, &size));
+    file_source_ctx fc = {.in = in, .path = p->model_path};
+    gt_seal_source src = {.len = size, .read = file_read, .ctx = &fc};
+    gt_seal_sink sink = {.write = atomic_write, .ctx = &out};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_atomic_file_open(&out, p->out_path, 0644), done);
+    GT_TRY_GOTO(err, gt_err_wrap(gt_sckpt_seal_to(p, &src, &sink, hdr_out), "%s", p->model_path),
+                done);
+    GT_ENSURE_GOTO(err, fgetc(in) == EOF, done, GT_E_STATE, "%s changed while it was sealed",
+                   p->model_path);
+    GT_TRY_GOTO(err, gt_atomic_file_commit(&out), done);
+done:
+    gt_atomic_file_abort(&out);
+    fclose(in);
     return err;
 }
 

@@ -243,3 +243,14 @@ out:
     fclose(fp);
     return gt_err_wrap(err, "training state %s", path);
 }
+
+gt_err gt_gpt2_state_bufs_get(gt_gpt2 *m, bool alloc_moments, gt_gpt2_state_bufs *out)
+{
+    memset(out, 0, sizeof *out);
+    GT_TRY(gt_gpt2_internal_moments(m, &out->m, &out->v, alloc_moments));
+    out->params = gt_gpt2_internal_params(m);
+    out->params_bytes = (uint64_t)gt_gpt2_num_params(m) * 4;
+    return GT_OK;
+}
+
+void gt_gpt2_step_set(gt_gpt2 *m, uint64_t step) { gt_gpt2_internal_set_step(m, step); }

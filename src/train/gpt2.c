@@ -131,6 +131,7 @@ struct gt_gpt2 {
     int B, T;           // shapes of the last forward
     bool have_dlogits;  // the last forward ran with grad
     gt_dbuf scalar;     // 8 bytes: sum of squares
+    gt_dbuf released;   // 4 bytes: what a release op lets out (the mean loss, the norm)
 };
 
 gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_config *cfg)
@@ -150,6 +151,7 @@ gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_config *cfg)
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_device_alloc(dev, (uint64_t)m->nparams * 4, 0, &m->params), fail);
     GT_TRY_GOTO(err, gt_device_alloc(dev, 8, 0, &m->scalar), fail);
+    GT_TRY_GOTO(err, gt_device_alloc(dev, 4, 0, &m->released), fail);
     *out = m;
     return GT_OK;
 fail:
@@ -177,6 +179,7 @@ void gt_gpt2_free(gt_gpt2 *m)
     free_buf(m->dev, &m->v);
     free_buf(m->dev, &m->acts);
     free_buf(m->dev, &m->scalar);
+    free_buf(m->dev, &m->released);
     free(m);
 }
 
@@ -347,28 +350,22 @@ static gt_err ensure_acts(gt_gpt2 *m, int B, int T)
     return GT_OK;
 }
 
+// The mean loss leaves the device as one scalar, through the release op: the per-position
+// losses (computed from holder data) never do (device.h "declared outputs").
 static gt_err mean_loss(gt_gpt2 *m, float *loss)
 {
-    size_t BT = (size_t)m->B * (size_t)m->T;
-    float *l = malloc(BT * sizeof *l);
-    GT_ENSURE(l != NULL, GT_E_NOMEM, "gpt2: out of memory");
-    gt_err err = gt_device_copy_out(m->dev, l, m->acts, m->lay.losses * 4, BT * 4);
-    if (err.code == GT_E_NONE) {
-        double s = 0.0;
-        for (size_t i = 0; i < BT; i++) {
-            s += l[i];
-        }
-        *loss = (float)(s / (double)BT);
-    }
-    free(l);
-    return err;
+    int64_t BT = (int64_t)m->B * m->T;
+    GT_TRY(launch(m, gt_op_loss_mean((gt_dref){m->released, 0}, A(m, m->lay.losses, 0), BT)));
+    return gt_device_copy_out(m->dev, loss, m->released, 0, 4);
 }
 
 // Forward to the logits and, with targets, the losses (and dlogits in place when grad).
 static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T, bool grad,
                       float dloss, float *loss)
 {
-    *loss = NAN;
+    if (loss != NULL) {
+        *loss = NAN;
+    }
     m->have_dlogits = false;
     GT_TRY(ensure_acts(m, B, T));
     const act_layout *a = &m->lay;
@@ -419,7 +416,16 @@ static gt_err forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
     GT_TRY(launch(m, gt_op_softmax_xent(A(m, a->losses, 0), A(m, a->logits, 0),
                                         (gt_dref){targets, 0}, B, T, V, Vp, grad ? 1 : 0, dloss)));
     m->have_dlogits = grad;
-    return mean_loss(m, loss);
+    return loss != NULL ? mean_loss(m, loss) : GT_OK;
+}
+
+gt_err gt_gpt2_forward_losses(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
+                              gt_dref *losses)
+{
+    GT_ENSURE(targets != 0, GT_E_ARG, "gpt2: per-position losses need targets");
+    GT_TRY(forward(m, inputs, targets, B, T, false, 0.0f, NULL));
+    *losses = A(m, m->lay.losses, 0);
+    return GT_OK;
 }
 
 gt_err gt_gpt2_forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T, float *loss)
@@ -508,20 +514,21 @@ gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_nor
               opt->beta1, opt->beta2, opt->eps, opt->weight_decay, opt->grad_clip, lr);
     gt_dbuf mb = 0, vb = 0;
     GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, true));
-    float scale = 1.0f;
+    // Clipping runs on the device (the norm is computed from holder data); the norm itself
+    // leaves only through its release op, when the caller asks for it.
     if (opt->grad_clip > 0.0f || grad_norm != NULL) {
-        GT_TRY(launch(
-            m, gt_op_sumsq((gt_dref){m->scalar, 0}, (gt_dref){m->grads, 0}, (int64_t)m->nparams)));
-        double sum = 0.0;
-        GT_TRY(gt_device_copy_out(m->dev, &sum, m->scalar, 0, 8));
-        float norm = (float)sqrt(sum);
+        gt_dref sumsq = {m->scalar, 0};
+        GT_TRY(launch(m, gt_op_sumsq(sumsq, (gt_dref){m->grads, 0}, (int64_t)m->nparams)));
         if (grad_norm != NULL) {
-            *grad_norm = norm;
+            GT_TRY(launch(m, gt_op_norm_release((gt_dref){m->released, 0}, sumsq)));
+            GT_TRY(gt_device_copy_out(m->dev, grad_norm, m->released, 0, 4));
         }
-        if (opt->grad_clip > 0.0f && norm > opt->grad_clip) {
-            scale = opt->grad_clip / norm;
+        if (opt->grad_clip > 0.0f) {
+            GT_TRY(launch(m, gt_op_clip_grads((gt_dref){m->grads, 0}, sumsq,
+                                              (int64_t)m->nparams, opt->grad_clip)));
         }
     }
+    const float scale = 1.0f;  // applied by clip_grads
     uint64_t t = m->step + 1;
     float bc1 = 1.0f - powf(opt->beta1, (float)t), bc2 = 1.0f - powf(opt->beta2, (float)t);
     GT_TRY(launch(m, gt_op_adamw((gt_dref){m->params, 0}, (gt_dref){mb, 0}, (gt_dref){vb, 0},

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#define AGREEMENT_MAX_BYTES (1u << 20)
 
 static gt_err get_u32(const cJSON *obj, const char *field, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -149,6 +148,104 @@ static gt_err parse_output(gt_agreement *a, const cJSON *doc)
     return GT_OK;
 }
 
+// What the device may release ("outputs"). Absent, the version-1 defaults: the loss every step
+// at full precision and the resume state; never the gradient norm.
+static gt_err parse_outputs(gt_agreement *a, const cJSON *doc)
+{
+    a->outputs.loss = true;
+    a->outputs.loss_every = 1;
+    a->outputs.loss_mantissa_bits = 23;
+    a->outputs.resume = true;
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(doc, "outputs");
+    if (o == NULL) {
+        return GT_OK;
+    }
+    GT_ENSURE(cJSON_IsObject(o), GT_E_FORMAT, "'outputs' must be an object");
+    const cJSON *f = NULL;
+    cJSON_ArrayForEach(f, o) {
+        const char *k = f->string;
+        if (strcmp(k, "loss") == 0) {
+            a->outputs.loss = !cJSON_IsFalse(f);
+            if (cJSON_IsObject(f)) {
+                if (cJSON_GetObjectItemCaseSensitive(f, "every") != NULL) {
+                    GT_TRY(gt_err_wrap(get_u32(f, "every", 1, 1000000, &a->outputs.loss_every),
+                                       "outputs.loss"));
+                }
+                if (cJSON_GetObjectItemCaseSensitive(f, "mantissa_bits") != NULL) {
+                    GT_TRY(gt_err_wrap(get_u32(f, "mantissa_bits", 1, 23,
+                                               &a->outputs.loss_mantissa_bits),
+                                       "outputs.loss"));
+                }
+            } else {
+                GT_ENSURE(cJSON_IsBool(f), GT_E_FORMAT,
+                          "outputs: 'loss' must be false or an object {every, mantissa_bits}");
+            }
+        } else if (strcmp(k, "grad_norm") == 0 || strcmp(k, "resume") == 0) {
+            GT_ENSURE(cJSON_IsBool(f), GT_E_FORMAT, "outputs: '%s' must be a bool", k);
+            *(k[0] == 'g' ? &a->outputs.grad_norm : &a->outputs.resume) = cJSON_IsTrue(f);
+        } else if (strcmp(k, "checkpoint") == 0) {
+            GT_ENSURE(cJSON_IsBool(f) && cJSON_IsTrue(f) == (a->output == GT_OUTPUT_SEALED_CHECKPOINT),
+                      GT_E_FORMAT, "outputs: 'checkpoint' must be %s, as 'output' says",
+                      a->output == GT_OUTPUT_SEALED_CHECKPOINT ? "true" : "false");
+        } else {
+            return gt_errf(GT_E_FORMAT, "outputs: unknown output '%s' (expected loss, grad_norm, "
+                           "checkpoint or resume)", k);
+        }
+    }
+    return GT_OK;
+}
+
+const char *gt_transfer_mode_name(gt_transfer_mode mode)
+{
+    switch (mode) {
+    case GT_TRANSFER_CONVENTIONAL: return "conventional";
+    case GT_TRANSFER_CONVENTIONAL_KEYRELEASE: return "conventional-keyrelease";
+    case GT_TRANSFER_TRAVEL: return "travel";
+    case GT_TRANSFER_INSECURE_HOST_TRIP: return "insecure-host-trip";
+    default: return "unknown";
+    }
+}
+
+gt_err gt_transfer_mode_parse(const char *name, gt_transfer_mode *mode)
+{
+    for (int m = 0; m < GT_TRANSFER_MODE_COUNT; m++) {
+        if (name != NULL && strcmp(name, gt_transfer_mode_name((gt_transfer_mode)m)) == 0) {
+            *mode = (gt_transfer_mode)m;
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_ARG, "unknown transfer mode '%.40s' (conventional, "
+                             "conventional-keyrelease, travel or insecure-host-trip)",
+                   name ? name : "");
+}
+
+// "transfer": the modes chunks may travel by, each named once; absent: GT_TRANSFER_DEFAULT.
+static gt_err parse_transfer(gt_agreement *a, const cJSON *doc)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "transfer");
+    if (arr == NULL) {
+        a->transfers = GT_TRANSFER_DEFAULT;
+        return GT_OK;
+    }
+    GT_ENSURE(cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0, GT_E_FORMAT,
+              "'transfer' must be a non-empty array of mode names");
+    GT_ENSURE(cJSON_GetArraySize(arr) <= GT_TRANSFER_MODE_COUNT, GT_E_FORMAT,
+              "'transfer': more than %d entries (each mode once)", GT_TRANSFER_MODE_COUNT);
+    const cJSON *item = NULL;
+    int i = 0;
+    cJSON_ArrayForEach(item, arr) {
+        GT_ENSURE(cJSON_IsString(item), GT_E_FORMAT, "'transfer'[%d] must be a mode name", i);
+        gt_transfer_mode m = GT_TRANSFER_CONVENTIONAL;
+        gt_err e = gt_transfer_mode_parse(item->valuestring, &m);
+        GT_ENSURE(gt_is_ok(e), GT_E_FORMAT, "'transfer'[%d]: %s", i, e.msg);
+        GT_ENSURE(!(a->transfers & GT_TRANSFER_BIT(m)), GT_E_FORMAT,
+                  "'transfer'[%d]: '%s' appears twice", i, gt_transfer_mode_name(m));
+        a->transfers |= GT_TRANSFER_BIT(m);
+        i++;
+    }
+    return GT_OK;
+}
+
 static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
 {
     uint32_t version = 0;
@@ -175,6 +272,11 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
                   isfinite(lr->valuedouble),
               GT_E_FORMAT, "training: 'learning_rate' must be a number in (0, 1)");
     a->learning_rate = (float)lr->valuedouble;
+    if (cJSON_GetObjectItemCaseSensitive(tr, "program") != NULL) {
+        GT_TRY(gt_err_wrap(gt_json_get_hex(tr, "program", a->program_hash,
+                                           sizeof a->program_hash), "training"));
+        a->program_pinned = true;
+    }
 
     GT_TRY(parse_holders(a, doc));
 
@@ -192,14 +294,16 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
               GT_E_FORMAT,
               "without allow_simulation, trainer and device measurement lists are required");
 
-    return parse_output(a, doc);
+    GT_TRY(parse_transfer(a, doc));
+    GT_TRY(parse_output(a, doc));
+    return parse_outputs(a, doc);
 }
 
 gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
 {
     memset(a, 0, sizeof *a);
-    GT_ENSURE(len <= AGREEMENT_MAX_BYTES, GT_E_LIMIT, "agreement larger than %u bytes",
-              AGREEMENT_MAX_BYTES);
+    GT_ENSURE(len <= GT_AGREEMENT_MAX_BYTES, GT_E_LIMIT, "agreement larger than %u bytes",
+              GT_AGREEMENT_MAX_BYTES);
     cJSON *json = NULL;
     GT_TRY(gt_err_wrap(gt_json_parse((const char *)doc, len, &json), "agreement"));
     gt_err err = parse_doc(a, json);
@@ -208,13 +312,15 @@ gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len)
         memset(a, 0, sizeof *a);
         return gt_err_wrap(err, "agreement");
     }
+    memcpy(a->doc, doc, len);
+    a->doc_len = len;
     return gt_hash(GT_HASH_SHA256, a->hash, doc, len);
 }
 
 gt_err gt_agreement_load(gt_agreement *a, const char *path)
 {
     gt_buf b = {0};
-    GT_TRY(gt_file_read_all(path, AGREEMENT_MAX_BYTES, &b));
+    GT_TRY(gt_file_read_all(path, GT_AGREEMENT_MAX_BYTES, &b));
     gt_err err = gt_agreement_parse(a, b.data, b.len);
     gt_buf_free_nowipe(&b);
     return gt_err_wrap(err, "%s", path);
@@ -240,4 +346,59 @@ bool gt_measurement_allowed(const gt_measurement_list *list, const uint8_t m[GT_
         found |= gt_ct_equal(list->values[i], m, GT_MEASUREMENT_BYTES);
     }
     return found;
+}
+
+void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out)
+{
+    uint32_t every = a->outputs.loss_every ? a->outputs.loss_every : 1;
+    *out = (gt_device_outputs){
+        .loss = a->outputs.loss,
+        .loss_mantissa_bits = a->outputs.loss_mantissa_bits,
+        .loss_budget = a->outputs.loss ? ((uint64_t)a->steps + every - 1) / every : 0,
+        .grad_norm = a->outputs.grad_norm,
+        .grad_norm_budget = a->outputs.grad_norm ? a->steps : 0,
+        .checkpoint = a->output == GT_OUTPUT_SEALED_CHECKPOINT,
+        .resume = a->outputs.resume,
+        .program_pinned = a->program_pinned,
+    };
+    memcpy(out->program_hash, a->program_hash, sizeof out->program_hash);
+}
+
+bool gt_agreement_allows(const gt_agreement *a, gt_transfer_mode mode)
+{
+    return (unsigned)mode < GT_TRANSFER_MODE_COUNT && (a->transfers & GT_TRANSFER_BIT(mode)) != 0;
+}
+
+void gt_agreement_transfer_list(const gt_agreement *a, char *out, size_t cap)
+{
+    if (cap == 0) {
+        return;
+    }
+    out[0] = '\0';
+    size_t used = 0;
+    for (int m = 0; m < GT_TRANSFER_MODE_COUNT; m++) {
+        if (!gt_agreement_allows(a, (gt_transfer_mode)m)) {
+            continue;
+        }
+        int n = snprintf(out + used, cap - used, "%s%s", used ? ", " : "",
+                         gt_transfer_mode_name((gt_transfer_mode)m));
+        if (n < 0 || (size_t)n >= cap - used) {
+            return;  // cut: out stays NUL-terminated
+        }
+        used += (size_t)n;
+    }
+    if (used == 0) {
+        snprintf(out, cap, "(none)");
+    }
+}
+
+gt_err gt_agreement_transfer_check(const gt_agreement *a, gt_transfer_mode mode, const char *what)
+{
+    if (gt_agreement_allows(a, mode)) {
+        return GT_OK;
+    }
+    char list[96];
+    gt_agreement_transfer_list(a, list, sizeof list);
+    return gt_errf(GT_E_POLICY, "%s: transfer mode '%s' is not in the agreement's transfer list "
+                                "(%s)", what, gt_transfer_mode_name(mode), list);
 }

@@ -142,7 +142,12 @@ gt_err gt_ipc_trip_lend(gt_ipc_trip **trip, const gt_ipc_trip_config *cfg,
     GT_ENSURE_GOTO(err, t->rx != NULL, fail, GT_E_NOMEM, "trip: out of memory");
     t->attester = cfg->attester;
     if (t->attester.produce == NULL) {
+        GT_ENSURE_GOTO(err, cfg->memory == GT_SIM_MEMORY_CUDA || cfg->memory == GT_SIM_MEMORY_HOST,
+                       fail, GT_E_ARG, "trip: its evidence must say what holds its memory (cuda "
+                       "or host; a trip the trainer serves is never devd), not %s",
+                       gt_sim_device_memory_name(cfg->memory));
         GT_TRY_GOTO(err, gt_sim_identity_open(&t->identity, cfg->identity_dir, NULL), fail);
+        gt_sim_identity_set_memory(t->identity, cfg->memory);
     }
     if (t->attester.appraise == NULL) {
         GT_TRY_GOTO(err, gt_sim_admission_open(&t->admission, NULL, NULL), fail);

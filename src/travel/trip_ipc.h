@@ -41,6 +41,10 @@ typedef struct {
     const char *identity_dir;     // NULL: <sim root>/devd-identity
     uint8_t agreement_hash[GT_SHA256_BYTES];  // the holder's must be the same
     uint32_t lease_ms;            // 1 .. GT_SIM_MAX_LEASE_MS: until the handoff
+    // What the trip's device evidence says holds its memory: GT_SIM_MEMORY_CUDA (a GPU) or
+    // GT_SIM_MEMORY_HOST (host memory). Required with the default produce hook: a trip the
+    // trainer serves is never devd (GT_E_ARG otherwise).
+    gt_sim_device_memory memory;
 } gt_ipc_trip_config;
 
 typedef struct gt_ipc_trip gt_ipc_trip;

@@ -94,6 +94,8 @@ gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *soc
     memset(&cfg, 0, sizeof cfg);
     cfg.socket_path = socket_path;
     cfg.lease_ms = lease_ms;
+    // The evidence says what the holder's chunk will be in: a GPU, or this process's host memory.
+    cfg.memory = kind == GT_DEVICE_CUDA ? GT_SIM_MEMORY_CUDA : GT_SIM_MEMORY_HOST;
     memcpy(cfg.agreement_hash, agreement_hash, sizeof cfg.agreement_hash);
     gt_err err = gt_ipc_trip_lend(&t->trip, &cfg, ticket);
     if (!gt_is_ok(err)) {

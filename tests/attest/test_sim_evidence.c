@@ -127,6 +127,63 @@ static void round_trip_accepted_with_claims(void **state)
     gt_buf_free(&bytes);
 }
 
+// A device says what holds its memory (devd, a GPU on a cuda trip, host memory): the claim
+// round-trips signed, reads as "device_memory", and is a device claim only.
+static void device_memory_claim(void **state)
+{
+    fixture *f = *state;
+    const gt_sim_device_memory kinds[] = {GT_SIM_MEMORY_UNSTATED, GT_SIM_MEMORY_DEVD,
+                                          GT_SIM_MEMORY_CUDA, GT_SIM_MEMORY_HOST};
+    const char *names[] = {"unstated", "devd", "cuda", "host"};
+    for (int i = 0; i < 4; i++) {
+        gt_sim_claims c = sample_claims();
+        c.device = true;
+        c.cc_mode = true;
+        c.memory = kinds[i];
+        gt_buf bytes = {0};
+        make_evidence_bytes(f, &c, &bytes);
+        gt_evidence ev = {0};
+        GT_ASSERT_OK(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO));
+        gt_appraise_params p = {.roots = &f->root_file, .root_count = 1,
+                                .expected_report_data = c.report_data};
+        gt_appraisal a;
+        GT_ASSERT_OK(gt_attest_appraise(&a, &ev, f->allow_sim, &p));
+        assert_int_equal(a.verdict, GT_VERDICT_ACCEPTED);
+        assert_string_equal(claim_str(&a, "device_memory"), names[i]);
+        assert_string_equal(gt_sim_device_memory_name(kinds[i]), names[i]);
+        gt_appraisal_free(&a);
+        gt_evidence_free(&ev);
+        gt_buf_free(&bytes);
+    }
+    assert_string_equal(gt_sim_device_memory_name((gt_sim_device_memory)4), "unknown");
+    // Not a device: no memory claim can be made, and none appears.
+    gt_sim_claims c = sample_claims();
+    c.memory = GT_SIM_MEMORY_HOST;
+    gt_evidence ev = {0};
+    gt_err e = gt_sim_evidence_create(&ev, &c, f->root);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "device memory is a device claim"));
+    c.device = true;
+    c.memory = (gt_sim_device_memory)4;
+    GT_ASSERT_CODE(gt_sim_evidence_create(&ev, &c, f->root), GT_E_ARG);
+    // The memory bits without the device flag do not parse (the envelope body starts at 12,
+    // the flags at body offset 2).
+    c = sample_claims();
+    gt_buf bytes = {0};
+    make_evidence_bytes(f, &c, &bytes);
+    bytes.data[14] |= 0x18;
+    GT_ASSERT_OK(gt_evidence_parse(&ev, bytes.data, bytes.len, GT_TEE_AUTO));  // the envelope
+    gt_appraise_params p = {.roots = &f->root_file, .root_count = 1,
+                            .expected_report_data = c.report_data};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise(&a, &ev, f->allow_sim, &p));  // the report: invalid
+    assert_int_equal(a.verdict, GT_VERDICT_INVALID);
+    assert_true(gt_appraisal_has_reason(&a, "sim evidence: device memory without the device flag"));
+    gt_appraisal_free(&a);
+    gt_evidence_free(&ev);
+    gt_buf_free(&bytes);
+}
+
 static void collect_measures_the_running_executable(void **state)
 {
     fixture *f = *state;
@@ -548,6 +605,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_accepted_with_claims),
+        cmocka_unit_test(device_memory_claim),
         cmocka_unit_test(collect_measures_the_running_executable),
         cmocka_unit_test(root_is_created_once_and_reused),
         cmocka_unit_test(sim_root_is_never_guessed),

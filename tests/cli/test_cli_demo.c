@@ -19,6 +19,15 @@ static void demo_runs_end_to_end(void **state)
         fail_msg("demo failed (%d):\n%s", rc, (char *)log.data);
     }
     assert_non_null(strstr((char *)log.data, "insecure-simulation"));
+    // the trainer's three tries to read a travelled chunk back, each refused, naming its label
+    const char *at = (const char *)log.data;
+    for (int i = 0; i < 3; i++) {
+        at = strstr(at, "REFUSED by the device:");
+        assert_non_null(at);
+        at++;
+    }
+    assert_non_null(strstr((char *)log.data, "holds data labelled dataset"));
+    assert_null(strstr((char *)log.data, "?!"));
     // The model left the trainer sealed for the three holders, and the sample comes from the
     // copy the first of them opened with its own key.
     assert_non_null(strstr((char *)log.data, "sealed the checkpoint of step 12"));
@@ -52,8 +61,18 @@ static void demo_runs_end_to_end(void **state)
         assert_true(s.entries >= (i == 0 ? 4u : 2u));
     }
     char p[700];
+    // The trainer's state folder holds no plaintext weights: the device sealed its state.
     snprintf(p, sizeof p, "%s/trainer/model.bin", out);
+    assert_false(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/trainer/resume.sealed", out);
     assert_true(gt_path_exists(p));
+    snprintf(p, sizeof p, "%s/trainer", out);
+    rc = gt_test_run_cli(&log, (const char *[]){"inspect", p, NULL});
+    if (rc != 0 || strstr((char *)log.data, "device-sealed resume state") == NULL ||
+        strstr((char *)log.data, "none is plaintext model data") == NULL) {
+        fail_msg("inspect of the trainer's state folder (%d):\n%s", rc, (char *)log.data);
+    }
+    gt_buf_free(&log);
     snprintf(p, sizeof p, "%s/model.sealed", out);
     assert_true(gt_path_exists(p));
     snprintf(p, sizeof p, "%s/hospital/model.bin", out);

@@ -51,6 +51,7 @@ static void holder_process_serves_and_ledgers(void **state)
              "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"carol\",\"identity_key\":"
              "\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\",\"token_budget\":100000,"
              "\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":{},\"allow_simulation\":true,"
+             "\"transfer\":[\"conventional\",\"conventional-keyrelease\"],"
              "\"output\":{\"kind\":\"loss_only\"}}", key_hex, port, id_hex);
     GT_ASSERT_OK(gt_file_write_atomic(p[3], doc, strlen(doc), 0644));
     GT_ASSERT_OK(gt_file_write_atomic(p[6], "{\"allow_simulation\":true}", 25, 0644));

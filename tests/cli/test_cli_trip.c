@@ -1,4 +1,4 @@
-// `gputravel train --agreement A --device cpu --transfer travel` end to end against two real
+// `gputravel train --agreement A --device cpu --transfer insecure-host-trip` end to end against two real
 // `gputravel holder` processes, no devd: the trainer serves each trip itself, every holder
 // decrypts its chunk in its own process and hands it over in host memory (a sealed memfd over
 // the trip socket). Checks: the same model, bit for bit, as --transfer conventional-keyrelease
@@ -90,7 +90,8 @@ static int setup(void **state)
              "{\"version\":1,\"name\":\"trip\",\"model\":{\"layers\":1,\"channels\":16,\"heads\":2,"
              "\"vocab\":256,\"max_seq\":8,\"init_seed\":3},\"training\":{\"steps\":%d,\"batch\":2,"
              "\"seq\":8,\"learning_rate\":0.01},\"holders\":[%s],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"output\":{\"kind\":\"sealed_checkpoint\","
+             "\"allow_simulation\":true,\"transfer\":[\"travel\",\"conventional-keyrelease\","
+             "\"insecure-host-trip\"],\"output\":{\"kind\":\"sealed_checkpoint\","
              "\"recipients\":[\"h0\",\"h1\"]}}",
              STEPS, holders_json);
     GT_ASSERT_OK(gt_file_write_atomic(agreement, doc, strlen(doc), 0644));
@@ -150,7 +151,8 @@ static void holders_stop(void)
 }
 
 typedef struct {
-    uint64_t grants, travels, uses, use_tokens;
+    uint64_t grants, travels, host_trips, uses, use_tokens;
+    uint64_t devices[3];  // grants naming device "host", "cuda", "devd"
 } tally_t;
 
 static void tally(void *ctx, const char *kind, const cJSON *detail)
@@ -161,6 +163,12 @@ static void tally(void *ctx, const char *kind, const cJSON *detail)
     if (strcmp(kind, "grant") == 0) {
         t->grants++;
         t->travels += mode != NULL && strcmp(mode, "travel") == 0;
+        t->host_trips += mode != NULL && strcmp(mode, "insecure-host-trip") == 0;
+        const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+        const char *names[3] = {"host", "cuda", "devd"};
+        for (int i = 0; i < 3; i++) {
+            t->devices[i] += dev != NULL && strcmp(dev, names[i]) == 0;
+        }
     } else if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens))) {
         t->uses++;
         t->use_tokens += tokens;
@@ -185,6 +193,20 @@ static tally_t ledger_check(const char *run, int h)
     tally_t t = {0};
     GT_ASSERT_OK(gt_ledger_replay(ledger, pub, tally, &t));
     return t;
+}
+
+// The checkpoint the run in state_dir sealed, opened with holder h's recipient key into
+// out_path (removed after), its bytes in b.
+static void opened_by(int h, const char *state_dir, const char *out_path, gt_buf *b)
+{
+    char sealed[800];
+    GT_ASSERT_OK(gt_path_join(sealed, sizeof sealed, state_dir, "model.sealed"));
+    gt_recipient_keys k;
+    GT_ASSERT_OK(gt_keydir_recipient_load(keydir[h], &k));
+    GT_ASSERT_OK(gt_sckpt_open(sealed, &k, NULL, out_path, NULL, NULL));
+    gt_recipient_keys_wipe(&k);
+    GT_ASSERT_OK(gt_file_read_all(out_path, 64 << 20, b));
+    unlink(out_path);
 }
 
 // Runs the trainer CLI; returns its output (caller frees).
@@ -248,7 +270,7 @@ static void travel_matches_keyrelease(void **state)
     GT_ASSERT_OK(gt_path_join(s_conv, sizeof s_conv, dir, "state-conv"));
     gt_buf travel = {0}, conv = {0};
     holders_start("travel");
-    train_cli(&travel, "travel", s_travel);
+    train_cli(&travel, "insecure-host-trip", s_travel);
     holders_stop();
     const char *tout = (const char *)travel.data;
     assert_non_null(strstr(tout, "this trainer serves each trip"));
@@ -257,7 +279,10 @@ static void travel_matches_keyrelease(void **state)
     for (int h = 0; h < HOLDERS; h++) {
         tally_t t = ledger_check("travel", h);
         assert_true(t.grants > 0);
-        assert_int_equal(t.travels, t.grants);  // every release was a trip
+        // every release was a trip in the trainer's host memory, and the ledger says so
+        assert_int_equal(t.host_trips, t.grants);
+        assert_int_equal(t.devices[0], t.grants);
+        assert_int_equal(t.travels, 0);
         assert_int_equal(t.uses, t.grants);     // and every trip a committed use
         assert_int_equal(t.use_tokens, tokens_used(tout, h));
         total += t.use_tokens;
@@ -276,7 +301,7 @@ static void travel_matches_keyrelease(void **state)
         gt_buf_free(&again);
         rc = gt_test_run_cli(&again, (const char *[]){
             "train", "--agreement", agreement, "--state", s_again, "--device", "cpu",
-            "--transfer", "travel", "--plot", "none", "--sim-root", simroot, "--policy", policy,
+            "--transfer", "insecure-host-trip", "--plot", "none", "--sim-root", simroot, "--policy", policy,
             "--root", rootpem, NULL});
         if (strstr((char *)again.data, "onnect") == NULL) {
             break;
@@ -312,17 +337,19 @@ static void travel_matches_keyrelease(void **state)
         assert_int_equal(t.use_tokens, tokens_used((const char *)conv.data, h));
         assert_int_equal(t.use_tokens, tokens_used(tout, h));
     }
-    // the same weights, bit for bit
+    // the same weights, bit for bit: neither state folder holds them in plaintext; the sealed
+    // checkpoints, opened by h0, do
     char mt[800], mc[800];
     GT_ASSERT_OK(gt_path_join(mt, sizeof mt, s_travel, "model.bin"));
     GT_ASSERT_OK(gt_path_join(mc, sizeof mc, s_conv, "model.bin"));
+    assert_false(gt_path_exists(mt));
+    assert_false(gt_path_exists(mc));
     gt_buf bt = {0}, bc = {0};
-    GT_ASSERT_OK(gt_file_read_all(mt, 64 << 20, &bt));
-    GT_ASSERT_OK(gt_file_read_all(mc, 64 << 20, &bc));
+    opened_by(0, s_travel, mt, &bt);
+    opened_by(0, s_conv, mc, &bc);
     assert_int_equal(bt.len, bc.len);
     assert_memory_equal(bt.data, bc.data, bt.len);
-    gt_buf_free_nowipe(&bt);
-    gt_buf_free_nowipe(&bc);
+    gt_buf_free(&bt);
 
     // Who sealed it: each run sealed its final weights for h0 and h1, signed by that run's own
     // signing key. h1 opens the conventional run's file with its key folder and its ledger of
@@ -359,13 +386,12 @@ static void travel_matches_keyrelease(void **state)
                  (char *)o.data);
     }
     gt_buf_free(&o);
-    gt_buf bo = {0};  // the weights the trainer left in its state folder, byte for byte
+    gt_buf bo = {0};  // h1 opened the weights h0 did, byte for byte
     GT_ASSERT_OK(gt_file_read_all(opened, 64 << 20, &bo));
-    GT_ASSERT_OK(gt_file_read_all(mc, 64 << 20, &bc));
     assert_int_equal(bo.len, bc.len);
     assert_memory_equal(bo.data, bc.data, bc.len);
     gt_buf_free(&bo);
-    gt_buf_free_nowipe(&bc);
+    gt_buf_free(&bc);
     gt_buf_free(&travel);
     gt_buf_free(&conv);
 }
@@ -384,7 +410,7 @@ static void trip_device_measurement_refused(void **state)
         gt_buf_free(&out);
         rc = gt_test_run_cli(&out, (const char *[]){
             "train", "--agreement", agreement_m, "--state", s_m, "--device", "cpu",
-            "--transfer", "travel", "--plot", "none", "--sim-root", simroot, "--policy", policy,
+            "--transfer", "insecure-host-trip", "--plot", "none", "--sim-root", simroot, "--policy", policy,
             "--root", rootpem, NULL});
         if (strstr((char *)out.data, "onnect") == NULL) {
             break;
@@ -440,7 +466,8 @@ static void killed_holder_voids_the_trip(void **state)
     GT_ASSERT_OK(gt_path_join(state_dir, sizeof state_dir, dir, "state-kill"));
     GT_ASSERT_OK(gt_mkdir_p(state_dir, 0700));
     GT_ASSERT_OK(gt_path_join(sock, sizeof sock, state_dir, "trip.sock"));
-    gt_collab_config cfg = {.agreement = &a, .dev = dev, .transfer = GT_TRANSFER_TRAVEL,
+    gt_collab_config cfg = {.agreement = &a, .dev = dev,
+                            .transfer = GT_TRANSFER_INSECURE_HOST_TRIP,
                             .attestor = gt_tee_attestor_bind(&att), .trainer_name = "trainer",
                             .state_dir = state_dir, .device_address = sock,
                             .on_step = kill_on_step};
@@ -503,6 +530,7 @@ static void cuda_travel(void **state)
         tally_t t = ledger_check("cuda", h);
         assert_true(t.grants > 0);
         assert_int_equal(t.travels, t.grants);
+        assert_int_equal(t.devices[1], t.grants);  // the ledger names the cuda trip
         assert_int_equal(t.uses, t.grants);
         assert_int_equal(t.use_tokens, tokens_used(out, h));
         assert_int_equal(t.use_tokens, tokens_used((const char *)ref.data, h));
@@ -523,6 +551,53 @@ static void cuda_travel(void **state)
     gt_buf_free(&ref);
 }
 
+// A --transfer the agreement does not list, or travel asked of the cpu device (whose trip is in
+// host memory), is refused before anyone is contacted: no holder runs here, and nothing, not even
+// the state folder, is made.
+static void transfer_refused_before_contact(void **state)
+{
+    (void)state;
+    gt_buf file = {0};
+    GT_ASSERT_OK(gt_file_read_all(agreement, 1 << 16, &file));
+    char doc[8192];  // the file's bytes as a string (the buffer has no NUL)
+    assert_true(file.len < sizeof doc);
+    memcpy(doc, file.data, file.len);
+    doc[file.len] = '\0';
+    gt_buf_free_nowipe(&file);
+    const char *host = ",\"insecure-host-trip\"";
+    char *cut = strstr(doc, host);
+    assert_non_null(cut);
+    memmove(cut, cut + strlen(host), strlen(cut + strlen(host)) + 1);
+    char nohost[700], st[700];
+    GT_ASSERT_OK(gt_path_join(nohost, sizeof nohost, dir, "agreement-nohost.json"));
+    GT_ASSERT_OK(gt_file_write_atomic(nohost, doc, strlen(doc), 0644));
+    GT_ASSERT_OK(gt_path_join(st, sizeof st, dir, "state-refused"));
+    struct { const char *agreement, *transfer, *says; } rows[] = {
+        {agreement, "travel", "--transfer travel on a cpu device"},
+        {agreement, "travel", "that is --transfer insecure-host-trip"},
+        {nohost, "insecure-host-trip", "--transfer: transfer mode 'insecure-host-trip' is not in "
+                                       "the agreement's transfer list (conventional-keyrelease, "
+                                       "travel)"},
+        {agreement, "conventional", "transfer mode 'conventional' is not in the agreement's "
+                                    "transfer list (conventional-keyrelease, travel, "
+                                    "insecure-host-trip)"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gt_buf out = {0};
+        int rc = gt_test_run_cli(&out, (const char *[]){
+            "train", "--agreement", rows[i].agreement, "--state", st, "--device", "cpu",
+            "--transfer", rows[i].transfer, "--plot", "none", "--sim-root", simroot, "--policy",
+            policy, "--root", rootpem, NULL});
+        assert_int_not_equal(rc, 0);
+        if (strstr((char *)out.data, rows[i].says) == NULL ||
+            strstr((char *)out.data, "onnect") != NULL) {
+            fail_msg("row %zu: expected '%s', got: %s", i, rows[i].says, (char *)out.data);
+        }
+        gt_buf_free(&out);
+        assert_int_not_equal(access(st, F_OK), 0);  // nothing was started
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -539,6 +614,7 @@ int main(void)
         return cmocka_run_group_tests(only, setup, teardown);
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(transfer_refused_before_contact),
         cmocka_unit_test(travel_matches_keyrelease),
         cmocka_unit_test(killed_holder_voids_the_trip),
         cmocka_unit_test(trip_device_measurement_refused),

@@ -346,6 +346,52 @@ static void test_attestation_hooks(void **state)
     gt_device_close(dev);
 }
 
+// devd's evidence says its memory is devd's; a client that expects a trip into another memory
+// (a GPU, host memory) refuses it at the handshake, and the expectation cannot be waved
+// through a caller's own appraise hook.
+static gt_err open_retrying(gt_device **dev, const gt_device_config *cfg,
+                            const gt_device_sim_options *opt)
+{
+    gt_err e = GT_OK;
+    for (int i = 0; i < 200; i++) {  // devd may still be ending the session the client dropped
+        e = gt_device_open_sim(dev, cfg, opt);
+        if (e.code != GT_E_STATE) {
+            break;
+        }
+        usleep(10000);
+    }
+    return e;
+}
+
+static void test_device_memory_expected(void **state)
+{
+    fixture *f = *state;
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device *dev = NULL;
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.expect_memory = GT_SIM_MEMORY_DEVD;
+    GT_ASSERT_OK(open_retrying(&dev, &cfg, &opt));
+    gt_device_close(dev);
+    dev = NULL;
+    const gt_sim_device_memory other[] = {GT_SIM_MEMORY_HOST, GT_SIM_MEMORY_CUDA};
+    const char *says[] = {"its memory is 'devd', this trip is to 'host'",
+                          "its memory is 'devd', this trip is to 'cuda'"};
+    for (int i = 0; i < 2; i++) {
+        opt.expect_memory = other[i];
+        gt_err e = open_retrying(&dev, &cfg, &opt);
+        GT_ASSERT_CODE(e, GT_E_POLICY);
+        assert_non_null(strstr(e.msg, says[i]));
+        assert_null(dev);
+    }
+    opt.attester.appraise = reject_device;  // a caller's hook cannot check the claim
+    opt.expect_memory = GT_SIM_MEMORY_DEVD;
+    gt_err e = open_retrying(&dev, &cfg, &opt);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "default appraisal only"));
+    assert_null(dev);
+}
+
 static void test_no_devd(void **state)
 {
     (void)state;
@@ -368,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_session_end_frees_and_wipes),
         cmocka_unit_test(test_device_evidence),
         cmocka_unit_test(test_attestation_hooks),
+        cmocka_unit_test(test_device_memory_expected),
         cmocka_unit_test(test_no_devd),
     };
     return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);

@@ -28,6 +28,10 @@ static int setup(void **state)
     GT_ASSERT_OK(gt_path_join(dsdir, sizeof dsdir, dir, "ds"));
     GT_ASSERT_OK(gt_path_join(keydir, sizeof keydir, dir, "keys"));
     GT_ASSERT_OK(gt_path_join(ledger_path, sizeof ledger_path, dir, "ledger.log"));
+    char root[600];  // the trips' device identity and vendor root (sim) live here
+    GT_ASSERT_OK(gt_path_join(root, sizeof root, dir, "simroot"));
+    setenv("GT_SIM_ROOT", root, 1);
+    GT_ASSERT_OK(gt_sim_root_set(root));
     for (int i = 0; i < 3000; i++) {
         tokens[i] = (uint16_t)((i * 7) % 256);
     }
@@ -51,7 +55,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void agreement_for(gt_agreement *a, int port, uint64_t budget, uint32_t uses)
+// transfer: the agreement's "transfer" value (JSON), or NULL for none (the default list).
+static void agreement_with(gt_agreement *a, int port, uint64_t budget, uint32_t uses,
+                           const char *transfer)
 {
     gt_manifest m;
     GT_ASSERT_OK(gt_manifest_load(&m, dsdir));
@@ -65,8 +71,9 @@ static void agreement_for(gt_agreement *a, int port, uint64_t budget, uint32_t u
              "\"batch\":1,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"alice\","
              "\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\","
              "\"token_budget\":%llu,\"max_uses_per_chunk\":%u}],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
-             key_hex, port, id_hex, (unsigned long long)budget, uses);
+             "\"allow_simulation\":true,%s%s%s\"output\":{\"kind\":\"loss_only\"}}",
+             key_hex, port, id_hex, (unsigned long long)budget, uses,
+             transfer ? "\"transfer\":" : "", transfer ? transfer : "", transfer ? "," : "");
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
@@ -94,10 +101,11 @@ typedef struct {
     gt_device *dev;
 } agent_run;
 
-static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
+// transfer: the agreement's "transfer" JSON (NULL: none, the default list).
+static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const char *transfer)
 {
     GT_ASSERT_OK(gt_listener_open(&r->s.l, "127.0.0.1:0"));
-    agreement_for(&r->a, gt_listener_port(r->s.l), budget, uses);
+    agreement_with(&r->a, gt_listener_port(r->s.l), budget, uses, transfer);
     GT_ASSERT_OK(gt_ledger_open(&r->ledger, ledger_path, keys.holder_sec));
     gt_holder_agent_config cfg = {
         .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
@@ -111,6 +119,12 @@ static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
         gt_device_config dc = {.kind = GT_DEVICE_CPU, .threads = 1};
         GT_ASSERT_OK(gt_device_open(&r->dev, &dc));
     }
+}
+
+// The agreement most tests serve under: both conventional modes allowed.
+static void start_agent(agent_run *r, uint64_t budget, uint32_t uses)
+{
+    start_agent_with(r, budget, uses, "[\"conventional\",\"conventional-keyrelease\"]");
 }
 
 static void stop_agent(agent_run *r)
@@ -132,6 +146,37 @@ static void check_chunk(gt_device *dev, gt_dbuf buf, uint32_t chunk, uint64_t n)
     uint16_t got[1024];
     GT_ASSERT_OK(gt_device_copy_out(dev, got, buf, 0, n * 2));
     assert_memory_equal(got, tokens + chunk * 1024, n * 2);
+}
+
+#define MAX_NOTED 32
+typedef struct {
+    size_t n;
+    char kind[MAX_NOTED][16], mode[MAX_NOTED][32], device[MAX_NOTED][8], reason[MAX_NOTED][200];
+} noted;
+
+static void note_entry(void *ctx, const char *kind, const cJSON *detail)
+{
+    noted *t = ctx;
+    if (t->n == MAX_NOTED || strcmp(kind, "genesis") == 0 || strcmp(kind, "session") == 0) {
+        return;
+    }
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
+    const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+    const char *r = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "reason"));
+    snprintf(t->kind[t->n], sizeof t->kind[0], "%s", kind);
+    snprintf(t->mode[t->n], sizeof t->mode[0], "%s", m ? m : "");
+    snprintf(t->device[t->n], sizeof t->device[0], "%s", d ? d : "");
+    snprintf(t->reason[t->n], sizeof t->reason[0], "%s", r ? r : "");
+    t->n++;
+}
+
+// The ledger's decisions after genesis and sessions, verified under the holder's key.
+static noted ledger_decisions(void)
+{
+    noted t;
+    memset(&t, 0, sizeof t);
+    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_entry, &t));
+    return t;
 }
 
 static void both_variants_deliver_the_chunk(void **state)
@@ -203,6 +248,19 @@ static void both_variants_deliver_the_chunk(void **state)
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
     assert_int_equal(sum.entries, 11);
+    // each grant and refusal names the transfer mode asked for, as the agreement names it
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 9);
+    const char *kinds[] = {"grant", "use", "grant", "grant", "refuse", "grant", "refuse", "use",
+                           "refuse"};
+    const char *modes[] = {"conventional", "", "conventional-keyrelease",
+                           "conventional-keyrelease", "conventional", "conventional",
+                           "conventional", "", ""};
+    for (size_t i = 0; i < t.n; i++) {
+        assert_string_equal(t.kind[i], kinds[i]);
+        assert_string_equal(t.mode[i], modes[i]);
+        assert_string_equal(t.device[i], "");  // no trip
+    }
     gt_ledger_session ses;
     GT_ASSERT_OK(gt_ledger_find_session(ledger_path, keys.holder_pub, k1, &ses));
     assert_int_equal(ses.seq, 1);
@@ -323,6 +381,207 @@ static void unrecorded_grant_is_refused(void **state)
     assert_int_equal(after.entries, before.entries + 1);  // only the served grant
 }
 
+// ---- transfer modes: a holder serves only what its agreement lists ------------------------------
+
+// The default list (travel, conventional-keyrelease) has no plain FETCH: it is refused before it
+// is decided, with the mode and the list; nothing is sent or counted (the budget is one chunk, and
+// the key release of that chunk is still served); the ledger holds the refusal and then the grant
+// with the mode used.
+static void plain_fetch_outside_the_agreement(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    agent_run r = {0};
+    start_agent_with(&r, 1024, 1, NULL);
+    assert_int_equal(r.a.transfers, GT_TRANSFER_DEFAULT);
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_holder_conn *c = NULL;
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x55, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    gt_err e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, r.dev, 0, &buf, &n);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "holder alice refused: FETCH plain: transfer mode "
+                                  "'conventional' is not in the agreement's transfer list "
+                                  "(conventional-keyrelease, travel)"));
+    assert_int_equal(buf, 0);
+    assert_int_equal(n, 0);
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.bytes_sent, 0);
+    assert_int_equal(st.grants, 0);
+    assert_int_equal(st.tokens_released, 0);
+    assert_int_equal(st.refusals, 1);
+    GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_KEYRELEASE, r.dev, GT_DBUF_NO_READBACK, &buf, &n));
+    assert_int_equal(n, 1024);
+    GT_ASSERT_OK(gt_device_free(r.dev, buf));
+    gt_holder_disconnect(c);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.kind[0], "refuse");
+    assert_string_equal(t.mode[0], "conventional");
+    assert_non_null(strstr(t.reason[0], "not in the agreement's transfer list"));
+    assert_string_equal(t.kind[1], "grant");
+    assert_string_equal(t.mode[1], "conventional-keyrelease");
+    assert_string_equal(t.device[1], "");  // not a trip
+}
+
+// The host-memory trip (a cpu trainer's ipc-cpu: address) is not travel: under the default
+// list it is refused before the holder attaches (the trainer's wait ends at once), recorded with
+// its mode; under an agreement listing insecure-host-trip it is served, and the ledger names the
+// mode and the device actually used.
+static void host_trip_needs_its_own_mode(void **state)
+{
+    (void)state;
+    const char *lists[] = {NULL, "[\"insecure-host-trip\"]"};
+    for (int i = 0; i < 2; i++) {
+        unlink(ledger_path);
+        agent_run r = {0};
+        start_agent_with(&r, 1000000, 1, lists[i]);
+        gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+        gt_holder_conn *c = NULL;
+        uint8_t k[GT_ED25519_PUBLIC_BYTES];
+        memset(k, 0x56, sizeof k);
+        GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+        char sock[600];
+        GT_ASSERT_OK(gt_path_join(sock, sizeof sock, dir, "trip.sock"));
+        gt_device_trip *trip = NULL;
+        gt_dbuf buf = 0;
+        uint64_t n = 0;
+        double t0 = gt_now_seconds();
+        gt_err e = gt_holder_trip(c, 1, r.dev, sock, r.a.hash, 20000, &trip, &buf, &n);
+        gt_holder_agent_stats st;
+        gt_holder_agent_get_stats(r.s.agent, &st);
+        if (i == 0) {
+            GT_ASSERT_CODE(e, GT_E_POLICY);
+            assert_non_null(strstr(e.msg, "TRAVEL ipc-cpu: (a trip in the trainer's host "
+                                          "memory): transfer mode 'insecure-host-trip' is not in "
+                                          "the agreement's transfer list"));
+            assert_true(gt_now_seconds() - t0 < 10.0);  // not the lease
+            assert_null(trip);
+            assert_int_equal(buf, 0);
+            assert_int_equal(st.bytes_sent, 0);
+            assert_int_equal(st.grants, 0);
+        } else {
+            GT_ASSERT_OK(e);
+            assert_int_equal(n, 1024);
+            uint16_t x = 0;
+            GT_ASSERT_CODE(gt_device_copy_out(r.dev, &x, buf, 0, 2), GT_E_POLICY);
+            GT_ASSERT_OK(gt_holder_trip_end(trip));
+            GT_ASSERT_OK(gt_holder_confirm_use(c, 1, n));
+            assert_int_equal(st.grants, 1);
+        }
+        gt_holder_disconnect(c);
+        stop_agent(&r);
+        gt_device_close(r.dev);
+        noted t = ledger_decisions();
+        assert_true(t.n >= 1);
+        assert_string_equal(t.kind[0], i == 0 ? "refuse" : "grant");
+        assert_string_equal(t.mode[0], "insecure-host-trip");
+        assert_string_equal(t.device[0], "host");
+        if (i == 0) {
+            assert_non_null(strstr(t.reason[0], "'insecure-host-trip' is not in the agreement"));
+            assert_int_equal(t.n, 1);
+        } else {
+            assert_string_equal(t.kind[1], "use");
+        }
+    }
+}
+
+// A trainer's session by hand (HELLO, WELCOME), to send TRAVEL messages no honest trainer would.
+static gt_channel *raw_session(agent_run *r)
+{
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_channel *ch = NULL;
+    GT_ASSERT_OK(gt_channel_connect(&ch, r->a.holders[0].endpoint, &att));
+    gt_hp_hello h = {0};
+    memcpy(h.agreement, r->a.hash, sizeof h.agreement);
+    memset(h.signing_key, 0x57, sizeof h.signing_key);
+    snprintf(h.trainer, sizeof h.trainer, "trainer-raw");
+    uint8_t msg[GT_HP_HELLO_MAX_BYTES];
+    gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+    GT_ASSERT_OK(gt_hp_hello_write(&w, &h));
+    GT_ASSERT_OK(gt_channel_send(ch, GT_HP_HELLO, w.data, w.len));
+    uint32_t type = 0;
+    gt_buf body = {0};
+    GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_MANIFEST));
+    assert_int_equal(type, GT_HP_WELCOME);
+    gt_buf_free_nowipe(&body);
+    return ch;
+}
+
+// The trip device is what its evidence says: a cpu trainer's trip (evidence: host memory)
+// presented as travel, under an ipc-cuda: address or under devd's plain path, is refused at the
+// handshake, before anything is decided or loaded; each refusal is ledgered with the mode and
+// device asked for and the claim that refused it.
+static void host_trip_posing_as_travel(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    agent_run r = {0};
+    start_agent_with(&r, 1000000, 1, NULL);  // default: travel allowed, the host trip not
+    gt_channel *ch = raw_session(&r);
+    char sock[600];
+    GT_ASSERT_OK(gt_path_join(sock, sizeof sock, dir, "trip.sock"));
+    const char *schemes[] = {"ipc-cuda:", ""};  // a cuda trip; devd
+    const char *claimed[] = {"cuda", "devd"};
+    for (int i = 0; i < 2; i++) {
+        gt_device_trip *t = NULL;
+        gt_hp_travel m = {.chunk = 0};
+        char address[GT_DEVICE_TRIP_ADDRESS_MAX];
+        GT_ASSERT_OK(gt_device_trip_lend(&t, r.dev, sock, 10000, gt_channel_fd(ch), r.a.hash,
+                                         m.ticket, address, sizeof address));
+        assert_non_null(strstr(address, "ipc-cpu:"));  // what it really is
+        assert_true(strlen(schemes[i]) + strlen(sock) < sizeof m.device);
+        memcpy(m.device, schemes[i], strlen(schemes[i]));
+        memcpy(m.device + strlen(schemes[i]), sock, strlen(sock) + 1);
+        uint8_t msg[GT_HP_TRAVEL_MAX_BYTES];
+        gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
+        GT_ASSERT_OK(gt_hp_travel_write(&w, &m));
+        GT_ASSERT_OK(gt_channel_send(ch, GT_HP_TRAVEL, w.data, w.len));
+        uint8_t aad[GT_SIM_LOAD_AAD_BYTES] = {0};
+        gt_dbuf buf = 0;
+        double t0 = gt_now_seconds();
+        GT_ASSERT_CODE(gt_device_trip_wait(t, aad, 2048, &buf), GT_E_PEER);  // it answered
+        assert_true(gt_now_seconds() - t0 < 8.0);
+        assert_int_equal(buf, 0);  // nothing was handed over
+        uint32_t type = 0;
+        gt_buf body = {0};
+        GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL));
+        assert_int_equal(type, GT_HP_REFUSE);
+        gt_err e = gt_hp_refuse_error(gt_buf_span(&body), "alice");
+        gt_buf_free_nowipe(&body);
+        GT_ASSERT_CODE(e, GT_E_POLICY);
+        char want[96];
+        snprintf(want, sizeof want, "its memory is 'host', this trip is to '%s'", claimed[i]);
+        if (strstr(e.msg, want) == NULL) {
+            fail_msg("case %d: expected '%s', got '%s'", i, want, e.msg);
+        }
+        gt_device_trip_close(t);
+    }
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.grants, 0);
+    assert_int_equal(st.bytes_sent, 0);
+    assert_int_equal(st.refusals, 2);
+    GT_ASSERT_OK(gt_channel_send(ch, GT_HP_BYE, NULL, 0));
+    gt_channel_close(ch);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    noted t = ledger_decisions();
+    assert_int_equal(t.n, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(t.kind[i], "refuse");
+        assert_string_equal(t.mode[i], "travel");
+        assert_string_equal(t.device[i], claimed[i]);
+        assert_non_null(strstr(t.reason[i], "its memory is 'host'"));
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -330,6 +589,9 @@ int main(void)
         cmocka_unit_test(both_variants_deliver_the_chunk),
         cmocka_unit_test(budget_and_agreement_are_enforced),
         cmocka_unit_test(unrecorded_grant_is_refused),
+        cmocka_unit_test(plain_fetch_outside_the_agreement),
+        cmocka_unit_test(host_trip_needs_its_own_mode),
+        cmocka_unit_test(host_trip_posing_as_travel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -209,7 +209,10 @@ static void tally(void *ctx, const char *kind, const cJSON *detail)
     if (strcmp(kind, "grant") == 0) {
         t->grants++;
         const char *mode = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mode"));
-        t->travels += mode != NULL && strcmp(mode, "travel") == 0;
+        const char *dev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "device"));
+        // a devd trip: the ledger names the mode and the device actually used
+        t->travels += mode != NULL && strcmp(mode, "travel") == 0 && dev != NULL &&
+                      strcmp(dev, "devd") == 0;
     }
     if (strcmp(kind, "use") == 0 && gt_is_ok(gt_json_get_u64(detail, "chunk", &chunk)) &&
         gt_is_ok(gt_json_get_u64(detail, "tokens", &tokens)) && chunk < 16) {
@@ -243,10 +246,36 @@ static void killed_trainer_resumes_exactly(void **state)
     waitpid(pid, &status, 0);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
-    // Resume: the checkpoint holds 31 steps (chunk 0 of h0); chunk 0 of h1 was sent but its
-    // use never confirmed, so the holder resends it once.
+    // The state folder holds the device-sealed resume state, no plaintext weights. Tampered
+    // with, or carried to another device (another folder: another resume key), it is refused
+    // before anything is restored or any holder is contacted.
     kill_at_step = 0;
     gt_collab_report rep;
+    char p[700], other[700], op[800];
+    GT_ASSERT_OK(gt_path_join(p, sizeof p, state_dir, "model.bin"));
+    assert_false(gt_path_exists(p));
+    GT_ASSERT_OK(gt_path_join(p, sizeof p, state_dir, "resume.sealed"));
+    gt_buf st = {0};
+    GT_ASSERT_OK(gt_file_read_all(p, 64u << 20, &st));
+    st.data[st.len / 2] ^= 0x04;
+    GT_ASSERT_OK(gt_file_write_atomic(p, st.data, st.len, 0600));
+    gt_err e = train(&a, state_dir, true, &rep);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "refused"));
+    assert_non_null(strstr(e.msg, "does not authenticate"));
+    st.data[st.len / 2] ^= 0x04;
+    GT_ASSERT_OK(gt_file_write_atomic(p, st.data, st.len, 0600));
+    GT_ASSERT_OK(gt_path_join(other, sizeof other, dir, "elsewhere"));
+    GT_ASSERT_OK(gt_mkdir_p(other, 0700));
+    GT_ASSERT_OK(gt_path_join(op, sizeof op, other, "resume.sealed"));
+    GT_ASSERT_OK(gt_file_write_atomic(op, st.data, st.len, 0600));
+    e = train(&a, other, true, &rep);
+    assert_int_equal(e.code, GT_E_AUTH);
+    assert_non_null(strstr(e.msg, "sealed by another device"));
+    gt_buf_free_nowipe(&st);
+
+    // Resume: the sealed state holds 31 steps (chunk 0 of h0); chunk 0 of h1 was sent but its
+    // use never confirmed, so the holder resends it once.
     GT_ASSERT_OK(train(&a, state_dir, true, &rep));
     // Budgets of 3000 tokens: three 1000-token chunks from each holder, 31 steps each.
     assert_int_equal(rep.steps_done, 100);
@@ -378,10 +407,38 @@ static void device_death_stops_training_cleanly(void **state)
     assert_int_equal(used, trained);
 }
 
+// What the trainer checks before it contacts anyone: the mode is listed, and it is what the
+// device does (travel on a cpu device is the host trip; the host trip is the cpu device's only).
+static void transfer_mode_checks(void **state)
+{
+    (void)state;
+    gt_agreement *a = calloc(1, sizeof *a);
+    assert_non_null(a);
+    a->transfers = GT_TRANSFER_DEFAULT;
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_SIM));
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_CUDA));
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_CONVENTIONAL_KEYRELEASE, GT_DEVICE_CPU));
+    gt_err e = gt_collab_transfer_check(a, GT_TRANSFER_CONVENTIONAL, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "'conventional' is not in the agreement's transfer list"));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_TRAVEL, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "that is --transfer insecure-host-trip"));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CPU);
+    GT_ASSERT_CODE(e, GT_E_POLICY);  // not listed by default
+    a->transfers |= GT_TRANSFER_BIT(GT_TRANSFER_INSECURE_HOST_TRIP);
+    GT_ASSERT_OK(gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CPU));
+    e = gt_collab_transfer_check(a, GT_TRANSFER_INSECURE_HOST_TRIP, GT_DEVICE_CUDA);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "the cuda device travels with --transfer travel"));
+    free(a);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(transfer_mode_checks),
         cmocka_unit_test(killed_trainer_resumes_exactly),
         cmocka_unit_test(travelling_matches_conventional),
         cmocka_unit_test(device_death_stops_training_cleanly),

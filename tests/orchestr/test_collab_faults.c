@@ -7,6 +7,7 @@
 #include "collab_testlib.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
@@ -540,18 +541,57 @@ static void devd_killed_mid_trip(void **state)
 // ---- the trainer killed: resumed == uninterrupted ---------------------------------------------
 
 static uint32_t kill_at_step;
+static float step_loss[101];  // the losses this process saw, by step (NaN: not trained here)
 static void die_at_step(void *ctx, const gt_collab_step *s)
 {
     (void)ctx;
+    if (s->step <= 100) {
+        step_loss[s->step] = s->loss;
+    }
     if (s->step == kill_at_step) {
         kill(getpid(), SIGKILL);  // mid-chunk: after some steps, before the commit
     }
 }
 
-// Trains 100 steps in state dir `name`, killed at step kill (0: never) and resumed; returns
-// the model's bytes and the journal's.
+// No file of the state folder is plaintext model data: none parses as an llm.c checkpoint
+// (magic 20240326 first), none holds any 64-byte run of the parameters (params: may be NULL).
+static void assert_no_plaintext_model(const char *sd, const gt_buf *params)
+{
+    DIR *d = opendir(sd);
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        char p[1200];
+        GT_ASSERT_OK(gt_path_join(p, sizeof p, sd, e->d_name));
+        gt_buf b = {0};
+        GT_ASSERT_OK(gt_file_read_all(p, 256u << 20, &b));
+        files++;
+        if (b.len >= 4) {
+            uint32_t magic = (uint32_t)b.data[0] | (uint32_t)b.data[1] << 8 |
+                             (uint32_t)b.data[2] << 16 | (uint32_t)b.data[3] << 24;
+            if (magic == GT_SCKPT_LLMC_MAGIC) {
+                fail_msg("%s is a plaintext llm.c checkpoint", p);
+            }
+        }
+        for (size_t at = 0; params != NULL && at + 64 <= params->len; at += 4096) {
+            if (memmem(b.data, b.len, params->data + at, 64) != NULL) {
+                fail_msg("%s holds the parameters' bytes at %zu", p, at);
+            }
+        }
+        gt_buf_free(&b);
+    }
+    closedir(d);
+    assert_true(files >= 2);  // the journal and the sealed resume state at least
+}
+
+// Trains 100 steps in state dir `name`, killed at step kill (0: never) and resumed; returns the
+// losses of the steps the last process trained, the journal, and - on cpu, where the resume key
+// is the trainer's own (state_dir/resume.key) - the final resume state opened: params | m | v.
 static void run_trainer(const char *name, uint32_t kill, const char *devd_socket,
-                        gt_buf *model, gt_buf *journal)
+                        float losses[101], gt_buf *state_body, gt_buf *journal)
 {
     fresh_ledgers();
     gt_tc_holder runs[GT_TC_MAX_HOLDERS];
@@ -586,46 +626,91 @@ static void run_trainer(const char *name, uint32_t kill, const char *devd_socket
         o.resume = true;
     }
     kill_at_step = 0;
+    for (int i = 0; i <= 100; i++) {
+        step_loss[i] = NAN;
+    }
     GT_ASSERT_OK(gt_tc_train(&o, &rep, NULL));
     for (int h = 0; h < F.holders; h++) {
         gt_tc_stop(&runs[h], false);
     }
     assert_int_equal(rep.steps_done, 100);
     assert_int_equal(check_accounts(&rep), 4000);
+    memcpy(losses, step_loss, sizeof step_loss);
     GT_ASSERT_OK(gt_path_join(path, sizeof path, sd, "model.bin"));
-    GT_ASSERT_OK(gt_file_read_all(path, 64u << 20, model));
+    assert_false(gt_path_exists(path));  // no plaintext weights: the device keeps them
     GT_ASSERT_OK(gt_path_join(path, sizeof path, sd, "journal"));
     GT_ASSERT_OK(gt_file_read_all(path, 1u << 20, journal));
+    GT_ASSERT_OK(gt_path_join(path, sizeof path, sd, "resume.sealed"));
+    gt_buf st = {0};
+    GT_ASSERT_OK(gt_file_read_all(path, 256u << 20, &st));
+    if (devd_socket == NULL) {
+        gt_resume_device rd;
+        gt_resume_header h;
+        GT_ASSERT_OK(gt_resume_device_load(sd, &rd));
+        GT_ASSERT_OK(gt_resume_open(gt_buf_span(&st), rd.secret, rd.id, a.hash, &h,
+                                    state_body));
+        assert_int_equal(h.step, 100);
+        assert_int_equal(h.label_count, (uint32_t)F.holders);  // every dataset trained on
+        gt_secure_zero(&rd, sizeof rd);
+        gt_buf params = {.data = state_body->data, .len = (size_t)h.params_bytes};
+        assert_no_plaintext_model(sd, &params);
+    } else {
+        assert_no_plaintext_model(sd, NULL);
+    }
+    gt_buf_free_nowipe(&st);
+}
+
+// The resumed run trained the steps after its last commit: each of their losses is the
+// uninterrupted run's, bit for bit.
+static void assert_same_losses(const float *got, const float *want, uint32_t kill)
+{
+    int compared = 0;
+    for (int s = 1; s <= 100; s++) {
+        if (!isnan(got[s])) {
+            assert_memory_equal(&got[s], &want[s], sizeof got[s]);
+            compared++;
+        }
+    }
+    assert_true(compared >= (int)(100 - kill));
 }
 
 static void killed_trainer_resumes_like_uninterrupted(void **state)
 {
     (void)state;
-    gt_buf m0 = {0}, j0 = {0}, m1 = {0}, j1 = {0}, m2 = {0}, j2 = {0};
-    run_trainer("uninterrupted", 0, NULL, &m0, &j0);
-    // Killed at step 40: in the second chunk (h1's chunk 0); the checkpoint holds h0's chunk 0.
-    run_trainer("killed", 40, NULL, &m1, &j1);
+    gt_buf s0 = {0}, j0 = {0}, s1 = {0}, j1 = {0}, s2 = {0}, j2 = {0};
+    float l0[101], l1[101], l2[101];
+    run_trainer("uninterrupted", 0, NULL, l0, &s0, &j0);
+    // Killed at step 40: in the second chunk (h1's chunk 0); the resume state holds h0's
+    // chunk 0.
+    run_trainer("killed", 40, NULL, l1, &s1, &j1);
     // The same by travelling, killed at step 70 (in the third chunk, h0's chunk 1): devd loses
-    // the trainer's session mid-training and the resumed trainer opens a new one.
+    // the trainer's session mid-training and the resumed trainer opens a new one. devd sealed
+    // its resume state to itself: only the losses show it resumed exactly.
     char sock[600];
     pid_t devd = gt_test_devd_start(sock, sizeof sock, F.dir, NULL);
-    run_trainer("killed-travel", 70, sock, &m2, &j2);
+    run_trainer("killed-travel", 70, sock, l2, &s2, &j2);
     gt_test_devd_stop(devd);
     print_message("journal of the uninterrupted run:\n%.*s", (int)j0.len, (const char *)j0.data);
-    // The same (step, holder, chunk, tokens) sequence, and the same model bit for bit.
+    // The same (step, holder, chunk, tokens) sequence, the same losses after the resume, and
+    // (cpu) the same final params, m and v bit for bit.
     assert_int_equal(j1.len, j0.len);
     assert_memory_equal(j1.data, j0.data, j0.len);
     assert_int_equal(j2.len, j0.len);
     assert_memory_equal(j2.data, j0.data, j0.len);
-    assert_int_equal(m1.len, m0.len);
-    assert_true(memcmp(m1.data, m0.data, m0.len) == 0);
-    assert_int_equal(m2.len, m0.len);
-    assert_true(memcmp(m2.data, m0.data, m0.len) == 0);
-    gt_buf_free_nowipe(&m0);
+    assert_same_losses(l1, l0, 40);
+    assert_same_losses(l2, l0, 70);
+    assert_int_equal(s1.len, s0.len);
+    assert_true(memcmp(s1.data, s0.data, s0.len) == 0);
+    // The sim run trained the same model: its weights' bytes are in none of its files either.
+    char sd2[600];
+    GT_ASSERT_OK(gt_path_join(sd2, sizeof sd2, F.dir, "killed-travel"));
+    gt_buf params0 = {.data = s0.data, .len = s0.len / 3};
+    assert_no_plaintext_model(sd2, &params0);
+    gt_buf_free(&s0);
     gt_buf_free_nowipe(&j0);
-    gt_buf_free_nowipe(&m1);
+    gt_buf_free(&s1);
     gt_buf_free_nowipe(&j1);
-    gt_buf_free_nowipe(&m2);
+    gt_buf_free(&s2);
     gt_buf_free_nowipe(&j2);
 }
 

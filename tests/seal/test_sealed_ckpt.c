@@ -15,6 +15,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// A gt_err call failed with this code and a message naming why.
+#define GT_ASSERT_ERR(expr, want, needle)                                              \
+    do {                                                                               \
+        gt_err e__ = (expr);                                                           \
+        if (e__.code != (want) || strstr(e__.msg, (needle)) == NULL) {                 \
+            fail_msg("%s: expected %s naming '%s', got %s (%s)", #expr,                \
+                     gt_code_name(want), (needle), gt_code_name(e__.code), e__.msg);   \
+        }                                                                              \
+    } while (0)
+
 #define NKEYS 4  // alice, bob, carol are recipients somewhere; mallory never
 static const char *const names[NKEYS] = {"alice", "bob", "carol", "mallory"};
 static char dir[256], out_dir[512], model_path[512], big_model_path[512];
@@ -512,6 +522,88 @@ static void recipient_keys_in_key_folders(void **state)
     gt_recipient_keys_wipe(&k);
 }
 
+// Sealing from memory, and from pieces through a source callback into a sink callback, is the
+// file path's format: gt_sckpt_open gives back the plaintext byte for byte; a source whose
+// header disagrees with the config, or that ends early, is refused and nothing is handed back.
+typedef struct {
+    const gt_buf *b;
+    size_t at, calls;
+} pieces_ctx;
+
+static gt_err pieces_read(void *ctx, uint8_t *out, size_t n)
+{
+    pieces_ctx *c = ctx;
+    // Hands out at most 1000 bytes per call, so the core must ask again.
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 1000 ? n - done : 1000;
+        if (c->at + k > c->b->len) {
+            return gt_errf(GT_E_TRUNCATED, "test source ends at %zu", c->b->len);
+        }
+        memcpy(out + done, c->b->data + c->at, k);
+        c->at += k;
+        done += k;
+        c->calls++;
+    }
+    return GT_OK;
+}
+
+static gt_err file_sink(void *ctx, const uint8_t *data, size_t n)
+{
+    return gt_atomic_file_write(ctx, data, n);
+}
+
+static void sealed_from_memory_and_pieces(void **state)
+{
+    (void)state;
+    gt_sckpt_recipient r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        snprintf(r[i].name, sizeof r[i].name, "%s", names[i]);
+        memcpy(r[i].pub, rk[i].pub, GT_X25519_BYTES);
+    }
+    gt_sckpt_seal_params p = {.step = 9, .model = shapes, .recipients = r, .recipient_count = 2,
+                              .signing_secret = signer_sec};
+    memset(p.agreement_hash, 0xA5, sizeof p.agreement_hash);
+    gt_buf sealed = {0};
+    gt_sckpt_header h;
+    GT_ASSERT_OK(gt_sckpt_seal_mem(&p, gt_buf_span(&big_model), &sealed, &h));
+    assert_int_equal(sealed.len, gt_sckpt_file_bytes(&h));
+    char path[600];
+    snprintf(path, sizeof path, "%s/mem.sealed", dir);
+    GT_ASSERT_OK(gt_file_write_atomic(path, sealed.data, sealed.len, 0644));
+    assert_opens_to(path, 0, &big_model);
+    assert_opens_to(path, 1, &big_model);
+    gt_buf_free_nowipe(&sealed);
+
+    // Pieces through the callbacks, straight into a file.
+    pieces_ctx c = {.b = &model};
+    gt_seal_source src = {.len = model.len, .read = pieces_read, .ctx = &c};
+    gt_atomic_file f;
+    GT_ASSERT_OK(gt_atomic_file_open(&f, path, 0644));
+    gt_seal_sink sink = {.write = file_sink, .ctx = &f};
+    GT_ASSERT_OK(gt_sckpt_seal_to(&p, &src, &sink, NULL));
+    GT_ASSERT_OK(gt_atomic_file_commit(&f));
+    assert_true(c.calls > 1);
+    assert_int_equal(c.at, model.len);
+    assert_opens_to(path, 1, &model);
+
+    // A source that claims more than it has: refused, nothing handed back.
+    c = (pieces_ctx){.b = &model};
+    src.len = model.len + 5000;
+    gt_buf none = {0};
+    GT_ASSERT_OK(gt_atomic_file_open(&f, path, 0644));
+    GT_ASSERT_ERR(gt_sckpt_seal_to(&p, &src, &sink, NULL), GT_E_TRUNCATED, "test source ends");
+    gt_atomic_file_abort(&f);
+    // Other shapes than the config: refused before any byte is written.
+    gt_sckpt_seal_params q = p;
+    q.model.channels = 64;
+    GT_ASSERT_ERR(gt_sckpt_seal_mem(&q, gt_buf_span(&model), &none, NULL), GT_E_FORMAT,
+                  "differ from the sealed config");
+    assert_int_equal(none.len, 0);
+    gt_buf_free_nowipe(&none);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +615,7 @@ int main(void)
         cmocka_unit_test(signer_is_proved),
         cmocka_unit_test(seal_refuses_bad_input),
         cmocka_unit_test(recipient_keys_in_key_folders),
+        cmocka_unit_test(sealed_from_memory_and_pieces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

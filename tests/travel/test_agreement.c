@@ -139,12 +139,74 @@ static void measurement_lists(void **state)
     assert_true(gt_measurement_allowed(&l, m));
 }
 
+// "transfer": absent is travel + conventional-keyrelease only; a list is exactly what it names.
+static void transfer_modes(void **state)
+{
+    (void)state;
+    char doc[4096];
+    gt_agreement a;
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    GT_ASSERT_OK(gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc)));
+    assert_int_equal(a.transfers, GT_TRANSFER_DEFAULT);
+    assert_true(gt_agreement_allows(&a, GT_TRANSFER_TRAVEL));
+    assert_true(gt_agreement_allows(&a, GT_TRANSFER_CONVENTIONAL_KEYRELEASE));
+    assert_false(gt_agreement_allows(&a, GT_TRANSFER_CONVENTIONAL));
+    assert_false(gt_agreement_allows(&a, GT_TRANSFER_INSECURE_HOST_TRIP));
+    assert_false(gt_agreement_allows(&a, GT_TRANSFER_MODE_COUNT));
+    char list[96];
+    gt_agreement_transfer_list(&a, list, sizeof list);
+    assert_string_equal(list, "conventional-keyrelease, travel");
+    gt_err e = gt_agreement_transfer_check(&a, GT_TRANSFER_CONVENTIONAL, "FETCH plain");
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "FETCH plain: transfer mode 'conventional' is not in the "
+                                  "agreement's transfer list (conventional-keyrelease, travel)"));
+    GT_ASSERT_OK(gt_agreement_transfer_check(&a, GT_TRANSFER_TRAVEL, "TRAVEL"));
+
+    make_doc(doc, sizeof doc, NULL, NULL, NULL,
+             "\"allow_simulation\":true,\"transfer\":[\"insecure-host-trip\",\"conventional\"],");
+    GT_ASSERT_OK(gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc)));
+    assert_int_equal(a.transfers, GT_TRANSFER_BIT(GT_TRANSFER_INSECURE_HOST_TRIP) |
+                                      GT_TRANSFER_BIT(GT_TRANSFER_CONVENTIONAL));
+    assert_false(gt_agreement_allows(&a, GT_TRANSFER_TRAVEL));
+    gt_agreement_transfer_list(&a, list, sizeof list);
+    assert_string_equal(list, "conventional, insecure-host-trip");
+    gt_agreement_transfer_list(&a, list, 8);  // cut, still a string
+    assert_true(strlen(list) < 8);
+
+    struct { const char *transfer, *says; } rows[] = {
+        {"[]", "'transfer' must be a non-empty array"},
+        {"\"travel\"", "'transfer' must be a non-empty array"},
+        {"{}", "'transfer' must be a non-empty array"},
+        {"[\"travel\",\"teleport\"]", "'transfer'[1]: unknown transfer mode 'teleport'"},
+        {"[\"Travel\"]", "'transfer'[0]: unknown transfer mode 'Travel'"},
+        {"[\"\"]", "'transfer'[0]: unknown transfer mode ''"},
+        {"[\"travel\",\"conventional\",\"travel\"]", "'transfer'[2]: 'travel' appears twice"},
+        {"[\"travel\",7]", "'transfer'[1] must be a mode name"},
+        {"[null]", "'transfer'[0] must be a mode name"},
+        {"[\"travel\",\"conventional\",\"conventional-keyrelease\",\"insecure-host-trip\","
+         "\"travel\"]", "more than 4 entries"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char sim[256];
+        snprintf(sim, sizeof sim, "\"allow_simulation\":true,\"transfer\":%s,", rows[i].transfer);
+        make_doc(doc, sizeof doc, NULL, NULL, NULL, sim);
+        e = gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc));
+        if (e.code != GT_E_FORMAT || strstr(e.msg, rows[i].says) == NULL) {
+            fail_msg("row %zu: expected GT_E_FORMAT '%s', got %s '%s'", i, rows[i].says,
+                     gt_code_name(e.code), e.msg);
+        }
+        assert_int_equal(a.transfers, 0);  // nothing half-parsed survives
+        assert_int_equal(a.holder_count, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_document),
         cmocka_unit_test(each_rule_is_enforced),
         cmocka_unit_test(measurement_lists),
+        cmocka_unit_test(transfer_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

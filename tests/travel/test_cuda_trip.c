@@ -165,6 +165,7 @@ static void trip(bool tamper)
     memset(&tc, 0, sizeof tc);
     tc.socket_path = g_sock;
     tc.lease_ms = 60000;
+    tc.memory = GT_SIM_MEMORY_CUDA;
     memcpy(tc.agreement_hash, g_agreement, sizeof tc.agreement_hash);
     gt_ipc_trip *t = NULL;
     uint8_t ticket[GT_SIM_TICKET_BYTES];

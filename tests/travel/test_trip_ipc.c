@@ -232,6 +232,7 @@ static fixture *lend(void **state, uint32_t lease_ms)
     memset(&tc, 0, sizeof tc);
     tc.socket_path = g_sock;
     tc.lease_ms = lease_ms;
+    tc.memory = GT_SIM_MEMORY_HOST;  // the shared-memory stand-in is host memory
     memcpy(tc.agreement_hash, g_agreement, sizeof tc.agreement_hash);
     GT_ASSERT_OK(gt_ipc_trip_lend(&f->trip, &tc, f->ticket));
     assert_int_equal(gt_ipc_trip_state(f->trip), GT_SIM_TRIP_LENT);
@@ -388,6 +389,7 @@ static void test_bad_config(void **state)
     memset(&live, 0, sizeof live);
     live.socket_path = g_sock;
     live.lease_ms = 5000;
+    live.memory = GT_SIM_MEMORY_HOST;
     GT_ASSERT_OK(gt_ipc_trip_lend(&f->trip, &live, f->ticket));
     gt_ipc_trip *t2 = NULL;
     GT_ASSERT_CODE(gt_ipc_trip_lend(&t2, &live, f->ticket), GT_E_STATE);
@@ -399,9 +401,19 @@ static void test_bad_config(void **state)
     gt_ipc_trip_config tc;
     memset(&tc, 0, sizeof tc);
     tc.socket_path = g_sock;
+    tc.memory = GT_SIM_MEMORY_HOST;
     GT_ASSERT_CODE(gt_ipc_trip_lend(&t, &tc, ticket), GT_E_ARG);
     tc.lease_ms = GT_SIM_MAX_LEASE_MS + 1;
     GT_ASSERT_CODE(gt_ipc_trip_lend(&t, &tc, ticket), GT_E_ARG);
+    // a served trip's evidence says cuda or host, never devd, never nothing
+    tc.lease_ms = 5000;
+    const gt_sim_device_memory not_a_trip[] = {GT_SIM_MEMORY_UNSTATED, GT_SIM_MEMORY_DEVD};
+    for (int i = 0; i < 2; i++) {
+        tc.memory = not_a_trip[i];
+        gt_err e = gt_ipc_trip_lend(&t, &tc, ticket);
+        GT_ASSERT_CODE(e, GT_E_ARG);
+        assert_non_null(strstr(e.msg, "never devd"));
+    }
     assert_null(t);
 }
 

@@ -144,6 +144,17 @@ static const char *run_elementwise(gt_cuda_ctx *cx, uint32_t kind, const gt_op_a
     }
     case GT_OP_SUMSQ:
         return gt_cuda_sum_of_squares(cx, u->sumsq.out, u->sumsq.x, (size_t)u->sumsq.N);
+    case GT_OP_LOSS_MEAN: {
+        const gt_loss_mean_args *a = &u->loss_mean;
+        return gt_cuda_loss_mean(cx, a->out, a->losses, a->N, a->bits);
+    }
+    case GT_OP_NORM_RELEASE:
+        return gt_cuda_norm_release(cx, u->norm_release.out, u->norm_release.sumsq,
+                                    u->norm_release.bits);
+    case GT_OP_CLIP_GRADS: {
+        const gt_clip_grads_args *a = &u->clip_grads;
+        return gt_cuda_clip_grads(cx, a->grads, a->sumsq, (size_t)a->N, a->clip);
+    }
     case GT_OP_ADAMW: {
         const gt_adamw_args *a = &u->adamw;
         return gt_cuda_adamw(cx, a->params, a->m, a->v, a->grads, (size_t)a->N, a->lr, a->beta1,
@@ -180,6 +191,9 @@ gt_err gt_ops_cuda_run(gt_cuda_ctx *cx, const gt_op *op, gt_dref_resolve_fn reso
     case GT_OP_RESIDUAL_BWD:
     case GT_OP_SUMSQ:
     case GT_OP_ADAMW:
+    case GT_OP_LOSS_MEAN:
+    case GT_OP_NORM_RELEASE:
+    case GT_OP_CLIP_GRADS:
         return ran(run_elementwise(cx, op->kind, &args), name);
     case GT_OP_NONE_:
     case GT_OP_COUNT_:
