@@ -3,7 +3,7 @@
 // this test starts; cuda, where the build has it and a GPU is present (else that group's cases
 // are skipped, as the test_cuda_* tests skip theirs). Every device is opened with the same
 // memory limit, so a case's limits mean the same on each.
-#include "testlib.h"
+#include "backend_fixture.h"
 
 #include <gputravel/device.h>
 #include <gputravel/kernels.h>
@@ -11,94 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef GT_HAVE_CUDA
-#include <gputravel/device_cuda.h>
-#endif
-
 #define LIMIT (1u << 20)
 
-typedef struct {
-    gt_device_kind kind;
-    bool skip;
-    char why[256];
-    char dir[512];
-    char sock[600];
-    pid_t devd;
-    gt_device *dev;  // the open device of the running case (closed by case_teardown if it fails)
-} backend;
-
-static int setup_cpu(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_CPU;
-    b->devd = -1;
-    *state = b;
-    return 0;
-}
-
-static int setup_sim(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_SIM;
-    gt_test_tmpdir(b->dir, sizeof b->dir);
-    const char *args[] = {"--mem-limit", "1MiB", "--slot-size", "64KiB", "--slots", "2",
-                          "--threads", "1", NULL};
-    b->devd = gt_test_devd_start(b->sock, sizeof b->sock, b->dir, args);
-    *state = b;
-    return 0;
-}
-
-#ifdef GT_HAVE_CUDA
-static int setup_cuda(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_CUDA;
-    b->devd = -1;
-    b->skip = !gt_cuda_probe(b->why, sizeof b->why);
-    *state = b;
-    return 0;
-}
-#endif
-
-static int teardown(void **state)
-{
-    backend *b = *state;
-    if (b->devd > 0) {
-        gt_test_devd_stop(b->devd);
-        gt_test_rmtree(b->dir);
-    }
-    free(b);
-    return 0;
-}
+typedef gt_test_backend backend;
 
 static gt_device *open_dev(void **state)
 {
     backend *b = *state;
-    if (b->skip) {
-        print_message("SKIPPED: %s\n", b->why);
-        skip();
-    }
+    gt_test_backend_skip_absent(state);
     gt_device_config cfg = {.kind = b->kind, .threads = 1, .mem_limit = LIMIT,
                             .socket_path = b->sock};
     gt_device *dev = NULL;
     GT_ASSERT_OK(gt_device_open(&dev, &cfg));
     b->dev = dev;
     return dev;
-}
-
-static void close_dev(void **state)
-{
-    backend *b = *state;
-    gt_device_close(b->dev);
-    b->dev = NULL;
-}
-
-// A case that fails midway leaves its device open; closing it here keeps devd free for the
-// next case (devd serves one session at a time), so one failure does not fail the rest.
-static int case_teardown(void **state)
-{
-    close_dev(state);
-    return 0;
 }
 
 static gt_dbuf alloc(gt_device *dev, uint64_t bytes, uint32_t flags)
@@ -133,7 +59,7 @@ static void alloc_zero_and_too_many_bytes(void **state)
     assert_int_equal(h, 0);
     h = alloc(dev, LIMIT, 0);  // the whole device is fine
     GT_ASSERT_OK(gt_device_free(dev, h));
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 static void memory_limit(void **state)
@@ -161,7 +87,7 @@ static void memory_limit(void **state)
     assert_int_equal(sz, 1);  // ... but is the size asked for
     GT_ASSERT_CODE(gt_device_alloc(dev, LIMIT - 63, 0, &c), GT_E_LIMIT);
     b = alloc(dev, LIMIT - 64, 0);
-    close_dev(state);  // frees a and b
+    gt_test_backend_case_teardown(state);  // frees a and b
 }
 
 // ---- handles -----------------------------------------------------------------------------------
@@ -204,7 +130,7 @@ static void free_twice_and_stale_handles(void **state)
     }
     GT_ASSERT_OK(gt_device_free(dev, b));
     assert_dead(dev, b);
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 static void buf_size(void **state)
@@ -218,7 +144,7 @@ static void buf_size(void **state)
     assert_int_equal(sz, 12345);
     GT_ASSERT_OK(gt_device_free(dev, a));
     GT_ASSERT_OK(gt_device_free(dev, b));
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 // ---- ranges ------------------------------------------------------------------------------------
@@ -268,7 +194,7 @@ static void ranges(void **state)
     GT_ASSERT_OK(gt_device_copy_out(dev, got, a, 0, 100));
     assert_memory_equal(got, want, 100);
     GT_ASSERT_OK(gt_device_free(dev, a));
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 static void no_readback(void **state)
@@ -303,7 +229,7 @@ static void no_readback(void **state)
     GT_ASSERT_OK(gt_device_free(dev, s));
     GT_ASSERT_CODE(gt_device_copy_out(dev, got, s, 0, 4), GT_E_NOTFOUND);  // handle before policy
     GT_ASSERT_OK(gt_device_free(dev, out));
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 // ---- launch ------------------------------------------------------------------------------------
@@ -355,7 +281,7 @@ static void launch_bad_refs(void **state)
     }
     GT_ASSERT_OK(gt_device_free(dev, inp));
     GT_ASSERT_OK(gt_device_free(dev, out));
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 // ---- close -------------------------------------------------------------------------------------
@@ -376,7 +302,7 @@ static void close_wipes_everything(void **state)
         assert_int_equal(before.bytes_in_use, LIMIT);
         assert_int_equal(before.buffers_live, 4);
     }
-    close_dev(state);  // never freed one by one
+    gt_test_backend_case_teardown(state);  // never freed one by one
     // Everything was released: the whole device can be had again, and it reads as zero. On sim
     // that is the wipe itself (devd hands out arena memory without clearing it: its free space
     // is zero because free and session end wipe); cpu and cuda zero every new buffer as well.
@@ -398,25 +324,31 @@ static void close_wipes_everything(void **state)
     }
     free(back);
     free(pat);
-    close_dev(state);
+    gt_test_backend_case_teardown(state);
 }
 
 int main(void)
 {
+    static const char *const devd_args[] = {"--mem-limit", "1MiB", "--slot-size", "64KiB", "--slots", "2",
+                                       "--threads", "1", NULL};
+    gt_test_backend_devd_args = devd_args;
     const struct CMUnitTest cases[] = {
-        cmocka_unit_test_teardown(alloc_zero_and_too_many_bytes, case_teardown),
-        cmocka_unit_test_teardown(memory_limit, case_teardown),
-        cmocka_unit_test_teardown(free_twice_and_stale_handles, case_teardown),
-        cmocka_unit_test_teardown(buf_size, case_teardown),
-        cmocka_unit_test_teardown(ranges, case_teardown),
-        cmocka_unit_test_teardown(no_readback, case_teardown),
-        cmocka_unit_test_teardown(launch_bad_refs, case_teardown),
-        cmocka_unit_test_teardown(close_wipes_everything, case_teardown),
+        cmocka_unit_test_teardown(alloc_zero_and_too_many_bytes, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(memory_limit, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(free_twice_and_stale_handles, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(buf_size, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(ranges, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(no_readback, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(launch_bad_refs, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(close_wipes_everything, gt_test_backend_case_teardown),
     };
-    int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
-    rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);
+    int rc = cmocka_run_group_tests_name("cpu", cases, gt_test_backend_setup_cpu,
+                                       gt_test_backend_teardown);
+    rc |= cmocka_run_group_tests_name("sim", cases, gt_test_backend_setup_sim,
+                                        gt_test_backend_teardown);
 #ifdef GT_HAVE_CUDA
-    rc |= cmocka_run_group_tests_name("cuda", cases, setup_cuda, teardown);
+    rc |= cmocka_run_group_tests_name("cuda", cases, gt_test_backend_setup_cuda,
+                                        gt_test_backend_teardown);
 #endif
     return rc;
 }

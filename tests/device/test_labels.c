@@ -3,7 +3,7 @@
 // starts; cuda where built and a GPU is present (else skipped). Each attack asserts the refusal
 // (code and the label it names) and that nothing readable came back: every destination is
 // filled with a canary first and must still hold it.
-#include "testlib.h"
+#include "backend_fixture.h"
 
 #include <gputravel/device.h>
 #include <gputravel/kernels.h>
@@ -17,10 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef GT_HAVE_CUDA
-#include <gputravel/device_cuda.h>
-#endif
-
 #define LIMIT (64u << 20)
 #define NTOK 4096   // tokens in the "holder's chunk"
 #define VOCAB 64    // its tokens are below this (the toy model's vocabulary)
@@ -32,66 +28,7 @@ static const uint8_t DATASET[GT_LABEL_ID_BYTES] = {0xd5, 0x7a, 0x5e, 0x70, 0x01,
 #define DATASET_HEX "d57a5e700102030405060708090a0b0c"
 static const uint8_t OTHER[GT_LABEL_ID_BYTES] = {0xee};
 
-typedef struct {
-    gt_device_kind kind;
-    bool skip;
-    char why[256];
-    char dir[512];
-    char sock[600];
-    pid_t devd;
-    gt_device *dev;
-} backend;
-
-static int setup_cpu(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_CPU;
-    b->devd = -1;
-    *state = b;
-    return 0;
-}
-
-static int setup_sim(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_SIM;
-    gt_test_tmpdir(b->dir, sizeof b->dir);
-    const char *args[] = {"--mem-limit", "64MiB", "--threads", "1", NULL};
-    b->devd = gt_test_devd_start(b->sock, sizeof b->sock, b->dir, args);
-    *state = b;
-    return 0;
-}
-
-#ifdef GT_HAVE_CUDA
-static int setup_cuda(void **state)
-{
-    backend *b = calloc(1, sizeof *b);
-    b->kind = GT_DEVICE_CUDA;
-    b->devd = -1;
-    b->skip = !gt_cuda_probe(b->why, sizeof b->why);
-    *state = b;
-    return 0;
-}
-#endif
-
-static int teardown(void **state)
-{
-    backend *b = *state;
-    if (b->devd > 0) {
-        gt_test_devd_stop(b->devd);
-        gt_test_rmtree(b->dir);
-    }
-    free(b);
-    return 0;
-}
-
-static int case_teardown(void **state)
-{
-    backend *b = *state;
-    gt_device_close(b->dev);
-    b->dev = NULL;
-    return 0;
-}
+typedef gt_test_backend backend;
 
 // An agreement over the one dataset above: `steps` training steps, and `outputs` as given (a
 // JSON object's members, "" for the defaults).
@@ -123,10 +60,7 @@ static void agreement_make(gt_agreement *a, uint32_t steps, const char *outputs)
 static gt_device *open_dev(void **state, const gt_agreement *a)
 {
     backend *b = *state;
-    if (b->skip) {
-        print_message("SKIPPED: %s\n", b->why);
-        skip();
-    }
+    gt_test_backend_skip_absent(state);
     gt_device_config cfg = {.kind = b->kind, .threads = 1, .mem_limit = LIMIT,
                             .socket_path = b->sock};
     gt_device *dev = NULL;
@@ -431,7 +365,7 @@ static void honest_losses_unchanged(void **state)
             GT_ASSERT_OK(toy_step(&t, labelled ? &held[s] : &plain[s]));
         }
         toy_close(&t);
-        case_teardown(state);
+        gt_test_backend_case_teardown(state);
     }
     assert_memory_equal(plain, held, sizeof plain);
     free(a);
@@ -574,7 +508,7 @@ static void bits_per_release(void **state)
         print_message("| %d | %d | %d |\n", bits, bits + 9, measured);
         assert_true(measured <= bits + 9);  // never past the bound
         assert_true(measured >= (bits < 23 ? bits : 24));  // and the attack gets near it
-        case_teardown(state);
+        gt_test_backend_case_teardown(state);
         free(a);
     }
 }
@@ -632,24 +566,29 @@ static void pinned_program(void **state)
 
 int main(void)
 {
+    static const char *const devd_args[] = {"--mem-limit", "64MiB", "--threads", "1", NULL};
+    gt_test_backend_devd_args = devd_args;
     const struct CMUnitTest cases[] = {
-        cmocka_unit_test_teardown(direct_copy_out, case_teardown),
-        cmocka_unit_test_teardown(through_gather, case_teardown),
-        cmocka_unit_test_teardown(through_encoder_with_chosen_wte, case_teardown),
-        cmocka_unit_test_teardown(through_matmul_with_identity, case_teardown),
-        cmocka_unit_test_teardown(through_adamw_moments, case_teardown),
-        cmocka_unit_test_teardown(labels_only_grow, case_teardown),
-        cmocka_unit_test_teardown(model_after_a_step, case_teardown),
-        cmocka_unit_test_teardown(honest_losses_unchanged, case_teardown),
-        cmocka_unit_test_teardown(release_rules, case_teardown),
-        cmocka_unit_test_teardown(declaration_rules, case_teardown),
-        cmocka_unit_test_teardown(bits_per_release, case_teardown),
-        cmocka_unit_test_teardown(pinned_program, case_teardown),
+        cmocka_unit_test_teardown(direct_copy_out, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(through_gather, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(through_encoder_with_chosen_wte, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(through_matmul_with_identity, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(through_adamw_moments, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(labels_only_grow, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(model_after_a_step, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(honest_losses_unchanged, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(release_rules, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(declaration_rules, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(bits_per_release, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(pinned_program, gt_test_backend_case_teardown),
     };
-    int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
-    rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);
+    int rc = cmocka_run_group_tests_name("cpu", cases, gt_test_backend_setup_cpu,
+                                       gt_test_backend_teardown);
+    rc |= cmocka_run_group_tests_name("sim", cases, gt_test_backend_setup_sim,
+                                        gt_test_backend_teardown);
 #ifdef GT_HAVE_CUDA
-    rc |= cmocka_run_group_tests_name("cuda", cases, setup_cuda, teardown);
+    rc |= cmocka_run_group_tests_name("cuda", cases, gt_test_backend_setup_cuda,
+                                        gt_test_backend_teardown);
 #endif
     return rc;
 }

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GT_ASSERT_ERR(expr, want, needle)                                              \
-    do {                                                                               \
-        gt_err e__ = (expr);                                                           \
-        if (e__.code != (want) || strstr(e__.msg, (needle)) == NULL) {                 \
-            fail_msg("%s: expected %s naming '%s', got %s (%s)", #expr,                \
-                     gt_code_name(want), (needle), gt_code_name(e__.code), e__.msg);   \
-        }                                                                              \
-    } while (0)
-
 #define NPARAMS 3000  // floats: 12 KB per part
 static uint8_t secret[GT_RESUME_SECRET_BYTES], other_secret[GT_RESUME_SECRET_BYTES];
 static uint8_t dev_id[GT_RESUME_DEVICE_ID_BYTES], agreement[GT_SHA256_BYTES];

@@ -16,15 +16,6 @@
 #include <unistd.h>
 
 // A gt_err call failed with this code and a message naming why.
-#define GT_ASSERT_ERR(expr, want, needle)                                              \
-    do {                                                                               \
-        gt_err e__ = (expr);                                                           \
-        if (e__.code != (want) || strstr(e__.msg, (needle)) == NULL) {                 \
-            fail_msg("%s: expected %s naming '%s', got %s (%s)", #expr,                \
-                     gt_code_name(want), (needle), gt_code_name(e__.code), e__.msg);   \
-        }                                                                              \
-    } while (0)
-
 #define NKEYS 4  // alice, bob, carol are recipients somewhere; mallory never
 static const char *const names[NKEYS] = {"alice", "bob", "carol", "mallory"};
 static char dir[256], out_dir[512], model_path[512], big_model_path[512];

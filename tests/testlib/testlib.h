@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 // cmocka.h needs the three above first.
 #include <cmocka.h>
 
@@ -29,6 +30,16 @@
             fail_msg("%s: expected %s, got %s (%s)", #expr, gt_code_name(want),   \
                      gt_code_name(e__.code), e__.msg);                            \
         }                                                                         \
+    } while (0)
+
+// Asserts that a gt_err call failed with the given code and a message naming needle.
+#define GT_ASSERT_ERR(expr, want, needle)                                              \
+    do {                                                                               \
+        gt_err e__ = (expr);                                                           \
+        if (e__.code != (want) || strstr(e__.msg, (needle)) == NULL) {                 \
+            fail_msg("%s: expected %s naming '%s', got %s (%s)", #expr,                \
+                     gt_code_name(want), (needle), gt_code_name(e__.code), e__.msg);   \
+        }                                                                              \
     } while (0)
 
 // Creates a fresh temporary directory (under $TMPDIR or /tmp); writes its path into out.

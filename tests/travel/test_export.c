@@ -20,15 +20,6 @@
 #include <gputravel/device_cuda.h>
 #endif
 
-#define GT_ASSERT_ERR(expr, want, needle)                                              \
-    do {                                                                               \
-        gt_err e__ = (expr);                                                           \
-        if (e__.code != (want) || strstr(e__.msg, (needle)) == NULL) {                 \
-            fail_msg("%s: expected %s naming '%s', got %s (%s)", #expr,                \
-                     gt_code_name(want), (needle), gt_code_name(e__.code), e__.msg);   \
-        }                                                                              \
-    } while (0)
-
 #define LIMIT (64u << 20)
 #define NTOK 4096
 #define VOCAB 64
