@@ -31,7 +31,9 @@ typedef struct {
 } gt_ledger_summary;
 
 // Opens the ledger at path for appending, creating it (with a genesis entry) if absent. An
-// existing ledger is verified first and must carry this holder's key.
+// existing ledger is verified first and must carry this holder's key. A torn last entry (no
+// newline: a crash mid-append, nothing released for it) is moved aside to path.torn-<time> and
+// cut off first; any other damage refuses to open.
 GT_MUST_USE gt_err gt_ledger_open(gt_ledger **l, const char *path,
                                   const uint8_t holder_secret[GT_ED25519_SECRET_BYTES]);
 // Appends one entry (kind: "grant", "refuse", "erase", ...; detail: any JSON object, may be

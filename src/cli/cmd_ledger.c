@@ -4,6 +4,7 @@
 #include <gputravel/holder.h>
 
 #include <getopt.h>
+#include <dirent.h>
 #include <string.h>
 
 static void usage(void)
@@ -55,6 +56,32 @@ static int parse(int argc, char **argv, ledger_options *o)
     return GT_EXIT_OK;
 }
 
+// Torn entries the holder set aside when it opened the ledger after a crash (holder.h
+// gt_ledger_open): named, never replayed; nothing was released for them.
+static void report_torn(const char *path)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash != NULL) {
+        *slash = '\0';
+    } else {
+        snprintf(dir, sizeof dir, ".");
+    }
+    DIR *d = opendir(dir);
+    size_t blen = strlen(base);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, base, blen) == 0 && strncmp(e->d_name + blen, ".torn-", 6) == 0) {
+            printf("  a torn last entry was set aside after a crash: %s/%s (never granted)\n",
+                   dir, e->d_name);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+}
+
 int gt_cmd_ledger(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -78,5 +105,6 @@ int gt_cmd_ledger(int argc, char **argv)
     gt_hex_encode(holder, sizeof holder, s.holder_key, sizeof s.holder_key);
     printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", o.path,
            (unsigned long long)s.entries, head, holder);
+    report_torn(o.path);
     return GT_EXIT_OK;
 }

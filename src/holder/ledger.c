@@ -243,6 +243,35 @@ gt_err gt_ledger_replay(const char *path, const uint8_t *expected_key, gt_ledger
     return gt_err_wrap(err, "%s", path);
 }
 
+// A crash mid-append leaves a last line without its newline. Nothing was released for it: a
+// grant's entry is fsynced before anything leaves. So the torn bytes are moved aside to
+// path.torn-<unix time> (kept for the record, never replayed), the ledger is cut back to its last
+// complete entry, and the holder starts; every complete entry is kept and still verified.
+static gt_err torn_tail_set_aside(int fd, const char *path)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, LEDGER_MAX_BYTES, &b));
+    size_t keep = b.len;
+    while (keep > 0 && b.data[keep - 1] != '\n') {
+        keep--;
+    }
+    gt_err err = GT_OK;
+    if (keep < b.len) {
+        char aside[4200];
+        snprintf(aside, sizeof aside, "%s.torn-%lld", path, (long long)time(NULL));
+        err = gt_file_write_atomic(aside, b.data + keep, b.len - keep, 0600);
+        if (gt_is_ok(err) && (ftruncate(fd, (off_t)keep) != 0 || fsync(fd) != 0)) {
+            err = gt_errf(GT_E_IO, "%s: cutting back a torn entry: %s", path, strerror(errno));
+        }
+        if (gt_is_ok(err)) {
+            gt_log_warn("%s: an incomplete last entry (%zu bytes: a crash mid-append) moved aside "
+                        "to %s; nothing was released for it", path, b.len - keep, aside);
+        }
+    }
+    gt_buf_free_nowipe(&b);
+    return err;
+}
+
 gt_err gt_ledger_open(gt_ledger **out, const char *path,
                       const uint8_t holder_secret[GT_ED25519_SECRET_BYTES])
 {
@@ -263,6 +292,7 @@ gt_err gt_ledger_open(gt_ledger **out, const char *path,
     // One writer per ledger file: a second agent on the same file would fork the chain.
     GT_ENSURE_GOTO(err, flock(l->fd, LOCK_EX | LOCK_NB) == 0, fail, GT_E_STATE,
                    "%s: in use by another process", path);
+    GT_TRY_GOTO(err, torn_tail_set_aside(l->fd, path), fail);
     off_t size = lseek(l->fd, 0, SEEK_END);
     if (size > 0) {
         gt_ledger_summary s;
