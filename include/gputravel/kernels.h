@@ -369,7 +369,8 @@ float gt_round_mantissa(float f, int bits);
 // ---- programs: the op sequence of one training step, as an agreement pins it (issue 13) --------
 // An op's signature is its kind and its shape ints (descriptor order): what a pinned program
 // fixes. Refs, flags, offsets and floats stay free. Only ops that write something belong to a
-// program (a check such as tokens_check writes nothing). Byte form: "GTPROG01", then per op
+// program (a check such as tokens_check writes nothing), and no release op: those the declared
+// budget bounds, and a trainer releasing the loss every k steps runs them only then. Byte form: "GTPROG01", then per op
 // u32 kind | u32 n | n x u64 shape, little-endian; its SHA-256 is the agreement's
 // training.program.
 #define GT_OP_PROGRAM_MAGIC "GTPROG01"
@@ -387,6 +388,7 @@ typedef struct {
 } gt_op_program;
 
 bool gt_op_writes_any(uint32_t kind);  // false for unknown kinds
+bool gt_op_in_programs(uint32_t kind);  // writes something and is no release op
 void gt_op_signature(const gt_op *op, gt_op_sig *sig);
 bool gt_op_sig_equal(const gt_op_sig *a, const gt_op_sig *b);
 void gt_op_sig_describe(const gt_op_sig *sig, char *out, size_t cap);  // "gelu_forward(N=64)"

@@ -87,6 +87,7 @@ GT_MUST_USE gt_err gt_gpt2_forward_losses(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf ta
                                           int T, gt_dref *losses);
 // Forward, then backward of loss_scale * mean loss, accumulated (+=) into the gradients.
 // loss_scale is 1/grad_accum_steps when accumulating. Logits are consumed (dlogits in place).
+// loss NULL: the mean loss is not released (a step the agreement releases no loss on).
 GT_MUST_USE gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B,
                                             int T, float loss_scale, float *loss);
 GT_MUST_USE gt_err gt_gpt2_zero_grad(gt_gpt2 *m);

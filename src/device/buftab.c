@@ -434,7 +434,7 @@ gt_err gt_buftab_launch_labels(gt_buftab *tab, uint64_t owner, gt_op *op, gt_rel
                        "the data, and this session runs no more ops on it", d->name);
     }
     if (in != 0 && rel != NULL && rel->declared && rel->rules.program_pinned &&
-        gt_op_writes_any(op->kind)) {
+        gt_op_in_programs(op->kind)) {
         GT_TRY(program_next(rel, op));
     }
     if (rel != NULL) {

@@ -17,6 +17,12 @@ bool gt_op_writes_any(uint32_t kind)
     return false;
 }
 
+bool gt_op_in_programs(uint32_t kind)
+{
+    const gt_op_descriptor *d = gt_op_desc(kind);
+    return d != NULL && d->release == NULL && gt_op_writes_any(kind);
+}
+
 void gt_op_signature(const gt_op *op, gt_op_sig *sig)
 {
     memset(sig, 0, sizeof *sig);
@@ -92,8 +98,8 @@ gt_err gt_op_program_parse(gt_span bytes, gt_op_program *out)
         GT_TRY_GOTO(err, gt_reader_u32le(&r, &s->kind), fail);
         GT_TRY_GOTO(err, gt_reader_u32le(&r, &s->nshape), fail);
         const gt_op_descriptor *d = gt_op_desc(s->kind);
-        GT_ENSURE_GOTO(err, d != NULL && gt_op_writes_any(s->kind), fail, GT_E_FORMAT,
-                       "program: op %u: kind %u is no op that writes", n, s->kind);
+        GT_ENSURE_GOTO(err, gt_op_in_programs(s->kind), fail, GT_E_FORMAT,
+                       "program: op %u: kind %u is no op of a program", n, s->kind);
         uint32_t want = 0;
         for (int i = 0; i < d->nints; i++) {
             want += d->ints[i].shape;

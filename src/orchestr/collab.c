@@ -87,18 +87,25 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
                           .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
                           .final_frac = 0.1f};
     gt_err err = GT_OK;
+    // The mean loss leaves only on the steps the agreement's outputs release it (every k-th,
+    // counting from 0); on the others the device keeps it (the step reports NaN).
+    const uint32_t every = a->outputs.loss ? (a->outputs.loss_every ? a->outputs.loss_every : 1) : 0;
     for (uint32_t s = 0; s < k; s++) {
         double t0 = gt_now_seconds();
         float loss = NAN;
+        bool release = every > 0 && (step0 + s) % every == 0;
         GT_TRY_GOTO(err, gt_loader_next(loader), out);
         GT_TRY_GOTO(err, gt_gpt2_zero_grad(model), out);
         GT_TRY_GOTO(err, gt_gpt2_forward_backward(model, gt_loader_inputs(loader),
-                                                  gt_loader_targets(loader), B, T, 1.0f, &loss),
+                                                  gt_loader_targets(loader), B, T, 1.0f,
+                                                  release ? &loss : NULL),
                     out);
         GT_TRY_GOTO(err, gt_gpt2_update(model, &opt, gt_lr_at(&lrs, (int)(step0 + s)), NULL),
                     out);
         GT_TRY_GOTO(err, gt_device_sync(cfg->dev), out);
-        *last_loss = loss;
+        if (release) {
+            *last_loss = loss;
+        }
         (*steps_done)++;
         *tokens += per_step;
         if (cfg->on_step != NULL) {

@@ -13,7 +13,7 @@ typedef struct {
 static void record(void *ctx, const gt_op *op)
 {
     recorder *r = ctx;
-    if (gt_is_ok(r->err) && gt_op_writes_any(op->kind)) {
+    if (gt_is_ok(r->err) && gt_op_in_programs(op->kind)) {
         r->err = gt_op_program_append(&r->w, op);
     }
 }

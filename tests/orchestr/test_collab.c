@@ -6,6 +6,7 @@
 #include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,6 +82,8 @@ static void *serve_main(void *p)
     return gt_is_ok(e) ? NULL : p;
 }
 
+static const char *agreement_extra = "";  // more top-level members of the next agreements
+
 static void make_agreement(gt_agreement *a, const int ports[HOLDERS], uint32_t steps)
 {
     char doc[4096], holders_json[2048] = "";
@@ -98,8 +101,8 @@ static void make_agreement(gt_agreement *a, const int ports[HOLDERS], uint32_t s
              "{\"version\":1,\"name\":\"collab\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":256,\"max_seq\":16,\"init_seed\":5},\"training\":{\"steps\":%u,"
              "\"batch\":2,\"seq\":16,\"learning_rate\":0.001},\"holders\":[%s],\"trainer\":{},"
-             "\"device\":{},\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
-             steps, holders_json);
+             "\"device\":{},\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}%s}",
+             steps, holders_json, agreement_extra);
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
@@ -154,9 +157,14 @@ static void stop_holders(holder_run runs[HOLDERS])
 static uint32_t kill_at_step, kill_devd_at_step;
 static pid_t devd_pid;
 
+static float step_loss[64];  // the loss each step reported (NaN: the device kept it)
+
 static void maybe_die(void *ctx, const gt_collab_step *s)
 {
     (void)ctx;
+    if (s->step >= 1 && s->step <= 64) {
+        step_loss[s->step - 1] = s->loss;
+    }
     if (s->step == kill_at_step) {
         kill(getpid(), SIGKILL);  // a crash mid-chunk: after some steps, before the commit
     }
@@ -434,6 +442,40 @@ static void transfer_mode_checks(void **state)
     free(a);
 }
 
+// outputs.loss every 4: the device lets the mean loss out on steps 0, 4, 8, ... only (the
+// budget is ceil(steps/4) releases), and the run still trains every step to the end.
+static void loss_released_every_k_steps(void **state)
+{
+    (void)state;
+    for (int h = 0; h < HOLDERS; h++) {
+        unlink(ledgers[h]);
+    }
+    agreement_extra = ",\"outputs\":{\"loss\":{\"every\":4}}";
+    holder_run runs[HOLDERS];
+    gt_agreement a;
+    start_holders(runs, &a, 10);
+    agreement_extra = "";
+    char sdir[600];
+    GT_ASSERT_OK(gt_path_join(sdir, sizeof sdir, dir, "every4"));
+    GT_ASSERT_OK(gt_mkdir_p(sdir, 0700));
+    kill_at_step = 0;
+    for (int i = 0; i < 64; i++) {
+        step_loss[i] = -1.0f;
+    }
+    gt_collab_report rep;
+    GT_ASSERT_OK(train(&a, sdir, false, &rep));
+    stop_holders(runs);
+    assert_int_equal(rep.steps_done, 10);
+    for (int i = 0; i < 10; i++) {
+        if (i % 4 == 0) {
+            assert_true(isfinite(step_loss[i]) && step_loss[i] > 0.0f);
+        } else {
+            assert_true(isnan(step_loss[i]));
+        }
+    }
+    assert_true(rep.final_loss == step_loss[8]);  // the last loss that left
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -442,6 +484,7 @@ int main(void)
         cmocka_unit_test(killed_trainer_resumes_exactly),
         cmocka_unit_test(travelling_matches_conventional),
         cmocka_unit_test(device_death_stops_training_cleanly),
+        cmocka_unit_test(loss_released_every_k_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
