@@ -49,4 +49,8 @@ int gt_cli_train_agreement(int argc, char **argv);
 #include "commands.h"
 #undef GT_CLI_COMMAND
 
+// `gputravel inspect STATE-DIR` in text to out (NULL: silent): GT_EXIT_OK when no file of the
+// run's state folder holds plaintext model data, GT_EXIT_FAIL when one does.
+int gt_cli_inspect_state(const char *dir, FILE *out);
+
 #endif

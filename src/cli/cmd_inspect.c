@@ -300,7 +300,8 @@ static void classify(const char *path, const char *name, file_kind *k)
 }
 
 // long: one walk printing text or collecting JSON, with the summary
-static int inspect_state_dir(const char *dir, bool json)
+// out NULL: nothing printed (the verdict is the return value).
+static int inspect_state_dir(const char *dir, bool json, FILE *out)
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
@@ -308,8 +309,8 @@ static int inspect_state_dir(const char *dir, bool json)
     }
     cJSON *arr = json ? cJSON_CreateArray() : NULL;
     int files = 0, plain = 0;
-    if (!json) {
-        printf("%s: a training run's state folder\n", dir);
+    if (!json && out != NULL) {
+        fprintf(out, "%s: a training run's state folder\n", dir);
     }
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         char path[4200];
@@ -329,8 +330,8 @@ static int inspect_state_dir(const char *dir, bool json)
             cJSON_AddBoolToObject(o, "plaintext_model", k.plaintext_model);
             cJSON_AddStringToObject(o, "detail", k.detail);
             cJSON_AddItemToArray(arr, o);
-        } else {
-            printf("  %-24s %s: %s\n", e->d_name, k.kind, k.detail);
+        } else if (out != NULL) {
+            fprintf(out, "  %-24s %s: %s\n", e->d_name, k.kind, k.detail);
         }
     }
     closedir(d);
@@ -341,13 +342,15 @@ static int inspect_state_dir(const char *dir, bool json)
         int rc = print_cjson(o);
         return rc == GT_EXIT_OK && plain > 0 ? GT_EXIT_FAIL : rc;
     }
-    if (plain > 0) {
-        printf("%d of %d file(s) hold PLAINTEXT model data\n", plain, files);
-        return GT_EXIT_FAIL;
+    if (out != NULL && plain > 0) {
+        fprintf(out, "%d of %d file(s) hold PLAINTEXT model data\n", plain, files);
+    } else if (out != NULL) {
+        fprintf(out, "%d file(s); none is plaintext model data\n", files);
     }
-    printf("%d file(s); none is plaintext model data\n", files);
-    return GT_EXIT_OK;
+    return plain > 0 ? GT_EXIT_FAIL : GT_EXIT_OK;
 }
+
+int gt_cli_inspect_state(const char *dir, FILE *out) { return inspect_state_dir(dir, false, out); }
 
 int gt_cmd_inspect(int argc, char **argv)
 {
@@ -368,7 +371,7 @@ int gt_cmd_inspect(int argc, char **argv)
     char manifest[4200];
     if (gt_is_ok(gt_path_join(manifest, sizeof manifest, o.path, GT_MANIFEST_FILE)) &&
         !gt_path_exists(manifest) && stat(o.path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        return inspect_state_dir(o.path, o.json);
+        return inspect_state_dir(o.path, o.json, stdout);
     }
     return inspect_dataset(&o);
 }

@@ -1,8 +1,6 @@
 // gputravel demo, step 7: every holder checks its ledger; the plots are drawn.
 #include "demo.h"
 
-#include <getopt.h>
-
 
 gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
 {
@@ -17,19 +15,7 @@ gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
     // What the trainer kept: `gputravel inspect` names every file of its state folder, and
     // fails (exit 1) if one holds plaintext model data.
     say(d, "    The trainer's state folder (gputravel inspect %s):\n", d->state);
-    fflush(stdout);
-    char *argv[] = {"inspect", d->state, NULL};
-    FILE *saved = stdout, *sink = d->quiet ? fopen("/dev/null", "w") : NULL;
-    if (sink != NULL) {
-        stdout = sink;  // --quiet: the verdict only
-    }
-    optind = 1;
-    int rc = gt_cmd_inspect(2, argv);
-    fflush(stdout);
-    stdout = saved;
-    if (sink != NULL) {
-        fclose(sink);
-    }
+    int rc = gt_cli_inspect_state(d->state, d->quiet ? NULL : stdout);
     GT_ENSURE(rc == 0, GT_E_POLICY, "demo: the trainer's state folder %s holds plaintext model "
                                     "data (gputravel inspect)", d->state);
     char png[4200];

@@ -187,15 +187,31 @@ void gt_device_observe(gt_device *dev, void (*fn)(void *ctx, const gt_op *op), v
 gt_err gt_device_sync(gt_device *dev) { return dev->ops->sync(dev->impl); }
 
 // ---- labels and declared outputs ----------------------------------------------------------------
+// In-process backends (ops->local) keep the table and the rules here, and these calls run on
+// them directly; sim sends each to devd, which keeps its own.
+
+static gt_buftab *local_tab(gt_device *dev)
+{
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    return tab;
+}
+
+static gt_release_state *local_rel(gt_device *dev)
+{
+    gt_buftab *tab = NULL;
+    gt_release_state *rel = NULL;
+    dev->ops->local(dev->impl, &tab, &rel);
+    return rel;
+}
 
 gt_err gt_device_label_add(gt_device *dev, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])
 {
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_label_add(dev->impl, buf, id);
     }
-    gt_buftab *tab = NULL;
-    gt_release_state *rel = NULL;
-    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab *tab = local_tab(dev);
     gt_buftab_entry *e = NULL;
     GT_TRY(gt_buftab_find(tab, buf, 0, &e));
     return gt_buftab_label_add(tab, buf, id);
@@ -207,9 +223,7 @@ gt_err gt_device_label_get(gt_device *dev, gt_dbuf buf, size_t *count,
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_label_get(dev->impl, buf, count, ids, cap);
     }
-    gt_buftab *tab = NULL;
-    gt_release_state *rel = NULL;
-    dev->ops->local(dev->impl, &tab, &rel);
+    gt_buftab *tab = local_tab(dev);
     gt_buftab_entry *e = NULL;
     GT_TRY(gt_buftab_find(tab, buf, 0, &e));
     *count = gt_buftab_label_ids(tab, e->label, ids, cap);
@@ -229,9 +243,7 @@ gt_err gt_device_declare_outputs(gt_device *dev, const gt_device_outputs *output
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_declare(dev->impl, agreement);
     }
-    gt_buftab *tab = NULL;
-    gt_release_state *rel = NULL;
-    dev->ops->local(dev->impl, &tab, &rel);
+    gt_release_state *rel = local_rel(dev);
     GT_ENSURE(!rel->declared, GT_E_STATE, "device: outputs are declared once per session");
     GT_TRY(gt_device_outputs_check(outputs));
     rel->rules = *outputs;
@@ -244,9 +256,7 @@ gt_err gt_device_pin_program(gt_device *dev, gt_span program)
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_pin(dev->impl, program);
     }
-    gt_buftab *tab = NULL;
-    gt_release_state *rel = NULL;
-    dev->ops->local(dev->impl, &tab, &rel);
+    gt_release_state *rel = local_rel(dev);
     return gt_release_pin(rel, program);
 }
 
@@ -255,9 +265,7 @@ gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now)
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_outputs_get(dev->impl, now);
     }
-    gt_buftab *tab = NULL;
-    gt_release_state *rel = NULL;
-    dev->ops->local(dev->impl, &tab, &rel);
+    gt_release_state *rel = local_rel(dev);
     GT_ENSURE(rel->declared, GT_E_NOTFOUND, "device: no outputs declared");
     *now = rel->rules;
     return GT_OK;

@@ -4,6 +4,7 @@
 // (code and the label it names) and that nothing readable came back: every destination is
 // filled with a canary first and must still hold it.
 #include "backend_fixture.h"
+#include "toy_model.h"
 
 #include <gputravel/device.h>
 #include <gputravel/kernels.h>
@@ -19,7 +20,7 @@
 
 #define LIMIT (64u << 20)
 #define NTOK 4096   // tokens in the "holder's chunk"
-#define VOCAB 64    // its tokens are below this (the toy model's vocabulary)
+#define VOCAB GT_TOY_VOCAB  // its tokens are below this (the toy model's vocabulary)
 #define CANARY 0x5a
 
 // The dataset the chunk belongs to, as the agreement and the label name it.
@@ -257,56 +258,21 @@ static void labels_only_grow(void **state)
     }
 }
 
-// A small GPT-2 trained one step on the chunk: every buffer of the model is held.
-typedef struct {
-    gt_gpt2 *m;
-    gt_loader *l;
-} toy;
-
-static void toy_open(gt_device *dev, gt_dbuf chunk, toy *t)
-{
-    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
-                        .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
-                        .num_heads = 2, .channels = 16};
-    GT_ASSERT_OK(gt_gpt2_create(&t->m, dev, &c));
-    GT_ASSERT_OK(gt_gpt2_init_random(t->m, 5));
-    uint64_t ntok = NTOK;
-    GT_ASSERT_OK(gt_loader_create(&t->l, dev, &chunk, &ntok, 1, 2, 8, VOCAB, false, 0));
-}
-
-static void toy_close(toy *t)
-{
-    gt_loader_free(t->l);
-    gt_gpt2_free(t->m);
-}
-
-static const gt_adamw toy_opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
-
-static gt_err toy_step(toy *t, float *loss)
-{
-    gt_adamw opt = toy_opt;
-    GT_TRY(gt_loader_next(t->l));
-    GT_TRY(gt_gpt2_zero_grad(t->m));
-    GT_TRY(gt_gpt2_forward_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l), 2, 8,
-                                    1.0f, loss));
-    return gt_gpt2_update(t->m, &opt, 1e-3f, NULL);
-}
-
 static void model_after_a_step(void **state)
 {
     gt_agreement *a = malloc(sizeof *a);
     agreement_make(a, 2, "");
     gt_device *dev = open_dev(state, a);
     gt_dbuf chunk = holder_chunk(dev, true);
-    toy t;
-    toy_open(dev, chunk, &t);
+    gt_toy t;
+    gt_toy_open(dev, chunk, NTOK, &t);
     float loss = 0.0f;
     // nothing declared: not even the mean loss leaves
-    gt_err e = toy_step(&t, &loss);
+    gt_err e = gt_toy_step(&t, &loss);
     GT_ASSERT_CODE(e, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "no outputs are declared"));
     declare(dev, a);
-    GT_ASSERT_OK(toy_step(&t, &loss));
+    GT_ASSERT_OK(gt_toy_step(&t, &loss));
     assert_true(isfinite(loss) && loss > 0.0f);
     size_t n = gt_gpt2_num_params(t.m);
     float *host = malloc(n * 4);
@@ -335,15 +301,15 @@ static void model_after_a_step(void **state)
     }
     free(lv);
     // the agreement's 2 steps allow 2 loss releases: the second step's, then none
-    GT_ASSERT_OK(toy_step(&t, &loss));
-    e = toy_step(&t, &loss);
+    GT_ASSERT_OK(gt_toy_step(&t, &loss));
+    e = gt_toy_step(&t, &loss);
     GT_ASSERT_CODE(e, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "all spent"));
     gt_device_outputs left;
     GT_ASSERT_OK(gt_device_outputs_get(dev, &left));
     assert_int_equal(left.loss_budget, 0);
     free(host);
-    toy_close(&t);
+    gt_toy_close(&t);
     free(a);
 }
 
@@ -359,12 +325,12 @@ static void honest_losses_unchanged(void **state)
         if (labelled) {
             declare(dev, a);
         }
-        toy t;
-        toy_open(dev, holder_chunk(dev, labelled), &t);
+        gt_toy t;
+        gt_toy_open(dev, holder_chunk(dev, labelled), NTOK, &t);
         for (int s = 0; s < 3; s++) {
-            GT_ASSERT_OK(toy_step(&t, labelled ? &held[s] : &plain[s]));
+            GT_ASSERT_OK(gt_toy_step(&t, labelled ? &held[s] : &plain[s]));
         }
-        toy_close(&t);
+        gt_toy_close(&t);
         gt_test_backend_case_teardown(state);
     }
     assert_memory_equal(plain, held, sizeof plain);
@@ -521,7 +487,7 @@ static void pinned_program(void **state)
                         .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
                         .num_heads = 2, .channels = 16};
     gt_buf prog = {0};
-    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, &toy_opt, &prog));
+    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, &gt_toy_opt, &prog));
     uint8_t hash[GT_SHA256_BYTES];
     GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog.data, prog.len));
     char hex[2 * GT_SHA256_BYTES + 1];
@@ -531,10 +497,10 @@ static void pinned_program(void **state)
     gt_device *dev = open_dev(state, a);
     declare(dev, a);
     gt_dbuf chunk = holder_chunk(dev, true);
-    toy t;
-    toy_open(dev, chunk, &t);
+    gt_toy t;
+    gt_toy_open(dev, chunk, NTOK, &t);
     float loss = 0.0f;
-    gt_err e = toy_step(&t, &loss);  // pinned, but not given yet
+    gt_err e = gt_toy_step(&t, &loss);  // pinned, but not given yet
     GT_ASSERT_CODE(e, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "none has been given"));
     prog.data[prog.len - 1] ^= 1;  // another program (a shape changed)
@@ -544,8 +510,8 @@ static void pinned_program(void **state)
     prog.data[prog.len - 1] ^= 1;
     GT_ASSERT_OK(gt_device_pin_program(dev, gt_buf_span(&prog)));
     GT_ASSERT_CODE(gt_device_pin_program(dev, gt_buf_span(&prog)), GT_E_STATE);
-    GT_ASSERT_OK(toy_step(&t, &loss));  // the honest step is the program
-    GT_ASSERT_OK(toy_step(&t, &loss));
+    GT_ASSERT_OK(gt_toy_step(&t, &loss));  // the honest step is the program
+    GT_ASSERT_OK(gt_toy_step(&t, &loss));
     // an op the step does not have, at this point of the step: a gather of another size
     gt_dbuf inp = alloc(dev, 64 * 4, 0), tgt = alloc(dev, 64 * 4, 0);
     gt_op g = gt_op_tokens_gather((gt_dref){inp, 0}, (gt_dref){tgt, 0}, (gt_dref){chunk, 0}, 64,
@@ -560,7 +526,7 @@ static void pinned_program(void **state)
     GT_ASSERT_CODE(e, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "encoder_forward"));
     gt_buf_free_nowipe(&prog);
-    toy_close(&t);
+    gt_toy_close(&t);
     free(a);
 }
 

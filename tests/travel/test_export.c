@@ -6,6 +6,7 @@
 // round-trips to the same next loss and restores the labels; one from another device, another
 // agreement, or tampered with is refused naming why, and the destination is untouched.
 #include "testlib.h"
+#include "toy_model.h"
 
 #include <gputravel/device.h>
 #include <gputravel/seal.h>
@@ -22,7 +23,7 @@
 
 #define LIMIT (64u << 20)
 #define NTOK 4096
-#define VOCAB 64
+#define VOCAB GT_TOY_VOCAB
 static const uint8_t DATASET[GT_LABEL_ID_BYTES] = {0xd5, 0x7a, 0x5e, 0x70, 0x01, 0x02, 0x03, 0x04,
                                                    0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c};
 #define DATASET_HEX "d57a5e700102030405060708090a0b0c"
@@ -175,37 +176,11 @@ static gt_dbuf chunk_make(gt_device *dev, bool labelled)
     return h;
 }
 
-typedef struct {
-    gt_gpt2 *m;
-    gt_loader *l;
-} toy;
-
-static void toy_open(gt_device *dev, gt_dbuf chunk, toy *t)
+// One toy step that must succeed: its released loss.
+static float toy_step(gt_toy *t)
 {
-    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
-                        .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
-                        .num_heads = 2, .channels = 16};
-    GT_ASSERT_OK(gt_gpt2_create(&t->m, dev, &c));
-    GT_ASSERT_OK(gt_gpt2_init_random(t->m, 5));
-    uint64_t ntok = NTOK;
-    GT_ASSERT_OK(gt_loader_create(&t->l, dev, &chunk, &ntok, 1, 2, 8, VOCAB, false, 0));
-}
-
-static void toy_close(toy *t)
-{
-    gt_loader_free(t->l);
-    gt_gpt2_free(t->m);
-}
-
-static float toy_step(toy *t)
-{
-    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
     float loss = 0;
-    GT_ASSERT_OK(gt_loader_next(t->l));
-    GT_ASSERT_OK(gt_gpt2_zero_grad(t->m));
-    GT_ASSERT_OK(gt_gpt2_forward_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l),
-                                          2, 8, 1.0f, &loss));
-    GT_ASSERT_OK(gt_gpt2_update(t->m, &opt, 1e-3f, NULL));
+    GT_ASSERT_OK(gt_toy_step(t, &loss));
     return loss;
 }
 
@@ -257,9 +232,9 @@ static void sealed_checkpoint_opens_and_flips_are_refused(void **state)
 {
     backend *b = *state;
     gt_device *dev = open_dev(state, A, true, false);
-    toy t, twin;
-    toy_open(dev, chunk_make(dev, true), &t);
-    toy_open(dev, chunk_make(dev, false), &twin);  // the same training on unlabelled data
+    gt_toy t, twin;
+    gt_toy_open(dev, chunk_make(dev, true), NTOK, &t);
+    gt_toy_open(dev, chunk_make(dev, false), NTOK, &twin);  // the same training on unlabelled data
     assert_true(toy_step(&t) == toy_step(&twin));
     size_t n = gt_gpt2_num_params(twin.m);
     float *want = malloc(4 * n);
@@ -305,8 +280,8 @@ static void sealed_checkpoint_opens_and_flips_are_refused(void **state)
     }
     gt_buf_free_nowipe(&sealed);
     free(want);
-    toy_close(&t);
-    toy_close(&twin);
+    gt_toy_close(&t);
+    gt_toy_close(&twin);
 }
 
 // ---- the resume state ----------------------------------------------------------------------------
@@ -315,8 +290,8 @@ static void resume_round_trip_same_next_loss(void **state)
 {
     gt_device *dev = open_dev(state, A, true, false);
     gt_dbuf chunk = chunk_make(dev, true);
-    toy t, r;
-    toy_open(dev, chunk, &t);
+    gt_toy t, r;
+    gt_toy_open(dev, chunk, NTOK, &t);
     (void)toy_step(&t);
     gt_export_local local = local_for(state, A, false);
     gt_export_model x = model_of(t.m, false);
@@ -324,7 +299,7 @@ static void resume_round_trip_same_next_loss(void **state)
     GT_ASSERT_OK(gt_travel_export_resume(dev, &x, &local, &st));
     const float next = toy_step(&t);  // the uninterrupted run's next loss
     // A fresh model (its own init) takes the state: the same next loss, bit for bit.
-    toy_open(dev, chunk, &r);
+    gt_toy_open(dev, chunk, NTOK, &r);
     GT_ASSERT_OK(gt_gpt2_init_random(r.m, 99));
     gt_export_model y = model_of(r.m, true);
     GT_ASSERT_OK(gt_travel_import_resume(dev, gt_buf_span(&st), &y, &local));
@@ -345,16 +320,16 @@ static void resume_round_trip_same_next_loss(void **state)
     float f = 0;
     GT_ASSERT_ERR(gt_device_copy_out(dev, &f, y.params, 0, 4), GT_E_POLICY, DATASET_HEX);
     gt_buf_free_nowipe(&st);
-    toy_close(&t);
-    toy_close(&r);
+    gt_toy_close(&t);
+    gt_toy_close(&r);
 }
 
 // An import that must be refused: into a fresh, unlabelled model whose weights must not change.
 static void import_refused(void **state, gt_device *dev, gt_span st, const gt_agreement *a,
                            bool second, gt_code code, const char *why)
 {
-    toy r;
-    toy_open(dev, chunk_make(dev, false), &r);
+    gt_toy r;
+    gt_toy_open(dev, chunk_make(dev, false), NTOK, &r);
     size_t n = gt_gpt2_num_params(r.m);
     float *before = malloc(4 * n), *after = malloc(4 * n);
     GT_ASSERT_OK(gt_gpt2_params_read(r.m, before, n));
@@ -369,20 +344,20 @@ static void import_refused(void **state, gt_device *dev, gt_span st, const gt_ag
     assert_int_equal(nl, 0);
     free(before);
     free(after);
-    toy_close(&r);
+    gt_toy_close(&r);
 }
 
 static void foreign_and_tampered_states_refused(void **state)
 {
     gt_device *dev = open_dev(state, A, true, false);
-    toy t;
-    toy_open(dev, chunk_make(dev, true), &t);
+    gt_toy t;
+    gt_toy_open(dev, chunk_make(dev, true), NTOK, &t);
     (void)toy_step(&t);
     gt_export_local local = local_for(state, A, false);
     gt_export_model x = model_of(t.m, false);
     gt_buf st = {0};
     GT_ASSERT_OK(gt_travel_export_resume(dev, &x, &local, &st));
-    toy_close(&t);
+    gt_toy_close(&t);
     const size_t at[] = {20, 60, 100, 140, st.len / 2, st.len - 1};
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         st.data[at[i]] ^= 0x10;
@@ -408,8 +383,8 @@ static void foreign_and_tampered_states_refused(void **state)
 static void undeclared_exports_refused(void **state)
 {
     gt_device *dev = open_dev(state, A, false, false);
-    toy t;
-    toy_open(dev, chunk_make(dev, true), &t);
+    gt_toy t;
+    gt_toy_open(dev, chunk_make(dev, true), NTOK, &t);
     gt_export_local local = local_for(state, A, false);
     gt_export_model x = model_of(t.m, true);
     gt_buf out = {0};
@@ -418,7 +393,7 @@ static void undeclared_exports_refused(void **state)
     GT_ASSERT_ERR(gt_travel_export_resume(dev, &x, &local, &out), GT_E_POLICY,
                   "declared no outputs");
     assert_int_equal(out.len, 0);
-    toy_close(&t);
+    gt_toy_close(&t);
     backend *b = *state;
     if (b->kind == GT_DEVICE_SIM) {  // devd: a holder's chunk as loaded is not model state
         dev = open_dev(state, A, true, false);
@@ -434,14 +409,14 @@ static void undeclared_exports_refused(void **state)
         assert_int_equal(out.len, 0);
     }
     dev = open_dev(state, NORESUME, true, false);
-    toy_open(dev, chunk_make(dev, true), &t);
+    gt_toy_open(dev, chunk_make(dev, true), NTOK, &t);
     local = local_for(state, NORESUME, false);
     x = model_of(t.m, true);
     GT_ASSERT_ERR(gt_travel_export_resume(dev, &x, &local, &out), GT_E_POLICY,
                   "resume output");
     assert_int_equal(out.len, 0);
     gt_buf_free(&out);
-    toy_close(&t);
+    gt_toy_close(&t);
 }
 
 int main(void)

@@ -1,0 +1,26 @@
+// A small GPT-2 (1 layer, 16 channels, vocab 64, B=2, T=8) trained on a token buffer of the
+// device: what the label and export tests train on holder data.
+#ifndef GT_TOY_MODEL_H
+#define GT_TOY_MODEL_H
+
+#include "testlib.h"
+
+#include <gputravel/train.h>
+
+#define GT_TOY_VOCAB 64
+
+typedef struct {
+    gt_gpt2 *m;
+    gt_loader *l;
+} gt_toy;
+
+// The recipe of every toy step (the one a pinned program records).
+extern const gt_adamw gt_toy_opt;
+
+// The model (seeded init) and a loader over the first ntok tokens of chunk.
+void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
+void gt_toy_close(gt_toy *t);
+// One step: next batch, zero grad, forward and backward (loss NULL: none released), update.
+GT_MUST_USE gt_err gt_toy_step(gt_toy *t, float *loss);
+
+#endif
