@@ -84,12 +84,18 @@ typedef struct {
     const char *name;          // this holder's name in the agreement (read at create only)
     gt_ledger *ledger;         // decisions are appended here (borrowed)
     const char *ledger_path;   // replayed at create to restore release counts
-    gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed)
-    // May be NULL. A summary of the last peer the attestor accepted (gt_tee_attestor's
-    // peer_summary), read by gt_holder_agent_serve right after each accept, on the accepting
-    // thread, and written into that connection's "session" ledger entry as "appraisal".
-    const char *peer_summary;
+    gt_net_attestor attestor;  // proves this holder, appraises trainers (borrowed; used when
+                               // tee is NULL, then from several threads at once)
+    // May be NULL. The TEE attestor to prove and appraise with: each handshake runs on its own
+    // copy, whose peer_summary goes into that connection's "session" entry as "appraisal".
+    const gt_tee_attestor *tee;
     int idle_timeout_ms;       // a connection silent this long is closed (0: 5 minutes)
+    // Limits of gt_holder_agent_serve against slow and flooding peers (0: the default).
+    // Handshakes (TLS + evidence exchange) run on worker threads, each within the deadline.
+    int handshake_deadline_ms;             // 0: 10 s
+    unsigned max_handshakes;               // unattested connections at once (0: 32)
+    unsigned max_handshakes_per_address;   // of those, from one source address (0: 4)
+    unsigned max_connections_per_trainer;  // attested ones per trainer name (0: 8)
     // Tests only (NULL otherwise), in the spirit of gt_tsm_params.hook: called during a trip
     // once the device is attached and accepted ("attached", chunk UINT32_MAX) and once the chunk
     // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.
@@ -103,12 +109,17 @@ typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from sev
 GT_MUST_USE gt_err gt_holder_agent_create(gt_holder_agent **a, const gt_holder_agent_config *cfg);
 // Serves one attested connection until BYE, close or error (the channel stays the caller's).
 GT_MUST_USE gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch);
-// Accepts connections on l, one thread each, until *stop becomes non-zero.
+// Accepts connections on l until *stop becomes non-zero: each on a thread of its own, which
+// handshakes within the deadline and then serves; threads are joined as they finish, and all of
+// them before this returns. A peer that never attested (a failed or stalled handshake, refused
+// evidence, a connection over a limit) is refused with a rate-limited log line, counted in
+// handshake_failures, and never reaches the ledger.
 GT_MUST_USE gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l,
                                          const volatile int *stop);
 typedef struct {
     uint64_t grants;
-    uint64_t refusals;
+    uint64_t refusals;            // decisions refused to attested trainers (all in the ledger)
+    uint64_t handshake_failures;  // connections that never attested (not in the ledger)
     uint64_t tokens_released;
     uint64_t bytes_sent;
 } gt_holder_agent_stats;

@@ -51,6 +51,19 @@ int gt_listener_port(const gt_listener *l);
 // waits forever. GT_E_TIMEOUT when no connection came in time or a signal interrupted the wait.
 GT_MUST_USE gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
                                       gt_channel **ch);
+// The two halves of gt_listener_accept, for a server that handshakes on worker threads.
+// accept_fd takes one TCP connection off the queue (no handshake) and names the peer
+// "HOST:PORT" (for logs and per-address limits; not authenticated). GT_E_TIMEOUT as above;
+// GT_E_LIMIT when the process is out of descriptors.
+#define GT_NET_PEER_MAX 64
+#define GT_NET_HANDSHAKE_DEADLINE_MS 30000  // gt_listener_accept's deadline
+GT_MUST_USE gt_err gt_listener_accept_fd(gt_listener *l, int timeout_ms, int *fd,
+                                         char peer[GT_NET_PEER_MAX]);
+// Runs the TLS handshake and the evidence exchange on fd (taken over: closed on failure) as the
+// server, all of it within deadline_ms (<= 0: no deadline; a stalled peer then waits on the
+// socket's timeouts, none by default). GT_E_TIMEOUT when the deadline ended it.
+GT_MUST_USE gt_err gt_channel_accept_fd(gt_channel **ch, int fd, const gt_net_attestor *att,
+                                        int deadline_ms);
 void gt_listener_close(gt_listener *l);
 
 GT_MUST_USE gt_err gt_channel_connect(gt_channel **ch, const char *addr,

@@ -156,7 +156,7 @@ static gt_err open_agent(options *o, holder_run *r)
     gt_holder_agent_config cfg = {
         .dataset_dir = o->dataset, .keys = &r->keys, .agreement = &r->agreement,
         .name = r->me->name, .ledger = r->ledger, .ledger_path = o->ledger,
-        .attestor = gt_tee_attestor_bind(&r->att), .peer_summary = r->att.peer_summary,
+        .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
     };
     GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
     return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);
@@ -182,9 +182,10 @@ static void print_stats(const holder_run *r)
 {
     gt_holder_agent_stats st;
     gt_holder_agent_get_stats(r->agent, &st);
-    printf("holder %s: stopped after %llu grant(s), %llu refusal(s), %llu tokens released\n",
+    printf("holder %s: stopped after %llu grant(s), %llu refusal(s), %llu tokens released; "
+           "%llu connection(s) refused before attesting\n",
            r->me->name, (unsigned long long)st.grants, (unsigned long long)st.refusals,
-           (unsigned long long)st.tokens_released);
+           (unsigned long long)st.tokens_released, (unsigned long long)st.handshake_failures);
 }
 
 static void holder_free(holder_run *r)

@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct holder_conn_slot conn_slot;
+
 struct gt_holder_agent {
-    pthread_mutex_t lock;  // guards releases, uses, tokens_released, stats, joinable
-    pthread_t *joinable;  // every connection thread, joined when serving stops
-    size_t joinable_count, joinable_cap;
+    pthread_mutex_t lock;  // guards releases, uses, tokens_released, stats, conns, unauth_*
+    conn_slot *conns;      // every connection thread not yet joined (serving loop)
+    double unauth_log_at;  // the last unauthenticated-failure log line
+    unsigned long long unauth_quiet;  // failures since, not logged
     gt_holder_agent_config cfg;
     const gt_agreement_holder *me;
     gt_manifest manifest;
@@ -29,6 +32,8 @@ struct gt_holder_agent {
     char kept_address[GT_DEVICE_TRIP_ADDRESS_MAX];
     double kept_since;  // its handshake
 };
+
+static gt_err trainer_admit(gt_holder_agent *a, conn_slot *self, const char *trainer);
 
 #define KEPT_SESSION_MAX_S 300.0  // re-attest the device at least this often
 
@@ -120,7 +125,6 @@ void gt_holder_agent_free(gt_holder_agent *a)
     gt_buf_free_nowipe(&a->manifest_bytes);
     free(a->releases);
     free(a->uses);
-    free(a->joinable);
     gt_device_close(a->kept);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -624,8 +628,10 @@ static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body
     return GT_OK;
 }
 
-// appraisal: what the attestor said of this trainer when it accepted it (may be NULL).
-static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal)
+// appraisal: what the attestor said of this trainer when it accepted it (may be NULL); self:
+// this connection's slot in the serving loop (NULL for gt_holder_agent_handle).
+static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal,
+                          conn_slot *self)
 {
     GT_TRY(gt_channel_set_timeout(ch, a->cfg.idle_timeout_ms > 0 ? a->cfg.idle_timeout_ms
                                                                   : 300000));
@@ -644,6 +650,13 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
         err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
         ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
                                                   .reason = err.msg});
+        gt_err ignored = send_refuse(ch, err);
+        (void)ignored;
+        goto out;
+    }
+    err = trainer_admit(a, self, trainer);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("holder %s: %s", a->me->name, err.msg);
         gt_err ignored = send_refuse(ch, err);
         (void)ignored;
         goto out;
@@ -689,84 +702,216 @@ out:
 
 gt_err gt_holder_agent_handle(gt_holder_agent *a, gt_channel *ch)
 {
-    return handle_conn(a, ch, NULL);
+    return handle_conn(a, ch, NULL, NULL);
 }
 
-typedef struct {
+// ---- serving: accept, handshake on workers, limits ------------------------------------------
+
+// One connection, from accept to close. Owned by the serving loop's list (under a->lock); its
+// thread sets state CONN_DONE as its last act and the loop joins it.
+enum { CONN_HANDSHAKE = 0, CONN_SERVING = 1, CONN_DONE = 2 };
+struct holder_conn_slot {
     gt_holder_agent *a;
-    gt_channel *ch;
-    char appraisal[192];  // the attestor's summary of this connection's trainer
-} conn_arg;
+    int fd;                          // until gt_channel_accept_fd takes it over
+    char peer[GT_NET_PEER_MAX];      // "HOST:PORT" as accepted (not authenticated)
+    char host[GT_NET_PEER_MAX];      // HOST only: the per-address handshake limit's key
+    char trainer[64];                // after HELLO: the per-trainer connection limit's key
+    int state;                       // CONN_*, under a->lock
+    pthread_t thread;
+    struct holder_conn_slot *next;
+};
+
+static void slot_set_state(conn_slot *c, int state)
+{
+    pthread_mutex_lock(&c->a->lock);
+    c->state = state;
+    pthread_mutex_unlock(&c->a->lock);
+}
+
+// Failures of peers that never attested (a broken or stalled handshake, refused evidence, a
+// connection over a limit) go to the log, at most one line a second with a count of the rest:
+// a flood of them must neither fill the log nor reach the signed ledger, which holds decisions
+// about attested peers only.
+static void unauth_log(gt_holder_agent *a, const char *peer, const char *what)
+{
+    double now = gt_now_seconds();
+    pthread_mutex_lock(&a->lock);
+    a->stats.handshake_failures++;
+    bool say = now - a->unauth_log_at >= 1.0;
+    unsigned long long quiet = a->unauth_quiet;
+    if (say) {
+        a->unauth_log_at = now;
+        a->unauth_quiet = 0;
+    } else {
+        a->unauth_quiet++;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (say) {
+        char more[64] = "";
+        if (quiet > 0) {
+            snprintf(more, sizeof more, " (and %llu more since the last such line)", quiet);
+        }
+        gt_log_warn("holder %s: refused a connection from %s: %s%s", a->me->name, peer, what,
+                    more);
+    }
+}
+
+// Called by handle_conn after HELLO: is there room for one more connection of this trainer?
+static gt_err trainer_admit(gt_holder_agent *a, conn_slot *self, const char *trainer)
+{
+    if (self == NULL) {
+        return GT_OK;
+    }
+    unsigned cap = a->cfg.max_connections_per_trainer ? a->cfg.max_connections_per_trainer : 8;
+    unsigned n = 0;
+    pthread_mutex_lock(&a->lock);
+    for (conn_slot *c = a->conns; c != NULL; c = c->next) {
+        n += c != self && c->state == CONN_SERVING && strcmp(c->trainer, trainer) == 0;
+    }
+    if (n < cap) {
+        snprintf(self->trainer, sizeof self->trainer, "%s", trainer);
+    }
+    pthread_mutex_unlock(&a->lock);
+    GT_ENSURE(n < cap, GT_E_LIMIT, "trainer '%s' already has %u connections open (at most %u)",
+              trainer, n, cap);
+    return GT_OK;
+}
 
 static void *conn_main(void *p)
 {
-    conn_arg *c = p;
-    gt_err err = handle_conn(c->a, c->ch, c->appraisal);
-    if (!gt_is_ok(err) && err.code != GT_E_PEER) {
-        gt_log_warn("holder %s: connection ended: %s", c->a->me->name, err.msg);
+    conn_slot *c = p;
+    gt_holder_agent *a = c->a;
+    // Each handshake appraises with its own copy of the attestor: the copy's peer_summary is
+    // this connection's, whatever other handshakes run at the same time.
+    gt_tee_attestor mine;
+    gt_net_attestor att = a->cfg.attestor;
+    if (a->cfg.tee != NULL) {
+        mine = *a->cfg.tee;
+        mine.peer_summary[0] = '\0';
+        att = gt_tee_attestor_bind(&mine);
     }
-    gt_channel_close(c->ch);
-    free(c);
+    int deadline = a->cfg.handshake_deadline_ms > 0 ? a->cfg.handshake_deadline_ms : 10000;
+    gt_channel *ch = NULL;
+    int fd = c->fd;
+    c->fd = -1;
+    gt_err err = gt_channel_accept_fd(&ch, fd, &att, deadline);
+    if (!gt_is_ok(err)) {
+        unauth_log(a, c->peer, err.msg);
+        slot_set_state(c, CONN_DONE);
+        return NULL;
+    }
+    slot_set_state(c, CONN_SERVING);
+    err = handle_conn(a, ch, a->cfg.tee != NULL ? mine.peer_summary : NULL, c);
+    if (!gt_is_ok(err) && err.code != GT_E_PEER) {
+        gt_log_warn("holder %s: connection from %s ended: %s", a->me->name, c->peer, err.msg);
+    }
+    gt_channel_close(ch);
+    slot_set_state(c, CONN_DONE);
     return NULL;
+}
+
+// Joins every finished connection thread (all of them with wait_all, once none can start).
+static void conns_reap(gt_holder_agent *a, bool wait_all)
+{
+    for (;;) {
+        conn_slot *done = NULL;
+        bool any = false;
+        pthread_mutex_lock(&a->lock);
+        for (conn_slot **pp = &a->conns; *pp != NULL; pp = &(*pp)->next) {
+            any = true;
+            if ((*pp)->state == CONN_DONE) {
+                done = *pp;
+                *pp = done->next;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&a->lock);
+        if (done != NULL) {
+            pthread_join(done->thread, NULL);
+            free(done);
+            continue;
+        }
+        if (!wait_all || !any) {
+            return;
+        }
+        usleep(10000);  // still running: their own timeouts and deadlines end them
+    }
+}
+
+// Admits one accepted TCP connection to a handshake, or says why not (limits of unattested
+// peers: in total, and per source address, so one address cannot take every slot).
+static gt_err conn_admit(gt_holder_agent *a, const char *host)
+{
+    unsigned total_cap = a->cfg.max_handshakes ? a->cfg.max_handshakes : 32;
+    unsigned host_cap = a->cfg.max_handshakes_per_address ? a->cfg.max_handshakes_per_address : 4;
+    unsigned total = 0, same = 0;
+    pthread_mutex_lock(&a->lock);
+    for (conn_slot *c = a->conns; c != NULL; c = c->next) {
+        if (c->state == CONN_HANDSHAKE) {
+            total++;
+            same += strcmp(c->host, host) == 0;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    GT_ENSURE(total < total_cap, GT_E_LIMIT, "%u handshakes already in progress (at most %u)",
+              total, total_cap);
+    GT_ENSURE(same < host_cap, GT_E_LIMIT,
+              "%u handshakes from this address already in progress (at most %u)", same,
+              host_cap);
+    return GT_OK;
+}
+
+static void peer_host(char host[GT_NET_PEER_MAX], const char *peer)
+{
+    snprintf(host, GT_NET_PEER_MAX, "%s", peer);
+    char *colon = strrchr(host, ':');
+    if (colon != NULL) {
+        *colon = '\0';
+    }
 }
 
 gt_err gt_holder_agent_serve(gt_holder_agent *a, gt_listener *l, const volatile int *stop)
 {
     while (stop == NULL || !*stop) {
-        gt_channel *ch = NULL;
-        gt_err err = gt_listener_accept(l, &a->cfg.attestor, 200, &ch);
+        conns_reap(a, false);
+        int fd = -1;
+        char peer[GT_NET_PEER_MAX];
+        gt_err err = gt_listener_accept_fd(l, 200, &fd, peer);
         if (err.code == GT_E_TIMEOUT) {
             continue;
         }
         if (!gt_is_ok(err)) {
-            // A trainer whose evidence was refused (or a broken handshake) is a decision too.
-            gt_log_warn("holder %s: refused a connection: %s", a->me->name, err.msg);
-            pthread_mutex_lock(&a->lock);
-            a->stats.refusals++;
-            pthread_mutex_unlock(&a->lock);
-            ledger_note(a, "refuse", &(ledger_detail){.chunk = -1, .reason = err.msg});
+            unauth_log(a, "(not accepted)", err.msg);
+            usleep(20000);  // out of descriptors: let finished connections release theirs
             continue;
         }
-        conn_arg *c = malloc(sizeof *c);
-        pthread_mutex_lock(&a->lock);
-        if (a->joinable_count == a->joinable_cap) {
-            size_t cap = a->joinable_cap ? 2 * a->joinable_cap : 16;
-            pthread_t *p = realloc(a->joinable, cap * sizeof *p);
-            if (p != NULL) {
-                a->joinable = p;
-                a->joinable_cap = cap;
-            }
+        char host[GT_NET_PEER_MAX];
+        peer_host(host, peer);
+        err = conn_admit(a, host);
+        conn_slot *c = gt_is_ok(err) ? calloc(1, sizeof *c) : NULL;
+        if (c == NULL) {
+            close(fd);
+            unauth_log(a, peer, gt_is_ok(err) ? "out of memory" : err.msg);
+            continue;
         }
-        bool room = a->joinable_count < a->joinable_cap;
-        bool started = false;
-        if (c != NULL && room) {
-            c->a = a;
-            c->ch = ch;
-            // Written by this connection's appraisal, on this thread, just now.
-            snprintf(c->appraisal, sizeof c->appraisal, "%s",
-                     a->cfg.peer_summary ? a->cfg.peer_summary : "");
-            started = pthread_create(&a->joinable[a->joinable_count], NULL, conn_main, c) == 0;
-            if (started) {
-                a->joinable_count++;
-            }
+        *c = (conn_slot){.a = a, .fd = fd, .state = CONN_HANDSHAKE};
+        snprintf(c->peer, sizeof c->peer, "%s", peer);
+        snprintf(c->host, sizeof c->host, "%s", host);
+        pthread_mutex_lock(&a->lock);
+        bool started = pthread_create(&c->thread, NULL, conn_main, c) == 0;
+        if (started) {
+            c->next = a->conns;
+            a->conns = c;
         }
         pthread_mutex_unlock(&a->lock);
         if (!started) {
+            close(fd);
             free(c);
-            gt_channel_close(ch);
-            gt_log_error("holder %s: cannot start a connection thread", a->me->name);
+            unauth_log(a, peer, "cannot start a connection thread");
         }
     }
     // Join every connection thread (not just wait for them): nothing of theirs, OpenSSL's
     // per-thread state included, outlives the server.
-    pthread_mutex_lock(&a->lock);
-    size_t n = a->joinable_count;
-    pthread_mutex_unlock(&a->lock);
-    for (size_t i = 0; i < n; i++) {
-        pthread_join(a->joinable[i], NULL);
-    }
-    pthread_mutex_lock(&a->lock);
-    a->joinable_count = 0;
-    pthread_mutex_unlock(&a->lock);
+    conns_reap(a, true);
     return GT_OK;
 }

@@ -8,7 +8,9 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -31,6 +33,7 @@ struct gt_channel {
     int fd;
     SSL_CTX *ctx;
     SSL *ssl;
+    double deadline;      // CLOCK_MONOTONIC seconds by which the handshake must be done (0: none)
     uint64_t send_left;  // bytes still owed to a frame begun with gt_channel_send_begin
     uint64_t recv_left;
 };
@@ -257,30 +260,106 @@ static gt_err check_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_
     return err;
 }
 
-gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
-                          gt_channel **out)
+static double monotonic_seconds(void)
 {
-    *out = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+// Before every socket read or write of a handshake: the socket's timeouts are set to what is
+// left of the deadline, so the whole exchange ends by it. A per-read timeout alone does not: a
+// peer that trickles one byte just inside it holds the handshake (and its thread) for ever.
+static long deadline_bio_callback(BIO *b, int oper, const char *argp, size_t len, int argi,
+                                  long argl, int ret, size_t *processed)
+{
+    (void)argp, (void)len, (void)argi, (void)argl, (void)processed;
+    gt_channel *ch = (gt_channel *)BIO_get_callback_arg(b);
+    if (ch == NULL || ch->deadline <= 0 || (oper != BIO_CB_READ && oper != BIO_CB_WRITE)) {
+        return ret;
+    }
+    double left = ch->deadline - monotonic_seconds();
+    if (left <= 0) {
+        errno = ETIMEDOUT;
+        return -1;  // the operation is not performed
+    }
+    long ms = (long)(left * 1000.0) + 1;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    if (setsockopt(ch->fd, SOL_SOCKET, oper == BIO_CB_READ ? SO_RCVTIMEO : SO_SNDTIMEO, &tv,
+                   sizeof tv) != 0) {
+        return -1;
+    }
+    return ret;
+}
+
+static void deadline_set(gt_channel *ch, int deadline_ms)
+{
+    BIO *bio = SSL_get_rbio(ch->ssl);
+    ch->deadline = deadline_ms > 0 ? monotonic_seconds() + deadline_ms / 1000.0 : 0;
+    BIO_set_callback_arg(bio, ch->deadline > 0 ? (char *)ch : NULL);
+    BIO_set_callback_ex(bio, ch->deadline > 0 ? deadline_bio_callback : NULL);
+}
+
+// The error of a failed handshake step: the deadline, when that is what ended it.
+static gt_err deadline_check(const gt_channel *ch, gt_err err, int deadline_ms)
+{
+    if (!gt_is_ok(err) && ch->deadline > 0 && monotonic_seconds() >= ch->deadline) {
+        ERR_clear_error();
+        return gt_errf(GT_E_TIMEOUT, "handshake and evidence exchange not done within %d ms",
+                       deadline_ms);
+    }
+    return err;
+}
+
+gt_err gt_listener_accept_fd(gt_listener *l, int timeout_ms, int *fd,
+                             char peer[GT_NET_PEER_MAX])
+{
+    *fd = -1;
+    peer[0] = '\0';
     struct pollfd p = {.fd = l->fd, .events = POLLIN};
     int rc = poll(&p, 1, timeout_ms);
     GT_ENSURE(rc != 0, GT_E_TIMEOUT, "accept: no connection within %d ms", timeout_ms);
     // A signal (e.g. the SIGTERM that asks a server to stop) is not a failed connection.
     GT_ENSURE(rc > 0 || errno != EINTR, GT_E_TIMEOUT, "accept: interrupted by a signal");
     GT_ENSURE(rc > 0, GT_E_IO, "accept: %s", strerror(errno));
-    int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
-    GT_ENSURE(fd >= 0, GT_E_IO, "accept: %s", strerror(errno));
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    int got = accept4(l->fd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC);
+    // Out of descriptors (a connection flood): a busy server, not a broken one.
+    GT_ENSURE(got >= 0 || (errno != EMFILE && errno != ENFILE), GT_E_LIMIT, "accept: %s",
+              strerror(errno));
+    GT_ENSURE(got >= 0, errno == ECONNABORTED || errno == EAGAIN ? GT_E_TIMEOUT : GT_E_IO,
+              "accept: %s", strerror(errno));
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    snprintf(peer, GT_NET_PEER_MAX, sa.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+    *fd = got;
+    return GT_OK;
+}
+
+gt_err gt_channel_accept_fd(gt_channel **out, int fd, const gt_net_attestor *att,
+                            int deadline_ms)
+{
+    *out = NULL;
     gt_channel *ch = NULL;
     GT_TRY(channel_new(&ch, fd, true));
     gt_err err = GT_OK;
-    // A peer that connects and stalls must not hold the listener's thread forever; the wait for
-    // a connection (timeout_ms, often short, for a server that polls a stop flag) is another
-    // matter: collecting and appraising evidence can take seconds.
-    GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 30000), fail);
-    GT_ENSURE_GOTO(err, SSL_accept(ch->ssl) == 1, fail, GT_E_PEER, "%s",
-                   ssl_error("handshake").msg);
+    deadline_set(ch, deadline_ms);
+    GT_TRY_GOTO(err, deadline_check(ch, SSL_accept(ch->ssl) == 1 ? GT_OK : ssl_error("handshake"),
+                                    deadline_ms),
+                fail);
     // The client proves itself first; the server answers only to an accepted client. A refused
     // client learns why (the reason only: no evidence of ours goes to an unaccepted peer).
-    err = check_evidence(ch, att, GT_NET_ROLE_CLIENT);
+    err = deadline_check(ch, check_evidence(ch, att, GT_NET_ROLE_CLIENT), deadline_ms);
     if (err.code == GT_E_POLICY) {
         static const char prefix[] = "peer evidence refused: ";
         const char *why = err.msg;
@@ -292,13 +371,29 @@ gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeou
         (void)ignored;
     }
     GT_TRY_GOTO(err, err, fail);
-    GT_TRY_GOTO(err, send_evidence(ch, att, GT_NET_ROLE_SERVER), fail);
+    GT_TRY_GOTO(err, deadline_check(ch, send_evidence(ch, att, GT_NET_ROLE_SERVER), deadline_ms),
+                fail);
+    deadline_set(ch, 0);
     GT_TRY_GOTO(err, gt_channel_set_timeout(ch, 0), fail);
     *out = ch;
     return GT_OK;
 fail:
     gt_channel_close(ch);
     return err;
+}
+
+gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,
+                          gt_channel **out)
+{
+    *out = NULL;
+    int fd = -1;
+    char peer[GT_NET_PEER_MAX];
+    GT_TRY(gt_listener_accept_fd(l, timeout_ms, &fd, peer));
+    // The wait for a connection (timeout_ms, often short, for a server that polls a stop flag)
+    // is one thing; the handshake gets its own deadline: collecting and appraising evidence can
+    // take seconds.
+    return gt_err_wrap(gt_channel_accept_fd(out, fd, att, GT_NET_HANDSHAKE_DEADLINE_MS), "%s",
+                       peer);
 }
 
 gt_err gt_channel_connect(gt_channel **out, const char *addr, const gt_net_attestor *att)

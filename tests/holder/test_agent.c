@@ -5,11 +5,15 @@
 #include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +105,12 @@ typedef struct {
     gt_device *dev;
 } agent_run;
 
+// The serving limits the next start_agent uses (handshake deadline and caps; 0: defaults).
+static struct {
+    int deadline_ms;
+    unsigned handshakes, per_address, per_trainer;
+} limits;
+
 // transfer: the agreement's "transfer" JSON (NULL: none, the default list).
 static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const char *transfer)
 {
@@ -111,6 +121,9 @@ static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const
         .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
         .ledger = r->ledger, .ledger_path = ledger_path,
         .attestor = gt_test_toy_attestor(&holder_toy), .idle_timeout_ms = 5000,
+        .handshake_deadline_ms = limits.deadline_ms, .max_handshakes = limits.handshakes,
+        .max_handshakes_per_address = limits.per_address,
+        .max_connections_per_trainer = limits.per_trainer,
     };
     GT_ASSERT_OK(gt_holder_agent_create(&r->s.agent, &cfg));
     r->s.stop = 0;
@@ -228,34 +241,35 @@ static void both_variants_deliver_the_chunk(void **state)
     GT_ASSERT_CODE(gt_holder_fetch(c, 9, GT_FETCH_PLAIN, dev, 0, &buf, &n), GT_E_ARG);
     gt_holder_disconnect(c);
 
-    // A trainer the holder does not accept never gets a manifest; the refusal is ledgered.
+    // A trainer the holder does not accept never gets a manifest. It never attested, so its
+    // refusal is logged and counted, not ledgered (a flood of them must not grow the ledger).
     toy intruder = {.name = "trainer-evil", .accept = "alice"};
     att.ctx = &intruder;
     e = gt_holder_connect(&c, &r.a, 0, &att, "trainer-2", k2);
     assert_int_not_equal(e.code, GT_E_NONE);
     assert_null(c);
-    usleep(300000);  // let the serve loop record the refusal
+    usleep(300000);  // let the connection's thread count the refusal
     gt_holder_agent_stats st;
     gt_holder_agent_get_stats(r.s.agent, &st);
     assert_int_equal(st.grants, 4);
-    assert_int_equal(st.refusals, 3);
+    assert_int_equal(st.refusals, 2);
+    assert_int_equal(st.handshake_failures, 1);
     assert_int_equal(st.tokens_released, 3000);  // the resend of chunk 1 cost nothing
     stop_agent(&r);
 
     // The ledger verifies and tells the story: genesis, session (trainer-1 and its signing
-    // key), grant, use, grant, grant, refuse, grant, refuse, use, refuse (the intruder, refused
-    // at the handshake: no session, its key never recorded).
+    // key), grant, use, grant, grant, refuse, grant, refuse, use (the intruder, refused at the
+    // handshake, is not there: no session, its key never recorded).
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
-    assert_int_equal(sum.entries, 11);
+    assert_int_equal(sum.entries, 10);
     // each grant and refusal names the transfer mode asked for, as the agreement names it
     noted t = ledger_decisions();
-    assert_int_equal(t.n, 9);
-    const char *kinds[] = {"grant", "use", "grant", "grant", "refuse", "grant", "refuse", "use",
-                           "refuse"};
+    assert_int_equal(t.n, 8);
+    const char *kinds[] = {"grant", "use", "grant", "grant", "refuse", "grant", "refuse", "use"};
     const char *modes[] = {"conventional", "", "conventional-keyrelease",
                            "conventional-keyrelease", "conventional", "conventional",
-                           "conventional", "", ""};
+                           "conventional", ""};
     for (size_t i = 0; i < t.n; i++) {
         assert_string_equal(t.kind[i], kinds[i]);
         assert_string_equal(t.mode[i], modes[i]);
@@ -582,6 +596,218 @@ static void host_trip_posing_as_travel(void **state)
     }
 }
 
+// ---- service under abuse -------------------------------------------------------------------
+
+// A TCP connection to the agent from source address src (127.0.0.x: all of 127/8 is loopback,
+// so attackers and the legitimate trainer can come from different addresses on one machine).
+static int raw_connect(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+// Entries in this process's /proc/self/<what> ("task": threads, "fd": descriptors).
+static int proc_count(const char *what)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/%s", what);
+    return gt_test_count_files(path);
+}
+
+// Seconds until the server closes fd (reads return 0 or an error), at most limit_s.
+static double seconds_until_closed(int fd, double limit_s)
+{
+    double t0 = gt_now_seconds();
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t b[256];
+    while (gt_now_seconds() - t0 < limit_s) {
+        ssize_t n = read(fd, b, sizeof b);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            break;
+        }
+    }
+    return gt_now_seconds() - t0;
+}
+
+typedef struct {
+    int port;
+    volatile int stop;
+    int opened;
+} flood_arg;
+
+// Connects and closes at once, as fast as it can, from 127.0.0.3.
+static void *flood_main(void *p)
+{
+    flood_arg *f = p;
+    while (!f->stop && f->opened < 300) {
+        close(raw_connect("127.0.0.3", f->port));
+        f->opened++;
+    }
+    return NULL;
+}
+
+// Slowloris (a TLS record header, then a byte a second, from 127.0.0.2, more connections than
+// its address may hold) and a connect/close flood run against the holder; a legitimate trainer
+// still handshakes and fetches within 5 s, the ledger holds only its decisions, and once the
+// attack is over every thread and descriptor of it is gone.
+static void slowloris_and_flood_do_not_block_a_trainer(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    limits.deadline_ms = 2000;
+    limits.handshakes = 16;
+    limits.per_address = 4;
+    agent_run r = {0};
+    start_agent(&r, 1000000, 1);
+    usleep(100000);
+    const int threads0 = proc_count("task"), fds0 = proc_count("fd");
+    const int port = gt_listener_port(r.s.l);
+    enum { SLOW = 6 };
+    int slow[SLOW];
+    static const uint8_t record_header[] = {0x16, 0x03, 0x01, 0x02, 0x00};
+    for (int i = 0; i < SLOW; i++) {
+        slow[i] = raw_connect("127.0.0.2", port);
+        assert_int_equal(write(slow[i], record_header, sizeof record_header), 5);
+    }
+    flood_arg f = {.port = port};
+    pthread_t flooder;
+    pthread_create(&flooder, NULL, flood_main, &f);
+
+    // The legitimate trainer, during the attack.
+    double t0 = gt_now_seconds();
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_holder_conn *c = NULL;
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x56, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, r.dev, 0, &buf, &n));
+    double took = gt_now_seconds() - t0;
+    print_message("legitimate trainer: handshake + fetch in %.3f s during the attack\n", took);
+    assert_true(took < 5.0);
+    check_chunk(r.dev, buf, 0, n);
+    GT_ASSERT_OK(gt_device_free(r.dev, buf));
+    gt_holder_disconnect(c);
+
+    // The slow connections trickle a byte a second; the deadline ends each of them (those over
+    // the address's limit were closed at once).
+    double closed_at[SLOW];
+    for (int i = 0; i < SLOW; i++) {
+        closed_at[i] = -1;
+    }
+    double s0 = gt_now_seconds();
+    int open_left = SLOW;
+    while (open_left > 0 && gt_now_seconds() - s0 < 6.0) {
+        for (int i = 0; i < SLOW; i++) {
+            if (closed_at[i] >= 0) {
+                continue;
+            }
+            uint8_t one = 0;
+            if (write(slow[i], &one, 1) != 1 || seconds_until_closed(slow[i], 0.15) < 0.15) {
+                closed_at[i] = gt_now_seconds() - s0;
+                open_left--;
+            }
+        }
+        usleep(850000);
+    }
+    pthread_join(flooder, NULL);  // all 300 connect/close pairs
+    for (int i = 0; i < SLOW; i++) {
+        print_message("slow connection %d closed by the holder after %.2f s\n", i, closed_at[i]);
+        assert_true(closed_at[i] >= 0);  // none outlived the 2 s deadline by much
+        close(slow[i]);
+    }
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    print_message("flood: %d connect/close pairs; %llu connections refused before attesting\n",
+                  f.opened, (unsigned long long)st.handshake_failures);
+    assert_int_equal(f.opened, 300);
+    assert_true(st.handshake_failures >= (uint64_t)SLOW);
+    assert_int_equal(st.grants, 1);
+
+    // Threads are joined as they finish, descriptors closed: back where we started.
+    usleep(600000);
+    int threads1 = proc_count("task"), fds1 = proc_count("fd");
+    print_message("threads %d -> %d, descriptors %d -> %d\n", threads0, threads1, fds0, fds1);
+    assert_int_equal(threads1, threads0);
+    assert_int_equal(fds1, fds0);
+    stop_agent(&r);
+    // The ledger holds the trainer's decisions only: genesis, session, grant.
+    gt_ledger_summary sum;
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
+    assert_int_equal(sum.entries, 3);
+    memset(&limits, 0, sizeof limits);
+}
+
+// The handshake deadline is a deadline for the whole exchange, and an address over its limit is
+// turned away at once, before any TLS work.
+static void handshake_deadline_and_address_limit(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    limits.deadline_ms = 1000;
+    limits.per_address = 2;
+    agent_run r = {0};
+    start_agent(&r, 1000000, 1);
+    const int port = gt_listener_port(r.s.l);
+    int a = raw_connect("127.0.0.4", port), b = raw_connect("127.0.0.4", port);
+    usleep(200000);  // both admitted to a handshake
+    int over = raw_connect("127.0.0.4", port);
+    double t_over = seconds_until_closed(over, 3.0);
+    print_message("third connection from one address closed after %.3f s\n", t_over);
+    assert_true(t_over < 0.5);
+    double t_a = seconds_until_closed(a, 4.0);
+    print_message("silent handshake closed after %.3f s (deadline 1 s)\n", t_a);
+    assert_true(t_a > 0.5 && t_a < 2.5);
+    close(a);
+    close(b);
+    close(over);
+    gt_holder_agent_stats st;
+    usleep(300000);
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.handshake_failures, 3);
+    stop_agent(&r);
+    gt_ledger_summary sum;
+    GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
+    assert_int_equal(sum.entries, 1);  // genesis only
+    memset(&limits, 0, sizeof limits);
+}
+
+// One trainer name holds at most max_connections_per_trainer connections at a time.
+static void connections_per_trainer_are_capped(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    limits.per_trainer = 2;
+    agent_run r = {0};
+    start_agent(&r, 1000000, 1);
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_holder_conn *c[3] = {0};
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x57, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c[0], &r.a, 0, &att, "trainer-1", k));
+    GT_ASSERT_OK(gt_holder_connect(&c[1], &r.a, 0, &att, "trainer-1", k));
+    gt_err e = gt_holder_connect(&c[2], &r.a, 0, &att, "trainer-1", k);
+    GT_ASSERT_CODE(e, GT_E_POLICY);  // a holder's refusal, as the trainer sees it
+    assert_non_null(strstr(e.msg, "trainer 'trainer-1' already has 2 connections open"));
+    gt_holder_disconnect(c[1]);
+    usleep(200000);  // its thread finishes
+    GT_ASSERT_OK(gt_holder_connect(&c[2], &r.a, 0, &att, "trainer-1", k));
+    gt_holder_disconnect(c[0]);
+    gt_holder_disconnect(c[2]);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    memset(&limits, 0, sizeof limits);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -592,6 +818,9 @@ int main(void)
         cmocka_unit_test(plain_fetch_outside_the_agreement),
         cmocka_unit_test(host_trip_needs_its_own_mode),
         cmocka_unit_test(host_trip_posing_as_travel),
+        cmocka_unit_test(slowloris_and_flood_do_not_block_a_trainer),
+        cmocka_unit_test(handshake_deadline_and_address_limit),
+        cmocka_unit_test(connections_per_trainer_are_capped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
