@@ -24,7 +24,7 @@ struct gt_holder_agent {
     gt_buf manifest_bytes;
     uint32_t *releases;  // per chunk: times sent
     uint32_t *uses;      // per chunk: uses the trainer confirmed (USED)
-    uint64_t tokens_released;  // budget: tokens of distinct outstanding or confirmed releases
+    uint64_t tokens_released;  // budget: tokens of every release, resends included
     gt_holder_agent_stats stats;
     // The attested devd session kept after the last trip (RETURN_STAY), for the next trip to
     // the same devd: no new handshake. Taken out while a trip uses it (guarded by lock).
@@ -65,10 +65,8 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
         a->uses[chunk]++;
         return;
     }
-    // A resend of a chunk whose release was never confirmed costs no budget again.
-    if (a->releases[chunk] == a->uses[chunk]) {
-        a->tokens_released += tokens;
-    }
+    // Every release costs budget, a resend of an unconfirmed one too: the bytes left either way.
+    a->tokens_released += tokens;
     a->releases[chunk]++;
 }
 
@@ -109,6 +107,15 @@ gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_confi
                                           a),
                     fail);
     }
+    uint32_t too_big = 0;
+    for (uint32_t c = 0; c < a->manifest.chunk_count; c++) {
+        too_big += chunk_tokens(&a->manifest, c) > a->me->token_budget;
+    }
+    if (too_big > 0) {
+        gt_log_warn("holder %s: token_budget %llu is smaller than %u of the %u chunks (the budget "
+                    "is a hard cap: such a chunk is never released)", cfg->name,
+                    (unsigned long long)a->me->token_budget, too_big, a->manifest.chunk_count);
+    }
     *out = a;
     return GT_OK;
 fail:
@@ -144,6 +151,7 @@ typedef struct {
     const char *mode;     // the transfer mode asked for or used (gt_transfer_mode_name), or NULL
     const char *device;   // a trip's device: "devd", "cuda" or "host" (NULL: not a trip)
     uint64_t tokens, bytes;
+    uint64_t claimed;     // a use: the tokens the trainer claimed (recorded when not `tokens`)
     const char *reason;   // refusals and failures
 } ledger_detail;
 
@@ -175,6 +183,9 @@ static gt_err ledger_note(gt_holder_agent *a, const char *kind, const ledger_det
     }
     if (strcmp(kind, "grant") == 0) {
         cJSON_AddNumberToObject(d, "bytes", (double)n->bytes);
+    }
+    if (strcmp(kind, "use") == 0 && n->claimed != n->tokens) {
+        cJSON_AddNumberToObject(d, "claimed", (double)n->claimed);
     }
     if (n->reason != NULL) {
         cJSON_AddStringToObject(d, "reason", n->reason);
@@ -233,23 +244,24 @@ static gt_err decide(gt_holder_agent *a, uint32_t chunk, uint64_t *tokens)
     pthread_mutex_lock(&a->lock);
     gt_err err = GT_OK;
     // A release not yet confirmed as used (the trainer crashed before committing it) may be
-    // sent once more to recover; beyond that, and beyond max uses, the chunk is refused.
-    bool outstanding = a->releases[chunk] > a->uses[chunk];
+    // sent once more to recover, at the budget's cost; beyond that, and beyond max uses, the
+    // chunk is refused.
     if (a->uses[chunk] >= a->me->max_uses_per_chunk) {
         err = gt_errf(GT_E_POLICY, "chunk %u already used %u time(s); the agreement allows %u",
                       chunk, a->uses[chunk], a->me->max_uses_per_chunk);
     } else if (a->releases[chunk] >= a->me->max_uses_per_chunk + 1u) {
         err = gt_errf(GT_E_POLICY, "chunk %u already sent %u time(s) without a confirmed use",
                       chunk, a->releases[chunk]);
-    } else if (!outstanding && a->tokens_released >= a->me->token_budget) {
-        err = gt_errf(GT_E_POLICY, "token budget spent: %llu of %llu tokens released",
-                      (unsigned long long)a->tokens_released,
+    } else if (a->tokens_released + chunk_tokens(&a->manifest, chunk) > a->me->token_budget) {
+        // A hard cap: a chunk that would cross the budget is refused whole (it is never cut).
+        err = gt_errf(GT_E_POLICY, "token budget: releasing chunk %u (%llu tokens) would bring "
+                      "the tokens released to %llu, over the agreement's budget of %llu",
+                      chunk, (unsigned long long)chunk_tokens(&a->manifest, chunk),
+                      (unsigned long long)(a->tokens_released + chunk_tokens(&a->manifest, chunk)),
                       (unsigned long long)a->me->token_budget);
     } else {
-        if (!outstanding) {
-            a->tokens_released += chunk_tokens(&a->manifest, chunk);
-            a->stats.tokens_released += chunk_tokens(&a->manifest, chunk);
-        }
+        a->tokens_released += chunk_tokens(&a->manifest, chunk);
+        a->stats.tokens_released += chunk_tokens(&a->manifest, chunk);
         a->releases[chunk]++;
         a->stats.grants++;
     }
@@ -303,9 +315,15 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     gt_hp_used m;
     GT_TRY(gt_hp_used_parse(gt_buf_span(body), &m));
     const uint32_t chunk = m.chunk;
-    const uint64_t tokens = m.tokens;
     GT_ENSURE(chunk < a->manifest.chunk_count, GT_E_FORMAT, "used: chunk %u does not exist",
               chunk);
+    // The holder counts a use by the chunk it released, whatever the trainer claims.
+    const uint64_t tokens = chunk_tokens(&a->manifest, chunk);
+    if (m.tokens != tokens) {
+        gt_log_warn("holder %s: %s confirmed chunk %u as %llu tokens; it holds %llu, which is "
+                    "what is counted", a->me->name, trainer, chunk,
+                    (unsigned long long)m.tokens, (unsigned long long)tokens);
+    }
     pthread_mutex_lock(&a->lock);
     bool sent = a->releases[chunk] > a->uses[chunk];
     if (sent) {
@@ -314,7 +332,8 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     pthread_mutex_unlock(&a->lock);
     GT_ENSURE(sent, GT_E_POLICY, "used: chunk %u was not sent, or its use is already counted",
               chunk);
-    ledger_note(a, "use", &(ledger_detail){.trainer = trainer, .chunk = chunk, .tokens = tokens});
+    ledger_note(a, "use", &(ledger_detail){.trainer = trainer, .chunk = chunk, .tokens = tokens,
+                                           .claimed = m.tokens});
     return GT_OK;
 }
 

@@ -433,8 +433,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         uint64_t allowed = 0;
         gt_err next = gt_schedule_next(sched, &h, &c, &allowed);
         if (next.code == GT_E_NOTFOUND) {
-            event(cfg, "every chunk is used as often as the agreement allows: stopping at step "
-                       "%llu of %u", (unsigned long long)step, a->steps);
+            event(cfg, "no chunk left to use (each is used as often as the agreement allows, or "
+                       "larger than what is left of its holder's budget): stopping at step %llu "
+                       "of %u", (unsigned long long)step, a->steps);
             break;
         }
         GT_TRY_GOTO(err, next, out);
@@ -447,9 +448,10 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         if (cfg->on_chunk != NULL) {
             cfg->on_chunk(cfg->ctx, cfg->dev, buf, ntok, model);
         }
-        // Budgets count released tokens (all a holder can enforce): the whole chunk counts,
-        // except that the budget's last chunk counts only up to the budget, and only that part
-        // is trained on. One use is one pass over it, cut short only by the step count.
+        // Budgets count released tokens (all a holder can enforce): the whole chunk counts, and
+        // the schedule offers only chunks that fit in what is left of the budget (the holder
+        // refuses one that would cross it). One use is one pass over it, cut short only by the
+        // step count.
         uint64_t counted = allowed < ntok ? allowed : ntok;
         uint32_t done = 0;
         uint64_t trained = 0;

@@ -63,15 +63,19 @@ fail:
     return err;
 }
 
-// The least-used offerable chunk of holder h, or UINT32_MAX.
+// The least-used offerable chunk of holder h, or UINT32_MAX. A holder's budget is a hard cap on
+// the tokens it releases (a chunk that would cross it is refused whole), so only chunks that
+// fit in what is left are offered.
 static uint32_t pick_chunk(const holder_state *hs)
 {
     if (hs->tokens_used >= hs->token_budget) {
         return UINT32_MAX;
     }
+    uint64_t left = hs->token_budget - hs->tokens_used;
     uint32_t best = UINT32_MAX;
     for (uint32_t c = 0; c < hs->chunk_count; c++) {
         if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0 &&
+            hs->chunk_tokens[c] <= left &&
             (best == UINT32_MAX || hs->uses[c] < hs->uses[best])) {
             best = c;
         }
@@ -89,14 +93,14 @@ gt_err gt_schedule_next(gt_schedule *s, uint32_t *holder, uint32_t *chunk,
         if (c == UINT32_MAX) {
             continue;
         }
-        uint64_t left = hs->token_budget - hs->tokens_used;
         *holder = h;
         *chunk = c;
-        *tokens_allowed = hs->chunk_tokens[c] < left ? hs->chunk_tokens[c] : left;
+        *tokens_allowed = hs->chunk_tokens[c];  // it fits: pick_chunk
         s->next_holder = (h + 1) % s->holder_count;
         return GT_OK;
     }
-    return gt_errf(GT_E_NOTFOUND, "schedule: every chunk is used up or every budget is spent");
+    return gt_errf(GT_E_NOTFOUND, "schedule: every chunk is used up, or what is left of its "
+                                  "holder's budget is smaller than it");
 }
 
 gt_err gt_schedule_record(gt_schedule *s, uint32_t holder, uint32_t chunk, uint64_t tokens)

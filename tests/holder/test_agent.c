@@ -192,6 +192,32 @@ static noted ledger_decisions(void)
     return t;
 }
 
+typedef struct {
+    uint64_t granted, used, claimed;  // sums of grant/use "tokens" and use "claimed"
+} tokens_noted;
+
+static void note_tokens(void *ctx, const char *kind, const cJSON *detail)
+{
+    tokens_noted *t = ctx;
+    uint64_t v = 0;
+    bool has = gt_is_ok(gt_json_get_u64(detail, "tokens", &v));
+    if (has && strcmp(kind, "grant") == 0) {
+        t->granted += v;
+    } else if (has && strcmp(kind, "use") == 0) {
+        t->used += v;
+        if (gt_is_ok(gt_json_get_u64(detail, "claimed", &v))) {
+            t->claimed += v;
+        }
+    }
+}
+
+static tokens_noted ledger_tokens(void)
+{
+    tokens_noted t = {0};
+    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_tokens, &t));
+    return t;
+}
+
 static void both_variants_deliver_the_chunk(void **state)
 {
     (void)state;
@@ -229,7 +255,7 @@ static void both_variants_deliver_the_chunk(void **state)
     assert_non_null(strstr(e.msg, "already used 1 time"));
     assert_int_equal(buf, 0);
     // Chunk 1 was sent but its use never confirmed (a trainer crash): one resend recovers it,
-    // at no extra budget; a third send is refused.
+    // and costs budget like any release; a third send is refused.
     GT_ASSERT_OK(gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n));
     check_chunk(dev, buf, 1, n);
     GT_ASSERT_OK(gt_device_free(dev, buf));
@@ -254,7 +280,7 @@ static void both_variants_deliver_the_chunk(void **state)
     assert_int_equal(st.grants, 4);
     assert_int_equal(st.refusals, 2);
     assert_int_equal(st.handshake_failures, 1);
-    assert_int_equal(st.tokens_released, 3000);  // the resend of chunk 1 cost nothing
+    assert_int_equal(st.tokens_released, 3000 + 1024);  // the resend of chunk 1 counted
     stop_agent(&r);
 
     // The ledger verifies and tells the story: genesis, session (trainer-1 and its signing
@@ -309,7 +335,8 @@ static void budget_and_agreement_are_enforced(void **state)
     (void)state;
     unlink(ledger_path);
     agent_run r = {0};
-    start_agent(&r, 1000, 5);  // budget: just under one chunk's 1024 tokens
+    // Chunks of 1024, 1024 and 952 tokens; the budget is a hard cap of 2000 tokens.
+    start_agent(&r, 2000, 5);
     gt_device *dev = r.dev;
     gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
     gt_holder_conn *c = NULL;
@@ -320,10 +347,26 @@ static void budget_and_agreement_are_enforced(void **state)
     uint64_t n = 0;
     GT_ASSERT_OK(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n));
     GT_ASSERT_OK(gt_device_free(dev, buf));
+    // 1024 + 1024 would cross 2000: refused whole, never cut.
     gt_err e = gt_holder_fetch(c, 1, GT_FETCH_PLAIN, dev, 0, &buf, &n);
     assert_int_equal(e.code, GT_E_POLICY);
-    assert_non_null(strstr(e.msg, "token budget spent"));
+    assert_non_null(strstr(e.msg, "releasing chunk 1 (1024 tokens) would bring the tokens "
+                                  "released to 2048, over the agreement's budget of 2000"));
+    // 1024 + 952 = 1976 fits.
+    GT_ASSERT_OK(gt_holder_fetch(c, 2, GT_FETCH_PLAIN, dev, 0, &buf, &n));
+    GT_ASSERT_OK(gt_device_free(dev, buf));
+    // A resend of the unconfirmed chunk 0 costs budget too: 1976 + 1024 > 2000.
+    e = gt_holder_fetch(c, 0, GT_FETCH_PLAIN, dev, 0, &buf, &n);
+    assert_int_equal(e.code, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "would bring the tokens released to 3000"));
+    // A use is counted by the chunk the holder released, not by the trainer's claim.
+    GT_ASSERT_OK(gt_holder_confirm_use(c, 2, 5));
     gt_holder_disconnect(c);
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.tokens_released, 1976);
+    assert_int_equal(st.grants, 2);
+    assert_int_equal(st.refusals, 2);
 
     // A trainer under another agreement (one byte differs) is refused at HELLO.
     gt_agreement other = r.a;
@@ -332,6 +375,10 @@ static void budget_and_agreement_are_enforced(void **state)
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "another agreement"));
     stop_agent(&r);
+    tokens_noted tn = ledger_tokens();  // every connection thread has finished: all of it is on disk
+    assert_int_equal(tn.granted, 1976);
+    assert_int_equal(tn.used, 952);
+    assert_int_equal(tn.claimed, 5);
     gt_device_close(dev);
 
     // An agent refuses to start for a dataset the agreement does not name.

@@ -48,19 +48,20 @@ static void plan_respects_uses_and_budgets(void **state)
     make(&a, &s);
     char plan[512];
     drain(s, plan, sizeof plan);
-    // Round robin while bob has chunks; alice's least-used chunk first; her last use is cut to
-    // the 50 tokens left of her budget of 450.
-    assert_string_equal(plan, "0.0:100 1.0:50 0.1:100 0.2:100 0.0:100 0.1:50 ");
+    // Round robin while bob has chunks; alice's least-used chunk first. The 50 tokens left of
+    // her budget of 450 hold none of her 100-token chunks: a budget is a hard cap, and a holder
+    // refuses a chunk that would cross it, so none is offered.
+    assert_string_equal(plan, "0.0:100 1.0:50 0.1:100 0.2:100 0.0:100 ");
     gt_holder_account acc;
     gt_schedule_account(s, 0, &acc);
-    assert_int_equal(acc.tokens_used, 450);
-    assert_int_equal(acc.uses, 5);
+    assert_int_equal(acc.tokens_used, 400);
+    assert_int_equal(acc.uses, 4);
     gt_schedule_account(s, 1, &acc);
     assert_int_equal(acc.tokens_used, 50);
     assert_int_equal(acc.uses, 1);
     // Nothing may be recorded beyond what the agreement allows.
     GT_ASSERT_CODE(gt_schedule_record(s, 1, 0, 1), GT_E_POLICY);
-    GT_ASSERT_CODE(gt_schedule_record(s, 0, 2, 1), GT_E_POLICY);
+    GT_ASSERT_CODE(gt_schedule_record(s, 0, 2, 51), GT_E_POLICY);  // 51 > the 50 left
     GT_ASSERT_CODE(gt_schedule_record(s, 2, 0, 1), GT_E_ARG);
     GT_ASSERT_CODE(gt_schedule_record(s, 0, 3, 1), GT_E_ARG);
     gt_schedule_free(s);
@@ -100,7 +101,7 @@ static void journal_replays_only_committed_uses(void **state)
     // Resuming continues the same plan an uninterrupted run would have made from here.
     char plan[512];
     drain(s, plan, sizeof plan);
-    assert_string_equal(plan, "0.1:100 0.2:100 0.0:100 0.1:50 ");  // the uninterrupted tail
+    assert_string_equal(plan, "0.1:100 0.2:100 0.0:100 ");  // the uninterrupted tail
     gt_schedule_free(s);
 
     // A journal that claims more than the agreement allows is refused, with its line.
