@@ -5,6 +5,7 @@
 #include <gputravel/holder.h>
 #include <gputravel/orchestr.h>
 
+#include "bench_world.h"
 #include "netns.h"
 
 #include <errno.h>
@@ -33,6 +34,7 @@ static void usage(void)
 {
     printf("usage: gputravel bench transfer [--sizes 64M,128M,256M,512M] [--link 10gbit]\n"
            "                                [--runs N] [--json] [--out DIR] [--no-link]\n"
+           "       gputravel bench holder --help   (one holder under load and abuse)\n"
            "\n"
            "Times how a holder's sealed chunk reaches the device's protected memory, every path\n"
            "side by side in one run (median, min, max of N runs):\n"
@@ -76,147 +78,14 @@ static gt_err parse_rate(const char *s, uint64_t *bps)
     return GT_OK;
 }
 
-// ---- one size's world: a sealed single-chunk dataset, an agreement, a holder agent -----------
-
-typedef struct {
-    char dir[2048], ds[2100], keys[2100], ledger[2100], agreement[2100], sim_root[2100];
-    char root_pub[2200], listen[64];
-    gt_holder_keys k;
-    gt_agreement a;
-    gt_policy *policy;
-    gt_buf root_bytes;
-    gt_attest_file root;
-    gt_ledger *ledger_h;
-    gt_holder_agent *agent;
-    gt_listener *listener;
-    gt_tee_attestor holder_att;
-    const char *netns;  // the holder's namespace, or NULL
-    volatile int stop;
-    pthread_t th;
-    gt_err serve_err;
-    bool serving;  // th runs
-} world;
-
-static gt_err make_dataset(world *w, uint64_t bytes)
-{
-    char shard[2200];
-    snprintf(shard, sizeof shard, "%s/in.bin", w->dir);
-    uint64_t n = bytes / 2;
-    uint16_t *tok = malloc(n * sizeof *tok);
-    GT_ENSURE(tok != NULL, GT_E_NOMEM, "out of memory");
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    for (uint64_t i = 0; i < n; i++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        tok[i] = (uint16_t)(rng % 256);
-    }
-    gt_err err = gt_shard_write(shard, tok, n);
-    free(tok);
-    GT_TRY(err);
-    GT_TRY(gt_keydir_generate(w->keys, false, &w->k));
-    const char *shards[] = {shard};
-    gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = w->ds,
-                        .chunk_size = bytes, .vocab_size = 256};
-    gt_seal_result r;
-    GT_TRY(gt_seal(&p, &w->k, &r));
-    unlink(shard);
-    char key[65], id[33], doc[2048];
-    gt_hex_encode(key, sizeof key, w->k.holder_pub, 32);
-    gt_hex_encode(id, sizeof id, r.dataset_id, 16);
-    snprintf(doc, sizeof doc,
-             "{\"version\":1,\"name\":\"bench\",\"model\":{\"layers\":1,\"channels\":8,\"heads\":1,"
-             "\"vocab\":256,\"max_seq\":8,\"init_seed\":1},\"training\":{\"steps\":1,\"batch\":1,"
-             "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"holder\",\"identity_key\":"
-             "\"%s\",\"endpoint\":\"%s\",\"dataset_id\":\"%s\",\"token_budget\":%llu,"
-             "\"max_uses_per_chunk\":1000000}],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,\"transfer\":[\"conventional\",\"conventional-keyrelease\","
-             "\"travel\"],\"output\":{\"kind\":\"loss_only\"}}",
-             key, w->listen, id, (unsigned long long)(n * 1000000ull));
-    GT_TRY(gt_file_write_atomic(w->agreement, doc, strlen(doc), 0644));
-    return gt_agreement_load(&w->a, w->agreement);
-}
-
-static void *holder_main(void *p)
-{
-    world *w = p;
-    w->serve_err = gt_holder_agent_serve(w->agent, w->listener, &w->stop);
-    return NULL;
-}
-
-// The holder's listener on a free port (so concurrent benches never collide), opened inside the
-// holder's namespace when there is one: a socket stays in the namespace it was made in.
-static gt_err world_listen(world *w, const char *host, int self_ns)
-{
-    char addr[64];
-    snprintf(addr, sizeof addr, "%s:0", host);
-    if (w->netns != NULL) {
-        GT_TRY(gt_netns_enter(w->netns));
-    }
-    gt_err err = gt_listener_open(&w->listener, addr);
-    if (w->netns != NULL && setns(self_ns, CLONE_NEWNET) != 0 && gt_is_ok(err)) {
-        err = gt_errf(GT_E_IO, "cannot return to this process's network namespace: %s",
-                      strerror(errno));
-    }
-    GT_TRY(err);
-    snprintf(w->listen, sizeof w->listen, "%s:%d", host, gt_listener_port(w->listener));
-    return GT_OK;
-}
-
-static gt_err world_start(world *w)
-{
-    GT_TRY(gt_ledger_open(&w->ledger_h, w->ledger, w->k.holder_sec));
-    w->holder_att = (gt_tee_attestor){.collect = {.type = GT_TEE_SIM, .sim_root = w->sim_root},
-                                      .policy = w->policy, .roots = &w->root, .root_count = 1,
-                                      .agreement = &w->a, .peer_role = GT_PEER_TRAINER};
-    gt_holder_agent_config cfg = {.dataset_dir = w->ds, .keys = &w->k, .agreement = &w->a,
-                                  .name = "holder", .ledger = w->ledger_h,
-                                  .ledger_path = w->ledger,
-                                  .attestor = gt_tee_attestor_bind(&w->holder_att)};
-    GT_TRY(gt_holder_agent_create(&w->agent, &cfg));
-    w->stop = 0;
-    GT_ENSURE(pthread_create(&w->th, NULL, holder_main, w) == 0, GT_E_IO,
-              "cannot start the holder's thread");
-    w->serving = true;
-    return GT_OK;
-}
-
-static void world_stop(world *w)
-{
-    if (w->serving) {
-        w->stop = 1;
-        pthread_join(w->th, NULL);
-        w->serving = false;
-    }
-    gt_listener_close(w->listener);
-    gt_holder_agent_free(w->agent);
-    gt_ledger_close(w->ledger_h);
-    w->listener = NULL;
-    w->agent = NULL;
-    w->ledger_h = NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     double median, min, max;
 } stat3;
 
 static stat3 stats(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return (stat3){n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0], v[n - 1]};
-}
-
-// A world's scratch folder from an earlier run with the same --out (keys, dataset, ledger):
-// replaced, not reused (keygen refuses to overwrite keys, and old ledgers would skew budgets).
-static gt_err scratch_fresh(const char *dir, const char *root)
-{
-    gt_err e = gt_rmtree_below(dir, root);
-    GT_ENSURE(gt_is_ok(e), e.code, "cannot remove the earlier run's %s: %s", dir, e.msg);
-    return gt_mkdir_p(dir, 0700);
 }
 
 // One decryption pass over the chunk file, in this process (the reference the travel path is
@@ -483,20 +352,20 @@ static gt_err world_open(world *w, const results *res, const char *sim_root, int
     snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
     snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
     w->netns = L ? pair->ns[0] : NULL;
-    GT_TRY(scratch_fresh(w->dir, res->dir));
-    GT_TRY(world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns));
-    GT_TRY(make_dataset(w, size));
+    GT_TRY(bench_scratch_fresh(w->dir, res->dir));
+    GT_TRY(bench_world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns));
+    GT_TRY(bench_world_dataset(w, size, size));
     // The holder's policy says what it allows: simulated TEEs, never a debug one.
     static const char policy[] = "{\"allow_simulation\":true,\"allow_debug\":false}";
     GT_TRY(gt_policy_parse(&w->policy, policy, sizeof policy - 1));
     GT_TRY(gt_file_read_all(w->root_pub, 1 << 16, &w->root_bytes));
     w->root = (gt_attest_file){w->root_pub, gt_buf_span(&w->root_bytes)};
-    return world_start(w);
+    return bench_world_start(w, NULL);
 }
 
 static void world_free(world *w)
 {
-    world_stop(w);
+    bench_world_stop(w);
     gt_policy_free(w->policy);
     gt_buf_free_nowipe(&w->root_bytes);
     gt_holder_keys_wipe(&w->k);
@@ -639,8 +508,16 @@ int gt_cmd_bench(int argc, char **argv)
         usage();
         return argc < 2 ? GT_EXIT_USAGE : GT_EXIT_OK;
     }
+    if (strcmp(argv[1], "holder") == 0) {
+        if (gt_cli_wants_help(argc, argv)) {
+            gt_cmd_bench_holder_usage();
+            return GT_EXIT_OK;
+        }
+        optind = 2;
+        return gt_cmd_bench_holder(argc, argv);
+    }
     if (strcmp(argv[1], "transfer") != 0) {
-        return gt_cli_usage(CMD, "unknown benchmark '%s' (transfer)", argv[1]);
+        return gt_cli_usage(CMD, "unknown benchmark '%s' (transfer, holder)", argv[1]);
     }
     if (gt_cli_wants_help(argc, argv)) {
         usage();
