@@ -402,9 +402,10 @@ static gt_err anchor_at_open(gt_ledger *l, const gt_ledger_summary *s,
     gt_rollback_verdict v = GT_ROLLBACK_REFUSE;
     gt_err err = gt_rollback_check(s, value, written, name, &v);
     if (!gt_is_ok(err)) {
-        gt_log_error("%s: refusing to open: %s. A holder that served from this ledger would grant "
-                     "again what it already granted. Restore the ledger that matches the counter "
-                     "or, for a deliberately new ledger, give it a new counter.", l->path, err.msg);
+        gt_log_error("%s: refusing to open (rollback guard %s): %s. A holder that served from "
+                     "this ledger would grant again what it already granted. Restore the ledger "
+                     "that matches the counter or, for a deliberately new ledger, give it a new "
+                     "counter (another NV index or counter file).", l->path, name, err.msg);
         return gt_err_wrap(err, "%s", l->path);
     }
     l->counter = value;
