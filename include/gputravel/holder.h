@@ -107,8 +107,10 @@ GT_MUST_USE gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON 
 // later decision needs on disk first (a confirmed use: a release is decided on durable grants).
 // Guarded, it joins the next durable append's batch: same counter value, one increment.
 GT_MUST_USE gt_err gt_ledger_append_lazy(gt_ledger *l, const char *kind, const cJSON *detail);
-GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);  // fsyncs lazy entries; cheap when there are none
-void gt_ledger_close(gt_ledger *l);  // wipes the key copy
+// Fsyncs lazy entries and, guarded, increments the counter for their batch; cheap when there
+// are none.
+GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);
+void gt_ledger_close(gt_ledger *l);  // syncs as gt_ledger_sync; wipes the key copy; not the guard
 
 // Verifies a whole ledger. expected_key (may be NULL) pins the holder key; show (may be NULL)
 // receives one human-readable line per verified entry. The first failure is returned with its

@@ -82,6 +82,9 @@ static void expect_in(const gt_buf *out, const char *needle)
 static void holder_refuses_a_cut_back_ledger(void **state)
 {
     (void)state;
+    if (sw.exe[0] == '\0') {
+        skip();  // cmocka counts a skip in setup as an error
+    }
     gt_proc holder;
     gt_test_holder_start(&holder, p[HOLDERLOG], (const char *[]){HOLDER_ARGS(sw.spec), NULL});
     gt_test_holder_stop(&holder, "holder");
@@ -146,7 +149,7 @@ static int setup(void **state)
 {
     (void)state;
     if (sw.exe[0] == '\0') {
-        skip();
+        return 0;
     }
     gt_test_tmpdir(dir, sizeof dir);
     make_holder_inputs();
@@ -157,6 +160,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (sw.exe[0] == '\0') {
+        return 0;
+    }
     gt_test_swtpm_stop(&sw);
     gt_holder_keys_wipe(&keys);
     gt_test_rmtree(dir);

@@ -33,10 +33,10 @@ static gt_test_swtpm rb_found;  // gt_test_swtpm_find's answer, copied into each
 static int rb_setup(void **state)
 {
     (void)state;
-    if (rb_use_tpm && rb_found.exe[0] == '\0') {
-        skip();  // no swtpm: the caller reports why and exits 77
-    }
     memset(&env, 0, sizeof env);
+    if (rb_use_tpm && rb_found.exe[0] == '\0') {
+        return 0;  // no swtpm: each test skips (rb_require); the caller exits 77
+    }
     gt_test_tmpdir(env.dir, sizeof env.dir);
     GT_ASSERT_OK(gt_path_join(env.ledger, sizeof env.ledger, env.dir, "ledger.log"));
     GT_ASSERT_OK(gt_path_join(env.counter, sizeof env.counter, env.dir, "rollback.counter"));
@@ -50,9 +50,21 @@ static int rb_setup(void **state)
     return 0;
 }
 
+// Every test's first line: skipped (counted so by cmocka, and the executable exits 77) without
+// swtpm. cmocka counts a skip in a setup function as an error, so it is done here.
+static void rb_require(void)
+{
+    if (rb_use_tpm && rb_found.exe[0] == '\0') {
+        skip();
+    }
+}
+
 static int rb_teardown(void **state)
 {
     (void)state;
+    if (env.dir[0] == '\0') {
+        return 0;
+    }
     gt_test_swtpm_stop(&env.sw);
     gt_test_rmtree(env.dir);
     gt_secure_zero(env.secret, sizeof env.secret);
@@ -180,6 +192,7 @@ static void rb_expect_refused(const char *needle)
 static void increments_are_exact(void **state)
 {
     (void)state;
+    rb_require();
     gt_rollback_guard *g = NULL;
     gt_ledger *l = NULL;
     GT_ASSERT_OK(rb_open(&g, &l));  // a new ledger: the counter's first value, then genesis + 1
@@ -244,6 +257,7 @@ static void increments_are_exact(void **state)
 static void cut_back_is_refused(void **state)
 {
     (void)state;
+    rb_require();
     rb_ledger_with(3);
     gt_buf b = {0};
     GT_ASSERT_OK(gt_file_read_all(env.ledger, 1 << 20, &b));
@@ -262,6 +276,7 @@ static void cut_back_is_refused(void **state)
 static void deleted_or_emptied_ledger_is_refused(void **state)
 {
     (void)state;
+    rb_require();
     rb_ledger_with(2);
     uint64_t before = rb_counter();
     assert_int_equal(unlink(env.ledger), 0);
@@ -275,6 +290,7 @@ static void deleted_or_emptied_ledger_is_refused(void **state)
 static void replaced_ledger_is_refused(void **state)
 {
     (void)state;
+    rb_require();
     rb_ledger_with(2);
     char other[600];
     rb_path(other, sizeof other, "other.log");
@@ -317,6 +333,7 @@ static void replaced_ledger_is_refused(void **state)
 static void old_ledger_copy_is_refused(void **state)
 {
     (void)state;
+    rb_require();
     char old[600];
     rb_path(old, sizeof old, "ledger.old");
     rb_ledger_with(1);
@@ -336,6 +353,7 @@ static void old_ledger_copy_is_refused(void **state)
 static void old_ledger_and_anchor_state_restored_is_not_caught(void **state)
 {
     (void)state;
+    rb_require();
     char old[600], old_anchor[600];
     rb_path(old, sizeof old, "ledger.old");
     rb_path(old_anchor, sizeof old_anchor, "anchor.old");
@@ -378,6 +396,7 @@ static void crash_in_hook(void *ctx)
 static void crash_between_write_and_increment_starts(void **state)
 {
     (void)state;
+    rb_require();
     rb_ledger_with(1);
     uint64_t before = rb_counter();
     fflush(NULL);
@@ -426,6 +445,7 @@ static void crash_between_write_and_increment_starts(void **state)
 static void torn_entry_never_incremented(void **state)
 {
     (void)state;
+    rb_require();
     rb_ledger_with(2);
     uint64_t before = rb_counter();
     FILE *f = fopen(env.ledger, "ab");
