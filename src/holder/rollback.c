@@ -28,6 +28,9 @@ struct gt_rollback_guard {
     ESYS_CONTEXT *esys;
     TPM2_HANDLE index;
     ESYS_TR nv;  // ESYS_TR_NONE until the index is known to exist
+    // The index was checked (a counter) and found written: a counter stays written while it
+    // exists, so later reads and increments skip the lookups (an undefined index then fails).
+    bool known_written;
     void (*hook)(void *ctx);
     void *hook_ctx;
 };
@@ -188,15 +191,16 @@ static gt_err tpm_public(gt_rollback_guard *g, bool *written)
 
 static gt_err tpm_read(gt_rollback_guard *g, uint64_t *value, bool *written)
 {
-    bool defined = false;
-    GT_TRY(tpm_defined(g, &defined));
-    if (!defined) {
-        return GT_OK;
-    }
-    bool has_value = false;
-    GT_TRY(tpm_public(g, &has_value));
-    if (!has_value) {
-        return GT_OK;
+    if (!g->known_written) {
+        bool defined = false;
+        GT_TRY(tpm_defined(g, &defined));
+        if (!defined) {
+            return GT_OK;
+        }
+        GT_TRY(tpm_public(g, &g->known_written));
+        if (!g->known_written) {
+            return GT_OK;
+        }
     }
     TPM2B_MAX_NV_BUFFER *data = NULL;
     TSS2_RC rc = Esys_NV_Read(g->esys, g->nv, g->nv, ESYS_TR_PASSWORD, ESYS_TR_NONE,
@@ -246,18 +250,21 @@ static gt_err tpm_define(gt_rollback_guard *g)
 
 static gt_err tpm_increment(gt_rollback_guard *g, uint64_t *value)
 {
-    bool defined = false, written = false;
-    GT_TRY(tpm_defined(g, &defined));
-    if (defined) {
-        GT_TRY(tpm_public(g, &written));
-    } else {
+    bool defined = g->known_written, written = false;
+    if (!defined) {
+        GT_TRY(tpm_defined(g, &defined));
+    }
+    if (!defined) {
         GT_TRY(tpm_define(g));
+    } else if (!g->known_written) {
+        GT_TRY(tpm_public(g, &written));
     }
     TSS2_RC rc = Esys_NV_Increment(g->esys, g->nv, g->nv, ESYS_TR_PASSWORD, ESYS_TR_NONE,
                                    ESYS_TR_NONE);
     if (rc != TSS2_RC_SUCCESS) {
         return tpm_fail(g, "incrementing the counter", rc);
     }
+    g->known_written = true;
     GT_TRY(tpm_read(g, value, &written));
     GT_ENSURE(written, GT_E_STATE, "tpm nv 0x%08" PRIx32 ": no value after an increment",
               g->index);
