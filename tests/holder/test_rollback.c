@@ -7,6 +7,8 @@
 #include "holder/rollback_internal.h"
 
 #include <inttypes.h>
+#include <stdio.h>
+#include <sys/stat.h>
 
 // gt_rollback_check, every row: ledger (none / unanchored / last counter L), counter (unwritten
 // / T), and the verdict or the refusal's words.
@@ -197,6 +199,57 @@ static void shared_counter_is_fail_stop(void **state)
     rb_expect_refused("is behind the guard's");
 }
 
+// The hook of lost_increment_response: the counter moves (as a TPM that did the increment), and
+// then the increment fails (as a response lost on the way back): the counter file is moved aside
+// and a folder put in its place.
+static char aside[600];
+static void increment_then_fail(void *ctx)
+{
+    (void)ctx;
+    gt_rollback_guard *g = NULL;
+    uint64_t v = 0;
+    if (!gt_is_ok(gt_rollback_guard_open(&g, env.sim_spec)) ||
+        !gt_is_ok(gt_rollback_guard_increment(g, &v)) || rename(env.counter, aside) != 0 ||
+        mkdir(env.counter, 0700) != 0) {
+        fail_msg("could not stage the lost increment");
+    }
+    gt_rollback_guard_close(g);
+}
+
+// A failed increment fails the append and leaves its entry; the next batch reads the counter
+// first, so when the failed increment did happen after all it is not done twice.
+static void lost_increment_response(void **state)
+{
+    (void)state;
+    rb_path(aside, sizeof aside, "counter.aside");
+    gt_rollback_guard *g = NULL;
+    gt_ledger *l = NULL;
+    GT_ASSERT_OK(rb_open(&g, &l));
+    uint64_t t = 0, v = 0;
+    bool w = false;
+    GT_ASSERT_OK(gt_rollback_guard_read(g, &t, &w));
+    gt_rollback_guard_set_test_hook(g, increment_then_fail, NULL);
+    cJSON *d = cJSON_CreateObject();
+    GT_ASSERT_ERR(gt_ledger_append(l, "grant", d), GT_E_IO, "counter not incremented");
+    gt_rollback_guard_set_test_hook(g, NULL, NULL);
+    assert_int_equal(rmdir(env.counter), 0);
+    assert_int_equal(rename(aside, env.counter), 0);
+    GT_ASSERT_OK(gt_ledger_append(l, "refuse", d));  // the batch of both: counter already there
+    GT_ASSERT_OK(gt_rollback_guard_read(g, &v, &w));
+    assert_int_equal(v, t + 1);
+    GT_ASSERT_OK(gt_ledger_append(l, "refuse", d));
+    GT_ASSERT_OK(gt_rollback_guard_read(g, &v, &w));
+    assert_int_equal(v, t + 2);
+    cJSON_Delete(d);
+    rb_close(g, l);
+    gt_ledger_summary s;
+    GT_ASSERT_OK(gt_ledger_verify_file(env.ledger, env.pub, NULL, &s));
+    assert_int_equal(s.entries, 4);  // genesis, the grant whose append failed, two refusals
+    assert_int_equal(s.counter, t + 2);
+    GT_ASSERT_OK(rb_open(&g, &l));
+    rb_close(g, l);
+}
+
 int main(void)
 {
     rb_use_tpm = false;
@@ -206,6 +259,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(guard_specs, rb_setup, rb_teardown),
         cmocka_unit_test_setup_teardown(old_ledger_is_anchored_once, rb_setup, rb_teardown),
         cmocka_unit_test_setup_teardown(shared_counter_is_fail_stop, rb_setup, rb_teardown),
+        cmocka_unit_test_setup_teardown(lost_increment_response, rb_setup, rb_teardown),
         RB_SCENARIOS,
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
