@@ -412,8 +412,9 @@ static gt_err anchor_at_open(gt_ledger *l, const gt_ledger_summary *s,
     switch (v) {
     case GT_ROLLBACK_MATCH: return GT_OK;
     case GT_ROLLBACK_PENDING:
-        // The last batch is on disk (fsynced before the increment), its increment is not: a crash
-        // came between. Nothing of that batch was released (a grant leaves after its increment).
+        // The last batch is on disk, its increment is not: a crash came between (a durable append
+        // fsyncs before it increments; lazy entries survive a process crash unsynced). Nothing
+        // of that batch was released: a grant leaves only after its increment.
         l->batch_open = true;
         GT_TRY(commit_batch(l));
         gt_log_warn("%s: the last batch (counter %llu) was written but its increment missing (a "
