@@ -110,6 +110,12 @@ GT_MUST_USE gt_err gt_ledger_append_lazy(gt_ledger *l, const char *kind, const c
 // Fsyncs lazy entries and, guarded, increments the counter for their batch; cheap when there
 // are none.
 GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);
+// The ledger's current head: its entry count and the last entry's hash (witnesses, holder.h).
+void gt_ledger_head(gt_ledger *l, uint64_t *entries, uint8_t head[GT_SHA256_BYTES]);
+// The head of the ledger at path after its first `entries` entries (verified under key):
+// GT_E_NOTFOUND when it has fewer.
+GT_MUST_USE gt_err gt_ledger_prefix_head(const char *path, const uint8_t *key, uint64_t entries,
+                                         uint8_t head[GT_SHA256_BYTES]);
 void gt_ledger_close(gt_ledger *l);  // syncs as gt_ledger_sync; wipes the key copy; not the guard
 
 // Verifies a whole ledger. expected_key (may be NULL) pins the holder key; show (may be NULL)
@@ -162,6 +168,10 @@ typedef struct {
     unsigned max_handshakes;               // unattested connections at once (0: 32)
     unsigned max_handshakes_per_address;   // of those, from one source address (0: 4)
     unsigned max_connections_per_trainer;  // attested ones per trainer name (0: 8)
+    // Serve chunks only in sessions whose co-holders witnessed this holder's ledger head
+    // (travel.h "Co-holder witnesses"): a ledger rolled back behind a head they witnessed is
+    // caught without a TPM. Needs ledger and ledger_path.
+    bool require_witnesses;
     // Tests only (NULL otherwise), in the spirit of gt_tsm_params.hook: called during a trip
     // once the device is attached and accepted ("attached", chunk UINT32_MAX) and once the chunk
     // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.

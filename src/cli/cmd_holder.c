@@ -42,6 +42,10 @@ static void usage(void)
            "                      tpm:TCTI (a TPM 2.0 NV counter: tpm:device:/dev/tpmrm0,\n"
            "                      tpm:swtpm:host=H,port=P; tpm@0xINDEX:TCTI for another index),\n"
            "                      sim:FILE (insecure-simulation) or none (default)\n"
+           "  --witnesses         serve only after the agreement's other holders countersigned\n"
+           "                      this ledger's head (through the trainer) in the session: a\n"
+           "                      ledger rolled back behind a head they witnessed is refused,\n"
+           "                      with no TPM (docs/ledger.md \"Witnesses\")\n"
            "  --tee TYPE          how this holder proves itself: sim (default), tdx or snp\n"
            "  --sim-root DIR      simulated platform root (sim evidence; see gputravel attest)\n"
            "  --root FILE         trust input for trainers' evidence (repeatable; for sim: the\n"
@@ -52,6 +56,7 @@ static void usage(void)
 typedef struct {
     const char *dataset, *key, *agreement, *name, *listen, *policy, *ledger, *sim_root;
     const char *rollback_guard;
+    bool witnesses;
     gt_tee_type tee;
     const char *roots[MAX_ROOTS];
     int root_count;
@@ -65,7 +70,8 @@ static int parse_options(int argc, char **argv, options *o)
         {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
         {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
         {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
-        {"rollback-guard", required_argument, NULL, 'g'}, {0}};
+        {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
+        {0}};
     o->tee = GT_TEE_SIM;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -79,6 +85,7 @@ static int parse_options(int argc, char **argv, options *o)
         case 'L': o->ledger = optarg; break;
         case 's': o->sim_root = optarg; break;
         case 'g': o->rollback_guard = optarg; break;
+        case 'w': o->witnesses = true; break;
         case 't':
             if (!gt_is_ok(gt_tee_type_parse(optarg, &o->tee)) ||
                 (o->tee != GT_TEE_SIM && o->tee != GT_TEE_TDX && o->tee != GT_TEE_SNP)) {
@@ -166,6 +173,7 @@ static gt_err open_agent(options *o, holder_run *r)
         .dataset_dir = o->dataset, .keys = &r->keys, .agreement = &r->agreement,
         .name = r->me->name, .ledger = r->ledger, .ledger_path = o->ledger,
         .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
+        .require_witnesses = o->witnesses,
     };
     GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
     return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);

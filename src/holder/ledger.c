@@ -602,3 +602,41 @@ gt_err gt_ledger_find_session(const char *path, const uint8_t holder_key[GT_ED25
     }
     return err;
 }
+
+void gt_ledger_head(gt_ledger *l, uint64_t *entries, uint8_t head[GT_SHA256_BYTES])
+{
+    pthread_mutex_lock(&l->lock);
+    *entries = l->next_seq;
+    memcpy(head, l->head, GT_SHA256_BYTES);
+    pthread_mutex_unlock(&l->lock);
+}
+
+gt_err gt_ledger_prefix_head(const char *path, const uint8_t *key, uint64_t entries,
+                             uint8_t head[GT_SHA256_BYTES])
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, LEDGER_MAX_BYTES, &b));
+    size_t cut = 0;
+    uint64_t lines = 0;
+    while (lines < entries && cut < b.len) {
+        const uint8_t *nl = memchr(b.data + cut, '\n', b.len - cut);
+        if (nl == NULL) {
+            break;
+        }
+        cut = (size_t)(nl - b.data) + 1;
+        lines++;
+    }
+    gt_err err = GT_OK;
+    if (lines < entries) {
+        err = gt_errf(GT_E_NOTFOUND, "%s: %llu entries, not %llu", path,
+                      (unsigned long long)lines, (unsigned long long)entries);
+    } else {
+        gt_ledger_summary s;
+        err = gt_ledger_verify_bytes(b.data, cut, key, NULL, &s);
+        if (gt_is_ok(err)) {
+            memcpy(head, s.head, GT_SHA256_BYTES);
+        }
+    }
+    gt_buf_free_nowipe(&b);
+    return err;
+}
