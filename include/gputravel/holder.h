@@ -68,6 +68,14 @@ const char *gt_rollback_guard_name(const gt_rollback_guard *g);
 void gt_rollback_guard_set_test_hook(gt_rollback_guard *g, void (*hook)(void *ctx), void *ctx);
 void gt_rollback_guard_close(gt_rollback_guard *g);  // NULL is fine
 
+// A software TPM for a guard (Debian's swtpm: what tests and the demo use in place of a CVM's
+// vTPM): started on state_dir (created if missing) with a command port P and control port P+1
+// that were free, logging to log, ready once both ports accept. *proc is the process (stop it with
+// gt_proc_stop: swtpm keeps its NV state in state_dir), spec the guard spec that reaches it
+// ("tpm:swtpm:host=127.0.0.1,port=P"). GT_E_NOTFOUND when swtpm is not installed.
+GT_MUST_USE gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *proc,
+                                           int *port, char *spec, size_t spec_cap);
+
 // What a ledger (summary s, or NULL when the file is missing or empty) and a counter (value,
 // written) say together; gt_ledger_open_guarded acts on it and `ledger verify` reports it.
 typedef enum {

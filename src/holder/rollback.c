@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <tss2/tss2_esys.h>
 #include <tss2/tss2_rc.h>
@@ -431,4 +434,94 @@ gt_err gt_rollback_check(const gt_ledger_summary *s, uint64_t value, bool writte
     return gt_errf(GT_E_STATE, "rollback: the ledger's counter %llu is ahead of the guard's %llu: "
                                "another TPM or counter file, or the counter's state was restored; "
                                "guard %s", l, t, guard_name);
+}
+
+// ---- a software TPM ------------------------------------------------------------------------------
+
+static bool swtpm_find(char *exe, size_t cap)
+{
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s", path && *path ? path : "/usr/bin:/bin");
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+        snprintf(exe, cap, "%s/swtpm", d);
+        if (access(exe, X_OK) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool port_accepts(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static bool port_free(int port)
+{
+    gt_listener *l = NULL;
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    if (!gt_is_ok(gt_listener_open(&l, addr))) {
+        return false;
+    }
+    gt_listener_close(l);
+    return true;
+}
+
+// P and P+1 both free: P from the kernel's pick, P+1 checked.
+static gt_err free_port_pair(int *port)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        gt_listener *l = NULL;
+        GT_TRY(gt_listener_open(&l, "127.0.0.1:0"));
+        int p = gt_listener_port(l);
+        gt_listener_close(l);
+        if (p < 65535 && port_free(p + 1)) {
+            *port = p;
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_IO, "swtpm: no two adjacent free TCP ports");
+}
+
+gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *proc, int *port,
+                               char *spec, size_t spec_cap)
+{
+    char exe[4200];
+    GT_ENSURE(swtpm_find(exe, sizeof exe), GT_E_NOTFOUND,
+              "swtpm is not installed (Debian packages swtpm swtpm-tools; scripts/deps.sh "
+              "installs them)");
+    GT_TRY(gt_mkdir_p(state_dir, 0700));
+    GT_TRY(free_port_pair(port));
+    snprintf(spec, spec_cap, "tpm:swtpm:host=127.0.0.1,port=%d", *port);
+    char state[4200], server[64], ctrl[64];
+    snprintf(state, sizeof state, "dir=%s", state_dir);
+    snprintf(server, sizeof server, "type=tcp,port=%d", *port);
+    snprintf(ctrl, sizeof ctrl, "type=tcp,port=%d", *port + 1);
+    // not-need-init,startup-clear: the TPM comes up started, as a platform's firmware leaves it.
+    char *argv[] = {exe, "socket", "--tpm2", "--tpmstate", state, "--server", server,
+                    "--ctrl", ctrl, "--flags", "not-need-init,startup-clear", NULL};
+    gt_proc_spec ps = {.argv = argv, .log_path = log, .log_append = true};
+    GT_TRY(gt_proc_spawn(proc, &ps));
+    // Ready once both ports take a connection (swtpm treats a connect-and-close as a client gone).
+    for (int i = 0; i < 200; i++) {
+        if (port_accepts(*port + 1) && port_accepts(*port)) {
+            return GT_OK;
+        }
+        GT_ENSURE(gt_proc_alive(proc), GT_E_PEER, "swtpm exited at start (log %s)", log);
+        usleep(20000);
+    }
+    gt_proc_stop(proc, 1000);
+    return gt_errf(GT_E_TIMEOUT, "swtpm did not listen on ports %d and %d within 4 s (log %s)",
+                   *port, *port + 1, log);
 }
