@@ -251,6 +251,7 @@ static void cuda_close(void *impl)
     if (cx->flag != NULL) {
         (void)cudaFree(cx->flag);
     }
+    gt_cuda_lt_plans_free(cx);
     if (cx->lt != NULL) {
         (void)cublasLtDestroy(cx->lt);
     }

@@ -113,6 +113,16 @@ static void add_config(list *l, const shapes *s)
     ADD(tc, s->V, U);
 }
 
+// Heavy token repeats (V = 3 over 256 positions): the encoder gradient's grouping by token
+// (the cuda kernel sorts positions by token) must keep the cpu's b, t order in every group.
+static void add_repeats(list *l)
+{
+    const shapes s = {4, 64, 32, 4, 8, 3, 8, 64};
+    gt_op enc = {.kind = GT_OP_ENCODER_BWD, .refs = {P, P, P, P},
+                 .ints = {s.B, s.T, s.C, s.V, s.Vp, s.maxT}};
+    ADD(enc, s.V, F, F, F, I);
+}
+
 void gt_kcases(gt_kcase **out, size_t *n)
 {
     list l = {0};
@@ -123,6 +133,9 @@ void gt_kcases(gt_kcase **out, size_t *n)
             add_config(&l, &configs[ci]);
         }
     }
+    l.config = 2;
+    l.pad = 0;
+    add_repeats(&l);
     *out = l.v;
     *n = l.n;
 }

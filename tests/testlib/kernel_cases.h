@@ -26,7 +26,7 @@ typedef struct {
     uint64_t pad;   // every ref but an f64 starts this many bytes into its buffer (4: unaligned)
     int alias;      // >= 0: ref `alias` is ref `alias_of` (same buffer, same offset)
     int alias_of;
-    int config;     // which shape set (index into the list's shapes)
+    int config;     // which shape set: 0, 1 (every op), 2 (encoder backward, V = 3: repeats)
 } gt_kcase;
 
 // Every case, in order (*out malloc'd, *n cases). The seed to start gt_kcase_inputs with.
