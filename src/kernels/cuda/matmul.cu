@@ -67,8 +67,10 @@ void gt_cuda_lt_plans_free(gt_cuda_ctx *cx)
 
 // Fills p (its key already set): descriptors for out^T = weight^T . inp^T (+ bias in the
 // epilogue), and the heuristic's first algorithm for these alignments. p->found = false when
-// the heuristic has none (not an error). On an error p is left destroyed.
-static const char *plan_make(gt_cuda_ctx *cx, gt_cuda_lt_plan *p)
+// the heuristic has none (not an error). On an error p is left destroyed. bias: this call's
+// (16-byte aligned, like every later call's on this path), set before the heuristic runs, as
+// when the descriptor was made per call.
+static const char *plan_make(gt_cuda_ctx *cx, gt_cuda_lt_plan *p, const float *bias)
 {
     cublasLtMatmulPreference_t pref = NULL;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
@@ -82,6 +84,10 @@ static const char *plan_make(gt_cuda_ctx *cx, gt_cuda_lt_plan *p)
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (bias != NULL) {
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias));
+    }
     LT(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)p->C, (uint64_t)p->OC,
                                   (int64_t)p->C));
     LT(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)p->C, (uint64_t)p->N,
@@ -118,11 +124,12 @@ out:
 
 // The cached plan for this call's key, made on first use. *plan NULL on an error.
 static const char *plan_for(gt_cuda_ctx *cx, gt_cuda_lt_plan **plan, int N, int C, int OC,
-                            int bias, uint32_t al_a, uint32_t al_b, uint32_t al_c)
+                            const float *bias, uint32_t al_a, uint32_t al_b, uint32_t al_c)
 {
+    int has_bias = bias != NULL;
     for (int i = 0; i < GT_CUDA_LT_PLANS; i++) {
         gt_cuda_lt_plan *p = &cx->lt_plans[i];
-        if (p->used && p->N == N && p->C == C && p->OC == OC && p->bias == bias &&
+        if (p->used && p->N == N && p->C == C && p->OC == OC && p->bias == has_bias &&
             p->al_a == al_a && p->al_b == al_b && p->al_c == al_c) {
             *plan = p;
             return NULL;
@@ -134,11 +141,11 @@ static const char *plan_for(gt_cuda_ctx *cx, gt_cuda_lt_plan **plan, int N, int 
     p->N = N;
     p->C = C;
     p->OC = OC;
-    p->bias = bias;
+    p->bias = has_bias;
     p->al_a = al_a;
     p->al_b = al_b;
     p->al_c = al_c;
-    const char *e = plan_make(cx, p);
+    const char *e = plan_make(cx, p, bias);
     if (e != NULL) {
         *plan = NULL;
         return e;
@@ -155,7 +162,7 @@ static const char *matmul_forward_lt(gt_cuda_ctx *cx, bool *done, float *out, co
 {
     *done = false;
     gt_cuda_lt_plan *p = NULL;
-    const char *err = plan_for(cx, &p, N, C, OC, bias != NULL, alignment_of(weight),
+    const char *err = plan_for(cx, &p, N, C, OC, bias, alignment_of(weight),
                                alignment_of(inp), alignment_of(out));
     if (err != NULL || !p->found) {
         return err;
