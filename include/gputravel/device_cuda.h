@@ -46,6 +46,11 @@ GT_MUST_USE gt_err gt_cuda_ipc_desc_read(gt_reader *r, gt_cuda_ipc_desc *d);
 GT_MUST_USE gt_err gt_device_cuda_alloc_exportable(gt_device *dev, uint64_t bytes,
                                                    uint32_t flags, gt_dbuf *out);
 
+// Whether CUDA IPC may be used on this system: GT_E_UNSUPPORTED in protected PCIe (PPCIe) mode,
+// where NVIDIA does not support it (NVML's CC state, read once per device). Export and import
+// check it themselves; a trip checks it at lend, before any holder is contacted.
+GT_MUST_USE gt_err gt_device_cuda_ipc_check(gt_device *dev);
+
 // dev must be a cuda device; buf one of its own buffers made by gt_device_cuda_alloc_exportable
 // (any other: GT_E_STATE).
 GT_MUST_USE gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *out);

@@ -365,6 +365,13 @@ static gt_err ipc_allowed(cuda_dev *d)
     return gt_cc_ipc_check(&d->cc);
 }
 
+gt_err gt_device_cuda_ipc_check(gt_device *dev)
+{
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    return ipc_allowed(d);
+}
+
 gt_err gt_device_cuda_alloc_exportable(gt_device *dev, uint64_t bytes, uint32_t flags,
                                        gt_dbuf *out)
 {
