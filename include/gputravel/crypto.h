@@ -132,6 +132,26 @@ GT_MUST_USE gt_err gt_pkey_verify(const gt_pkey *key, gt_hash_alg digest_alg, co
                                   size_t sig_len, const void *msg, size_t len);
 void gt_pkey_free(gt_pkey *key);
 
+// ---- RSA with little-endian integers (SGX SIGSTRUCTs) ---------------------------------------
+// Moduli, signatures and quotients are len-byte little-endian integers, as a SIGSTRUCT stores
+// them. PKCS#1 v1.5 with a SHA-256 DigestInfo; the digest is computed by the caller.
+#define GT_RSA3072_BYTES 384
+// GT_E_AUTH when sig is not a valid signature of digest under (n, e), including sig >= n.
+GT_MUST_USE gt_err gt_rsa_le_verify_sha256(const uint8_t *sig_le, const uint8_t *n_le, size_t len,
+                                           uint32_t e, const uint8_t digest[GT_SHA256_BYTES]);
+// q1 = floor(s^2 / n) and q2 = floor((s^3 - q1*s*n) / n) (the SDM's EINIT helpers), len bytes
+// each. GT_E_ARG unless 0 <= s < n.
+GT_MUST_USE gt_err gt_rsa_le_q1q2(uint8_t *q1_le, uint8_t *q2_le, const uint8_t *sig_le,
+                                  const uint8_t *n_le, size_t len);
+// An RSA key's modulus (len bytes; GT_E_LIMIT if it does not fit), public exponent (UINT64_MAX
+// if above 64 bits) and modulus size in bits. GT_E_ARG for a key of another type.
+GT_MUST_USE gt_err gt_pkey_rsa_public_le(const gt_pkey *key, uint8_t *n_le, size_t len,
+                                         uint64_t *e, unsigned *bits);
+// Signs digest with an RSA private key; len must be the modulus size in bytes.
+GT_MUST_USE gt_err gt_pkey_rsa_sign_sha256_le(const gt_pkey *key,
+                                              const uint8_t digest[GT_SHA256_BYTES],
+                                              uint8_t *sig_le, size_t len);
+
 // ---- X.509 ----------------------------------------------------------------------------------
 // A certificate chain check at a given time (evidence collateral expires; --at sets the time).
 typedef struct gt_x509 gt_x509;
