@@ -157,7 +157,6 @@ gt_err gt_sgx_measurer_eextend(gt_sgx_measurer *mz, uint64_t offset,
     memcpy(b, "EEXTEND", 8);
     gt_store_u64le(b + 8, offset);
     GT_TRY(block(mz, b));
-    m->records--;  // the data blocks belong to the EEXTEND record
     return gt_hash_update(mz->hash, data, GT_SGX_CHUNK_BYTES);
 }
 
