@@ -348,6 +348,19 @@ static gt_err add_attributes(cJSON *o, const char *key, const gt_sgx_attributes 
     return add_fmt(o, k, "0x%016llx", a->xfrm);
 }
 
+// Bits of the little-endian modulus (3072 when its top bit is set).
+static unsigned modulus_bits(const uint8_t n[GT_SGX_KEY_BYTES])
+{
+    for (size_t i = GT_SGX_KEY_BYTES; i-- > 0;) {
+        for (int b = 7; b >= 0; b--) {
+            if ((n[i] >> b) & 1) {
+                return (unsigned)(8 * i) + (unsigned)b + 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static gt_err sigstruct_fields(cJSON *o, const gt_sgx_sigstruct *s,
                                const gt_sgx_sigstruct_checks *c, size_t offset)
 {
@@ -381,7 +394,7 @@ static gt_err sigstruct_fields(cJSON *o, const gt_sgx_sigstruct *s,
     GT_TRY(add_fmt(o, "cet_attributes", "0x%02llx", s->cet_attributes));
     GT_TRY(add_fmt(o, "cet_attributes_mask", "0x%02llx", s->cet_attributes_mask));
     ok &= cJSON_AddNumberToObject(o, "exponent", s->exponent) != NULL;
-    ok &= cJSON_AddNumberToObject(o, "modulus_bits", c->modulus_ok ? 3072 : 0) != NULL;
+    ok &= cJSON_AddNumberToObject(o, "modulus_bits", modulus_bits(s->modulus)) != NULL;
     GT_TRY(add_hex(o, "modulus_le", s->modulus, sizeof s->modulus));
     GT_TRY(add_hex(o, "signature_le", s->signature, sizeof s->signature));
     GT_TRY(add_hex(o, "signed_data_sha256", c->signed_digest, sizeof c->signed_digest));
