@@ -49,6 +49,12 @@ GT_MUST_USE gt_err gt_hkdf(gt_hash_alg alg, uint8_t *out, size_t out_len, const 
                            size_t ikm_len, const uint8_t *salt, size_t salt_len,
                            const uint8_t *info, size_t info_len);
 
+// ---- AES-128-CMAC (RFC 4493; SGX key derivation and report MACs) ---------------------------
+#define GT_AES128_KEY_BYTES 16
+#define GT_CMAC_BYTES 16
+GT_MUST_USE gt_err gt_aes128_cmac(uint8_t out[GT_CMAC_BYTES], const void *data, size_t len,
+                                  const uint8_t key[GT_AES128_KEY_BYTES]);
+
 // ---- AES-256-GCM, one-shot ------------------------------------------------------------------
 // Seals pt into ct (ct_cap >= pt_len + GT_AEAD_TAG_BYTES; the tag is appended).
 GT_MUST_USE gt_err gt_aead_seal(uint8_t *ct, size_t ct_cap, size_t *ct_len, const uint8_t *pt,
