@@ -251,6 +251,7 @@ typedef struct {
     const uint8_t *meta;    // metadata_t bytes
     size_t meta_len;
     uint64_t pages_left;    // a bound on work: no more pages than the enclave can hold
+    uint64_t visits_left;   // and no more layout entries laid out than it has pages (+ slack)
 } builder;
 
 static gt_err add_pages(builder *b, uint64_t rva, uint64_t count, uint64_t flags,
@@ -402,6 +403,11 @@ static gt_err read_layout(const builder *b, const gt_sgx_meta *meta, uint32_t i,
 // The loader's build_context for one entry at delta.
 static gt_err context(builder *b, const layout *l, uint64_t delta)
 {
+    // Each entry laid out covers at least a page of the enclave, so a real layout table never
+    // runs out; a hostile one (huge load_times over guard entries) stops here.
+    GT_ENSURE(b->visits_left > 0, GT_E_LIMIT,
+              "sgx metadata: the layout table lays out more entries than the enclave has pages");
+    b->visits_left--;
     if (!(l->attributes & PAGE_ATTR_EADD)) {
         return GT_OK;  // guard pages, and pages added after EINIT (EDMM)
     }
@@ -460,6 +466,10 @@ static gt_err contexts(builder *b, const gt_sgx_meta *meta, uint32_t start, uint
                   "entries but only %u come before it", i, l.entry_count, i);
         uint64_t step = 0;
         for (uint32_t j = 0; j < l.load_times; j++) {
+            // A repetition counts as an entry laid out: an empty or nested group cannot spin.
+            GT_ENSURE(b->visits_left > 0, GT_E_LIMIT, "sgx metadata: the layout table lays out "
+                      "more entries than the enclave has pages");
+            b->visits_left--;
             step += l.load_step;
             GT_TRY(contexts(b, meta, i - l.entry_count, i, step, depth + 1));
         }
@@ -517,7 +527,8 @@ gt_err gt_sgx_measure_signed_so(const uint8_t *elf, size_t len, gt_sgx_measureme
     GT_TRY_GOTO(err, gt_sgx_measurer_new(&mz, out, meta.ssa_frame_size, meta.enclave_size),
                 out_free);
     builder b = {.mz = mz, .m = out, .image = image, .image_len = len, .meta = md,
-                 .meta_len = meta.size, .pages_left = meta.enclave_size / GT_SGX_PAGE_BYTES};
+                 .meta_len = meta.size, .pages_left = meta.enclave_size / GT_SGX_PAGE_BYTES,
+                 .visits_left = meta.enclave_size / GT_SGX_PAGE_BYTES + 4096};
     GT_TRY_GOTO(err, segments(&b, &h, &meta), out_free);
     GT_TRY_GOTO(err, contexts(&b, &meta, 0, meta.layout_count, 0, 0), out_free);
     for (unsigned i = 0; i < h.e_phnum; i++) {
