@@ -285,6 +285,70 @@ GT_MUST_USE gt_err gt_enclave_einit_check(const gt_sgx_sigstruct *s, const gt_sg
                                           gt_sgx_identity *id);
 
 // ---------------------------------------------------------------------------------------------
+// EGETKEY (issue 15 item 5, started): the SDM's key derivation as a pure function. The key is
+// AES-128-CMAC under the platform root of the KEYDEPENDENCIES the SDM lists for each key name;
+// which inputs enter depends on the key name and, for the seal key, on KEYPOLICY. The root is
+// gputravel's own (to be sealed to the host TEE), so keys match real SGX CPUs in which inputs
+// they depend on, never in value.
+
+enum {
+    GT_SGX_KEYNAME_EINITTOKEN = 0,
+    GT_SGX_KEYNAME_PROVISION = 1,
+    GT_SGX_KEYNAME_PROVISION_SEAL = 2,
+    GT_SGX_KEYNAME_REPORT = 3,
+    GT_SGX_KEYNAME_SEAL = 4,
+};
+#define GT_SGX_KEYPOLICY_MRENCLAVE 0x0001u
+#define GT_SGX_KEYPOLICY_MRSIGNER 0x0002u
+#define GT_SGX_KEYPOLICY_NOISVPRODID 0x0004u
+#define GT_SGX_KEYPOLICY_CONFIGID 0x0008u
+#define GT_SGX_KEYPOLICY_ISVFAMILYID 0x0010u
+#define GT_SGX_KEYPOLICY_ISVEXTPRODID 0x0020u
+#define GT_SGX_ATTR_KSS 0x80ull
+#define GT_SGX_KEY_BYTES_128 16
+#define GT_SGX_CPUSVN_BYTES 16
+
+// KEYREQUEST (what the enclave asks for).
+typedef struct {
+    uint16_t keyname;
+    uint16_t keypolicy;
+    uint16_t isvsvn;                         // may not exceed the enclave's
+    uint16_t configsvn;                      // may not exceed the enclave's (CONFIGID policy)
+    uint8_t cpusvn[GT_SGX_CPUSVN_BYTES];     // may not exceed the platform's, byte by byte
+    gt_sgx_attributes attributemask;
+    uint32_t miscmask;
+    uint8_t keyid[32];
+} gt_sgx_keyrequest;
+
+// The requesting enclave, as its SECS holds it after EINIT.
+typedef struct {
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];
+    uint8_t mrsigner[GT_SGX_HASH_BYTES];
+    uint16_t isvprodid, isvsvn;
+    gt_sgx_attributes attributes;
+    uint32_t miscselect;
+    uint8_t configid[64];
+    uint16_t configsvn;
+    uint8_t isvfamilyid[16], isvextprodid[16];
+} gt_sgx_secs_identity;
+
+// The platform: its secret root and the values the CPU would hold.
+typedef struct {
+    uint8_t root[GT_AES128_KEY_BYTES];           // secret
+    uint8_t cpusvn[GT_SGX_CPUSVN_BYTES];         // the current CPUSVN
+    uint8_t ownerepoch[16];
+    uint8_t seal_key_fuses[16];
+} gt_sgx_platform;
+
+// Derives the requested key into key (16 bytes, the caller's to wipe). Refused (GT_E_POLICY,
+// key zeroed): an ISVSVN, CONFIGSVN or CPUSVN above the current one, EINITTOKEN without the
+// EINITTOKEN_KEY attribute, PROVISION(_SEAL) without PROVISIONKEY, KSS policy bits without KSS;
+// GT_E_ARG: an unknown key name or reserved KEYPOLICY bits.
+GT_MUST_USE gt_err gt_sgx_egetkey(uint8_t key[GT_SGX_KEY_BYTES_128], const gt_sgx_platform *pf,
+                                  const gt_sgx_secs_identity *secs,
+                                  const gt_sgx_keyrequest *req);
+
+// ---------------------------------------------------------------------------------------------
 // JSON views for the CLI and tests (caller cJSON_Deletes).
 
 // Every SIGSTRUCT field and check (keys as docs/enclave.md lists them).
