@@ -90,13 +90,13 @@ static gt_err option(enclave_options *o, int c, const char *arg)
     uint32_t v = 0;
     switch (c) {
     case O_FORMAT:
-        o->kind = strcmp(arg, "auto") == 0        ? GT_SGX_IMAGE_AUTO
-                  : strcmp(arg, "sgxs") == 0      ? GT_SGX_IMAGE_SGXS
-                  : strcmp(arg, "signed-so") == 0 ? GT_SGX_IMAGE_SIGNED_SO
-                  : strcmp(arg, "flat") == 0      ? GT_SGX_IMAGE_FLAT
-                                                  : (gt_sgx_image_kind)-1;
-        GT_ENSURE((int)o->kind >= 0, GT_E_ARG, "--format %s: auto, sgxs, signed-so or flat", arg);
-        return GT_OK;
+        for (int k = GT_SGX_IMAGE_AUTO; k <= GT_SGX_IMAGE_FLAT; k++) {
+            if (strcmp(arg, gt_sgx_image_kind_name((gt_sgx_image_kind)k)) == 0) {
+                o->kind = (gt_sgx_image_kind)k;
+                return GT_OK;
+            }
+        }
+        return gt_errf(GT_E_ARG, "--format %s: auto, sgxs, signed-so or flat", arg);
     case O_SSA: return gt_cli_parse_u32("--ssaframesize", arg, 1, 1u << 20, &o->ssaframesize);
     case O_SIZE: return gt_parse_size(arg, &o->size);
     case O_JSON: o->json = true; return GT_OK;
