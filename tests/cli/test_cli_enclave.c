@@ -149,6 +149,11 @@ static void sign_then_check(void **state)
                                                 bin, NULL}, NULL), 1);
     assert_int_equal(run(NULL, (const char *[]){"enclave", "check", out_sig, "--format", "flat",
                                                 bin, "--allow-debug", NULL}, NULL), 0);
+    // A real SDK enclave carries its own SIGSTRUCT: it checks against itself, not another.
+    char so[4096];
+    data(so, sizeof so, "sdk_pingpong_2018.signed.so");
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "check", so, so, NULL}, NULL), 0);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "check", so, sgxs, NULL}, NULL), 1);
 }
 
 int main(void)

@@ -50,7 +50,6 @@ static void real_enclaves_pass(void **state)
         pair p;
         pair_load(&p, real[i].sig, real[i].image, real[i].kind);
         gt_sgx_einit_params ep = params_for(&p);
-        ep.allow_debug = true;  // the SDK sample is a debug enclave
         gt_sgx_identity id;
         GT_ASSERT_OK(gt_enclave_einit_check(&p.s, &ep, &id));
         char hex[65];
