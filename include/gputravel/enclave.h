@@ -146,6 +146,11 @@ GT_MUST_USE gt_err gt_sgx_meta_parse(const uint8_t *elf, size_t len, gt_sgx_meta
 GT_MUST_USE gt_err gt_sgx_measure_signed_so(const uint8_t *elf, size_t len,
                                             gt_sgx_measurement *out, gt_sgx_meta *meta);
 
+// Open Enclave signed enclaves: where the SIGSTRUCT in .oeinfo (oe_sgx_enclave_properties_t)
+// starts in the file. GT_E_NOTFOUND without .oeinfo or when it holds no SIGSTRUCT (unsigned).
+// Only the SIGSTRUCT is read: measuring OE's own image layout is not supported.
+GT_MUST_USE gt_err gt_sgx_oeinfo_sigstruct(const uint8_t *elf, size_t len, size_t *offset);
+
 typedef enum {
     GT_SGX_IMAGE_AUTO = 0,   // ELF -> signed-so, "ECREATE\0" -> sgxs, else refused
     GT_SGX_IMAGE_SGXS,
@@ -197,8 +202,9 @@ typedef struct {
 
 // Parses exactly 1808 bytes (GT_E_TRUNCATED / GT_E_FORMAT otherwise). Nothing is judged here.
 GT_MUST_USE gt_err gt_sgx_sigstruct_parse(const uint8_t *data, size_t len, gt_sgx_sigstruct *out);
-// Finds the SIGSTRUCT in a file: 1808 bytes (raw, Gramine .sig, Fortanix .sig) or an SDK
-// signed ELF (the one in its metadata). *offset: where it starts in data.
+// Finds the SIGSTRUCT in a file: 1808 bytes (raw, Gramine .sig, Fortanix .sig), an SDK signed
+// ELF (the one in its metadata) or an Open Enclave signed ELF (.oeinfo). *offset: where it
+// starts in data.
 GT_MUST_USE gt_err gt_sgx_sigstruct_find(const uint8_t *data, size_t len, gt_sgx_sigstruct *out,
                                          size_t *offset);
 // Writes the 1808 bytes of s's fields (raw is ignored, then set to them).

@@ -182,7 +182,7 @@ static gt_err measure_file(const enclave_options *o, const char *path, gt_sgx_me
     GT_TRY(gt_file_read_all(path, GT_SGX_IMAGE_MAX_BYTES, &b));
     gt_err err = gt_sgx_measure_image(b.data, b.len, o->kind, o->ssaframesize, o->size, m, kind);
     gt_buf_free_nowipe(&b);
-    return err.code ? gt_err_wrap(err, "%s: ", path) : err;
+    return err.code ? gt_err_wrap(err, "%s", path) : err;
 }
 
 static int print_json(cJSON *j)
@@ -234,7 +234,7 @@ static gt_err load_sigstruct(const char *path, gt_sgx_sigstruct *s, size_t *offs
     GT_TRY(gt_file_read_all(path, GT_SGX_IMAGE_MAX_BYTES, &b));
     gt_err err = gt_sgx_sigstruct_find(b.data, b.len, s, offset);
     gt_buf_free_nowipe(&b);
-    return err.code ? gt_err_wrap(err, "%s: ", path) : err;
+    return err.code ? gt_err_wrap(err, "%s", path) : err;
 }
 
 static int run_inspect(const enclave_options *o)

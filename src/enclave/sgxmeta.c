@@ -111,13 +111,13 @@ static gt_err read_phdr(const uint8_t *elf, size_t len, const ehdr *h, unsigned 
     return gt_reader_u64le(&r, &p->align);
 }
 
-// The .note.sgxmeta section's file offset and size, by name through .shstrtab.
-static gt_err find_note(const uint8_t *elf, size_t len, const ehdr *h, uint64_t *off,
-                        uint64_t *size)
+// A section's file offset and size, by name through .shstrtab. GT_E_NOTFOUND when absent.
+static gt_err find_section(const uint8_t *elf, size_t len, const ehdr *h, const char *want,
+                           uint64_t *off, uint64_t *size)
 {
     GT_ENSURE(h->e_shnum > 0 && h->e_shentsize == SHDR_BYTES && h->e_shstrndx < h->e_shnum,
-              GT_E_NOTFOUND, "elf: no section headers, so no .note.sgxmeta (not a signed "
-              "SGX SDK enclave?)");
+              GT_E_NOTFOUND, "elf: no section headers, so no %s section", want);
+    size_t want_len = strlen(want) + 1;  // with its NUL
     uint64_t str_off = 0, str_size = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (unsigned i = 0; i < h->e_shnum; i++) {
@@ -140,21 +140,19 @@ static gt_err find_note(const uint8_t *elf, size_t len, const ehdr *h, uint64_t 
                 str_size = s_size;
                 break;
             }
-            static const char want[] = ".note.sgxmeta";  // with its NUL
             gt_reader names;
             GT_TRY(file_range(elf, len, str_off, str_size, "section name table", &names));
             gt_span n = {0};
             if (gt_is_ok(gt_reader_skip(&names, name)) &&
-                gt_is_ok(gt_reader_span(&names, sizeof want, &n)) &&
-                memcmp(n.data, want, sizeof want) == 0) {
+                gt_is_ok(gt_reader_span(&names, want_len, &n)) &&
+                memcmp(n.data, want, want_len) == 0) {
                 *off = s_off;
                 *size = s_size;
                 return GT_OK;
             }
         }
     }
-    return gt_errf(GT_E_NOTFOUND, "elf: no .note.sgxmeta section (not an SGX SDK enclave, or "
-                   "not signed yet?)");
+    return gt_errf(GT_E_NOTFOUND, "elf: no %s section", want);
 }
 
 static gt_err parse_one(gt_reader *r, size_t file_off, gt_sgx_meta *m)
@@ -202,7 +200,10 @@ gt_err gt_sgx_meta_parse(const uint8_t *elf, size_t len, gt_sgx_meta *out)
     ehdr h;
     GT_TRY(read_ehdr(elf, len, &h));
     uint64_t note_off = 0, note_size = 0;
-    GT_TRY(find_note(elf, len, &h, &note_off, &note_size));
+    gt_err found = find_section(elf, len, &h, ".note.sgxmeta", &note_off, &note_size);
+    GT_ENSURE(found.code != GT_E_NOTFOUND, GT_E_NOTFOUND, "elf: no .note.sgxmeta section (not an "
+              "SGX SDK enclave, or not signed yet?)");
+    GT_TRY(found);
     gt_reader note;
     GT_TRY(file_range(elf, len, note_off, note_size, ".note.sgxmeta", &note));
     uint32_t namesz = 0, descsz = 0, type = 0;
@@ -549,4 +550,44 @@ out_free:
         memset(out, 0, sizeof *out);
     }
     return err;
+}
+
+// ---- Open Enclave ---------------------------------------------------------------------------
+
+// Open Enclave keeps oe_sgx_enclave_properties_t in section .oeinfo: it opens with its own size
+// (u32) and ends with the SIGSTRUCT, followed in releases since 2019 by an 8-byte end marker.
+// Which of the two layouts a file has is told by the SIGSTRUCT's constant header bytes.
+gt_err gt_sgx_oeinfo_sigstruct(const uint8_t *elf, size_t len, size_t *offset)
+{
+    static const uint8_t header[12] = {0x06, 0, 0, 0, 0xe1, 0, 0, 0, 0, 0, 0x01, 0};
+    static const uint8_t header2[16] = {0x01, 0x01, 0, 0, 0x60, 0, 0, 0, 0x60, 0, 0, 0,
+                                        0x01, 0, 0, 0};
+    ehdr h;
+    GT_TRY(read_ehdr(elf, len, &h));
+    uint64_t sec_off = 0, sec_size = 0;
+    GT_TRY(find_section(elf, len, &h, ".oeinfo", &sec_off, &sec_size));
+    gt_reader r;
+    GT_TRY(file_range(elf, len, sec_off, sec_size, ".oeinfo", &r));
+    uint32_t size = 0;
+    GT_TRY(gt_reader_u32le(&r, &size));
+    GT_ENSURE(size <= sec_size && size >= 32 + GT_SGX_SIGSTRUCT_BYTES, GT_E_FORMAT,
+              "oeinfo: enclave properties of %u bytes in a %llu-byte section", size,
+              (unsigned long long)sec_size);
+    const uint32_t tails[2] = {GT_SGX_SIGSTRUCT_BYTES + 8, GT_SGX_SIGSTRUCT_BYTES};
+    for (int i = 0; i < 2; i++) {
+        gt_reader c;
+        GT_TRY(file_range(elf, len, sec_off + size - tails[i], GT_SGX_SIGSTRUCT_BYTES,
+                          ".oeinfo SIGSTRUCT", &c));
+        gt_span hd = {0}, hd2 = {0};
+        GT_TRY(gt_reader_span(&c, sizeof header, &hd));
+        GT_TRY(gt_reader_skip(&c, 12));
+        GT_TRY(gt_reader_span(&c, sizeof header2, &hd2));
+        if (memcmp(hd.data, header, sizeof header) == 0 &&
+            memcmp(hd2.data, header2, sizeof header2) == 0) {
+            *offset = (size_t)(sec_off + size - tails[i]);
+            return GT_OK;
+        }
+    }
+    return gt_errf(GT_E_NOTFOUND, "oeinfo: no SIGSTRUCT in the enclave properties (not signed "
+                   "yet? oesign writes it)");
 }

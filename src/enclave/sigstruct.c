@@ -65,12 +65,25 @@ gt_err gt_sgx_sigstruct_find(const uint8_t *data, size_t len, gt_sgx_sigstruct *
     *offset = 0;
     if (len >= 4 && memcmp(data, "\x7f" "ELF", 4) == 0) {
         gt_sgx_meta meta;
-        GT_TRY(gt_sgx_meta_parse(data, len, &meta));
+        size_t at = 0;
+        gt_err e = gt_sgx_meta_parse(data, len, &meta);
+        if (e.code == GT_E_NONE) {
+            at = meta.sigstruct_offset;
+        } else if (e.code == GT_E_NOTFOUND) {  // not the SDK's: perhaps Open Enclave's
+            gt_err oe = gt_sgx_oeinfo_sigstruct(data, len, &at);
+            if (oe.code == GT_E_NOTFOUND) {
+                return gt_err_wrap(oe, "no SGX SDK metadata (.note.sgxmeta), and for Open "
+                                   "Enclave");
+            }
+            GT_TRY(oe);
+        } else {
+            return e;
+        }
         gt_reader r = gt_reader_init(data, len);
         gt_span css = {0};
-        GT_TRY(gt_reader_skip(&r, meta.sigstruct_offset));
+        GT_TRY(gt_reader_skip(&r, at));
         GT_TRY(gt_reader_span(&r, GT_SGX_SIGSTRUCT_BYTES, &css));
-        *offset = meta.sigstruct_offset;
+        *offset = at;
         return gt_sgx_sigstruct_parse(css.data, css.len, out);
     }
     return gt_sgx_sigstruct_parse(data, len, out);

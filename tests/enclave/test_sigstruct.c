@@ -282,11 +282,84 @@ static void lengths_and_damage(void **state)
     gt_buf_free_nowipe(&b);
 }
 
+// An Open Enclave signed ELF: oe_sgx_enclave_properties_t in .oeinfo, its size first and the
+// SIGSTRUCT last (before an 8-byte end marker since 2019, at the very end before that).
+static size_t oe_elf(uint8_t *f, size_t cap, const uint8_t *css, uint32_t props_size,
+                     bool end_marker)
+{
+    const size_t sec = 0x100, shoff = 0x1000;
+    memset(f, 0, cap);
+    memcpy(f, "\x7f" "ELF\x02\x01\x01", 7);
+    f[16] = 3;    // ET_DYN
+    f[18] = 62;   // EM_X86_64
+    f[20] = 1;
+    gt_store_u64le(f + 32, 64);     // e_phoff (no program headers)
+    gt_store_u64le(f + 40, shoff);  // e_shoff
+    f[52] = 64;
+    f[54] = 56;
+    f[58] = 64;
+    f[60] = 3;                      // e_shnum
+    f[62] = 2;                      // e_shstrndx
+    gt_store_u32le(f + sec, props_size);
+    gt_store_u32le(f + sec + 4, 2);  // enclave type: SGX
+    if (css != NULL) {
+        memcpy(f + sec + props_size - GT_SGX_SIGSTRUCT_BYTES - (end_marker ? 8 : 0), css,
+               GT_SGX_SIGSTRUCT_BYTES);
+    }
+    static const char names[] = "\0.oeinfo\0.shstrtab";
+    memcpy(f + 0xf00, names, sizeof names);
+    uint8_t *s1 = f + shoff + 64, *s2 = f + shoff + 128;
+    gt_store_u32le(s1, 1);
+    gt_store_u32le(s1 + 4, 1);
+    gt_store_u64le(s1 + 24, sec);
+    gt_store_u64le(s1 + 32, props_size);
+    gt_store_u32le(s2, 9);
+    gt_store_u32le(s2 + 4, 3);
+    gt_store_u64le(s2 + 24, 0xf00);
+    gt_store_u64le(s2 + 32, sizeof names);
+    return shoff + 3 * 64;
+}
+
+static void sigstruct_in_open_enclave_elf(void **state)
+{
+    (void)state;
+    gt_buf css = {0};
+    sgxe_read("enarx_encl.ss", &css);
+    static uint8_t f[0x1100];
+    const struct {
+        uint32_t size;
+        bool marker;
+        size_t at;
+    } layouts[] = {{1968, true, 0x100 + 152}, {1856, false, 0x100 + 48}};
+    for (size_t i = 0; i < 2; i++) {
+        size_t len = oe_elf(f, sizeof f, css.data, layouts[i].size, layouts[i].marker);
+        gt_sgx_sigstruct s;
+        gt_sgx_sigstruct_checks c;
+        size_t offset = 0;
+        GT_ASSERT_OK(gt_sgx_sigstruct_find(f, len, &s, &offset));
+        assert_int_equal(offset, layouts[i].at);
+        assert_memory_equal(s.raw, css.data, GT_SGX_SIGSTRUCT_BYTES);
+        GT_ASSERT_OK(gt_sgx_sigstruct_verify(&s, &c));
+        assert_true(c.all_ok);
+    }
+    size_t len = oe_elf(f, sizeof f, NULL, 1968, true);  // not signed yet: all zero
+    gt_sgx_sigstruct s;
+    size_t offset = 0;
+    GT_ASSERT_ERR(gt_sgx_sigstruct_find(f, len, &s, &offset), GT_E_NOTFOUND, "oesign");
+    len = oe_elf(f, sizeof f, css.data, 4000, true);  // properties larger than the section
+    gt_store_u64le(f + 0x1000 + 64 + 32, 1968);
+    GT_ASSERT_CODE(gt_sgx_sigstruct_find(f, len, &s, &offset), GT_E_FORMAT);
+    f[0x1000 + 64] = 0;  // no section named .oeinfo (nor .note.sgxmeta)
+    GT_ASSERT_ERR(gt_sgx_sigstruct_find(f, len, &s, &offset), GT_E_NOTFOUND, "no .oeinfo");
+    gt_buf_free_nowipe(&css);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sigstructs_parse_to_expected),
         cmocka_unit_test(sigstruct_in_signed_so),
+        cmocka_unit_test(sigstruct_in_open_enclave_elf),
         cmocka_unit_test(fortanix_rsa_q1_q2_known_answers),
         cmocka_unit_test(key_mrsigner),
         cmocka_unit_test(resign_reproduces_real_sigstructs),
