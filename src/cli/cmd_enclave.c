@@ -264,7 +264,7 @@ static int run_inspect(const enclave_options *o)
     gt_hex_encode(mre, sizeof mre, s.enclavehash, sizeof s.enclavehash);
     gt_hex_encode(mrs, sizeof mrs, c.mrsigner, sizeof c.mrsigner);
     gt_sgx_date_encoding enc = gt_sgx_date_decode(s.date, iso, sizeof iso);
-    printf("%s: SIGSTRUCT%s\n", o->input, offset ? " (in the enclave's SGX metadata)" : "");
+    printf("%s: SIGSTRUCT%s\n", o->input, offset ? " (inside the signed ELF)" : "");
     printf("  mrenclave      %s\n  mrsigner       %s\n", mre, mrs);
     printf("  isvprodid      %u\n  isvsvn         %u\n", s.isvprodid, s.isvsvn);
     printf("  attributes     flags 0x%016llx xfrm 0x%016llx%s\n",
