@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-# Writes sgx_metadata/synthetic_v23.so and synthetic_v13.so: small ELF64 enclaves with a
-# .note.sgxmeta (metadata_t with a patch, heap, guard, stack, TCS, SSA, a thread group and an
-# initial-content entry), the same layout as tests/enclave/test_measure.c builds. Rerun to
-# regenerate: python3 tests/fuzz/corpus/make_sgx_metadata.py
+# Writes the synthetic corpus files: sgx_metadata/synthetic_v23.so and synthetic_v13.so, small
+# ELF64 SDK enclaves whose .note.sgxmeta metadata_t has a patch, heap, guard, stack, TCS, SSA, a
+# thread group and an initial-content entry (the layout tests/enclave/test_measure.c builds), and
+# sigstruct/oe_signed.elf, an Open Enclave-style signed ELF.
+# Rerun to regenerate: python3 tests/fuzz/corpus/make_sgx_metadata.py
 import os, struct
 
 NOTE, META_SIZE, PATCH, LAYOUT = 0x3000, 2400, 1888, 1888 + 32
@@ -45,3 +46,21 @@ def elf(version):
 here = os.path.dirname(os.path.abspath(__file__))
 for name, v in (('synthetic_v23.so', (2 << 32) | 3), ('synthetic_v13.so', (1 << 32) | 3)):
     open(os.path.join(here, 'sgx_metadata', name), 'wb').write(elf(v))
+
+# sigstruct/oe_signed.elf: an Open Enclave-style signed ELF, the SIGSTRUCT (enarx_encl.ss) at the
+# end of a 1960-byte oe_sgx_enclave_properties_t in .oeinfo, before its 8-byte end marker.
+def oe_elf(css, props_size=1960):
+    f = bytearray(0x1000 + 3 * 64)
+    f[0:7] = b'\x7fELF\x02\x01\x01'
+    struct.pack_into('<HHIQQQIHHHHHH', f, 16, 3, 62, 1, 0, 64, 0x1000, 0, 64, 56, 0, 64, 3, 2)
+    struct.pack_into('<II', f, 0x100, props_size, 2)
+    at = 0x100 + props_size - 8 - len(css)
+    f[at:at + len(css)] = css
+    names = b'\0.oeinfo\0.shstrtab\0'
+    f[0xf00:0xf00 + len(names)] = names
+    struct.pack_into('<IIQQQQ', f, 0x1000 + 64, 1, 1, 0, 0, 0x100, props_size)
+    struct.pack_into('<IIQQQQ', f, 0x1000 + 128, 9, 3, 0, 0, 0xf00, len(names) - 1)
+    return bytes(f)
+
+css = open(os.path.join(here, '..', '..', 'testdata', 'sgx-enclave', 'enarx_encl.ss'), 'rb').read()
+open(os.path.join(here, 'sigstruct', 'oe_signed.elf'), 'wb').write(oe_elf(css))
