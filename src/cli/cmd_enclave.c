@@ -126,7 +126,8 @@ static gt_err option(enclave_options *o, int c, const char *arg)
 static int parse(int argc, char **argv, enclave_options *o)
 {
     static const struct option opts[] = {
-        {"format", required_argument, NULL, O_FORMAT}, {"ssaframesize", required_argument, NULL, O_SSA},
+        {"format", required_argument, NULL, O_FORMAT},
+        {"ssaframesize", required_argument, NULL, O_SSA},
         {"size", required_argument, NULL, O_SIZE}, {"json", no_argument, NULL, O_JSON},
         {"key", required_argument, NULL, O_KEY}, {"out", required_argument, NULL, O_OUT},
         {"debug", no_argument, NULL, O_DEBUG}, {"isvprodid", required_argument, NULL, O_PRODID},

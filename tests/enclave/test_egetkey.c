@@ -57,7 +57,10 @@ typedef struct {
 } variation;
 
 static void c_mrenclave(inputs *in) { in->secs.mrenclave[7] ^= 1; }
-static bool i_mrenclave(uint16_t k, uint16_t policy) { return k == REPORT || (k == SEAL && P(MRENCLAVE)); }
+static bool i_mrenclave(uint16_t k, uint16_t policy)
+{
+    return k == REPORT || (k == SEAL && P(MRENCLAVE));
+}
 static void c_mrsigner(inputs *in) { in->secs.mrsigner[0] ^= 0x80; }
 static bool i_mrsigner(uint16_t k, uint16_t policy)
 {
@@ -91,7 +94,11 @@ static bool i_attrmask(uint16_t k, uint16_t policy)
     return k == SEAL || k == PROV || k == PSEAL;
 }
 static void c_miscselect(inputs *in) { in->secs.miscselect ^= 1; }
-static bool i_miscselect(uint16_t k, uint16_t policy) { (void)policy; return k == SEAL || k == REPORT; }
+static bool i_miscselect(uint16_t k, uint16_t policy)
+{
+    (void)policy;
+    return k == SEAL || k == REPORT;
+}
 static void c_miscmask(inputs *in) { in->req.miscmask &= ~(1u << 31); }
 static bool i_miscmask(uint16_t k, uint16_t policy) { (void)policy; return k == SEAL; }
 static void c_keyid(inputs *in) { in->req.keyid[31] ^= 1; }
@@ -115,7 +122,10 @@ static bool i_fuses(uint16_t k, uint16_t policy) { (void)policy; return k != PRO
 static void c_root(inputs *in) { in->pf.root[9] ^= 1; }
 static bool i_root(uint16_t k, uint16_t policy) { (void)k; (void)policy; return true; }
 static void c_configid(inputs *in) { in->secs.configid[63] ^= 1; }
-static bool i_configid(uint16_t k, uint16_t policy) { return k == REPORT || (k == SEAL && P(CONFIGID)); }
+static bool i_configid(uint16_t k, uint16_t policy)
+{
+    return k == REPORT || (k == SEAL && P(CONFIGID));
+}
 static void c_secs_configsvn(inputs *in) { in->secs.configsvn++; }
 static bool i_secs_configsvn(uint16_t k, uint16_t policy) { (void)policy; return k == REPORT; }
 static void c_req_configsvn(inputs *in) { in->req.configsvn--; }
@@ -214,7 +224,8 @@ static void derivation_matrix(void **state)
             assert_memory_not_equal(keys[i], keys[j], 16);
         }
     }
-    printf("egetkey: %zu (key name, policy, input) cases, each as docs/enclave.md tabulates\n", cases);
+    printf("egetkey: %zu (key name, policy, input) cases, each as docs/enclave.md tabulates\n",
+           cases);
 }
 
 static void refused(const inputs *in, gt_code code, const char *needle)

@@ -154,7 +154,7 @@ static void synthetic_elf(uint8_t *f, uint64_t version)
     gt_store_u64le(p + 32, 0x1800);
     gt_store_u64le(p + 40, 0x1800);
     gt_store_u64le(p + 48, 0x1000);
-    p += 56;                          // PT_LOAD RW at 0x3100: 0x300 bytes from 0x2100, .bss to 0x4300
+    p += 56;  // PT_LOAD RW at 0x3100: 0x300 bytes from file 0x2100, .bss up to 0x4300
     gt_store_u32le(p, 1);
     gt_store_u32le(p + 4, 6);
     gt_store_u64le(p + 8, 0x2100);
