@@ -111,7 +111,7 @@ out:
 gt_err gt_shard_writer_open(gt_shard_writer *w, const char *path)
 {
     memset(w, 0, sizeof *w);
-    GT_TRY(gt_atomic_file_open(&w->file, path, 0644));
+    GT_TRY(gt_atomic_file_open(&w->file, path, 0600));  // a holder's plaintext data
     uint8_t hdr[GT_SHARD_HEADER_BYTES];
     gt_shard_header_build(hdr, 0);  // rewritten with the real count on commit
     gt_err err = gt_atomic_file_write(&w->file, hdr, sizeof hdr);
