@@ -3,6 +3,8 @@
 // checkpoints, resume through the CLI, and bad input refused before any step.
 #include "testlib.h"
 
+#include "gpt2_fixture.h"
+
 #include <gputravel/data.h>
 #include <gputravel/device.h>
 #include <gputravel/train.h>
@@ -308,6 +310,39 @@ static void init_random_and_sample(void **state)
     gt_buf_free(&b);
 }
 
+// sample --text: GPT-2 BPE with --tokenizer (the committed subset), a warning without one.
+static void sample_text_through_bpe(void **state)
+{
+    (void)state;
+    char ck[512], tok[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "gpt2v.bin"));
+    GT_ASSERT_OK(gt_path_join(tok, sizeof tok, dir, "gpt2_tokenizer.bin"));
+    gt_tokenizer *t = gt_test_gpt2_subset();
+    GT_ASSERT_OK(gt_tokenizer_write(t, tok, 0644));
+    gt_tokenizer_free(t);
+    const char *args[] = {"train", "--init-random", "--layers", "1", "--channels", "8",
+                          "--heads", "1", "--vocab", "50257", "--max-seq", "16", "--seed", "3",
+                          "--data", shard, "--batch", "1", "--seq", "8", "--steps", "1",
+                          "--threads", "1", "--out", ck, "--plot", "none", NULL};
+    gt_buf o = {0};
+    int rc = gt_test_run_cli(&o, args);
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)o.data);
+    }
+    gt_buf_free(&o);
+    const char *bpe[] = {"sample", ck, "--tokens", "2", "--text", " Hello, world!",
+                         "--tokenizer", tok, "--threads", "1", NULL};
+    assert_int_equal(gt_test_run_cli(&o, bpe), 0);
+    assert_non_null(strstr((char *)o.data, "prompt: 4 tokens: 18435 11 995 0\n"));
+    assert_null(strstr((char *)o.data, "warning"));
+    gt_buf_free(&o);
+    const char *bytes[] = {"sample", ck, "--tokens", "2", "--text", "hi", "--threads", "1", NULL};
+    assert_int_equal(gt_test_run_cli(&o, bytes), 0);
+    assert_non_null(strstr((char *)o.data, "warning: --text without --tokenizer"));
+    assert_non_null(strstr((char *)o.data, "prompt: 2 tokens: 104 105\n"));
+    gt_buf_free(&o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +351,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(kill_during_training_then_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
