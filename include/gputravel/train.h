@@ -164,21 +164,48 @@ GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t
 
 // ---- training state (resume) ----------------------------------------------------------------
 // PATH.state, written beside an llm.c checkpoint PATH, is self-contained: the parameters again,
-// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file, so a
-// process killed between writing PATH and PATH.state still resumes from a consistent state.
-// Format (little-endian): u32 magic "GTTS", u32 version 1, 6 x i32 config (maxT, V, Vp, L, NH,
+// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file.
+// It records the SHA-256 of the fp32 parameters it holds ("weights") and of those the
+// checkpoint file held before this save ("previous", zero when unknown), so that a resume can
+// tell the checkpoint it is given from the one it was saved with. The trainer writes PATH.state
+// first and PATH second: a process killed between the two leaves a state one save ahead of PATH,
+// recognised by its "previous" hash, and resumed from the state's own parameters.
+// Format (little-endian): u32 magic "GTTS", u32 version 2, 6 x i32 config (maxT, V, Vp, L, NH,
 // C), u64 step, u64 epoch, u64 shard, u64 sample, u64 sample_tokens, u64 seed, u32 shuffle,
-// u64 nparams, u32 has_moments, then nparams f32 parameters, then nparams f32 m and nparams f32
-// v when has_moments.
+// u64 nparams, u32 has_moments, 32 bytes weights SHA-256, 32 bytes previous SHA-256, then
+// nparams f32 parameters, then nparams f32 m and nparams f32 v when has_moments. Version 1 is
+// the same without the two hashes (read, never written).
 
 #define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
-#define GT_TRAIN_STATE_VERSION 1
+#define GT_TRAIN_STATE_VERSION 2
+#define GT_WEIGHTS_SHA_BYTES 32
 
 GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path);
 // Loads parameters, step and moments into a model with the same config (the header and size are
 // checked first: then nothing is changed on failure); *pos receives the loader position. A read
 // error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
+
+// Resuming a model loaded with gt_gpt2_load(CKPT) from CKPT.state: what the two files say.
+typedef enum {
+    GT_RESUME_MATCHED = 0,  // CKPT holds the weights the state was saved with
+    GT_RESUME_STATE_AHEAD,  // CKPT is the save before the state's (killed between the writes):
+                            // parameters, moments and step are the state's
+    GT_RESUME_OPTIMIZER_RESET,  // CKPT's weights differ and GT_RESUME_RESET_OPTIMIZER: CKPT's
+                                // weights, AdamW moments zero, step and loader position kept
+    GT_RESUME_LEGACY,       // a version 1 state records no hash: parameters are the state's
+} gt_resume_outcome;
+typedef enum { GT_RESUME_STRICT = 0, GT_RESUME_RESET_OPTIMIZER } gt_resume_mode;
+typedef struct {
+    gt_resume_outcome outcome;
+    uint8_t ckpt_sha[GT_WEIGHTS_SHA_BYTES];   // the weights gt_gpt2_load read
+    uint8_t state_sha[GT_WEIGHTS_SHA_BYTES];  // the weights the state was saved with
+    uint64_t step;
+} gt_resume_info;
+// GT_RESUME_STRICT refuses (GT_E_STATE, both hashes in the message, the model unchanged) when
+// CKPT's weights are neither the state's nor the save before it. m must come from gt_gpt2_load.
+GT_MUST_USE gt_err gt_train_resume(gt_gpt2 *m, gt_loader_pos *pos, const char *state_path,
+                                   gt_resume_mode mode, gt_resume_info *info);
 
 // ---- the model's state on the device, for device-sealed export (travel.h gt_export_model) ----
 // In an agreement run the weights and moments carry holder labels: they leave only sealed by the

@@ -30,7 +30,11 @@ static void usage(void)
         "  --init CKPT             start from an llm.c fp32 checkpoint\n"
         "  --init-random           start from GPT-2 init: --layers L --channels C --heads NH\n"
         "                          --vocab V (padded to a multiple of 128) --max-seq maxT\n"
-        "  --resume CKPT           continue from CKPT and CKPT.state (optimizer, loader, step)\n"
+        "  --resume CKPT           continue from CKPT and CKPT.state (optimizer, loader, step);\n"
+        "                          refused when CKPT's weights are not those CKPT.state was\n"
+        "                          saved with\n"
+        "  --resume-reset-optimizer  then continue from CKPT's weights with fresh AdamW moments\n"
+        "                          (step and data position from CKPT.state)\n"
         "  --seed S                init and shuffle seed (default 1337)\n"
         "data:\n"
         "  --data SHARD            training shard (repeat for several)\n"
@@ -66,6 +70,7 @@ typedef struct {
     int ndata, nval;
     int val_every, val_batches;
     bool shuffle;
+    bool resume_reset;  // --resume-reset-optimizer
     int B, T, accum, steps, save_every, threads;
     gt_adamw opt;
     gt_lr_schedule sched;
@@ -96,12 +101,14 @@ enum {
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
+    O_RESUME_RESET,
 };
 
 static const struct option long_opts[] = {
     {"init", required_argument, NULL, O_INIT},
     {"init-random", no_argument, NULL, O_INIT_RANDOM},
     {"resume", required_argument, NULL, O_RESUME},
+    {"resume-reset-optimizer", no_argument, NULL, O_RESUME_RESET},
     {"layers", required_argument, NULL, O_LAYERS},
     {"channels", required_argument, NULL, O_CHANNELS},
     {"heads", required_argument, NULL, O_HEADS},
@@ -144,6 +151,7 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_INIT: o->init = optarg; break;
     case O_INIT_RANDOM: o->init_random = true; break;
     case O_RESUME: o->resume = optarg; break;
+    case O_RESUME_RESET: o->resume_reset = true; break;
     case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
     case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
     case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
@@ -202,6 +210,9 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     int sources = (o->init != NULL) + o->init_random + (o->resume != NULL);
     if (sources != 1) {
         return gt_cli_usage(CMD, "give exactly one of --init, --init-random, --resume");
+    }
+    if (o->resume_reset && o->resume == NULL) {
+        return gt_cli_usage(CMD, "--resume-reset-optimizer goes with --resume CKPT");
     }
     if (o->ndata == 0) {
         return gt_cli_usage(CMD, "--data is required");
@@ -277,8 +288,10 @@ static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
     char state[4200];
     GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
               "path too long: %s", out);
-    GT_TRY(gt_gpt2_save(m, out));
-    return gt_train_state_save(m, gt_loader_tell(l), state);
+    // The state first: killed in between, the state is one save ahead of the checkpoint and
+    // says so (its "previous" hash), and a resume continues from the state (train.h).
+    GT_TRY(gt_train_state_save(m, gt_loader_tell(l), state));
+    return gt_gpt2_save(m, out);
 }
 
 static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, float *loss)
@@ -357,6 +370,44 @@ static gt_err open_model(const train_opts *o, train_run *r)
     return gt_gpt2_load(&r->m, r->dev, o->resume ? o->resume : o->init);
 }
 
+// --resume: CKPT.state over the model loaded from CKPT, saying what was taken from where.
+static gt_err resume_state(const train_opts *o, train_run *r, const char *state,
+                           gt_loader_pos *pos)
+{
+    gt_resume_info info;
+    gt_err e = gt_train_resume(r->m, pos, state,
+                               o->resume_reset ? GT_RESUME_RESET_OPTIMIZER : GT_RESUME_STRICT,
+                               &info);
+    if (e.code == GT_E_STATE) {
+        // The paths make the error long: the way out goes on a line of its own.
+        fprintf(stderr, "gputravel train: restore %s, or give --resume-reset-optimizer to "
+                        "continue from its weights with fresh AdamW moments\n",
+                o->resume);
+        return gt_errf(GT_E_STATE, "%s was changed after %s was saved", o->resume, state);
+    }
+    GT_TRY(e);
+    switch (info.outcome) {
+    case GT_RESUME_MATCHED: break;
+    case GT_RESUME_STATE_AHEAD:
+        fprintf(stderr, "gputravel train: %s is one save behind %s (the run stopped between "
+                        "the two writes): continuing from %s's step %llu\n",
+                o->resume, state, state, (unsigned long long)info.step);
+        break;
+    case GT_RESUME_OPTIMIZER_RESET:
+        fprintf(stderr, "gputravel train: %s's weights differ from those %s was saved with: "
+                        "continuing from %s's weights, AdamW moments reset, at step %llu\n",
+                o->resume, state, o->resume, (unsigned long long)info.step);
+        break;
+    case GT_RESUME_LEGACY:
+        fprintf(stderr, "gputravel train: warning: %s (version 1) records no weights hash; the "
+                        "weights are those it holds, not %s's\n",
+                state, o->resume);
+        break;
+    default: break;
+    }
+    return GT_OK;
+}
+
 // Device, model, data and loaders; with --resume the optimizer, loader and step as saved.
 static gt_err setup(const train_opts *o, train_run *r)
 {
@@ -376,7 +427,7 @@ static gt_err setup(const train_opts *o, train_run *r)
         char state[4200];
         snprintf(state, sizeof state, "%s.state", o->resume);
         gt_loader_pos pos = {0};
-        GT_TRY(gt_train_state_load(r->m, &pos, state));
+        GT_TRY(resume_state(o, r, state, &pos));
         GT_TRY(gt_loader_seek(r->train, pos));
         r->first = (int)gt_gpt2_step(r->m);
         GT_ENSURE(r->first <= o->steps, GT_E_ARG,

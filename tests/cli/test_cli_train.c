@@ -342,6 +342,41 @@ static void sample_text_through_bpe(void **state)
     assert_non_null(strstr((char *)o.data, "prompt: 2 tokens: 104 105\n"));
     gt_buf_free(&o);
 }
+// --resume refuses a checkpoint changed since its .state was saved, naming both files, and
+// --resume-reset-optimizer continues from it.
+static void resume_refuses_changed_checkpoint(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "edit.bin"));
+    const char *first[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
+                           NULL};
+    assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_buf f = {0};
+    GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
+    f.data[1024 + 40] ^= 0x01;  // one weight's lowest bit
+    GT_ASSERT_OK(gt_file_write_atomic(ck, f.data, f.len, 0644));
+    gt_buf_free(&f);
+    const char *again[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "3", "--threads", "1", "--plot", "none", NULL};
+    gt_buf o = {0};
+    assert_int_equal(gt_test_run_cli(&o, again), 1);
+    assert_non_null(strstr((char *)o.data, "edit.bin was changed after"));
+    assert_non_null(strstr((char *)o.data, "edit.bin.state was saved"));
+    assert_non_null(strstr((char *)o.data, "--resume-reset-optimizer"));
+    gt_buf_free(&o);
+    const char *reset[] = {"train", "--resume", ck, "--resume-reset-optimizer", "--data", shard,
+                           "--batch", "2", "--seq", "8", "--steps", "3", "--threads", "1",
+                           "--plot", "none", NULL};
+    assert_int_equal(gt_test_run_cli(&o, reset), 0);
+    assert_non_null(strstr((char *)o.data, "AdamW moments reset, at step 2"));
+    assert_non_null(strstr((char *)o.data, "step 3/3"));
+    gt_buf_free(&o);
+    const char *alone[] = {"train", "--init", MODEL, "--resume-reset-optimizer", "--data", shard,
+                           NULL};
+    assert_int_equal(gt_test_run_cli(NULL, alone), 64);
+}
 
 int main(void)
 {
@@ -352,6 +387,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_refuses_changed_checkpoint, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
