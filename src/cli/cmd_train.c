@@ -27,10 +27,11 @@ static void usage(void)
         "A.json --help').\n"
         "\n"
         "model:\n"
-        "  --init CKPT             start from an llm.c fp32 checkpoint\n"
+        "  --init CKPT             start from an llm.c checkpoint (fp32 or bf16)\n"
         "  --init-random           start from GPT-2 init: --layers L --channels C --heads NH\n"
         "                          --vocab V (padded to a multiple of 128) --max-seq maxT\n"
-        "  --resume CKPT           continue from CKPT and CKPT.state (optimizer, loader, step);\n"
+        "  --resume CKPT           continue from CKPT (fp32 or bf16) and CKPT.state (optimizer,\n"
+        "                          loader, step);\n"
         "                          refused when CKPT's weights are not those CKPT.state was\n"
         "                          saved with\n"
         "  --resume-reset-optimizer  then continue from CKPT's weights with fresh AdamW moments\n"
@@ -54,6 +55,8 @@ static void usage(void)
         "  --device-socket PATH    sim: the socket of a running 'gputravel devd'\n"
         "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
         "  --save-every N          also write them every N steps\n"
+        "  --out-bf16              CKPT as llm.c version 5 (bf16 weights, train_gpt2cu's\n"
+        "                          format); CKPT.state keeps them exact for --resume\n"
         "  --log-json PATH         one JSON object per step\n"
         "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
         "\n"
@@ -71,6 +74,7 @@ typedef struct {
     int val_every, val_batches;
     bool shuffle;
     bool resume_reset;  // --resume-reset-optimizer
+    bool out_bf16;      // --out-bf16: llm.c version 5 checkpoints
     int B, T, accum, steps, save_every, threads;
     gt_adamw opt;
     gt_lr_schedule sched;
@@ -101,7 +105,7 @@ enum {
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
-    O_RESUME_RESET,
+    O_RESUME_RESET, O_OUT_BF16,
 };
 
 static const struct option long_opts[] = {
@@ -138,6 +142,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, O_THREADS},
     {"out", required_argument, NULL, O_OUT},
     {"save-every", required_argument, NULL, O_SAVE_EVERY},
+    {"out-bf16", no_argument, NULL, O_OUT_BF16},
     {"log-json", required_argument, NULL, O_LOG_JSON},
     {"plot", required_argument, NULL, O_PLOT},
     {NULL, 0, NULL, 0},
@@ -152,6 +157,7 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_INIT_RANDOM: o->init_random = true; break;
     case O_RESUME: o->resume = optarg; break;
     case O_RESUME_RESET: o->resume_reset = true; break;
+    case O_OUT_BF16: o->out_bf16 = true; break;
     case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
     case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
     case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
@@ -283,13 +289,17 @@ static gt_err load_shards(gt_device *dev, const char *const *paths, int n, shard
     return GT_OK;
 }
 
-static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
+static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out, bool bf16)
 {
     char state[4200];
     GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
               "path too long: %s", out);
     // The state first: killed in between, the state is one save ahead of the checkpoint and
     // says so (its "previous" hash), and a resume continues from the state (train.h).
+    if (bf16) {
+        GT_TRY(gt_train_state_save_bf16(m, gt_loader_tell(l), state));
+        return gt_gpt2_save_bf16(m, out);
+    }
     GT_TRY(gt_train_state_save(m, gt_loader_tell(l), state));
     return gt_gpt2_save(m, out);
 }
@@ -538,11 +548,11 @@ static gt_err run(const train_opts *o, train_run *r)
         GT_TRY(validate_if_due(o, r, &s));
         log_step(r->log, &s);
         if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 != o->steps) {
-            GT_TRY(save_all(r->m, r->train, o->out));
+            GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         }
     }
     if (o->out != NULL) {
-        GT_TRY(save_all(r->m, r->train, o->out));
+        GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         if (!gt_cli.quiet) {
             fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
         }

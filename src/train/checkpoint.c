@@ -31,26 +31,114 @@ out:
     return err;
 }
 
+uint16_t gt_bf16_from_f32(float f)
+{
+    uint32_t u = 0;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (uint16_t)((u >> 16) | 0x0040u);  // NaN: keep it one (quiet), whatever its payload
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow gives inf
+    return (uint16_t)(u >> 16);
+}
+
+float gt_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f = 0.0f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// fp32 values in place -> the fp32 values of their bf16 rounding (n floats).
+static void round_to_bf16(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        v[i] = gt_bf16_to_f32(gt_bf16_from_f32(v[i]));
+    }
+}
+
 gt_err gt_train_device_to_file(gt_atomic_file *f, gt_device *dev, gt_dbuf buf, uint64_t offset,
-                               uint64_t len, gt_hash_ctx *h)
+                               uint64_t len, gt_hash_ctx *h, bool hash_bf16)
 {
     uint8_t *piece = malloc(PIECE_BYTES);
-    GT_ENSURE(piece != NULL, GT_E_NOMEM, "out of memory");
+    float *rounded = hash_bf16 ? malloc(PIECE_BYTES) : NULL;
     gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, piece != NULL && (!hash_bf16 || rounded != NULL), out, GT_E_NOMEM,
+                   "out of memory");
     for (uint64_t at = 0; at < len; at += PIECE_BYTES) {
         size_t k = (size_t)(len - at < PIECE_BYTES ? len - at : PIECE_BYTES);
         GT_TRY_GOTO(err, gt_device_copy_out(dev, piece, buf, offset + at, k), out);
-        if (h != NULL) {
+        if (h != NULL && hash_bf16) {
+            memcpy(rounded, piece, k);
+            round_to_bf16(rounded, k / 4);
+            GT_TRY_GOTO(err, gt_hash_update(h, rounded, k), out);
+        } else if (h != NULL) {
             GT_TRY_GOTO(err, gt_hash_update(h, piece, k), out);
         }
         GT_TRY_GOTO(err, gt_atomic_file_write(f, piece, k), out);
     }
 out:
     free(piece);
+    free(rounded);
     return err;
 }
 
-gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg)
+// A bf16 payload of n parameters -> fp32 on the device; h gets the fp32 values.
+static gt_err bf16_file_to_device(FILE *fp, const char *path, gt_device *dev, gt_dbuf buf,
+                                  uint64_t n, gt_hash_ctx *h)
+{
+    enum { PIECE_PARAMS = 1 << 20 };
+    uint8_t *raw = malloc((size_t)PIECE_PARAMS * 2);
+    float *f = malloc((size_t)PIECE_PARAMS * 4);
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, raw != NULL && f != NULL, out, GT_E_NOMEM, "out of memory");
+    for (uint64_t at = 0; at < n; at += PIECE_PARAMS) {
+        size_t k = (size_t)(n - at < PIECE_PARAMS ? n - at : PIECE_PARAMS);
+        size_t got = fread(raw, 2, k, fp);
+        GT_ENSURE_GOTO(err, got == k, out, GT_E_TRUNCATED, "%s: ends early (%s)", path,
+                       ferror(fp) ? strerror(errno) : "short read");
+        for (size_t i = 0; i < k; i++) {
+            f[i] = gt_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+        }
+        GT_TRY_GOTO(err, gt_hash_update(h, f, k * 4), out);
+        GT_TRY_GOTO(err, gt_device_copy_in(dev, buf, at * 4, f, k * 4), out);
+    }
+out:
+    free(raw);
+    free(f);
+    return err;
+}
+
+// The parameters as bf16 into f; h gets the fp32 values of the bf16 written.
+static gt_err device_to_bf16_file(gt_atomic_file *af, gt_device *dev, gt_dbuf buf, uint64_t n,
+                                  gt_hash_ctx *h)
+{
+    enum { PIECE_PARAMS = 1 << 20 };
+    uint8_t *raw = malloc((size_t)PIECE_PARAMS * 2);
+    float *f = malloc((size_t)PIECE_PARAMS * 4);
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, raw != NULL && f != NULL, out, GT_E_NOMEM, "out of memory");
+    for (uint64_t at = 0; at < n; at += PIECE_PARAMS) {
+        size_t k = (size_t)(n - at < PIECE_PARAMS ? n - at : PIECE_PARAMS);
+        GT_TRY_GOTO(err, gt_device_copy_out(dev, f, buf, at * 4, k * 4), out);
+        for (size_t i = 0; i < k; i++) {
+            uint16_t b = gt_bf16_from_f32(f[i]);
+            raw[2 * i] = (uint8_t)b;
+            raw[2 * i + 1] = (uint8_t)(b >> 8);
+            f[i] = gt_bf16_to_f32(b);
+        }
+        GT_TRY_GOTO(err, gt_hash_update(h, f, k * 4), out);
+        GT_TRY_GOTO(err, gt_atomic_file_write(af, raw, k * 2), out);
+    }
+out:
+    free(raw);
+    free(f);
+    return err;
+}
+
+gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg,
+                                  int *version)
 {
     gt_reader r = gt_reader_init(hdr, len);
     int32_t h[8] = {0};
@@ -60,9 +148,10 @@ gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config 
     GT_TRY(gt_reader_skip(&r, GT_GPT2_CKPT_HEADER_BYTES - 32));
     GT_ENSURE(h[0] == GT_GPT2_CKPT_MAGIC, GT_E_FORMAT, "bad magic %d (expected %d)", h[0],
               GT_GPT2_CKPT_MAGIC);
-    GT_ENSURE(h[1] != 5, GT_E_UNSUPPORTED, "version 5 (bf16) is not supported; use fp32 (3)");
-    GT_ENSURE(h[1] == GT_GPT2_CKPT_VERSION, GT_E_UNSUPPORTED, "version %d (expected %d: fp32)",
-              h[1], GT_GPT2_CKPT_VERSION);
+    GT_ENSURE(h[1] == GT_GPT2_CKPT_VERSION || h[1] == GT_GPT2_CKPT_VERSION_BF16,
+              GT_E_UNSUPPORTED, "version %d (expected %d: fp32, or %d: bf16)", h[1],
+              GT_GPT2_CKPT_VERSION, GT_GPT2_CKPT_VERSION_BF16);
+    *version = h[1];
     cfg->max_seq_len = h[2];
     cfg->vocab_size = h[3];
     cfg->num_layers = h[4];
@@ -84,9 +173,12 @@ gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
     uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES];
     size_t got = fread(hdr, 1, sizeof hdr, fp);
     gt_gpt2_config cfg = {0};
-    GT_TRY_GOTO(err, gt_gpt2_ckpt_header_parse(hdr, got, &cfg), fail);
+    int version = 0;
+    GT_TRY_GOTO(err, gt_gpt2_ckpt_header_parse(hdr, got, &cfg, &version), fail);
     size_t sizes[GT_GPT2_NUM_TENSORS];
-    uint64_t want = GT_GPT2_CKPT_HEADER_BYTES + (uint64_t)gt_gpt2_param_sizes(&cfg, sizes) * 4;
+    uint64_t nparams = gt_gpt2_param_sizes(&cfg, sizes);
+    uint64_t want = GT_GPT2_CKPT_HEADER_BYTES +
+                    nparams * (version == GT_GPT2_CKPT_VERSION_BF16 ? 2 : 4);
     GT_ENSURE_GOTO(err, size >= want, fail, GT_E_TRUNCATED,
                    "%llu bytes, but the header's config needs %llu", (unsigned long long)size,
                    (unsigned long long)want);
@@ -95,9 +187,15 @@ gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path)
                    (unsigned long long)size, (unsigned long long)want);
     GT_TRY_GOTO(err, gt_gpt2_create(&m, dev, &cfg), fail);
     GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), fail);
-    GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), 0,
-                                             want - GT_GPT2_CKPT_HEADER_BYTES, h),
-                fail);
+    if (version == GT_GPT2_CKPT_VERSION_BF16) {
+        GT_TRY_GOTO(err, bf16_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), nparams,
+                                             h),
+                    fail);
+    } else {
+        GT_TRY_GOTO(err, gt_train_file_to_device(fp, path, dev, gt_gpt2_internal_params(m), 0,
+                                                 nparams * 4, h),
+                    fail);
+    }
     uint8_t sha[GT_WEIGHTS_SHA_BYTES];
     GT_TRY_GOTO(err, gt_hash_final(h, sha), fail);
     gt_gpt2_internal_set_file_sha(m, sha);
@@ -112,12 +210,12 @@ fail:
     return gt_err_wrap(err, "checkpoint %s", path);
 }
 
-gt_err gt_gpt2_save(gt_gpt2 *m, const char *path)
+static gt_err save_as(gt_gpt2 *m, const char *path, int version)
 {
     const gt_gpt2_config *c = gt_gpt2_get_config(m);
     uint8_t hdr[GT_GPT2_CKPT_HEADER_BYTES] = {0};
     gt_writer w = gt_writer_init_fixed(hdr, sizeof hdr);
-    int32_t h[8] = {GT_GPT2_CKPT_MAGIC, GT_GPT2_CKPT_VERSION, c->max_seq_len, c->vocab_size,
+    int32_t h[8] = {GT_GPT2_CKPT_MAGIC, version, c->max_seq_len, c->vocab_size,
                     c->num_layers, c->num_heads, c->channels, c->padded_vocab_size};
     for (int i = 0; i < 8; i++) {
         GT_TRY(gt_writer_i32le(&w, h[i]));
@@ -131,11 +229,16 @@ gt_err gt_gpt2_save(gt_gpt2 *m, const char *path)
         return err;
     }
     uint8_t sha[GT_WEIGHTS_SHA_BYTES];
+    gt_device *dev = gt_gpt2_internal_device(m);
+    uint64_t n = gt_gpt2_num_params(m);
     GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, sizeof hdr), fail);
-    GT_TRY_GOTO(err, gt_train_device_to_file(&f, gt_gpt2_internal_device(m),
-                                             gt_gpt2_internal_params(m), 0,
-                                             (uint64_t)gt_gpt2_num_params(m) * 4, hc),
-                fail);
+    if (version == GT_GPT2_CKPT_VERSION_BF16) {
+        GT_TRY_GOTO(err, device_to_bf16_file(&f, dev, gt_gpt2_internal_params(m), n, hc), fail);
+    } else {
+        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, gt_gpt2_internal_params(m), 0, n * 4,
+                                                 hc, false),
+                    fail);
+    }
     GT_TRY_GOTO(err, gt_hash_final(hc, sha), fail);
     gt_hash_free(hc);
     GT_TRY(gt_atomic_file_commit(&f));
@@ -145,6 +248,16 @@ fail:
     gt_hash_free(hc);
     gt_atomic_file_abort(&f);
     return gt_err_wrap(err, "checkpoint %s", path);
+}
+
+gt_err gt_gpt2_save(gt_gpt2 *m, const char *path)
+{
+    return save_as(m, path, GT_GPT2_CKPT_VERSION);
+}
+
+gt_err gt_gpt2_save_bf16(gt_gpt2 *m, const char *path)
+{
+    return save_as(m, path, GT_GPT2_CKPT_VERSION_BF16);
 }
 
 // ---- training state ---------------------------------------------------------------------------
@@ -178,7 +291,7 @@ static gt_err state_header_build(gt_gpt2 *m, gt_loader_pos pos, bool has_moments
     return gt_writer_bytes(&w, prev, GT_WEIGHTS_SHA_BYTES);
 }
 
-gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
+static gt_err state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path, bool bf16)
 {
     gt_dbuf mb = 0, vb = 0;
     GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, false));
@@ -198,11 +311,12 @@ gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
     }
     gt_device *dev = gt_gpt2_internal_device(m);
     GT_TRY_GOTO(err, gt_atomic_file_write(&f, hdr, sizeof hdr), fail);
-    GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, gt_gpt2_internal_params(m), 0, n * 4, h),
+    GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, gt_gpt2_internal_params(m), 0, n * 4, h,
+                                             bf16),
                 fail);
     if (mb != 0) {
-        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, mb, 0, n * 4, NULL), fail);
-        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, vb, 0, n * 4, NULL), fail);
+        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, mb, 0, n * 4, NULL, false), fail);
+        GT_TRY_GOTO(err, gt_train_device_to_file(&f, dev, vb, 0, n * 4, NULL, false), fail);
     }
     GT_TRY_GOTO(err, gt_hash_final(h, weights), fail);
     GT_TRY_GOTO(err, state_header_build(m, pos, mb != 0, weights, prev, hdr), fail);
@@ -215,6 +329,16 @@ fail:
     gt_hash_free(h);
     gt_atomic_file_abort(&f);
     return gt_err_wrap(err, "training state %s", path);
+}
+
+gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path)
+{
+    return state_save(m, pos, path, false);
+}
+
+gt_err gt_train_state_save_bf16(gt_gpt2 *m, gt_loader_pos pos, const char *path)
+{
+    return state_save(m, pos, path, true);
 }
 
 typedef struct {
@@ -352,8 +476,8 @@ gt_err gt_train_resume(gt_gpt2 *m, gt_loader_pos *pos, const char *path, gt_resu
     if (sh.version < 2) {
         info->outcome = GT_RESUME_LEGACY;
     } else if (gt_ct_equal(sh.weights, info->ckpt_sha, GT_WEIGHTS_SHA_BYTES)) {
+        // The state's own parameters: the same as CKPT's, or (bf16 CKPT) their exact values.
         info->outcome = GT_RESUME_MATCHED;
-        params = false;  // the same bytes
     } else if (!gt_ct_equal(sh.prev, zero, GT_WEIGHTS_SHA_BYTES) &&
                gt_ct_equal(sh.prev, info->ckpt_sha, GT_WEIGHTS_SHA_BYTES)) {
         info->outcome = GT_RESUME_STATE_AHEAD;

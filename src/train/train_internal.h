@@ -20,7 +20,8 @@ bool gt_gpt2_internal_file_sha(const gt_gpt2 *m, uint8_t sha[GT_WEIGHTS_SHA_BYTE
 // into h on the way when h is not NULL.
 gt_err gt_train_file_to_device(FILE *fp, const char *path, gt_device *dev, gt_dbuf buf,
                                uint64_t offset, uint64_t len, gt_hash_ctx *h);
+// hash_bf16: h gets the fp32 values rounded to bf16 (and back), what a bf16 checkpoint holds.
 gt_err gt_train_device_to_file(gt_atomic_file *f, gt_device *dev, gt_dbuf buf, uint64_t offset,
-                               uint64_t len, gt_hash_ctx *h);
+                               uint64_t len, gt_hash_ctx *h, bool hash_bf16);
 
 #endif

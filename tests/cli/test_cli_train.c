@@ -377,6 +377,42 @@ static void resume_refuses_changed_checkpoint(void **state)
                            NULL};
     assert_int_equal(gt_test_run_cli(NULL, alone), 64);
 }
+// --out-bf16: llm.c's version 5 file (half the payload), and a resume from it continues with
+// the losses of an uninterrupted run (the state keeps the exact weights).
+static void bf16_checkpoint_and_resume(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "half.bin"));
+    const char *first[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
+                           "--out-bf16", "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
+    assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_buf f = {0};
+    GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
+    gt_buf g = {0};
+    GT_ASSERT_OK(gt_file_read_all(MODEL, 64u << 20, &g));
+    assert_int_equal(f.data[4], 5);  // version 5
+    assert_int_equal(f.len - 1024, (g.len - 1024) / 2);
+    gt_buf_free(&f);
+    gt_buf_free(&g);
+    const char *resume[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq",
+                            "8", "--steps", "4", "--threads", "1", "--plot", "none",
+                            "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
+    const char *full[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                          "8", "--steps", "4", "--threads", "1", "--plot", "none", "--shuffle",
+                          "on", "--seed", "5", "--schedule", "constant", NULL};
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, resume), 0);
+    assert_null(strstr((char *)a.data, "warning"));
+    assert_int_equal(gt_test_run_cli(&b, full), 0);
+    float la[2], lb[4];
+    assert_int_equal(parse_losses((char *)a.data, 2, la, 2), 2);
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, 4), 4);
+    assert_memory_equal(la, lb + 2, sizeof la);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+}
 
 int main(void)
 {
@@ -388,6 +424,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_refuses_changed_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(bf16_checkpoint_and_resume, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
