@@ -17,6 +17,10 @@
 // count uint16 little-endian tokens. The file is exactly 1024 + 2 * count bytes.
 #define GT_SHARD_MAGIC 20240520
 #define GT_SHARD_VERSION 1
+// Named when seen, never read: llm.c's llama-3 shards (same magic, version 7, uint32 tokens) and
+// its evaluation files (dev/data/hellaswag.py, mmlu.py: magic 20240522).
+#define GT_SHARD_VERSION_LLAMA3 7
+#define GT_SHARD_EVAL_MAGIC 20240522
 #define GT_SHARD_HEADER_INTS 256
 #define GT_SHARD_HEADER_BYTES (GT_SHARD_HEADER_INTS * 4)
 

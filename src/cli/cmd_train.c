@@ -279,12 +279,27 @@ typedef struct {
     int n;
 } shard_set;
 
-static gt_err load_shards(gt_device *dev, const char *const *paths, int n, shard_set *s)
+// Each shard on its own first: an error names the file and the flag it came from, and a shard
+// too small for one batch is an error (llm.c's loader would skip it without a word).
+static gt_err load_shards(gt_device *dev, const char *flag, const char *const *paths, int n,
+                          const train_opts *o, int V, shard_set *s)
 {
+    uint64_t need = (uint64_t)o->B * (uint64_t)o->T + 1;
     for (int i = 0; i < n; i++) {
         // Token data is holder data: the trainer never reads it back.
-        GT_TRY(gt_shard_to_device(dev, paths[i], GT_DBUF_NO_READBACK, &s->bufs[i], &s->ntok[i]));
+        GT_TRY(gt_err_wrap(gt_shard_to_device(dev, paths[i], GT_DBUF_NO_READBACK, &s->bufs[i],
+                                              &s->ntok[i]),
+                           "%s", flag));  // the reader's message names the file
         s->n = i + 1;
+        GT_ENSURE(s->ntok[i] >= need, GT_E_ARG,
+                  "%s %s: %llu tokens, fewer than one batch of --batch %d x --seq %d + 1 = %llu",
+                  flag, paths[i], (unsigned long long)s->ntok[i], o->B, o->T,
+                  (unsigned long long)need);
+        gt_loader *one = NULL;
+        GT_TRY(gt_err_wrap(gt_loader_create(&one, dev, &s->bufs[i], &s->ntok[i], 1, o->B, o->T, V,
+                                            false, 0),
+                           "%s %s", flag, paths[i]));
+        gt_loader_free(one);
     }
     return GT_OK;
 }
@@ -425,11 +440,11 @@ static gt_err setup(const train_opts *o, train_run *r)
     const gt_gpt2_config *cfg = gt_gpt2_get_config(r->m);
     GT_ENSURE(o->T <= cfg->max_seq_len, GT_E_ARG, "--seq %d exceeds the model's max_seq_len %d",
               o->T, cfg->max_seq_len);
-    GT_TRY(load_shards(r->dev, o->data, o->ndata, &r->data));
+    GT_TRY(load_shards(r->dev, "--data", o->data, o->ndata, o, cfg->vocab_size, &r->data));
     GT_TRY(gt_loader_create(&r->train, r->dev, r->data.bufs, r->data.ntok, (size_t)r->data.n,
                             o->B, o->T, cfg->vocab_size, o->shuffle, o->seed));
     if (o->nval > 0) {
-        GT_TRY(load_shards(r->dev, o->val, o->nval, &r->vdata));
+        GT_TRY(load_shards(r->dev, "--val-data", o->val, o->nval, o, cfg->vocab_size, &r->vdata));
         GT_TRY(gt_loader_create(&r->val, r->dev, r->vdata.bufs, r->vdata.ntok,
                                 (size_t)r->vdata.n, o->B, o->T, cfg->vocab_size, false, 0));
     }

@@ -413,6 +413,42 @@ static void bf16_checkpoint_and_resume(void **state)
     gt_buf_free(&a);
     gt_buf_free(&b);
 }
+// Shard errors name the file and its flag; a shard too small for one batch is an error, not
+// skipped, for --data among others and for --val-data; other llm.c files are named.
+static void shard_errors_name_file_and_flag(void **state)
+{
+    (void)state;
+    char tiny[512], eval[512];
+    GT_ASSERT_OK(gt_path_join(tiny, sizeof tiny, dir, "tiny.bin"));
+    GT_ASSERT_OK(gt_path_join(eval, sizeof eval, dir, "hellaswag_val.bin"));
+    uint16_t tok[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    GT_ASSERT_OK(gt_shard_write(tiny, tok, 10));
+    uint8_t hdr[1024] = {0};
+    gt_store_u32le(hdr, 20240522);
+    gt_store_u32le(hdr + 4, 1);
+    GT_ASSERT_OK(gt_file_write_atomic(eval, hdr, sizeof hdr, 0644));
+    struct {
+        const char *flag, *file, *expect;
+    } rows[] = {
+        {"--data", tiny, "--data %s: 10 tokens, fewer than one batch of --batch 2 x --seq 8 + 1"},
+        {"--val-data", tiny, "--val-data %s: 10 tokens"},
+        {"--data", eval, "--data: %s: shard: bad magic 20240522: an llm.c evaluation file"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        bool val = strcmp(rows[i].flag, "--val-data") == 0;
+        const char *args[] = {"train", "--init", MODEL, "--data", shard, val ? "--val-data" : "--data",
+                              rows[i].file, "--batch", "2", "--seq", "8", "--steps", "1",
+                              "--threads", "1", "--plot", "none", NULL};
+        gt_buf o = {0};
+        assert_int_equal(gt_test_run_cli(&o, args), 1);
+        char want[1200];
+        snprintf(want, sizeof want, rows[i].expect, rows[i].file);
+        if (strstr((char *)o.data, want) == NULL) {
+            fail_msg("row %zu: expected '%s' in: %s", i, want, (char *)o.data);
+        }
+        gt_buf_free(&o);
+    }
+}
 
 int main(void)
 {
@@ -425,6 +461,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_refuses_changed_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(bf16_checkpoint_and_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
