@@ -200,6 +200,17 @@ GT_MUST_USE gt_err gt_train_state_save_bf16(gt_gpt2 *m, gt_loader_pos pos, const
 // error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
 
+// What a state file's header says, for inspect (the header only; sizes checked against it).
+typedef struct {
+    uint32_t version;
+    gt_gpt2_config cfg;
+    uint64_t step, nparams;
+    gt_loader_pos pos;
+    bool has_moments, size_ok;
+    uint8_t weights_sha[GT_WEIGHTS_SHA_BYTES], prev_sha[GT_WEIGHTS_SHA_BYTES];  // version 2
+} gt_train_state_summary;
+GT_MUST_USE gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out);
+
 // Resuming a model loaded with gt_gpt2_load(CKPT) from CKPT.state: what the two files say.
 typedef enum {
     GT_RESUME_MATCHED = 0,  // CKPT holds the weights the state was saved with (the state's
