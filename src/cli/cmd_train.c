@@ -100,6 +100,7 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
+// long_opts lists the options in this order: a bad value's message finds the name by index.
 enum {
     O_INIT = 1000, O_INIT_RANDOM, O_RESUME, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_MAXSEQ,
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
@@ -112,7 +113,6 @@ static const struct option long_opts[] = {
     {"init", required_argument, NULL, O_INIT},
     {"init-random", no_argument, NULL, O_INIT_RANDOM},
     {"resume", required_argument, NULL, O_RESUME},
-    {"resume-reset-optimizer", no_argument, NULL, O_RESUME_RESET},
     {"layers", required_argument, NULL, O_LAYERS},
     {"channels", required_argument, NULL, O_CHANNELS},
     {"heads", required_argument, NULL, O_HEADS},
@@ -142,9 +142,10 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, O_THREADS},
     {"out", required_argument, NULL, O_OUT},
     {"save-every", required_argument, NULL, O_SAVE_EVERY},
-    {"out-bf16", no_argument, NULL, O_OUT_BF16},
     {"log-json", required_argument, NULL, O_LOG_JSON},
     {"plot", required_argument, NULL, O_PLOT},
+    {"resume-reset-optimizer", no_argument, NULL, O_RESUME_RESET},
+    {"out-bf16", no_argument, NULL, O_OUT_BF16},
     {NULL, 0, NULL, 0},
 };
 
