@@ -1,9 +1,10 @@
 // gputravel inspect FILE for the plain files an llm.c user brings: checkpoints (v3 fp32, v5
-// bf16), token shards (v1; llama-3 and evaluation files named), tokenizer files, and our
-// training state. Each inspector fills one JSON object; text mode prints the same fields.
+// bf16), token shards (v1; llama-3 and evaluation files named), tokenizer files, our training
+// state, and a holder's ledger. Each inspector fills one JSON object; text mode prints the same fields.
 #include "cli.h"
 
 #include <gputravel/data.h>
+#include <gputravel/holder.h>
 #include <gputravel/train.h>
 
 #include <stdlib.h>
@@ -148,6 +149,22 @@ static gt_err inspect_state(const char *path, cJSON *o)
     return GT_OK;
 }
 
+// Verified whole (every hash and signature), as `gputravel ledger verify` does.
+static gt_err inspect_ledger(const char *path, cJSON *o)
+{
+    gt_ledger_summary sum;
+    GT_TRY(gt_ledger_verify_file(path, NULL, NULL, &sum));
+    char hex[2 * GT_SHA256_BYTES + 1];
+    cJSON_AddStringToObject(o, "kind", "holder_ledger");
+    cJSON_AddNumberToObject(o, "entries", (double)sum.entries);
+    gt_hex_encode(hex, sizeof hex, sum.head, sizeof sum.head);
+    cJSON_AddStringToObject(o, "head_sha256", hex);
+    gt_hex_encode(hex, sizeof hex, sum.holder_key, sizeof sum.holder_key);
+    cJSON_AddStringToObject(o, "holder_ed25519", hex);
+    cJSON_AddBoolToObject(o, "verified", true);
+    return GT_OK;
+}
+
 static void print_text(const cJSON *o, int indent)
 {
     for (const cJSON *c = o->child; c != NULL; c = c->next) {
@@ -187,6 +204,10 @@ int gt_cli_inspect_plain_file(const char *path, bool json)
     case GT_TOKENIZER_MAGIC: e = inspect_tokenizer(path, o); break;
     case GT_TRAIN_STATE_MAGIC: e = inspect_state(path, o); break;
     default:
+        if (n >= 7 && memcmp(head, "{\"seq\":", 7) == 0) {
+            e = inspect_ledger(path, o);
+            break;
+        }
         cJSON_Delete(o);
         return -1;  // not one of these: the caller tries the sealed formats
     }

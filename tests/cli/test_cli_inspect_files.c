@@ -6,6 +6,8 @@
 #include "gpt2_fixture.h"
 
 #include <gputravel/data.h>
+#include <gputravel/holder.h>
+#include <gputravel/seal.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -137,10 +139,43 @@ static void every_plain_file_kind(void **state)
     gt_test_rmtree(dir);
 }
 
+// A holder's ledger: verified whole, entry count and holder key; a tampered one is an error.
+static void holder_ledger(void **state)
+{
+    (void)state;
+    char dir[256], keys[512], path[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(keys, sizeof keys, dir, "keys"));
+    GT_ASSERT_OK(gt_path_join(path, sizeof path, dir, "ledger.log"));
+    GT_ASSERT_OK(gt_keydir_generate(keys, false, NULL));
+    gt_holder_keys hk;
+    GT_ASSERT_OK(gt_keydir_load(keys, &hk));
+    gt_ledger *l = NULL;
+    GT_ASSERT_OK(gt_ledger_open(&l, path, hk.holder_sec));
+    GT_ASSERT_OK(gt_ledger_append(l, "refuse", NULL));
+    gt_ledger_close(l);
+    cJSON *j = inspect_json(path);
+    assert_string_equal(str(j, "kind"), "holder_ledger");
+    assert_true(num(j, "entries") == 2);  // genesis + one
+    char pub[65];
+    gt_hex_encode(pub, sizeof pub, hk.holder_pub, sizeof hk.holder_pub);
+    assert_string_equal(str(j, "holder_ed25519"), pub);
+    cJSON_Delete(j);
+    gt_holder_keys_wipe(&hk);
+    gt_buf raw = {0};
+    GT_ASSERT_OK(gt_file_read_all(path, 1u << 20, &raw));
+    raw.data[20] ^= 1;
+    GT_ASSERT_OK(gt_file_write_atomic(path, raw.data, raw.len, 0600));
+    gt_buf_free(&raw);
+    assert_int_equal(gt_test_run_cli(NULL, (const char *[]){"inspect", path, NULL}), 1);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_plain_file_kind),
+        cmocka_unit_test(holder_ledger),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
