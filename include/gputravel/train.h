@@ -210,6 +210,9 @@ typedef struct {
     uint8_t weights_sha[GT_WEIGHTS_SHA_BYTES], prev_sha[GT_WEIGHTS_SHA_BYTES];  // version 2
 } gt_train_state_summary;
 GT_MUST_USE gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out);
+// The same from the header's bytes (len: what there is of the first 160) and the file's size.
+GT_MUST_USE gt_err gt_train_state_describe_header(const uint8_t *hdr, size_t len,
+                                                  uint64_t file_size, gt_train_state_summary *out);
 
 // Resuming a model loaded with gt_gpt2_load(CKPT) from CKPT.state: what the two files say.
 typedef enum {

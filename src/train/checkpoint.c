@@ -394,17 +394,12 @@ static gt_err state_header_parse(const uint8_t *hdr, size_t len, const gt_gpt2_c
     return GT_OK;
 }
 
-gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out)
+gt_err gt_train_state_describe_header(const uint8_t *hdr, size_t len, uint64_t file_size,
+                                      gt_train_state_summary *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *fp = NULL;
-    uint64_t size = 0;
-    GT_TRY(gt_file_open_regular(path, &fp, &size));
-    uint8_t hdr[STATE_HEADER_BYTES];
-    size_t got = fread(hdr, 1, sizeof hdr, fp);
-    fclose(fp);
-    // The config is in the header: parse it once for itself, then the rest against it.
-    gt_reader r = gt_reader_init(hdr, got);
+    // The config is in the header: read it once for itself, then the rest against it.
+    gt_reader r = gt_reader_init(hdr, len);
     uint32_t magic = 0;
     int32_t cf[6] = {0};
     GT_TRY(gt_reader_u32le(&r, &magic));
@@ -415,19 +410,32 @@ gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out)
     out->cfg = (gt_gpt2_config){.max_seq_len = cf[0], .vocab_size = cf[1],
                                 .padded_vocab_size = cf[2], .num_layers = cf[3],
                                 .num_heads = cf[4], .channels = cf[5]};
-    GT_ENSURE(magic == GT_TRAIN_STATE_MAGIC, GT_E_FORMAT, "%s: bad magic %#x", path, magic);
-    GT_TRY(gt_err_wrap(gt_gpt2_config_check(&out->cfg), "%s", path));
+    GT_ENSURE(magic == GT_TRAIN_STATE_MAGIC, GT_E_FORMAT, "bad magic %#x", magic);
+    GT_TRY(gt_gpt2_config_check(&out->cfg));
     size_t sizes[GT_GPT2_NUM_TENSORS];
     out->nparams = gt_gpt2_param_sizes(&out->cfg, sizes);
     state_header sh = {0};
-    GT_TRY(gt_err_wrap(state_header_parse(hdr, got, &out->cfg, out->nparams, &sh), "%s", path));
+    GT_TRY(state_header_parse(hdr, len, &out->cfg, out->nparams, &sh));
     out->step = sh.step;
     out->pos = sh.pos;
     out->has_moments = sh.has_moments != 0;
     memcpy(out->weights_sha, sh.weights, GT_WEIGHTS_SHA_BYTES);
     memcpy(out->prev_sha, sh.prev, GT_WEIGHTS_SHA_BYTES);
-    out->size_ok = size == sh.header_bytes + out->nparams * 4 * (out->has_moments ? 3 : 1);
+    // nparams <= 2^50 (config limits), so the product cannot wrap
+    out->size_ok = file_size == sh.header_bytes + out->nparams * 4 * (out->has_moments ? 3 : 1);
     return GT_OK;
+}
+
+gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *fp = NULL;
+    uint64_t size = 0;
+    GT_TRY(gt_file_open_regular(path, &fp, &size));
+    uint8_t hdr[STATE_HEADER_BYTES];
+    size_t got = fread(hdr, 1, sizeof hdr, fp);
+    fclose(fp);
+    return gt_err_wrap(gt_train_state_describe_header(hdr, got, size, out), "%s", path);
 }
 
 // Opens a state file and checks its header and size against m (nothing of m changes).
