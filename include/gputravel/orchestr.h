@@ -160,6 +160,7 @@ typedef struct {
 typedef struct {
     uint32_t steps_done;
     float final_loss;
+    int interrupted;  // the stop value that ended the run early (0: it ran its course)
     gt_collab_holder_report holders[GT_AGREEMENT_MAX_HOLDERS];
     // What left the TEE at the end: with output sealed_checkpoint, the sealed file's path and
     // size and how many recipients can open it; with loss_only, sealed is false.
@@ -195,6 +196,11 @@ typedef struct {
     // decide what leaves (device.h).
     void (*on_chunk)(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tokens, gt_gpt2 *model);
     void *ctx;
+    // May be NULL. Non-zero (e.g. gt_interrupt_flag(): the signal) stops training at the next
+    // step: the use in progress is committed as usual (the device-sealed resume state, the
+    // journal, the holder's confirmation) when a step of it ran, the final output is not sealed,
+    // and gt_collab_train returns GT_OK with report->interrupted set. Continue with resume.
+    const volatile int *stop;
 } gt_collab_config;
 
 // The program of one of gt_collab_train's steps under agreement a (kernels.h "programs"): what

@@ -257,6 +257,14 @@ GT_MUST_USE gt_err gt_parse_size(const char *s, uint64_t *out);
 void gt_format_size(char *out, size_t cap, uint64_t bytes);
 double gt_now_seconds(void);  // monotonic
 
+// Interrupts for long commands that stop cleanly (train, tokenize, seal): once installed, the
+// first SIGINT or SIGTERM only sets a flag that their loops read between units of work (a step,
+// a chunk); it also restores the default action, so a second one ends the process at once.
+void gt_interrupt_install(void);
+int gt_interrupted(void);  // the signal that asked to stop, 0 if none
+// The flag itself, for a library loop that takes a stop pointer (orchestr's collab config).
+const volatile int *gt_interrupt_flag(void);
+
 // ---------------------------------------------------------------------------------------------
 // Logging. main() sets the level and sink once, before any thread starts; library code logs
 // through gt_log and never prints otherwise.

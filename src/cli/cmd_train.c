@@ -379,6 +379,7 @@ typedef struct {
     FILE *log;
     float *curve, *vcurve;  // per step done: training loss, validation loss (NaN: none)
     int first, done;        // the step training starts from; steps done in this run
+    bool interrupted;       // stopped by a signal, saved (interrupted())
 } train_run;
 
 static gt_err open_model(const train_opts *o, train_run *r)
@@ -553,11 +554,31 @@ static gt_err validate_if_due(const train_opts *o, train_run *r, step_result *s)
     return GT_OK;
 }
 
+// Ctrl-C or SIGTERM between steps: the checkpoint and its state as at this step (with --out),
+// and how to go on.
+static gt_err interrupted(const train_opts *o, train_run *r, int step)
+{
+    const char *sig = strsignal(gt_interrupted());
+    if (o->out == NULL) {
+        return gt_errf(GT_E_STATE, "stopped by %s at step %d of %d; nothing saved (no --out)",
+                       sig, step, o->steps);
+    }
+    GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
+    fprintf(stderr, "gputravel train: stopped by %s at step %d of %d; saved %s and %s.state: "
+                    "continue with the same options and --resume %s (instead of --init)\n",
+            sig, step, o->steps, o->out, o->out, o->out);
+    r->interrupted = true;
+    return GT_OK;
+}
+
 // Every step from r->first to --steps, then the checkpoint and the loss plot.
 static gt_err run(const train_opts *o, train_run *r)
 {
     GT_TRY(setup(o, r));
     for (int step = r->first; step < o->steps; step++) {
+        if (gt_interrupted()) {
+            return interrupted(o, r, step);
+        }
         step_result s;
         GT_TRY(train_step(o, r, step, &s));
         print_step(o, &s);
@@ -567,7 +588,7 @@ static gt_err run(const train_opts *o, train_run *r)
             GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         }
     }
-    if (o->out != NULL) {
+    if (o->out != NULL && !r->interrupted) {
         GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         if (!gt_cli.quiet) {
             fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
@@ -620,8 +641,13 @@ int gt_cmd_train(int argc, char **argv)
     if (r == NULL) {
         return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
+    gt_interrupt_install();  // Ctrl-C saves and says how to resume (a second one kills)
     gt_err err = run(&o, r);
+    bool stopped = r->interrupted;
     train_free(r);
     free(r);
+    if (stopped) {
+        return 128 + gt_interrupted();
+    }
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

@@ -293,7 +293,7 @@ static gt_err run(ta_options *o, ta_run *r)
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = o->name,
         .state_dir = o->state_dir, .resume = o->resume, .on_step = on_step,
         .on_event = on_event, .ctx = &r->cv, .device_address = socket,
-        .sealed_path = o->sealed_out,
+        .sealed_path = o->sealed_out, .stop = gt_interrupt_flag(),
     };
     return gt_collab_train(&cfg, &r->rep);
 }
@@ -364,10 +364,21 @@ int gt_cli_train_agreement(int argc, char **argv)
     if (r == NULL) {
         return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
+    // Ctrl-C or SIGTERM stops at the next step with the use in progress committed (a second one
+    // ends the process at once).
+    gt_interrupt_install();
     gt_err err = run(&o, r);
     if (gt_is_ok(err)) {
         err = print_report(&o, r);
     }
+    int stopped = gt_is_ok(err) ? r->rep.interrupted : 0;
+    uint32_t steps = r->rep.steps_done;
     ta_free(r);
+    if (stopped) {
+        fprintf(stderr, "gputravel train: stopped by %s after step %u; the resume state is "
+                        "sealed in %s: run the same command with --resume to continue\n",
+                strsignal(stopped), steps, o.state_dir);
+        return 128 + stopped;
+    }
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
 }

@@ -90,7 +90,7 @@ static gt_err train_on_chunk(gt_gpt2 *model, const gt_collab_config *cfg, gt_dbu
     // The mean loss leaves only on the steps the agreement's outputs release it (every k-th,
     // counting from 0); on the others the device keeps it (the step reports NaN).
     const uint32_t every = a->outputs.loss ? (a->outputs.loss_every ? a->outputs.loss_every : 1) : 0;
-    for (uint32_t s = 0; s < k; s++) {
+    for (uint32_t s = 0; s < k && !(cfg->stop != NULL && *cfg->stop); s++) {
         double t0 = gt_now_seconds();
         float loss = NAN;
         bool release = every > 0 && (step0 + s) % every == 0;
@@ -462,14 +462,32 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
         GT_TRY_GOTO(err, err, out);
         GT_TRY_GOTO(err, erase, out);
         step += done;
+        bool stopping = cfg->stop != NULL && *cfg->stop;
+        if (stopping && done == 0) {
+            // Nothing of it was trained: no use to commit. The holder keeps it as sent and
+            // unconfirmed, which the next run's resend may recover.
+            report->interrupted = *cfg->stop;
+            event(cfg, "stopping before training on chunk %u of %s: its use is not recorded", c,
+                  a->holders[h].name);
+            break;
+        }
         // Commit: the sealed resume state first, then the journal record that counts the use.
         GT_TRY_GOTO(err, use_commit(model, &ds, sched, journal, hs.conns[h], step, h, c, counted),
                     out);
         event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
                    "device, use recorded", c, a->holders[h].name, done,
               (unsigned long long)trained);
+        if (stopping) {
+            report->interrupted = *cfg->stop;
+            event(cfg, "stopping at step %llu of %u as asked: the resume state is sealed",
+                  (unsigned long long)step, a->steps);
+            break;
+        }
     }
     report_finish(report, sched, a->holder_count, step, loss);
+    if (report->interrupted) {
+        goto out;  // no final output: the run goes on with resume
+    }
     GT_TRY_GOTO(err, seal_output(cfg, &ds, model, step, report), out);
 out:
     gt_secure_zero(signing_secret, sizeof signing_secret);

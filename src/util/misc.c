@@ -1,6 +1,8 @@
 // Sizes with binary suffixes, and a monotonic clock.
 #include <gputravel/util.h>
 
+#include <signal.h>
+
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -62,4 +64,29 @@ double gt_now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static volatile int interrupt_signal;
+
+static void on_interrupt(int sig)
+{
+    interrupt_signal = sig;
+    signal(sig, SIG_DFL);  // a second one is not asked twice
+}
+
+void gt_interrupt_install(void)
+{
+    interrupt_signal = 0;
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+}
+
+int gt_interrupted(void)
+{
+    return interrupt_signal;
+}
+
+const volatile int *gt_interrupt_flag(void)
+{
+    return &interrupt_signal;
 }

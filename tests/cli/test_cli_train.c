@@ -233,6 +233,55 @@ static void kill_during_training_then_resume(void **state)
     gt_buf_free(&b);
 }
 
+// Ctrl-C (SIGINT) stops between steps: the checkpoint and its state are saved as at that step,
+// the message says how to go on, the exit status is 128 + SIGINT, and --resume continues.
+static void sigint_saves_and_says_how_to_resume(void **state)
+{
+    (void)state;
+    char ck[512], st[600], log[600], steps_s[32];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "int.bin"));
+    snprintf(st, sizeof st, "%s.state", ck);
+    snprintf(log, sizeof log, "%s.log", ck);
+    gt_proc train;
+    gt_proc_spec spec = {
+        .argv = (char *[]){GT_CLI_PATH, "train", "--init", MODEL, "--data", shard, "--batch", "2",
+                           "--seq", "8", "--threads", "1", "--plot", "none", "--steps", "100000",
+                           "--out", ck, NULL},
+        .log_path = log};
+    GT_ASSERT_OK(gt_proc_spawn(&train, &spec));
+    gt_proc_ready ready = {.kind = GT_PROC_READY_LOG_LINE, .path = log, .text = "step 3/",
+                           .timeout_ms = 20000, .what = "gputravel train"};
+    GT_ASSERT_OK(gt_proc_wait_ready(&train, &ready));
+    assert_false(gt_path_exists(st));  // no --save-every: nothing saved yet
+    kill(train.pid, SIGINT);
+    int status = gt_proc_stop(&train, 20000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
+    gt_buf out = {0};
+    GT_ASSERT_OK(gt_file_read_all(log, 1 << 24, &out));
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    const char *said = strstr((char *)out.data, "stopped by Interrupt at step ");
+    if (said == NULL || strstr(said, "--resume") == NULL) {
+        fail_msg("no stop message with the resume hint:\n%s", (char *)out.data);
+    }
+    int k = atoi(said + strlen("stopped by Interrupt at step "));
+    assert_true(k >= 3);
+    gt_buf_free(&out);
+    assert_true(gt_path_exists(ck) && gt_path_exists(st));
+    snprintf(steps_s, sizeof steps_s, "%d", k + 2);
+    const char *resume[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq", "8",
+                            "--threads", "1", "--plot", "none", "--steps", steps_s, NULL};
+    gt_buf a = {0};
+    int rc = gt_test_run_cli(&a, resume);
+    if (rc != 0) {
+        fail_msg("resume after SIGINT failed (%d):\n%s", rc, (char *)a.data);
+    }
+    char want[32];
+    snprintf(want, sizeof want, "step %d/%d", k + 1, k + 2);
+    assert_non_null(strstr((char *)a.data, want));
+    gt_buf_free(&a);
+}
+
 static void bad_input_before_training(void **state)
 {
     (void)state;
@@ -456,6 +505,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(acceptance_command_matches_library, setup, teardown),
         cmocka_unit_test_setup_teardown(resume_through_cli, setup, teardown),
         cmocka_unit_test_setup_teardown(kill_during_training_then_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(sigint_saves_and_says_how_to_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),

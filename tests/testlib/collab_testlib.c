@@ -264,7 +264,7 @@ gt_err gt_tc_train(const gt_tc_train_opts *o, gt_collab_report *rep, gt_device_s
         .transfer = o->devd_socket ? GT_TRANSFER_TRAVEL : o->transfer,
         .attestor = o->attestor.collect ? o->attestor : gt_tc_toy_trainer(),
         .trainer_name = "trainer", .state_dir = o->state_dir, .resume = o->resume,
-        .on_step = o->on_step, .ctx = o->ctx,
+        .on_step = o->on_step, .ctx = o->ctx, .stop = o->stop,
     };
     gt_err err = gt_collab_train(&cfg, rep);
     if (stat != NULL && o->devd_socket != NULL) {

@@ -108,6 +108,7 @@ typedef struct {
     gt_device_attester device_attester;  // the trainer's hooks with devd (zero: the defaults)
     void (*on_step)(void *ctx, const gt_collab_step *s);
     void *ctx;
+    const volatile int *stop;    // gt_collab_config's stop (NULL: none)
 } gt_tc_train_opts;
 gt_err gt_tc_train(const gt_tc_train_opts *o, gt_collab_report *rep, gt_device_sim_stat *stat);
 
