@@ -112,6 +112,17 @@ void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out);
 // fills a->hash and keeps the bytes in a->doc.
 GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len);
 GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
+// The strict shape check gt_agreement_parse runs first (agreement_strict.c): every object holds
+// only the fields docs/agreement.md names, each once, each of its type, and all required ones.
+// The first problem is GT_E_FORMAT naming its JSON path ("training.warmup: unknown field",
+// "model.layers: expected an integer, got a string", "holders[1].name: field given twice").
+GT_MUST_USE gt_err gt_agreement_check_shape(const cJSON *doc);
+// Every shape problem of a document (untrusted bytes), not just the first: fn(ctx, "PATH: what")
+// for each, at most max (0: 1); *count: how many were reported. Errors only for a document that
+// is no JSON at all (GT_E_FORMAT) or too large (GT_E_LIMIT). For `gputravel agreement check`.
+typedef void (*gt_agreement_problem_fn)(void *ctx, const char *problem);
+GT_MUST_USE gt_err gt_agreement_lint(const uint8_t *doc, size_t len, gt_agreement_problem_fn fn,
+                                     void *ctx, unsigned max, unsigned *count);
 // The holder entry with this name, or NULL.
 const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name);
 // True when the agreement lists mode.
