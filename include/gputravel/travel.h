@@ -160,7 +160,18 @@ typedef struct {
 } gt_tee_attestor;
 
 // The callbacks for gt_channel_connect / gt_listener_accept, backed by t (borrowed).
+// Evidence goes out as GT_TLS_EVIDENCE_MAGIC || this side's agreement hash || the evidence
+// envelope: when the peer's evidence is authentic but its report_data binds this session under
+// the agreement hash it names instead of ours, the refusal says "different agreement: ours
+// 455b..., yours 69ed..." (a hint only: acceptance still needs our hash in its report_data).
 gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
+#define GT_TLS_EVIDENCE_MAGIC "GTAGEV01"
+#define GT_TLS_EVIDENCE_MAGIC_BYTES 8
+// Splits a peer's evidence message (untrusted; gt_reader): *evidence borrows msg. With the magic,
+// agreement receives the hash it names and *has_agreement is true (GT_E_TRUNCATED when the hash
+// is cut short); without it the whole message is the evidence (a peer that sends bare evidence).
+GT_MUST_USE gt_err gt_tls_evidence_split(const uint8_t *msg, size_t len, gt_span *evidence,
+                                         uint8_t agreement[GT_SHA256_BYTES], bool *has_agreement);
 
 // ---- the holder protocol --------------------------------------------------------------------
 // Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each
