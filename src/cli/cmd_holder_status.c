@@ -143,23 +143,28 @@ static gt_err take_entry(status *st, const cJSON *body)
 }
 
 // Entries are BODY ' ' HASH ' ' SIG '\n' (holder.h); BODY may hold spaces, HASH and SIG do not.
+// The bytes were verified just before, but are still read through gt_reader: they are a file.
 static gt_err read_entries(status *st, const gt_buf *b)
 {
-    size_t pos = 0;
-    while (pos < b->len) {
-        const uint8_t *nl = memchr(b->data + pos, '\n', b->len - pos);
-        size_t end = nl ? (size_t)(nl - b->data) : b->len;
-        size_t cut = end, spaces = 0;
-        while (cut > pos && spaces < 2) {
-            spaces += b->data[--cut] == ' ';
+    gt_reader r = gt_reader_init(b->data, b->len);
+    while (gt_reader_left(&r) > 0) {
+        const uint8_t *nl = memchr(r.data + r.pos, '\n', gt_reader_left(&r));
+        gt_span line;
+        GT_TRY(gt_reader_span(&r, nl ? (size_t)(nl - (r.data + r.pos)) : gt_reader_left(&r),
+                              &line));
+        if (nl != NULL) {
+            GT_TRY(gt_reader_skip(&r, 1));
+        }
+        size_t cut = line.len, spaces = 0;
+        while (cut > 0 && spaces < 2) {
+            spaces += line.data[--cut] == ' ';
         }
         GT_ENSURE(spaces == 2, GT_E_FORMAT, "ledger: an entry without hash and signature");
         cJSON *body = NULL;
-        GT_TRY(gt_json_parse((const char *)b->data + pos, cut - pos, &body));
+        GT_TRY(gt_json_parse((const char *)line.data, cut, &body));
         gt_err err = take_entry(st, body);
         cJSON_Delete(body);
         GT_TRY(err);
-        pos = end + 1;
     }
     return GT_OK;
 }
