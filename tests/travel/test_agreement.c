@@ -4,6 +4,7 @@
 #include <gputravel/travel.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KEY_A "1111111111111111111111111111111111111111111111111111111111111111"
@@ -321,7 +322,67 @@ static void lint_lists_every_problem(void **state)
                    GT_E_FORMAT);
 }
 
+// Every cut of a valid document is refused whole; every flipped byte is refused or, when it
+// still reads as an agreement (a digit changed), is another agreement with another hash.
+static void truncations_and_flips(void **state)
+{
+    (void)state;
+    char doc[4096];
+    // With optional fields too: a lenient reader would take a misspelled one as absent.
+    make_doc(doc, sizeof doc, NULL, NULL, NULL,
+             "\"allow_simulation\":true,\"transfer\":[\"travel\"],\"outputs\":{\"grad_norm\":false,"
+             "\"resume\":true,\"loss\":{\"every\":1,\"mantissa_bits\":23}},");
+    size_t n = strlen(doc);
+    gt_agreement *good = malloc(sizeof *good), *a = malloc(sizeof *a);
+    assert_non_null(good);
+    assert_non_null(a);
+    GT_ASSERT_OK(gt_agreement_parse(good, (const uint8_t *)doc, n));
+    for (size_t cut = 0; cut < n; cut++) {
+        gt_err e = gt_agreement_parse(a, (const uint8_t *)doc, cut);
+        if (gt_is_ok(e)) {
+            fail_msg("a document cut at %zu of %zu was accepted", cut, n);
+        }
+        assert_int_equal(a->holder_count, 0);
+    }
+    // Which bytes belong to a field name: a quoted string followed by ':'. (No two field names
+    // of one object differ in a single bit, so a flipped name is never another valid one.)
+    bool in_name[4096] = {false};
+    for (size_t i = 0; i < n; i++) {
+        if (doc[i] != '"') {
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && doc[j] != '"') {
+            j++;
+        }
+        for (size_t k = i + 1; k < j && j + 1 < n && doc[j + 1] == ':'; k++) {
+            in_name[k] = true;
+        }
+        i = j;
+    }
+    unsigned names = 0;
+    for (size_t i = 0; i < n; i++) {
+        char saved = doc[i];
+        doc[i] = (char)(doc[i] ^ 0x01);
+        gt_err e = gt_agreement_parse(a, (const uint8_t *)doc, n);
+        if (in_name[i] && gt_is_ok(e)) {
+            fail_msg("a flipped field name at %zu was accepted: %.40s", i, doc + i - 5);
+        }
+        names += in_name[i];
+        if (gt_is_ok(e)) {
+            assert_memory_not_equal(a->hash, good->hash, GT_SHA256_BYTES);
+        } else {
+            assert_int_equal(a->holder_count, 0);
+        }
+        doc[i] = saved;
+    }
+    assert_true(names > 200);  // the scan found the names
+    free(good);
+    free(a);
+}
+
 int main(void)
+
 
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +392,7 @@ int main(void)
         cmocka_unit_test(transfer_modes),
         cmocka_unit_test(strict_shape),
         cmocka_unit_test(lint_lists_every_problem),
+        cmocka_unit_test(truncations_and_flips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

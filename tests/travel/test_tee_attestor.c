@@ -252,6 +252,19 @@ static void different_agreement_or_stale(void **state)
     assert_true(has);
     assert_memory_equal(hint, a.hash, GT_SHA256_BYTES);
     assert_ptr_equal(body.data, mine.data + head);
+    // Every cut: refused only while the hint itself is incomplete, else split at the same place.
+    for (size_t cut = 0; cut <= mine.len; cut++) {
+        gt_err s = gt_tls_evidence_split(mine.data, cut, &body, hint, &has);
+        bool hinted = cut >= head;
+        if (cut >= GT_TLS_EVIDENCE_MAGIC_BYTES && cut < head) {
+            GT_ASSERT_CODE(s, GT_E_TRUNCATED);
+            continue;
+        }
+        GT_ASSERT_OK(s);
+        assert_int_equal(has, hinted);
+        assert_ptr_equal(body.data, mine.data + (hinted ? head : 0));
+        assert_int_equal(body.len, cut - (hinted ? head : 0));
+    }
     gt_buf_free_nowipe(&ev);
     gt_buf_free_nowipe(&mine);
     gt_policy_free(sim_ok);
