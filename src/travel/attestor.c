@@ -62,6 +62,16 @@ static const gt_measurement_list *peer_list(const gt_tee_attestor *t)
     }
 }
 
+static const char *role_name(gt_peer_role r)
+{
+    switch (r) {
+    case GT_PEER_TRAINER: return "trainer";
+    case GT_PEER_HOLDER: return "holder";
+    case GT_PEER_DEVICE: return "device";
+    default: return "peer";
+    }
+}
+
 // True when the evidence is authentic and its report_data is this very session's binding under
 // the agreement the peer named (theirs, not ours): the one reason it failed is the agreement.
 static bool binds_agreement(const gt_appraisal *ap, const uint8_t theirs[GT_SHA256_BYTES],
@@ -100,8 +110,10 @@ static gt_err appraise(void *ctx, const uint8_t *ev, size_t len,
             char ours_hex[2 * GT_SHA256_BYTES + 1], theirs_hex[2 * GT_SHA256_BYTES + 1];
             gt_hex_encode(ours_hex, sizeof ours_hex, t->agreement->hash, GT_SHA256_BYTES);
             gt_hex_encode(theirs_hex, sizeof theirs_hex, theirs, GT_SHA256_BYTES);
-            err = gt_errf(GT_E_POLICY, "different agreement: ours %.16s..., yours %.16s... (every "
-                          "party needs the same agreement file, byte for byte)", ours_hex, theirs_hex);
+            // The peer's role is named: a refused client reads this as the server's reason.
+            err = gt_errf(GT_E_POLICY, "different agreement: ours %.16s..., yours (the %s's) "
+                          "%.16s... (each party needs the same file, byte for byte)", ours_hex,
+                          role_name(t->peer_role), theirs_hex);
         } else {
             err = gt_errf(GT_E_POLICY, "%s evidence %s: %s", gt_tee_type_name(ap.type),
                           gt_verdict_name(ap.verdict), ap.reason_count ? ap.reasons[0] : "?");

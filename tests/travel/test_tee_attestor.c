@@ -144,7 +144,8 @@ static void accepted_and_refused_trainers(void **state)
     char ours[17], theirs[17], want[96];
     gt_hex_encode(ours, sizeof ours, a.hash, 8);
     gt_hex_encode(theirs, sizeof theirs, other.hash, 8);
-    snprintf(want, sizeof want, "different agreement: ours %s..., yours %s...", ours, theirs);
+    snprintf(want, sizeof want, "different agreement: ours %s..., yours (the trainer's) %s...",
+             ours, theirs);
     if (strstr(e.msg, want) == NULL) {
         fail_msg("expected '%s', got '%s'", want, e.msg);
     }
@@ -207,7 +208,8 @@ static void different_agreement_or_stale(void **state)
     char ours[17], theirs[17], want[96];
     gt_hex_encode(ours, sizeof ours, a.hash, 8);
     gt_hex_encode(theirs, sizeof theirs, other.hash, 8);
-    snprintf(want, sizeof want, "different agreement: ours %s..., yours %s...", ours, theirs);
+    snprintf(want, sizeof want, "different agreement: ours %s..., yours (the holder's) %s...",
+             ours, theirs);
     assert_non_null(strstr(e.msg, want));
     GT_ASSERT_OK(peer.appraise(peer.ctx, ev.data, ev.len, session));  // its own: accepted
 
