@@ -11,6 +11,7 @@
 #include <time.h>
 
 #define MAX_DATASETS 16
+#define MAX_AGREEMENTS 16
 #define LAST_SESSIONS 5
 #define LEDGER_MAX_BYTES (1ull << 30)
 
@@ -54,6 +55,12 @@ typedef struct {
     uint64_t other_datasets;  // entries of datasets beyond MAX_DATASETS (counted, not shown)
     session_row last[LAST_SESSIONS];
     uint64_t sessions;
+    // Sessions per agreement hash (grants name none: the sessions say which agreements ran).
+    struct {
+        char hash[65];
+        uint64_t sessions, last_time;
+    } agreements[MAX_AGREEMENTS];
+    uint32_t nagreements;
 } status;
 
 static dataset_stats *dataset_of(status *st, const char *id)
@@ -116,6 +123,17 @@ static gt_err take_entry(status *st, const cJSON *body)
         snprintf(r->agreement, sizeof r->agreement, "%.64s", str_of(detail, "agreement"));
         snprintf(r->dataset, sizeof r->dataset, "%.32s", str_of(detail, "dataset"));
         snprintf(r->appraisal, sizeof r->appraisal, "%.191s", str_of(detail, "appraisal"));
+        uint32_t i = 0;
+        while (i < st->nagreements && strcmp(st->agreements[i].hash, r->agreement) != 0) {
+            i++;
+        }
+        if (i == st->nagreements && i < MAX_AGREEMENTS) {
+            snprintf(st->agreements[st->nagreements++].hash, 65, "%s", r->agreement);
+        }
+        if (i < st->nagreements) {
+            st->agreements[i].sessions++;
+            st->agreements[i].last_time = when;
+        }
         return GT_OK;
     }
     bool grant = strcmp(kind, "grant") == 0, use = strcmp(kind, "use") == 0;
@@ -288,6 +306,14 @@ static cJSON *status_json(const status *st, const status_options *o, const gt_ag
         cJSON_AddItemToArray(ses, e);
     }
     cJSON_AddNumberToObject(j, "sessions", (double)st->sessions);
+    cJSON *ag = cJSON_AddArrayToObject(j, "agreements");
+    for (uint32_t i = 0; i < st->nagreements; i++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "agreement", st->agreements[i].hash);
+        cJSON_AddNumberToObject(e, "sessions", (double)st->agreements[i].sessions);
+        cJSON_AddNumberToObject(e, "last_time", (double)st->agreements[i].last_time);
+        cJSON_AddItemToArray(ag, e);
+    }
     return j;
 }
 
@@ -335,6 +361,18 @@ static void status_text(const status *st, const status_options *o, const gt_agre
     if (st->other_datasets) {
         printf("(%llu entries of further datasets not shown)\n",
                (unsigned long long)st->other_datasets);
+    }
+    for (uint32_t i = 0; i < st->nagreements; i++) {
+        char when[64];
+        format_time(st->agreements[i].last_time, when, sizeof when);
+        bool ours = false;
+        uint8_t h[GT_SHA256_BYTES];
+        if (a != NULL && gt_is_ok(gt_hex_decode_exact(h, sizeof h, st->agreements[i].hash))) {
+            ours = memcmp(h, a->hash, sizeof h) == 0;
+        }
+        printf("agreement %.16s...%s: %llu session(s), the last %s\n", st->agreements[i].hash,
+               a == NULL ? "" : ours ? " (this one)" : " (another)",
+               (unsigned long long)st->agreements[i].sessions, when);
     }
     uint64_t n = st->sessions < LAST_SESSIONS ? st->sessions : LAST_SESSIONS;
     printf("sessions: %llu%s\n", (unsigned long long)st->sessions, n ? "; the last:" : "");

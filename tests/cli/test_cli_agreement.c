@@ -404,7 +404,17 @@ static void holder_status(void **state)
                                                                  "agreement")), hash);
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ses, 1),
                                                                  "trainer")), "t2");
+    const cJSON *ags = cJSON_GetObjectItem(j, "agreements");  // one session under each
+    assert_int_equal(cJSON_GetArraySize(ags), 2);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ags, 0),
+                                                                 "agreement")), hash);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(ags, 1), "sessions")->valuedouble, 1);
     cJSON_Delete(j);
+    snprintf(d, sizeof d, "agreement %.16s... (this one): 1 session(s)", hash);
+    expect(0, d, (const char *[]){"holder", "status", "--ledger", ledger, "--agreement", g_agr,
+                                  NULL});
+    expect(0, "agreement 0000000000000000... (another): 1 session(s)",
+           (const char *[]){"holder", "status", "--ledger", ledger, "--agreement", g_agr, NULL});
 
     expect(0, "budget 6000, left 2000; max 1 use(s) per chunk",
            (const char *[]){"holder", "status", "--ledger", ledger, "--agreement", g_agr, NULL});
