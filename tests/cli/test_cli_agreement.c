@@ -209,6 +209,15 @@ static void init_writes_what_the_folders_say(void **state)
     snprintf(bad, sizeof bad, "alice=%s,%s,127.0.0.1:0", g_ka, g_dsa);
     expect(1, "port 1..65535",
            (const char *[]){"agreement", "init", "--holder", bad, "--out", other, NULL});
+    // What init writes is parsed first: two holders of one name, or of one dataset, are refused.
+    snprintf(bad, sizeof bad, "alice=%s,%s,127.0.0.1:7003", g_kb, g_dsb);
+    expect(1, "holder name 'alice' appears twice",
+           (const char *[]){"agreement", "init", "--holder", ha, "--holder", bad, "--out", other,
+                            NULL});
+    snprintf(bad, sizeof bad, "carol=%s,%s,127.0.0.1:7003", g_ka, g_dsa);
+    expect(1, "holders 'alice' and 'carol' name the same dataset",
+           (const char *[]){"agreement", "init", "--holder", ha, "--holder", bad, "--out", other,
+                            NULL});
     assert_false(gt_path_exists(other));
     expect(64, "--holder", (const char *[]){"agreement", "init", "--out", other, NULL});
     expect(64, "unknown transfer mode", (const char *[]){"agreement", "init", "--holder", ha,
