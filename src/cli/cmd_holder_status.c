@@ -123,6 +123,7 @@ static gt_err take_entry(status *st, const cJSON *body)
         snprintf(r->agreement, sizeof r->agreement, "%.64s", str_of(detail, "agreement"));
         snprintf(r->dataset, sizeof r->dataset, "%.32s", str_of(detail, "dataset"));
         snprintf(r->appraisal, sizeof r->appraisal, "%.191s", str_of(detail, "appraisal"));
+        (void)dataset_of(st, r->dataset);  // a dataset served, even with nothing released yet
         uint32_t i = 0;
         while (i < st->nagreements && strcmp(st->agreements[i].hash, r->agreement) != 0) {
             i++;
@@ -425,6 +426,9 @@ static gt_err run(const status_options *o, status *st, gt_agreement *a, gt_manif
     if (o->dataset != NULL) {
         GT_TRY(gt_manifest_load(m, o->dataset));
         *have_m = true;
+        char id[2 * GT_DATASET_ID_BYTES + 1];
+        gt_hex_encode(id, sizeof id, m->dataset_id, sizeof m->dataset_id);
+        (void)dataset_of(st, id);  // listed first, released or not
     }
     gt_buf b = {0};
     GT_TRY(gt_file_read_all(o->ledger, LEDGER_MAX_BYTES, &b));

@@ -407,6 +407,11 @@ static void holder_status(void **state)
             fail_msg("%s: %g, want %g", want[i].k, v ? v->valuedouble : -1, want[i].v);
         }
     }
+    // A dataset a session names is listed even with nothing released (no holder names it).
+    const cJSON *ds2 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "datasets"), 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(ds2, "dataset")), other_id);
+    assert_int_equal(cJSON_GetObjectItem(ds2, "grants")->valuedouble, 0);
+    assert_null(cJSON_GetObjectItem(ds2, "holder"));
     const cJSON *ses = cJSON_GetObjectItem(j, "last_sessions");
     assert_int_equal(cJSON_GetArraySize(ses), 2);
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(ses, 0),
