@@ -49,6 +49,12 @@ GT_MUST_USE gt_err gt_hkdf(gt_hash_alg alg, uint8_t *out, size_t out_len, const 
                            size_t ikm_len, const uint8_t *salt, size_t salt_len,
                            const uint8_t *info, size_t info_len);
 
+// ---- AES-128-CMAC (RFC 4493; SGX key derivation and report MACs) ---------------------------
+#define GT_AES128_KEY_BYTES 16
+#define GT_CMAC_BYTES 16
+GT_MUST_USE gt_err gt_aes128_cmac(uint8_t out[GT_CMAC_BYTES], const void *data, size_t len,
+                                  const uint8_t key[GT_AES128_KEY_BYTES]);
+
 // ---- AES-256-GCM, one-shot ------------------------------------------------------------------
 // Seals pt into ct (ct_cap >= pt_len + GT_AEAD_TAG_BYTES; the tag is appended).
 GT_MUST_USE gt_err gt_aead_seal(uint8_t *ct, size_t ct_cap, size_t *ct_len, const uint8_t *pt,
@@ -131,6 +137,26 @@ GT_MUST_USE gt_err gt_pkey_sign(const gt_pkey *key, gt_hash_alg digest_alg, gt_b
 GT_MUST_USE gt_err gt_pkey_verify(const gt_pkey *key, gt_hash_alg digest_alg, const uint8_t *sig,
                                   size_t sig_len, const void *msg, size_t len);
 void gt_pkey_free(gt_pkey *key);
+
+// ---- RSA with little-endian integers (SGX SIGSTRUCTs) ---------------------------------------
+// Moduli, signatures and quotients are len-byte little-endian integers, as a SIGSTRUCT stores
+// them. PKCS#1 v1.5 with a SHA-256 DigestInfo; the digest is computed by the caller.
+#define GT_RSA3072_BYTES 384
+// GT_E_AUTH when sig is not a valid signature of digest under (n, e), including sig >= n.
+GT_MUST_USE gt_err gt_rsa_le_verify_sha256(const uint8_t *sig_le, const uint8_t *n_le, size_t len,
+                                           uint32_t e, const uint8_t digest[GT_SHA256_BYTES]);
+// q1 = floor(s^2 / n) and q2 = floor((s^3 - q1*s*n) / n) (the SDM's EINIT helpers), len bytes
+// each. GT_E_ARG unless 0 <= s < n.
+GT_MUST_USE gt_err gt_rsa_le_q1q2(uint8_t *q1_le, uint8_t *q2_le, const uint8_t *sig_le,
+                                  const uint8_t *n_le, size_t len);
+// An RSA key's modulus (len bytes; GT_E_LIMIT if it does not fit), public exponent (UINT64_MAX
+// if above 64 bits) and modulus size in bits. GT_E_ARG for a key of another type.
+GT_MUST_USE gt_err gt_pkey_rsa_public_le(const gt_pkey *key, uint8_t *n_le, size_t len,
+                                         uint64_t *e, unsigned *bits);
+// Signs digest with an RSA private key; len must be the modulus size in bytes.
+GT_MUST_USE gt_err gt_pkey_rsa_sign_sha256_le(const gt_pkey *key,
+                                              const uint8_t digest[GT_SHA256_BYTES],
+                                              uint8_t *sig_le, size_t len);
 
 // ---- X.509 ----------------------------------------------------------------------------------
 // A certificate chain check at a given time (evidence collateral expires; --at sets the time).

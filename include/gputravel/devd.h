@@ -28,9 +28,12 @@ typedef struct {
     const char *client_root;      // root for client evidence, PEM (NULL: the sim root's public key)
     const volatile sig_atomic_t *stop;  // may be NULL; checked between sessions
     uint64_t max_sessions;     // 0: unlimited
-    int idle_timeout_ms;       // a silent client is dropped after this (0: never)
+    int idle_timeout_ms;       // a silent client is dropped after this (0 or -1: never;
+                               // `gputravel devd` defaults to GT_DEVD_DEFAULT_IDLE_TIMEOUT_MS)
 } gt_devd_config;
 #define GT_DEVD_DEFAULT_MEM (1ull << 30)
 GT_MUST_USE gt_err gt_devd_run(const gt_devd_config *cfg);
+
+#define GT_DEVD_DEFAULT_IDLE_TIMEOUT_MS 300000
 
 #endif

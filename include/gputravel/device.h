@@ -222,6 +222,9 @@ typedef struct {
             uint64_t trip;    // the holder session that allocated it on a trip (0: none)
             uint64_t loaded;  // end of the furthest chunk authenticated into it on that trip
         } devd;
+        struct {
+            uint64_t ipc_bytes;  // exportable: the 2 MiB multiple cudaMalloc'd (0: not exportable)
+        } cuda;
     } ext;
     gt_label label;  // whose data it holds or was computed from ("labels" below)
 } gt_buftab_entry;

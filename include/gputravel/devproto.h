@@ -11,9 +11,13 @@
 // then the body. Frames are at most GT_SIM_MAX_FRAME bytes; a longer length ends the session.
 //
 // Handshake (plaintext frames; DESIGN.md §4):
-//   client -> devd  CLIENT_HELLO  version, client nonce, client X25519 public key, agreement
-//                                 hash, client evidence (report_data = gt_attest_report_data_build
-//                                 (tag_c, nonce, client pub, agreement hash))
+//   devd -> client  CHALLENGE     version, devd nonce: fresh per connection, sent on accept
+//   client -> devd  CLIENT_HELLO  version, client nonce, the devd nonce, client X25519 public
+//                                 key, agreement hash, client evidence (report_data =
+//                                 gt_attest_report_data_build(tag_c, client nonce || devd nonce,
+//                                 client pub, agreement hash)): a hello replayed from another
+//                                 connection binds another devd nonce and is refused before its
+//                                 evidence is appraised
 //   devd -> client  SERVER_HELLO  version, devd X25519 public key, bounce layout, memory limit,
 //                                 devd evidence (report_data = gt_attest_report_data_build(tag_d,
 //                                 client nonce, devd pub, SHA-512(CLIENT_HELLO body || u32le
@@ -60,7 +64,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 1u
+#define GT_SIM_VERSION 2u  // 2: devd's CHALLENGE nonce bound into the client's evidence
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -83,14 +87,20 @@ enum {
     GT_SIM_MSG_CLIENT_HELLO = 0x4801,
     GT_SIM_MSG_SERVER_HELLO = 0x4802,
     GT_SIM_MSG_REFUSE = 0x4803,
+    GT_SIM_MSG_CHALLENGE = 0x4804,
 };
 
-// u16 type, u16 version, nonce[32], pub[32], agreement[32], u32 evidence_len, evidence
-#define GT_SIM_CLIENT_HELLO_FIXED (2 + 2 + GT_SIM_NONCE_BYTES + GT_X25519_BYTES + \
+// u16 type, u16 version, nonce[32]
+#define GT_SIM_CHALLENGE_BYTES (2 + 2 + GT_SIM_NONCE_BYTES)
+
+// u16 type, u16 version, nonce[32], server_nonce[32], pub[32], agreement[32],
+// u32 evidence_len, evidence
+#define GT_SIM_CLIENT_HELLO_FIXED (2 + 2 + 2 * GT_SIM_NONCE_BYTES + GT_X25519_BYTES + \
                                    GT_SHA256_BYTES + 4)
 typedef struct {
     uint16_t version;
     uint8_t nonce[GT_SIM_NONCE_BYTES];
+    uint8_t server_nonce[GT_SIM_NONCE_BYTES];  // devd's CHALLENGE, echoed and attested
     uint8_t pub[GT_X25519_BYTES];
     uint8_t agreement[GT_SHA256_BYTES];
     gt_span evidence;  // borrowed from the frame
@@ -114,6 +124,8 @@ typedef struct {
     char msg[GT_SIM_MAX_STATUS_MSG + 1];
 } gt_sim_status;
 
+GT_MUST_USE gt_err gt_sim_challenge_write(gt_writer *w, const uint8_t nonce[GT_SIM_NONCE_BYTES]);
+GT_MUST_USE gt_err gt_sim_challenge_parse(gt_span body, uint8_t nonce[GT_SIM_NONCE_BYTES]);
 GT_MUST_USE gt_err gt_sim_client_hello_write(gt_writer *w, const gt_sim_client_hello *h);
 GT_MUST_USE gt_err gt_sim_client_hello_parse(gt_span body, gt_sim_client_hello *h);
 GT_MUST_USE gt_err gt_sim_server_hello_write(gt_writer *w, const gt_sim_server_hello *h);

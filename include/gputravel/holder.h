@@ -28,7 +28,67 @@ typedef struct {
     uint64_t entries;                 // including genesis
     uint8_t head[GT_SHA256_BYTES];    // hash of the last entry
     uint8_t holder_key[GT_ED25519_PUBLIC_BYTES];
+    bool anchored;                    // the last entry carries a rollback counter value
+    uint64_t counter;                 // that value (0 when not anchored)
 } gt_ledger_summary;
+
+// ---- rollback guard (docs/ledger.md "Rollback guard") -----------------------------------------
+// A monotonic counter outside the holder's disk that the ledger's head is anchored to: every
+// append batch carries the counter value it belongs to ("counter" in the entry body) and bumps
+// the counter once it is durable, so a ledger cut back, deleted, replaced or restored from an old
+// copy no longer matches the counter and the holder refuses to start. Specs:
+//   tpm:TCTI            a TPM 2.0 NV counter (TPMA_NV_COUNTER) at the default index
+//                       GT_ROLLBACK_TPM_DEFAULT_INDEX, through tpm2-tss ESAPI; TCTI is a tctildr
+//                       string: "device:/dev/tpmrm0" (a CVM's vTPM), "swtpm:host=H,port=P"
+//   tpm@0xINDEX:TCTI    the same at NV index INDEX (owner range 0x01800000-0x01BFFFFF)
+//   sim:PATH            a counter file: insecure-simulation, anchors nothing against anyone who
+//                       can write PATH
+//   none                no anchor (the ledger as before; `ledger verify` says so)
+// The TPM index is defined on first increment (owner hierarchy, empty auth, counter of 8 bytes).
+#define GT_ROLLBACK_TPM_DEFAULT_INDEX 0x01806774u
+
+typedef struct gt_rollback_guard gt_rollback_guard;  // opaque; not thread-safe (the ledger locks)
+typedef enum { GT_ROLLBACK_NONE, GT_ROLLBACK_SIM, GT_ROLLBACK_TPM } gt_rollback_kind;
+
+// Opens the guard a spec names (above). Opening reads nothing and defines nothing: a TPM guard
+// connects to its TPM. On failure *g is NULL.
+GT_MUST_USE gt_err gt_rollback_guard_open(gt_rollback_guard **g, const char *spec);
+// The counter's current value. *written is false (and *value 0) while the counter has never been
+// incremented: no TPM index yet, or one never written; no counter file yet.
+GT_MUST_USE gt_err gt_rollback_guard_read(gt_rollback_guard *g, uint64_t *value, bool *written);
+// Adds one to the counter (defining the TPM index first when there is none) and returns the new
+// value. A none guard refuses (GT_E_STATE).
+GT_MUST_USE gt_err gt_rollback_guard_increment(gt_rollback_guard *g, uint64_t *value);
+gt_rollback_kind gt_rollback_guard_kind(const gt_rollback_guard *g);
+// For reports: "tpm swtpm:host=...,port=... nv 0x01806774", "sim PATH (insecure-simulation)",
+// "none". A NULL guard is "none".
+const char *gt_rollback_guard_name(const gt_rollback_guard *g);
+// Tests only: called right before each increment, so a test can crash a process between an
+// entry's write and its counter's increment. NULL clears it.
+void gt_rollback_guard_set_test_hook(gt_rollback_guard *g, void (*hook)(void *ctx), void *ctx);
+void gt_rollback_guard_close(gt_rollback_guard *g);  // NULL is fine
+
+// A software TPM for a guard (Debian's swtpm: what tests and the demo use in place of a CVM's
+// vTPM): started on state_dir (created if missing) with a command port P and control port P+1
+// that were free, logging to log, ready once both ports accept. *proc is the process (stop it with
+// gt_proc_stop: swtpm keeps its NV state in state_dir), spec the guard spec that reaches it
+// ("tpm:swtpm:host=127.0.0.1,port=P"). GT_E_NOTFOUND when swtpm is not installed.
+GT_MUST_USE gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *proc,
+                                           int *port, char *spec, size_t spec_cap);
+
+// What a ledger (summary s, or NULL when the file is missing or empty) and a counter (value,
+// written) say together; gt_ledger_open_guarded acts on it and `ledger verify` reports it.
+typedef enum {
+    GT_ROLLBACK_MATCH,      // ledger's last counter == the counter's value
+    GT_ROLLBACK_PENDING,    // ledger one ahead: a crash between a batch's write and increment
+    GT_ROLLBACK_NEW,        // no ledger, counter never written: a new ledger may start
+    GT_ROLLBACK_UNANCHORED, // a ledger without counters, counter never written: may be anchored
+    GT_ROLLBACK_REFUSE,     // anything else: rolled back, replaced, or another counter
+} gt_rollback_verdict;
+// GT_OK with *v for every verdict but REFUSE; REFUSE is GT_E_STATE with a message saying which
+// values disagree and what that means.
+GT_MUST_USE gt_err gt_rollback_check(const gt_ledger_summary *s, uint64_t value, bool written,
+                                     const char *guard_name, gt_rollback_verdict *v);
 
 // Opens the ledger at path for appending, creating it (with a genesis entry) if absent. An
 // existing ledger is verified first and must carry this holder's key. A torn last entry (no
@@ -36,15 +96,35 @@ typedef struct {
 // cut off first; any other damage refuses to open.
 GT_MUST_USE gt_err gt_ledger_open(gt_ledger **l, const char *path,
                                   const uint8_t holder_secret[GT_ED25519_SECRET_BYTES]);
+// The same, anchored to a rollback guard (borrowed; NULL or a none guard: unanchored, as
+// gt_ledger_open, which refuses a ledger whose head carries a counter). It checks the ledger
+// against the counter (gt_rollback_check) and refuses (GT_E_STATE) to open a ledger rolled back,
+// replaced or missing while the counter has a value; a ledger one batch ahead (a crash before
+// the increment) is completed by incrementing. Every entry then carries "counter": the value
+// its append batch moves the counter to.
+GT_MUST_USE gt_err gt_ledger_open_guarded(gt_ledger **l, const char *path,
+                                          const uint8_t holder_secret[GT_ED25519_SECRET_BYTES],
+                                          gt_rollback_guard *guard);
 // Appends one entry (kind: "grant", "refuse", "erase", ...; detail: any JSON object, may be
-// NULL). Written with O_APPEND and fsynced before returning. Safe from several threads.
+// NULL). Written with O_APPEND and fsynced before returning, then (guarded) the counter is
+// incremented; an entry written whose increment failed stays (the next batch retries) and the
+// call fails. Safe from several threads.
 GT_MUST_USE gt_err gt_ledger_append(gt_ledger *l, const char *kind, const cJSON *detail);
 // The same, but the entry is only written (a crash of this process loses nothing), not fsynced:
 // the next gt_ledger_append, gt_ledger_sync or gt_ledger_close makes it durable. For entries no
 // later decision needs on disk first (a confirmed use: a release is decided on durable grants).
+// Guarded, it joins the next durable append's batch: same counter value, one increment.
 GT_MUST_USE gt_err gt_ledger_append_lazy(gt_ledger *l, const char *kind, const cJSON *detail);
-GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);  // fsyncs lazy entries; cheap when there are none
-void gt_ledger_close(gt_ledger *l);  // wipes the key copy
+// Fsyncs lazy entries and, guarded, increments the counter for their batch; cheap when there
+// are none.
+GT_MUST_USE gt_err gt_ledger_sync(gt_ledger *l);
+// The ledger's current head: its entry count and the last entry's hash (witnesses, holder.h).
+void gt_ledger_head(gt_ledger *l, uint64_t *entries, uint8_t head[GT_SHA256_BYTES]);
+// The head of the ledger at path after its first `entries` entries (verified under key):
+// GT_E_NOTFOUND when it has fewer.
+GT_MUST_USE gt_err gt_ledger_prefix_head(const char *path, const uint8_t *key, uint64_t entries,
+                                         uint8_t head[GT_SHA256_BYTES]);
+void gt_ledger_close(gt_ledger *l);  // syncs as gt_ledger_sync; wipes the key copy; not the guard
 
 // Verifies a whole ledger. expected_key (may be NULL) pins the holder key; show (may be NULL)
 // receives one human-readable line per verified entry. The first failure is returned with its
@@ -96,6 +176,10 @@ typedef struct {
     unsigned max_handshakes;               // unattested connections at once (0: 32)
     unsigned max_handshakes_per_address;   // of those, from one source address (0: 4)
     unsigned max_connections_per_trainer;  // attested ones per trainer name (0: 8)
+    // Serve chunks only in sessions whose co-holders witnessed this holder's ledger head
+    // (travel.h "Co-holder witnesses"): a ledger rolled back behind a head they witnessed is
+    // caught without a TPM. Needs ledger and ledger_path.
+    bool require_witnesses;
     // Tests only (NULL otherwise), in the spirit of gt_tsm_params.hook: called during a trip
     // once the device is attached and accepted ("attached", chunk UINT32_MAX) and once the chunk
     // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.

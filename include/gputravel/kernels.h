@@ -200,7 +200,9 @@ typedef struct {  // out (B,T,C)=, att (B,NH,T,T)= (0 above the diagonal); inp (
     int B, T, C, NH;
 } gt_attention_fwd_args;
 
-typedef struct {  // dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T)
+// dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T), causal: only att[t][t2] with
+// t2 <= t is read (what att holds above the diagonal never changes the result, on any backend)
+typedef struct {
     float *dinp;
     const float *dout, *inp, *att;
     int B, T, C, NH;

@@ -20,12 +20,27 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+// A cuBLASLt forward matmul plan for one shape and operand alignment: descriptors and the
+// heuristic's algorithm, made once and reused (a GPT-2 step calls ~49 matmuls of ~5 shapes).
+typedef struct {
+    bool used;
+    bool found;  // the heuristic offered an algorithm (else the shape takes the cuBLAS path)
+    int N, C, OC, bias;
+    uint32_t al_a, al_b, al_c;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} gt_cuda_lt_plan;
+
+#define GT_CUDA_LT_PLANS 32  // more shapes than this: the oldest plan is replaced
 
 // One device's execution state, owned by the backend. Everything runs on `stream`, in order, so
 // one scratch area serves every op: an op uses it only between its own launches.
@@ -38,12 +53,21 @@ typedef struct {
     void *scratch;       // grows on demand (gt_cuda_scratch); freed at close
     size_t scratch_bytes;
     unsigned long long *flag;  // device: one word, the first bad index of a token check
+    gt_cuda_lt_plan lt_plans[GT_CUDA_LT_PLANS];
+    unsigned int lt_next;  // the slot the next new plan takes (round robin)
 } gt_cuda_ctx;
 
 #define GT_CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
+// Kernels switch their per-element index math (/ and %) to 32 bits when the element count is at
+// most this: a grid-stride index below 2^31 plus the largest stride (2^20 blocks x 1024
+// threads = 2^30) stays below 2^32, so the 32-bit loop never wraps.
+#define GT_CUDA_IDX32_MAX ((size_t)1 << 31)
+
 // Makes ctx->scratch at least `bytes` long (waits for the stream before freeing a smaller one).
 const char *gt_cuda_scratch(gt_cuda_ctx *cx, size_t bytes);
+// Destroys the cached cuBLASLt plans (before cublasLtDestroy; the backend's close).
+void gt_cuda_lt_plans_free(gt_cuda_ctx *cx);
 
 // ---- token checks (run before any kernel that indexes by token) -------------------------------
 // *first_bad = index of the first element outside [0, V) (n if none). Synchronous: waits for the
@@ -57,9 +81,11 @@ const char *gt_cuda_first_bad_u16(gt_cuda_ctx *cx, size_t *first_bad, const uint
 // out (B,T,C)=; inp i32 (B,T); wte (Vp,C); wpe (maxT,C)
 const char *gt_cuda_encoder_forward(gt_cuda_ctx *cx, float *out, const int32_t *inp,
                                     const float *wte, const float *wpe, int B, int T, int C);
-// dwte (Vp,C)+=, dwpe (maxT,C)+=; dout (B,T,C). Deterministic (rows summed in b,t order).
+// dwte (Vp,C)+=, dwpe (maxT,C)+=; dout (B,T,C). Deterministic: the rows of each token summed in
+// b,t order, as the cpu kernel does (positions sorted by token on the device, then one thread
+// per token and channel). Vp bounds the sort keys.
 const char *gt_cuda_encoder_backward(gt_cuda_ctx *cx, float *dwte, float *dwpe, const float *dout,
-                                     const int32_t *inp, int B, int T, int C);
+                                     const int32_t *inp, int B, int T, int C, int Vp);
 // out (N,C)=, mean, rstd (N)=; inp (N,C); weight, bias (C)
 const char *gt_cuda_layernorm_forward(gt_cuda_ctx *cx, float *out, float *mean, float *rstd,
                                       const float *inp, const float *weight, const float *bias,

@@ -79,6 +79,12 @@ GT_MUST_USE gt_err gt_holder_connect(gt_holder_conn **c, const gt_agreement *a,
                                      const char *trainer_name,
                                      const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES]);
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
+// The holder's signed ledger head for this session (checked at connect: its agreement key).
+const gt_hp_head *gt_holder_conn_head(const gt_holder_conn *c);
+// The co-holder witness round (travel.h), once every holder is connected: when any HEAD asks for
+// witnesses (and there are two or more holders), each holder witnesses every other's head and
+// each gets its co-holders' witnesses. A holder's refusal is the error, with its reason.
+GT_MUST_USE gt_err gt_holders_witness(gt_holder_conn *const *conns, uint32_t n);
 // Fetches chunk `chunk` and leaves its tokens (u16) in a fresh device buffer with `flags`
 // (GT_DBUF_NO_READBACK for holder data). plain: the holder decrypts, TLS carries plaintext, this
 // TEE copies it in; key-release: the sealed chunk and its key arrive, this TEE decrypts once

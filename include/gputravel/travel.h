@@ -213,9 +213,22 @@ GT_MUST_USE gt_err gt_tls_evidence_split(const uint8_t *msg, size_t len, gt_span
 // say the memory its address implies (devd, cuda, host: docs/trip.md), else it is refused too.
 // A holder refuses a FETCH when the chunk does not exist, has max_uses_per_chunk confirmed uses,
 // was already sent max_uses_per_chunk + 1 times (one resend recovers a trainer that crashed
-// between fetch and commit; a resend of an unconfirmed chunk costs no budget again), or the
-// token budget is spent (released tokens >= budget; the trainer cuts its last chunk to the
-// budget). Every grant, refusal and confirmed use is a ledger entry.
+// between fetch and commit; it costs budget like any release), or releasing it would bring the
+// released tokens over the token budget (a hard cap: the chunk is refused whole). Every grant,
+// refusal and confirmed use is a ledger entry.
+//
+// Co-holder witnesses (docs/ledger.md "Witnesses"): after WELCOME every holder sends HEAD, its
+// ledger head (entries, hash) and a fresh nonce, signed with its identity key. When a HEAD asks
+// for witnesses, the trainer shows each holder's HEAD to every other holder (WITNESS_REQ), which
+// answers WITNESS: the head of that holder it had witnessed before (0 entries: none), bound to
+// the HEAD's nonce and signed with its own identity key, and then records the new head in its
+// ledger ("witness") only once that holder confirms it. The trainer hands a holder its
+// co-holders' WITNESS (WITNESSES); the holder checks each against its own ledger (a witnessed
+// head must be a prefix of it) and answers WITNESS_OK (its HEAD signed again, as confirmed), or
+// REFUSE and serves no one: it was rolled back. The trainer passes the confirmed HEAD to the
+// co-holders (WITNESS_CONFIRM), which then record it: a rolled-back holder never confirms its
+// forked head, so it stays behind what its co-holders witnessed, restart or not. The trainer
+// relays and cannot forge (signatures) or replay (nonces); withholding witnesses gets it nothing.
 enum {
     GT_HP_HELLO = 0x48500001u,
     GT_HP_WELCOME,
@@ -228,6 +241,13 @@ enum {
     GT_HP_USED,
     GT_HP_TRAVEL,
     GT_HP_TRAVELLED,
+    GT_HP_HEAD,         // holder -> trainer, right after WELCOME: its signed ledger head
+    GT_HP_WITNESS_REQ,  // trainer -> holder: another holder's HEAD, to witness
+    GT_HP_WITNESS,      // holder -> trainer: what it had witnessed of that holder, signed
+    GT_HP_WITNESSES,    // trainer -> holder: its co-holders' WITNESS of its head
+    GT_HP_WITNESS_OK,   // holder -> trainer: the witnesses agree with its ledger: its HEAD,
+                        // signed again as confirmed
+    GT_HP_WITNESS_CONFIRM,  // trainer -> holder: a co-holder's confirmed HEAD (no answer)
 };
 #define GT_HP_MAX_CONTROL 4096
 #define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
@@ -275,6 +295,50 @@ gt_err gt_hp_refuse_error(gt_span body, const char *holder);
 // TRAVELLED: u64le bytes loaded.
 GT_MUST_USE gt_err gt_hp_travelled_write(gt_writer *w, uint64_t bytes_loaded);
 GT_MUST_USE gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded);
+// HEAD: u8 version 1 | u8 flags | holder_key[32] | agreement[32] | nonce[32] | u64le entries |
+// head[32] | sig[64] = Ed25519(holder key, "gputravel/ledger-head/v1" NUL || the bytes before).
+// WITNESS: u8 version 1 | witness_key[32] | subject_key[32] | agreement[32] | nonce[32] (the
+// HEAD's) | u64le entries | head[32] (what the witness had seen of the subject) | sig[64] =
+// Ed25519(witness key, "gputravel/ledger-witness/v1" NUL || the bytes before).
+// WITNESSES: u8 count | count x WITNESS.
+#define GT_HP_HEAD_BYTES (1 + 1 + 32 + 32 + 32 + 8 + 32 + 64)
+#define GT_HP_WITNESS_BYTES (1 + 32 + 32 + 32 + 32 + 8 + 32 + 64)
+#define GT_HP_HEAD_WITNESSES_REQUIRED 0x01u
+typedef struct {
+    uint8_t flags;
+    uint8_t holder_key[GT_ED25519_PUBLIC_BYTES];
+    uint8_t agreement[GT_SHA256_BYTES];
+    uint8_t nonce[32];
+    uint64_t entries;
+    uint8_t head[GT_SHA256_BYTES];
+    uint8_t sig[GT_ED25519_SIG_BYTES];
+} gt_hp_head;
+typedef struct {
+    uint8_t witness_key[GT_ED25519_PUBLIC_BYTES];
+    uint8_t subject_key[GT_ED25519_PUBLIC_BYTES];
+    uint8_t agreement[GT_SHA256_BYTES];
+    uint8_t nonce[32];
+    uint64_t entries;
+    uint8_t head[GT_SHA256_BYTES];
+    uint8_t sig[GT_ED25519_SIG_BYTES];
+} gt_hp_witness;
+// Sign fills sig with the secret of holder_key / witness_key; verify checks sig against that key
+// (GT_E_AUTH). A confirmed HEAD (WITNESS_OK) is signed under its own tag,
+// "gputravel/ledger-head-confirmed/v1", so neither passes for the other. Parsers take exactly
+// the layout and check nothing else.
+GT_MUST_USE gt_err gt_hp_head_sign(gt_hp_head *h, const uint8_t secret[GT_ED25519_SECRET_BYTES],
+                                   bool confirmed);
+GT_MUST_USE gt_err gt_hp_head_verify(const gt_hp_head *h, bool confirmed);
+GT_MUST_USE gt_err gt_hp_head_write(gt_writer *w, const gt_hp_head *h);
+GT_MUST_USE gt_err gt_hp_head_parse(gt_span body, gt_hp_head *out);
+GT_MUST_USE gt_err gt_hp_witness_sign(gt_hp_witness *h,
+                                      const uint8_t secret[GT_ED25519_SECRET_BYTES]);
+GT_MUST_USE gt_err gt_hp_witness_verify(const gt_hp_witness *h);
+GT_MUST_USE gt_err gt_hp_witness_write(gt_writer *w, const gt_hp_witness *h);
+GT_MUST_USE gt_err gt_hp_witness_parse(gt_span body, gt_hp_witness *out);
+// WITNESSES: at most GT_AGREEMENT_MAX_HOLDERS; *count set.
+GT_MUST_USE gt_err gt_hp_witnesses_parse(gt_span body, gt_hp_witness *out, size_t cap,
+                                         size_t *count);
 #define GT_HP_HELLO_MAX_BYTES (GT_SHA256_BYTES + GT_ED25519_PUBLIC_BYTES + 2 + 63)
 #define GT_HP_FETCH_BYTES 5
 #define GT_HP_TRAVEL_MAX_BYTES (4 + 32 + 2 + 255)

@@ -35,7 +35,7 @@ static void usage(void)
            "  --slots N              bounce slots per session (default 4)\n"
            "  --slot-size BYTES      bytes per bounce slot (default 4MiB)\n"
            "  --max-sessions N       exit after N sessions (default: serve until signalled)\n"
-           "  --idle-timeout SECONDS drop a client silent this long (default: never)\n"
+           "  --idle-timeout SECONDS drop a client silent this long (default 300; 0: never)\n"
            "  --identity DIR         device identity key (default: <sim root>/devd-identity,\n"
            "                         created on first start)\n"
            "  --vendor-root DIR      simulated vendor root that certifies the identity\n"
@@ -78,7 +78,7 @@ static int parse_count_flag(int c, gt_devd_config *cfg)
     } else if (c == 'x') {
         cfg->max_sessions = v;
     } else {
-        cfg->idle_timeout_ms = (int)(v * 1000);
+        cfg->idle_timeout_ms = v == 0 ? -1 : (int)(v * 1000);  // -1: never (devd.h)
     }
     return GT_EXIT_OK;
 }
@@ -95,6 +95,9 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
         {"client-root", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
     };
     memset(cfg, 0, sizeof *cfg);
+    // A client that goes silent (or a hello replayed by someone who cannot go on) must not hold
+    // the device for ever.
+    cfg->idle_timeout_ms = GT_DEVD_DEFAULT_IDLE_TIMEOUT_MS;
     int c, rc = GT_EXIT_OK;
     while (rc == GT_EXIT_OK && (c = getopt_long(argc, argv, "s:m:t:", opts, NULL)) != -1) {
         switch (c) {

@@ -37,6 +37,15 @@ static void usage(void)
            "                      and unless it relaxes them: sim, debug TEEs and Intel TCB\n"
            "                      statuses other than UpToDate refused)\n"
            "  --ledger FILE       decision ledger (default: DIR/ledger.log)\n"
+           "  --rollback-guard SPEC  anchor the ledger's head outside this disk, and refuse to\n"
+           "                      start on a ledger cut back, deleted or replaced (docs/ledger.md):\n"
+           "                      tpm:TCTI (a TPM 2.0 NV counter: tpm:device:/dev/tpmrm0,\n"
+           "                      tpm:swtpm:host=H,port=P; tpm@0xINDEX:TCTI for another index),\n"
+           "                      sim:FILE (insecure-simulation) or none (default)\n"
+           "  --witnesses         serve only after the agreement's other holders countersigned\n"
+           "                      this ledger's head (through the trainer) in the session: a\n"
+           "                      ledger rolled back behind a head they witnessed is refused,\n"
+           "                      with no TPM (docs/ledger.md \"Witnesses\")\n"
            "  --tee TYPE          how this holder proves itself: sim (default), tdx or snp\n"
            "  --sim-root DIR      simulated platform root (sim evidence; see gputravel attest)\n"
            "  --root FILE         trust input for trainers' evidence (repeatable; for sim: the\n"
@@ -46,6 +55,8 @@ static void usage(void)
 
 typedef struct {
     const char *dataset, *key, *agreement, *name, *listen, *policy, *ledger, *sim_root;
+    const char *rollback_guard;
+    bool witnesses;
     gt_tee_type tee;
     const char *roots[MAX_ROOTS];
     int root_count;
@@ -59,6 +70,7 @@ static int parse_options(int argc, char **argv, options *o)
         {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
         {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
         {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
+        {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
         {0}};
     o->tee = GT_TEE_SIM;
     int c;
@@ -72,6 +84,8 @@ static int parse_options(int argc, char **argv, options *o)
         case 'p': o->policy = optarg; break;
         case 'L': o->ledger = optarg; break;
         case 's': o->sim_root = optarg; break;
+        case 'g': o->rollback_guard = optarg; break;
+        case 'w': o->witnesses = true; break;
         case 't':
             if (!gt_is_ok(gt_tee_type_parse(optarg, &o->tee)) ||
                 (o->tee != GT_TEE_SIM && o->tee != GT_TEE_TDX && o->tee != GT_TEE_SNP)) {
@@ -102,6 +116,7 @@ typedef struct {
     gt_agreement agreement;
     const gt_agreement_holder *me;
     gt_policy *policy;
+    gt_rollback_guard *guard;
     gt_ledger *ledger;
     gt_holder_agent *agent;
     gt_listener *listener;
@@ -147,7 +162,8 @@ static gt_err open_agent(options *o, holder_run *r)
         GT_TRY(gt_path_join(r->ledger_path, sizeof r->ledger_path, o->key, "ledger.log"));
         o->ledger = r->ledger_path;
     }
-    GT_TRY(gt_ledger_open(&r->ledger, o->ledger, r->keys.holder_sec));
+    GT_TRY(gt_rollback_guard_open(&r->guard, o->rollback_guard ? o->rollback_guard : "none"));
+    GT_TRY(gt_ledger_open_guarded(&r->ledger, o->ledger, r->keys.holder_sec, r->guard));
     r->att = (gt_tee_attestor){
         .collect = {.type = o->tee, .sim_root = o->sim_root}, .policy = r->policy,
         .roots = r->roots, .root_count = (size_t)o->root_count, .agreement = &r->agreement,
@@ -157,6 +173,7 @@ static gt_err open_agent(options *o, holder_run *r)
         .dataset_dir = o->dataset, .keys = &r->keys, .agreement = &r->agreement,
         .name = r->me->name, .ledger = r->ledger, .ledger_path = o->ledger,
         .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
+        .require_witnesses = o->witnesses,
     };
     GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
     return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);
@@ -174,6 +191,13 @@ static gt_err run(options *o, holder_run *r)
     char modes[96];
     gt_agreement_transfer_list(&r->agreement, modes, sizeof modes);
     printf("holder %s: serves only the agreement's transfer modes: %s\n", r->me->name, modes);
+    if (gt_rollback_guard_kind(r->guard) == GT_ROLLBACK_NONE) {
+        printf("holder %s: ledger head not anchored (no --rollback-guard: a ledger cut back, "
+               "deleted or replaced would go unnoticed)\n", r->me->name);
+    } else {
+        printf("holder %s: ledger head anchored by rollback guard %s\n", r->me->name,
+               gt_rollback_guard_name(r->guard));
+    }
     fflush(stdout);
     return gt_holder_agent_serve(r->agent, r->listener, &stop_requested);
 }
@@ -193,6 +217,7 @@ static void holder_free(holder_run *r)
     gt_listener_close(r->listener);
     gt_holder_agent_free(r->agent);
     gt_ledger_close(r->ledger);
+    gt_rollback_guard_close(r->guard);  // after the ledger: its close may end a batch
     gt_policy_free(r->policy);
     for (int i = 0; i < MAX_ROOTS; i++) {
         gt_buf_free_nowipe(&r->root_bytes[i]);

@@ -9,7 +9,7 @@
 
 static void usage(void)
 {
-    printf("usage: gputravel ledger verify LEDGER [--holder-key HEX]\n"
+    printf("usage: gputravel ledger verify LEDGER [--holder-key HEX] [--rollback-guard SPEC]\n"
            "       gputravel ledger show LEDGER [--holder-key HEX]\n"
            "\n"
            "A holder records every release decision in an append-only ledger: each entry names\n"
@@ -19,11 +19,15 @@ static void usage(void)
            "\n"
            "  --holder-key HEX  expect this holder public key (64 hex digits); without it the\n"
            "                    key named in the genesis entry is used\n"
+           "  --rollback-guard SPEC  also check the ledger's head against the holder's rollback\n"
+           "                    counter (tpm:TCTI, tpm@0xINDEX:TCTI, sim:FILE or none; see\n"
+           "                    gputravel holder --help) and say which guard anchored it\n"
            "  -h, --help        this help\n");
 }
 
 typedef struct {
     const char *path;
+    const char *guard;  // NULL: not checked
     bool show;
     bool have_key;
     uint8_t key[GT_ED25519_PUBLIC_BYTES];
@@ -32,10 +36,15 @@ typedef struct {
 // 0 and o filled, or the exit status of a usage error (already printed).
 static int parse(int argc, char **argv, ledger_options *o)
 {
-    static const struct option opts[] = {{"holder-key", required_argument, NULL, 'k'}, {0}};
+    static const struct option opts[] = {{"holder-key", required_argument, NULL, 'k'},
+                                         {"rollback-guard", required_argument, NULL, 'g'}, {0}};
     memset(o, 0, sizeof *o);
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'g') {
+            o->guard = optarg;
+            continue;
+        }
         if (c != 'k') {
             return gt_cli_usage("ledger", "unknown option");
         }
@@ -82,6 +91,45 @@ static void report_torn(const char *path)
     }
 }
 
+// The head against the guard's counter, as gt_ledger_open_guarded would judge it (read-only:
+// nothing is incremented or defined). A refusal fails the command.
+static gt_err report_anchor(const ledger_options *o, const gt_ledger_summary *s)
+{
+    if (o->guard == NULL || strcmp(o->guard, "none") == 0) {
+        if (s->anchored) {
+            printf("  head carries rollback counter %llu, not checked: give --rollback-guard "
+                   "SPEC to check it\n", (unsigned long long)s->counter);
+        } else {
+            printf("  head not anchored: no rollback guard (a ledger cut back, deleted or "
+                   "replaced would go unnoticed)\n");
+        }
+        return GT_OK;
+    }
+    gt_rollback_guard *g = NULL;
+    GT_TRY(gt_rollback_guard_open(&g, o->guard));
+    uint64_t value = 0;
+    bool written = false;
+    gt_rollback_verdict v = GT_ROLLBACK_REFUSE;
+    gt_err err = gt_rollback_guard_read(g, &value, &written);
+    if (gt_is_ok(err)) {
+        err = gt_rollback_check(s, value, written, gt_rollback_guard_name(g), &v);
+    }
+    if (gt_is_ok(err) && v == GT_ROLLBACK_MATCH) {
+        printf("  head anchored by rollback guard %s at counter %llu\n",
+               gt_rollback_guard_name(g), (unsigned long long)value);
+    } else if (gt_is_ok(err) && v == GT_ROLLBACK_PENDING) {
+        printf("  head anchored by rollback guard %s: its last batch (counter %llu) is written, "
+               "its increment is not (a crash in between; the holder completes it at start)\n",
+               gt_rollback_guard_name(g), (unsigned long long)s->counter);
+    } else if (gt_is_ok(err)) {
+        printf("  head not anchored: the ledger carries no counter and rollback guard %s has "
+               "none yet (the holder anchors it when it starts with this guard)\n",
+               gt_rollback_guard_name(g));
+    }
+    gt_rollback_guard_close(g);
+    return err;
+}
+
 int gt_cmd_ledger(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -106,5 +154,6 @@ int gt_cmd_ledger(int argc, char **argv)
     printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", o.path,
            (unsigned long long)s.entries, head, holder);
     report_torn(o.path);
-    return GT_EXIT_OK;
+    err = report_anchor(&o, &s);
+    return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("ledger", err);
 }

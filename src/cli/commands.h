@@ -19,5 +19,6 @@ GT_CLI_COMMAND(holder, "run a data holder's agent: attest trainers, release chun
 GT_CLI_COMMAND(ledger, "verify or show a holder's hash-chained decision ledger")
 GT_CLI_COMMAND(attest, "collect evidence (sim, or tdx/snp via configfs-tsm) bound to report_data")
 GT_CLI_COMMAND(verify, "verify and appraise evidence: exit 0 accepted, 1 rejected, 2 invalid")
+GT_CLI_COMMAND(enclave, "SGX enclave identity: measure MRENCLAVE, inspect/sign a SIGSTRUCT, EINIT checks")
 GT_CLI_COMMAND(bench, "benchmark conventional transmission against GPU travelling")
 GT_CLI_COMMAND(version, "print the version and build configuration")

@@ -30,6 +30,8 @@ typedef struct {
     uint32_t chunks;
     int port;
     gt_proc proc;
+    gt_proc tpm;          // its software TPM (the rollback guard's counter), when swtpm exists
+    char tpm_spec[128];   // --rollback-guard for the holder ("none" without swtpm)
     char from[160];
     gt_buf text;
 } demo_holder;

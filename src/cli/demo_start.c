@@ -26,12 +26,27 @@ gt_err demo_step_start(demo *d)
         (int)d->devd.pid);
     for (int i = 0; i < HOLDERS; i++) {
         demo_holder *h = &d->h[i];
+        // Each holder's ledger head is anchored in a TPM counter: a software TPM here, standing
+        // in for its confidential VM's vTPM.
+        char tpm_dir[4200], tpm_log[4300];
+        snprintf(tpm_dir, sizeof tpm_dir, "%s/tpm-%s", d->dir, holder_names[i]);
+        snprintf(tpm_log, sizeof tpm_log, "%s/logs/swtpm-%s.log", d->dir, holder_names[i]);
+        int tpm_port = 0;
+        gt_err t = gt_rollback_swtpm_start(tpm_dir, tpm_log, &h->tpm, &tpm_port, h->tpm_spec,
+                                           sizeof h->tpm_spec);
+        if (!gt_is_ok(t)) {
+            snprintf(h->tpm_spec, sizeof h->tpm_spec, "none");
+            say(d, "    (no software TPM for %s: %s; its ledger is not anchored)\n",
+                holder_names[i], t.msg);
+        }
         char *argv[] = {d->self, "holder", "--dataset", h->dataset, "--key", h->keys,
                         "--agreement", d->agreement_path, "--policy", d->policy,
-                        "--ledger", h->ledger, "--root", d->root_pub, NULL};
+                        "--ledger", h->ledger, "--root", d->root_pub,
+                        "--rollback-guard", h->tpm_spec, NULL};
         GT_TRY(start_one(&h->proc, h->log, argv, holder_names[i]));
-        say(d, "    holder %-9s (pid %d) serves on 127.0.0.1:%d, ledger %s\n", holder_names[i],
-            (int)h->proc.pid, h->port, h->ledger);
+        say(d, "    holder %-9s (pid %d) serves on 127.0.0.1:%d, ledger %s%s\n", holder_names[i],
+            (int)h->proc.pid, h->port, h->ledger,
+            gt_is_ok(t) ? ", its head anchored in a TPM counter (swtpm)" : "");
     }
     step_end(d);
     return GT_OK;
@@ -51,5 +66,11 @@ void demo_stop_processes(demo *d)
     }
     for (int i = 0; i <= HOLDERS; i++) {
         gt_proc_stop(procs[i], 30000);
+    }
+    // The TPMs last: a holder's close may still increment its counter.
+    for (int i = 0; i < HOLDERS; i++) {
+        if (d->h[i].tpm.pid > 0) {
+            gt_proc_stop(&d->h[i].tpm, 5000);
+        }
     }
 }

@@ -715,10 +715,13 @@ static void session_run(devd *d, int fd)
                              .timeout_ms = d->cfg->idle_timeout_ms, .stop = d->cfg->stop};
     struct timeval tv = {.tv_sec = DEVD_SEND_TIMEOUT_S};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    // a connection that never says hello must not hold the device
+    // A connection that never finishes its hello must not hold the device: the whole handshake
+    // has a deadline (a per-read timeout alone lets a byte-a-second client stay for ever).
     s.watch.timeout_ms = DEVD_HELLO_TIMEOUT_MS;
+    s.watch.deadline = gt_now_seconds() + DEVD_HELLO_TIMEOUT_MS / 1000.0;
     gt_err err = handshake(&s);
-    s.watch.timeout_ms = d->cfg->idle_timeout_ms;
+    s.watch.timeout_ms = d->cfg->idle_timeout_ms > 0 ? d->cfg->idle_timeout_ms : 0;
+    s.watch.deadline = 0;
     if (!gt_is_ok(err)) {
         gt_log_warn("devd: session %llu refused: %s", (unsigned long long)s.id, err.msg);
     } else {
@@ -1317,7 +1320,7 @@ static void holder_trip(devd *d, devd_session *t, devd_session *h)
     if (fx & GT_TRIP_FX_BIND_HOLDER) {
         d->trip.holder = h->id;
     }
-    h->watch.timeout_ms = d->cfg->idle_timeout_ms;
+    h->watch.timeout_ms = d->cfg->idle_timeout_ms > 0 ? d->cfg->idle_timeout_ms : 0;
     gt_log_info("devd: holder session %llu attached to the device lent by session %llu",
                 (unsigned long long)h->id, (unsigned long long)t->id);
     bool returned = false, stay = false;

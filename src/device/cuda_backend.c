@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "nvml_cc.h"
 #include <gputravel/device_cuda.h>
 
 // Entries' `at.device`: cudaMalloc'd (bytes long), or mapped by CUDA IPC when `foreign` (closed,
@@ -24,6 +25,8 @@ typedef struct {
     gt_cuda_ctx cx;
     gt_buftab *tab;
     gt_release_state rel;
+    bool cc_read;     // cc holds NVML's CC state (read at the first IPC call; fixed until reboot)
+    gt_cc_state cc;
 } cuda_dev;
 
 static gt_err cuda_fail(cudaError_t e, const char *what)
@@ -75,14 +78,22 @@ bool gt_cuda_probe(char *why, size_t cap)
     return true;
 }
 
-static gt_err cuda_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
+// An exportable buffer is cudaMalloc'd as bytes rounded up to GT_CUDA_IPC_GRANULE (its own
+// driver allocation: IPC shares whole allocations); all of what is allocated is zeroed.
+static gt_err alloc_buf(cuda_dev *d, uint64_t bytes, uint32_t flags, bool exportable,
+                        gt_dbuf *out)
 {
-    cuda_dev *d = impl;
+    uint64_t real = bytes;
+    if (exportable) {
+        GT_ENSURE(bytes <= GT_BUFTAB_MAX_BYTES, GT_E_LIMIT, "cuda: buffer of %llu bytes",
+                  (unsigned long long)bytes);
+        real = (bytes + GT_CUDA_IPC_GRANULE - 1) / GT_CUDA_IPC_GRANULE * GT_CUDA_IPC_GRANULE;
+    }
     gt_buftab_entry *be = NULL;
     gt_dbuf h = 0;
     GT_TRY(gt_buftab_alloc(d->tab, bytes, flags, 0, &h, &be));
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, (size_t)bytes);
+    cudaError_t e = cudaMalloc(&p, (size_t)real);
     if (e != cudaSuccess) {
         gt_buftab_release(d->tab, h);
         // An out-of-memory cudaMalloc is not sticky, but it stays the runtime's last error: clear
@@ -92,22 +103,30 @@ static gt_err cuda_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *ou
                        "cuda: cannot allocate %llu bytes: %s", (unsigned long long)bytes,
                        cudaGetErrorString(e));
     }
-    e = cudaMemsetAsync(p, 0, (size_t)bytes, d->cx.stream);
+    e = cudaMemsetAsync(p, 0, (size_t)real, d->cx.stream);
     if (e != cudaSuccess) {
         cudaFree(p);
         gt_buftab_release(d->tab, h);
         return cuda_fail(e, "memset of a new buffer");
     }
     be->at.device = p;
+    be->ext.cuda.ipc_bytes = exportable ? real : 0;
     *out = h;
     return GT_OK;
+}
+
+static gt_err cuda_alloc(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out)
+{
+    return alloc_buf(impl, bytes, flags, false, out);
 }
 
 // Wipes the buffer (every buffer may hold holder data or activations derived from it), waits,
 // and releases it. Errors are reported, but the slot is released either way.
 static gt_err wipe_and_release(cuda_dev *d, gt_dbuf h, gt_buftab_entry *b)
 {
-    cudaError_t e = cudaMemsetAsync(b->at.device, 0, (size_t)b->bytes, d->cx.stream);
+    // an exportable buffer: its whole allocation (an importer may have written up to its end)
+    uint64_t n = b->ext.cuda.ipc_bytes != 0 ? b->ext.cuda.ipc_bytes : b->bytes;
+    cudaError_t e = cudaMemsetAsync(b->at.device, 0, (size_t)n, d->cx.stream);
     cudaError_t e2 = cudaStreamSynchronize(d->cx.stream);
     cudaError_t e3 = b->foreign ? cudaIpcCloseMemHandle(b->at.device) : cudaFree(b->at.device);
     gt_buftab_release(d->tab, h);
@@ -232,6 +251,7 @@ static void cuda_close(void *impl)
     if (cx->flag != NULL) {
         (void)cudaFree(cx->flag);
     }
+    gt_cuda_lt_plans_free(cx);
     if (cx->lt != NULL) {
         (void)cublasLtDestroy(cx->lt);
     }
@@ -335,6 +355,32 @@ gt_err gt_cuda_ipc_desc_read(gt_reader *r, gt_cuda_ipc_desc *desc)
     return GT_OK;
 }
 
+// CUDA IPC is refused outright in protected PCIe mode (cc_mode.h), on both ends.
+static gt_err ipc_allowed(cuda_dev *d)
+{
+    if (!d->cc_read) {
+        GT_TRY(gt_nvml_cc_state(&d->cc));
+        d->cc_read = true;
+    }
+    return gt_cc_ipc_check(&d->cc);
+}
+
+gt_err gt_device_cuda_ipc_check(gt_device *dev)
+{
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    return ipc_allowed(d);
+}
+
+gt_err gt_device_cuda_alloc_exportable(gt_device *dev, uint64_t bytes, uint32_t flags,
+                                       gt_dbuf *out)
+{
+    *out = 0;
+    cuda_dev *d = NULL;
+    GT_TRY(cuda_impl(dev, &d));
+    return alloc_buf(d, bytes, flags, true, out);
+}
+
 gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *out)
 {
     memset(out, 0, sizeof *out);
@@ -343,6 +389,11 @@ gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *
     gt_buftab_entry *b = NULL;
     GT_TRY(gt_buftab_find(d->tab, buf, 0, &b));
     GT_ENSURE(!b->foreign, GT_E_STATE, "cuda ipc: buffer %#llx is itself imported",
+              (unsigned long long)buf);
+    GT_TRY(ipc_allowed(d));
+    GT_ENSURE(b->ext.cuda.ipc_bytes != 0, GT_E_STATE,
+              "cuda ipc: buffer %#llx is not exportable (it may share its driver allocation "
+              "with other buffers); allocate it with gt_device_cuda_alloc_exportable",
               (unsigned long long)buf);
     // Whatever was queued for the buffer (copy_in, decryption) lands before the handle leaves.
     CUDA_TRY(cudaStreamSynchronize(d->cx.stream), "ipc export");
@@ -354,15 +405,24 @@ gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *
     return GT_OK;
 }
 
-// The size of the allocation that contains p, from the driver (cuMemGetAddressRange through the
-// runtime's entry-point lookup, so that nothing links libcuda directly).
+// How many bytes the driver's allocation holds from p on (base <= p, base + size - p), from
+// cuMemGetAddressRange through the runtime's entry-point lookup (nothing links libcuda
+// directly). p need not be the base: an opened handle points where the exporter's pointer was.
 static gt_err allocation_size(const void *p, uint64_t *size)
 {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    // ByVersion exists from CUDA 12.5 on (and is the only form CUDA 13 keeps undeprecated); 12000
+    // asks for the ABI of cuMemGetAddressRange as of CUDA 12.0 (the _v2 entry point).
     CUDA_TRY(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
                                               cudaEnableDefault, &q),
              "driver entry point");
+#else
+    // CUDA 12.0-12.4: the entry point of the runtime's own version (also the _v2 one).
+    CUDA_TRY(cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &q),
+             "driver entry point");
+#endif
     GT_ENSURE(fn != NULL && q == cudaDriverEntryPointSuccess, GT_E_IO,
               "cuda: cuMemGetAddressRange not found in the driver");
     PFN_cuMemGetAddressRange_v3020 get_range = (PFN_cuMemGetAddressRange_v3020)fn;
@@ -370,8 +430,11 @@ static gt_err allocation_size(const void *p, uint64_t *size)
     size_t n = 0;
     CUresult r = get_range(&base, &n, (CUdeviceptr)(uintptr_t)p);
     GT_ENSURE(r == CUDA_SUCCESS, GT_E_IO, "cuda: cuMemGetAddressRange failed (%d)", (int)r);
-    GT_ENSURE(base == (CUdeviceptr)(uintptr_t)p, GT_E_IO, "cuda ipc: mapping is not at its base");
-    *size = n;
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)p;
+    GT_ENSURE(base <= at && at - base < n, GT_E_IO,
+              "cuda ipc: the driver's allocation [%#llx, +%zu) does not hold the mapping at %#llx",
+              (unsigned long long)base, n, (unsigned long long)at);
+    *size = n - (at - base);
     return GT_OK;
 }
 
@@ -383,6 +446,7 @@ gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, u
     GT_TRY(cuda_impl(dev, &d));
     GT_ENSURE(desc->bytes > 0 && desc->bytes <= ((uint64_t)1 << 46), GT_E_ARG,
               "cuda ipc: buffer size %llu", (unsigned long long)desc->bytes);
+    GT_TRY(ipc_allowed(d));
     gt_buftab_entry *b = NULL;
     gt_dbuf bh = 0;
     GT_TRY(gt_buftab_import(d->tab, desc->bytes, flags, 0, &bh, &b));
@@ -397,7 +461,9 @@ gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, u
     uint64_t real = 0;
     gt_err e = allocation_size(p, &real);
     if (e.code == GT_E_NONE && desc->bytes > real) {
-        e = gt_errf(GT_E_ARG, "cuda ipc: handle claims %llu bytes, the allocation has %llu",
+        e = gt_errf(GT_E_ARG,
+                    "cuda ipc: handle claims %llu bytes, the allocation holds %llu from the "
+                    "mapped address on",
                     (unsigned long long)desc->bytes, (unsigned long long)real);
     }
     if (e.code != GT_E_NONE) {
@@ -421,6 +487,12 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
     gt_buftab_entry *bp = NULL, *bc = NULL;
     GT_TRY(gt_buftab_access(d->tab, pt, 0, 0, len, "aes-gcm plaintext", &bp));
     GT_TRY(gt_buftab_access(d->tab, ct, 0, 0, len, "aes-gcm ciphertext", &bc));
+    // Holder plaintext never lands where copy_out could read it: the backend enforces it, not
+    // the caller's discipline.
+    GT_ENSURE(bp->flags & GT_DBUF_NO_READBACK, GT_E_POLICY,
+              "aes-gcm: the plaintext buffer %#llx is readable; allocate it with "
+              "GT_DBUF_NO_READBACK",
+              (unsigned long long)pt);
     uint8_t *pdev = bp->at.device, *cdev = bc->at.device;
     // GCM's limit for one (key, iv): 2^32 - 2 blocks.
     GT_ENSURE(len <= ((uint64_t)1 << 36) - 32, GT_E_ARG, "aes-gcm: %llu bytes is over GCM's limit",

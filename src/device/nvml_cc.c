@@ -18,10 +18,6 @@ enum {
     NVML_ERROR_NOT_SUPPORTED = 3,
 };
 
-#define NVML_CC_SYSTEM_FEATURE_ENABLED 1
-#define NVML_CC_SYSTEM_DEVTOOLS_MODE_ON 1
-#define NVML_CC_SYSTEM_MULTIGPU_PROTECTED_PCIE 1
-#define NVML_CC_ACCEPTING_CLIENT_REQUESTS_TRUE 1
 #define NVML_CC_CEC_ATTESTATION_REPORT_PRESENT 1
 
 typedef struct {  // nvmlConfComputeSystemState_t
@@ -151,23 +147,20 @@ gt_err gt_nvml_cc_state(gt_cc_state *st)
         snprintf(st->why, sizeof st->why, "nvmlSystemGetConfComputeState: %s", nvml_msg(&a, r));
         goto out;
     }
-    st->env = s.environment <= GT_CC_ENV_PROD ? (gt_cc_env)s.environment : GT_CC_ENV_UNAVAILABLE;
-    st->cc_on = s.ccFeature == NVML_CC_SYSTEM_FEATURE_ENABLED;
-    st->devtools = s.devToolsMode == NVML_CC_SYSTEM_DEVTOOLS_MODE_ON;
+    gt_cc_readings rd = {.environment = s.environment, .cc_feature = s.ccFeature,
+                         .devtools_mode = s.devToolsMode};
     if (a.cc_settings != NULL) {
         nvml_cc_settings_v1 set = {.version = NVML_CC_SETTINGS_V1};
-        if (a.cc_settings(&set) == NVML_SUCCESS) {  // older drivers: state alone is enough
-            st->multi_gpu = set.multiGpuMode == NVML_CC_SYSTEM_MULTIGPU_PROTECTED_PCIE;
+        // older drivers lack it: without it PPCIe cannot be seen, and the state alone decides
+        if (a.cc_settings(&set) == NVML_SUCCESS) {
+            rd.have_settings = true;
+            rd.multi_gpu_mode = set.multiGpuMode;
         }
     }
     if (a.cc_ready != NULL) {
-        unsigned int ready = 0;
-        st->ready = a.cc_ready(&ready) == NVML_SUCCESS &&
-                    ready == NVML_CC_ACCEPTING_CLIENT_REQUESTS_TRUE;
+        rd.have_ready = a.cc_ready(&rd.ready) == NVML_SUCCESS;
     }
-    if (!st->cc_on) {
-        snprintf(st->why, sizeof st->why, "CC feature off (environment %u)", s.environment);
-    }
+    gt_cc_decide(&rd, st);
 out:
     nvml_close(&a);
     return GT_OK;
@@ -186,7 +179,7 @@ gt_err gt_nvml_cc_evidence(const char *pci_bus_id, const uint8_t nonce[GT_NVGPU_
     memset(ev, 0, sizeof *ev);
     gt_cc_state st;
     GT_TRY(gt_nvml_cc_state(&st));
-    GT_ENSURE(st.nvml && st.cc_on, GT_E_UNSUPPORTED, "not CC: %s", st.why);
+    GT_ENSURE(gt_cc_has_evidence(&st), GT_E_UNSUPPORTED, "not CC: %s", st.why);
     char why[160];
     nvml_api a;
     GT_ENSURE(nvml_open(&a, why, sizeof why), GT_E_UNSUPPORTED, "not CC: %s", why);

@@ -10,31 +10,15 @@
 #define GT_DEVICE_NVML_CC_H
 
 #include <gputravel/attest.h>
+#include "cc_mode.h"  // gt_cc_state, what the readings mean
 #include <gputravel/util.h>
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    GT_CC_ENV_UNAVAILABLE = 0,  // NVML_CC_SYSTEM_ENVIRONMENT_UNAVAILABLE
-    GT_CC_ENV_SIM = 1,          // ..._SIM
-    GT_CC_ENV_PROD = 2,         // ..._PROD
-} gt_cc_env;
-
-typedef struct {
-    bool nvml;            // NVML loaded and initialised
-    bool cc_on;           // the CC feature is enabled on the system (and the GPUs)
-    gt_cc_env env;        // environment NVML reports
-    bool devtools;        // CC devtools mode (debugging allowed: not acceptable for production)
-    bool multi_gpu;       // protected PCIe multi-GPU mode (settings v1, where the driver has it)
-    bool ready;           // GPUs accept client work (nvmlSystemGetConfComputeGpusReadyState)
-    char driver[80];      // driver version, "" when unknown
-    char why[192];        // when !cc_on: why ("libnvidia-ml.so.1 not found", "CC feature off")
-} gt_cc_state;
-
-// Fills st. Never fails: no NVML, no CC API, CC off or a CC query NVML refuses all give
-// st->cc_on false with the reason in st->why ("not CC").
+// Fills st (the readings through gt_cc_decide). Never fails: no NVML, no CC API, CC off or a CC
+// query NVML refuses all give mode OFF with the reason in st->why ("not CC").
 GT_MUST_USE gt_err gt_nvml_cc_state(gt_cc_state *st);
 
 #define GT_NVML_CC_REPORT_MAX 0x2000
@@ -52,8 +36,9 @@ typedef struct {
 
 // Evidence from the GPU at `pci_bus_id` ("0000:17:00.0", as cudaDeviceGetPCIBusId writes it;
 // NULL: NVML's GPU 0) over the caller's fresh nonce (bind it to the session as DESIGN §4 says,
-// e.g. the first 32 bytes of the report_data hash). GT_E_UNSUPPORTED with "not CC: <why>" when
-// NVML is missing, CC is off or the driver does not offer the report; ev is then empty.
+// e.g. the first 32 bytes of the report_data hash), in CC mode or protected PCIe mode.
+// GT_E_UNSUPPORTED with "not CC: <why>" when NVML is missing, both are off or the driver does
+// not offer the report; ev is then empty.
 // The caller frees ev with gt_cc_evidence_free.
 GT_MUST_USE gt_err gt_nvml_cc_evidence(const char *pci_bus_id,
                                        const uint8_t nonce[GT_NVGPU_NONCE_BYTES],

@@ -178,6 +178,17 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     memset(&sh, 0, sizeof sh);
     GT_ENSURE_GOTO(err, rx != NULL, out, GT_E_NOMEM, "sim device: out of memory");
 
+    // devd speaks first: its challenge, or a refusal (e.g. device busy).
+    GT_TRY_GOTO(err, gt_sim_frame_recv(c->fd, rx, GT_SIM_MAX_FRAME, &rx_len, NULL, &c->watch),
+                out);
+    gt_sim_status refused;
+    if (gt_is_ok(gt_sim_refuse_parse((gt_span){rx, rx_len}, &refused))) {
+        gt_err why = gt_sim_status_err(&refused);
+        err = gt_errf(why.code ? why.code : GT_E_STATE, "sim device: devd refused the session: %s",
+                      why.msg);
+        goto out;
+    }
+    GT_TRY_GOTO(err, gt_sim_challenge_parse((gt_span){rx, rx_len}, ch.server_nonce), out);
     ch.version = GT_SIM_VERSION;
     GT_TRY_GOTO(err, gt_random_bytes(ch.nonce, sizeof ch.nonce), out);
     GT_TRY_GOTO(err, gt_x25519_keypair(ch.pub, sec), out);
@@ -193,7 +204,6 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
         err = gt_is_ok(sent) ? err : sent;
         goto out;
     }
-    gt_sim_status refused;
     if (gt_is_ok(gt_sim_refuse_parse((gt_span){rx, rx_len}, &refused))) {
         gt_err why = gt_sim_status_err(&refused);
         err = gt_errf(why.code ? why.code : GT_E_STATE, "sim device: devd refused the session: %s",

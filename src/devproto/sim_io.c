@@ -119,7 +119,8 @@ static gt_err read_exact(int fd, uint8_t *p, size_t n, int *recv_fd, const gt_si
             }
             if (pr == 0) {
                 if (by_deadline) {
-                    return gt_errf(GT_E_TIMEOUT, "sim: deadline passed (lease expired)");
+                    return gt_errf(GT_E_TIMEOUT,
+                                   "sim: deadline passed (a lease's end, or a handshake's)");
                 }
                 return gt_errf(GT_E_TIMEOUT, "sim: peer sent nothing for %d ms",
                                watch->timeout_ms);

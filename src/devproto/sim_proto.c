@@ -14,6 +14,29 @@ gt_err gt_sim_peek_type(gt_span body, uint16_t *type)
     return gt_reader_u16le(&r, type);
 }
 
+gt_err gt_sim_challenge_write(gt_writer *w, const uint8_t nonce[GT_SIM_NONCE_BYTES])
+{
+    GT_TRY(gt_writer_u16le(w, GT_SIM_MSG_CHALLENGE));
+    GT_TRY(gt_writer_u16le(w, GT_SIM_VERSION));
+    return gt_writer_bytes(w, nonce, GT_SIM_NONCE_BYTES);
+}
+
+gt_err gt_sim_challenge_parse(gt_span body, uint8_t nonce[GT_SIM_NONCE_BYTES])
+{
+    gt_reader r = gt_reader_init(body.data, body.len);
+    uint16_t type = 0, version = 0;
+    GT_TRY(gt_reader_u16le(&r, &type));
+    GT_ENSURE(type == GT_SIM_MSG_CHALLENGE, GT_E_FORMAT,
+              "sim device: expected devd's challenge, got message type 0x%04x", type);
+    GT_TRY(gt_reader_u16le(&r, &version));
+    GT_TRY(gt_reader_bytes(&r, nonce, GT_SIM_NONCE_BYTES));
+    GT_TRY(gt_reader_expect_end(&r, "challenge"));
+    GT_ENSURE(version == GT_SIM_VERSION, GT_E_UNSUPPORTED,
+              "sim device: devd speaks protocol version %u (this client %u)", version,
+              GT_SIM_VERSION);
+    return GT_OK;
+}
+
 gt_err gt_sim_client_hello_write(gt_writer *w, const gt_sim_client_hello *h)
 {
     GT_ENSURE(h->evidence.len <= GT_SIM_MAX_EVIDENCE, GT_E_LIMIT,
@@ -22,6 +45,7 @@ gt_err gt_sim_client_hello_write(gt_writer *w, const gt_sim_client_hello *h)
     GT_TRY(gt_writer_u16le(w, GT_SIM_MSG_CLIENT_HELLO));
     GT_TRY(gt_writer_u16le(w, h->version));
     GT_TRY(gt_writer_bytes(w, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_writer_bytes(w, h->server_nonce, sizeof h->server_nonce));
     GT_TRY(gt_writer_bytes(w, h->pub, sizeof h->pub));
     GT_TRY(gt_writer_bytes(w, h->agreement, sizeof h->agreement));
     GT_TRY(gt_writer_u32le(w, (uint32_t)h->evidence.len));
@@ -39,6 +63,7 @@ gt_err gt_sim_client_hello_parse(gt_span body, gt_sim_client_hello *h)
               "devd: expected client hello, got message type 0x%04x", type);
     GT_TRY(gt_reader_u16le(&r, &h->version));
     GT_TRY(gt_reader_bytes(&r, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_reader_bytes(&r, h->server_nonce, sizeof h->server_nonce));
     GT_TRY(gt_reader_bytes(&r, h->pub, sizeof h->pub));
     GT_TRY(gt_reader_bytes(&r, h->agreement, sizeof h->agreement));
     GT_TRY(gt_reader_u32le(&r, &ev_len));
@@ -142,7 +167,10 @@ gt_err gt_sim_refuse_parse(gt_span body, gt_sim_status *refused)
 
 gt_err gt_sim_client_report_data(uint8_t rd[GT_REPORT_DATA_BYTES], const gt_sim_client_hello *h)
 {
-    return gt_attest_report_data_build(rd, GT_SIM_TAG_CLIENT_RD, h->nonce, sizeof h->nonce, h->pub,
+    uint8_t nonces[2 * GT_SIM_NONCE_BYTES];
+    memcpy(nonces, h->nonce, GT_SIM_NONCE_BYTES);
+    memcpy(nonces + GT_SIM_NONCE_BYTES, h->server_nonce, GT_SIM_NONCE_BYTES);
+    return gt_attest_report_data_build(rd, GT_SIM_TAG_CLIENT_RD, nonces, sizeof nonces, h->pub,
                                        sizeof h->pub, h->agreement, sizeof h->agreement);
 }
 

@@ -19,12 +19,23 @@ gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
     gt_sim_client_hello ch;
     memset(&ch, 0, sizeof ch);
 
+    // A fresh challenge first: the client's evidence must bind it, so a hello recorded from
+    // another connection is refused here, before its evidence is appraised or any device state
+    // is set up for it.
+    uint8_t challenge[GT_SIM_NONCE_BYTES], challenge_msg[GT_SIM_CHALLENGE_BYTES];
+    gt_writer cw = gt_writer_init_fixed(challenge_msg, sizeof challenge_msg);
+    GT_TRY_GOTO(err, gt_random_bytes(challenge, sizeof challenge), out);
+    GT_TRY_GOTO(err, gt_sim_challenge_write(&cw, challenge), out);
+    GT_TRY_GOTO(err, gt_sim_frame_send(fd, cw.data, cw.len, -1), out);
     GT_TRY_GOTO(err, gt_sim_frame_recv(fd, rx, GT_SIM_MAX_FRAME, &ch_len, NULL, watch), out);
     ch_body = malloc(ch_len ? ch_len : 1);
     GT_ENSURE_GOTO(err, ch_body != NULL, out, GT_E_NOMEM, "sim server: out of memory");
     memcpy(ch_body, rx, ch_len);
     gt_span ch_span = {ch_body, ch_len};
     GT_TRY_GOTO(err, gt_sim_client_hello_parse(ch_span, &ch), refuse);
+    GT_ENSURE_GOTO(err, gt_ct_equal(ch.server_nonce, challenge, sizeof challenge), refuse,
+                   GT_E_AUTH, "client hello answers another challenge than this connection's "
+                   "(a replayed hello)");
     memcpy(agreement, ch.agreement, GT_SHA256_BYTES);
     // client evidence: bound to its nonce, its X25519 key and the agreement
     GT_TRY_GOTO(err, gt_sim_client_report_data(rd, &ch), refuse);

@@ -31,7 +31,45 @@ struct gt_holder_agent {
     gt_device *kept;
     char kept_address[GT_DEVICE_TRIP_ADDRESS_MAX];
     double kept_since;  // its handshake
+    // Co-holder witnesses (travel.h): per agreement holder, the longest head of its ledger this
+    // holder has witnessed (entries 0: none), restored from "witness" entries at create.
+    struct {
+        uint64_t entries;
+        uint8_t head[GT_SHA256_BYTES];
+    } witnessed[GT_AGREEMENT_MAX_HOLDERS];
+    // Set once co-holders' witnesses showed this holder's ledger was rolled back: it then serves
+    // no one (until an operator restores the ledger they witnessed).
+    bool rolled_back;
+    char rolled_back_why[256];
 };
+
+// The agreement's index of the holder with identity key k, or -1.
+static int holder_index(const gt_agreement *ag, const uint8_t k[GT_ED25519_PUBLIC_BYTES])
+{
+    for (uint32_t i = 0; i < ag->holder_count; i++) {
+        if (gt_ct_equal(ag->holders[i].identity_key, k, GT_ED25519_PUBLIC_BYTES)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+// Ledger replay: a "witness" entry is a co-holder's head this holder has seen.
+static void count_witness(gt_holder_agent *a, const cJSON *detail)
+{
+    uint8_t k[GT_ED25519_PUBLIC_BYTES], head[GT_SHA256_BYTES];
+    uint64_t entries = 0;
+    if (!gt_is_ok(gt_json_get_hex(detail, "holder", k, sizeof k)) ||
+        !gt_is_ok(gt_json_get_hex(detail, "head", head, sizeof head)) ||
+        !gt_is_ok(gt_json_get_u64(detail, "entries", &entries))) {
+        return;
+    }
+    int i = holder_index(a->cfg.agreement, k);
+    if (i >= 0 && entries > a->witnessed[i].entries) {
+        a->witnessed[i].entries = entries;
+        memcpy(a->witnessed[i].head, head, sizeof head);
+    }
+}
 
 static gt_err trainer_admit(gt_holder_agent *a, conn_slot *self, const char *trainer);
 
@@ -48,6 +86,10 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
     gt_holder_agent *a = ctx;
     bool grant = kind != NULL && strcmp(kind, "grant") == 0;
     bool use = kind != NULL && strcmp(kind, "use") == 0;
+    if (kind != NULL && strcmp(kind, "witness") == 0) {
+        count_witness(a, detail);
+        return;
+    }
     if (!grant && !use) {
         return;
     }
@@ -647,6 +689,213 @@ static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body
     return GT_OK;
 }
 
+// ---- co-holder witnesses (travel.h) ----------------------------------------------------------
+
+// One connection's part in the witness round.
+typedef struct {
+    gt_hp_head mine;     // the HEAD this holder sent on this connection
+    bool witnessed;      // its co-holders' witnesses checked out (WITNESSES)
+    // Co-holders' HEADs witnessed on this connection, recorded once they confirm them.
+    gt_hp_head pending[GT_AGREEMENT_MAX_HOLDERS];
+    bool has_pending[GT_AGREEMENT_MAX_HOLDERS];
+} witness_session;
+
+// This connection's HEAD: the ledger's head now, a fresh nonce, signed with the identity key.
+static gt_err send_head(gt_holder_agent *a, gt_channel *ch, gt_hp_head *h)
+{
+    memset(h, 0, sizeof *h);
+    h->flags = a->cfg.require_witnesses ? GT_HP_HEAD_WITNESSES_REQUIRED : 0;
+    memcpy(h->holder_key, a->cfg.keys->holder_pub, sizeof h->holder_key);
+    memcpy(h->agreement, a->cfg.agreement->hash, sizeof h->agreement);
+    GT_TRY(gt_random_bytes(h->nonce, sizeof h->nonce));
+    if (a->cfg.ledger != NULL) {
+        gt_ledger_head(a->cfg.ledger, &h->entries, h->head);
+    }
+    GT_TRY(gt_hp_head_sign(h, a->cfg.keys->holder_sec, false));
+    uint8_t body[GT_HP_HEAD_BYTES];
+    gt_writer w = gt_writer_init_fixed(body, sizeof body);
+    GT_TRY(gt_hp_head_write(&w, h));
+    return gt_channel_send(ch, GT_HP_HEAD, w.data, w.len);
+}
+
+// WITNESS_REQ: another holder's HEAD. Answers what this holder had witnessed of it, bound to
+// that HEAD's nonce; the new head waits (pending) for that holder's confirmation.
+static gt_err serve_witness_req(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
+                                witness_session *ws)
+{
+    gt_hp_head h;
+    GT_TRY(gt_hp_head_parse(gt_buf_span(body), &h));
+    int i = holder_index(a->cfg.agreement, h.holder_key);
+    GT_ENSURE(i >= 0 && &a->cfg.agreement->holders[i] != a->me, GT_E_POLICY,
+              "witness: the head is not a co-holder's of this agreement");
+    GT_ENSURE(gt_ct_equal(h.agreement, a->cfg.agreement->hash, sizeof h.agreement), GT_E_POLICY,
+              "witness: the head is under another agreement");
+    GT_TRY(gt_hp_head_verify(&h, false));
+    gt_hp_witness wit;
+    memset(&wit, 0, sizeof wit);
+    memcpy(wit.witness_key, a->cfg.keys->holder_pub, sizeof wit.witness_key);
+    memcpy(wit.subject_key, h.holder_key, sizeof wit.subject_key);
+    memcpy(wit.agreement, h.agreement, sizeof wit.agreement);
+    memcpy(wit.nonce, h.nonce, sizeof wit.nonce);
+    pthread_mutex_lock(&a->lock);
+    wit.entries = a->witnessed[i].entries;
+    memcpy(wit.head, a->witnessed[i].head, sizeof wit.head);
+    pthread_mutex_unlock(&a->lock);
+    if (h.entries < wit.entries) {
+        gt_log_warn("holder %s: holder %s shows a ledger of %llu entries; this holder witnessed "
+                    "%llu (rolled back?): it will say so", a->me->name,
+                    a->cfg.agreement->holders[i].name, (unsigned long long)h.entries,
+                    (unsigned long long)wit.entries);
+    }
+    ws->pending[i] = h;
+    ws->has_pending[i] = true;
+    GT_TRY(gt_hp_witness_sign(&wit, a->cfg.keys->holder_sec));
+    uint8_t out[GT_HP_WITNESS_BYTES];
+    gt_writer w = gt_writer_init_fixed(out, sizeof out);
+    GT_TRY(gt_hp_witness_write(&w, &wit));
+    return gt_channel_send(ch, GT_HP_WITNESS, w.data, w.len);
+}
+
+// WITNESS_CONFIRM: a co-holder confirmed the HEAD this holder witnessed on this connection (its
+// own check against every witness passed): now it is recorded, durably, when it is longer.
+static gt_err serve_witness_confirm(gt_holder_agent *a, const gt_buf *body, witness_session *ws)
+{
+    gt_hp_head h;
+    GT_TRY(gt_hp_head_parse(gt_buf_span(body), &h));
+    int i = holder_index(a->cfg.agreement, h.holder_key);
+    GT_ENSURE(i >= 0 && ws->has_pending[i], GT_E_POLICY,
+              "witness confirmation of a head not witnessed on this connection");
+    const gt_hp_head *p = &ws->pending[i];
+    GT_ENSURE(gt_ct_equal(h.nonce, p->nonce, sizeof h.nonce) && h.entries == p->entries &&
+                  gt_ct_equal(h.head, p->head, sizeof h.head) &&
+                  gt_ct_equal(h.agreement, p->agreement, sizeof h.agreement),
+              GT_E_POLICY, "witness confirmation of another head than the one witnessed");
+    GT_TRY(gt_hp_head_verify(&h, true));
+    ws->has_pending[i] = false;
+    const char *who = a->cfg.agreement->holders[i].name;
+    pthread_mutex_lock(&a->lock);
+    bool longer = h.entries > a->witnessed[i].entries;
+    if (longer) {
+        a->witnessed[i].entries = h.entries;
+        memcpy(a->witnessed[i].head, h.head, sizeof h.head);
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!longer || a->cfg.ledger == NULL) {
+        return GT_OK;
+    }
+    cJSON *d = cJSON_CreateObject();
+    char k_hex[2 * GT_ED25519_PUBLIC_BYTES + 1], h_hex[2 * GT_SHA256_BYTES + 1];
+    gt_hex_encode(k_hex, sizeof k_hex, h.holder_key, sizeof h.holder_key);
+    gt_hex_encode(h_hex, sizeof h_hex, h.head, sizeof h.head);
+    cJSON_AddStringToObject(d, "holder", k_hex);
+    cJSON_AddStringToObject(d, "name", who);
+    cJSON_AddNumberToObject(d, "entries", (double)h.entries);
+    cJSON_AddStringToObject(d, "head", h_hex);
+    gt_err e = gt_ledger_append(a->cfg.ledger, "witness", d);
+    cJSON_Delete(d);
+    return gt_err_wrap(e, "ledger: the witnessed head of %s", who);
+}
+
+// One co-holder's witness of this holder's head (`mine`, this connection's HEAD): signed by a
+// co-holder, for this session's nonce, and a prefix of this ledger. *from: its holder index.
+static gt_err witness_check(gt_holder_agent *a, const gt_hp_head *mine, const gt_hp_witness *w,
+                            int *from, bool *rolled_back)
+{
+    *rolled_back = false;
+    int i = holder_index(a->cfg.agreement, w->witness_key);
+    GT_ENSURE(i >= 0 && &a->cfg.agreement->holders[i] != a->me, GT_E_POLICY,
+              "a witness that is not a co-holder of this agreement");
+    GT_TRY(gt_hp_witness_verify(w));
+    GT_ENSURE(gt_ct_equal(w->subject_key, mine->holder_key, sizeof w->subject_key) &&
+                  gt_ct_equal(w->agreement, mine->agreement, sizeof w->agreement) &&
+                  gt_ct_equal(w->nonce, mine->nonce, sizeof w->nonce),
+              GT_E_POLICY, "holder %s's witness is of another head or session (replayed?)",
+              a->cfg.agreement->holders[i].name);
+    *from = i;
+    if (w->entries == 0) {
+        return GT_OK;  // it had witnessed nothing of this holder yet
+    }
+    uint8_t ours[GT_SHA256_BYTES];
+    gt_err e = w->entries <= mine->entries
+                   ? gt_ledger_prefix_head(a->cfg.ledger_path, a->cfg.keys->holder_pub,
+                                           w->entries, ours)
+                   : gt_errf(GT_E_NOTFOUND, "shorter");
+    if (!gt_is_ok(e) || !gt_ct_equal(ours, w->head, sizeof ours)) {
+        char hex[2 * GT_SHA256_BYTES + 1];
+        gt_hex_encode(hex, sizeof hex, w->head, sizeof w->head);
+        *rolled_back = true;
+        return gt_errf(GT_E_POLICY, "ledger rolled back or replaced: holder %s witnessed it at "
+                       "%llu entries (head %.16s...), which this ledger of %llu entries does not "
+                       "hold", a->cfg.agreement->holders[i].name,
+                       (unsigned long long)w->entries, hex, (unsigned long long)mine->entries);
+    }
+    return GT_OK;
+}
+
+// WITNESSES for this connection's HEAD: every one must check out, and with require_witnesses
+// every co-holder must have answered. A witnessed head this ledger lacks is sticky: the holder
+// serves no one from then on.
+static gt_err serve_witnesses(gt_holder_agent *a, gt_channel *ch, const gt_buf *body,
+                              witness_session *session, const char *trainer)
+{
+    const gt_hp_head *mine = &session->mine;
+    gt_hp_witness *ws = calloc(GT_AGREEMENT_MAX_HOLDERS, sizeof *ws);
+    GT_ENSURE(ws != NULL, GT_E_NOMEM, "out of memory");
+    size_t n = 0;
+    bool seen[GT_AGREEMENT_MAX_HOLDERS] = {0};
+    gt_err verdict = gt_hp_witnesses_parse(gt_buf_span(body), ws, GT_AGREEMENT_MAX_HOLDERS, &n);
+    for (size_t k = 0; k < n && gt_is_ok(verdict); k++) {
+        int from = -1;
+        bool rolled = false;
+        verdict = witness_check(a, mine, &ws[k], &from, &rolled);
+        if (gt_is_ok(verdict)) {
+            seen[from] = true;
+        } else if (rolled) {
+            pthread_mutex_lock(&a->lock);
+            a->rolled_back = true;
+            snprintf(a->rolled_back_why, sizeof a->rolled_back_why, "%s", verdict.msg);
+            pthread_mutex_unlock(&a->lock);
+            gt_log_error("holder %s: %s; serving no one until the ledger its co-holders "
+                         "witnessed is restored", a->me->name, verdict.msg);
+        }
+    }
+    free(ws);
+    for (uint32_t i = 0; i < a->cfg.agreement->holder_count && gt_is_ok(verdict); i++) {
+        if (a->cfg.require_witnesses && &a->cfg.agreement->holders[i] != a->me && !seen[i]) {
+            verdict = gt_errf(GT_E_POLICY, "no witness of this holder's ledger head from holder "
+                              "%s", a->cfg.agreement->holders[i].name);
+        }
+    }
+    if (!gt_is_ok(verdict)) {
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
+                                                  .reason = verdict.msg});
+        return send_refuse(ch, verdict);
+    }
+    session->witnessed = true;
+    gt_hp_head confirmed = *mine;
+    GT_TRY(gt_hp_head_sign(&confirmed, a->cfg.keys->holder_sec, true));
+    uint8_t out[GT_HP_HEAD_BYTES];
+    gt_writer w = gt_writer_init_fixed(out, sizeof out);
+    GT_TRY(gt_hp_head_write(&w, &confirmed));
+    return gt_channel_send(ch, GT_HP_WITNESS_OK, w.data, w.len);
+}
+
+// A FETCH or TRAVEL is served only by a holder not rolled back, and (require_witnesses) only in
+// a session whose witnesses checked out.
+static gt_err witnesses_admit(gt_holder_agent *a, bool witnessed)
+{
+    pthread_mutex_lock(&a->lock);
+    gt_err e = a->rolled_back ? gt_errf(GT_E_POLICY, "this holder's ledger was rolled back: %s",
+                                        a->rolled_back_why)
+                              : GT_OK;
+    pthread_mutex_unlock(&a->lock);
+    GT_TRY(e);
+    GT_ENSURE(!a->cfg.require_witnesses || witnessed, GT_E_POLICY,
+              "this holder serves only after its co-holders witnessed its ledger head in this "
+              "session (the trainer sends WITNESSES)");
+    return GT_OK;
+}
+
 // appraisal: what the attestor said of this trainer when it accepted it (may be NULL); self:
 // this connection's slot in the serving loop (NULL for gt_holder_agent_handle).
 static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal,
@@ -658,6 +907,7 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
     uint32_t type = 0;
     uint8_t agreement[32];
     char trainer[64] = "";
+    witness_session *ws = NULL;
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
     GT_ENSURE_GOTO(err, type == GT_HP_HELLO, out, GT_E_FORMAT, "expected HELLO, got %#x", type);
@@ -691,10 +941,35 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
     GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_WELCOME, a->manifest_bytes.data,
                                      a->manifest_bytes.len),
                 out);
+    ws = calloc(1, sizeof *ws);
+    GT_ENSURE_GOTO(err, ws != NULL, out, GT_E_NOMEM, "out of memory");
+    GT_TRY_GOTO(err, send_head(a, ch, &ws->mine), out);
     for (;;) {
         GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
         if (type == GT_HP_BYE) {
             break;
+        }
+        if (type == GT_HP_WITNESS_REQ) {
+            GT_TRY_GOTO(err, serve_witness_req(a, ch, &body, ws), out);
+            continue;
+        }
+        if (type == GT_HP_WITNESS_CONFIRM) {
+            GT_TRY_GOTO(err, serve_witness_confirm(a, &body, ws), out);
+            continue;
+        }
+        if (type == GT_HP_WITNESSES) {
+            GT_TRY_GOTO(err, serve_witnesses(a, ch, &body, ws, trainer), out);
+            continue;
+        }
+        if (type == GT_HP_FETCH || type == GT_HP_TRAVEL) {
+            gt_err admitted = witnesses_admit(a, ws->witnessed);
+            if (!gt_is_ok(admitted)) {
+                count_refusal(a);
+                ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
+                                                          .reason = admitted.msg});
+                GT_TRY_GOTO(err, send_refuse(ch, admitted), out);
+                continue;
+            }
         }
         if (type == GT_HP_USED) {
             GT_TRY_GOTO(err, record_use(a, &body, trainer), out);
@@ -715,6 +990,7 @@ out:
             gt_log_error("holder %s: ledger: %s", a->me->name, synced.msg);
         }
     }
+    free(ws);
     gt_buf_free_nowipe(&body);
     return err;
 }

@@ -428,9 +428,13 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
     }
 }
 
-// dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T). Per (b, h), with a (T,T) scratch:
-//   datt = dout V^T; dV = att^T dout; dpre = att * (datt - rowsum(att * datt)) (zero where att
-//   is masked); dQ = scale dpre K; dK = scale dpre^T Q.
+// dinp (B,T,3C)=; dout (B,T,C); inp (B,T,3C); att (B,NH,T,T), read only at t2 <= t (the
+// causal contract, docs/train.md: att above the diagonal never contributes, whatever it holds).
+// Per (b, h), with a (T,T) scratch:
+//   dV = mask(att)^T dout (the scratch holds the masked att first); datt = dout V^T;
+//   dpre = att * (datt - rowsum(att * datt)) on t2 <= t, 0 above; dQ = scale dpre K;
+//   dK = scale dpre^T Q. The forward writes zeros above the diagonal, so in training the masked
+//   copy equals att and sgemm sees the same operands: the bits do not change.
 static void attention_backward(float *dinp, const float *dout, const float *inp, const float *att,
                                int B, int T, int C, int NH)
 {
@@ -446,10 +450,16 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
             float *dq = dinp + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
             const float *a = att + (size_t)bh * T * T;
             const float *dy = dout + (size_t)b * T * C + h * hs;
+            for (int t = 0; t < T; t++) {
+                const float *ar = a + (size_t)t * T;
+                float *dr = d + (size_t)t * T;
+                memcpy(dr, ar, sizeof(float) * (size_t)(t + 1));
+                memset(dr + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, d, T, dy, C,
+                        0.0f, dv, C3);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
                         0.0f, d, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C,
-                        0.0f, dv, C3);
             for (int t = 0; t < T; t++) {
                 const float *ar = a + (size_t)t * T;
                 float *dr = d + (size_t)t * T;

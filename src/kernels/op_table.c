@@ -77,6 +77,8 @@ static const gt_op_descriptor descs[GT_OP_COUNT_] = {
         .rels = {DIVIDES(NH, C)}},
 #undef ARGS
 #define ARGS gt_attention_bwd_args
+    // Causal: att is read only on and below the diagonal (kernels.h; every backend, and
+    // tests/kernels/test_kernel_contract.c holds them to it with random att everywhere).
     [GT_OP_ATTENTION_BWD] = {"attention_backward", 4, 4, 0, SIZE,
         .refs = {REF(dinp, F32, WRITE, "B,T,3C"), REF(dout, F32, READ, "B,T,C"),
                  REF(inp, F32, READ, "B,T,3C"), REF(att, F32, READ, "B,NH,T,T")},

@@ -60,7 +60,7 @@ static gt_err holders_open(holders *h, const gt_collab_config *cfg,
         event(cfg, "holder %s: attested, serves dataset of %llu tokens in %u chunk(s)",
               a->holders[i].name, (unsigned long long)(m->token_count), m->chunk_count);
     }
-    return GT_OK;
+    return gt_holders_witness(h->conns, a->holder_count);
 }
 
 // Trains up to `max_steps` steps on one chunk buffer; returns steps done and tokens consumed.

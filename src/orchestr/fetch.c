@@ -12,10 +12,12 @@
 struct gt_holder_conn {
     gt_channel *ch;
     gt_manifest manifest;
+    gt_hp_head head;  // the holder's signed ledger head for this session
     char name[GT_AGREEMENT_NAME_BYTES];
 };
 
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c) { return &c->manifest; }
+const gt_hp_head *gt_holder_conn_head(const gt_holder_conn *c) { return &c->head; }
 
 gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t holder_index,
                          const gt_net_attestor *att, const char *trainer_name,
@@ -61,6 +63,14 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
     GT_ENSURE_GOTO(err, c->manifest.vocab_size <= a->vocab, fail, GT_E_POLICY,
                    "holder %s: dataset vocabulary %u exceeds the model's %u", h->name,
                    c->manifest.vocab_size, a->vocab);
+    // Its ledger head, for the co-holder witnesses (travel.h): signed by the agreement's key.
+    GT_TRY_GOTO(err, gt_channel_recv(c->ch, &type, &body, GT_HP_MAX_CONTROL), fail);
+    GT_ENSURE_GOTO(err, type == GT_HP_HEAD, fail, GT_E_FORMAT,
+                   "holder %s: expected its ledger HEAD, got %#x", h->name, type);
+    GT_TRY_GOTO(err, gt_hp_head_parse(gt_buf_span(&body), &c->head), fail);
+    GT_ENSURE_GOTO(err, gt_ct_equal(c->head.holder_key, h->identity_key, GT_ED25519_PUBLIC_BYTES),
+                   fail, GT_E_POLICY, "holder %s: its ledger head names another key", h->name);
+    GT_TRY_GOTO(err, gt_hp_head_verify(&c->head, false), fail);
     gt_buf_free_nowipe(&body);
     *out = c;
     return GT_OK;
@@ -141,6 +151,75 @@ gt_err gt_holder_confirm_use(gt_holder_conn *c, uint32_t chunk, uint64_t tokens)
     gt_writer w = gt_writer_init_fixed(msg, sizeof msg);
     GT_TRY(gt_hp_used_write(&w, &(gt_hp_used){.chunk = chunk, .tokens = tokens}));
     return gt_channel_send(c->ch, GT_HP_USED, w.data, w.len);
+}
+
+// One request and its answer: `want`, or the holder's REFUSE as its error.
+static gt_err exchange(gt_holder_conn *c, uint32_t type, const void *msg, size_t len, uint32_t want,
+                       gt_buf *answer)
+{
+    GT_TRY(gt_channel_send(c->ch, type, msg, len));
+    uint32_t got = 0;
+    GT_TRY(gt_channel_recv(c->ch, &got, answer, GT_HP_MAX_CONTROL));
+    if (got == GT_HP_REFUSE) {
+        return gt_hp_refuse_error(gt_buf_span(answer), c->name);
+    }
+    GT_ENSURE(got == want, GT_E_FORMAT, "holder %s: expected %#x, got %#x", c->name, want, got);
+    return GT_OK;
+}
+
+gt_err gt_holders_witness(gt_holder_conn *const *conns, uint32_t n)
+{
+    bool wanted = false;
+    for (uint32_t i = 0; i < n; i++) {
+        wanted |= (conns[i]->head.flags & GT_HP_HEAD_WITNESSES_REQUIRED) != 0;
+    }
+    if (!wanted || n < 2) {
+        return GT_OK;
+    }
+    gt_hp_witness *w = calloc((size_t)n * n, sizeof *w);  // w[x * n + y]: y's witness of x
+    GT_ENSURE(w != NULL, GT_E_NOMEM, "out of memory");
+    gt_buf answer = {0};
+    uint8_t *list = malloc(1 + (size_t)n * GT_HP_WITNESS_BYTES);
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, list != NULL, out, GT_E_NOMEM, "out of memory");
+    for (uint32_t x = 0; x < n; x++) {
+        uint8_t head[GT_HP_HEAD_BYTES];
+        gt_writer hw = gt_writer_init_fixed(head, sizeof head);
+        GT_TRY_GOTO(err, gt_hp_head_write(&hw, &conns[x]->head), out);
+        for (uint32_t y = 0; y < n; y++) {
+            if (y == x) {
+                continue;
+            }
+            GT_TRY_GOTO(err, exchange(conns[y], GT_HP_WITNESS_REQ, hw.data, hw.len,
+                                      GT_HP_WITNESS, &answer), out);
+            GT_TRY_GOTO(err, gt_hp_witness_parse(gt_buf_span(&answer), &w[x * n + y]), out);
+        }
+    }
+    for (uint32_t x = 0; x < n; x++) {
+        gt_writer lw = gt_writer_init_fixed(list, 1 + (size_t)n * GT_HP_WITNESS_BYTES);
+        GT_TRY_GOTO(err, gt_writer_u8(&lw, (uint8_t)(n - 1)), out);
+        for (uint32_t y = 0; y < n; y++) {
+            if (y != x) {
+                GT_TRY_GOTO(err, gt_hp_witness_write(&lw, &w[x * n + y]), out);
+            }
+        }
+        GT_TRY_GOTO(err, exchange(conns[x], GT_HP_WITNESSES, lw.data, lw.len, GT_HP_WITNESS_OK,
+                                  &answer), out);
+        // x's confirmed head goes to every co-holder, which records it only now.
+        gt_hp_head confirmed;
+        GT_TRY_GOTO(err, gt_hp_head_parse(gt_buf_span(&answer), &confirmed), out);
+        for (uint32_t y = 0; y < n; y++) {
+            if (y != x) {
+                GT_TRY_GOTO(err, gt_channel_send(conns[y]->ch, GT_HP_WITNESS_CONFIRM,
+                                                 answer.data, answer.len), out);
+            }
+        }
+    }
+out:
+    free(w);
+    free(list);
+    gt_buf_free_nowipe(&answer);
+    return gt_err_wrap(err, "co-holder witnesses");
 }
 
 void gt_holder_disconnect(gt_holder_conn *c)

@@ -47,7 +47,8 @@ gt_err gt_cuda_trip_load(gt_device *dev, const uint8_t *ct_and_tag, uint64_t len
     uint64_t n = len - GT_AEAD_TAG_BYTES;
     gt_dbuf b = 0;
     gt_err err = GT_OK;
-    GT_TRY(gt_device_alloc(dev, n, GT_DBUF_NO_READBACK, &b));
+    // its own 2 MiB-granular driver allocation: IPC shares whole allocations (device_cuda.h)
+    GT_TRY(gt_device_cuda_alloc_exportable(dev, n, GT_DBUF_NO_READBACK, &b));
     // the ciphertext goes to the device unchanged; the tag stays on the host for the check
     GT_TRY_GOTO(err, gt_device_copy_in(dev, b, 0, ct_and_tag, n), fail);
     GT_TRY_GOTO(err, gt_device_cuda_aes_gcm_open(dev, b, b, n, aad, GT_SIM_LOAD_AAD_BYTES, iv,

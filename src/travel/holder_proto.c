@@ -143,3 +143,162 @@ gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded)
     GT_TRY(gt_reader_u64le(&r, bytes_loaded));
     return gt_reader_expect_end(&r, "travelled");
 }
+
+// ---- co-holder witnesses ------------------------------------------------------------------------
+
+#define HEAD_TAG "gputravel/ledger-head/v1"
+#define HEAD_CONFIRMED_TAG "gputravel/ledger-head-confirmed/v1"
+#define WITNESS_TAG "gputravel/ledger-witness/v1"
+#define HEAD_SIGNED (GT_HP_HEAD_BYTES - GT_ED25519_SIG_BYTES)
+#define WITNESS_SIGNED (GT_HP_WITNESS_BYTES - GT_ED25519_SIG_BYTES)
+
+// The signed bytes: the tag, its NUL, then the message without its signature.
+static gt_err head_signed_bytes(const gt_hp_head *h, bool confirmed, uint8_t *out, size_t cap,
+                                size_t *len)
+{
+    gt_writer w = gt_writer_init_fixed(out, cap);
+    if (confirmed) {
+        GT_TRY(gt_writer_bytes(&w, HEAD_CONFIRMED_TAG, sizeof HEAD_CONFIRMED_TAG));
+    } else {
+        GT_TRY(gt_writer_bytes(&w, HEAD_TAG, sizeof HEAD_TAG));
+    }
+    GT_TRY(gt_writer_u8(&w, 1));
+    GT_TRY(gt_writer_u8(&w, h->flags));
+    GT_TRY(gt_writer_bytes(&w, h->holder_key, sizeof h->holder_key));
+    GT_TRY(gt_writer_bytes(&w, h->agreement, sizeof h->agreement));
+    GT_TRY(gt_writer_bytes(&w, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_writer_u64le(&w, h->entries));
+    GT_TRY(gt_writer_bytes(&w, h->head, sizeof h->head));
+    *len = w.len;
+    return GT_OK;
+}
+
+static gt_err witness_signed_bytes(const gt_hp_witness *h, uint8_t *out, size_t cap, size_t *len)
+{
+    gt_writer w = gt_writer_init_fixed(out, cap);
+    GT_TRY(gt_writer_bytes(&w, WITNESS_TAG, sizeof WITNESS_TAG));
+    GT_TRY(gt_writer_u8(&w, 1));
+    GT_TRY(gt_writer_bytes(&w, h->witness_key, sizeof h->witness_key));
+    GT_TRY(gt_writer_bytes(&w, h->subject_key, sizeof h->subject_key));
+    GT_TRY(gt_writer_bytes(&w, h->agreement, sizeof h->agreement));
+    GT_TRY(gt_writer_bytes(&w, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_writer_u64le(&w, h->entries));
+    GT_TRY(gt_writer_bytes(&w, h->head, sizeof h->head));
+    *len = w.len;
+    return GT_OK;
+}
+
+gt_err gt_hp_head_sign(gt_hp_head *h, const uint8_t secret[GT_ED25519_SECRET_BYTES],
+                       bool confirmed)
+{
+    uint8_t msg[sizeof HEAD_CONFIRMED_TAG + HEAD_SIGNED];
+    size_t n = 0;
+    GT_TRY(head_signed_bytes(h, confirmed, msg, sizeof msg, &n));
+    return gt_ed25519_sign(h->sig, msg, n, secret);
+}
+
+gt_err gt_hp_head_verify(const gt_hp_head *h, bool confirmed)
+{
+    uint8_t msg[sizeof HEAD_CONFIRMED_TAG + HEAD_SIGNED];
+    size_t n = 0;
+    GT_TRY(head_signed_bytes(h, confirmed, msg, sizeof msg, &n));
+    GT_ENSURE(gt_is_ok(gt_ed25519_verify(h->sig, msg, n, h->holder_key)), GT_E_AUTH,
+              "ledger head: signature does not verify with the holder's key");
+    return GT_OK;
+}
+
+gt_err gt_hp_head_write(gt_writer *w, const gt_hp_head *h)
+{
+    GT_TRY(gt_writer_u8(w, 1));
+    GT_TRY(gt_writer_u8(w, h->flags));
+    GT_TRY(gt_writer_bytes(w, h->holder_key, sizeof h->holder_key));
+    GT_TRY(gt_writer_bytes(w, h->agreement, sizeof h->agreement));
+    GT_TRY(gt_writer_bytes(w, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_writer_u64le(w, h->entries));
+    GT_TRY(gt_writer_bytes(w, h->head, sizeof h->head));
+    return gt_writer_bytes(w, h->sig, sizeof h->sig);
+}
+
+gt_err gt_hp_head_parse(gt_span body, gt_hp_head *out)
+{
+    memset(out, 0, sizeof *out);
+    gt_reader r = gt_reader_init(body.data, body.len);
+    uint8_t version = 0;
+    GT_TRY(gt_reader_u8(&r, &version));
+    GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "ledger head: version %u", version);
+    GT_TRY(gt_reader_u8(&r, &out->flags));
+    GT_TRY(gt_reader_bytes(&r, out->holder_key, sizeof out->holder_key));
+    GT_TRY(gt_reader_bytes(&r, out->agreement, sizeof out->agreement));
+    GT_TRY(gt_reader_bytes(&r, out->nonce, sizeof out->nonce));
+    GT_TRY(gt_reader_u64le(&r, &out->entries));
+    GT_TRY(gt_reader_bytes(&r, out->head, sizeof out->head));
+    GT_TRY(gt_reader_bytes(&r, out->sig, sizeof out->sig));
+    return gt_reader_expect_end(&r, "ledger head");
+}
+
+gt_err gt_hp_witness_sign(gt_hp_witness *h, const uint8_t secret[GT_ED25519_SECRET_BYTES])
+{
+    uint8_t msg[sizeof WITNESS_TAG + WITNESS_SIGNED];
+    size_t n = 0;
+    GT_TRY(witness_signed_bytes(h, msg, sizeof msg, &n));
+    return gt_ed25519_sign(h->sig, msg, n, secret);
+}
+
+gt_err gt_hp_witness_verify(const gt_hp_witness *h)
+{
+    uint8_t msg[sizeof WITNESS_TAG + WITNESS_SIGNED];
+    size_t n = 0;
+    GT_TRY(witness_signed_bytes(h, msg, sizeof msg, &n));
+    GT_ENSURE(gt_is_ok(gt_ed25519_verify(h->sig, msg, n, h->witness_key)), GT_E_AUTH,
+              "ledger witness: signature does not verify with the witness's key");
+    return GT_OK;
+}
+
+gt_err gt_hp_witness_write(gt_writer *w, const gt_hp_witness *h)
+{
+    GT_TRY(gt_writer_u8(w, 1));
+    GT_TRY(gt_writer_bytes(w, h->witness_key, sizeof h->witness_key));
+    GT_TRY(gt_writer_bytes(w, h->subject_key, sizeof h->subject_key));
+    GT_TRY(gt_writer_bytes(w, h->agreement, sizeof h->agreement));
+    GT_TRY(gt_writer_bytes(w, h->nonce, sizeof h->nonce));
+    GT_TRY(gt_writer_u64le(w, h->entries));
+    GT_TRY(gt_writer_bytes(w, h->head, sizeof h->head));
+    return gt_writer_bytes(w, h->sig, sizeof h->sig);
+}
+
+static gt_err witness_read(gt_reader *r, gt_hp_witness *out)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t version = 0;
+    GT_TRY(gt_reader_u8(r, &version));
+    GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "ledger witness: version %u", version);
+    GT_TRY(gt_reader_bytes(r, out->witness_key, sizeof out->witness_key));
+    GT_TRY(gt_reader_bytes(r, out->subject_key, sizeof out->subject_key));
+    GT_TRY(gt_reader_bytes(r, out->agreement, sizeof out->agreement));
+    GT_TRY(gt_reader_bytes(r, out->nonce, sizeof out->nonce));
+    GT_TRY(gt_reader_u64le(r, &out->entries));
+    GT_TRY(gt_reader_bytes(r, out->head, sizeof out->head));
+    return gt_reader_bytes(r, out->sig, sizeof out->sig);
+}
+
+gt_err gt_hp_witness_parse(gt_span body, gt_hp_witness *out)
+{
+    gt_reader r = gt_reader_init(body.data, body.len);
+    GT_TRY(witness_read(&r, out));
+    return gt_reader_expect_end(&r, "ledger witness");
+}
+
+gt_err gt_hp_witnesses_parse(gt_span body, gt_hp_witness *out, size_t cap, size_t *count)
+{
+    *count = 0;
+    gt_reader r = gt_reader_init(body.data, body.len);
+    uint8_t n = 0;
+    GT_TRY(gt_reader_u8(&r, &n));
+    GT_ENSURE(n <= cap, GT_E_LIMIT, "ledger witnesses: %u (at most %zu)", n, cap);
+    for (uint8_t i = 0; i < n; i++) {
+        GT_TRY(witness_read(&r, &out[i]));
+    }
+    GT_TRY(gt_reader_expect_end(&r, "ledger witnesses"));
+    *count = n;
+    return GT_OK;
+}

@@ -83,6 +83,11 @@ gt_err gt_device_trip_lend(gt_device_trip **out, gt_device *dev, const char *soc
                   strlen(scheme) + strlen(socket_path) < address_cap &&
                   strlen(scheme) + strlen(socket_path) < GT_DEVICE_TRIP_ADDRESS_MAX,
               GT_E_LIMIT, "trip: socket path too long for a device address");
+#ifdef GT_HAVE_CUDA
+    if (kind == GT_DEVICE_CUDA) {  // PPCIe: no CUDA IPC, so no trip; refused before any holder
+        GT_TRY(gt_device_cuda_ipc_check(dev));
+    }
+#endif
     gt_device_trip *t = calloc(1, sizeof *t);
     GT_ENSURE(t != NULL, GT_E_NOMEM, "trip: out of memory");
 #ifdef GT_HAVE_CUDA

@@ -18,6 +18,12 @@ static void demo_runs_end_to_end(void **state)
     if (rc != 0 || strstr((char *)log.data, "demo OK: 12 steps on 3 holders' data") == NULL) {
         fail_msg("demo failed (%d):\n%s", rc, (char *)log.data);
     }
+    // Each holder's ledger head is anchored in a software TPM's counter (swtpm, which the test
+    // command installs: a CVM's vTPM in production).
+    if (strstr((char *)log.data, "its head anchored in a TPM counter (swtpm)") == NULL) {
+        fail_msg("the demo's holders ran without their TPM rollback guard:\n%s",
+                 (char *)log.data);
+    }
     assert_non_null(strstr((char *)log.data, "insecure-simulation"));
     // the trainer's three tries to read a travelled chunk back, each refused, naming its label
     const char *at = (const char *)log.data;

@@ -450,6 +450,119 @@ static uint32_t rnd(uint64_t *s)
     return (uint32_t)(*s >> 11);
 }
 
+// A client hello for the connection fd (devd's challenge read first), with real sim evidence
+// bound to it; its bytes in hello (cap bytes), their length returned.
+static size_t hello_for(int fd, uint8_t *hello, size_t cap)
+{
+    uint8_t rx[4096];
+    size_t n = 0;
+    gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
+    GT_ASSERT_OK(gt_sim_frame_recv(fd, rx, sizeof rx, &n, NULL, &w));
+    gt_sim_client_hello ch;
+    memset(&ch, 0, sizeof ch);
+    ch.version = GT_SIM_VERSION;
+    GT_ASSERT_OK(gt_sim_challenge_parse((gt_span){rx, n}, ch.server_nonce));
+    GT_ASSERT_OK(gt_random_bytes(ch.nonce, sizeof ch.nonce));
+    uint8_t sec[GT_X25519_BYTES], rd[GT_REPORT_DATA_BYTES];
+    GT_ASSERT_OK(gt_x25519_keypair(ch.pub, sec));
+    GT_ASSERT_OK(gt_sim_client_report_data(rd, &ch));
+    gt_buf ev = {0};
+    GT_ASSERT_OK(gt_sim_default_client_produce(NULL, rd, &ev));
+    ch.evidence = gt_buf_span(&ev);
+    gt_writer hw = gt_writer_init_fixed(hello, cap);
+    GT_ASSERT_OK(gt_sim_client_hello_write(&hw, &ch));
+    gt_buf_free(&ev);
+    return hw.len;
+}
+
+// The first frame devd answers a hello with: its type (SERVER_HELLO or REFUSE) and, for a
+// refusal, the reason in why.
+static uint16_t answer_to(int fd, char *why, size_t cap)
+{
+    static uint8_t rx[GT_SIM_MAX_FRAME];
+    size_t n = 0;
+    int bounce = -1;
+    gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
+    GT_ASSERT_OK(gt_sim_frame_recv(fd, rx, sizeof rx, &n, &bounce, &w));
+    if (bounce >= 0) {
+        close(bounce);
+    }
+    uint16_t type = 0;
+    GT_ASSERT_OK(gt_sim_peek_type((gt_span){rx, n}, &type));
+    gt_sim_status st;
+    if (type == GT_SIM_MSG_REFUSE) {
+        GT_ASSERT_OK(gt_sim_refuse_parse((gt_span){rx, n}, &st));
+        snprintf(why, cap, "%s", st.msg);
+    }
+    return type;
+}
+
+// A client hello recorded on one connection and replayed on another is refused before its
+// evidence is appraised: it answers the other connection's challenge. The recorder's own hello
+// is accepted (the evidence is real).
+static void test_replayed_hello_refused(void **state)
+{
+    fixture *f = *state;
+    uint8_t hello[8192];
+    char why[256] = "";
+    int first = raw_connect(f->sock);
+    size_t n = hello_for(first, hello, sizeof hello);
+    GT_ASSERT_OK(gt_sim_frame_send(first, hello, n, -1));
+    assert_int_equal(answer_to(first, why, sizeof why), GT_SIM_MSG_SERVER_HELLO);
+    close(first);
+    sleep_ms(100);  // devd ends that session
+    int replay = -1;
+    for (int i = 0; i < 100; i++) {  // devd may still be ending the first session: "busy"
+        replay = raw_connect(f->sock);
+        uint8_t rx[4096];
+        size_t len = 0;
+        gt_sim_watch w = {.fd = -1, .timeout_ms = 5000};
+        GT_ASSERT_OK(gt_sim_frame_recv(replay, rx, sizeof rx, &len, NULL, &w));
+        uint8_t nonce[GT_SIM_NONCE_BYTES];
+        if (gt_is_ok(gt_sim_challenge_parse((gt_span){rx, len}, nonce))) {
+            break;
+        }
+        close(replay);
+        replay = -1;
+        sleep_ms(20);
+    }
+    assert_true(replay >= 0);
+    GT_ASSERT_OK(gt_sim_frame_send(replay, hello, n, -1));
+    assert_int_equal(answer_to(replay, why, sizeof why), GT_SIM_MSG_REFUSE);
+    assert_non_null(strstr(why, "another challenge"));
+    close(replay);
+    assert_device_clean(f, 0);
+}
+
+// A client that trickles its hello a byte a second is cut off by the handshake's deadline
+// (10 s in all), not kept by a per-read timeout for ever.
+static void test_trickling_hello_cut_off(void **state)
+{
+    fixture *f = *state;
+    signal(SIGPIPE, SIG_IGN);
+    int fd = raw_connect(f->sock);
+    uint8_t hello[8192];
+    size_t n = hello_for(fd, hello + 4, sizeof hello - 4);
+    gt_store_u32le(hello, (uint32_t)n);  // the frame: u32le length, then the body
+    n += 4;
+    double t0 = gt_now_seconds();
+    size_t sent = 0;
+    while (sent < n && gt_now_seconds() - t0 < 20) {
+        if (write(fd, hello + sent, 1) != 1) {
+            break;  // devd closed the connection
+        }
+        sent++;
+        sleep_ms(700);
+    }
+    double took = gt_now_seconds() - t0;
+    print_message("trickled %zu of %zu bytes; devd closed the connection after %.1f s\n", sent,
+                  n, took);
+    assert_true(sent < n);
+    assert_true(took >= 9.0 && took < 14.0);
+    close(fd);
+    assert_device_clean(f, 0);
+}
+
 static void test_fuzzed_control_channel(void **state)
 {
     fixture *f = *state;
@@ -586,6 +699,8 @@ int main(void)
         cmocka_unit_test(test_tampered_ciphertext),
         cmocka_unit_test(test_wrong_chunk_metadata),
         cmocka_unit_test(test_replayed_record),
+        cmocka_unit_test(test_replayed_hello_refused),
+        cmocka_unit_test(test_trickling_hello_cut_off),
         cmocka_unit_test(test_reordered_records),
         cmocka_unit_test(test_malformed_records),
         cmocka_unit_test(test_fuzzed_control_channel),

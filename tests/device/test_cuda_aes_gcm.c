@@ -1,6 +1,9 @@
 // device/: AES-256-GCM open on the GPU (gt_device_cuda_aes_gcm_open) against OpenSSL on random
 // inputs: plaintext and acceptance match; a wrong tag, ciphertext bit, AAD or IV is refused with
-// GT_E_AUTH before any plaintext is written. Skipped (exit 77) without a usable GPU.
+// GT_E_AUTH before any plaintext is written; a readable output buffer is refused (GT_E_POLICY)
+// even with the right tag. The plaintext lands in NO_READBACK buffers, so the test reads it with
+// gt_device_inproc_read (the trainer's trusted in-process read). Skipped (exit 77) without a
+// usable GPU.
 #include "testlib.h"
 
 #include <gputravel/crypto.h>
@@ -54,14 +57,15 @@ static gt_err gpu_open(gt_device *d, const vec *v, bool in_place, uint8_t *out,
 {
     uint64_t n = v->len > 0 ? v->len : 1;
     gt_dbuf ct = 0, pt = 0;
-    GT_ASSERT_OK(gt_device_alloc(d, n, 0, &ct));
+    GT_ASSERT_OK(gt_device_alloc(d, n, in_place ? GT_DBUF_NO_READBACK : 0, &ct));
     pt = ct;
     if (!in_place) {
-        GT_ASSERT_OK(gt_device_alloc(d, n, 0, &pt));
+        GT_ASSERT_OK(gt_device_alloc(d, n, GT_DBUF_NO_READBACK, &pt));
     }
     GT_ASSERT_OK(gt_device_copy_in(d, ct, 0, v->ct, v->len));
     gt_err e = gt_device_cuda_aes_gcm_open(d, pt, ct, v->len, aad, v->alen, iv, tag, v->key);
-    GT_ASSERT_OK(gt_device_copy_out(d, out, pt, 0, v->len));
+    GT_ASSERT_CODE(gt_device_copy_out(d, out, pt, 0, 1), GT_E_POLICY);
+    GT_ASSERT_OK(gt_device_inproc_read(d, out, pt, 0, v->len));
     GT_ASSERT_OK(gt_device_free(d, ct));
     if (!in_place) {
         GT_ASSERT_OK(gt_device_free(d, pt));
@@ -127,12 +131,45 @@ static void tampering_refused_before_plaintext(void **state)
     gt_device_close(d);
 }
 
+// The output must be NO_READBACK: a readable one is refused before any kernel runs, with the
+// right tag, in place or not, and stays as it was.
+static void readable_output_refused(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    gt_device *d = NULL;
+    gt_device_config g = {.kind = GT_DEVICE_CUDA};
+    GT_ASSERT_OK(gt_device_open(&d, &g));
+    vec v;
+    vec_make(&v, 4096 + 5, 13);
+    gt_dbuf ct = 0, pt = 0;
+    GT_ASSERT_OK(gt_device_alloc(d, v.len, 0, &ct));
+    GT_ASSERT_OK(gt_device_alloc(d, v.len, 0, &pt));
+    GT_ASSERT_OK(gt_device_copy_in(d, ct, 0, v.ct, v.len));
+    GT_ASSERT_ERR(gt_device_cuda_aes_gcm_open(d, pt, ct, v.len, v.aad, v.alen, v.iv,
+                                              v.ct + v.len, v.key),
+                  GT_E_POLICY, "NO_READBACK");
+    GT_ASSERT_ERR(gt_device_cuda_aes_gcm_open(d, ct, ct, v.len, v.aad, v.alen, v.iv,
+                                              v.ct + v.len, v.key),
+                  GT_E_POLICY, "NO_READBACK");
+    uint8_t *out = malloc(v.len), *zero = calloc(1, v.len);
+    GT_ASSERT_OK(gt_device_copy_out(d, out, pt, 0, v.len));
+    assert_memory_equal(out, zero, v.len);  // fresh, untouched
+    GT_ASSERT_OK(gt_device_copy_out(d, out, ct, 0, v.len));
+    assert_memory_equal(out, v.ct, v.len);  // in place: still ciphertext
+    free(out);
+    free(zero);
+    vec_free(&v);
+    gt_device_close(d);
+}
+
 int main(void)
 {
     have_gpu = gt_cuda_probe(gpu_why, sizeof gpu_why);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_openssl),
         cmocka_unit_test(tampering_refused_before_plaintext),
+        cmocka_unit_test(readable_output_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!have_gpu) {

@@ -16,14 +16,16 @@ static void state_and_evidence(void **state)
     (void)state;
     gt_cc_state st;
     GT_ASSERT_OK(gt_nvml_cc_state(&st));
-    print_message("nvml %s, driver '%s', cc %s, env %d, devtools %s, multi-gpu %s, ready %s%s%s\n",
-                  st.nvml ? "loaded" : "absent", st.driver, st.cc_on ? "ON" : "off", (int)st.env,
+    print_message("nvml %s, driver '%s', cc mode %s, env %d, devtools %s, multi-gpu %s, "
+                  "ready %s%s%s\n",
+                  st.nvml ? "loaded" : "absent", st.driver, gt_cc_mode_name(st.mode), (int)st.env,
                   st.devtools ? "on" : "off", st.multi_gpu ? "on" : "off",
-                  st.ready ? "yes" : "no", st.cc_on ? "" : "; not CC: ", st.why);
+                  st.ready ? "yes" : "no", st.mode == GT_CC_MODE_OFF ? "; not CC: " : "; ",
+                  st.why);
     if (!st.nvml) {
-        assert_false(st.cc_on);
+        assert_int_equal(st.mode, GT_CC_MODE_OFF);
     }
-    if (!st.cc_on) {
+    if (st.mode != GT_CC_MODE_ON) {
         assert_true(st.why[0] != '\0');
     }
     char bus[32] = {0};
@@ -38,7 +40,7 @@ static void state_and_evidence(void **state)
     GT_ASSERT_OK(gt_random_bytes(nonce, sizeof nonce));
     gt_cc_evidence ev;
     gt_err e = gt_nvml_cc_evidence(pci, nonce, &ev);
-    if (!st.cc_on) {
+    if (!gt_cc_has_evidence(&st)) {
         assert_int_equal(e.code, GT_E_UNSUPPORTED);
         assert_non_null(strstr(e.msg, "not CC"));
         assert_int_equal(ev.report.len, 0);
@@ -46,7 +48,7 @@ static void state_and_evidence(void **state)
         print_message("evidence: %s\n", e.msg);
         return;
     }
-    // CC on: the driver must answer (a refusal here is a finding, not a skip).
+    // CC on or PPCIe: the driver must answer (a refusal here is a finding, not a skip).
     GT_ASSERT_OK(e);
     assert_memory_equal(ev.nonce, nonce, sizeof nonce);
     assert_true(ev.report.len > 0 && ev.report.len <= GT_NVML_CC_REPORT_MAX);

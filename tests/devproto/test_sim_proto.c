@@ -106,6 +106,7 @@ static void test_handshake_messages(void **state)
     memset(&ch, 0, sizeof ch);
     ch.version = GT_SIM_VERSION;
     memset(ch.nonce, 1, sizeof ch.nonce);
+    memset(ch.server_nonce, 4, sizeof ch.server_nonce);
     memset(ch.pub, 2, sizeof ch.pub);
     memset(ch.agreement, 3, sizeof ch.agreement);
     ch.evidence = (gt_span){(const uint8_t *)"evidence", 8};
@@ -121,8 +122,24 @@ static void test_handshake_messages(void **state)
     }
     buf[w.len] = 0;
     GT_ASSERT_CODE(gt_sim_client_hello_parse((gt_span){buf, w.len + 1}, &back), GT_E_FORMAT);
-    buf[2] = 2;  // version
+    assert_memory_equal(back.server_nonce, ch.server_nonce, sizeof ch.server_nonce);
+    buf[2] = (uint8_t)(GT_SIM_VERSION + 1);  // version
     GT_ASSERT_CODE(gt_sim_client_hello_parse((gt_span){buf, w.len}, &back), GT_E_UNSUPPORTED);
+
+    // devd's challenge: exact size, its version, nothing else parses as one
+    uint8_t nonce[GT_SIM_NONCE_BYTES], got[GT_SIM_NONCE_BYTES];
+    memset(nonce, 9, sizeof nonce);
+    w = gt_writer_init_fixed(buf, sizeof buf);
+    GT_ASSERT_OK(gt_sim_challenge_write(&w, nonce));
+    assert_int_equal(w.len, GT_SIM_CHALLENGE_BYTES);
+    GT_ASSERT_OK(gt_sim_challenge_parse((gt_span){buf, w.len}, got));
+    assert_memory_equal(got, nonce, sizeof nonce);
+    for (size_t k = 0; k < w.len; k++) {
+        assert_false(gt_is_ok(gt_sim_challenge_parse((gt_span){buf, k}, got)));
+    }
+    GT_ASSERT_CODE(gt_sim_challenge_parse((gt_span){buf, w.len + 1}, got), GT_E_FORMAT);
+    buf[2] = (uint8_t)(GT_SIM_VERSION + 1);
+    GT_ASSERT_CODE(gt_sim_challenge_parse((gt_span){buf, w.len}, got), GT_E_UNSUPPORTED);
 
     gt_sim_server_hello sh;
     memset(&sh, 0, sizeof sh);
@@ -244,6 +261,9 @@ static void test_report_data_binding(void **state)
     GT_ASSERT_OK(gt_sim_client_report_data(a, &h));
     h.agreement[31] = 1;  // another agreement, another binding
     GT_ASSERT_OK(gt_sim_client_report_data(b, &h));
+    assert_memory_not_equal(a, b, 64);
+    h.server_nonce[0] = 1;  // another devd challenge (connection), another binding
+    GT_ASSERT_OK(gt_sim_client_report_data(a, &h));
     assert_memory_not_equal(a, b, 64);
     gt_sim_server_hello sh;
     memset(&sh, 0, sizeof sh);

@@ -571,6 +571,8 @@ static gt_channel *raw_session(agent_run *r)
     gt_buf body = {0};
     GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_MANIFEST));
     assert_int_equal(type, GT_HP_WELCOME);
+    GT_ASSERT_OK(gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL));
+    assert_int_equal(type, GT_HP_HEAD);  // its ledger head, for co-holder witnesses
     gt_buf_free_nowipe(&body);
     return ch;
 }

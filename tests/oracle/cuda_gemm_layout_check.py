@@ -1,8 +1,13 @@
 # Checks, without a GPU, the cuBLAS calls of src/kernels/cuda/matmul.cu and attention.cu: emulates
 # column-major (strided batched) sgemm on flat arrays, replays each call with its exact arguments,
-# and compares with row-major math; then composes attention forward/backward as attention.cu does
-# and compares
-# with a port of the cpu kernel loops. Run: python3 tests/oracle/cuda_gemm_layout_check.py
+# and compares with row-major math; then composes attention forward/backward as attention.cu does,
+# and as today's cpu kernel does (cpu_kernels.c: row-major cblas_sgemm calls per (b, h), replayed
+# here with their exact arguments), and compares both with plain loops of the documented causal
+# contract (docs/train.md: att read only at t2 <= t), with random att above the diagonal. It also
+# shows that the cpu kernel's old dv (att over the whole T x T) breaks the contract, so the check
+# can fail. The C twin that runs in CI on every cpu kernel is tests/kernels/test_kernel_contract.c;
+# this script is what covers the cuBLAS argument layouts, which no CPU test can run.
+# Run: /usr/bin/python3 tests/oracle/cuda_gemm_layout_check.py   (Debian: python3-numpy)
 import numpy as np
 rng = np.random.default_rng(1)
 
@@ -67,11 +72,11 @@ batched('N', 'T', hs, T, T, 1.0, q.ravel(), hs, T*hs, dpre.ravel(), T, T*T, 0.0,
 assert np.allclose(dk.reshape(batch, T, hs), dpre.transpose(0, 2, 1) @ q)
 print("all cuBLAS call layouts check out")
 
-# Whole attention forward/backward as attention.cu composes it vs the cpu kernel's loops.
+# Whole attention forward/backward as attention.cu composes it vs the contract's loops.
 B, T, NH, hs = 2, 5, 3, 4
 C = NH*hs
 inp = rng.standard_normal((B, T, 3*C)); dout = rng.standard_normal((B, T, C))
-def cpu_fwd(inp):
+def contract_fwd(inp):
     out = np.zeros((B, T, C)); att = np.zeros((B, NH, T, T)); sc = 1/np.sqrt(hs)
     for b in range(B):
         for t in range(T):
@@ -82,7 +87,7 @@ def cpu_fwd(inp):
                 att[b, h, t, :t+1] = a
                 out[b, t, h*hs:(h+1)*hs] = sum(a[t2]*inp[b, t2, 2*C+h*hs:2*C+(h+1)*hs] for t2 in range(t+1))
     return out, att
-def cpu_bwd(dout, inp, att):
+def contract_bwd(dout, inp, att):
     dinp = np.zeros((B, T, 3*C)); sc = 1/np.sqrt(hs)
     for b in range(B):
         for h in range(NH):
@@ -129,8 +134,47 @@ def gpu_bwd(dout, inp, att):
     batched('N', 'T', hs, T, T, 1.0, dO, hs, T*hs, masked.ravel(), T, T*T, 0.0, dv, hs, T*hs, bt)
     parts = [x.reshape(B, NH, T, hs).transpose(0, 2, 1, 3).reshape(B, T, C) for x in (dq, dk, dv)]
     return np.concatenate(parts, axis=2)
-o1, a1 = cpu_fwd(inp); o2, a2 = gpu_fwd(inp)
+def sgemm_rm(ta, tb, m, n, k, alpha, A, offA, lda, B_, offB, ldb, beta, Cm, offC, ldc):
+    # cblas_sgemm(CblasRowMajor, ...): element (r, c) of X with leading dim ld is X[r*ld + c]
+    def get(X, off, ld, rows, cols):
+        return np.array([X[off + r*ld: off + r*ld + cols] for r in range(rows)])
+    Am = get(A, offA, lda, k if ta == 'T' else m, m if ta == 'T' else k)
+    Bm = get(B_, offB, ldb, n if tb == 'T' else k, k if tb == 'T' else n)
+    R = alpha * (Am.T if ta == 'T' else Am) @ (Bm.T if tb == 'T' else Bm)
+    for r in range(m):
+        Cm[offC + r*ldc: offC + r*ldc + n] = R[r] + (beta * Cm[offC + r*ldc: offC + r*ldc + n] if beta else 0)
+def cpu_sgemm_bwd(dout, inp, att, old_dv=False):
+    # attention_backward of cpu_kernels.c, call by call (old_dv: the dv of before issue 19)
+    C3 = 3*C; sc = 1/np.sqrt(hs)
+    x = inp.ravel(); dy_all = dout.ravel(); dinp = np.zeros(B*T*C3); a_all = att.ravel()
+    for bh in range(B*NH):
+        b, h = bh // NH, bh % NH
+        q = b*T*C3 + h*hs; kk = q + C; vv = q + 2*C; dq = q; dk = kk; dv = vv
+        a0 = bh*T*T; dy = b*T*C + h*hs
+        d = np.zeros(T*T)
+        if old_dv:
+            sgemm_rm('T', 'N', T, hs, T, 1.0, a_all, a0, T, dy_all, dy, C, 0.0, dinp, dv, C3)
+        else:
+            for t in range(T):  # the masked copy of att in the scratch
+                d[t*T: t*T + T] = np.where(np.arange(T) <= t, a_all[a0 + t*T: a0 + t*T + T], 0)
+            sgemm_rm('T', 'N', T, hs, T, 1.0, d, 0, T, dy_all, dy, C, 0.0, dinp, dv, C3)
+        sgemm_rm('N', 'T', T, T, hs, 1.0, dy_all, dy, C, x, vv, C3, 0.0, d, 0, T)
+        for t in range(T):
+            ar = a_all[a0 + t*T: a0 + t*T + T]; dr = d[t*T: t*T + T]
+            dot = (ar[:t+1] * dr[:t+1]).sum()
+            d[t*T: t*T + T] = np.where(np.arange(T) <= t, ar * (dr - dot), 0)
+        sgemm_rm('N', 'N', T, hs, T, sc, d, 0, T, x, kk, C3, 0.0, dinp, dq, C3)
+        sgemm_rm('T', 'N', T, hs, T, sc, d, 0, T, x, q, C3, 0.0, dinp, dk, C3)
+    return dinp.reshape(B, T, C3)
+o1, a1 = contract_fwd(inp); o2, a2 = gpu_fwd(inp)
 assert np.allclose(o1, o2) and np.allclose(a1, a2)
 rand_att = rng.random((B, NH, T, T))  # above the diagonal too
-assert np.allclose(cpu_bwd(dout, inp, rand_att), gpu_bwd(dout, inp, rand_att))
-print("attention composition matches the cpu kernel (random att above the diagonal too)")
+want = contract_bwd(dout, inp, rand_att)
+assert np.allclose(want, gpu_bwd(dout, inp, rand_att))
+assert np.allclose(want, cpu_sgemm_bwd(dout, inp, rand_att))
+assert not np.allclose(want, cpu_sgemm_bwd(dout, inp, rand_att, old_dv=True))
+# with the forward's att (zeros above the diagonal) the old and new cpu dv agree: training saw
+# no difference
+assert np.allclose(cpu_sgemm_bwd(dout, inp, a1), cpu_sgemm_bwd(dout, inp, a1, old_dv=True))
+print("attention composition (cuda calls, cpu sgemm calls) matches the causal contract "
+      "(random att above the diagonal too); the old cpu dv does not")

@@ -165,6 +165,7 @@ static gt_err open_agent(const gt_tc_fixture *f, gt_tc_holder *run, int h, const
         .attestor = o && o->attestor.collect ? o->attestor : gt_tc_toy_holder(),
         .idle_timeout_ms = 20000,
         .trip_hook = o ? o->trip_hook : NULL, .trip_hook_ctx = o ? o->trip_hook_ctx : NULL,
+        .require_witnesses = o ? o->require_witnesses : false,
     };
     return gt_holder_agent_create(&run->agent, &cfg);
 }
@@ -294,6 +295,8 @@ static void tally_one(void *ctx, const char *kind, const cJSON *detail)
     } else if (strcmp(kind, "session") == 0) {
         t->sessions++;
         GT_ASSERT_OK(gt_json_get_hex(detail, "signing_key", t->last_session_key, 32));
+    } else if (strcmp(kind, "witness") == 0) {
+        t->witnesses++;
     } else if (strcmp(kind, "trip-failed") == 0) {
         t->trip_failures++;
         snprintf(t->last_trip_failure, sizeof t->last_trip_failure, "%s", reason ? reason : "");

@@ -81,6 +81,7 @@ typedef struct {
     gt_net_attestor attestor;  // zero: the toy holder attestor
     void (*trip_hook)(void *ctx, const char *stage, uint32_t chunk);
     void *trip_hook_ctx;
+    bool require_witnesses;    // serve only after co-holders witnessed the ledger head
 } gt_tc_holder_opts;
 
 // Opens every holder's listener (ports known before the agreement is written).
@@ -119,6 +120,7 @@ typedef struct {
     char last_refusal[512];     // reason of the last "refuse" entry
     char last_trip_failure[512];
     uint32_t sessions;          // "session" entries: trainers whose HELLO was accepted
+    uint32_t witnesses;         // "witness" entries: co-holders' heads this holder witnessed
     uint8_t last_session_key[32];  // the signing key the last session recorded
 } gt_tc_tally;
 void gt_tc_ledger_tally(const gt_tc_fixture *f, int h, gt_tc_tally *t);

@@ -1,4 +1,4 @@
-// The float chunk the trip tests hand over (test_ipc_trip, test_cuda_ipc, test_cuda_travel): a
+// The float chunk the trip tests hand over (test_ipc_trip, test_cuda_ipc, test_cuda_trip): a
 // known pattern, its sum of squares (what the trainer may compute, never read back), and the
 // chunk sealed under a fresh key as a holder keeps it. Header-only.
 #ifndef GT_TESTLIB_FLOAT_CHUNK_H

@@ -6,21 +6,36 @@
 // the four products, our kernels the causal softmax and its backward. Column-major reading of a
 // row-major (T, hs) matrix is its transpose (hs x T, ld hs); each call below says what it forms.
 
-// qkv (B,T,3,NH,hs) -> q, k, v (B,NH,T,hs)
-__global__ void permute_qkv_kernel(float *q, float *k, float *v, const float *inp, int B, int T,
-                                   int NH, int hs)
-{
-    size_t n = (size_t)B * NH * T * hs;
-    int C = NH * hs;
-    GRID_STRIDE(i, n)
+// The permutes' per-element / and % run in I: uint32_t when the element count allows
+// (GT_CUDA_IDX32_MAX), size_t otherwise. Element i of a head-major (B,NH,T,hs) tensor sits at
+// (b, t, h, e) of the row-major (B,T,NH,hs) one.
+template <typename I>
+struct head_index {
+    I e, t, h, b;
+    __device__ head_index(I i, I T, I NH, I hs)
     {
-        int e = (int)(i % (size_t)hs);
-        size_t r = i / (size_t)hs;
-        int t = (int)(r % (size_t)T);
-        r /= (size_t)T;
-        int h = (int)(r % (size_t)NH);
-        int b = (int)(r / (size_t)NH);
-        const float *row = inp + ((size_t)b * T + t) * 3 * C + (size_t)h * hs + e;
+        I r = i / hs;
+        e = i - r * hs;
+        I r2 = r / T;
+        t = r - r2 * T;
+        b = r2 / NH;
+        h = r2 - b * NH;
+    }
+};
+
+#define HEAD_LOOP(I, i, n) \
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (n); i += (I)gridDim.x * blockDim.x)
+
+// qkv (B,T,3,NH,hs) -> q, k, v (B,NH,T,hs)
+template <typename I>
+__global__ void permute_qkv_kernel(float *q, float *k, float *v, const float *inp, I n, I T, I NH,
+                                   I hs)
+{
+    I C = NH * hs;
+    HEAD_LOOP(I, i, n)
+    {
+        head_index<I> x(i, T, NH, hs);
+        const float *row = inp + ((size_t)x.b * T + x.t) * 3 * C + (size_t)x.h * hs + x.e;
         q[i] = row[0];
         k[i] = row[C];
         v[i] = row[2 * C];
@@ -28,59 +43,57 @@ __global__ void permute_qkv_kernel(float *q, float *k, float *v, const float *in
 }
 
 // x (B,T,NH,hs) -> y (B,NH,T,hs)   (dout into head-major order)
-__global__ void permute_btc_kernel(float *y, const float *x, int B, int T, int NH, int hs)
+template <typename I>
+__global__ void permute_btc_kernel(float *y, const float *xin, I n, I T, I NH, I hs)
 {
-    size_t n = (size_t)B * NH * T * hs;
-    int C = NH * hs;
-    GRID_STRIDE(i, n)
+    I C = NH * hs;
+    HEAD_LOOP(I, i, n)
     {
-        int e = (int)(i % (size_t)hs);
-        size_t r = i / (size_t)hs;
-        int t = (int)(r % (size_t)T);
-        r /= (size_t)T;
-        int h = (int)(r % (size_t)NH);
-        int b = (int)(r / (size_t)NH);
-        y[i] = x[((size_t)b * T + t) * C + (size_t)h * hs + e];
+        head_index<I> x(i, T, NH, hs);
+        y[i] = xin[((size_t)x.b * T + x.t) * C + (size_t)x.h * hs + x.e];
     }
 }
 
 // y (B,NH,T,hs) -> out (B,T,NH,hs)
-__global__ void unpermute_kernel(float *out, const float *y, int B, int T, int NH, int hs)
+template <typename I>
+__global__ void unpermute_kernel(float *out, const float *y, I n, I T, I NH, I hs)
 {
-    size_t n = (size_t)B * NH * T * hs;
-    int C = NH * hs;
-    GRID_STRIDE(i, n)
+    I C = NH * hs;
+    HEAD_LOOP(I, i, n)
     {
-        int e = (int)(i % (size_t)hs);
-        size_t r = i / (size_t)hs;
-        int t = (int)(r % (size_t)T);
-        r /= (size_t)T;
-        int h = (int)(r % (size_t)NH);
-        int b = (int)(r / (size_t)NH);
-        out[((size_t)b * T + t) * C + (size_t)h * hs + e] = y[i];
+        head_index<I> x(i, T, NH, hs);
+        out[((size_t)x.b * T + x.t) * C + (size_t)x.h * hs + x.e] = y[i];
     }
 }
 
 // dq, dk, dv (B,NH,T,hs) -> dinp (B,T,3,NH,hs), every element written
+template <typename I>
 __global__ void unpermute_qkv_kernel(float *dinp, const float *dq, const float *dk,
-                                     const float *dv, int B, int T, int NH, int hs)
+                                     const float *dv, I n, I T, I NH, I hs)
 {
-    size_t n = (size_t)B * NH * T * hs;
-    int C = NH * hs;
-    GRID_STRIDE(i, n)
+    I C = NH * hs;
+    HEAD_LOOP(I, i, n)
     {
-        int e = (int)(i % (size_t)hs);
-        size_t r = i / (size_t)hs;
-        int t = (int)(r % (size_t)T);
-        r /= (size_t)T;
-        int h = (int)(r % (size_t)NH);
-        int b = (int)(r / (size_t)NH);
-        float *row = dinp + ((size_t)b * T + t) * 3 * C + (size_t)h * hs + e;
+        head_index<I> x(i, T, NH, hs);
+        float *row = dinp + ((size_t)x.b * T + x.t) * 3 * C + (size_t)x.h * hs + x.e;
         row[0] = dq[i];
         row[C] = dk[i];
         row[2 * C] = dv[i];
     }
 }
+
+// Launches kernel<uint32_t> or kernel<size_t> over n = B*NH*T*hs elements.
+#define LAUNCH_PERMUTE(kernel, n, T, NH, hs, ...)                                              \
+    do {                                                                                       \
+        if ((n) <= GT_CUDA_IDX32_MAX) {                                                        \
+            kernel<uint32_t><<<blocks_for((n), kThreads), kThreads, 0, cx->stream>>>(          \
+                __VA_ARGS__, (uint32_t)(n), (uint32_t)(T), (uint32_t)(NH), (uint32_t)(hs));   \
+        } else {                                                                               \
+            kernel<size_t><<<blocks_for((n), kThreads), kThreads, 0, cx->stream>>>(            \
+                __VA_ARGS__, (size_t)(n), (size_t)(T), (size_t)(NH), (size_t)(hs));           \
+        }                                                                                      \
+        CK_LAUNCH();                                                                           \
+    } while (0)
 
 // att rows (B*NH*T rows of T) hold scaled scores; in place: causal softmax, 0 above the
 // diagonal. One warp per row (row index = (b*NH + h)*T + t).
@@ -161,9 +174,7 @@ const char *gt_cuda_attention_forward(gt_cuda_ctx *cx, float *out, float *att, c
         return e;
     }
     float *q = (float *)cx->scratch, *k = q + btc, *v = k + btc, *y = v + btc;
-    permute_qkv_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(q, k, v, inp, B,
-                                                                               T, NH, hs);
-    CK_LAUNCH();
+    LAUNCH_PERMUTE(permute_qkv_kernel, btc, T, NH, hs, q, k, v, inp);
     float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
     long long sq = (long long)T * hs, sa = (long long)T * T;
     // att (T,T) = scale * Q K^T: column-major att^T = K . Q^T, i.e. (K^T as stored)^T . Q^T.
@@ -175,9 +186,7 @@ const char *gt_cuda_attention_forward(gt_cuda_ctx *cx, float *out, float *att, c
     // y (T,hs) = att V: column-major y^T = V^T . att^T, both as stored.
     CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, &one, v, hs,
                                       sq, att, T, sa, &zero, y, hs, sq, batch));
-    unpermute_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(out, y, B, T, NH,
-                                                                             hs);
-    CK_LAUNCH();
+    LAUNCH_PERMUTE(unpermute_kernel, btc, T, NH, hs, out, y);
     return NULL;
 }
 
@@ -193,12 +202,8 @@ const char *gt_cuda_attention_backward(gt_cuda_ctx *cx, float *dinp, const float
     }
     float *q = (float *)cx->scratch, *k = q + btc, *v = k + btc, *dO = v + btc;
     float *dq = dO + btc, *dk = dq + btc, *dv = dk + btc, *datt = dv + btc;
-    permute_qkv_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(q, k, v, inp, B,
-                                                                               T, NH, hs);
-    CK_LAUNCH();
-    permute_btc_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(dO, dout, B, T,
-                                                                               NH, hs);
-    CK_LAUNCH();
+    LAUNCH_PERMUTE(permute_qkv_kernel, btc, T, NH, hs, q, k, v, inp);
+    LAUNCH_PERMUTE(permute_btc_kernel, btc, T, NH, hs, dO, dout);
     float scale = 1.0f / sqrtf((float)hs), one = 1.0f, zero = 0.0f;
     long long sq = (long long)T * hs, sa = (long long)T * T;
     // datt (T,T) = dO V^T: column-major datt^T = V . dO^T = (V^T as stored)^T . (dO^T as stored)
@@ -222,8 +227,6 @@ const char *gt_cuda_attention_backward(gt_cuda_ctx *cx, float *dinp, const float
     // dv (T,hs) = att^T dO: column-major dv^T = dO^T . att = (dO^T as stored) . (att^T stored)^T
     CK_BLAS(cublasSgemmStridedBatched(cx->blas, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, &one, dO, hs,
                                       sq, datt, T, sa, &zero, dv, hs, sq, batch));
-    unpermute_qkv_kernel<<<blocks_for(btc, kThreads), kThreads, 0, cx->stream>>>(dinp, dq, dk, dv,
-                                                                                 B, T, NH, hs);
-    CK_LAUNCH();
+    LAUNCH_PERMUTE(unpermute_qkv_kernel, btc, T, NH, hs, dinp, dq, dk, dv);
     return NULL;
 }

@@ -53,7 +53,7 @@ static gt_err run_indexed(gt_cuda_ctx *cx, uint32_t kind, const gt_op_args *u, c
         const gt_encoder_bwd_args *a = &u->encoder_bwd;
         GT_TRY(check_i32(cx, name, "token", a->inp, (size_t)a->B * a->T, a->V));
         return ran(gt_cuda_encoder_backward(cx, a->dwte, a->dwpe, a->dout, a->inp, a->B, a->T,
-                                            a->C),
+                                            a->C, a->Vp),
                    name);
     }
     case GT_OP_SOFTMAX_XENT: {

@@ -4,17 +4,19 @@
 #include "common.cuh"
 #include "colsum.cuh"
 
+#include <string.h>
+
 // ---- matmul ------------------------------------------------------------------------------------
 // Row-major out (N,OC) = inp (N,C) @ weight (OC,C)^T is, column-major, out^T (OC x N) =
 // weight^T (OC x C) . inp^T (C x N): cuBLAS sees weight as a C x OC matrix (ld C) transposed and
 // inp as C x N (ld C), out as OC x N (ld OC).
 
-__global__ void add_bias_kernel(float *out, const float *bias, int N, int OC)
+// I: the index type of the per-element % (uint32_t when n <= GT_CUDA_IDX32_MAX).
+template <typename I>
+__global__ void add_bias_kernel(float *out, const float *bias, I n, I OC)
 {
-    size_t n = (size_t)N * OC;
-    GRID_STRIDE(i, n)
-    {
-        out[i] += bias[i % (size_t)OC];
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (I)gridDim.x * blockDim.x) {
+        out[i] += bias[i % OC];
     }
 }
 
@@ -29,24 +31,31 @@ static uint32_t alignment_of(const void *p)
     return a;
 }
 
-// cuBLASLt with the bias in the epilogue. *done = false when no algorithm fits (the caller then
-// takes the cuBLAS path).
-static const char *matmul_forward_lt(gt_cuda_ctx *cx, bool *done, float *out, const float *inp,
-                                     const float *weight, const float *bias, int N, int C, int OC)
+static void plan_destroy(gt_cuda_lt_plan *p)
 {
-    *done = false;
-    cublasLtMatmulDesc_t desc = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    const char *err = NULL;
-    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    size_t ws = GT_CUDA_LT_WORKSPACE_BYTES;
-    uint32_t al_a = alignment_of(weight), al_b = alignment_of(inp), al_c = alignment_of(out);
-    cublasLtMatmulHeuristicResult_t heur;
-    int nres = 0;
-    float one = 1.0f, zero = 0.0f;
+    if (p->lc != NULL) {
+        cublasLtMatrixLayoutDestroy(p->lc);
+    }
+    if (p->lb != NULL) {
+        cublasLtMatrixLayoutDestroy(p->lb);
+    }
+    if (p->la != NULL) {
+        cublasLtMatrixLayoutDestroy(p->la);
+    }
+    if (p->desc != NULL) {
+        cublasLtMatmulDescDestroy(p->desc);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+void gt_cuda_lt_plans_free(gt_cuda_ctx *cx)
+{
+    for (int i = 0; i < GT_CUDA_LT_PLANS; i++) {
+        plan_destroy(&cx->lt_plans[i]);
+    }
+    cx->lt_next = 0;
+}
+
 #define LT(call)                                    \
     do {                                            \
         st = (call);                                \
@@ -55,55 +64,123 @@ static const char *matmul_forward_lt(gt_cuda_ctx *cx, bool *done, float *out, co
             goto out;                               \
         }                                           \
     } while (0)
-    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+
+// Fills p (its key already set): descriptors for out^T = weight^T . inp^T (+ bias in the
+// epilogue), and the heuristic's first algorithm for these alignments. p->found = false when
+// the heuristic has none (not an error). On an error p is left destroyed. bias: this call's
+// (16-byte aligned, like every later call's on this path), set before the heuristic runs, as
+// when the descriptor was made per call.
+static const char *plan_make(gt_cuda_ctx *cx, gt_cuda_lt_plan *p, const float *bias)
+{
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const char *err = NULL;
+    cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    size_t ws = GT_CUDA_LT_WORKSPACE_BYTES;
+    cublasLtMatmulHeuristicResult_t heur;
+    int nres = 0;
+    LT(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+    LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
+    LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (bias != NULL) {
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                           sizeof bias));
     }
-    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, (uint64_t)C, (uint64_t)OC, (int64_t)C));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, (uint64_t)C, (uint64_t)N, (int64_t)C));
-    LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)OC, (uint64_t)N, (int64_t)OC));
+    LT(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)p->C, (uint64_t)p->OC,
+                                  (int64_t)p->C));
+    LT(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)p->C, (uint64_t)p->N,
+                                  (int64_t)p->C));
+    LT(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)p->OC, (uint64_t)p->N,
+                                  (int64_t)p->OC));
     LT(cublasLtMatmulPreferenceCreate(&pref));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                             sizeof ws));
     // The heuristic assumes 256-byte aligned operands unless told otherwise.
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                            &al_a, sizeof al_a));
+                                            &p->al_a, sizeof p->al_a));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                            &al_b, sizeof al_b));
+                                            &p->al_b, sizeof p->al_b));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                            &al_c, sizeof al_c));
+                                            &p->al_c, sizeof p->al_c));
     LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                            &al_c, sizeof al_c));
-    st = cublasLtMatmulAlgoGetHeuristic(cx->lt, desc, la, lb, lc, lc, pref, 1, &heur, &nres);
-    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-        goto out;  // not an error: the cuBLAS path runs instead
+                                            &p->al_c, sizeof p->al_c));
+    st = cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                        &heur, &nres);
+    p->found = st == CUBLAS_STATUS_SUCCESS && nres >= 1;
+    if (p->found) {
+        p->algo = heur.algo;
     }
-    LT(cublasLtMatmul(cx->lt, desc, &one, weight, la, inp, lb, &zero, out, lc, out, lc,
-                      &heur.algo, cx->lt_workspace, ws, cx->stream));
-    *done = true;
-#undef LT
 out:
     if (pref != NULL) {
         cublasLtMatmulPreferenceDestroy(pref);
     }
-    if (lc != NULL) {
-        cublasLtMatrixLayoutDestroy(lc);
-    }
-    if (lb != NULL) {
-        cublasLtMatrixLayoutDestroy(lb);
-    }
-    if (la != NULL) {
-        cublasLtMatrixLayoutDestroy(la);
-    }
-    if (desc != NULL) {
-        cublasLtMatmulDescDestroy(desc);
+    if (err != NULL) {
+        plan_destroy(p);
     }
     return err;
 }
+
+// The cached plan for this call's key, made on first use. *plan NULL on an error.
+static const char *plan_for(gt_cuda_ctx *cx, gt_cuda_lt_plan **plan, int N, int C, int OC,
+                            const float *bias, uint32_t al_a, uint32_t al_b, uint32_t al_c)
+{
+    int has_bias = bias != NULL;
+    for (int i = 0; i < GT_CUDA_LT_PLANS; i++) {
+        gt_cuda_lt_plan *p = &cx->lt_plans[i];
+        if (p->used && p->N == N && p->C == C && p->OC == OC && p->bias == has_bias &&
+            p->al_a == al_a && p->al_b == al_b && p->al_c == al_c) {
+            *plan = p;
+            return NULL;
+        }
+    }
+    gt_cuda_lt_plan *p = &cx->lt_plans[cx->lt_next];
+    cx->lt_next = (cx->lt_next + 1) % GT_CUDA_LT_PLANS;
+    plan_destroy(p);  // the oldest, if the cache is full
+    p->N = N;
+    p->C = C;
+    p->OC = OC;
+    p->bias = has_bias;
+    p->al_a = al_a;
+    p->al_b = al_b;
+    p->al_c = al_c;
+    const char *e = plan_make(cx, p, bias);
+    if (e != NULL) {
+        *plan = NULL;
+        return e;
+    }
+    p->used = true;
+    *plan = p;
+    return NULL;
+}
+
+// cuBLASLt with the bias in the epilogue, on the shape's cached plan. *done = false when no
+// algorithm fits (the caller then takes the cuBLAS path).
+static const char *matmul_forward_lt(gt_cuda_ctx *cx, bool *done, float *out, const float *inp,
+                                     const float *weight, const float *bias, int N, int C, int OC)
+{
+    *done = false;
+    gt_cuda_lt_plan *p = NULL;
+    const char *err = plan_for(cx, &p, N, C, OC, bias, alignment_of(weight),
+                               alignment_of(inp), alignment_of(out));
+    if (err != NULL || !p->found) {
+        return err;
+    }
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    float one = 1.0f, zero = 0.0f;
+    if (bias != NULL) {  // the pointer changes from call to call; the descriptor is host-side
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias));
+    }
+    LT(cublasLtMatmul(cx->lt, p->desc, &one, weight, p->la, inp, p->lb, &zero, out, p->lc, out,
+                      p->lc, &p->algo, cx->lt_workspace, GT_CUDA_LT_WORKSPACE_BYTES,
+                      cx->stream));
+    *done = true;
+out:
+    return err;
+}
+#undef LT
 
 const char *gt_cuda_matmul_forward(gt_cuda_ctx *cx, float *out, const float *inp,
                                    const float *weight, const float *bias, int N, int C, int OC)
@@ -124,7 +201,13 @@ const char *gt_cuda_matmul_forward(gt_cuda_ctx *cx, float *out, const float *inp
                         &zero, out, OC));
     if (bias != NULL) {
         size_t n = (size_t)N * OC;
-        add_bias_kernel<<<blocks_for(n, kThreads), kThreads, 0, cx->stream>>>(out, bias, N, OC);
+        if (n <= GT_CUDA_IDX32_MAX) {
+            add_bias_kernel<uint32_t><<<blocks_for(n, kThreads), kThreads, 0, cx->stream>>>(
+                out, bias, (uint32_t)n, (uint32_t)OC);
+        } else {
+            add_bias_kernel<size_t><<<blocks_for(n, kThreads), kThreads, 0, cx->stream>>>(
+                out, bias, n, (size_t)OC);
+        }
         CK_LAUNCH();
     }
     return NULL;

@@ -1,0 +1,366 @@
+// gputravel/enclave.h: SGX enclave identity, computed exactly as SGX computes it (Intel SDM
+// vol. 3D, ECREATE/EADD/EEXTEND/EINIT), for enclaves that run on another TEE (vSGX; DESIGN §5b).
+//
+//   measurement  MRENCLAVE from the measurement blocks: an SGXS stream (Fortanix), an Intel SGX
+//                SDK *.signed.so (ELF + .note.sgxmeta, laid out as the SDK's loader does), or a
+//                flat image (page 0 TCS, every other page REG RWX: the Linux selftest layout)
+//   SIGSTRUCT    parse (1808 bytes, little-endian), verify (RSA-3072 e=3 PKCS#1 v1.5 over
+//                SHA-256 of [0,128) || [900,1028); q1/q2), build and sign
+//   EINIT        gt_enclave_einit_check: everything EINIT checks before an enclave may run
+//
+// Trusts: nothing it parses. Every image, SIGSTRUCT and metadata byte is read through gt_reader
+// and every offset in them is checked against what is there. A SIGSTRUCT that parses is only a
+// set of claims; gt_sgx_sigstruct_verify / gt_enclave_einit_check say whether to believe them.
+// Limits: images up to GT_SGX_IMAGE_MAX_BYTES; SDK metadata of the elrange kind (major version
+// above 10) and enclaves with text relocations are refused (GT_E_UNSUPPORTED).
+#ifndef GPUTRAVEL_ENCLAVE_H
+#define GPUTRAVEL_ENCLAVE_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/util.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GT_SGX_SIGSTRUCT_BYTES 1808
+#define GT_SGX_KEY_BYTES 384          // RSA-3072 modulus, signature, q1, q2
+#define GT_SGX_HASH_BYTES 32          // MRENCLAVE, MRSIGNER
+#define GT_SGX_PAGE_BYTES 4096
+#define GT_SGX_CHUNK_BYTES 256        // one EEXTEND
+#define GT_SGX_IMAGE_MAX_BYTES ((size_t)1 << 31)
+
+// SECINFO.FLAGS (SDM table "Layout of SECINFO Data Structure").
+#define GT_SGX_SECINFO_R 0x1ull
+#define GT_SGX_SECINFO_W 0x2ull
+#define GT_SGX_SECINFO_X 0x4ull
+#define GT_SGX_PAGE_TYPE(flags) ((unsigned)(((flags) >> 8) & 0xff))
+enum { GT_SGX_PT_SECS = 0, GT_SGX_PT_TCS = 1, GT_SGX_PT_REG = 2, GT_SGX_PT_VA = 3,
+       GT_SGX_PT_TRIM = 4, GT_SGX_PT_COUNT_ = 5 };
+#define GT_SGX_SECINFO_TCS ((uint64_t)GT_SGX_PT_TCS << 8)
+#define GT_SGX_SECINFO_REG ((uint64_t)GT_SGX_PT_REG << 8)
+// "SECS", "TCS", "REG", "VA", "TRIM"; NULL for another value.
+const char *gt_sgx_page_type_name(unsigned type);
+
+// ATTRIBUTES.FLAGS bits.
+#define GT_SGX_ATTR_INIT 0x1ull
+#define GT_SGX_ATTR_DEBUG 0x2ull
+#define GT_SGX_ATTR_MODE64BIT 0x4ull
+#define GT_SGX_ATTR_PROVISIONKEY 0x10ull
+#define GT_SGX_ATTR_EINITTOKEN_KEY 0x20ull
+// "DEBUG", "MODE64BIT", ...; NULL for a bit without a name.
+const char *gt_sgx_attribute_name(unsigned bit);
+
+typedef struct {
+    uint64_t flags;
+    uint64_t xfrm;
+} gt_sgx_attributes;
+
+// ---------------------------------------------------------------------------------------------
+// Measurement. A measurer hashes the 64-byte blocks SGX hashes, built from the fields given
+// (reserved bytes are always zero, as the hardware's are), and counts what it saw.
+
+#define GT_SGX_PROBLEMS_KEPT 8
+
+typedef struct {
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];
+    uint32_t ssaframesize;        // ECREATE
+    uint64_t size;                // ECREATE
+    uint64_t records;             // ECREATE + EADD + EEXTEND blocks measured
+    uint64_t eadd_pages;
+    uint64_t eextend_chunks;
+    uint64_t unmeasured_chunks;   // SGXS UNMEASRD records (loaded, not measured)
+    uint64_t page_types[GT_SGX_PT_COUNT_];  // EADDs by SECINFO page type
+    uint64_t page_types_other;    // EADDs of any other page type (hardware refuses them)
+    // What a real EINIT of this image would trip over or what makes a stream non-canonical
+    // (EADD not page aligned, offsets not increasing, reserved bytes set, page past SIZE, ...):
+    // the measurement is still computed, and problem_count says how many there were.
+    uint32_t problem_count;
+    char problems[GT_SGX_PROBLEMS_KEPT][112];
+} gt_sgx_measurement;
+
+typedef struct gt_sgx_measurer gt_sgx_measurer;
+// ECREATE is measured by new; *out is zeroed and filled as blocks arrive; gt_sgx_measurer_finish
+// writes out->mrenclave and frees the measurer (as gt_sgx_measurer_free does on any path).
+GT_MUST_USE gt_err gt_sgx_measurer_new(gt_sgx_measurer **mz, gt_sgx_measurement *out,
+                                       uint32_t ssaframesize, uint64_t size);
+// offset: from the enclave base, page aligned (otherwise recorded as a problem).
+GT_MUST_USE gt_err gt_sgx_measurer_eadd(gt_sgx_measurer *mz, uint64_t offset,
+                                        uint64_t secinfo_flags);
+// offset: 256-aligned, inside the page last added (otherwise a problem).
+GT_MUST_USE gt_err gt_sgx_measurer_eextend(gt_sgx_measurer *mz, uint64_t offset,
+                                           const uint8_t data[GT_SGX_CHUNK_BYTES]);
+// EADD of a page and, when extend is set, EEXTEND of its 16 chunks. page NULL: a zero page.
+GT_MUST_USE gt_err gt_sgx_measurer_page(gt_sgx_measurer *mz, uint64_t offset,
+                                        uint64_t secinfo_flags, const uint8_t *page,
+                                        bool extend);
+GT_MUST_USE gt_err gt_sgx_measurer_finish(gt_sgx_measurer *mz);
+void gt_sgx_measurer_free(gt_sgx_measurer *mz);
+// Records a problem in m (kept text up to GT_SGX_PROBLEMS_KEPT; always counted).
+void gt_sgx_measurement_problem(gt_sgx_measurement *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+// An SGXS stream (Fortanix doc/SGXS.md, and its enhanced form's UNMEASRD records): ECREATE
+// first, then EADD / EEXTEND (+256 data bytes) / UNMEASRD (+256, skipped). MRENCLAVE is rebuilt
+// from the parsed fields. GT_E_FORMAT for an unknown tag, a stream not starting with ECREATE, a
+// second ECREATE or a truncated record; GT_E_UNSUPPORTED for UNSIZED (no size yet: no MRENCLAVE).
+GT_MUST_USE gt_err gt_sgx_measure_sgxs(const uint8_t *data, size_t len, gt_sgx_measurement *out);
+
+// A flat image: len a positive multiple of 4096; page 0 is the TCS, every other page REG RWX,
+// everything measured. size 0: the next power of two >= len (the Linux selftest's choice).
+GT_MUST_USE gt_err gt_sgx_measure_flat(const uint8_t *data, size_t len, uint32_t ssaframesize,
+                                       uint64_t size, gt_sgx_measurement *out);
+
+// ---------------------------------------------------------------------------------------------
+// Intel SGX SDK signed enclaves: ELF64 + the metadata_t in .note.sgxmeta.
+
+#define GT_SGX_META_MAGIC 0x86A80294635D0E4Cull
+
+typedef struct {
+    uint64_t version;             // major << 32 | minor
+    uint32_t size;                // of metadata_t as written
+    uint32_t tcs_policy;
+    uint32_t ssa_frame_size;      // pages
+    uint32_t max_save_buffer_size;
+    uint32_t desired_misc_select;
+    uint32_t tcs_min_pool;
+    uint64_t enclave_size;
+    gt_sgx_attributes attributes;  // the XFRM/flags the SDK asks for
+    size_t metadata_offset;       // in the file
+    size_t sigstruct_offset;      // in the file (metadata_offset + 64)
+    uint32_t patch_offset, patch_size;    // DIR_PATCH (relative to the metadata)
+    uint32_t layout_offset, layout_size;  // DIR_LAYOUT
+    uint32_t patch_count, layout_count;
+    uint32_t load_segments;       // PT_LOAD segments measured
+} gt_sgx_meta;
+
+// Finds and parses the metadata (only; no measuring). GT_E_NOTFOUND when the ELF has no
+// .note.sgxmeta; GT_E_FORMAT when it is malformed.
+GT_MUST_USE gt_err gt_sgx_meta_parse(const uint8_t *elf, size_t len, gt_sgx_meta *out);
+// MRENCLAVE as the SDK's loader and sgx_sign build it: ECREATE (metadata SSA frame size and
+// enclave size); the patch table applied to a copy of the file; each PT_LOAD segment page by
+// page (partial pages zero-padded, .bss as zero pages, SECINFO REG + the segment's R/W/X, all
+// measured; metadata 1.3's extra page after the last segment); then the layout table (heap,
+// TCS with its offsets relocated, SSA, stack, guard pages, thread groups repeated load_times at
+// load_step). meta may be NULL.
+GT_MUST_USE gt_err gt_sgx_measure_signed_so(const uint8_t *elf, size_t len,
+                                            gt_sgx_measurement *out, gt_sgx_meta *meta);
+
+// Open Enclave signed enclaves: where the SIGSTRUCT in .oeinfo (oe_sgx_enclave_properties_t)
+// starts in the file. GT_E_NOTFOUND without .oeinfo or when it holds no SIGSTRUCT (unsigned).
+// Only the SIGSTRUCT is read: measuring OE's own image layout is not supported.
+GT_MUST_USE gt_err gt_sgx_oeinfo_sigstruct(const uint8_t *elf, size_t len, size_t *offset);
+
+typedef enum {
+    GT_SGX_IMAGE_AUTO = 0,   // ELF -> signed-so, "ECREATE\0" -> sgxs, else refused
+    GT_SGX_IMAGE_SGXS,
+    GT_SGX_IMAGE_SIGNED_SO,
+    GT_SGX_IMAGE_FLAT,
+} gt_sgx_image_kind;
+const char *gt_sgx_image_kind_name(gt_sgx_image_kind k);  // "auto", "sgxs", "signed-so", "flat"
+// Measures an image of the given kind (AUTO: detected; *kind_out says which, may be NULL).
+// Flat images take ssaframesize (0: 1) and size (0: next power of two).
+GT_MUST_USE gt_err gt_sgx_measure_image(const uint8_t *data, size_t len, gt_sgx_image_kind kind,
+                                        uint32_t ssaframesize, uint64_t size,
+                                        gt_sgx_measurement *out, gt_sgx_image_kind *kind_out);
+
+// ---------------------------------------------------------------------------------------------
+// SIGSTRUCT (SDM "Enclave Signature Structure"), every field in spec order.
+
+#define GT_SGX_HEADER_TYPE_DEBUG 0x80000000u   // Intel SDK: a debug-signed SIGSTRUCT
+#define GT_SGX_VENDOR_INTEL 0x8086u
+
+typedef struct {
+    uint8_t header[16];           // @0: 06000000E100000000000100 + u32 type
+    uint32_t header_type;         // the last 4 bytes of header: 0 or GT_SGX_HEADER_TYPE_DEBUG
+    uint32_t vendor;              // @16: 0 or 0x8086
+    uint32_t date;                // @20: BCD 0xYYYYMMDD (Gramine 2022: u16 year, u8 month, u8 day)
+    uint8_t header2[16];          // @24
+    uint32_t swdefined;           // @40
+    uint8_t reserved1[84];        // @44
+    uint8_t modulus[GT_SGX_KEY_BYTES];     // @128, little-endian
+    uint32_t exponent;            // @512
+    uint8_t signature[GT_SGX_KEY_BYTES];   // @516, little-endian
+    uint32_t miscselect;          // @900
+    uint32_t miscmask;            // @904
+    uint8_t cet_attributes;       // @908
+    uint8_t cet_attributes_mask;  // @909
+    uint8_t reserved2[2];         // @910
+    uint8_t isvfamilyid[16];      // @912
+    gt_sgx_attributes attributes;     // @928
+    gt_sgx_attributes attributemask;  // @944
+    uint8_t enclavehash[GT_SGX_HASH_BYTES];  // @960: MRENCLAVE
+    uint8_t reserved3[16];        // @992
+    uint8_t isvextprodid[16];     // @1008
+    uint16_t isvprodid;           // @1024
+    uint16_t isvsvn;              // @1026
+    uint8_t reserved4[12];        // @1028
+    uint8_t q1[GT_SGX_KEY_BYTES];  // @1040
+    uint8_t q2[GT_SGX_KEY_BYTES];  // @1424
+    uint8_t raw[GT_SGX_SIGSTRUCT_BYTES];  // the bytes parsed (what the signature covers)
+} gt_sgx_sigstruct;
+
+// Parses exactly 1808 bytes (GT_E_TRUNCATED / GT_E_FORMAT otherwise). Nothing is judged here.
+GT_MUST_USE gt_err gt_sgx_sigstruct_parse(const uint8_t *data, size_t len, gt_sgx_sigstruct *out);
+// Finds the SIGSTRUCT in a file: 1808 bytes (raw, Gramine .sig, Fortanix .sig), an SDK signed
+// ELF (the one in its metadata) or an Open Enclave signed ELF (.oeinfo). *offset: where it
+// starts in data.
+GT_MUST_USE gt_err gt_sgx_sigstruct_find(const uint8_t *data, size_t len, gt_sgx_sigstruct *out,
+                                         size_t *offset);
+// Writes the 1808 bytes of s's fields (raw is ignored, then set to them).
+void gt_sgx_sigstruct_encode(gt_sgx_sigstruct *s);
+
+typedef enum { GT_SGX_DATE_BCD, GT_SGX_DATE_BINARY, GT_SGX_DATE_INVALID } gt_sgx_date_encoding;
+// Decodes DATE: BCD (SDM), or the binary u16 year / u8 month / u8 day that Gramine wrote until
+// 2022. A zero DATE is BCD 0000-00-00. iso: "YYYY-MM-DD" (cap >= 11).
+gt_sgx_date_encoding gt_sgx_date_decode(uint32_t date, char *iso, size_t cap);
+const char *gt_sgx_date_encoding_name(gt_sgx_date_encoding e);  // "bcd", "binary", "invalid"
+
+// Every check of a SIGSTRUCT on its own (no image): each bool is one line of EINIT's list.
+typedef struct {
+    bool header_ok;        // HEADER constant (type 0 or debug)
+    bool header2_ok;
+    bool vendor_ok;        // 0 or 0x8086
+    bool exponent_ok;      // 3
+    bool modulus_ok;       // exactly 3072 bits
+    bool signature_lt_modulus;
+    bool reserved_ok[4];   // reserved1..4 all zero
+    bool signature_ok;     // RSA PKCS#1 v1.5 SHA-256
+    bool q1_ok, q2_ok;
+    bool all_ok;
+    uint8_t mrsigner[GT_SGX_HASH_BYTES];      // SHA-256 of the modulus bytes as stored
+    uint8_t signed_digest[GT_SGX_HASH_BYTES];  // SHA-256 of [0,128) || [900,1028)
+} gt_sgx_sigstruct_checks;
+// Runs every check (a failed check is a result, not an error: errors are library failures).
+GT_MUST_USE gt_err gt_sgx_sigstruct_verify(const gt_sgx_sigstruct *s, gt_sgx_sigstruct_checks *c);
+
+// The signed body's digest: SHA-256 of raw[0,128) || raw[900,1028).
+GT_MUST_USE gt_err gt_sgx_sigstruct_digest(const gt_sgx_sigstruct *s,
+                                           uint8_t out[GT_SGX_HASH_BYTES]);
+
+// What a signer chooses; the rest of the SIGSTRUCT is constants or comes from the key.
+typedef struct {
+    uint8_t enclavehash[GT_SGX_HASH_BYTES];
+    uint32_t vendor;              // 0 (default) or 0x8086
+    uint32_t date;                // BCD 0xYYYYMMDD
+    uint32_t header_type;         // 0 (default) or GT_SGX_HEADER_TYPE_DEBUG
+    uint32_t swdefined;
+    uint32_t miscselect, miscmask;
+    gt_sgx_attributes attributes, attributemask;
+    uint8_t isvfamilyid[16], isvextprodid[16];
+    uint16_t isvprodid, isvsvn;
+} gt_sgx_sign_params;
+// Defaults: MODE64BIT, XFRM 3 (x87 + SSE); mask: every flag (DEBUG included, so a production
+// signature cannot launch a debug enclave), XFRM mask 0xffffffffffffff1b; miscmask all ones;
+// date = BCD of `now` (seconds since the epoch, UTC).
+void gt_sgx_sign_params_default(gt_sgx_sign_params *p, int64_t now);
+// Builds and signs: key must be RSA-3072 with e = 3 (GT_E_ARG otherwise). q1/q2 filled.
+GT_MUST_USE gt_err gt_sgx_sigstruct_sign(gt_sgx_sigstruct *out, const gt_sgx_sign_params *p,
+                                         const gt_pkey *key);
+
+// ---------------------------------------------------------------------------------------------
+// EINIT: everything that must hold before an enclave with this SIGSTRUCT may run.
+
+typedef struct {
+    const uint8_t *mrenclave;          // the measured MRENCLAVE (32 bytes); required
+    gt_sgx_attributes secs_attributes;  // the enclave's SECS.ATTRIBUTES (INIT is ignored)
+    uint32_t secs_miscselect;
+    uint8_t secs_cet_attributes;
+    bool allow_debug;                  // policy: may a DEBUG enclave run at all
+    uint16_t min_isvsvn;               // policy: refuse a lower ISVSVN
+} gt_sgx_einit_params;
+
+// The identity EINIT establishes.
+typedef struct {
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];
+    uint8_t mrsigner[GT_SGX_HASH_BYTES];
+    uint16_t isvprodid, isvsvn;
+    gt_sgx_attributes attributes;      // SECS.ATTRIBUTES with INIT set
+    uint32_t miscselect;
+    bool debug;
+} gt_sgx_identity;
+
+// Checks, in order: header constants (HEADER, HEADER2, VENDOR, EXPONENT, 3072-bit modulus),
+// reserved fields zero, the RSA signature, q1 and q2, ENCLAVEHASH == mrenclave (constant time),
+// SECS.ATTRIBUTES & ATTRIBUTEMASK == SIGSTRUCT.ATTRIBUTES & ATTRIBUTEMASK (INIT cleared), the
+// same for MISCSELECT/MISCMASK and CET, the debug policy (DEBUG needs allow_debug; a
+// debug-signed header needs DEBUG), and ISVSVN >= min_isvsvn. The first failure is returned:
+// GT_E_FORMAT (header, reserved), GT_E_AUTH (signature, q1/q2, measurement), GT_E_POLICY
+// (attributes, miscselect, debug, svn); *id is written only on success.
+GT_MUST_USE gt_err gt_enclave_einit_check(const gt_sgx_sigstruct *s, const gt_sgx_einit_params *p,
+                                          gt_sgx_identity *id);
+
+// ---------------------------------------------------------------------------------------------
+// EGETKEY (issue 15 item 5, started): the SDM's key derivation as a pure function. The key is
+// AES-128-CMAC under the platform root of the KEYDEPENDENCIES the SDM lists for each key name;
+// which inputs enter depends on the key name and, for the seal key, on KEYPOLICY. The root is
+// gputravel's own (to be sealed to the host TEE), so keys match real SGX CPUs in which inputs
+// they depend on, never in value.
+
+enum {
+    GT_SGX_KEYNAME_EINITTOKEN = 0,
+    GT_SGX_KEYNAME_PROVISION = 1,
+    GT_SGX_KEYNAME_PROVISION_SEAL = 2,
+    GT_SGX_KEYNAME_REPORT = 3,
+    GT_SGX_KEYNAME_SEAL = 4,
+};
+#define GT_SGX_KEYPOLICY_MRENCLAVE 0x0001u
+#define GT_SGX_KEYPOLICY_MRSIGNER 0x0002u
+#define GT_SGX_KEYPOLICY_NOISVPRODID 0x0004u
+#define GT_SGX_KEYPOLICY_CONFIGID 0x0008u
+#define GT_SGX_KEYPOLICY_ISVFAMILYID 0x0010u
+#define GT_SGX_KEYPOLICY_ISVEXTPRODID 0x0020u
+#define GT_SGX_ATTR_KSS 0x80ull
+#define GT_SGX_KEY_BYTES_128 16
+#define GT_SGX_CPUSVN_BYTES 16
+
+// KEYREQUEST (what the enclave asks for).
+typedef struct {
+    uint16_t keyname;
+    uint16_t keypolicy;
+    uint16_t isvsvn;                         // may not exceed the enclave's
+    uint16_t configsvn;                      // may not exceed the enclave's (CONFIGID policy)
+    uint8_t cpusvn[GT_SGX_CPUSVN_BYTES];     // may not exceed the platform's, byte by byte
+    gt_sgx_attributes attributemask;
+    uint32_t miscmask;
+    uint8_t keyid[32];
+} gt_sgx_keyrequest;
+
+// The requesting enclave, as its SECS holds it after EINIT.
+typedef struct {
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];
+    uint8_t mrsigner[GT_SGX_HASH_BYTES];
+    uint16_t isvprodid, isvsvn;
+    gt_sgx_attributes attributes;
+    uint32_t miscselect;
+    uint8_t configid[64];
+    uint16_t configsvn;
+    uint8_t isvfamilyid[16], isvextprodid[16];
+} gt_sgx_secs_identity;
+
+// The platform: its secret root and the values the CPU would hold.
+typedef struct {
+    uint8_t root[GT_AES128_KEY_BYTES];           // secret
+    uint8_t cpusvn[GT_SGX_CPUSVN_BYTES];         // the current CPUSVN
+    uint8_t ownerepoch[16];
+    uint8_t seal_key_fuses[16];
+} gt_sgx_platform;
+
+// Derives the requested key into key (16 bytes, the caller's to wipe). Refused (GT_E_POLICY,
+// key zeroed): an ISVSVN, CONFIGSVN or CPUSVN above the current one, EINITTOKEN without the
+// EINITTOKEN_KEY attribute, PROVISION(_SEAL) without PROVISIONKEY, KSS policy bits without KSS;
+// GT_E_ARG: an unknown key name or reserved KEYPOLICY bits.
+GT_MUST_USE gt_err gt_sgx_egetkey(uint8_t key[GT_SGX_KEY_BYTES_128], const gt_sgx_platform *pf,
+                                  const gt_sgx_secs_identity *secs,
+                                  const gt_sgx_keyrequest *req);
+
+// ---------------------------------------------------------------------------------------------
+// JSON views for the CLI and tests (caller cJSON_Deletes).
+
+// Every SIGSTRUCT field and check (keys as docs/enclave.md lists them).
+GT_MUST_USE gt_err gt_sgx_sigstruct_json(const gt_sgx_sigstruct *s,
+                                         const gt_sgx_sigstruct_checks *c, size_t offset,
+                                         cJSON **out);
+GT_MUST_USE gt_err gt_sgx_measurement_json(const gt_sgx_measurement *m, cJSON **out);
+
+#endif

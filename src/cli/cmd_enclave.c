@@ -1,0 +1,368 @@
+// gputravel enclave measure|inspect|sign|check: SGX enclave identity (docs/enclave.md).
+#include "cli.h"
+
+#include <gputravel/enclave.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gputravel enclave measure IMAGE [--format auto|sgxs|signed-so|flat]\n"
+            "                                 [--ssaframesize N] [--size BYTES] [--json]\n"
+            "       gputravel enclave inspect FILE [--json]\n"
+            "       gputravel enclave sign --key SIGNER.pem IMAGE --out ENCLAVE.sig\n"
+            "                                 [--debug] [--isvprodid N] [--isvsvn N]\n"
+            "                                 [--attributes HEX32] [--attributemask HEX32]\n"
+            "                                 [--miscselect N] [--miscmask N] [--date YYYYMMDD]\n"
+            "                                 [--vendor-intel] [measure's image options]\n"
+            "       gputravel enclave check SIG IMAGE [--allow-debug] [--min-isvsvn N]\n"
+            "                                 [measure's image options]\n"
+            "\n"
+            "SGX enclave identity, computed as SGX computes it.\n"
+            "  measure  MRENCLAVE of an SGXS stream, an Intel SGX SDK *.signed.so, or a flat\n"
+            "           page image (page 0 TCS, the rest REG RWX; --ssaframesize default 1,\n"
+            "           --size default the next power of two)\n"
+            "  inspect  every SIGSTRUCT field of a raw 1808-byte SIGSTRUCT, a Gramine or\n"
+            "           Fortanix .sig, or a *.signed.so, and whether its signature and q1/q2\n"
+            "           hold: exit 0 if they do, 2 if not\n"
+            "  sign     a SIGSTRUCT for IMAGE's MRENCLAVE with an RSA-3072 e=3 key (openssl\n"
+            "           genrsa -3 3072). Defaults: MODE64BIT, XFRM 3, every attribute masked\n"
+            "           (DEBUG too), ISVPRODID 0, ISVSVN 0, today's date; --debug sets DEBUG\n"
+            "  check    EINIT's checks of SIG against IMAGE (the enclave created with the\n"
+            "           SIGSTRUCT's own attributes and MISCSELECT): exit 0 if it would run,\n"
+            "           1 if refused, 2 if the input is invalid\n"
+            "\n"
+            "  --json   one JSON object (measure: mrenclave, records, ecreate, eadd_pages,\n"
+            "           eextend_chunks, unmeasured_chunks, page_types, problems; inspect:\n"
+            "           mrenclave, mrsigner, isvprodid, isvsvn, attributes, attributemask,\n"
+            "           miscselect, date, header_type, signature_valid, q1_q2_valid, ...)\n");
+}
+
+typedef struct {
+    const char *action;
+    const char *input;    // IMAGE or FILE or SIG
+    const char *image;    // check's IMAGE
+    const char *key;
+    const char *out;
+    bool json, debug, allow_debug, vendor_intel;
+    gt_sgx_image_kind kind;
+    uint32_t ssaframesize;
+    uint64_t size;
+    gt_sgx_sign_params sign;
+    bool have_date;
+    uint32_t min_isvsvn;
+} enclave_options;
+
+enum { O_FORMAT = 1000, O_SSA, O_SIZE, O_JSON, O_KEY, O_OUT, O_DEBUG, O_PRODID, O_SVN, O_ATTR,
+       O_MASK, O_MISC, O_MISCMASK, O_DATE, O_INTEL, O_ALLOW_DEBUG, O_MIN_SVN };
+
+static gt_err parse_attributes(const char *flag, const char *hex, gt_sgx_attributes *a)
+{
+    uint8_t raw[16];
+    if (!gt_is_ok(gt_hex_decode_exact(raw, sizeof raw, hex))) {
+        return gt_errf(GT_E_ARG, "%s needs 32 hex digits (flags then xfrm, little-endian, as "
+                       "inspect prints them)", flag);
+    }
+    gt_reader r = gt_reader_init(raw, sizeof raw);
+    GT_TRY(gt_reader_u64le(&r, &a->flags));
+    return gt_reader_u64le(&r, &a->xfrm);
+}
+
+static gt_err parse_date(const char *s, uint32_t *out)
+{
+    GT_ENSURE(strlen(s) == 8 && strspn(s, "0123456789") == 8, GT_E_ARG,
+              "--date '%s': expected YYYYMMDD", s);
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 4) | (uint32_t)(s[i] - '0');
+    }
+    *out = v;
+    return GT_OK;
+}
+
+static gt_err option(enclave_options *o, int c, const char *arg)
+{
+    uint32_t v = 0;
+    switch (c) {
+    case O_FORMAT:
+        for (int k = GT_SGX_IMAGE_AUTO; k <= GT_SGX_IMAGE_FLAT; k++) {
+            if (strcmp(arg, gt_sgx_image_kind_name((gt_sgx_image_kind)k)) == 0) {
+                o->kind = (gt_sgx_image_kind)k;
+                return GT_OK;
+            }
+        }
+        return gt_errf(GT_E_ARG, "--format %s: auto, sgxs, signed-so or flat", arg);
+    case O_SSA: return gt_cli_parse_u32("--ssaframesize", arg, 1, 1u << 20, &o->ssaframesize);
+    case O_SIZE: return gt_parse_size(arg, &o->size);
+    case O_JSON: o->json = true; return GT_OK;
+    case O_KEY: o->key = arg; return GT_OK;
+    case O_OUT: o->out = arg; return GT_OK;
+    case O_DEBUG: o->debug = true; return GT_OK;
+    case O_PRODID:
+        GT_TRY(gt_cli_parse_u32("--isvprodid", arg, 0, 0xffff, &v));
+        o->sign.isvprodid = (uint16_t)v;
+        return GT_OK;
+    case O_SVN:
+        GT_TRY(gt_cli_parse_u32("--isvsvn", arg, 0, 0xffff, &v));
+        o->sign.isvsvn = (uint16_t)v;
+        return GT_OK;
+    case O_ATTR: return parse_attributes("--attributes", arg, &o->sign.attributes);
+    case O_MASK: return parse_attributes("--attributemask", arg, &o->sign.attributemask);
+    case O_MISC: return gt_cli_parse_u32("--miscselect", arg, 0, UINT32_MAX, &o->sign.miscselect);
+    case O_MISCMASK: return gt_cli_parse_u32("--miscmask", arg, 0, UINT32_MAX, &o->sign.miscmask);
+    case O_DATE: o->have_date = true; return parse_date(arg, &o->sign.date);
+    case O_INTEL: o->vendor_intel = true; return GT_OK;
+    case O_ALLOW_DEBUG: o->allow_debug = true; return GT_OK;
+    case O_MIN_SVN: return gt_cli_parse_u32("--min-isvsvn", arg, 0, 0xffff, &o->min_isvsvn);
+    default: return gt_errf(GT_E_ARG, "unknown option");
+    }
+}
+
+static int parse(int argc, char **argv, enclave_options *o)
+{
+    static const struct option opts[] = {
+        {"format", required_argument, NULL, O_FORMAT},
+        {"ssaframesize", required_argument, NULL, O_SSA},
+        {"size", required_argument, NULL, O_SIZE}, {"json", no_argument, NULL, O_JSON},
+        {"key", required_argument, NULL, O_KEY}, {"out", required_argument, NULL, O_OUT},
+        {"debug", no_argument, NULL, O_DEBUG}, {"isvprodid", required_argument, NULL, O_PRODID},
+        {"isvsvn", required_argument, NULL, O_SVN}, {"attributes", required_argument, NULL, O_ATTR},
+        {"attributemask", required_argument, NULL, O_MASK},
+        {"miscselect", required_argument, NULL, O_MISC},
+        {"miscmask", required_argument, NULL, O_MISCMASK},
+        {"date", required_argument, NULL, O_DATE}, {"vendor-intel", no_argument, NULL, O_INTEL},
+        {"allow-debug", no_argument, NULL, O_ALLOW_DEBUG},
+        {"min-isvsvn", required_argument, NULL, O_MIN_SVN}, {0}};
+    memset(o, 0, sizeof *o);
+    gt_sgx_sign_params_default(&o->sign, (int64_t)time(NULL));
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        gt_err e = c == '?' ? gt_errf(GT_E_ARG, "unknown option") : option(o, c, optarg);
+        if (!gt_is_ok(e)) {
+            return gt_cli_usage("enclave", "%s", e.msg);
+        }
+    }
+    int n = argc - optind;
+    if (n < 1) {
+        return gt_cli_usage("enclave", "expected measure, inspect, sign or check");
+    }
+    o->action = argv[optind];
+    bool check = strcmp(o->action, "check") == 0;
+    if (strcmp(o->action, "measure") != 0 && strcmp(o->action, "inspect") != 0 &&
+        strcmp(o->action, "sign") != 0 && !check) {
+        return gt_cli_usage("enclave", "unknown action '%s' (measure, inspect, sign, check)",
+                            o->action);
+    }
+    if (n != (check ? 3 : 2)) {
+        return gt_cli_usage("enclave", check ? "check takes SIG and IMAGE"
+                                             : "%s takes one file", o->action);
+    }
+    o->input = argv[optind + 1];
+    o->image = check ? argv[optind + 2] : NULL;
+    if (strcmp(o->action, "sign") == 0 && (o->key == NULL || o->out == NULL)) {
+        return gt_cli_usage("enclave", "sign needs --key SIGNER.pem and --out FILE");
+    }
+    if (o->debug) {
+        o->sign.attributes.flags |= GT_SGX_ATTR_DEBUG;
+    }
+    if (o->vendor_intel) {
+        o->sign.vendor = GT_SGX_VENDOR_INTEL;
+    }
+    return GT_EXIT_OK;
+}
+
+static gt_err measure_file(const enclave_options *o, const char *path, gt_sgx_measurement *m,
+                           gt_sgx_image_kind *kind)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, GT_SGX_IMAGE_MAX_BYTES, &b));
+    gt_err err = gt_sgx_measure_image(b.data, b.len, o->kind, o->ssaframesize, o->size, m, kind);
+    gt_buf_free_nowipe(&b);
+    return err.code ? gt_err_wrap(err, "%s", path) : err;
+}
+
+static int print_json(cJSON *j)
+{
+    char *text = j != NULL ? cJSON_Print(j) : NULL;
+    if (text == NULL) {
+        cJSON_Delete(j);
+        return gt_cli_fail("enclave", gt_errf(GT_E_NOMEM, "json: out of memory"));
+    }
+    printf("%s\n", text);
+    free(text);
+    cJSON_Delete(j);
+    return GT_EXIT_OK;
+}
+
+static int run_measure(const enclave_options *o)
+{
+    gt_sgx_measurement m;
+    gt_sgx_image_kind kind = o->kind;
+    gt_err err = measure_file(o, o->input, &m, &kind);
+    if (!gt_is_ok(err)) {
+        return gt_cli_fail("enclave", err);
+    }
+    char hex[2 * GT_SGX_HASH_BYTES + 1];
+    gt_hex_encode(hex, sizeof hex, m.mrenclave, sizeof m.mrenclave);
+    if (o->json) {
+        cJSON *j = NULL;
+        err = gt_sgx_measurement_json(&m, &j);
+        if (!gt_is_ok(err)) {
+            return gt_cli_fail("enclave", err);
+        }
+        cJSON_AddStringToObject(j, "file", o->input);
+        cJSON_AddStringToObject(j, "format", gt_sgx_image_kind_name(kind));
+        return print_json(j);
+    }
+    printf("%s: MRENCLAVE %s (%s; SSAFRAMESIZE %u, SIZE 0x%llx, %llu pages added, %llu chunks "
+           "measured)\n", o->input, hex, gt_sgx_image_kind_name(kind), m.ssaframesize,
+           (unsigned long long)m.size, (unsigned long long)m.eadd_pages,
+           (unsigned long long)m.eextend_chunks);
+    for (uint32_t i = 0; i < m.problem_count && i < GT_SGX_PROBLEMS_KEPT; i++) {
+        printf("  problem: %s\n", m.problems[i]);
+    }
+    return GT_EXIT_OK;
+}
+
+static gt_err load_sigstruct(const char *path, gt_sgx_sigstruct *s, size_t *offset)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(path, GT_SGX_IMAGE_MAX_BYTES, &b));
+    gt_err err = gt_sgx_sigstruct_find(b.data, b.len, s, offset);
+    gt_buf_free_nowipe(&b);
+    return err.code ? gt_err_wrap(err, "%s", path) : err;
+}
+
+static int run_inspect(const enclave_options *o)
+{
+    gt_sgx_sigstruct s;
+    gt_sgx_sigstruct_checks c;
+    size_t offset = 0;
+    gt_err err = load_sigstruct(o->input, &s, &offset);
+    if (err.code == GT_E_NONE) {
+        err = gt_sgx_sigstruct_verify(&s, &c);
+    }
+    if (!gt_is_ok(err)) {
+        gt_cli_fail("enclave", err);
+        return GT_EXIT_INVALID;
+    }
+    int rc = c.all_ok ? GT_EXIT_OK : GT_EXIT_INVALID;
+    if (o->json) {
+        cJSON *j = NULL;
+        err = gt_sgx_sigstruct_json(&s, &c, offset, &j);
+        if (!gt_is_ok(err)) {
+            return gt_cli_fail("enclave", err);
+        }
+        int prc = print_json(j);
+        return prc != GT_EXIT_OK ? prc : rc;
+    }
+    char mre[65], mrs[65], iso[16];
+    gt_hex_encode(mre, sizeof mre, s.enclavehash, sizeof s.enclavehash);
+    gt_hex_encode(mrs, sizeof mrs, c.mrsigner, sizeof c.mrsigner);
+    gt_sgx_date_encoding enc = gt_sgx_date_decode(s.date, iso, sizeof iso);
+    printf("%s: SIGSTRUCT%s\n", o->input, offset ? " (inside the signed ELF)" : "");
+    printf("  mrenclave      %s\n  mrsigner       %s\n", mre, mrs);
+    printf("  isvprodid      %u\n  isvsvn         %u\n", s.isvprodid, s.isvsvn);
+    printf("  attributes     flags 0x%016llx xfrm 0x%016llx%s\n",
+           (unsigned long long)s.attributes.flags, (unsigned long long)s.attributes.xfrm,
+           (s.attributes.flags & GT_SGX_ATTR_DEBUG) ? " (DEBUG)" : "");
+    printf("  attributemask  flags 0x%016llx xfrm 0x%016llx\n",
+           (unsigned long long)s.attributemask.flags, (unsigned long long)s.attributemask.xfrm);
+    printf("  miscselect     0x%08x (mask 0x%08x)\n", s.miscselect, s.miscmask);
+    printf("  vendor         0x%04x   date %s (%s)   header type 0x%08x (%s)\n", s.vendor, iso,
+           gt_sgx_date_encoding_name(enc), s.header_type,
+           s.header_type == 0 ? "production" : s.header_type == GT_SGX_HEADER_TYPE_DEBUG
+                                                   ? "debug-signed" : "invalid");
+    printf("  signature      %s   q1/q2 %s   header constants %s   reserved %s\n",
+           c.signature_ok ? "valid" : "INVALID", c.q1_ok && c.q2_ok ? "valid" : "INVALID",
+           c.header_ok && c.header2_ok && c.vendor_ok && c.exponent_ok && c.modulus_ok ? "ok"
+                                                                                       : "BAD",
+           c.reserved_ok[0] && c.reserved_ok[1] && c.reserved_ok[2] && c.reserved_ok[3]
+               ? "zero" : "NOT ZERO");
+    return rc;
+}
+
+static int run_sign(enclave_options *o)
+{
+    gt_sgx_measurement m;
+    gt_err err = measure_file(o, o->input, &m, NULL);
+    gt_pkey *key = NULL;
+    gt_sgx_sigstruct s;
+    if (err.code == GT_E_NONE) {
+        err = gt_pkey_load_pem(&key, o->key, true);
+    }
+    if (err.code == GT_E_NONE) {
+        memcpy(o->sign.enclavehash, m.mrenclave, sizeof m.mrenclave);
+        err = gt_sgx_sigstruct_sign(&s, &o->sign, key);
+    }
+    gt_pkey_free(key);
+    if (err.code == GT_E_NONE) {
+        err = gt_file_write_atomic(o->out, s.raw, sizeof s.raw, 0644);
+    }
+    if (!gt_is_ok(err)) {
+        return gt_cli_fail("enclave", err);
+    }
+    char mre[65];
+    gt_hex_encode(mre, sizeof mre, m.mrenclave, sizeof m.mrenclave);
+    printf("%s: SIGSTRUCT for MRENCLAVE %s written to %s\n", o->input, mre, o->out);
+    return GT_EXIT_OK;
+}
+
+static int run_check(const enclave_options *o)
+{
+    gt_sgx_sigstruct s;
+    gt_sgx_measurement m;
+    size_t offset = 0;
+    gt_err err = load_sigstruct(o->input, &s, &offset);
+    if (err.code == GT_E_NONE) {
+        err = measure_file(o, o->image, &m, NULL);
+    }
+    if (!gt_is_ok(err)) {
+        gt_cli_fail("enclave", err);
+        return GT_EXIT_INVALID;
+    }
+    gt_sgx_einit_params p = {.mrenclave = m.mrenclave, .secs_attributes = s.attributes,
+                             .secs_miscselect = s.miscselect,
+                             .secs_cet_attributes = s.cet_attributes,
+                             .allow_debug = o->allow_debug, .min_isvsvn = (uint16_t)o->min_isvsvn};
+    gt_sgx_identity id;
+    err = gt_enclave_einit_check(&s, &p, &id);
+    if (!gt_is_ok(err)) {
+        printf("%s + %s: refused: %s\n", o->input, o->image, err.msg);
+        return GT_EXIT_FAIL;
+    }
+    char mre[65], mrs[65];
+    gt_hex_encode(mre, sizeof mre, id.mrenclave, sizeof id.mrenclave);
+    gt_hex_encode(mrs, sizeof mrs, id.mrsigner, sizeof id.mrsigner);
+    printf("%s + %s: EINIT checks pass: MRENCLAVE %s MRSIGNER %s ISVPRODID %u ISVSVN %u%s\n",
+           o->input, o->image, mre, mrs, id.isvprodid, id.isvsvn, id.debug ? " (DEBUG)" : "");
+    return GT_EXIT_OK;
+}
+
+int gt_cmd_enclave(int argc, char **argv)
+{
+    if (gt_cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return GT_EXIT_OK;
+    }
+    enclave_options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != GT_EXIT_OK) {
+        return rc;
+    }
+    if (strcmp(o.action, "measure") == 0) {
+        return run_measure(&o);
+    }
+    if (strcmp(o.action, "inspect") == 0) {
+        return run_inspect(&o);
+    }
+    if (strcmp(o.action, "sign") == 0) {
+        return run_sign(&o);
+    }
+    return run_check(&o);
+}
