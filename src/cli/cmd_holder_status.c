@@ -256,6 +256,9 @@ static cJSON *status_json(const status *st, const status_options *o, const gt_ag
     cJSON_AddStringToObject(j, "head", hex);
     gt_hex_encode(hex, sizeof hex, st->summary.holder_key, sizeof st->summary.holder_key);
     cJSON_AddStringToObject(j, "holder_key", hex);
+    if (st->summary.anchored) {
+        cJSON_AddNumberToObject(j, "rollback_counter", (double)st->summary.counter);
+    }
     if (a != NULL) {
         gt_hex_encode(hex, sizeof hex, a->hash, sizeof a->hash);
         cJSON_AddStringToObject(j, "agreement", hex);
@@ -326,6 +329,10 @@ static void status_text(const status *st, const status_options *o, const gt_agre
     gt_hex_encode(key, sizeof key, st->summary.holder_key, sizeof st->summary.holder_key);
     printf("%s: ledger verified: %llu entries, head %.16s..., holder key %s\n", o->ledger,
            (unsigned long long)st->summary.entries, head, key);
+    if (st->summary.anchored) {  // what the head claims; `ledger verify --rollback-guard` checks
+        printf("  its head names rollback counter %llu\n",
+               (unsigned long long)st->summary.counter);
+    }
     if (st->nds == 0) {
         printf("  nothing released yet\n");
     }

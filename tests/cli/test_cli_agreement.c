@@ -441,6 +441,28 @@ static void holder_status(void **state)
     expect(0, "tokens released 4000, confirmed 2000",
            (const char *[]){"holder", "status", "--ledger", ledger, NULL});
 
+    // A ledger anchored to a rollback counter: status says what its head names (checking it
+    // against the counter is `ledger verify --rollback-guard`'s job).
+    char anchored[700], counter[700];
+    snprintf(anchored, sizeof anchored, "%s/anchored.log", g_dir);
+    snprintf(counter, sizeof counter, "sim:%s/counter", g_dir);
+    gt_rollback_guard *g = NULL;
+    GT_ASSERT_OK(gt_rollback_guard_open(&g, counter));
+    GT_ASSERT_OK(gt_ledger_open_guarded(&l, anchored, g_keys_a.holder_sec, g));
+    snprintf(d, sizeof d, "{\"dataset\":\"%s\",\"trainer\":\"t1\",\"chunk\":1,"
+                          "\"mode\":\"travel\",\"tokens\":2000,\"bytes\":4000}", id);
+    append(l, "grant", d);
+    gt_ledger_close(l);
+    uint64_t value = 0;
+    bool written = false;
+    GT_ASSERT_OK(gt_rollback_guard_read(g, &value, &written));
+    gt_rollback_guard_close(g);
+    assert_true(written);
+    snprintf(d, sizeof d, "its head names rollback counter %llu", (unsigned long long)value);
+    expect(0, d, (const char *[]){"holder", "status", "--ledger", anchored, NULL});
+    snprintf(d, sizeof d, "\"rollback_counter\":\t%llu", (unsigned long long)value);
+    expect(0, d, (const char *[]){"holder", "status", "--ledger", anchored, "--json", NULL});
+
     // A tampered ledger is refused, naming the line; no key is needed for any of this.
     gt_buf b = {0};
     GT_ASSERT_OK(gt_file_read_all(ledger, 1 << 20, &b));
