@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages gputravel needs, only those missing. Usage: deps.sh [build|test|demo|fuzz|all]
 set -euo pipefail
 want=(build-essential cmake pkg-config libssl-dev openssl libcjson-dev libopenblas-dev libcmocka-dev
-      gnuplot-nox iproute2 fortunes-min fortunes universal-ctags spin libtss2-dev swtpm swtpm-tools)
+      gnuplot-nox iproute2 fortunes-min fortunes universal-ctags spin libtss2-dev swtpm swtpm-tools
+      libpcre2-dev)
 case "${1:-all}" in
     fuzz|all) want+=(clang libclang-rt-14-dev) ;;
 esac

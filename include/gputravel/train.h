@@ -23,7 +23,8 @@
 // ---- config and parameters ------------------------------------------------------------------
 
 #define GT_GPT2_CKPT_MAGIC 20240326
-#define GT_GPT2_CKPT_VERSION 3  // fp32 (5 is llm.c's bf16, not supported)
+#define GT_GPT2_CKPT_VERSION 3       // fp32 parameters
+#define GT_GPT2_CKPT_VERSION_BF16 5  // bf16 parameters (llm.c's train_gpt2cu default)
 #define GT_GPT2_CKPT_HEADER_BYTES 1024
 #define GT_GPT2_NUM_TENSORS 16
 
@@ -54,12 +55,22 @@ GT_MUST_USE gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_c
 // wpe N(0, 0.02), padded wte rows 0, biases 0, layernorm weights 1. Same seed, same bits.
 GT_MUST_USE gt_err gt_gpt2_init_random(gt_gpt2 *m, uint64_t seed);
 // Parses an llm.c checkpoint header (GT_GPT2_CKPT_HEADER_BYTES, untrusted): magic, version 3
-// (GT_E_UNSUPPORTED for others, bf16 included), then a config that passes gt_gpt2_config_check.
-GT_MUST_USE gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg);
-// Reads an llm.c fp32 checkpoint (header magic, version 3, exact file size) onto the device.
+// (fp32) or 5 (bf16) into *version (GT_E_UNSUPPORTED for others), then a config that passes
+// gt_gpt2_config_check.
+GT_MUST_USE gt_err gt_gpt2_ckpt_header_parse(const uint8_t *hdr, size_t len, gt_gpt2_config *cfg,
+                                             int *version);
+// Reads an llm.c checkpoint (header magic, version 3 fp32 or 5 bf16, exact file size: 1024 +
+// 4 or 2 bytes per parameter) onto the device; bf16 parameters become fp32 exactly (bf16 is the
+// upper half of an fp32).
 GT_MUST_USE gt_err gt_gpt2_load(gt_gpt2 **out, gt_device *dev, const char *path);
 // Writes the parameters as an llm.c fp32 checkpoint, atomically.
 GT_MUST_USE gt_err gt_gpt2_save(gt_gpt2 *m, const char *path);
+// The same as version 5: each parameter rounded to bf16 (to nearest, ties to even; NaN stays
+// NaN), as llm.c's GPU trainer reads and writes them.
+GT_MUST_USE gt_err gt_gpt2_save_bf16(gt_gpt2 *m, const char *path);
+// fp32 <-> bf16 as the checkpoint does.
+uint16_t gt_bf16_from_f32(float f);
+float gt_bf16_to_f32(uint16_t h);
 void gt_gpt2_free(gt_gpt2 *m);  // frees (wipes) its device buffers
 
 const gt_gpt2_config *gt_gpt2_get_config(const gt_gpt2 *m);
@@ -164,21 +175,67 @@ GT_MUST_USE gt_err gt_shard_to_device(gt_device *dev, const char *path, uint32_t
 
 // ---- training state (resume) ----------------------------------------------------------------
 // PATH.state, written beside an llm.c checkpoint PATH, is self-contained: the parameters again,
-// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file, so a
-// process killed between writing PATH and PATH.state still resumes from a consistent state.
-// Format (little-endian): u32 magic "GTTS", u32 version 1, 6 x i32 config (maxT, V, Vp, L, NH,
+// the AdamW step and moments (m, v) and the loader position, in one atomically renamed file.
+// It records the SHA-256 of the fp32 parameters it holds ("weights") and of those the
+// checkpoint file held before this save ("previous", zero when unknown), so that a resume can
+// tell the checkpoint it is given from the one it was saved with. The trainer writes PATH.state
+// first and PATH second: a process killed between the two leaves a state one save ahead of PATH,
+// recognised by its "previous" hash, and resumed from the state's own parameters.
+// Format (little-endian): u32 magic "GTTS", u32 version 2, 6 x i32 config (maxT, V, Vp, L, NH,
 // C), u64 step, u64 epoch, u64 shard, u64 sample, u64 sample_tokens, u64 seed, u32 shuffle,
-// u64 nparams, u32 has_moments, then nparams f32 parameters, then nparams f32 m and nparams f32
-// v when has_moments.
+// u64 nparams, u32 has_moments, 32 bytes weights SHA-256, 32 bytes previous SHA-256, then
+// nparams f32 parameters, then nparams f32 m and nparams f32 v when has_moments. Version 1 is
+// the same without the two hashes (read, never written).
 
 #define GT_TRAIN_STATE_MAGIC 0x53545447u  // "GTTS"
-#define GT_TRAIN_STATE_VERSION 1
+#define GT_TRAIN_STATE_VERSION 2
+#define GT_WEIGHTS_SHA_BYTES 32
 
 GT_MUST_USE gt_err gt_train_state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path);
+// The same for a checkpoint written with gt_gpt2_save_bf16: the weights hash is that of the
+// parameters rounded to bf16 (what the checkpoint holds); the state keeps them exact.
+GT_MUST_USE gt_err gt_train_state_save_bf16(gt_gpt2 *m, gt_loader_pos pos, const char *path);
 // Loads parameters, step and moments into a model with the same config (the header and size are
 // checked first: then nothing is changed on failure); *pos receives the loader position. A read
 // error after the header leaves the model half-loaded: discard it.
 GT_MUST_USE gt_err gt_train_state_load(gt_gpt2 *m, gt_loader_pos *pos, const char *path);
+
+// What a state file's header says, for inspect (the header only; sizes checked against it).
+typedef struct {
+    uint32_t version;
+    gt_gpt2_config cfg;
+    uint64_t step, nparams;
+    gt_loader_pos pos;
+    bool has_moments, size_ok;
+    uint8_t weights_sha[GT_WEIGHTS_SHA_BYTES], prev_sha[GT_WEIGHTS_SHA_BYTES];  // version 2
+} gt_train_state_summary;
+GT_MUST_USE gt_err gt_train_state_describe(const char *path, gt_train_state_summary *out);
+// The same from the header's bytes (len: what there is of the first 160) and the file's size.
+GT_MUST_USE gt_err gt_train_state_describe_header(const uint8_t *hdr, size_t len,
+                                                  uint64_t file_size, gt_train_state_summary *out);
+
+// Resuming a model loaded with gt_gpt2_load(CKPT) from CKPT.state: what the two files say.
+typedef enum {
+    GT_RESUME_MATCHED = 0,  // CKPT holds the weights the state was saved with (the state's
+                            // exact fp32 parameters are used: the same, or for a bf16 CKPT
+                            // their unrounded values)
+    GT_RESUME_STATE_AHEAD,  // CKPT is the save before the state's (killed between the writes):
+                            // parameters, moments and step are the state's
+    GT_RESUME_OPTIMIZER_RESET,  // CKPT's weights differ and GT_RESUME_RESET_OPTIMIZER: CKPT's
+                                // weights, AdamW moments zero, step and loader position kept
+    GT_RESUME_LEGACY,       // a version 1 state records no hash: parameters are the state's
+} gt_resume_outcome;
+typedef enum { GT_RESUME_STRICT = 0, GT_RESUME_RESET_OPTIMIZER } gt_resume_mode;
+typedef struct {
+    gt_resume_outcome outcome;
+    uint8_t ckpt_sha[GT_WEIGHTS_SHA_BYTES];   // the weights gt_gpt2_load read
+    uint8_t state_sha[GT_WEIGHTS_SHA_BYTES];  // the weights the state was saved with
+    uint64_t step;
+} gt_resume_info;
+// GT_RESUME_STRICT refuses (GT_E_STATE, both hashes in the message, the model unchanged) when
+// CKPT's weights are neither the state's nor the save before it. m must come from gt_gpt2_load.
+GT_MUST_USE gt_err gt_train_resume(gt_gpt2 *m, gt_loader_pos *pos, const char *state_path,
+                                   gt_resume_mode mode, gt_resume_info *info);
 
 // ---- the model's state on the device, for device-sealed export (travel.h gt_export_model) ----
 // In an agreement run the weights and moments carry holder labels: they leave only sealed by the

@@ -54,5 +54,8 @@ int gt_cli_holder_status(int argc, char **argv);
 // `gputravel inspect STATE-DIR` in text to out (NULL: silent): GT_EXIT_OK when no file of the
 // run's state folder holds plaintext model data, GT_EXIT_FAIL when one does.
 int gt_cli_inspect_state(const char *dir, FILE *out);
+// `gputravel inspect FILE` for llm.c checkpoints, shards, tokenizer files and training states
+// (inspect_files.c): the exit status, or -1 when FILE is none of these.
+int gt_cli_inspect_plain_file(const char *path, bool json);
 
 #endif

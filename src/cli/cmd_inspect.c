@@ -18,6 +18,13 @@ static void usage(void)
     printf("usage: gputravel inspect DSDIR [--json]\n"
            "       gputravel inspect SEALED-CHECKPOINT [--json]\n"
            "       gputravel inspect STATE-DIR [--json]\n"
+           "       gputravel inspect FILE [--json]\n"
+           "\n"
+           "A plain file is named by its first bytes: an llm.c checkpoint (version 3 fp32 or 5\n"
+           "bf16: config, parameter count, size check), token shard (count, largest token,\n"
+           "end-of-text tokens; llama-3 shards and evaluation files named), tokenizer file\n"
+           "(vocab, end-of-text, whether BPE can use it), training state (step, config,\n"
+           "weights hash) or holder ledger (verified whole: entries, head, holder key).\n"
            "\n"
            "A folder without a manifest is read as a training run's state folder: each file is\n"
            "named for what it is (sealed checkpoint, device-sealed resume state, journal, resume\n"
@@ -366,7 +373,8 @@ int gt_cmd_inspect(int argc, char **argv)
     struct stat st;
     bool file = stat(o.path, &st) == 0 && S_ISREG(st.st_mode);
     if (file) {
-        return inspect_checkpoint(&o);
+        rc = gt_cli_inspect_plain_file(o.path, o.json);
+        return rc >= 0 ? rc : inspect_checkpoint(&o);
     }
     char manifest[4200];
     if (gt_is_ok(gt_path_join(manifest, sizeof manifest, o.path, GT_MANIFEST_FILE)) &&

@@ -24,8 +24,10 @@ static void usage(void)
            "\n"
            "  --prompt IDS        comma-separated token ids to start from (default: the\n"
            "                      tokenizer's end-of-text token, else V-1)\n"
-           "  --text TEXT         a byte-level prompt (token = byte; needs V >= 256)\n"
-           "  --tokenizer PATH    llm.c tokenizer file (gpt2_tokenizer.bin) for decoding\n"
+           "  --text TEXT         a prompt, GPT-2 BPE with --tokenizer, else byte-level (token =\n"
+           "                      byte; needs V >= 256)\n"
+           "  --tokenizer PATH    llm.c tokenizer file (gpt2_tokenizer.bin): encodes --text,\n"
+           "                      decodes the output\n"
            "  --tokens N          tokens to generate (default 64)\n"
            "  --temperature F     0 is greedy (default 1.0)\n"
            "  --top-k K           sample among the K most likely (0: all; default 40)\n"
@@ -109,7 +111,24 @@ typedef struct {
     int np;
 } sample_run;
 
-// --prompt's comma-separated ids, or --text's bytes, into r->tokens.
+// --text through GPT-2 BPE with the --tokenizer loaded into r->tk (at most strlen tokens).
+static gt_err encode_text(const sample_options *o, sample_run *r)
+{
+    gt_bpe *b = NULL;
+    GT_TRY(gt_err_wrap(gt_bpe_new(&b, r->tk), "%s", o->tok_path));
+    gt_token_buf tb = {0};
+    size_t used = 0;
+    gt_err err = gt_bpe_encode(b, (const uint8_t *)o->text, strlen(o->text), true, &tb, &used);
+    for (size_t i = 0; gt_is_ok(err) && i < tb.len; i++) {
+        r->tokens[r->np++] = (int32_t)tb.data[i];
+    }
+    gt_token_buf_free(&tb);
+    gt_bpe_free(b);
+    return err;
+}
+
+// --prompt's comma-separated ids, or --text (BPE with --tokenizer, else its bytes), into
+// r->tokens.
 static gt_err parse_prompt(const sample_options *o, sample_run *r, int vocab)
 {
     if (o->prompt != NULL) {
@@ -125,7 +144,15 @@ static gt_err parse_prompt(const sample_options *o, sample_run *r, int vocab)
                       "--prompt: expected comma-separated ids");
         }
     }
-    if (o->text != NULL) {
+    if (o->text != NULL && o->tok_path != NULL) {
+        GT_TRY(encode_text(o, r));
+    } else if (o->text != NULL) {
+        if (vocab > GT_BYTE_VOCAB) {
+            fprintf(stderr, "gputravel sample: warning: --text without --tokenizer on a model with "
+                            "V = %d: the prompt's bytes are used as token ids; give --tokenizer "
+                            "(gpt2_tokenizer.bin for GPT-2) to encode it with BPE\n",
+                    vocab);
+        }
         size_t n = strlen(o->text);
         uint16_t *bytes = calloc(n + 1, sizeof *bytes);
         GT_ENSURE(bytes != NULL, GT_E_NOMEM, "out of memory");
@@ -134,11 +161,17 @@ static gt_err parse_prompt(const sample_options *o, sample_run *r, int vocab)
             r->tokens[r->np++] = bytes[i];
         }
         free(bytes);
+    }
+    for (int i = 0; i < r->np && o->text != NULL; i++) {
+        GT_ENSURE(r->tokens[i] < vocab, GT_E_ARG,
+                  "--text: token %d is not a token of this model (V = %d)", r->tokens[i], vocab);
+    }
+    if (o->text != NULL && !gt_cli.quiet) {
+        fprintf(stderr, "prompt: %d tokens:", r->np);  // what --text became, to check
         for (int i = 0; i < r->np; i++) {
-            GT_ENSURE(r->tokens[i] < vocab, GT_E_ARG,
-                      "--text: byte %d is not a token of this model (V = %d)", r->tokens[i],
-                      vocab);
+            fprintf(stderr, " %d", r->tokens[i]);
         }
+        fprintf(stderr, "\n");
     }
     return GT_OK;
 }

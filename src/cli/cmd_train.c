@@ -27,10 +27,15 @@ static void usage(void)
         "A.json --help').\n"
         "\n"
         "model:\n"
-        "  --init CKPT             start from an llm.c fp32 checkpoint\n"
+        "  --init CKPT             start from an llm.c checkpoint (fp32 or bf16)\n"
         "  --init-random           start from GPT-2 init: --layers L --channels C --heads NH\n"
         "                          --vocab V (padded to a multiple of 128) --max-seq maxT\n"
-        "  --resume CKPT           continue from CKPT and CKPT.state (optimizer, loader, step)\n"
+        "  --resume CKPT           continue from CKPT (fp32 or bf16) and CKPT.state (optimizer,\n"
+        "                          loader, step);\n"
+        "                          refused when CKPT's weights are not those CKPT.state was\n"
+        "                          saved with\n"
+        "  --resume-reset-optimizer  then continue from CKPT's weights with fresh AdamW moments\n"
+        "                          (step and data position from CKPT.state)\n"
         "  --seed S                init and shuffle seed (default 1337)\n"
         "data:\n"
         "  --data SHARD            training shard (repeat for several)\n"
@@ -50,6 +55,8 @@ static void usage(void)
         "  --device-socket PATH    sim: the socket of a running 'gputravel devd'\n"
         "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
         "  --save-every N          also write them every N steps\n"
+        "  --out-bf16              CKPT as llm.c version 5 (bf16 weights, train_gpt2cu's\n"
+        "                          format); CKPT.state keeps them exact for --resume\n"
         "  --log-json PATH         one JSON object per step\n"
         "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
         "\n"
@@ -66,6 +73,8 @@ typedef struct {
     int ndata, nval;
     int val_every, val_batches;
     bool shuffle;
+    bool resume_reset;  // --resume-reset-optimizer
+    bool out_bf16;      // --out-bf16: llm.c version 5 checkpoints
     int B, T, accum, steps, save_every, threads;
     gt_adamw opt;
     gt_lr_schedule sched;
@@ -91,11 +100,13 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
+// long_opts lists the options in this order: a bad value's message finds the name by index.
 enum {
     O_INIT = 1000, O_INIT_RANDOM, O_RESUME, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_MAXSEQ,
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
+    O_RESUME_RESET, O_OUT_BF16,
 };
 
 static const struct option long_opts[] = {
@@ -133,6 +144,8 @@ static const struct option long_opts[] = {
     {"save-every", required_argument, NULL, O_SAVE_EVERY},
     {"log-json", required_argument, NULL, O_LOG_JSON},
     {"plot", required_argument, NULL, O_PLOT},
+    {"resume-reset-optimizer", no_argument, NULL, O_RESUME_RESET},
+    {"out-bf16", no_argument, NULL, O_OUT_BF16},
     {NULL, 0, NULL, 0},
 };
 
@@ -144,6 +157,8 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_INIT: o->init = optarg; break;
     case O_INIT_RANDOM: o->init_random = true; break;
     case O_RESUME: o->resume = optarg; break;
+    case O_RESUME_RESET: o->resume_reset = true; break;
+    case O_OUT_BF16: o->out_bf16 = true; break;
     case O_LAYERS: ok = parse_int(optarg, 1, 1024, &o->L); break;
     case O_CHANNELS: ok = parse_int(optarg, 1, 16384, &o->C); break;
     case O_HEADS: ok = parse_int(optarg, 1, 16384, &o->NH); break;
@@ -202,6 +217,9 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     int sources = (o->init != NULL) + o->init_random + (o->resume != NULL);
     if (sources != 1) {
         return gt_cli_usage(CMD, "give exactly one of --init, --init-random, --resume");
+    }
+    if (o->resume_reset && o->resume == NULL) {
+        return gt_cli_usage(CMD, "--resume-reset-optimizer goes with --resume CKPT");
     }
     if (o->ndata == 0) {
         return gt_cli_usage(CMD, "--data is required");
@@ -262,23 +280,44 @@ typedef struct {
     int n;
 } shard_set;
 
-static gt_err load_shards(gt_device *dev, const char *const *paths, int n, shard_set *s)
+// Each shard on its own first: an error names the file and the flag it came from, and a shard
+// too small for one batch is an error (llm.c's loader would skip it without a word).
+static gt_err load_shards(gt_device *dev, const char *flag, const char *const *paths, int n,
+                          const train_opts *o, int V, shard_set *s)
 {
+    uint64_t need = (uint64_t)o->B * (uint64_t)o->T + 1;
     for (int i = 0; i < n; i++) {
         // Token data is holder data: the trainer never reads it back.
-        GT_TRY(gt_shard_to_device(dev, paths[i], GT_DBUF_NO_READBACK, &s->bufs[i], &s->ntok[i]));
+        GT_TRY(gt_err_wrap(gt_shard_to_device(dev, paths[i], GT_DBUF_NO_READBACK, &s->bufs[i],
+                                              &s->ntok[i]),
+                           "%s", flag));  // the reader's message names the file
         s->n = i + 1;
+        GT_ENSURE(s->ntok[i] >= need, GT_E_ARG,
+                  "%s %s: %llu tokens, fewer than one batch of --batch %d x --seq %d + 1 = %llu",
+                  flag, paths[i], (unsigned long long)s->ntok[i], o->B, o->T,
+                  (unsigned long long)need);
+        gt_loader *one = NULL;
+        GT_TRY(gt_err_wrap(gt_loader_create(&one, dev, &s->bufs[i], &s->ntok[i], 1, o->B, o->T, V,
+                                            false, 0),
+                           "%s %s", flag, paths[i]));
+        gt_loader_free(one);
     }
     return GT_OK;
 }
 
-static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out)
+static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out, bool bf16)
 {
     char state[4200];
     GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
               "path too long: %s", out);
-    GT_TRY(gt_gpt2_save(m, out));
-    return gt_train_state_save(m, gt_loader_tell(l), state);
+    // The state first: killed in between, the state is one save ahead of the checkpoint and
+    // says so (its "previous" hash), and a resume continues from the state (train.h).
+    if (bf16) {
+        GT_TRY(gt_train_state_save_bf16(m, gt_loader_tell(l), state));
+        return gt_gpt2_save_bf16(m, out);
+    }
+    GT_TRY(gt_train_state_save(m, gt_loader_tell(l), state));
+    return gt_gpt2_save(m, out);
 }
 
 static gt_err validate(gt_gpt2 *m, gt_loader *val, int batches, int B, int T, float *loss)
@@ -357,6 +396,44 @@ static gt_err open_model(const train_opts *o, train_run *r)
     return gt_gpt2_load(&r->m, r->dev, o->resume ? o->resume : o->init);
 }
 
+// --resume: CKPT.state over the model loaded from CKPT, saying what was taken from where.
+static gt_err resume_state(const train_opts *o, train_run *r, const char *state,
+                           gt_loader_pos *pos)
+{
+    gt_resume_info info;
+    gt_err e = gt_train_resume(r->m, pos, state,
+                               o->resume_reset ? GT_RESUME_RESET_OPTIMIZER : GT_RESUME_STRICT,
+                               &info);
+    if (e.code == GT_E_STATE) {
+        // The paths make the error long: the way out goes on a line of its own.
+        fprintf(stderr, "gputravel train: restore %s, or give --resume-reset-optimizer to "
+                        "continue from its weights with fresh AdamW moments\n",
+                o->resume);
+        return gt_errf(GT_E_STATE, "%s was changed after %s was saved", o->resume, state);
+    }
+    GT_TRY(e);
+    switch (info.outcome) {
+    case GT_RESUME_MATCHED: break;
+    case GT_RESUME_STATE_AHEAD:
+        fprintf(stderr, "gputravel train: %s is one save behind %s (the run stopped between "
+                        "the two writes): continuing from %s's step %llu\n",
+                o->resume, state, state, (unsigned long long)info.step);
+        break;
+    case GT_RESUME_OPTIMIZER_RESET:
+        fprintf(stderr, "gputravel train: %s's weights differ from those %s was saved with: "
+                        "continuing from %s's weights, AdamW moments reset, at step %llu\n",
+                o->resume, state, o->resume, (unsigned long long)info.step);
+        break;
+    case GT_RESUME_LEGACY:
+        fprintf(stderr, "gputravel train: warning: %s (version 1) records no weights hash; the "
+                        "weights are those it holds, not %s's\n",
+                state, o->resume);
+        break;
+    default: break;
+    }
+    return GT_OK;
+}
+
 // Device, model, data and loaders; with --resume the optimizer, loader and step as saved.
 static gt_err setup(const train_opts *o, train_run *r)
 {
@@ -364,11 +441,11 @@ static gt_err setup(const train_opts *o, train_run *r)
     const gt_gpt2_config *cfg = gt_gpt2_get_config(r->m);
     GT_ENSURE(o->T <= cfg->max_seq_len, GT_E_ARG, "--seq %d exceeds the model's max_seq_len %d",
               o->T, cfg->max_seq_len);
-    GT_TRY(load_shards(r->dev, o->data, o->ndata, &r->data));
+    GT_TRY(load_shards(r->dev, "--data", o->data, o->ndata, o, cfg->vocab_size, &r->data));
     GT_TRY(gt_loader_create(&r->train, r->dev, r->data.bufs, r->data.ntok, (size_t)r->data.n,
                             o->B, o->T, cfg->vocab_size, o->shuffle, o->seed));
     if (o->nval > 0) {
-        GT_TRY(load_shards(r->dev, o->val, o->nval, &r->vdata));
+        GT_TRY(load_shards(r->dev, "--val-data", o->val, o->nval, o, cfg->vocab_size, &r->vdata));
         GT_TRY(gt_loader_create(&r->val, r->dev, r->vdata.bufs, r->vdata.ntok,
                                 (size_t)r->vdata.n, o->B, o->T, cfg->vocab_size, false, 0));
     }
@@ -376,7 +453,7 @@ static gt_err setup(const train_opts *o, train_run *r)
         char state[4200];
         snprintf(state, sizeof state, "%s.state", o->resume);
         gt_loader_pos pos = {0};
-        GT_TRY(gt_train_state_load(r->m, &pos, state));
+        GT_TRY(resume_state(o, r, state, &pos));
         GT_TRY(gt_loader_seek(r->train, pos));
         r->first = (int)gt_gpt2_step(r->m);
         GT_ENSURE(r->first <= o->steps, GT_E_ARG,
@@ -487,11 +564,11 @@ static gt_err run(const train_opts *o, train_run *r)
         GT_TRY(validate_if_due(o, r, &s));
         log_step(r->log, &s);
         if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 != o->steps) {
-            GT_TRY(save_all(r->m, r->train, o->out));
+            GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         }
     }
     if (o->out != NULL) {
-        GT_TRY(save_all(r->m, r->train, o->out));
+        GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         if (!gt_cli.quiet) {
             fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
         }

@@ -14,8 +14,21 @@ gt_err gt_shard_header_parse(const uint8_t *hdr, size_t len, uint64_t *token_cou
     GT_TRY(gt_reader_i32le(&r, &version));
     GT_TRY(gt_reader_i32le(&r, &count));
     GT_TRY(gt_reader_skip(&r, GT_SHARD_HEADER_BYTES - 12));
+    // Other llm.c files are named, so that a file given in the wrong place says what it is.
+    GT_ENSURE(magic != GT_SHARD_EVAL_MAGIC, GT_E_FORMAT,
+              "shard: bad magic %d: an llm.c evaluation file (HellaSwag/MMLU examples), not "
+              "training tokens",
+              magic);
+    GT_ENSURE(magic != 20240326, GT_E_FORMAT, "shard: bad magic %d: an llm.c model checkpoint",
+              magic);
+    GT_ENSURE(magic != GT_TOKENIZER_MAGIC, GT_E_FORMAT,
+              "shard: bad magic %d: an llm.c tokenizer file", magic);
     GT_ENSURE(magic == GT_SHARD_MAGIC, GT_E_FORMAT, "shard: bad magic %d (expected %d)", magic,
               GT_SHARD_MAGIC);
+    GT_ENSURE(version != GT_SHARD_VERSION_LLAMA3, GT_E_UNSUPPORTED,
+              "shard: version %d: llm.c's llama-3 shard (uint32 tokens); gputravel trains GPT-2 "
+              "shards (version %d, uint16)",
+              version, GT_SHARD_VERSION);
     GT_ENSURE(version == GT_SHARD_VERSION, GT_E_UNSUPPORTED,
               "shard: version %d (expected %d: uint16 tokens)", version, GT_SHARD_VERSION);
     GT_ENSURE(count >= 0, GT_E_FORMAT, "shard: negative token count %d", count);
@@ -111,7 +124,7 @@ out:
 gt_err gt_shard_writer_open(gt_shard_writer *w, const char *path)
 {
     memset(w, 0, sizeof *w);
-    GT_TRY(gt_atomic_file_open(&w->file, path, 0644));
+    GT_TRY(gt_atomic_file_open(&w->file, path, 0600));  // a holder's plaintext data
     uint8_t hdr[GT_SHARD_HEADER_BYTES];
     gt_shard_header_build(hdr, 0);  // rewritten with the real count on commit
     gt_err err = gt_atomic_file_write(&w->file, hdr, sizeof hdr);

@@ -104,6 +104,67 @@ gt_err gt_tokenizer_load(gt_tokenizer **t, const char *path)
     return gt_err_wrap(err, "%s", path);
 }
 
+gt_err gt_tokenizer_from_tokens(gt_tokenizer **out, const gt_span *tokens, uint32_t n,
+                                int32_t eot)
+{
+    *out = NULL;
+    GT_ENSURE(n > 0 && n <= 1u << 20, GT_E_ARG, "tokenizer: vocab size %u", n);
+    GT_ENSURE(eot >= -1 && eot < (int64_t)n, GT_E_ARG, "tokenizer: end-of-text %d outside %u",
+              eot, n);
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        GT_ENSURE(tokens[i].len >= 1 && tokens[i].len <= 255, GT_E_ARG,
+                  "tokenizer: token %u has %zu bytes (an llm.c file holds 1 to 255)", i,
+                  tokens[i].len);
+        total += tokens[i].len;
+    }
+    GT_ENSURE(total <= UINT32_MAX, GT_E_LIMIT, "tokenizer: %zu token bytes", total);
+    gt_tokenizer *t = NULL;
+    GT_TRY(tokenizer_alloc(&t, n, total));
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(t->bytes + at, tokens[i].data, tokens[i].len);
+        at += (uint32_t)tokens[i].len;
+        t->offsets[i + 1] = at;
+    }
+    t->eot = eot;
+    *out = t;
+    return GT_OK;
+}
+
+gt_err gt_tokenizer_serialize(const gt_tokenizer *t, gt_buf *out)
+{
+    *out = (gt_buf){0};
+    size_t total = 1024 + (size_t)t->vocab_size + t->offsets[t->vocab_size];
+    GT_TRY(gt_buf_reserve(out, total));
+    uint8_t hdr[1024] = {0};
+    gt_store_u32le(hdr, GT_TOKENIZER_MAGIC);
+    gt_store_u32le(hdr + 4, t->eot >= 0 ? 2 : 1);
+    gt_store_u32le(hdr + 8, t->vocab_size);
+    if (t->eot >= 0) {
+        gt_store_u32le(hdr + 12, (uint32_t)t->eot);
+    }
+    memcpy(out->data, hdr, sizeof hdr);
+    size_t at = sizeof hdr;
+    for (uint32_t i = 0; i < t->vocab_size; i++) {
+        uint32_t n = t->offsets[i + 1] - t->offsets[i];
+        out->data[at++] = (uint8_t)n;  // 1..255: parse and from_tokens both check
+        memcpy(out->data + at, t->bytes + t->offsets[i], n);
+        at += n;
+    }
+    out->len = at;
+    return GT_OK;
+}
+
+gt_err gt_tokenizer_write(const gt_tokenizer *t, const char *path, unsigned mode)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_tokenizer_serialize(t, &b));
+    gt_err err = gt_file_write_atomic(path, b.data, b.len, mode);
+    gt_buf_free_nowipe(&b);
+    return err;
+}
+
 uint32_t gt_tokenizer_vocab_size(const gt_tokenizer *t) { return t->vocab_size; }
 
 int32_t gt_tokenizer_eot(const gt_tokenizer *t) { return t->eot; }

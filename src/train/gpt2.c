@@ -132,6 +132,9 @@ struct gt_gpt2 {
     bool have_dlogits;  // the last forward ran with grad
     gt_dbuf scalar;     // 8 bytes: sum of squares
     gt_dbuf released;   // 4 bytes: what a release op lets out (the mean loss, the norm)
+    // SHA-256 of the fp32 parameters when last read from or written to a file (resume checks)
+    uint8_t file_sha[GT_WEIGHTS_SHA_BYTES];
+    bool has_file_sha;
 };
 
 gt_err gt_gpt2_create(gt_gpt2 **out, gt_device *dev, const gt_gpt2_config *cfg)
@@ -201,6 +204,18 @@ gt_err gt_gpt2_internal_moments(gt_gpt2 *m, gt_dbuf *mbuf, gt_dbuf *vbuf, bool a
 void gt_gpt2_internal_set_step(gt_gpt2 *m, uint64_t step) { m->step = step; }
 gt_device *gt_gpt2_internal_device(gt_gpt2 *m) { return m->dev; }
 gt_dbuf gt_gpt2_internal_params(gt_gpt2 *m) { return m->params; }
+
+void gt_gpt2_internal_set_file_sha(gt_gpt2 *m, const uint8_t sha[GT_WEIGHTS_SHA_BYTES])
+{
+    memcpy(m->file_sha, sha, GT_WEIGHTS_SHA_BYTES);
+    m->has_file_sha = true;
+}
+
+bool gt_gpt2_internal_file_sha(const gt_gpt2 *m, uint8_t sha[GT_WEIGHTS_SHA_BYTES])
+{
+    memcpy(sha, m->file_sha, GT_WEIGHTS_SHA_BYTES);
+    return m->has_file_sha;
+}
 
 static gt_err ensure_grads(gt_gpt2 *m)
 {

@@ -125,7 +125,8 @@ gt_err gt_loader_create(gt_loader **out, gt_device *dev, const gt_dbuf *bufs,
             gt_op check = gt_op_tokens_check((gt_dref){bufs[i], 0}, (int64_t)ntokens[i], V);
             gt_err e = gt_device_launch(dev, &check);
             GT_ENSURE_GOTO(err, e.code == GT_E_NONE, fail, e.code,
-                           "data %zu does not fit the model's vocabulary %d: %s", i, V, e.msg);
+                           "token buffer %zu: a token is outside the model's vocabulary %d: %s", i, V,
+                           e.msg);
         }
         l->nsamples[i] = ntokens[i] >= 1 ? (ntokens[i] - 1) / bt : 0;
         total += l->nsamples[i];

@@ -1,10 +1,13 @@
 // gputravel tokenize through the binary: output content, and no output on failure.
 #include "testlib.h"
 
+#include "gpt2_fixture.h"
+
 #include <gputravel/data.h>
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void tokenizes_files_in_order(void **state)
 {
@@ -51,11 +54,205 @@ static void failures_leave_no_output(void **state)
     gt_test_rmtree(dir);
 }
 
+// A tokenizer file (the committed GPT-2 subset) and two texts: the sample repeated past the
+// command's 1 MiB read buffer, so pieces and blank lines fall across reads.
+typedef struct {
+    char dir[256], tok[512], a[512], b[512], out[512];
+    gt_buf text_a, text_b;
+    gt_tokenizer *t;
+} bpe_case;
+
+static void bpe_case_make(bpe_case *c)
+{
+    gt_test_tmpdir(c->dir, sizeof c->dir);
+    GT_ASSERT_OK(gt_path_join(c->tok, sizeof c->tok, c->dir, "gpt2_tokenizer.bin"));
+    GT_ASSERT_OK(gt_path_join(c->a, sizeof c->a, c->dir, "a.txt"));
+    GT_ASSERT_OK(gt_path_join(c->b, sizeof c->b, c->dir, "b.txt"));
+    GT_ASSERT_OK(gt_path_join(c->out, sizeof c->out, c->dir, "train.bin"));
+    c->t = gt_test_gpt2_subset();
+    GT_ASSERT_OK(gt_tokenizer_write(c->t, c->tok, 0644));
+    gt_buf sample = {0};
+    gt_test_read_data("gpt2/sample.txt", &sample);
+    c->text_a = (gt_buf){0};
+    c->text_b = (gt_buf){0};
+    while (c->text_a.len < (5u << 19)) {  // 2.5 MiB
+        GT_ASSERT_OK(gt_buf_append(&c->text_a, sample.data, sample.len));
+        GT_ASSERT_OK(gt_buf_append(&c->text_a, "x\n", 2));
+    }
+    GT_ASSERT_OK(gt_buf_append(&c->text_b, sample.data, 100));
+    GT_ASSERT_OK(gt_file_write_atomic(c->a, c->text_a.data, c->text_a.len, 0644));
+    GT_ASSERT_OK(gt_file_write_atomic(c->b, c->text_b.data, c->text_b.len, 0644));
+    gt_buf_free_nowipe(&sample);
+}
+
+static void bpe_case_free(bpe_case *c)
+{
+    gt_buf_free_nowipe(&c->text_a);
+    gt_buf_free_nowipe(&c->text_b);
+    gt_tokenizer_free(c->t);
+    gt_test_rmtree(c->dir);
+}
+
+// What the shard must hold: per document, end-of-text then the library's one-call encoding.
+// split: documents also end after each "\n\n" (found left to right, not overlapping).
+static void expect_docs(gt_bpe *b, const gt_buf *text, bool split, gt_token_buf *want)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= text->len; i++) {
+        bool cut = i == text->len ||
+                   (split && i + 1 < text->len && text->data[i] == '\n' && text->data[i + 1] == '\n');
+        if (!cut) {
+            continue;
+        }
+        size_t end = i == text->len ? i : i + 2;
+        size_t used = 0;
+        GT_ASSERT_OK(gt_token_buf_push(want, GT_GPT2_EOT));
+        GT_ASSERT_OK(gt_bpe_encode(b, text->data + start, end - start, true, want, &used));
+        start = end;
+        if (i == text->len) {
+            break;
+        }
+        i = end - 1;
+        if (end == text->len) {  // a final "\n\n" starts one more, empty document
+            GT_ASSERT_OK(gt_token_buf_push(want, GT_GPT2_EOT));
+            break;
+        }
+    }
+}
+
+static void assert_shard(const char *path, const uint32_t *want, size_t n)
+{
+    uint16_t *tokens = NULL;
+    size_t count = 0;
+    GT_ASSERT_OK(gt_shard_read_all(path, &tokens, &count));
+    for (size_t i = 0; i < count && i < n; i++) {
+        if (tokens[i] != want[i]) {
+            fail_msg("%s: token %zu is %u, expected %u", path, i, tokens[i], want[i]);
+        }
+    }
+    assert_int_equal(count, n);
+    free(tokens);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+static void bpe_shard_equals_library(void **state)
+{
+    (void)state;
+    bpe_case c;
+    bpe_case_make(&c);
+    gt_buf log = {0};
+    int rc = gt_test_run_cli(&log, (const char *[]){"tokenize", "--tokenizer", c.tok, c.a, c.b,
+                                                    "--out", c.out, NULL});
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr((char *)log.data, "2 document(s), GPT-2 BPE"));
+    gt_buf_free(&log);
+    gt_bpe *b = NULL;
+    GT_ASSERT_OK(gt_bpe_new(&b, c.t));
+    gt_token_buf want = {0};
+    expect_docs(b, &c.text_a, false, &want);
+    expect_docs(b, &c.text_b, false, &want);
+    assert_shard(c.out, want.data, want.len);
+
+    // --decode gives the text back, an end-of-text marker before each document
+    rc = gt_test_run_cli(&log, (const char *[]){"tokenize", "--decode", "--tokenizer", c.tok,
+                                                c.out, NULL});
+    assert_int_equal(rc, 0);
+    static const char eot[] = "<|endoftext|>";
+    size_t n = strlen(eot);
+    assert_int_equal(log.len, 2 * n + c.text_a.len + c.text_b.len);
+    assert_memory_equal(log.data, eot, n);
+    assert_memory_equal(log.data + n, c.text_a.data, c.text_a.len);
+    assert_memory_equal(log.data + 2 * n + c.text_a.len, c.text_b.data, c.text_b.len);
+    gt_buf_free(&log);
+    gt_token_buf_free(&want);
+    gt_bpe_free(b);
+    bpe_case_free(&c);
+}
+
+// tinyshakespeare.py's documents, and its split: the first N tokens are the validation shard.
+static void paragraphs_and_validation_split(void **state)
+{
+    (void)state;
+    bpe_case c;
+    bpe_case_make(&c);
+    char val[600];
+    snprintf(val, sizeof val, "%s/train_val.bin", c.dir);
+    gt_buf log = {0};
+    int rc = gt_test_run_cli(&log, (const char *[]){"tokenize", "-t", c.tok, c.a,
+                                                    "--split-paragraphs", "--val-tokens",
+                                                    "32768", "--out", c.out, NULL});
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr((char *)log.data, "32768 validation tokens"));
+    gt_buf_free(&log);
+    gt_bpe *b = NULL;
+    GT_ASSERT_OK(gt_bpe_new(&b, c.t));
+    gt_token_buf want = {0};
+    expect_docs(b, &c.text_a, true, &want);
+    assert_true(want.len > 40000);
+    assert_shard(val, want.data, 32768);
+    assert_shard(c.out, want.data + 32768, want.len - 32768);
+
+    // more validation tokens than there are: an error, and neither shard appears
+    GT_ASSERT_OK(gt_path_join(c.out, sizeof c.out, c.dir, "second.bin"));
+    rc = gt_test_run_cli(&log, (const char *[]){"tokenize", "-t", c.tok, c.b, "--val-tokens",
+                                                "100000", "--out", c.out, NULL});
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr((char *)log.data, "--val-tokens 100000"));
+    gt_buf_free(&log);
+    assert_false(gt_path_exists(c.out));
+    snprintf(val, sizeof val, "%s/second_val.bin", c.dir);
+    assert_false(gt_path_exists(val));
+    rc = gt_test_run_cli(NULL, (const char *[]){"tokenize", c.a, "--split-paragraphs", "--out",
+                                                c.out, NULL});
+    assert_int_equal(rc, 64);  // paragraphs need an end-of-text token
+    gt_token_buf_free(&want);
+    gt_bpe_free(b);
+    bpe_case_free(&c);
+}
+
+// --write-tokenizer: llm.c's file back unchanged, and the byte-level one as version 1.
+static void writes_tokenizer_files(void **state)
+{
+    (void)state;
+    bpe_case c;
+    bpe_case_make(&c);
+    char copy[600], bytes[600];
+    snprintf(copy, sizeof copy, "%s/copy.bin", c.dir);
+    snprintf(bytes, sizeof bytes, "%s/bytes.bin", c.dir);
+    int rc = gt_test_run_cli(NULL, (const char *[]){"tokenize", "--write-tokenizer", copy,
+                                                    "--tokenizer", c.tok, NULL});
+    assert_int_equal(rc, 0);
+    gt_buf x = {0}, y = {0};
+    GT_ASSERT_OK(gt_file_read_all(c.tok, 1u << 24, &x));
+    GT_ASSERT_OK(gt_file_read_all(copy, 1u << 24, &y));
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    gt_buf_free_nowipe(&y);
+    rc = gt_test_run_cli(NULL, (const char *[]){"tokenize", "--write-tokenizer", bytes, NULL});
+    assert_int_equal(rc, 0);
+    GT_ASSERT_OK(gt_file_read_all(bytes, 1u << 24, &y));
+    assert_int_equal(y.len, 1024 + 2 * 256);
+    assert_int_equal(y.data[4], 1);  // version 1: no end-of-text token
+    assert_int_equal(y.data[9], 1);  // vocab 256
+    gt_tokenizer *t = NULL;
+    GT_ASSERT_OK(gt_tokenizer_parse(&t, y.data, y.len));
+    assert_int_equal(gt_tokenizer_vocab_size(t), 256);
+    gt_tokenizer_free(t);
+    gt_buf_free_nowipe(&x);
+    gt_buf_free_nowipe(&y);
+    bpe_case_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tokenizes_files_in_order),
         cmocka_unit_test(failures_leave_no_output),
+        cmocka_unit_test(bpe_shard_equals_library),
+        cmocka_unit_test(paragraphs_and_validation_split),
+        cmocka_unit_test(writes_tokenizer_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,8 @@
 // checkpoints, resume through the CLI, and bad input refused before any step.
 #include "testlib.h"
 
+#include "gpt2_fixture.h"
+
 #include <gputravel/data.h>
 #include <gputravel/device.h>
 #include <gputravel/train.h>
@@ -308,6 +310,146 @@ static void init_random_and_sample(void **state)
     gt_buf_free(&b);
 }
 
+// sample --text: GPT-2 BPE with --tokenizer (the committed subset), a warning without one.
+static void sample_text_through_bpe(void **state)
+{
+    (void)state;
+    char ck[512], tok[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "gpt2v.bin"));
+    GT_ASSERT_OK(gt_path_join(tok, sizeof tok, dir, "gpt2_tokenizer.bin"));
+    gt_tokenizer *t = gt_test_gpt2_subset();
+    GT_ASSERT_OK(gt_tokenizer_write(t, tok, 0644));
+    gt_tokenizer_free(t);
+    const char *args[] = {"train", "--init-random", "--layers", "1", "--channels", "8",
+                          "--heads", "1", "--vocab", "50257", "--max-seq", "16", "--seed", "3",
+                          "--data", shard, "--batch", "1", "--seq", "8", "--steps", "1",
+                          "--threads", "1", "--out", ck, "--plot", "none", NULL};
+    gt_buf o = {0};
+    int rc = gt_test_run_cli(&o, args);
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)o.data);
+    }
+    gt_buf_free(&o);
+    const char *bpe[] = {"sample", ck, "--tokens", "2", "--text", " Hello, world!",
+                         "--tokenizer", tok, "--threads", "1", NULL};
+    assert_int_equal(gt_test_run_cli(&o, bpe), 0);
+    assert_non_null(strstr((char *)o.data, "prompt: 4 tokens: 18435 11 995 0\n"));
+    assert_null(strstr((char *)o.data, "warning"));
+    gt_buf_free(&o);
+    const char *bytes[] = {"sample", ck, "--tokens", "2", "--text", "hi", "--threads", "1", NULL};
+    assert_int_equal(gt_test_run_cli(&o, bytes), 0);
+    assert_non_null(strstr((char *)o.data, "warning: --text without --tokenizer"));
+    assert_non_null(strstr((char *)o.data, "prompt: 2 tokens: 104 105\n"));
+    gt_buf_free(&o);
+}
+// --resume refuses a checkpoint changed since its .state was saved, naming both files, and
+// --resume-reset-optimizer continues from it.
+static void resume_refuses_changed_checkpoint(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "edit.bin"));
+    const char *first[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
+                           NULL};
+    assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_buf f = {0};
+    GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
+    f.data[1024 + 40] ^= 0x01;  // one weight's lowest bit
+    GT_ASSERT_OK(gt_file_write_atomic(ck, f.data, f.len, 0644));
+    gt_buf_free(&f);
+    const char *again[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "3", "--threads", "1", "--plot", "none", NULL};
+    gt_buf o = {0};
+    assert_int_equal(gt_test_run_cli(&o, again), 1);
+    assert_non_null(strstr((char *)o.data, "edit.bin was changed after"));
+    assert_non_null(strstr((char *)o.data, "edit.bin.state was saved"));
+    assert_non_null(strstr((char *)o.data, "--resume-reset-optimizer"));
+    gt_buf_free(&o);
+    const char *reset[] = {"train", "--resume", ck, "--resume-reset-optimizer", "--data", shard,
+                           "--batch", "2", "--seq", "8", "--steps", "3", "--threads", "1",
+                           "--plot", "none", NULL};
+    assert_int_equal(gt_test_run_cli(&o, reset), 0);
+    assert_non_null(strstr((char *)o.data, "AdamW moments reset, at step 2"));
+    assert_non_null(strstr((char *)o.data, "step 3/3"));
+    gt_buf_free(&o);
+    const char *alone[] = {"train", "--init", MODEL, "--resume-reset-optimizer", "--data", shard,
+                           NULL};
+    assert_int_equal(gt_test_run_cli(NULL, alone), 64);
+}
+// --out-bf16: llm.c's version 5 file (half the payload), and a resume from it continues with
+// the losses of an uninterrupted run (the state keeps the exact weights).
+static void bf16_checkpoint_and_resume(void **state)
+{
+    (void)state;
+    char ck[512];
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "half.bin"));
+    const char *first[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                           "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
+                           "--out-bf16", "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
+    assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_buf f = {0};
+    GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
+    gt_buf g = {0};
+    GT_ASSERT_OK(gt_file_read_all(MODEL, 64u << 20, &g));
+    assert_int_equal(f.data[4], 5);  // version 5
+    assert_int_equal(f.len - 1024, (g.len - 1024) / 2);
+    gt_buf_free(&f);
+    gt_buf_free(&g);
+    const char *resume[] = {"train", "--resume", ck, "--data", shard, "--batch", "2", "--seq",
+                            "8", "--steps", "4", "--threads", "1", "--plot", "none",
+                            "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
+    const char *full[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq",
+                          "8", "--steps", "4", "--threads", "1", "--plot", "none", "--shuffle",
+                          "on", "--seed", "5", "--schedule", "constant", NULL};
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, resume), 0);
+    assert_null(strstr((char *)a.data, "warning"));
+    assert_int_equal(gt_test_run_cli(&b, full), 0);
+    float la[2], lb[4];
+    assert_int_equal(parse_losses((char *)a.data, 2, la, 2), 2);
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, 4), 4);
+    assert_memory_equal(la, lb + 2, sizeof la);
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+}
+// Shard errors name the file and its flag; a shard too small for one batch is an error, not
+// skipped, for --data among others and for --val-data; other llm.c files are named.
+static void shard_errors_name_file_and_flag(void **state)
+{
+    (void)state;
+    char tiny[512], eval[512];
+    GT_ASSERT_OK(gt_path_join(tiny, sizeof tiny, dir, "tiny.bin"));
+    GT_ASSERT_OK(gt_path_join(eval, sizeof eval, dir, "hellaswag_val.bin"));
+    uint16_t tok[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    GT_ASSERT_OK(gt_shard_write(tiny, tok, 10));
+    uint8_t hdr[1024] = {0};
+    gt_store_u32le(hdr, 20240522);
+    gt_store_u32le(hdr + 4, 1);
+    GT_ASSERT_OK(gt_file_write_atomic(eval, hdr, sizeof hdr, 0644));
+    struct {
+        const char *flag, *file, *expect;
+    } rows[] = {
+        {"--data", tiny, "--data %s: 10 tokens, fewer than one batch of --batch 2 x --seq 8 + 1"},
+        {"--val-data", tiny, "--val-data %s: 10 tokens"},
+        {"--data", eval, "--data: %s: shard: bad magic 20240522: an llm.c evaluation file"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        bool val = strcmp(rows[i].flag, "--val-data") == 0;
+        const char *args[] = {"train", "--init", MODEL, "--data", shard, val ? "--val-data" : "--data",
+                              rows[i].file, "--batch", "2", "--seq", "8", "--steps", "1",
+                              "--threads", "1", "--plot", "none", NULL};
+        gt_buf o = {0};
+        assert_int_equal(gt_test_run_cli(&o, args), 1);
+        char want[1200];
+        snprintf(want, sizeof want, rows[i].expect, rows[i].file);
+        if (strstr((char *)o.data, want) == NULL) {
+            fail_msg("row %zu: expected '%s' in: %s", i, want, (char *)o.data);
+        }
+        gt_buf_free(&o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +458,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(kill_during_training_then_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_before_training, setup, teardown),
         cmocka_unit_test_setup_teardown(init_random_and_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(sample_text_through_bpe, setup, teardown),
+        cmocka_unit_test_setup_teardown(resume_refuses_changed_checkpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(bf16_checkpoint_and_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,10 @@ static void malformed_shards_are_rejected(void **state)
         {20240520, 1, 11, 10, GT_E_FORMAT, "header says 11 tokens"},
         {20240520, 1, 9, 10, GT_E_FORMAT, "header says 9 tokens"},
         {20240520, 1, -1, 0, GT_E_FORMAT, "negative"},
+        {20240520, 7, 10, 10, GT_E_UNSUPPORTED, "llama-3 shard (uint32 tokens)"},
+        {20240522, 1, 10, 10, GT_E_FORMAT, "llm.c evaluation file"},
+        {20240326, 3, 10, 10, GT_E_FORMAT, "llm.c model checkpoint"},
+        {20240328, 2, 10, 10, GT_E_FORMAT, "llm.c tokenizer file"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         write_raw(path, rows[i].magic, rows[i].version, rows[i].count, rows[i].actual);

@@ -793,6 +793,7 @@ static void slowloris_and_flood_do_not_block_a_trainer(void **state)
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
     assert_int_equal(sum.entries, 3);
+    gt_device_close(r.dev);
     memset(&limits, 0, sizeof limits);
 }
 
@@ -827,6 +828,7 @@ static void handshake_deadline_and_address_limit(void **state)
     gt_ledger_summary sum;
     GT_ASSERT_OK(gt_ledger_verify_file(ledger_path, keys.holder_pub, NULL, &sum));
     assert_int_equal(sum.entries, 1);  // genesis only
+    gt_device_close(r.dev);
     memset(&limits, 0, sizeof limits);
 }
 

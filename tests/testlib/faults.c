@@ -16,6 +16,7 @@
 static gt_fault_kind armed_kind;
 static uint64_t fail_at, seen;
 static bool fired;
+static bool crash;  // gt_fault_arm_crash: die at the call instead of failing it
 
 void gt_fault_arm(gt_fault_kind kind, uint64_t nth)
 {
@@ -23,6 +24,13 @@ void gt_fault_arm(gt_fault_kind kind, uint64_t nth)
     fail_at = nth;
     seen = 0;
     fired = false;
+    crash = false;
+}
+
+void gt_fault_arm_crash(uint64_t nth)
+{
+    gt_fault_arm(GT_FAULT_WRITE, nth);
+    crash = true;
 }
 
 bool gt_fault_disarm(void)
@@ -135,34 +143,72 @@ void *__wrap_aligned_alloc(size_t align, size_t n)
     return fault_now(GT_FAULT_ALLOC, ENOMEM) ? NULL : __real_aligned_alloc(align, n);
 }
 
+// The armed write-side call in crash mode: the process ends here (after a torn write).
+static void crash_here(int fd, const void *b, size_t n, off_t at, bool positioned)
+{
+    if (!crash) {
+        return;
+    }
+    if (b != NULL && n > 1) {
+        ssize_t ignored = positioned ? __real_pwrite(fd, b, n / 2, at)
+                                     : __real_write(fd, b, n / 2);
+        (void)ignored;
+    }
+    _exit(GT_FAULT_CRASH_STATUS);
+}
+
 ssize_t __wrap_write(int fd, const void *b, size_t n)
 {
-    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_write(fd, b, n);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(fd, b, n, 0, false);
+        return -1;
+    }
+    return __real_write(fd, b, n);
 }
 
 ssize_t __wrap_pwrite(int fd, const void *b, size_t n, off_t at)
 {
-    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_pwrite(fd, b, n, at);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(fd, b, n, at, true);
+        return -1;
+    }
+    return __real_pwrite(fd, b, n, at);
 }
 
 size_t __wrap_fwrite(const void *b, size_t size, size_t count, FILE *f)
 {
     // A failed fwrite writes nothing here; a real one may write part, which callers must treat
     // the same way (any short count is a failure).
-    return fault_now(GT_FAULT_WRITE, EIO) ? 0 : __real_fwrite(b, size, count, f);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(-1, NULL, 0, 0, false);
+        return 0;
+    }
+    return __real_fwrite(b, size, count, f);
 }
 
 int __wrap_fflush(FILE *f)
 {
-    return fault_now(GT_FAULT_WRITE, EIO) ? EOF : __real_fflush(f);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(-1, NULL, 0, 0, false);
+        return EOF;
+    }
+    return __real_fflush(f);
 }
 
 int __wrap_fsync(int fd)
 {
-    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_fsync(fd);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(-1, NULL, 0, 0, false);
+        return -1;
+    }
+    return __real_fsync(fd);
 }
 
 int __wrap_rename(const char *from, const char *to)
 {
-    return fault_now(GT_FAULT_WRITE, EIO) ? -1 : __real_rename(from, to);
+    if (fault_now(GT_FAULT_WRITE, EIO)) {
+        crash_here(-1, NULL, 0, 0, false);
+        return -1;
+    }
+    return __real_rename(from, to);
 }

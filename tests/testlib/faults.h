@@ -20,6 +20,12 @@ typedef enum {
 
 // From now on, the nth (1-based) call of that kind fails; the count restarts at arming.
 void gt_fault_arm(gt_fault_kind kind, uint64_t nth);
+// Instead of failing it, the process dies at the nth write-side call, as at a power cut or a
+// SIGKILL: a write or pwrite first writes half of its bytes (a torn write), the others do
+// nothing; then _exit(GT_FAULT_CRASH_STATUS). For a forked child whose parent checks what the
+// crash left on disk.
+#define GT_FAULT_CRASH_STATUS 99
+void gt_fault_arm_crash(uint64_t nth);
 // Stops counting. Returns whether the armed failure happened.
 bool gt_fault_disarm(void);
 // Calls of the armed kind seen since arming.

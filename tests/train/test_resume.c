@@ -260,10 +260,108 @@ static void thread_count_does_not_change_bits(void **state)
     free(tok);
 }
 
+// --resume semantics (train.h): the state's weights hash against the checkpoint's. Saved as the
+// trainer does (state, then checkpoint), resumed from an unchanged, a changed, and a checkpoint
+// one save behind; and a version 1 state.
+static void resume_checks_checkpoint_weights(void **state)
+{
+    (void)state;
+    char dir[256], ckpt[512], st[520], keep[520];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(ckpt, sizeof ckpt, dir, "m.bin"));
+    snprintf(st, sizeof st, "%s.state", ckpt);
+    snprintf(keep, sizeof keep, "%s/step2.bin", dir);
+    world w;
+    world_open(&w);
+    gt_gpt2 *m = NULL;
+    gt_loader *l = NULL;
+    GT_ASSERT_OK(gt_gpt2_create(&m, w.dev, &cfg));
+    GT_ASSERT_OK(gt_gpt2_init_random(m, 4));
+    GT_ASSERT_OK(gt_loader_create(&l, w.dev, w.shards, w.ntok, 2, B, T, cfg.vocab_size, false, 0));
+    float losses[3];
+    run_steps(m, l, 0, 2, losses);
+    GT_ASSERT_OK(gt_train_state_save(m, gt_loader_tell(l), st));
+    GT_ASSERT_OK(gt_gpt2_save(m, ckpt));
+    GT_ASSERT_OK(gt_gpt2_save(m, keep));
+    size_t n = gt_gpt2_num_params(m);
+    float *p2 = malloc(n * 4), *p3 = malloc(n * 4), *got = malloc(n * 4);
+    GT_ASSERT_OK(gt_gpt2_params_read(m, p2, n));
+
+    gt_gpt2 *r = NULL;
+    gt_loader_pos pos = {0};
+    gt_resume_info info;
+    GT_ASSERT_OK(gt_gpt2_load(&r, w.dev, ckpt));
+    GT_ASSERT_OK(gt_train_resume(r, &pos, st, GT_RESUME_STRICT, &info));
+    assert_int_equal(info.outcome, GT_RESUME_MATCHED);
+    assert_int_equal(gt_gpt2_step(r), 2);
+    assert_int_equal(pos.sample, gt_loader_tell(l).sample);
+    gt_gpt2_free(r);
+
+    // one parameter changed in the checkpoint (as an edit with llm.c would): refused, unchanged
+    gt_buf file = {0};
+    GT_ASSERT_OK(gt_file_read_all(ckpt, 64u << 20, &file));
+    file.data[1024 + 4 * 77 + 3] ^= 0x01;
+    GT_ASSERT_OK(gt_file_write_atomic(ckpt, file.data, file.len, 0644));
+    GT_ASSERT_OK(gt_gpt2_load(&r, w.dev, ckpt));
+    GT_ASSERT_ERR(gt_train_resume(r, &pos, st, GT_RESUME_STRICT, &info), GT_E_STATE, "sha256");
+    assert_int_equal(gt_gpt2_step(r), 0);
+    // ... or continued from its weights with fresh moments, step and position from the state
+    GT_ASSERT_OK(gt_train_resume(r, &pos, st, GT_RESUME_RESET_OPTIMIZER, &info));
+    assert_int_equal(info.outcome, GT_RESUME_OPTIMIZER_RESET);
+    assert_int_equal(gt_gpt2_step(r), 2);
+    GT_ASSERT_OK(gt_gpt2_params_read(r, got, n));
+    assert_memory_equal(got, file.data + 1024, n * 4);
+    assert_memory_not_equal(got, p2, n * 4);
+    gt_gpt2_free(r);
+
+    // killed between the state of step 3 and its checkpoint: the checkpoint is step 2's
+    run_steps(m, l, 2, 3, losses);
+    GT_ASSERT_OK(gt_train_state_save(m, gt_loader_tell(l), st));
+    GT_ASSERT_OK(gt_gpt2_params_read(m, p3, n));
+    GT_ASSERT_OK(gt_gpt2_load(&r, w.dev, keep));
+    GT_ASSERT_OK(gt_train_resume(r, &pos, st, GT_RESUME_STRICT, &info));
+    assert_int_equal(info.outcome, GT_RESUME_STATE_AHEAD);
+    assert_int_equal(gt_gpt2_step(r), 3);
+    GT_ASSERT_OK(gt_gpt2_params_read(r, got, n));
+    assert_memory_equal(got, p3, n * 4);
+    gt_gpt2_free(r);
+
+    // a version 1 state (no hashes): read, and said so
+    gt_buf v2 = {0}, v1 = {0};
+    GT_ASSERT_OK(gt_file_read_all(st, 64u << 20, &v2));
+    const size_t v1_header = 4 + 4 + 6 * 4 + 6 * 8 + 4 + 8 + 4;
+    GT_ASSERT_OK(gt_buf_append(&v1, v2.data, v1_header));
+    GT_ASSERT_OK(gt_buf_append(&v1, v2.data + v1_header + 64, v2.len - v1_header - 64));
+    gt_store_u32le(v1.data + 4, 1);
+    GT_ASSERT_OK(gt_file_write_atomic(st, v1.data, v1.len, 0600));
+    GT_ASSERT_OK(gt_gpt2_load(&r, w.dev, ckpt));
+    GT_ASSERT_OK(gt_train_resume(r, &pos, st, GT_RESUME_STRICT, &info));
+    assert_int_equal(info.outcome, GT_RESUME_LEGACY);
+    GT_ASSERT_OK(gt_gpt2_params_read(r, got, n));
+    assert_memory_equal(got, p3, n * 4);
+    gt_gpt2_free(r);
+    // a model that did not come from a file cannot be checked
+    GT_ASSERT_OK(gt_gpt2_create(&r, w.dev, &cfg));
+    GT_ASSERT_CODE(gt_train_resume(r, &pos, st, GT_RESUME_STRICT, &info), GT_E_ARG);
+    gt_gpt2_free(r);
+
+    gt_buf_free(&file);
+    gt_buf_free(&v1);
+    gt_buf_free(&v2);
+    free(p2);
+    free(p3);
+    free(got);
+    gt_gpt2_free(m);
+    gt_loader_free(l);
+    gt_device_close(w.dev);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kill_and_resume_is_bit_identical),
+        cmocka_unit_test(resume_checks_checkpoint_weights),
         cmocka_unit_test(thread_count_does_not_change_bits),
         cmocka_unit_test(state_file_bad_input),
     };
