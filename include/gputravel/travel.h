@@ -112,6 +112,17 @@ void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out);
 // fills a->hash and keeps the bytes in a->doc.
 GT_MUST_USE gt_err gt_agreement_parse(gt_agreement *a, const uint8_t *doc, size_t len);
 GT_MUST_USE gt_err gt_agreement_load(gt_agreement *a, const char *path);
+// The strict shape check gt_agreement_parse runs first (agreement_strict.c): every object holds
+// only the fields docs/agreement.md names, each once, each of its type, and all required ones.
+// The first problem is GT_E_FORMAT naming its JSON path ("training.warmup: unknown field",
+// "model.layers: expected an integer, got a string", "holders[1].name: field given twice").
+GT_MUST_USE gt_err gt_agreement_check_shape(const cJSON *doc);
+// Every shape problem of a document (untrusted bytes), not just the first: fn(ctx, "PATH: what")
+// for each, at most max (0: 1); *count: how many were reported. Errors only for a document that
+// is no JSON at all (GT_E_FORMAT) or too large (GT_E_LIMIT). For `gputravel agreement check`.
+typedef void (*gt_agreement_problem_fn)(void *ctx, const char *problem);
+GT_MUST_USE gt_err gt_agreement_lint(const uint8_t *doc, size_t len, gt_agreement_problem_fn fn,
+                                     void *ctx, unsigned max, unsigned *count);
 // The holder entry with this name, or NULL.
 const gt_agreement_holder *gt_agreement_find_holder(const gt_agreement *a, const char *name);
 // True when the agreement lists mode.
@@ -149,7 +160,18 @@ typedef struct {
 } gt_tee_attestor;
 
 // The callbacks for gt_channel_connect / gt_listener_accept, backed by t (borrowed).
+// Evidence goes out as GT_TLS_EVIDENCE_MAGIC || this side's agreement hash || the evidence
+// envelope: when the peer's evidence is authentic but its report_data binds this session under
+// the agreement hash it names instead of ours, the refusal says "different agreement: ours
+// 455b..., yours 69ed..." (a hint only: acceptance still needs our hash in its report_data).
 gt_net_attestor gt_tee_attestor_bind(gt_tee_attestor *t);
+#define GT_TLS_EVIDENCE_MAGIC "GTAGEV01"
+#define GT_TLS_EVIDENCE_MAGIC_BYTES 8
+// Splits a peer's evidence message (untrusted; gt_reader): *evidence borrows msg. With the magic,
+// agreement receives the hash it names and *has_agreement is true (GT_E_TRUNCATED when the hash
+// is cut short); without it the whole message is the evidence (a peer that sends bare evidence).
+GT_MUST_USE gt_err gt_tls_evidence_split(const uint8_t *msg, size_t len, gt_span *evidence,
+                                         uint8_t agreement[GT_SHA256_BYTES], bool *has_agreement);
 
 // ---- the holder protocol --------------------------------------------------------------------
 // Frames over an attested gt_channel (net.h); every body is parsed through gt_reader and each

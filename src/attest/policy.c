@@ -682,7 +682,8 @@ static gt_err eval_binding(gt_tee_type type, const cJSON *claims, const gt_appra
         if (got_len != n || n > GT_REPORT_DATA_BYTES ||
             !gt_ct_equal(got, prm->expected_report_data, n)) {
             GT_TRY(gt_strlist_addf(reasons, "binding: %s does not match the expected report_data "
-                                            "(stale or replayed evidence, or another session)",
+                                            "(stale or replayed evidence, another session, or "
+                                            "another agreement)",
                                    path));
         }
     }

@@ -228,6 +228,9 @@ static void holder_free(holder_run *r)
 
 int gt_cmd_holder(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "status") == 0) {
+        return gt_cli_holder_status(argc - 1, argv + 1);  // cmd_holder_status.c
+    }
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;

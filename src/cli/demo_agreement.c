@@ -1,4 +1,5 @@
 // gputravel demo, step 4: the parties sign up to one training agreement.
+#include "agreement_doc.h"
 #include "demo.h"
 
 #include <string.h>
@@ -15,39 +16,35 @@ static gt_err free_port(int *port)
 gt_err demo_step_agreement(demo *d)
 {
     step_begin(d, 4, "The parties sign up to one training agreement");
-    char holders[4096] = "";
+    gt_cli_agreement_holder holders[HOLDERS];
+    memset(holders, 0, sizeof holders);
     for (int i = 0; i < HOLDERS; i++) {
         demo_holder *h = &d->h[i];
+        gt_cli_agreement_holder *e = &holders[i];
         GT_TRY(free_port(&h->port));
-        char key[65], id[33], rkey[65], one[640];
-        uint8_t rpub[GT_X25519_BYTES] = {0};
-        GT_TRY(gt_recipient_pub_load(h->keys, rpub));
-        gt_hex_encode(key, sizeof key, h->k.holder_pub, 32);
-        gt_hex_encode(id, sizeof id, h->dataset_id, 16);
-        gt_hex_encode(rkey, sizeof rkey, rpub, sizeof rpub);
-        snprintf(one, sizeof one,
-                 "%s\n    {\"name\": \"%s\", \"identity_key\": \"%s\", \"endpoint\": "
-                 "\"127.0.0.1:%d\", \"dataset_id\": \"%s\", \"token_budget\": %llu, "
-                 "\"max_uses_per_chunk\": 1,\n     \"recipient_key\": \"%s\"}",
-                 i ? "," : "", holder_names[i], key, h->port, id,
-                 (unsigned long long)h->tokens, rkey);
-        strncat(holders, one, sizeof holders - strlen(holders) - 1);
+        GT_TRY(gt_recipient_pub_load(h->keys, e->recipient_key));
+        e->has_recipient_key = true;
+        snprintf(e->name, sizeof e->name, "%s", holder_names[i]);
+        memcpy(e->identity_key, h->k.holder_pub, sizeof e->identity_key);
+        memcpy(e->dataset_id, h->dataset_id, sizeof e->dataset_id);
+        snprintf(e->endpoint, sizeof e->endpoint, "127.0.0.1:%d", h->port);
+        e->token_budget = h->tokens;
+        e->max_uses_per_chunk = 1;
     }
-    char doc[8192];
-    snprintf(doc, sizeof doc,
-             "{\n  \"version\": 1,\n  \"name\": \"gputravel-demo\",\n"
-             "  \"model\": {\"layers\": 4, \"channels\": 128, \"heads\": 4, \"vocab\": 256, "
-             "\"max_seq\": 64, \"init_seed\": 1337},\n"
-             "  \"training\": {\"steps\": %u, \"batch\": 8, \"seq\": 64, "
-             "\"learning_rate\": 0.001},\n"
-             "  \"holders\": [%s\n  ],\n"
-             "  \"trainer\": {},\n  \"device\": {},\n  \"allow_simulation\": true,\n"
-             "  \"transfer\": [\"%s\"],\n"
-             "  \"output\": {\"kind\": \"sealed_checkpoint\", \"recipients\": [\"%s\", \"%s\", "
-             "\"%s\"]}\n}\n",
-             d->steps, holders, gt_transfer_mode_name(d->transfer), holder_names[0],
-             holder_names[1], holder_names[2]);
-    GT_TRY(gt_file_write_atomic(d->agreement_path, doc, strlen(doc), 0644));
+    gt_cli_agreement_spec spec = {
+        .name = "gputravel-demo", .layers = 4, .channels = 128, .heads = 4, .vocab = 256,
+        .max_seq = 64, .init_seed = 1337, .steps = d->steps, .batch = 8, .seq = 64,
+        .learning_rate = 0.001, .holders = holders, .holder_count = HOLDERS,
+        .allow_simulation = true, .transfers = GT_TRANSFER_BIT(d->transfer),
+        .sealed_checkpoint = true, .recipients = holder_names, .recipient_count = HOLDERS,
+    };
+    gt_buf doc = {0};
+    gt_err err = gt_cli_agreement_format(&spec, &doc);
+    if (gt_is_ok(err)) {
+        err = gt_file_write_atomic(d->agreement_path, doc.data, doc.len, 0644);
+    }
+    gt_buf_free_nowipe(&doc);
+    GT_TRY(err);
     GT_TRY(gt_agreement_load(&d->agreement, d->agreement_path));
     // The appraisal policy (holders and trainer), stating what it allows: simulated TEEs (no
     // hardware here), never a debug one; sim reports no TCB status: no accepted_tcb_statuses.

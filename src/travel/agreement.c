@@ -248,6 +248,11 @@ static gt_err parse_transfer(gt_agreement *a, const cJSON *doc)
 
 static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
 {
+    // The version first: another version may have other fields, so its shape is not ours to judge.
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+    GT_ENSURE(!cJSON_IsNumber(ver) || ver->valuedouble == 1, GT_E_UNSUPPORTED,
+              "agreement version %g (this build reads version 1)", ver->valuedouble);
+    GT_TRY(gt_agreement_check_shape(doc));
     uint32_t version = 0;
     GT_TRY(get_u32(doc, "version", 1, 1000, &version));
     GT_ENSURE(version == 1, GT_E_UNSUPPORTED, "agreement version %u (expected 1)", version);

@@ -233,7 +233,7 @@ static void attested_attacks_are_refused_on_both_sides(void **state)
         {.what = "simulation forbidden", .listed = true, .holder_policy = "{}", .refusing = 0,
          .reason = "allow_simulation"},
         {.what = "wrong agreement (evidence)", .listed = true, .other_agreement = true,
-         .refusing = 0, .reason = "report_data"},
+         .refusing = 0, .reason = "different agreement: ours "},
         {.what = "wrong agreement (HELLO)", .toy = true, .other_agreement = true, .refusing = 0,
          .reason = "trainer runs under another agreement than this holder's"},
         {.what = "replayed evidence", .listed = true, .replay = true, .refusing = 1,

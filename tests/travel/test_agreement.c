@@ -4,6 +4,7 @@
 #include <gputravel/travel.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KEY_A "1111111111111111111111111111111111111111111111111111111111111111"
@@ -107,7 +108,8 @@ static void each_rule_is_enforced(void **state)
          NULL, NULL, "same recipient_key"},
         {NULL, NULL, "{\"kind\":\"everything\"}", NULL, "kind 'everything'"},
         {NULL, NULL, NULL, "", "measurement lists are required"},
-        {NULL, NULL, NULL, "\"allow_simulation\":1,", "must be a bool"},
+        {NULL, NULL, NULL, "\"allow_simulation\":1,",
+         "allow_simulation: expected a bool (true or false), got a number"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char doc[4096];
@@ -175,14 +177,14 @@ static void transfer_modes(void **state)
 
     struct { const char *transfer, *says; } rows[] = {
         {"[]", "'transfer' must be a non-empty array"},
-        {"\"travel\"", "'transfer' must be a non-empty array"},
-        {"{}", "'transfer' must be a non-empty array"},
+        {"\"travel\"", "transfer: expected an array, got a string"},
+        {"{}", "transfer: expected an array, got an object"},
         {"[\"travel\",\"teleport\"]", "'transfer'[1]: unknown transfer mode 'teleport'"},
         {"[\"Travel\"]", "'transfer'[0]: unknown transfer mode 'Travel'"},
         {"[\"\"]", "'transfer'[0]: unknown transfer mode ''"},
         {"[\"travel\",\"conventional\",\"travel\"]", "'transfer'[2]: 'travel' appears twice"},
-        {"[\"travel\",7]", "'transfer'[1] must be a mode name"},
-        {"[null]", "'transfer'[0] must be a mode name"},
+        {"[\"travel\",7]", "transfer[1]: expected a string, got a number"},
+        {"[null]", "transfer[0]: expected a string, got null"},
         {"[\"travel\",\"conventional\",\"conventional-keyrelease\",\"insecure-host-trip\","
          "\"travel\"]", "more than 4 entries"},
     };
@@ -200,13 +202,197 @@ static void transfer_modes(void **state)
     }
 }
 
+// Replaces the first occurrence of `from` in doc by `to` (the test documents are short).
+static void patch(char *doc, size_t cap, const char *from, const char *to)
+{
+    char *at = strstr(doc, from);
+    assert_non_null(at);
+    char rest[4096];
+    snprintf(rest, sizeof rest, "%s", at + strlen(from));
+    snprintf(at, cap - (size_t)(at - doc), "%s%s", to, rest);
+}
+
+// The contract is read strictly: an unknown, misspelled, repeated or wrongly typed field is an
+// error naming its JSON path, never silently ignored or coerced.
+static void strict_shape(void **state)
+{
+    (void)state;
+    struct { const char *from, *to, *says; } rows[] = {
+        {"\"version\":1,", "\"version\":1,\"typo_field\":1,",
+         "agreement: typo_field: unknown field (known here: version, name, model"},
+        {"\"learning_rate\":0.0003}", "\"learning_rate\":0.0003,\"warmup\":5}",
+         "agreement: training.warmup: unknown field"},
+        {"\"allow_simulation\":true", "\"allow_simulaton\":true",
+         "agreement: allow_simulaton: unknown field (did you mean allow_simulation?)"},
+        {"\"layers\":2", "\"layers\":\"2\"",
+         "agreement: model.layers: expected an integer, got a string"},
+        {"\"layers\":2", "\"layers\":2.5", "model.layers: expected a whole number >= 0, got 2.5"},
+        {"\"layers\":2", "\"layers\":-2", "model.layers: expected a whole number >= 0, got -2"},
+        {"\"heads\":4,", "", "agreement: model.heads: missing (an integer is required)"},
+        {"\"name\":\"demo\",", "\"name\":\"demo\",\"name\":\"demo2\",",
+         "agreement: name: field given twice"},
+        {"\"endpoint\":\"127.0.0.1:7002\"", "\"endpont\":\"127.0.0.1:7002\"",
+         "holders[1].endpont: unknown field (did you mean endpoint?)"},
+        {"\"token_budget\":5000,", "\"token_budget\":5000,\"token_budget\":6000,",
+         "holders[1].token_budget: field given twice"},
+        {"\"token_budget\":5000", "\"token_budget\":\"5k\"",
+         "holders[1].token_budget: expected an integer, got a string that is not one"},
+        {"\"trainer\":{}", "\"trainer\":{\"accepted_measurement\":[]}",
+         "trainer.accepted_measurement: unknown field (did you mean accepted_measurements?)"},
+        {"\"device\":{}", "\"device\":[]", "agreement: device: expected an object, got an array"},
+        {"\"learning_rate\":0.0003", "\"learning_rate\":\"0.0003\"",
+         "training.learning_rate: expected a number, got a string"},
+        {"\"seq\":32,", "\"seq\":32,\"program\":7,",
+         "training.program: expected a string, got a number"},
+        {"\"recipients\":[\"alice\"]", "\"recipients\":[\"alice\"],\"recipient\":[]",
+         "output.recipient: unknown field (did you mean recipients?)"},
+        {"\"kind\":\"sealed_checkpoint\",", "", "output.kind: missing (a string is required)"},
+        {"\"output\":", "\"outputs\":{\"loss\":{\"evry\":2}},\"output\":",
+         "outputs.loss.evry: unknown field (did you mean every?)"},
+        {"\"output\":", "\"outputs\":{\"loss\":3},\"output\":",
+         "outputs.loss: expected false or an object {every, mantissa_bits}, got a number"},
+        {"\"output\":", "\"outputs\":{\"grad_norm\":\"no\"},\"output\":",
+         "outputs.grad_norm: expected a bool (true or false), got a string"},
+        {"\"holders\":[{", "\"holders\":[7,{", "holders[0]: expected an object, got a number"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char doc[4096];
+        make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+        patch(doc, sizeof doc, rows[i].from, rows[i].to);
+        gt_agreement a;
+        gt_err e = gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc));
+        if (e.code != GT_E_FORMAT || strstr(e.msg, rows[i].says) == NULL) {
+            fail_msg("row %zu: expected FORMAT '%s', got %s '%s'", i, rows[i].says,
+                     gt_code_name(e.code), e.msg);
+        }
+        assert_int_equal(a.holder_count, 0);
+    }
+    // Values beyond 2^53 may be written as decimal strings where the schema allows them.
+    char doc[4096];
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    patch(doc, sizeof doc, "\"init_seed\":7", "\"init_seed\":\"18446744073709551615\"");
+    patch(doc, sizeof doc, "\"token_budget\":5000", "\"token_budget\":\"5000\"");
+    gt_agreement a;
+    GT_ASSERT_OK(gt_agreement_parse(&a, (const uint8_t *)doc, strlen(doc)));
+    assert_true(a.init_seed == UINT64_MAX);
+    assert_int_equal(a.holders[1].token_budget, 5000);
+    // Another version is refused as such, whatever its fields.
+    GT_ASSERT_CODE(gt_agreement_parse(&a, (const uint8_t *)"{\"version\":2,\"new\":1}", 21),
+                   GT_E_UNSUPPORTED);
+    GT_ASSERT_CODE(gt_agreement_parse(&a, (const uint8_t *)"[1]", 3), GT_E_FORMAT);
+}
+
+typedef struct {
+    char lines[8][256];
+    unsigned n;
+} collected;
+
+static void collect_problem(void *ctx, const char *problem)
+{
+    collected *c = ctx;
+    if (c->n < 8) {
+        snprintf(c->lines[c->n++], sizeof c->lines[0], "%s", problem);
+    }
+}
+
+// The lint reports every shape problem, in document order, up to its maximum.
+static void lint_lists_every_problem(void **state)
+{
+    (void)state;
+    char doc[4096];
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    patch(doc, sizeof doc, "\"layers\":2", "\"layers\":\"2\"");
+    patch(doc, sizeof doc, "\"learning_rate\":0.0003}", "\"learning_rate\":0.0003,\"warmup\":5}");
+    patch(doc, sizeof doc, "\"allow_simulation\":true", "\"allow_simulaton\":true");
+    collected c = {0};
+    unsigned n = 0;
+    GT_ASSERT_OK(gt_agreement_lint((const uint8_t *)doc, strlen(doc), collect_problem, &c, 8, &n));
+    assert_int_equal(n, 3);
+    assert_string_equal(c.lines[0], "model.layers: expected an integer, got a string");
+    assert_non_null(strstr(c.lines[1], "training.warmup: unknown field"));
+    assert_string_equal(c.lines[2], "allow_simulaton: unknown field (did you mean "
+                                    "allow_simulation?)");
+    c.n = 0;
+    GT_ASSERT_OK(gt_agreement_lint((const uint8_t *)doc, strlen(doc), collect_problem, &c, 2, &n));
+    assert_int_equal(n, 2);  // cut at max
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    GT_ASSERT_OK(gt_agreement_lint((const uint8_t *)doc, strlen(doc), collect_problem, &c, 8, &n));
+    assert_int_equal(n, 0);
+    GT_ASSERT_CODE(gt_agreement_lint((const uint8_t *)"{", 1, collect_problem, &c, 8, &n),
+                   GT_E_FORMAT);
+}
+
+// Every cut of a valid document is refused whole; every flipped byte is refused or, when it
+// still reads as an agreement (a digit changed), is another agreement with another hash.
+static void truncations_and_flips(void **state)
+{
+    (void)state;
+    char doc[4096];
+    // With optional fields too: a lenient reader would take a misspelled one as absent.
+    make_doc(doc, sizeof doc, NULL, NULL, NULL,
+             "\"allow_simulation\":true,\"transfer\":[\"travel\"],\"outputs\":{\"grad_norm\":false,"
+             "\"resume\":true,\"loss\":{\"every\":1,\"mantissa_bits\":23}},");
+    size_t n = strlen(doc);
+    gt_agreement *good = malloc(sizeof *good), *a = malloc(sizeof *a);
+    assert_non_null(good);
+    assert_non_null(a);
+    GT_ASSERT_OK(gt_agreement_parse(good, (const uint8_t *)doc, n));
+    for (size_t cut = 0; cut < n; cut++) {
+        gt_err e = gt_agreement_parse(a, (const uint8_t *)doc, cut);
+        if (gt_is_ok(e)) {
+            fail_msg("a document cut at %zu of %zu was accepted", cut, n);
+        }
+        assert_int_equal(a->holder_count, 0);
+    }
+    // Which bytes belong to a field name: a quoted string followed by ':'. (No two field names
+    // of one object differ in a single bit, so a flipped name is never another valid one.)
+    bool in_name[4096] = {false};
+    for (size_t i = 0; i < n; i++) {
+        if (doc[i] != '"') {
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && doc[j] != '"') {
+            j++;
+        }
+        for (size_t k = i + 1; k < j && j + 1 < n && doc[j + 1] == ':'; k++) {
+            in_name[k] = true;
+        }
+        i = j;
+    }
+    unsigned names = 0;
+    for (size_t i = 0; i < n; i++) {
+        char saved = doc[i];
+        doc[i] = (char)(doc[i] ^ 0x01);
+        gt_err e = gt_agreement_parse(a, (const uint8_t *)doc, n);
+        if (in_name[i] && gt_is_ok(e)) {
+            fail_msg("a flipped field name at %zu was accepted: %.40s", i, doc + i - 5);
+        }
+        names += in_name[i];
+        if (gt_is_ok(e)) {
+            assert_memory_not_equal(a->hash, good->hash, GT_SHA256_BYTES);
+        } else {
+            assert_int_equal(a->holder_count, 0);
+        }
+        doc[i] = saved;
+    }
+    assert_true(names > 200);  // the scan found the names
+    free(good);
+    free(a);
+}
+
 int main(void)
+
+
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_document),
         cmocka_unit_test(each_rule_is_enforced),
         cmocka_unit_test(measurement_lists),
         cmocka_unit_test(transfer_modes),
+        cmocka_unit_test(strict_shape),
+        cmocka_unit_test(lint_lists_every_problem),
+        cmocka_unit_test(truncations_and_flips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,9 +138,17 @@ static void accepted_and_refused_trainers(void **state)
     assert_non_null(strstr(e.msg, "not one the agreement accepts"));
 
     // A trainer under another agreement binds another hash into its evidence.
+    // The holder says so with both hashes (the trainer's evidence names its own in the clear).
     e = run_pair(&a, &other, sim_ok, summary, sizeof summary);
     assert_int_equal(e.code, GT_E_POLICY);
-    assert_non_null(strstr(e.msg, "rejected"));
+    char ours[17], theirs[17], want[96];
+    gt_hex_encode(ours, sizeof ours, a.hash, 8);
+    gt_hex_encode(theirs, sizeof theirs, other.hash, 8);
+    snprintf(want, sizeof want, "different agreement: ours %s..., yours (the trainer's) %s...",
+             ours, theirs);
+    if (strstr(e.msg, want) == NULL) {
+        fail_msg("expected '%s', got '%s'", want, e.msg);
+    }
 
     // A holder policy without allow_simulation refuses simulated trainers.
     e = run_pair(&a, &a, strict, summary, sizeof summary);
@@ -169,11 +177,108 @@ static void accepted_and_refused_trainers(void **state)
     gt_policy_free(strict);
 }
 
+// The appraisal callback alone, on evidence collected for a chosen binding: another agreement is
+// named as such only when the evidence proves it (authentic, and its report_data is exactly this
+// session under the hash the peer names); anything else keeps the honest binding message.
+static void different_agreement_or_stale(void **state)
+{
+    (void)state;
+    gt_policy *sim_ok = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&sim_ok, "{\"allow_simulation\":true}", 25));
+    gt_agreement a, other, third;
+    make_agreement(&a, NULL, "demo");
+    make_agreement(&other, NULL, "other");
+    make_agreement(&third, NULL, "third");
+    gt_tee_attestor ta = {.collect = {.type = GT_TEE_SIM, .sim_root = dir}, .policy = sim_ok,
+                          .roots = &root_file, .root_count = 1, .agreement = &a,
+                          .peer_role = GT_PEER_HOLDER};
+    gt_tee_attestor to = ta;
+    to.agreement = &other;
+    gt_net_attestor us = gt_tee_attestor_bind(&ta), peer = gt_tee_attestor_bind(&to);
+    uint8_t session[GT_NET_BINDING_BYTES], earlier[GT_NET_BINDING_BYTES];
+    memset(session, 0x51, sizeof session);
+    memset(earlier, 0x52, sizeof earlier);
+
+    gt_buf ev = {0};
+    GT_ASSERT_OK(peer.collect(peer.ctx, session, &ev));
+    assert_memory_equal(ev.data, GT_TLS_EVIDENCE_MAGIC, GT_TLS_EVIDENCE_MAGIC_BYTES);
+    assert_memory_equal(ev.data + GT_TLS_EVIDENCE_MAGIC_BYTES, other.hash, GT_SHA256_BYTES);
+    gt_err e = us.appraise(us.ctx, ev.data, ev.len, session);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    char ours[17], theirs[17], want[96];
+    gt_hex_encode(ours, sizeof ours, a.hash, 8);
+    gt_hex_encode(theirs, sizeof theirs, other.hash, 8);
+    snprintf(want, sizeof want, "different agreement: ours %s..., yours (the holder's) %s...",
+             ours, theirs);
+    assert_non_null(strstr(e.msg, want));
+    GT_ASSERT_OK(peer.appraise(peer.ctx, ev.data, ev.len, session));  // its own: accepted
+
+    // The other agreement's evidence from an earlier session: not this session, so no claim
+    // about agreements can be proved; the message names every possibility.
+    e = us.appraise(us.ctx, ev.data, ev.len, earlier);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_null(strstr(e.msg, "different agreement"));
+    assert_non_null(strstr(e.msg, "stale or replayed evidence, another session, or another "
+                                  "agreement"));
+
+    // A hint that lies (names a third agreement) proves nothing either; nor does no hint.
+    memcpy(ev.data + GT_TLS_EVIDENCE_MAGIC_BYTES, third.hash, GT_SHA256_BYTES);
+    e = us.appraise(us.ctx, ev.data, ev.len, session);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_null(strstr(e.msg, "different agreement"));
+    assert_non_null(strstr(e.msg, "report_data"));
+    size_t head = GT_TLS_EVIDENCE_MAGIC_BYTES + GT_SHA256_BYTES;
+    e = us.appraise(us.ctx, ev.data + head, ev.len - head, session);  // bare evidence
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "another agreement"));
+    // Our own agreement, replayed from an earlier session: stale, and said so.
+    gt_buf mine = {0};
+    GT_ASSERT_OK(us.collect(us.ctx, earlier, &mine));
+    e = us.appraise(us.ctx, mine.data, mine.len, session);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_null(strstr(e.msg, "different agreement"));
+    assert_non_null(strstr(e.msg, "stale or replayed"));
+    GT_ASSERT_OK(us.appraise(us.ctx, mine.data, mine.len, earlier));
+
+    // The split itself: the hint cut short is refused; bare evidence passes whole.
+    gt_span body;
+    uint8_t hint[GT_SHA256_BYTES];
+    bool has = true;
+    GT_ASSERT_CODE(gt_tls_evidence_split(mine.data, GT_TLS_EVIDENCE_MAGIC_BYTES + 5, &body, hint,
+                                         &has),
+                   GT_E_TRUNCATED);
+    GT_ASSERT_OK(gt_tls_evidence_split(mine.data + head, mine.len - head, &body, hint, &has));
+    assert_false(has);
+    assert_int_equal(body.len, mine.len - head);
+    GT_ASSERT_OK(gt_tls_evidence_split(mine.data, mine.len, &body, hint, &has));
+    assert_true(has);
+    assert_memory_equal(hint, a.hash, GT_SHA256_BYTES);
+    assert_ptr_equal(body.data, mine.data + head);
+    // Every cut: refused only while the hint itself is incomplete, else split at the same place.
+    for (size_t cut = 0; cut <= mine.len; cut++) {
+        gt_err s = gt_tls_evidence_split(mine.data, cut, &body, hint, &has);
+        bool hinted = cut >= head;
+        if (cut >= GT_TLS_EVIDENCE_MAGIC_BYTES && cut < head) {
+            GT_ASSERT_CODE(s, GT_E_TRUNCATED);
+            continue;
+        }
+        GT_ASSERT_OK(s);
+        assert_int_equal(has, hinted);
+        assert_ptr_equal(body.data, mine.data + (hinted ? head : 0));
+        assert_int_equal(body.len, cut - (hinted ? head : 0));
+    }
+    gt_buf_free_nowipe(&ev);
+    gt_buf_free_nowipe(&mine);
+    gt_policy_free(sim_ok);
+}
+
 int main(void)
+
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(accepted_and_refused_trainers),
+        cmocka_unit_test(different_agreement_or_stale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

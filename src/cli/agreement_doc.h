@@ -1,0 +1,40 @@
+// Writing an agreement document (docs/agreement.md) from its parts: one layout for every writer
+// (the demo, `gputravel agreement init`), so what one writes the other's readers see the same way.
+#ifndef GPUTRAVEL_CLI_AGREEMENT_DOC_H
+#define GPUTRAVEL_CLI_AGREEMENT_DOC_H
+
+#include <gputravel/travel.h>
+
+typedef struct {
+    char name[GT_AGREEMENT_NAME_BYTES];
+    uint8_t identity_key[GT_ED25519_PUBLIC_BYTES];
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    char endpoint[128];
+    uint64_t token_budget;
+    uint32_t max_uses_per_chunk;
+    bool has_recipient_key;
+    uint8_t recipient_key[GT_X25519_BYTES];
+} gt_cli_agreement_holder;
+
+typedef struct {
+    const char *name;
+    uint32_t layers, channels, heads, vocab, max_seq;
+    uint64_t init_seed;
+    uint32_t steps, batch, seq;
+    double learning_rate;
+    const gt_cli_agreement_holder *holders;
+    uint32_t holder_count;
+    gt_measurement_list trainer, device;  // empty: the section is {}
+    bool allow_simulation;
+    uint32_t transfers;                   // GT_TRANSFER_BIT set; 0: no "transfer" field
+    bool sealed_checkpoint;               // else loss_only
+    const char *const *recipients;        // sealed_checkpoint: holder names, in order
+    uint32_t recipient_count;
+} gt_cli_agreement_spec;
+
+// The document's bytes (replacing out's contents; public data). Names and endpoints must
+// already be safe inside a JSON string (no '"', '\\' or control characters): GT_E_ARG otherwise.
+// The result is not parsed here: a caller that wants it checked loads it (gt_agreement_parse).
+GT_MUST_USE gt_err gt_cli_agreement_format(const gt_cli_agreement_spec *s, gt_buf *out);
+
+#endif
