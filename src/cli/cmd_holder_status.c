@@ -129,7 +129,10 @@ static gt_err take_entry(status *st, const cJSON *body)
             i++;
         }
         if (i == st->nagreements && i < MAX_AGREEMENTS) {
-            snprintf(st->agreements[st->nagreements++].hash, 65, "%s", r->agreement);
+            // Through a local copy: both live in st, and the compiler cannot see they differ.
+            char hash[65];
+            snprintf(hash, sizeof hash, "%s", r->agreement);
+            memcpy(st->agreements[st->nagreements++].hash, hash, sizeof hash);
         }
         if (i < st->nagreements) {
             st->agreements[i].sessions++;
