@@ -916,7 +916,12 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
     memcpy(agreement, hello.agreement, sizeof agreement);
     memcpy(trainer, hello.trainer, sizeof trainer);
     if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
-        err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's");
+        char ours[2 * GT_SHA256_BYTES + 1], theirs[2 * GT_SHA256_BYTES + 1];
+        gt_hex_encode(ours, sizeof ours, a->cfg.agreement->hash, GT_SHA256_BYTES);
+        gt_hex_encode(theirs, sizeof theirs, agreement, GT_SHA256_BYTES);
+        err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's "
+                      "(different agreement: ours %.16s..., the trainer's %.16s...)", ours,
+                      theirs);
         ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
                                                   .reason = err.msg});
         gt_err ignored = send_refuse(ch, err);

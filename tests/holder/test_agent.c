@@ -374,6 +374,11 @@ static void budget_and_agreement_are_enforced(void **state)
     e = gt_holder_connect(&c, &other, 0, &att, "trainer-1", k);
     assert_int_equal(e.code, GT_E_POLICY);
     assert_non_null(strstr(e.msg, "another agreement"));
+    char ours[17], theirs[17];  // both hashes named, so the two sides can compare copies
+    gt_hex_encode(ours, sizeof ours, r.a.hash, 8);
+    gt_hex_encode(theirs, sizeof theirs, other.hash, 8);
+    assert_non_null(strstr(e.msg, ours));
+    assert_non_null(strstr(e.msg, theirs));
     stop_agent(&r);
     tokens_noted tn = ledger_tokens();  // every connection thread has finished: all of it is on disk
     assert_int_equal(tn.granted, 1976);
