@@ -151,6 +151,10 @@ static gt_err tokenize_file(encoder *e, token_sink *s, const char *path, gt_prog
             buf = grown;
             cap *= 2;
         }
+        // Ctrl-C: the shard being written is removed on the way out (gt_shard_writer_abort).
+        GT_ENSURE_GOTO(err, !gt_interrupted(), out, GT_E_STATE,
+                       "stopped by %s; the unfinished shard was removed",
+                       strsignal(gt_interrupted()));
         size_t n = fread(buf + have, 1, cap - have, fp);
         GT_ENSURE_GOTO(err, !ferror(fp), out, GT_E_IO, "%s: read error", path);
         eof = n == 0 && feof(fp);
@@ -419,9 +423,11 @@ int gt_cmd_tokenize(int argc, char **argv)
         return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("tokenize", err);
     }
     tokenize_result res = {0};
+    gt_interrupt_install();  // Ctrl-C stops between reads and removes the partial shard
     gt_err err = run(&o, &res);
     if (!gt_is_ok(err)) {
-        return gt_cli_fail("tokenize", err);
+        int rc = gt_cli_fail("tokenize", err);
+        return gt_interrupted() ? 128 + gt_interrupted() : rc;
     }
     if (res.invalid_utf8 > 0) {
         fprintf(stderr, "gputravel tokenize: warning: %llu bytes were not UTF-8; they are kept as "

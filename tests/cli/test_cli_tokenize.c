@@ -7,7 +7,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void tokenizes_files_in_order(void **state)
 {
@@ -51,6 +54,45 @@ static void failures_leave_no_output(void **state)
     assert_int_equal(rc, 64);
     rc = gt_test_run_cli(NULL, (const char *[]){"tokenize", "--help", NULL});
     assert_int_equal(rc, 0);
+    gt_test_rmtree(dir);
+}
+
+// Ctrl-C (SIGINT) mid-way: the partial shard is removed (no *.tmp-* left), the exit status is
+// 128 + SIGINT and the message says so. The input is a sparse 4 GiB file, so the run is long
+// enough to interrupt and costs no disk.
+static void sigint_leaves_nothing_behind(void **state)
+{
+    (void)state;
+    char dir[256], in[512], outdir[512], out[600], log[600];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(in, sizeof in, dir, "zeros.txt"));
+    GT_ASSERT_OK(gt_path_join(outdir, sizeof outdir, dir, "out"));
+    GT_ASSERT_OK(gt_mkdir_p(outdir, 0700));
+    snprintf(out, sizeof out, "%s/shard.bin", outdir);
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 4ll << 30), 0);
+    fclose(f);
+    gt_proc p;
+    gt_proc_spec spec = {.argv = (char *[]){GT_CLI_PATH, "tokenize", in, "--out", out, NULL},
+                         .log_path = log};
+    GT_ASSERT_OK(gt_proc_spawn(&p, &spec));
+    for (int i = 0; i < 500 && gt_test_count_files(outdir) == 0; i++) {
+        usleep(10000);  // until the shard is being written
+    }
+    assert_int_equal(gt_test_count_files(outdir), 1);
+    kill(p.pid, SIGINT);
+    int status = gt_proc_stop(&p, 20000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
+    assert_int_equal(gt_test_count_files(outdir), 0);  // no shard, no *.tmp-*
+    gt_buf said = {0};
+    GT_ASSERT_OK(gt_file_read_all(log, 1 << 20, &said));
+    GT_ASSERT_OK(gt_buf_append(&said, "", 1));
+    assert_non_null(strstr((char *)said.data, "stopped by Interrupt; the unfinished shard was "
+                                              "removed"));
+    gt_buf_free(&said);
     gt_test_rmtree(dir);
 }
 
@@ -250,6 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tokenizes_files_in_order),
         cmocka_unit_test(failures_leave_no_output),
+        cmocka_unit_test(sigint_leaves_nothing_behind),
         cmocka_unit_test(bpe_shard_equals_library),
         cmocka_unit_test(paragraphs_and_validation_split),
         cmocka_unit_test(writes_tokenizer_files),
