@@ -30,6 +30,8 @@ static void usage(void)
            "      --val-out VAL        its path (default: SHARD with _val before .bin)\n"
            "      --split-paragraphs   end-of-text also after each \"\\n\\n\" (needs --tokenizer)\n"
            "      --decode             print the text of SHARD's tokens to stdout\n"
+           "      --remove-stale       remove SHARD.tmp-* left by an interrupted earlier run\n"
+           "                           (without it they are named in a warning)\n"
            "      --write-tokenizer OUT  write TOK (or the byte-level tokenizer) as an llm.c\n"
            "                           tokenizer file: version 2 with its end-of-text token\n"
            "                           (version 1 for byte-level, which has none)\n"
@@ -44,6 +46,7 @@ typedef struct {
     uint64_t val_tokens;
     bool split_paragraphs;
     bool decode;
+    bool remove_stale;
     char **files;
     int nfiles;
     char val_path[4096];
@@ -183,7 +186,7 @@ out:
 // 0 and o filled, or the exit status of a usage error (already printed).
 static int parse(int argc, char **argv, tokenize_options *o)
 {
-    enum { VAL_TOKENS = 1000, VAL_OUT, SPLIT, DECODE, WRITE_TOK };
+    enum { VAL_TOKENS = 1000, VAL_OUT, SPLIT, DECODE, WRITE_TOK, REMOVE_STALE };
     static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
                                          {"tokenizer", required_argument, NULL, 't'},
                                          {"val-tokens", required_argument, NULL, VAL_TOKENS},
@@ -191,6 +194,7 @@ static int parse(int argc, char **argv, tokenize_options *o)
                                          {"split-paragraphs", no_argument, NULL, SPLIT},
                                          {"decode", no_argument, NULL, DECODE},
                                          {"write-tokenizer", required_argument, NULL, WRITE_TOK},
+                                         {"remove-stale", no_argument, NULL, REMOVE_STALE},
                                          {0}};
     *o = (tokenize_options){0};
     int c;
@@ -208,6 +212,7 @@ static int parse(int argc, char **argv, tokenize_options *o)
         case SPLIT: o->split_paragraphs = true; break;
         case DECODE: o->decode = true; break;
         case WRITE_TOK: o->write_tokenizer = optarg; break;
+        case REMOVE_STALE: o->remove_stale = true; break;
         default: return gt_cli_usage("tokenize", "unknown option");
         }
         if (!gt_is_ok(e)) {
@@ -321,6 +326,11 @@ static gt_err run(const tokenize_options *o, tokenize_result *res)
         GT_ENSURE(stat(o->files[i], &st) == 0 && S_ISREG(st.st_mode), GT_E_IO,
                   "%s: not a readable file", o->files[i]);
         total += (uint64_t)st.st_size;
+    }
+    // What an interrupted earlier run left beside the outputs: named, or removed when asked.
+    GT_TRY(gt_stale_temps(o->out, o->remove_stale, "--remove-stale", NULL));
+    if (o->val_tokens > 0) {
+        GT_TRY(gt_stale_temps(o->val_out, o->remove_stale, "--remove-stale", NULL));
     }
     gt_tokenizer *t = NULL;
     GT_TRY(load_tokenizer(o->tokenizer, &t));

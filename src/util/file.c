@@ -1,6 +1,8 @@
 // Files: bounded reads, and writes that appear under their final name only when complete.
 #include <gputravel/util.h>
 
+#include <dirent.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -155,4 +157,51 @@ gt_err gt_path_join(char *out, size_t cap, const char *dir, const char *name)
     int n = snprintf(out, cap, "%s/%s", dir, name);
     GT_ENSURE(n >= 0 && (size_t)n < cap, GT_E_LIMIT, "path too long: %s/%s", dir, name);
     return GT_OK;
+}
+
+gt_err gt_stale_temps(const char *path, bool remove, const char *flag, unsigned *count)
+{
+    if (count != NULL) {
+        *count = 0;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (slash == NULL) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == dir) {
+        dir[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return GT_OK;  // no folder yet: nothing left in it
+    }
+    size_t blen = strlen(base);
+    gt_err err = GT_OK;
+    for (struct dirent *e; (e = readdir(d)) != NULL && gt_is_ok(err);) {
+        // Exactly what mkstemp / mkdtemp made for this path: base ".tmp-" and six characters.
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp-", 5) != 0 ||
+            strlen(e->d_name + blen + 5) != 6) {
+            continue;
+        }
+        char stale[4400];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        if (count != NULL) {
+            (*count)++;
+        }
+        if (remove) {
+            err = gt_rmtree_below(stale, dir);
+            if (gt_is_ok(err)) {
+                gt_log_info("removed %s, left by an interrupted earlier run", stale);
+            }
+        } else {
+            gt_log_warn("%s was left by an interrupted earlier run; it is never read: remove it, "
+                        "or rerun with %s", stale, flag);
+        }
+    }
+    closedir(d);
+    return err;
 }

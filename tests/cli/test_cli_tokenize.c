@@ -93,6 +93,27 @@ static void sigint_leaves_nothing_behind(void **state)
     assert_non_null(strstr((char *)said.data, "stopped by Interrupt; the unfinished shard was "
                                               "removed"));
     gt_buf_free(&said);
+
+    // A temporary a crash left (SIGKILL cannot be cleaned up after) is named by the next run,
+    // and removed with --remove-stale.
+    char stale[700], small[600];
+    snprintf(stale, sizeof stale, "%s.tmp-Ab12Cd", out);
+    snprintf(small, sizeof small, "%s/small.txt", dir);
+    GT_ASSERT_OK(gt_file_write_atomic(stale, "left", 4, 0600));
+    GT_ASSERT_OK(gt_file_write_atomic(small, "hello", 5, 0600));
+    gt_buf log2 = {0};
+    int rc = gt_test_run_cli(&log2, (const char *[]){"tokenize", small, "--out", out, NULL});
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr((char *)log2.data, "shard.bin.tmp-Ab12Cd was left by an interrupted "
+                                              "earlier run"));
+    assert_non_null(strstr((char *)log2.data, "--remove-stale"));
+    assert_true(gt_path_exists(stale));
+    gt_buf_free(&log2);
+    rc = gt_test_run_cli(NULL, (const char *[]){"tokenize", small, "--out", out, "--remove-stale",
+                                                NULL});
+    assert_int_equal(rc, 0);
+    assert_false(gt_path_exists(stale));
+    assert_int_equal(gt_test_count_files(outdir), 1);  // the shard only
     gt_test_rmtree(dir);
 }
 
