@@ -107,6 +107,14 @@ static int parse_options(int argc, char **argv, options *o)
     if (optind != argc) {
         return gt_cli_usage("holder", "unexpected argument '%s'", argv[optind]);
     }
+    // Every kind of evidence is checked against a root given here: without one, every trainer
+    // would be refused, one by one, long after the start.
+    if (o->root_count == 0) {
+        return gt_cli_usage("holder", "no --root: this holder could not accept any trainer's "
+                                      "evidence. Give the root it is checked against (sim: the "
+                                      "sim root's root-pub.pem, see gputravel attest; tdx/snp: "
+                                      "the vendor's root certificate)");
+    }
     return 0;
 }
 

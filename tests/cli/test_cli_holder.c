@@ -134,11 +134,32 @@ static void holder_process_serves_and_ledgers(void **state)
     gt_test_rmtree(dir);
 }
 
+// Without --root a holder could accept no trainer: it says so at once and writes nothing (no
+// genesis ledger for a holder that never served).
+static void holder_without_root_fails_early(void **state)
+{
+    (void)state;
+    char dir[256], ledger[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(ledger, sizeof ledger, dir, "ledger.log"));
+    gt_buf out = {0};
+    int rc = gt_test_run_cli(&out, (const char *[]){"holder", "--dataset", dir, "--key", dir,
+                                                    "--agreement", ledger, "--ledger", ledger,
+                                                    NULL});
+    assert_int_equal(rc, 64);
+    assert_non_null(strstr((char *)out.data, "no --root: this holder could not accept any "
+                                             "trainer's evidence"));
+    assert_false(gt_path_exists(ledger));
+    gt_buf_free(&out);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(holder_process_serves_and_ledgers),
+        cmocka_unit_test(holder_without_root_fails_early),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
