@@ -252,5 +252,12 @@ int gt_cmd_sample(int argc, char **argv)
     free(r.tokens);
     gt_gpt2_free(r.m);
     gt_device_close(r.dev);
-    return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);
+    if (!gt_is_ok(err)) {
+        int status = gt_cli_fail(CMD, err);
+        if (err.code == GT_E_FORMAT) {
+            gt_cli_file_hint("sample", o.ckpt, "an llm.c model checkpoint");
+        }
+        return status;
+    }
+    return GT_EXIT_OK;
 }

@@ -110,7 +110,11 @@ int gt_cmd_seal(int argc, char **argv)
     double dt = 0;
     gt_err err = run(&o, &r, &dt);
     if (!gt_is_ok(err)) {
-        return gt_cli_fail("seal", err);
+        int status = gt_cli_fail("seal", err);
+        for (size_t i = 0; err.code == GT_E_FORMAT && i < o.p.shard_count; i++) {
+            gt_cli_file_hint("seal", o.p.shards[i], "a token shard");
+        }
+        return status;
     }
     print_sealed(&o, &r, dt);
     return GT_EXIT_OK;
