@@ -77,7 +77,11 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
 fail:
     gt_buf_free_nowipe(&body);
     gt_holder_disconnect(c);
-    return gt_err_wrap(err, "holder %s", h->name);
+    // One prefix: a holder's refusal already reads "holder NAME refused: ...".
+    char prefix[GT_AGREEMENT_NAME_BYTES + 8];
+    snprintf(prefix, sizeof prefix, "holder %s", h->name);
+    return strncmp(err.msg, prefix, strlen(prefix)) == 0 ? err
+                                                         : gt_err_wrap(err, "%s", prefix);
 }
 
 gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,

@@ -854,6 +854,8 @@ static void connections_per_trainer_are_capped(void **state)
     gt_err e = gt_holder_connect(&c[2], &r.a, 0, &att, "trainer-1", k);
     GT_ASSERT_CODE(e, GT_E_POLICY);  // a holder's refusal, as the trainer sees it
     assert_non_null(strstr(e.msg, "trainer 'trainer-1' already has 2 connections open"));
+    // one prefix, not "holder alice: holder alice refused: ..."
+    assert_int_equal(strncmp(e.msg, "holder alice refused: ", 22), 0);
     gt_holder_disconnect(c[1]);
     usleep(200000);  // its thread finishes
     GT_ASSERT_OK(gt_holder_connect(&c[2], &r.a, 0, &att, "trainer-1", k));
