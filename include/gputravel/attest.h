@@ -1,4 +1,4 @@
-// gputravel/attest.h: evidence and appraisal (DESIGN.md §4).
+// gputravel/attest.h: evidence and appraisal (docs/design.md §4).
 //
 //   collect(report_data)                          -> evidence      (gt_attest_collect)
 //   appraise(evidence, policy, expected binding)  -> verdict + claims + every reason

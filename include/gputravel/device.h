@@ -352,7 +352,7 @@ GT_MUST_USE gt_err gt_device_sim_evidence(gt_device *dev, gt_span *evidence,
 GT_MUST_USE gt_err gt_device_sim_measurement(gt_device *dev,
                                              uint8_t out[GT_MEASUREMENT_BYTES]);
 
-// ---- sim device: travelling (docs/device-sim.md "Travelling"; DESIGN.md §1) -------------------
+// ---- sim device: travelling (docs/device-sim.md "Travelling"; docs/design.md §1) -------------------
 // The trainer lends its device to one holder for one trip and gets it back with the holder's
 // chunks loaded into buffers the trainer owns but can never read back (NO_READBACK): it can only
 // launch ops on them. The ticket is a capability: whoever holds it (and passes devd's admission

@@ -10,7 +10,7 @@
 // Transport: one Unix stream socket per session. Every message is a frame: u32le body length,
 // then the body. Frames are at most GT_SIM_MAX_FRAME bytes; a longer length ends the session.
 //
-// Handshake (plaintext frames; DESIGN.md §4):
+// Handshake (plaintext frames; docs/design.md §4):
 //   devd -> client  CHALLENGE     version, devd nonce: fresh per connection, sent on accept
 //   client -> devd  CLIENT_HELLO  version, client nonce, the devd nonce, client X25519 public
 //                                 key, agreement hash, client evidence (report_data =
@@ -510,7 +510,7 @@ gt_err gt_sim_admission_appraise(void *ctx, gt_span evidence,
 // slots, which a real attacker on the host could do.
 
 // The client side of a sim device and devd (the server) exchange evidence through these hooks,
-// so neither end hard-codes a TEE. report_data is what the evidence must bind (DESIGN.md §4:
+// so neither end hard-codes a TEE. report_data is what the evidence must bind (docs/design.md §4:
 // SHA-512(domain tag || nonce || session public key || agreement/transcript hash)).
 typedef struct {
     void *ctx;

@@ -9,7 +9,7 @@
 //     range once, at launch, before any kernel runs (STYLE.md §6);
 //   - gt_op_decode turns an op into the op's argument struct (gt_matmul_fwd_args, ...): named
 //     pointers and shapes, which is all a kernel sees;
-//   - the access field says what an op writes, for the device's labels (DESIGN.md §4);
+//   - the access field says what an op writes, for the device's labels (docs/design.md §4);
 //   - the builders (gt_op_matmul_fwd(out, inp, weight, bias, N, C, OC), ...) take the same names
 //     in the same order, outputs first, then inputs, then ints, then floats.
 //

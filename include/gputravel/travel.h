@@ -3,7 +3,7 @@
 //
 // The training agreement is a JSON document every party holds byte for byte; its SHA-256 over
 // those exact bytes (no re-serialisation) is the agreement hash bound into every evidence the
-// trainer and the device present (DESIGN.md §4). Schema: docs/agreement.md.
+// trainer and the device present (docs/design.md §4). Schema: docs/agreement.md.
 #ifndef GPUTRAVEL_TRAVEL_H
 #define GPUTRAVEL_TRAVEL_H
 

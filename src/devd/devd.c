@@ -1,5 +1,5 @@
 // gputravel devd: the emulated confidential GPU. A separate process that owns all device memory
-// (one arena, reserved and touched once at start, DESIGN.md §4), attests itself with a device
+// (one arena, reserved and touched once at start, docs/design.md §4), attests itself with a device
 // identity key certified by a simulated vendor root, and serves one attested session at a time
 // over a Unix socket (protocol: devproto.h). Bulk data arrives encrypted in shared bounce slots
 // and is decrypted only into the arena; launched ops run on arena memory with devd's own OpenMP
