@@ -310,6 +310,16 @@ static gt_err print_report(const ta_options *o, const ta_run *r)
                (unsigned long long)h->tokens_used, (unsigned long long)h->token_budget, h->uses,
                (unsigned long long)h->bytes_moved, h->transfer_seconds);
     }
+    // A holder that contributed nothing still receives the model if it is a recipient: say so,
+    // so that nobody reads the table as "everyone's data went in".
+    for (uint32_t i = 0; i < r->a.holder_count; i++) {
+        if (rep->holders[i].uses == 0) {
+            printf("warning: holder %s contributed nothing to this run (no chunk of it was "
+                   "trained on: the steps ran out first, or its budget or uses did)%s\n",
+                   r->a.holders[i].name,
+                   rep->sealed ? "; it is still a recipient of the sealed checkpoint" : "");
+        }
+    }
     if (rep->sealed) {
         printf("sealed checkpoint: %s (%llu bytes), openable only by the agreement's %u "
                "recipient(s) with gputravel open-checkpoint\n",

@@ -85,6 +85,8 @@ static void quickstart_runs_as_written(void **state)
     const char *said = (const char *)out.data;
     assert_non_null(strstr(said, "OK: a run could start under this agreement"));
     assert_non_null(strstr(said, "trained 20 step(s)"));
+    // 20 steps fit in alice's first chunk: bob's data never went in, and the table says so.
+    assert_non_null(strstr(said, "warning: holder bob contributed nothing to this run"));
     assert_non_null(strstr(said, "wrote model.bin"));
     assert_non_null(strstr(said, "ledger verified"));
     gt_buf_free(&out);
