@@ -22,6 +22,9 @@ static void usage(void)
            "  --rollback-guard SPEC  also check the ledger's head against the holder's rollback\n"
            "                    counter (tpm:TCTI, tpm@0xINDEX:TCTI, sim:FILE or none; see\n"
            "                    gputravel holder --help) and say which guard anchored it\n"
+           "  --json            verify: the result as one JSON object (entries, head, holder\n"
+           "                    key, counter, anchor: anchored, pending, to-anchor,\n"
+           "                    not-anchored or not-checked)\n"
            "  -h, --help        this help\n");
 }
 
@@ -29,6 +32,7 @@ typedef struct {
     const char *path;
     const char *guard;  // NULL: not checked
     bool show;
+    bool json;
     bool have_key;
     uint8_t key[GT_ED25519_PUBLIC_BYTES];
 } ledger_options;
@@ -37,12 +41,17 @@ typedef struct {
 static int parse(int argc, char **argv, ledger_options *o)
 {
     static const struct option opts[] = {{"holder-key", required_argument, NULL, 'k'},
-                                         {"rollback-guard", required_argument, NULL, 'g'}, {0}};
+                                         {"rollback-guard", required_argument, NULL, 'g'},
+                                         {"json", no_argument, NULL, 'j'}, {0}};
     memset(o, 0, sizeof *o);
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'g') {
             o->guard = optarg;
+            continue;
+        }
+        if (c == 'j') {
+            o->json = true;
             continue;
         }
         if (c != 'k') {
@@ -92,16 +101,20 @@ static void report_torn(const char *path)
 }
 
 // The head against the guard's counter, as gt_ledger_open_guarded would judge it (read-only:
-// nothing is incremented or defined). A refusal fails the command.
-static gt_err report_anchor(const ledger_options *o, const gt_ledger_summary *s)
+// nothing is incremented or defined). A refusal fails the command. The finding goes to out as
+// text (NULL: none) and to *state for --json: "not-checked", "not-anchored", "anchored",
+// "pending" (a batch written, its increment not) or "to-anchor" (the holder anchors it at start).
+static gt_err report_anchor(const ledger_options *o, const gt_ledger_summary *s, FILE *out,
+                            const char **state)
 {
     if (o->guard == NULL || strcmp(o->guard, "none") == 0) {
-        if (s->anchored) {
-            printf("  head carries rollback counter %llu, not checked: give --rollback-guard "
-                   "SPEC to check it\n", (unsigned long long)s->counter);
-        } else {
-            printf("  head not anchored: no rollback guard (a ledger cut back, deleted or "
-                   "replaced would go unnoticed)\n");
+        *state = s->anchored ? "not-checked" : "not-anchored";
+        if (out != NULL && s->anchored) {
+            fprintf(out, "  head carries rollback counter %llu, not checked: give "
+                         "--rollback-guard SPEC to check it\n", (unsigned long long)s->counter);
+        } else if (out != NULL) {
+            fprintf(out, "  head not anchored: no rollback guard (a ledger cut back, deleted or "
+                         "replaced would go unnoticed)\n");
         }
         return GT_OK;
     }
@@ -114,20 +127,52 @@ static gt_err report_anchor(const ledger_options *o, const gt_ledger_summary *s)
     if (gt_is_ok(err)) {
         err = gt_rollback_check(s, value, written, gt_rollback_guard_name(g), &v);
     }
+    const char *name = gt_rollback_guard_name(g);
     if (gt_is_ok(err) && v == GT_ROLLBACK_MATCH) {
-        printf("  head anchored by rollback guard %s at counter %llu\n",
-               gt_rollback_guard_name(g), (unsigned long long)value);
+        *state = "anchored";
+        if (out != NULL) {
+            fprintf(out, "  head anchored by rollback guard %s at counter %llu\n", name,
+                    (unsigned long long)value);
+        }
     } else if (gt_is_ok(err) && v == GT_ROLLBACK_PENDING) {
-        printf("  head anchored by rollback guard %s: its last batch (counter %llu) is written, "
-               "its increment is not (a crash in between; the holder completes it at start)\n",
-               gt_rollback_guard_name(g), (unsigned long long)s->counter);
+        *state = "pending";
+        if (out != NULL) {
+            fprintf(out, "  head anchored by rollback guard %s: its last batch (counter %llu) is "
+                         "written, its increment is not (a crash in between; the holder "
+                         "completes it at start)\n", name, (unsigned long long)s->counter);
+        }
     } else if (gt_is_ok(err)) {
-        printf("  head not anchored: the ledger carries no counter and rollback guard %s has "
-               "none yet (the holder anchors it when it starts with this guard)\n",
-               gt_rollback_guard_name(g));
+        *state = "to-anchor";
+        if (out != NULL) {
+            fprintf(out, "  head not anchored: the ledger carries no counter and rollback guard "
+                         "%s has none yet (the holder anchors it when it starts with this "
+                         "guard)\n", name);
+        }
     }
     gt_rollback_guard_close(g);
     return err;
+}
+
+static void print_json(const ledger_options *o, const gt_ledger_summary *s, const char *head,
+                       const char *holder, const char *state)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "ledger", o->path);
+    cJSON_AddBoolToObject(j, "verified", true);
+    cJSON_AddNumberToObject(j, "entries", (double)s->entries);
+    cJSON_AddStringToObject(j, "head", head);
+    cJSON_AddStringToObject(j, "holder_key", holder);
+    if (s->anchored) {
+        cJSON_AddNumberToObject(j, "counter", (double)s->counter);
+    } else {
+        cJSON_AddNullToObject(j, "counter");
+    }
+    cJSON_AddStringToObject(j, "rollback_guard", o->guard ? o->guard : "none");
+    cJSON_AddStringToObject(j, "anchor", state);
+    char *text = cJSON_PrintUnformatted(j);
+    printf("%s\n", text ? text : "{}");
+    cJSON_free(text);
+    cJSON_Delete(j);
 }
 
 int gt_cmd_ledger(int argc, char **argv)
@@ -144,16 +189,24 @@ int gt_cmd_ledger(int argc, char **argv)
     // Run: verification prints each verified entry as it goes when showing.
     gt_ledger_summary s;
     gt_err err = gt_ledger_verify_file(o.path, o.have_key ? o.key : NULL,
-                                       o.show ? stdout : NULL, &s);
+                                       o.show && !o.json ? stdout : NULL, &s);
     if (!gt_is_ok(err)) {
         return gt_cli_fail("ledger", err);
     }
     char head[2 * GT_SHA256_BYTES + 1], holder[2 * GT_ED25519_PUBLIC_BYTES + 1];
     gt_hex_encode(head, sizeof head, s.head, sizeof s.head);
     gt_hex_encode(holder, sizeof holder, s.holder_key, sizeof s.holder_key);
+    const char *state = "not-checked";
+    if (o.json) {
+        err = report_anchor(&o, &s, NULL, &state);
+        if (gt_is_ok(err)) {
+            print_json(&o, &s, head, holder, state);
+        }
+        return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("ledger", err);
+    }
     printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", o.path,
            (unsigned long long)s.entries, head, holder);
     report_torn(o.path);
-    err = report_anchor(&o, &s);
+    err = report_anchor(&o, &s, stdout, &state);
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("ledger", err);
 }
