@@ -56,21 +56,27 @@ static void *holder_main(void *p)
 
 // The holder's listener on a free port (so concurrent benches never collide), opened inside the
 // holder's namespace when there is one: a socket stays in the namespace it was made in.
-gt_err bench_world_listen(world *w, const char *host, int self_ns)
+gt_err bench_world_listener(world *w, const char *host, int self_ns, gt_listener **l,
+                            char *addr_out, size_t cap)
 {
     char addr[64];
     snprintf(addr, sizeof addr, "%s:0", host);
     if (w->netns != NULL) {
         GT_TRY(gt_netns_enter(w->netns));
     }
-    gt_err err = gt_listener_open(&w->listener, addr);
+    gt_err err = gt_listener_open(l, addr);
     if (w->netns != NULL && setns(self_ns, CLONE_NEWNET) != 0 && gt_is_ok(err)) {
         err = gt_errf(GT_E_IO, "cannot return to this process's network namespace: %s",
                       strerror(errno));
     }
     GT_TRY(err);
-    snprintf(w->listen, sizeof w->listen, "%s:%d", host, gt_listener_port(w->listener));
+    snprintf(addr_out, cap, "%s:%d", host, gt_listener_port(*l));
     return GT_OK;
+}
+
+gt_err bench_world_listen(world *w, const char *host, int self_ns)
+{
+    return bench_world_listener(w, host, self_ns, &w->listener, w->listen, sizeof w->listen);
 }
 
 gt_err bench_world_start(world *w, const gt_holder_agent_config *limits)

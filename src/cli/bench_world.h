@@ -32,6 +32,9 @@ typedef struct {
 GT_MUST_USE gt_err bench_world_dataset(world *w, uint64_t bytes, uint64_t chunk_bytes);
 // The holder's listener on a free port of host, opened inside w->netns when set.
 GT_MUST_USE gt_err bench_world_listen(world *w, const char *host, int self_ns);
+// Another listener on the holder's side the same way (*l, its "HOST:PORT" in addr_out).
+GT_MUST_USE gt_err bench_world_listener(world *w, const char *host, int self_ns, gt_listener **l,
+                                        char *addr_out, size_t cap);
 // The ledger, the agent (its serving limits from limits when not NULL) and its serving thread.
 GT_MUST_USE gt_err bench_world_start(world *w, const gt_holder_agent_config *limits);
 void bench_world_stop(world *w);

@@ -25,10 +25,11 @@
 #define CMD "bench"
 #define MAX_SIZES 8
 #define MAX_RUNS 50
-#define PATHS 4  // conventional, conventional-keyrelease, travel, one decryption pass
+#define PATHS 5  // conventional, conventional-keyrelease, travel, decryption pass, TLS push
+#define TLS_PUSH 4
 
 static const char *const path_names[PATHS] = {"conventional", "conventional-keyrelease", "travel",
-                                              "decrypt-pass"};
+                                              "decrypt-pass", "tls-push"};
 
 static void usage(void)
 {
@@ -45,6 +46,9 @@ static void usage(void)
            "  travel                   the device is lent to the holder, who loads the sealed\n"
            "                           chunk unchanged and releases only its key to the device\n"
            "  decrypt-pass             one AES-256-GCM decryption of the same bytes (reference)\n"
+           "  tls-push                 the peer a user would pick instead: the chunk file's\n"
+           "                           bytes pushed over one TLS 1.3 connection, received into\n"
+           "                           a reused buffer (no parsing, no device; reference)\n"
            "First over loopback, then (as root, unless --no-link) between two network namespaces\n"
            "joined by a veth pair shaped with tc to --link (set up and torn down here). The\n"
            "trainer, holder and device are simulated (insecure-simulation evidence).\n"
@@ -115,9 +119,85 @@ out:
     return err;
 }
 
+// ---- the TLS push: the holder's side sends the chunk file's bytes on request ------------------
+
+typedef struct {
+    world *w;
+    gt_listener *l;
+    char addr[64];
+    gt_buf bytes;  // the chunk file, read once
+    pthread_t th;
+    gt_err err;
+} push_server;
+
+#define PUSH_WANT 1u
+#define PUSH_DATA 2u
+
+static void *push_main(void *p)
+{
+    push_server *ps = p;
+    gt_tee_attestor mine = ps->w->holder_att;  // its own copy: this thread appraises with it
+    gt_net_attestor na = gt_tee_attestor_bind(&mine);
+    gt_channel *ch = NULL;
+    ps->err = gt_listener_accept(ps->l, &na, 60000, &ch);
+    gt_buf req = {0};
+    while (gt_is_ok(ps->err)) {
+        uint32_t type = 0;
+        gt_err e = gt_channel_recv(ch, &type, &req, 16);
+        if (!gt_is_ok(e) || type != PUSH_WANT) {
+            break;  // the trainer's side left: done
+        }
+        ps->err = gt_channel_send(ch, PUSH_DATA, ps->bytes.data, ps->bytes.len);
+    }
+    gt_buf_free_nowipe(&req);
+    gt_channel_close(ch);
+    return NULL;
+}
+
+static gt_err push_start(push_server *ps, world *w, const char *host, int self_ns)
+{
+    ps->w = w;
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, w->ds));
+    char path[2200];
+    gt_err err = gt_chunk_path(path, sizeof path, w->ds, 0);
+    if (gt_is_ok(err)) {
+        err = gt_file_read_all(path, gt_manifest_chunk_file_bytes(&m, 0), &ps->bytes);
+    }
+    gt_manifest_free(&m);
+    GT_TRY(err);
+    GT_TRY(bench_world_listener(w, host, self_ns, &ps->l, ps->addr, sizeof ps->addr));
+    GT_ENSURE(pthread_create(&ps->th, NULL, push_main, ps) == 0, GT_E_IO,
+              "cannot start the TLS push thread");
+    return GT_OK;
+}
+
+static void push_stop(push_server *ps)
+{
+    if (ps->l != NULL) {
+        pthread_join(ps->th, NULL);
+        gt_listener_close(ps->l);
+    }
+    gt_buf_free_nowipe(&ps->bytes);
+}
+
+// One push: ask, then receive the whole frame into buf (allocated and touched once).
+static gt_err push_once(gt_channel *ch, gt_buf *buf, double *secs)
+{
+    double t0 = gt_now_seconds();
+    GT_TRY(gt_channel_send(ch, PUSH_WANT, NULL, 0));
+    uint32_t type = 0;
+    uint64_t len = 0;
+    GT_TRY(gt_channel_recv_begin(ch, &type, &len));
+    GT_ENSURE(type == PUSH_DATA && len <= buf->cap, GT_E_FORMAT, "tls push: unexpected frame");
+    GT_TRY(gt_channel_read(ch, buf->data, (size_t)len));
+    *secs = gt_now_seconds() - t0;
+    return GT_OK;
+}
+
 // Runs every path `runs` times for one world; times[path][run] in seconds.
 static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
-                      double times[PATHS][MAX_RUNS])
+                      const char *push_addr, uint64_t push_bytes, double times[PATHS][MAX_RUNS])
 {
     gt_tee_attestor att = {.collect = {.type = GT_TEE_SIM, .sim_root = w->sim_root},
                            .policy = w->policy, .roots = &w->root, .root_count = 1,
@@ -129,11 +209,24 @@ static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
     gt_secure_zero(signing_sec, sizeof signing_sec);
     GT_TRY(gt_holder_connect(&c, &w->a, 0, &na, "bench-trainer", signing_pub));
     gt_err err = GT_OK;
+    gt_channel *push = NULL;
+    gt_buf pushed = {0};
+    err = gt_channel_connect(&push, push_addr, &na);
+    if (gt_is_ok(err)) {
+        err = gt_buf_reserve(&pushed, push_bytes ? push_bytes : 1);
+    }
+    if (gt_is_ok(err)) {
+        memset(pushed.data, 0, pushed.cap);  // touched before timing, as device memory is
+    }
     for (int r = 0; r < runs && gt_is_ok(err); r++) {
         for (int p = 0; p < PATHS && gt_is_ok(err); p++) {
             gt_dbuf buf = 0;
             uint64_t tokens = 0;
             double t0 = gt_now_seconds();
+            if (p == TLS_PUSH) {
+                err = push_once(push, &pushed, &times[p][r]);
+                continue;
+            }
             if (p == 0 || p == 1) {
                 err = gt_holder_fetch(c, 0, p == 0 ? GT_FETCH_PLAIN : GT_FETCH_KEYRELEASE, dev,
                                       GT_DBUF_NO_READBACK, &buf, &tokens);
@@ -152,6 +245,8 @@ static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
             }
         }
     }
+    gt_channel_close(push);  // the push thread sees the channel close and ends
+    gt_buf_free_nowipe(&pushed);
     gt_holder_disconnect(c);
     return err;
 }
@@ -186,7 +281,8 @@ typedef struct {
     double times[2][MAX_SIZES][PATHS][MAX_RUNS];
     stat3 st[2][MAX_SIZES][PATHS];
     double first_trip[2][MAX_SIZES];
-    double ratios[2][MAX_SIZES][3];  // paired: conventional, keyrelease, decrypt over travel
+    double ratios[2][MAX_SIZES][4];  // paired: conventional, keyrelease, decrypt, TLS push,
+                                     // each over travel
 } results;
 
 static const char *const link_names[2] = {"loopback", "link"};
@@ -211,9 +307,10 @@ static void print_json(const options *o, const results *res, int L, int s)
     }
     printf("{\"link\":\"%s\",\"size\":%llu,\"speedup_travel_vs_conventional\":%.3f,"
            "\"speedup_travel_vs_keyrelease\":%.3f,\"travel_vs_decrypt_pass\":%.3f,"
-           "\"travel_first_s\":%.6f}\n",
+           "\"speedup_travel_vs_tls_push\":%.3f,\"travel_first_s\":%.6f}\n",
            link_names[L], (unsigned long long)o->sizes[s], res->ratios[L][s][0],
-           res->ratios[L][s][1], res->ratios[L][s][2], res->first_trip[L][s]);
+           res->ratios[L][s][1], res->ratios[L][s][2], res->ratios[L][s][3],
+           res->first_trip[L][s]);
 }
 
 static void print_table(const options *o, const results *res, int L, const char *title,
@@ -225,7 +322,7 @@ static void print_table(const options *o, const results *res, int L, const char 
     for (int p = 0; p < PATHS; p++) {
         printf(" %26s", path_names[p]);
     }
-    printf(" %12s %12s\n", "travel/conv", "travel/dec");
+    printf(" %12s %12s %12s\n", "travel/conv", "travel/dec", "travel/tls");
     for (int s = 0; s < o->nsizes; s++) {
         printf("%-10s", labels[s]);
         for (int p = 0; p < PATHS; p++) {
@@ -234,7 +331,8 @@ static void print_table(const options *o, const results *res, int L, const char 
             snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->min, st->max);
             printf(" %26s", cell);
         }
-        printf(" %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2]);
+        printf(" %11.2fx %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2],
+               res->ratios[L][s][3]);
     }
     printf("first trip (with the holder's attested attach to devd; later trips reuse "
            "its session):");
@@ -379,6 +477,10 @@ static gt_err measure_size(const options *o, results *res, int L, int s, const c
     world *w = calloc(1, sizeof *w);
     GT_ENSURE(w != NULL, GT_E_NOMEM, "out of memory");
     gt_err err = world_open(w, res, sim_root, L, o->sizes[s], pair, self_ns);
+    push_server push = {0};
+    if (gt_is_ok(err)) {
+        err = push_start(&push, w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns);
+    }
     gt_device *dev = NULL;
     if (gt_is_ok(err) && L == 1) {
         err = gt_netns_enter(pair->ns[1]);  // the trainer's side of the link
@@ -396,20 +498,22 @@ static gt_err measure_size(const options *o, results *res, int L, int s, const c
             fprintf(stderr, "bench: %s, %s: %d run(s) of each path...\n",
                     L ? "shaped link" : "loopback", sz, o->runs);
         }
-        err = measure(w, dev, socket, o->runs, res->times[L][s]);
+        err = measure(w, dev, socket, o->runs, push.addr, push.bytes.len, res->times[L][s]);
     }
     gt_device_close(dev);
     if (L == 1 && self_ns >= 0) {
         setns(self_ns, CLONE_NEWNET);
     }
+    push_stop(&push);
     world_free(w);
     GT_TRY(err);
     double (*t)[MAX_RUNS] = res->times[L][s];
     res->first_trip[L][s] = t[2][0];  // before stats() sorts the runs
-    for (int q = 0; q < 3; q++) {
+    static const int over_travel[4] = {0, 1, 3, TLS_PUSH};  // the path of each ratio
+    for (int q = 0; q < 4; q++) {
         double per_run[MAX_RUNS];
         for (int r = 0; r < o->runs; r++) {
-            per_run[r] = t[q == 2 ? 3 : q][r] / t[2][r];
+            per_run[r] = t[over_travel[q]][r] / t[2][r];
         }
         res->ratios[L][s][q] = stats(per_run, o->runs).median;
     }

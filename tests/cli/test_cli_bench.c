@@ -20,12 +20,13 @@ static void transfer_bench_reports_every_path(void **state)
     }
     const char *text = (const char *)log.data;
     const char *paths[] = {"\"conventional\"", "\"conventional-keyrelease\"", "\"travel\"",
-                           "\"decrypt-pass\""};
-    for (int i = 0; i < 4; i++) {
+                           "\"decrypt-pass\"", "\"tls-push\""};
+    for (int i = 0; i < 5; i++) {
         assert_non_null(strstr(text, paths[i]));
     }
     assert_non_null(strstr(text, "\"median_s\""));
     assert_non_null(strstr(text, "\"speedup_travel_vs_conventional\""));
+    assert_non_null(strstr(text, "\"speedup_travel_vs_tls_push\""));
     assert_non_null(strstr(text, "\"size\":1048576"));
     gt_buf_free(&log);
     rc = gt_test_run_cli(NULL, (const char *[]){"bench", "transfer", "--sizes", "3", NULL});
