@@ -204,6 +204,9 @@ typedef struct {
     uint64_t grants;
     uint64_t refusals;            // decisions refused to attested trainers (all in the ledger)
     uint64_t handshake_failures;  // connections that never attested (not in the ledger)
+    // At create: sessions in the ledger under other agreements. Their releases count against
+    // this agreement's budget and uses too (they are the dataset's), and the agent warns.
+    uint64_t sessions_other_agreements;
     uint64_t tokens_released;
     uint64_t bytes_sent;
 } gt_holder_agent_stats;

@@ -41,6 +41,8 @@ struct gt_holder_agent {
     // no one (until an operator restores the ledger they witnessed).
     bool rolled_back;
     char rolled_back_why[256];
+    uint64_t sessions_other_agreements;  // ledger replay: sessions under another agreement
+    bool releases_any;                   // ledger replay: some chunk of this dataset was sent
 };
 
 // The agreement's index of the holder with identity key k, or -1.
@@ -90,6 +92,14 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
         count_witness(a, detail);
         return;
     }
+    if (kind != NULL && strcmp(kind, "session") == 0) {
+        uint8_t h[GT_SHA256_BYTES];
+        if (gt_is_ok(gt_json_get_hex(detail, "agreement", h, sizeof h)) &&
+            !gt_ct_equal(h, a->cfg.agreement->hash, sizeof h)) {
+            a->sessions_other_agreements++;
+        }
+        return;
+    }
     if (!grant && !use) {
         return;
     }
@@ -110,6 +120,7 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
     // Every release costs budget, a resend of an unconfirmed one too: the bytes left either way.
     a->tokens_released += tokens;
     a->releases[chunk]++;
+    a->releases_any = true;
 }
 
 gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_config *cfg)
@@ -157,6 +168,16 @@ gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_confi
         gt_log_warn("holder %s: token_budget %llu is smaller than %u of the %u chunks (the budget "
                     "is a hard cap: such a chunk is never released)", cfg->name,
                     (unsigned long long)a->me->token_budget, too_big, a->manifest.chunk_count);
+    }
+    a->stats.sessions_other_agreements = a->sessions_other_agreements;
+    if (a->sessions_other_agreements > 0 && (a->tokens_released > 0 || a->releases_any)) {
+        // Uses and budget are the dataset's, over its whole ledger: say so once, at start.
+        gt_log_warn("holder %s: this ledger holds %llu session(s) under other agreements; what "
+                    "was released to them counts against this agreement's token_budget and "
+                    "max_uses_per_chunk too (%llu tokens released so far; a fresh budget needs "
+                    "a new ledger, --ledger)", cfg->name,
+                    (unsigned long long)a->sessions_other_agreements,
+                    (unsigned long long)a->tokens_released);
     }
     *out = a;
     return GT_OK;

@@ -380,6 +380,13 @@ static void budget_and_agreement_are_enforced(void **state)
     assert_non_null(strstr(e.msg, ours));
     assert_non_null(strstr(e.msg, theirs));
     stop_agent(&r);
+    // The same ledger under another agreement (another budget: another hash): what was released
+    // under the first counts here too, and the agent knows there were sessions under another.
+    start_agent(&r, 100000, 5);
+    gt_holder_agent_stats st_other;
+    gt_holder_agent_get_stats(r.s.agent, &st_other);
+    assert_int_equal(st_other.sessions_other_agreements, 1);
+    stop_agent(&r);
     tokens_noted tn = ledger_tokens();  // every connection thread has finished: all of it is on disk
     assert_int_equal(tn.granted, 1976);
     assert_int_equal(tn.used, 952);
