@@ -1,6 +1,8 @@
 // gputravel train --agreement: collaborative training on the holders' data (orchestr.h).
 #include "cli.h"
 
+#include <math.h>
+
 #include <gputravel/orchestr.h>
 #include <gputravel/train.h>
 
@@ -44,6 +46,7 @@ static void usage(void)
            "                       Intel TCB statuses other than UpToDate refused)\n"
            "  --root FILE          trust input for holders' evidence (repeatable)\n"
            "  --plot PNG           loss curve (default DIR/loss.png; 'none' skips)\n"
+           "  --json               the final summary as one JSON object on stdout, last line\n"
            "  --sealed-out FILE    where the checkpoint sealed for the agreement's recipients\n"
            "                       goes when training ends (default DIR/model.sealed; only with\n"
            "                       output sealed_checkpoint: loss_only writes no checkpoint\n"
@@ -93,6 +96,7 @@ typedef struct {
     const char *roots[MAX_ROOTS];
     int root_count, threads;
     bool resume;
+    bool json;  // --json: the final summary as one JSON object too
     bool transfer_given;  // --transfer; else the default the agreement allows (pick_transfer)
     gt_transfer_mode transfer;
     gt_device_kind kind;
@@ -154,6 +158,7 @@ static int parse_one(int c, ta_options *o)
         break;
     case 'P': o->plot = optarg; break;
     case 'O': o->sealed_out = optarg; break;
+    case 'J': o->json = true; break;
     default: return gt_cli_usage(CMD, "unknown option");
     }
     return GT_EXIT_OK;
@@ -169,6 +174,7 @@ static int parse(int argc, char **argv, ta_options *o)
         {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
         {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
         {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
+        {"json", no_argument, NULL, 'J'},
         {0}};
     *o = (ta_options){.name = "trainer", .transfer = GT_TRANSFER_CONVENTIONAL,
                       .kind = GT_DEVICE_CPU, .tee = GT_TEE_SIM};
@@ -298,6 +304,42 @@ static gt_err run(ta_options *o, ta_run *r)
     return gt_collab_train(&cfg, &r->rep);
 }
 
+// --json: what the table says, for scripts (one object, the last line on stdout).
+static void print_report_json(const ta_run *r)
+{
+    const gt_collab_report *rep = &r->rep;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "steps_done", rep->steps_done);
+    if (isnan(rep->final_loss)) {
+        cJSON_AddNullToObject(j, "final_loss");  // the agreement released no loss at the end
+    } else {
+        cJSON_AddNumberToObject(j, "final_loss", rep->final_loss);
+    }
+    cJSON_AddNumberToObject(j, "interrupted", rep->interrupted);
+    cJSON *hs = cJSON_AddArrayToObject(j, "holders");
+    for (uint32_t i = 0; i < r->a.holder_count; i++) {
+        const gt_collab_holder_report *h = &rep->holders[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", r->a.holders[i].name);
+        cJSON_AddNumberToObject(o, "tokens_used", (double)h->tokens_used);
+        cJSON_AddNumberToObject(o, "token_budget", (double)h->token_budget);
+        cJSON_AddNumberToObject(o, "uses", h->uses);
+        cJSON_AddNumberToObject(o, "bytes_moved", (double)h->bytes_moved);
+        cJSON_AddNumberToObject(o, "transfer_seconds", h->transfer_seconds);
+        cJSON_AddItemToArray(hs, o);
+    }
+    cJSON_AddBoolToObject(j, "sealed", rep->sealed);
+    if (rep->sealed) {
+        cJSON_AddStringToObject(j, "sealed_path", rep->sealed_path);
+        cJSON_AddNumberToObject(j, "sealed_bytes", (double)rep->sealed_bytes);
+        cJSON_AddNumberToObject(j, "sealed_recipients", rep->sealed_recipients);
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    printf("%s\n", text ? text : "{}");
+    cJSON_free(text);
+    cJSON_Delete(j);
+}
+
 static gt_err print_report(const ta_options *o, const ta_run *r)
 {
     const gt_collab_report *rep = &r->rep;
@@ -380,6 +422,9 @@ int gt_cli_train_agreement(int argc, char **argv)
     gt_err err = run(&o, r);
     if (gt_is_ok(err)) {
         err = print_report(&o, r);
+    }
+    if (gt_is_ok(err) && o.json) {
+        print_report_json(r);
     }
     int stopped = gt_is_ok(err) ? r->rep.interrupted : 0;
     uint32_t steps = r->rep.steps_done;

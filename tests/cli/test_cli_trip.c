@@ -219,7 +219,7 @@ static void train_cli_on(gt_buf *out, const char *device, const char *transfer,
         rc = gt_test_run_cli(out, (const char *[]){
             "train", "--agreement", agreement, "--state", state_dir, "--device", device,
             "--transfer", transfer, "--threads", "1", "--plot", "none", "--sim-root", simroot,
-            "--policy", policy, "--root", rootpem, NULL});
+            "--policy", policy, "--root", rootpem, "--json", NULL});
         if (rc == 0 || strstr((char *)out->data, "onnect") == NULL) {
             break;  // only "cannot connect" (a holder not listening yet) is retried
         }
@@ -228,6 +228,14 @@ static void train_cli_on(gt_buf *out, const char *device, const char *transfer,
     if (rc != 0) {
         fail_msg("train --transfer %s: rc %d\n%s", transfer, rc, (char *)out->data);
     }
+    // --json: the summary as one object on the last line, saying what the table says
+    const char *last = strstr((char *)out->data, "{\"steps_done\":");
+    assert_non_null(last);
+    cJSON *j = cJSON_Parse(last);
+    assert_non_null(j);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "steps_done")) > 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "holders")), HOLDERS);
+    cJSON_Delete(j);
 }
 
 static void train_cli(gt_buf *out, const char *transfer, const char *state_dir)
