@@ -57,6 +57,8 @@ int gt_cli_inspect_state(const char *dir, FILE *out);
 // `gputravel inspect FILE` for llm.c checkpoints, shards, tokenizer files and training states
 // (inspect_files.c): the exit status, or -1 when FILE is none of these.
 int gt_cli_inspect_plain_file(const char *path, bool json);
+// Prints o indented on stdout and frees it: GT_EXIT_OK (or the failure's status).
+int gt_cli_print_json(cJSON *o);
 // After a failure on path: when the file is recognisably another kind than `wanted` ("a token
 // shard", "an llm.c model checkpoint"), says what it is and what to run (file_hint.c).
 void gt_cli_file_hint(const char *cmd, const char *path, const char *wanted);

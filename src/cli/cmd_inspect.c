@@ -49,8 +49,7 @@ static void hex(char *out, size_t cap, const uint8_t *p, size_t n)
     gt_hex_encode(out, cap, p, n);
 }
 
-// Prints o (and frees it).
-static int print_cjson(cJSON *o)
+int gt_cli_print_json(cJSON *o)
 {
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -94,7 +93,7 @@ static int print_json(const gt_manifest *m)
         cJSON_AddStringToObject(e, "file_sha256", b);
         cJSON_AddItemToArray(chunks, e);
     }
-    return print_cjson(o);
+    return gt_cli_print_json(o);
 }
 
 static void print_text(const gt_manifest *m, const char *dsdir)
@@ -173,7 +172,7 @@ static int print_sckpt(const gt_sckpt_header *h, const char *path, bool json)
         cJSON_AddStringToObject(e, "recipient_key", b);
         cJSON_AddItemToArray(rs, e);
     }
-    return print_cjson(o);
+    return gt_cli_print_json(o);
 }
 
 typedef struct {
@@ -346,7 +345,7 @@ static int inspect_state_dir(const char *dir, bool json, FILE *out)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToObject(o, "files", arr);
         cJSON_AddNumberToObject(o, "plaintext_model_files", plain);
-        int rc = print_cjson(o);
+        int rc = gt_cli_print_json(o);
         return rc == GT_EXIT_OK && plain > 0 ? GT_EXIT_FAIL : rc;
     }
     if (out != NULL && plain > 0) {

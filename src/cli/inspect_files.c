@@ -216,14 +216,7 @@ int gt_cli_inspect_plain_file(const char *path, bool json)
         return gt_cli_fail("inspect", e);
     }
     if (json) {
-        char *text = cJSON_Print(o);
-        cJSON_Delete(o);
-        if (text == NULL) {
-            return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
-        }
-        printf("%s\n", text);
-        free(text);
-        return GT_EXIT_OK;
+        return gt_cli_print_json(o);
     }
     print_text(o, 0);
     cJSON_Delete(o);

@@ -6,6 +6,7 @@
 // with the ledger. Then the holder goes on appending.
 #include "testlib.h"
 #include "faults.h"
+#include "ledger_fixture.h"
 
 #include <gputravel/holder.h>
 
@@ -14,8 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char dir[256], ledger[512], counter[512], spec[600];
-static uint8_t secret[GT_ED25519_SECRET_BYTES], pub[GT_ED25519_PUBLIC_BYTES];
+static char counter[600], spec[700];  // the sim guard's counter file, beside the fixture's ledger
 
 // What the child got done before it died, in memory shared with the parent (no write-side call,
 // so reporting it never moves the crash point).
@@ -26,7 +26,7 @@ typedef struct {
 static gt_err open_guarded(gt_rollback_guard **g, gt_ledger **l)
 {
     GT_TRY(gt_rollback_guard_open(g, spec));
-    gt_err e = gt_ledger_open_guarded(l, ledger, secret, *g);
+    gt_err e = gt_ledger_open_guarded(l, path, secret, *g);
     if (!gt_is_ok(e)) {
         gt_rollback_guard_close(*g);
         *g = NULL;
@@ -78,7 +78,7 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
 static int grants_on_disk(void)
 {
     int n = 0;
-    GT_ASSERT_OK(gt_ledger_replay(ledger, pub, count_grant, &n));
+    GT_ASSERT_OK(gt_ledger_replay(path, pub, count_grant, &n));
     return n;
 }
 
@@ -92,7 +92,7 @@ static void crash_anywhere_restarts_consistent(void **state)
     for (uint64_t n = 1;; n++) {
         // An anchored ledger with a few entries, made here without faults: the holder that
         // crashes is a running one (a first start's own window: first_start_crash_points).
-        unlink(ledger);
+        unlink(path);
         unlink(counter);
         {
             gt_rollback_guard *g = NULL;
@@ -156,7 +156,7 @@ static void first_start_crash_points(void **state)
     (void)state;
     int crashes = 0, window = 0;
     for (uint64_t n = 1;; n++) {
-        unlink(ledger);
+        unlink(path);
         unlink(counter);
         fflush(NULL);
         pid_t pid = fork();
@@ -201,21 +201,12 @@ static void first_start_crash_points(void **state)
     assert_true(window <= 2);  // the counter's own rename and its folder's fsync, at most
 }
 
-static int setup(void **state)
+// The fixture's folder, ledger and key, and the sim guard's counter file beside the ledger.
+static int crash_setup(void **state)
 {
-    (void)state;
-    gt_test_tmpdir(dir, sizeof dir);
-    GT_ASSERT_OK(gt_path_join(ledger, sizeof ledger, dir, "ledger.log"));
-    GT_ASSERT_OK(gt_path_join(counter, sizeof counter, dir, "rollback.counter"));
+    setup(state);
+    snprintf(counter, sizeof counter, "%s/rollback.counter", dir);
     snprintf(spec, sizeof spec, "sim:%s", counter);
-    GT_ASSERT_OK(gt_ed25519_keypair(pub, secret));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    gt_test_rmtree(dir);
     return 0;
 }
 
@@ -225,5 +216,5 @@ int main(void)
         cmocka_unit_test(crash_anywhere_restarts_consistent),
         cmocka_unit_test(first_start_crash_points),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, crash_setup, teardown);
 }
