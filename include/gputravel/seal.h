@@ -49,6 +49,12 @@
 #define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
 #define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
+// Datasets stream through GT_SEAL_PIPE_SLOTS buffers of GT_SEAL_PIPE_BYTES shared by two
+// threads (read + cipher on one core, SHA-256 or the writes on the other): 4 MiB whatever the
+// dataset size. Writeback of the output is started every GT_SEAL_WRITEBACK_BYTES.
+#define GT_SEAL_PIPE_SLOTS 4
+#define GT_SEAL_PIPE_BYTES (1u << 20)
+#define GT_SEAL_WRITEBACK_BYTES (8u << 20)
 
 // One chunk as the signed manifest describes it.
 typedef struct {
