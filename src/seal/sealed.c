@@ -18,21 +18,6 @@
 
 // ---- small file helpers ---------------------------------------------------------------------
 
-static gt_err write_all(int fd, const void *p, size_t n, const char *path)
-{
-    const uint8_t *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        GT_ENSURE(w > 0, GT_E_IO, "%s: write failed: %s", path, strerror(errno));
-        b += w;
-        n -= (size_t)w;
-    }
-    return GT_OK;
-}
-
 static gt_err read_exact(int fd, void *p, size_t n, const char *path)
 {
     uint8_t *b = p;
@@ -111,35 +96,51 @@ fail:
 }
 
 // ---- the two-core pipeline ------------------------------------------------------------------
-// A ring of GT_SEAL_PIPE_SLOTS buffers of GT_SEAL_PIPE_BYTES, allocated and touched once per
-// operation (constant memory; no page faults in the loop). The calling thread fills slot k and
-// publishes it; one worker thread runs `fn` over the slots in order. A slot is refilled only
-// after the worker is done with it. Seal: the caller reads, encrypts and writes, the worker
-// hashes the same ciphertext (both only read it). Unseal: the caller reads and decrypts, the
-// worker writes. Verify: the caller reads, the worker hashes. If no thread can be started,
-// `fn` runs inline: slower, same result.
+// A ring of GT_SEAL_PIPE_SLOTS buffers, allocated and touched once per operation (constant
+// memory; no page faults in the loop). The calling thread fills slot k and publishes it; one or
+// two worker threads each run their own function over every slot, in order, reading it only. A
+// slot is refilled once every worker is done with it. Seal: the caller reads and encrypts, one
+// worker hashes the ciphertext while the other writes it (mostly waiting on the disk). Unseal:
+// the caller reads and decrypts, a worker writes. Verify: the caller reads, a worker hashes. A
+// worker that cannot be started runs inline in stage_push: slower, same result.
 typedef gt_err (*stage_fn)(void *ctx, const uint8_t *p, size_t n);
 
+// Each slot has a page of spare room past its GT_SEAL_PIPE_BYTES: sealing keeps its output
+// aligned to the file's blocks and spills the 40 bytes the chunk header shifts there.
+#define SLOT_SPARE 4096u
+#define SLOT_STRIDE ((size_t)GT_SEAL_PIPE_BYTES + SLOT_SPARE)
+#define RING_BYTES ((size_t)GT_SEAL_PIPE_SLOTS * SLOT_STRIDE)
+#define STAGE_MAX_WORKERS 2
+
+typedef struct stage stage;
+
 typedef struct {
-    uint8_t *mem;  // GT_SEAL_PIPE_SLOTS * GT_SEAL_PIPE_BYTES
+    stage *st;
+    stage_fn fn;
+    void *ctx;
+    uint64_t consumed;  // slots this worker has finished
+    bool threaded;
+    pthread_t th;
+} stage_worker;
+
+struct stage {
+    uint8_t *mem;  // RING_BYTES
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t len[GT_SEAL_PIPE_SLOTS];
-    uint64_t produced, consumed;  // slots published / finished by the worker
-    bool closed, failed, threaded;
-    gt_err err;  // the worker's first failure
-    stage_fn fn;
-    void *ctx;
-    pthread_t th;
-} stage;
+    uint64_t produced;  // slots published
+    bool closed, failed;
+    gt_err err;  // the first worker failure
+    int nworkers;
+    stage_worker w[STAGE_MAX_WORKERS];
+};
 
 static gt_err ring_alloc(uint8_t **mem)
 {
-    size_t total = (size_t)GT_SEAL_PIPE_SLOTS * GT_SEAL_PIPE_BYTES;
     void *p = NULL;
-    GT_ENSURE(posix_memalign(&p, 4096, total) == 0 && p != NULL, GT_E_NOMEM,
-              "out of memory for the %zu-byte streaming buffers", total);
-    memset(p, 0, total);  // touch once, here, not in the timed loop
+    GT_ENSURE(posix_memalign(&p, SLOT_SPARE, RING_BYTES) == 0 && p != NULL, GT_E_NOMEM,
+              "out of memory for the %zu-byte streaming buffers", RING_BYTES);
+    memset(p, 0, RING_BYTES);  // touch once, here, not in the timed loop
     *mem = p;
     return GT_OK;
 }
@@ -147,37 +148,44 @@ static gt_err ring_alloc(uint8_t **mem)
 static void ring_free(uint8_t *mem)
 {
     if (mem != NULL) {
-        gt_secure_zero(mem, (size_t)GT_SEAL_PIPE_SLOTS * GT_SEAL_PIPE_BYTES);
+        gt_secure_zero(mem, RING_BYTES);
         free(mem);
     }
 }
 
 static uint8_t *stage_slot(stage *st, uint64_t k)
 {
-    return st->mem + (size_t)(k % GT_SEAL_PIPE_SLOTS) * GT_SEAL_PIPE_BYTES;
+    return st->mem + (size_t)(k % GT_SEAL_PIPE_SLOTS) * SLOT_STRIDE;
+}
+
+static void stage_fail(stage *st, gt_err e)  // with st->mu held, or single-threaded
+{
+    if (!st->failed) {
+        st->err = e;
+        st->failed = true;
+    }
 }
 
 static void *stage_main(void *arg)
 {
-    stage *st = arg;
+    stage_worker *w = arg;
+    stage *st = w->st;
     pthread_mutex_lock(&st->mu);
     for (;;) {
-        while (st->consumed == st->produced && !st->closed) {
+        while (w->consumed == st->produced && !st->closed && !st->failed) {
             pthread_cond_wait(&st->cv, &st->mu);
         }
-        if (st->consumed == st->produced) {
-            break;  // closed and drained
+        if (w->consumed == st->produced || st->failed) {
+            break;  // closed and drained, or another worker failed
         }
-        uint64_t k = st->consumed;
+        uint64_t k = w->consumed;
+        size_t n = st->len[k % GT_SEAL_PIPE_SLOTS];
         pthread_mutex_unlock(&st->mu);
-        gt_err e = st->fn(st->ctx, stage_slot(st, k), st->len[k % GT_SEAL_PIPE_SLOTS]);
+        gt_err e = w->fn(w->ctx, stage_slot(st, k), n);
         pthread_mutex_lock(&st->mu);
-        st->consumed++;
+        w->consumed++;
         if (e.code != GT_E_NONE) {
-            st->err = e;
-            st->failed = true;
-            pthread_cond_broadcast(&st->cv);
-            break;
+            stage_fail(st, e);
         }
         pthread_cond_broadcast(&st->cv);
     }
@@ -185,27 +193,39 @@ static void *stage_main(void *arg)
     return NULL;
 }
 
-static void stage_start(stage *st, uint8_t *mem, stage_fn fn, void *ctx)
+static void stage_start(stage *st, uint8_t *mem, int nworkers, const stage_fn *fns,
+                        void *const *ctxs)
 {
     memset(st, 0, sizeof *st);
     st->mem = mem;
-    st->fn = fn;
-    st->ctx = ctx;
     st->err = GT_OK;
+    st->nworkers = nworkers;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
-    st->threaded = pthread_create(&st->th, NULL, stage_main, st) == 0;
+    for (int i = 0; i < nworkers; i++) {
+        stage_worker *w = &st->w[i];
+        w->st = st;
+        w->fn = fns[i];
+        w->ctx = ctxs[i];
+        w->threaded = pthread_create(&w->th, NULL, stage_main, w) == 0;
+    }
 }
 
-// The slot to fill next; waits until the worker has finished with it. NULL once the worker
+static uint64_t stage_slowest(const stage *st)
+{
+    uint64_t c = st->produced;
+    for (int i = 0; i < st->nworkers; i++) {
+        c = st->w[i].consumed < c ? st->w[i].consumed : c;
+    }
+    return c;
+}
+
+// The slot to fill next; waits until every worker has finished with it. NULL once a worker
 // failed (stage_finish returns why).
 static uint8_t *stage_next(stage *st)
 {
-    if (!st->threaded) {
-        return st->failed ? NULL : stage_slot(st, st->produced);
-    }
     pthread_mutex_lock(&st->mu);
-    while (st->produced - st->consumed >= GT_SEAL_PIPE_SLOTS && !st->failed) {
+    while (st->produced - stage_slowest(st) >= GT_SEAL_PIPE_SLOTS && !st->failed) {
         pthread_cond_wait(&st->cv, &st->mu);
     }
     bool failed = st->failed;
@@ -213,35 +233,45 @@ static uint8_t *stage_next(stage *st)
     return failed ? NULL : stage_slot(st, st->produced);
 }
 
-// Hands the slot stage_next gave (n bytes filled) to the worker.
+// Hands the slot stage_next gave (n bytes filled) to the workers.
 static void stage_push(stage *st, size_t n)
 {
-    st->len[st->produced % GT_SEAL_PIPE_SLOTS] = n;
-    if (!st->threaded) {
-        gt_err e = st->fn(st->ctx, stage_slot(st, st->produced), n);
-        st->produced++;
-        st->consumed++;
-        if (e.code != GT_E_NONE) {
-            st->err = e;
-            st->failed = true;
-        }
-        return;
-    }
+    uint64_t k = st->produced;
     pthread_mutex_lock(&st->mu);
+    st->len[k % GT_SEAL_PIPE_SLOTS] = n;
     st->produced++;
     pthread_cond_broadcast(&st->cv);
     pthread_mutex_unlock(&st->mu);
+    for (int i = 0; i < st->nworkers; i++) {
+        stage_worker *w = &st->w[i];
+        if (w->threaded) {
+            continue;
+        }
+        pthread_mutex_lock(&st->mu);
+        bool failed = st->failed;
+        pthread_mutex_unlock(&st->mu);
+        gt_err e = failed ? GT_OK : w->fn(w->ctx, stage_slot(st, k), n);
+        pthread_mutex_lock(&st->mu);
+        w->consumed++;
+        if (e.code != GT_E_NONE) {
+            stage_fail(st, e);
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
 }
 
-// Drains (or, after the caller's own failure, just stops) the worker and returns its error.
+// Drains (or, after the caller's own failure, just stops) the workers; returns the first
+// worker failure.
 static gt_err stage_finish(stage *st)
 {
-    if (st->threaded) {
-        pthread_mutex_lock(&st->mu);
-        st->closed = true;
-        pthread_cond_broadcast(&st->cv);
-        pthread_mutex_unlock(&st->mu);
-        pthread_join(st->th, NULL);
+    pthread_mutex_lock(&st->mu);
+    st->closed = true;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    for (int i = 0; i < st->nworkers; i++) {
+        if (st->w[i].threaded) {
+            pthread_join(st->w[i].th, NULL);
+        }
     }
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
@@ -339,8 +369,76 @@ static gt_err source_fill(shard_source *s, uint16_t *out, size_t n, uint32_t voc
     return GT_OK;
 }
 
+// The chunk file as the second thread hashes and writes it. The file's bytes go out in
+// GT_SEAL_PIPE_BYTES pieces at aligned offsets, so they can bypass the page cache (O_DIRECT):
+// no copy into the cache and no writeback left for the fsync, which only has to flush the
+// device. Where the file system refuses O_DIRECT the same writes go through the cache, with
+// writeback started early.
+typedef struct {
+    int fd;
+    const char *path;
+    uint64_t off, synced;
+    bool direct;
+} seal_out;
+
+static gt_err pwrite_all(int fd, const uint8_t *b, size_t n, uint64_t off, const char *path)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, b, n, (off_t)off);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        GT_ENSURE(w > 0, GT_E_IO, "%s: write failed: %s", path, strerror(errno));
+        b += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return GT_OK;
+}
+
+static void seal_out_buffered(seal_out *o)
+{
+    int fl = fcntl(o->fd, F_GETFL);
+    if (fl >= 0) {
+        (void)fcntl(o->fd, F_SETFL, fl & ~O_DIRECT);
+    }
+    o->direct = false;
+}
+
+static gt_err seal_write_stage(void *ctx, const uint8_t *p, size_t n)
+{
+    seal_out *o = ctx;
+    size_t direct = o->direct ? n & ~(size_t)(SLOT_SPARE - 1) : 0;  // whole pages
+    if (direct > 0) {
+        ssize_t w = pwrite(o->fd, p, direct, (off_t)o->off);
+        if (w < 0 && errno == EINVAL) {
+            seal_out_buffered(o);  // the file system took the flag but not the write
+            direct = 0;
+        } else {
+            GT_ENSURE(w >= 0, GT_E_IO, "%s: write failed: %s", o->path, strerror(errno));
+            if ((size_t)w < direct) {
+                GT_TRY(pwrite_all(o->fd, p + w, direct - (size_t)w, o->off + (uint64_t)w,
+                                  o->path));
+            }
+        }
+    }
+    if (n > direct) {
+        if (o->direct) {
+            seal_out_buffered(o);  // the unaligned tail of the file
+        }
+        GT_TRY(pwrite_all(o->fd, p + direct, n - direct, o->off + direct, o->path));
+    }
+    o->off += n;
+    if (!o->direct) {
+        writeback_start(o->fd, o->off, &o->synced, false);
+    }
+    return GT_OK;
+}
+
 // Writes chunk i (header, ciphertext, tag) into dir, hashing the file as it goes; fills the
-// manifest entry's IV, tag and hash.
+// manifest entry's IV, tag and hash. Slot k of the ring holds the file's bytes
+// [k * GT_SEAL_PIPE_BYTES, (k + 1) * GT_SEAL_PIPE_BYTES): the header (slot 0) or the 40 bytes
+// spilled from slot k - 1, then the ciphertext encrypted in place; the last slot adds the tag.
 static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_source *src,
                          uint8_t *ring, const gt_holder_keys *keys, gt_progress *prog)
 {
@@ -354,48 +452,53 @@ static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_sour
     gt_err err = GT_OK;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     GT_ENSURE(fd >= 0, GT_E_IO, "%s: cannot create: %s", path, strerror(errno));
+    seal_out o = {.fd = fd, .path = path};
+    int fl = fcntl(fd, F_GETFL);
+    o.direct = fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
     GT_TRY_GOTO(err, gt_random_bytes(c->iv, sizeof c->iv), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, keys->dataset_key, m, i), out);
     memcpy(hdr, GT_CHUNK_MAGIC, 8);
     GT_TRY_GOTO(err, gt_chunk_aad_build(hdr + 8, m, i), out);
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, hdr + 8, GT_CHUNK_AAD_BYTES, c->iv, key), out);
     GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), out);
-    GT_TRY_GOTO(err, gt_hash_update(h, hdr, sizeof hdr), out);
-    GT_TRY_GOTO(err, write_all(fd, hdr, sizeof hdr, path), out);
-    uint64_t written = sizeof hdr, synced = 0;
     stage st;
-    stage_start(&st, ring, hash_stage, h);
+    stage_start(&st, ring, 2, (const stage_fn[]){hash_stage, seal_write_stage},
+                (void *const[]){h, &o});
+    const uint8_t *spill = hdr;  // the 40 bytes that start the next slot
     for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
         if (b == NULL) {
-            break;  // the hashing thread failed: stage_finish says why
+            break;  // the writing thread failed: stage_finish says why
         }
-        err = source_fill(src, (uint16_t *)b, n / 2, m->vocab_size);
+        memcpy(b, spill, GT_CHUNK_HEADER_BYTES);
+        uint8_t *ct = b + GT_CHUNK_HEADER_BYTES;
+        err = source_fill(src, (uint16_t *)(void *)ct, n / 2, m->vocab_size);
         if (err.code == GT_E_NONE) {
-            err = gt_aead_stream_update(s, b, b, n);  // in place
+            err = gt_aead_stream_update(s, ct, ct, n);  // in place
+        }
+        if (err.code == GT_E_NONE && left == n) {
+            err = gt_aead_stream_final(s, c->tag);
+            memcpy(ct + n, c->tag, sizeof c->tag);
         }
         if (err.code != GT_E_NONE) {
             break;
         }
-        stage_push(&st, n);  // hashed on the other core while this one writes it
-        err = write_all(fd, b, n, path);
-        written += n;
-        writeback_start(fd, written, &synced, false);
-        gt_progress_add(prog, n);
         left -= n;
+        // a full slot goes out whole, its last 40 bytes spill into the next; the last slot
+        // goes out with the tag
+        stage_push(&st, left > 0 ? GT_SEAL_PIPE_BYTES
+                                 : GT_CHUNK_HEADER_BYTES + n + GT_AEAD_TAG_BYTES);
+        spill = b + GT_SEAL_PIPE_BYTES;
+        gt_progress_add(prog, n);
     }
-    gt_err hashed = stage_finish(&st);
+    gt_err wrote = stage_finish(&st);
     if (err.code == GT_E_NONE) {
-        err = hashed;
+        err = wrote;
     }
     if (err.code != GT_E_NONE) {
         goto out;
     }
-    GT_TRY_GOTO(err, gt_aead_stream_final(s, c->tag), out);
-    GT_TRY_GOTO(err, gt_hash_update(h, c->tag, sizeof c->tag), out);
-    GT_TRY_GOTO(err, write_all(fd, c->tag, sizeof c->tag, path), out);
-    writeback_start(fd, written + sizeof c->tag, &synced, true);
     GT_TRY_GOTO(err, gt_hash_final(h, c->file_sha256), out);
     GT_ENSURE_GOTO(err, fsync(fd) == 0, out, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
 out:
@@ -571,7 +674,7 @@ static gt_err verify_chunk(const char *dsdir, const gt_manifest *m, uint32_t i, 
     GT_TRY_GOTO(err, gt_hash_update(h, hdr, sizeof hdr), out);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     stage st;
-    stage_start(&st, ring, hash_stage, h);  // this core reads, the other hashes
+    stage_start(&st, ring, 1, (const stage_fn[]){hash_stage}, (void *const[]){h});
     for (uint64_t left = m->chunks[i].plaintext_len + GT_AEAD_TAG_BYTES;
          left > 0 && err.code == GT_E_NONE;) {
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
@@ -681,7 +784,7 @@ static gt_err unseal_chunk(const char *dsdir, const gt_manifest *m, uint32_t i,
     GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, aad, sizeof aad, c->iv, key), out);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     stage st;
-    stage_start(&st, ring, unseal_write_stage, out);  // this core decrypts, the other writes
+    stage_start(&st, ring, 1, (const stage_fn[]){unseal_write_stage}, (void *const[]){out});
     for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
