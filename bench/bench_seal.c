@@ -1,8 +1,25 @@
-// bench_seal: sealed-dataset throughput on one core, side by side with OpenSSL's own AES-256-GCM
-// figure measured in the same run, and the peak memory (RSS) of sealing large datasets.
+// bench_seal: sealing against the tool a holder would otherwise use, age (age-encryption.org),
+// side by side in one run, and the per-core tables of the cipher alone.
 //
-//   bench_seal [--mib N] [--rss-gib G] [--dir DIR] [--no-openssl-cli]
+//   bench_seal [--mib N] [--runs R] [--dir DIR] [--cli PATH] [--png FILE]   (vs age; default)
+//   bench_seal --cpu [--mib N] [--rss-gib G] [--dir DIR] [--no-openssl-cli]
 //
+// vs age (issue 18): an N MiB token shard (default 512) in DIR (default /tmp: a real disk, so
+// that durability costs what it costs) is sealed with `gputravel seal` and encrypted with
+// `age -r`, then unsealed with `gputravel unseal` and decrypted with `age -d -i`, each a child
+// process timed in wall seconds, run R times (default 5) interleaved pair by pair (the order
+// within a pair alternates). Same bytes, same disk; before each decryption both inputs are read
+// once so that both start from the page cache (seal writes past the cache, age through it). The
+// copy row is what durability costs a plain buffered copy of the same bytes (read, write, fsync,
+// like cp + sync) in this process, timed each round; sealing writes with O_DIRECT and can beat
+// it. A one-core SHA-256 pass over the bytes shows seal's own floor (its hash is sequential). gputravel keeps what age does not
+// do: a signed manifest, keyless verification, constant memory, atomic output and an fsync
+// before the rename; so the table also shows what age's output takes to become durable (an
+// fsync of it right after age exits). Medians with min..max; ratios are age / gputravel
+// (>= 1: gputravel is at least as fast). A PNG (gt_plot_bars) goes to --png (default
+// DIR/bench-seal-vs-age.png). age is installed with apt-get when missing.
+//
+// --cpu: the older per-core tables:
 // 1. Reference: `openssl speed -evp aes-256-gcm -bytes 16384` (popen, 16384-byte column), and
 //    the same cipher timed through EVP in this process (16 KiB updates on one stream).
 // 2. Seal, verify-dataset and unseal an N MiB shard (default 256) with 64 MiB chunks, in DIR,
@@ -16,8 +33,10 @@
 
 #include <openssl/evp.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,7 +234,7 @@ static double chunk_open_in_memory(const char *dsdir, const gt_holder_keys *keys
 
 static void rm_dataset(const char *dsdir, uint32_t max_chunks)
 {
-    char p[4096];
+    char p[4400];
     for (uint32_t i = 0; i < max_chunks; i++) {
         if (gt_chunk_path(p, sizeof p, dsdir, i).code == GT_E_NONE) {
             unlink(p);
@@ -255,7 +274,7 @@ static long child_seal_rss(const char *shard, const char *dsdir, uint64_t chunk,
     return ru.ru_maxrss;
 }
 
-int main(int argc, char **argv)
+static int cpu_tables(int argc, char **argv)
 {
     uint64_t mib = 256, rss_gib = 2;
     const char *dir = NULL;
@@ -264,6 +283,7 @@ int main(int argc, char **argv)
                                          {"rss-gib", required_argument, NULL, 'r'},
                                          {"dir", required_argument, NULL, 'd'},
                                          {"no-openssl-cli", no_argument, NULL, 'n'},
+                                         {"cpu", no_argument, NULL, 'C'},
                                          {0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -272,6 +292,7 @@ int main(int argc, char **argv)
         case 'r': rss_gib = strtoull(optarg, NULL, 10); break;
         case 'd': dir = optarg; break;
         case 'n': cli = false; break;
+        case 'C': break;
         default:
             fprintf(stderr, "usage: bench_seal [--mib N] [--rss-gib G] [--dir DIR] "
                             "[--no-openssl-cli]\n");
@@ -411,4 +432,375 @@ int main(int argc, char **argv)
     rmdir(keys_dir);
     rmdir(work);
     return 0;
+}
+
+// ---- vs age -------------------------------------------------------------------------------
+
+// Runs argv (PATH search) with stdout and stderr to /dev/null; returns its wall seconds, or a
+// negative number if it failed.
+static double run_timed(char *const *argv)
+{
+    double t0 = gt_now_seconds();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+        return -1;
+    }
+    double t = gt_now_seconds() - t0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? t : -1;
+}
+
+static void must(double t, const char *what)
+{
+    if (t < 0) {
+        fprintf(stderr, "bench_seal: %s failed\n", what);
+        exit(1);
+    }
+}
+
+// Reads a file once (so that it is in the page cache) without timing it.
+static void warm(const char *path)
+{
+    static uint8_t buf[1 << 20];
+    int fd = open(path, O_RDONLY);
+    while (fd >= 0 && read(fd, buf, sizeof buf) > 0) {
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+// fsync of an existing file: what it still takes to make it durable.
+static double fsync_seconds(const char *path)
+{
+    double t0 = gt_now_seconds();
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        perror(path);
+        exit(1);
+    }
+    close(fd);
+    return gt_now_seconds() - t0;
+}
+
+// The I/O floor: the same bytes read, written to a new file in 1 MiB pieces and fsynced. Returns
+// the wall seconds; *fsync_s gets the fsync's share.
+static double copy_fsync(const char *src, const char *dst, double *fsync_s)
+{
+    static uint8_t buf[1 << 20];
+    double t0 = gt_now_seconds();
+    int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (in < 0 || out < 0) {
+        perror("copy");
+        exit(1);
+    }
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        if (write(out, buf, (size_t)n) != n) {
+            perror("copy: write");
+            exit(1);
+        }
+    }
+    double t1 = gt_now_seconds();
+    if (fsync(out) != 0) {
+        perror("copy: fsync");
+        exit(1);
+    }
+    close(out);
+    close(in);
+    double t2 = gt_now_seconds();
+    *fsync_s = t2 - t1;
+    unlink(dst);
+    return t2 - t0;
+}
+
+// One pass of SHA-256 (or AES-256-GCM) over the shard's bytes on one core, from the page cache
+// in 1 MiB pieces: SHA-256 of every chunk file byte is sequential, so it bounds what any seal
+// of this format can do, however many cores it has.
+static double one_core_pass(const char *src, bool sha)
+{
+    static uint8_t buf[1 << 20], ct[1 << 20];
+    uint8_t key[32] = {1}, iv[12] = {2}, digest[32];
+    int in = open(src, O_RDONLY), n = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    if (in < 0 || md == NULL || c == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
+        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv) != 1) {
+        fprintf(stderr, "bench_seal: one-core pass setup failed\n");
+        exit(1);
+    }
+    double busy = 0;
+    ssize_t r;
+    while ((r = read(in, buf, sizeof buf)) > 0) {  // only the cryptography is timed
+        double t0 = gt_now_seconds();
+        if (sha) {
+            EVP_DigestUpdate(md, buf, (size_t)r);
+        } else {
+            EVP_EncryptUpdate(c, ct, &n, buf, (int)r);
+        }
+        busy += gt_now_seconds() - t0;
+    }
+    unsigned dl = 0;
+    EVP_DigestFinal_ex(md, digest, &dl);
+    EVP_MD_CTX_free(md);
+    EVP_CIPHER_CTX_free(c);
+    close(in);
+    return busy;
+}
+
+static void ensure_age(void)
+{
+    if (system("command -v age >/dev/null 2>&1 && command -v age-keygen >/dev/null 2>&1") == 0) {
+        return;
+    }
+    fprintf(stderr, "bench_seal: age is missing: installing the Debian package age\n");
+    const char *cmd = geteuid() == 0
+                          ? "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq age >/dev/null"
+                          : "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq age "
+                            ">/dev/null";
+    if (system(cmd) != 0 || system("command -v age >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "bench_seal: could not install age (apt-get install age)\n");
+        exit(1);
+    }
+}
+
+static void stats(const double *v, int n, double *med, double *lo, double *hi)
+{
+    double s[64];
+    memcpy(s, v, (size_t)n * sizeof *v);
+    for (int i = 1; i < n; i++) {  // insertion sort: n is small
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    }
+    *med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    *lo = s[0];
+    *hi = s[n - 1];
+}
+
+static void rm_rf_dataset(const char *ds)
+{
+    rm_dataset(ds, 1 << 16);
+}
+
+static int vs_age(int argc, char **argv)
+{
+    uint64_t mib = 512;
+    int runs = 5;
+    const char *dir = "/tmp", *cli = NULL, *png = NULL;
+    static const struct option opts[] = {{"mib", required_argument, NULL, 'm'},
+                                         {"runs", required_argument, NULL, 'r'},
+                                         {"dir", required_argument, NULL, 'd'},
+                                         {"cli", required_argument, NULL, 'c'},
+                                         {"png", required_argument, NULL, 'p'},
+                                         {0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': mib = strtoull(optarg, NULL, 10); break;
+        case 'r': runs = atoi(optarg); break;
+        case 'd': dir = optarg; break;
+        case 'c': cli = optarg; break;
+        case 'p': png = optarg; break;
+        default:
+            fprintf(stderr, "usage: bench_seal [--mib N] [--runs R] [--dir DIR] [--cli PATH] "
+                            "[--png FILE]\n       bench_seal --cpu ...\n");
+            return 64;
+        }
+    }
+    if (runs < 1 || runs > 64 || mib < 1) {
+        fprintf(stderr, "bench_seal: --runs 1..64, --mib >= 1\n");
+        return 64;
+    }
+    char self[4096], cli_buf[4200];
+    if (cli == NULL) {  // the gputravel next to this binary (both are in the build folder)
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) {
+            perror("/proc/self/exe");
+            return 1;
+        }
+        self[n] = '\0';
+        snprintf(cli_buf, sizeof cli_buf, "%s/gputravel", dirname(self));
+        cli = cli_buf;
+    }
+    ensure_age();
+    char work[4096], keys_dir[4200], agekey[4200], shard[4200], ds[4200], out[4200], enc[4200],
+        dec[4200], cp[4200], png_buf[4200], recipient[256] = {0};
+    snprintf(work, sizeof work, "%s/bench-seal-XXXXXX", dir);
+    if (mkdtemp(work) == NULL) {
+        perror(work);
+        return 1;
+    }
+    snprintf(keys_dir, sizeof keys_dir, "%s/keys", work);
+    snprintf(agekey, sizeof agekey, "%s/age.key", work);
+    snprintf(shard, sizeof shard, "%s/in.bin", work);
+    snprintf(ds, sizeof ds, "%s/ds", work);
+    snprintf(out, sizeof out, "%s/out.bin", work);
+    snprintf(enc, sizeof enc, "%s/in.age", work);
+    snprintf(dec, sizeof dec, "%s/out.age.bin", work);
+    snprintf(cp, sizeof cp, "%s/copy.bin", work);
+    if (png == NULL) {
+        snprintf(png_buf, sizeof png_buf, "%s/bench-seal-vs-age.png", dir);
+        png = png_buf;
+    }
+    gt_holder_keys keys;
+    gt_err e = gt_keydir_generate(keys_dir, false, &keys);
+    if (e.code != GT_E_NONE) {
+        die("keygen", e);
+    }
+    gt_holder_keys_wipe(&keys);
+    must(run_timed((char *[]){"age-keygen", "-o", agekey, NULL}), "age-keygen");
+    FILE *kf = fopen(agekey, "r");
+    char line[512];
+    while (kf != NULL && fgets(line, sizeof line, kf) != NULL) {
+        if (sscanf(line, "# public key: %200s", recipient) == 1) {
+            break;
+        }
+    }
+    if (kf != NULL) {
+        fclose(kf);
+    }
+    if (recipient[0] == '\0') {
+        fprintf(stderr, "bench_seal: no public key in %s\n", agekey);
+        return 1;
+    }
+    uint64_t tokens = mib << 19;
+    make_shard(shard, tokens, false);
+    fsync_seconds(shard);  // start every round with the input on disk and in the cache
+
+    enum { SEAL, AGE_ENC, UNSEAL, AGE_DEC, COPY, COPY_FSYNC, AGE_FSYNC, SHA, GCM, ROWS };
+    double t[ROWS][64];
+    for (int r = 0; r < runs; r++) {
+        rm_rf_dataset(ds);
+        unlink(out);
+        unlink(enc);
+        unlink(dec);
+        char *seal_argv[] = {(char *)cli, "seal", shard, "--key", keys_dir, "--out", ds, NULL};
+        char *enc_argv[] = {"age", "-r", recipient, "-o", enc, shard, NULL};
+        char *unseal_argv[] = {(char *)cli, "unseal", ds, "--key", keys_dir, "--out", out, NULL};
+        char *dec_argv[] = {"age", "-d", "-i", agekey, "-o", dec, enc, NULL};
+        bool age_first = r % 2 == 1;  // alternate who goes first within each pair
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == age_first) {
+                must(t[AGE_ENC][r] = run_timed(enc_argv), "age -r");
+                t[AGE_FSYNC][r] = t[AGE_ENC][r] + fsync_seconds(enc);
+            } else {
+                must(t[SEAL][r] = run_timed(seal_argv), "gputravel seal");
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == age_first) {
+                warm(enc);
+                must(t[AGE_DEC][r] = run_timed(dec_argv), "age -d");
+            } else {
+                for (uint32_t i = 0; i < 1u << 16; i++) {
+                    char p[4300];
+                    snprintf(p, sizeof p, "%s/chunk-%06u.gtc", ds, i);
+                    if (access(p, F_OK) != 0) {
+                        break;
+                    }
+                    warm(p);
+                }
+                must(t[UNSEAL][r] = run_timed(unseal_argv), "gputravel unseal");
+            }
+        }
+        t[COPY][r] = copy_fsync(shard, cp, &t[COPY_FSYNC][r]);
+        t[SHA][r] = one_core_pass(shard, true);
+        t[GCM][r] = one_core_pass(shard, false);
+        fprintf(stderr, "run %d/%d: seal %.3f age %.3f | unseal %.3f age -d %.3f | copy %.3f s\n",
+                r + 1, runs, t[SEAL][r], t[AGE_ENC][r], t[UNSEAL][r], t[AGE_DEC][r], t[COPY][r]);
+    }
+    // the unsealed shard must be the input, and age's round trip too
+    if (run_timed((char *[]){"cmp", "-s", shard, out, NULL}) < 0 ||
+        run_timed((char *[]){"cmp", "-s", shard, dec, NULL}) < 0) {
+        fprintf(stderr, "bench_seal: a round trip did not give the input back\n");
+        return 1;
+    }
+    double med[ROWS], lo[ROWS], hi[ROWS], pair_seal[64], pair_unseal[64];
+    for (int i = 0; i < ROWS; i++) {
+        stats(t[i], runs, &med[i], &lo[i], &hi[i]);
+    }
+    for (int r = 0; r < runs; r++) {
+        pair_seal[r] = t[AGE_ENC][r] / t[SEAL][r];
+        pair_unseal[r] = t[AGE_DEC][r] / t[UNSEAL][r];
+    }
+    double ps, ps_lo, ps_hi, pu, pu_lo, pu_hi;
+    stats(pair_seal, runs, &ps, &ps_lo, &ps_hi);
+    stats(pair_unseal, runs, &pu, &pu_lo, &pu_hi);
+
+    double bytes = (double)(2 * tokens);
+    const char *names[ROWS] = {
+        "gputravel seal (manifest signed, fsync)", "age -r (encrypt, no fsync)",
+        "gputravel unseal (all tags, fsync)", "age -d -i (decrypt, no fsync)",
+        "cp-like copy: read + write + fsync", "  of which the fsync",
+        "age -r, then fsync of its output", "SHA-256 of the bytes, one core (in memory)",
+        "AES-256-GCM of the bytes, one core"};
+    printf("bench_seal vs age: %llu MiB shard in %s, %d runs interleaved pair by pair, wall s\n",
+           (unsigned long long)mib, dir, runs);
+    printf("%-42s %8s %8s %8s %8s\n", "operation", "median", "min", "max", "MB/s");
+    for (int i = 0; i < ROWS; i++) {
+        printf("%-42s %8.3f %8.3f %8.3f %8.0f\n", names[i], med[i], lo[i], hi[i],
+               i == COPY_FSYNC ? 0.0 : bytes / med[i] / 1e6);
+    }
+    printf("seal vs age -r:   %.2fx (medians), paired per run %.2fx (%.2f .. %.2f)\n",
+           med[AGE_ENC] / med[SEAL], ps, ps_lo, ps_hi);
+    printf("unseal vs age -d: %.2fx (medians), paired per run %.2fx (%.2f .. %.2f)\n",
+           med[AGE_DEC] / med[UNSEAL], pu, pu_lo, pu_hi);
+    printf("seal vs age -r + fsync: %.2fx; seal / copy: %.2f, unseal / copy: %.2f\n",
+           med[AGE_FSYNC] / med[SEAL], med[SEAL] / med[COPY], med[UNSEAL] / med[COPY]);
+    printf("seal / its one-core SHA-256 floor: %.2f (the manifest hashes every chunk byte in "
+           "order)\n",
+           med[SEAL] / med[SHA]);
+    printf("(x >= 1: gputravel at least as fast as age; every run's numbers are on stderr)\n");
+
+    const char *groups[] = {"seal / age -r", "unseal / age -d"};
+    const char *series[] = {"gputravel", "age", "cp-like copy + fsync"};
+    double v[6] = {med[SEAL], med[UNSEAL], med[AGE_ENC], med[AGE_DEC], med[COPY], med[COPY]};
+    double vl[6] = {lo[SEAL], lo[UNSEAL], lo[AGE_ENC], lo[AGE_DEC], lo[COPY], lo[COPY]};
+    double vh[6] = {hi[SEAL], hi[UNSEAL], hi[AGE_ENC], hi[AGE_DEC], hi[COPY], hi[COPY]};
+    char title[160];
+    snprintf(title, sizeof title, "%llu MiB, median of %d (lower is better)",
+             (unsigned long long)mib, runs);
+    gt_plot_style st = {.title = title, .xlabel = "", .ylabel = "wall seconds"};
+    gt_err perr = gt_plot_bars(png, &st, groups, 2, series, 3, v, vl, vh);
+    printf(gt_is_ok(perr) ? "plot: %s\n" : "(no plot: %s)\n", gt_is_ok(perr) ? png : perr.msg);
+
+    rm_rf_dataset(ds);
+    unlink(out);
+    unlink(enc);
+    unlink(dec);
+    unlink(shard);
+    unlink(agekey);
+    char p[4300];
+    const char *kfiles[] = {GT_KEYDIR_HOLDER_SECRET, GT_KEYDIR_HOLDER_PUBLIC,
+                            GT_KEYDIR_DATASET_KEY, GT_KEYDIR_RECIPIENT_SECRET,
+                            GT_KEYDIR_RECIPIENT_PUBLIC};
+    for (size_t i = 0; i < sizeof kfiles / sizeof kfiles[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", keys_dir, kfiles[i]);
+        unlink(p);
+    }
+    rmdir(keys_dir);
+    rmdir(work);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--cpu") == 0) {
+            return cpu_tables(argc, argv);
+        }
+    }
+    return vs_age(argc, argv);
 }

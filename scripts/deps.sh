@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages gputravel needs, only those missing. Usage: deps.sh [build|test|demo|fuzz|all]
+# Installs the Debian 12 packages gputravel needs, only those missing. Usage: deps.sh [build|test|demo|fuzz|bench|all]
 set -euo pipefail
 want=(build-essential cmake pkg-config libssl-dev openssl libcjson-dev libopenblas-dev libcmocka-dev
       gnuplot-nox iproute2 fortunes-min fortunes universal-ctags spin libtss2-dev swtpm swtpm-tools
       libpcre2-dev)
 case "${1:-all}" in
     fuzz|all) want+=(clang libclang-rt-14-dev) ;;
+esac
+case "${1:-all}" in
+    bench|all) want+=(age) ;;  # bench_seal's peer (it installs it itself when missing)
 esac
 missing=()
 for p in "${want[@]}"; do

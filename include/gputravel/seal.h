@@ -49,6 +49,13 @@
 #define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
 #define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
+// Datasets stream through GT_SEAL_PIPE_SLOTS buffers of GT_SEAL_PIPE_BYTES shared by the
+// calling thread (read + cipher) and workers (SHA-256, writes): 16 MiB whatever the dataset
+// size, enough slack that a worker descheduled on a busy machine does not stall the reader at
+// once. Writeback of buffered output is started every GT_SEAL_WRITEBACK_BYTES.
+#define GT_SEAL_PIPE_SLOTS 16
+#define GT_SEAL_PIPE_BYTES (1u << 20)
+#define GT_SEAL_WRITEBACK_BYTES (8u << 20)
 
 // One chunk as the signed manifest describes it.
 typedef struct {

@@ -6,6 +6,8 @@
 #include <gputravel/data.h>
 #include <gputravel/seal.h>
 
+#include <openssl/evp.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -404,6 +406,80 @@ static void every_bit_of_every_chunk(void **state)
     GT_ASSERT_OK(gt_unseal(ds_dir, &keys, out, false, NULL));
 }
 
+// Chunks that span several streaming slots (GT_SEAL_PIPE_BYTES), sealed through the pipeline
+// (O_DIRECT where the file system allows it): each file must hash to the manifest's SHA-256
+// (OpenSSL's one-shot digest, not the streaming code) and open in memory with the bare AEAD, and
+// the dataset must verify and unseal. Chunk sizes: one that leaves an unaligned tail longer than
+// a page, and one whose file is exactly one slot (header + plaintext + tag = 1 MiB).
+static void chunks_across_streaming_slots(void **state)
+{
+    (void)state;
+    const size_t count = 2000003;  // 4000006 bytes
+    uint16_t *big = malloc(count * sizeof *big);
+    assert_non_null(big);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i < count; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        big[i] = (uint16_t)(x % 50257);
+    }
+    char shard[600], out[600];
+    snprintf(shard, sizeof shard, "%s/big.bin", dir);
+    snprintf(out, sizeof out, "%s/big.out", dir);
+    GT_ASSERT_OK(gt_shard_write(shard, big, count));
+    const uint64_t chunk_sizes[] = {2101246, GT_SEAL_PIPE_BYTES - GT_CHUNK_HEADER_BYTES -
+                                                 GT_AEAD_TAG_BYTES};
+    for (size_t c = 0; c < sizeof chunk_sizes / sizeof chunk_sizes[0]; c++) {
+        const char *shards[] = {shard};
+        gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = ds_dir,
+                            .chunk_size = chunk_sizes[c], .vocab_size = 50257};
+        gt_seal_result r;
+        GT_ASSERT_OK(gt_seal(&p, &keys, &r));
+        gt_manifest m;
+        GT_ASSERT_OK(gt_manifest_load(&m, ds_dir));
+        uint8_t *pt = malloc(chunk_sizes[c]);
+        assert_non_null(pt);
+        for (uint32_t i = 0; i < m.chunk_count; i++) {
+            char path[600];
+            GT_ASSERT_OK(gt_chunk_path(path, sizeof path, ds_dir, i));
+            gt_buf file = {0};
+            GT_ASSERT_OK(gt_file_read_all(path, 1 << 23, &file));
+            assert_int_equal(file.len, gt_manifest_chunk_file_bytes(&m, i));
+            uint8_t digest[32];
+            unsigned dlen = 0;
+            assert_int_equal(EVP_Digest(file.data, file.len, digest, &dlen, EVP_sha256(), NULL), 1);
+            assert_memory_equal(digest, m.chunks[i].file_sha256, 32);
+            uint8_t key[GT_AEAD_KEY_BYTES], aad[GT_CHUNK_AAD_BYTES];
+            GT_ASSERT_OK(gt_chunk_key_derive(key, keys.dataset_key, &m, i));
+            GT_ASSERT_OK(gt_chunk_aad_build(aad, &m, i));
+            assert_memory_equal(file.data + 8, aad, sizeof aad);
+            size_t pt_len = 0;
+            GT_ASSERT_OK(gt_aead_open(pt, chunk_sizes[c], &pt_len,
+                                      file.data + GT_CHUNK_HEADER_BYTES,
+                                      file.len - GT_CHUNK_HEADER_BYTES, aad, sizeof aad,
+                                      m.chunks[i].iv, key));
+            assert_int_equal(pt_len, m.chunks[i].plaintext_len);
+            assert_memory_equal(pt, (const uint8_t *)big + chunk_sizes[c] * i, pt_len);
+            gt_secure_zero(key, sizeof key);
+            gt_buf_free_nowipe(&file);
+        }
+        assert_int_equal(m.chunk_count, (2 * count + chunk_sizes[c] - 1) / chunk_sizes[c]);
+        free(pt);
+        gt_manifest_free(&m);
+        GT_ASSERT_OK(gt_dataset_verify(ds_dir, keys.holder_pub, false, NULL));
+        GT_ASSERT_OK(gt_unseal(ds_dir, &keys, out, false, NULL));
+        uint16_t *got = NULL;
+        size_t n = 0;
+        GT_ASSERT_OK(gt_shard_read_all(out, &got, &n));
+        assert_int_equal(n, count);
+        assert_memory_equal(got, big, count * sizeof *big);
+        free(got);
+        unlink(out);
+        gt_test_rmtree(ds_dir);
+    }
+    unlink(shard);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +493,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(keydir_files_and_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(seal_failures_leave_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(every_bit_of_every_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(chunks_across_streaming_slots, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
