@@ -242,8 +242,8 @@ GT_MUST_USE gt_err gt_atomic_file_commit(gt_atomic_file *f);
 // Removes the temporary file (safe to call after commit, or twice).
 void gt_atomic_file_abort(gt_atomic_file *f);
 // Temporaries that an interrupted earlier run left next to path (path.tmp-XXXXXX, a file or a
-// folder): each is named in a warning ("never read; remove it, or rerun with FLAG"), or removed
-// when remove is true. *count (may be NULL) is how many there were.
+// folder): each is named in a warning ("never read; remove it, or rerun with FLAG"; flag may be
+// NULL), or removed when remove is true. *count (may be NULL) is how many there were.
 GT_MUST_USE gt_err gt_stale_temps(const char *path, bool remove, const char *flag,
                                   unsigned *count);
 

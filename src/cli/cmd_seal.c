@@ -108,7 +108,18 @@ int gt_cmd_seal(int argc, char **argv)
     }
     gt_seal_result r;
     double dt = 0;
-    gt_err err = run(&o, &r, &dt);
+    // Ctrl-C stops at the next slot, and the staging folder is removed; a folder a crash left
+    // (DSDIR.tmp-*) is named.
+    gt_interrupt_install();
+    gt_err err = gt_stale_temps(o.p.out_dir, false, NULL, NULL);
+    if (gt_is_ok(err)) {
+        err = run(&o, &r, &dt);
+    }
+    if (gt_interrupted()) {
+        int ignored = gt_cli_fail("seal", err);  // the message; the status says which signal
+        (void)ignored;
+        return 128 + gt_interrupted();
+    }
     if (!gt_is_ok(err)) {
         int status = gt_cli_fail("seal", err);
         for (size_t i = 0; err.code == GT_E_FORMAT && i < o.p.shard_count; i++) {

@@ -85,9 +85,14 @@ int gt_cmd_unseal(int argc, char **argv)
     }
     gt_manifest m;
     double dt = 0;
-    gt_err err = run(&o, &m, &dt);
+    gt_interrupt_install();  // Ctrl-C stops at the next slot; the partial output is removed
+    gt_err err = gt_stale_temps(o.out, false, NULL, NULL);
+    if (gt_is_ok(err)) {
+        err = run(&o, &m, &dt);
+    }
     if (!gt_is_ok(err)) {
-        return gt_cli_fail("unseal", err);
+        int status = gt_cli_fail("unseal", err);
+        return gt_interrupted() ? 128 + gt_interrupted() : status;
     }
     print_unsealed(&o, &m, dt);
     gt_manifest_free(&m);

@@ -466,6 +466,12 @@ static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_sour
                 (void *const[]){h, &o});
     const uint8_t *spill = hdr;  // the 40 bytes that start the next slot
     for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
+        // Ctrl-C (a command that installed util's interrupt flag): stop at the next slot; the
+        // staging folder is removed on the way out.
+        if (gt_interrupted()) {
+            err = gt_errf(GT_E_STATE, "stopped by a signal; nothing was sealed");
+            break;
+        }
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
         if (b == NULL) {
@@ -786,6 +792,10 @@ static gt_err unseal_chunk(const char *dsdir, const gt_manifest *m, uint32_t i,
     stage st;
     stage_start(&st, ring, 1, (const stage_fn[]){unseal_write_stage}, (void *const[]){out});
     for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
+        if (gt_interrupted()) {  // as in seal_chunk: the partial output is removed on the way out
+            err = gt_errf(GT_E_STATE, "stopped by a signal; nothing was unsealed");
+            break;
+        }
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
         if (b == NULL) {

@@ -198,8 +198,8 @@ gt_err gt_stale_temps(const char *path, bool remove, const char *flag, unsigned 
                 gt_log_info("removed %s, left by an interrupted earlier run", stale);
             }
         } else {
-            gt_log_warn("%s was left by an interrupted earlier run; it is never read: remove it, "
-                        "or rerun with %s", stale, flag);
+            gt_log_warn("%s was left by an interrupted earlier run; it is never read: remove it%s%s",
+                        stale, flag ? ", or rerun with " : "", flag ? flag : "");
         }
     }
     closedir(d);

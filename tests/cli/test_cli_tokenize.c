@@ -117,6 +117,43 @@ static void sigint_leaves_nothing_behind(void **state)
     gt_test_rmtree(dir);
 }
 
+// Ctrl-C in seal: the staging folder goes, nothing of DSDIR appears, exit 128 + SIGINT. The
+// input is a sparse shard of 1 Gi zero tokens, so the run is long enough and costs no disk read.
+static void seal_sigint_leaves_nothing_behind(void **state)
+{
+    (void)state;
+    char dir[256], in[512], keys[512], outdir[512], out[600], log[600];
+    gt_test_tmpdir(dir, sizeof dir);
+    GT_ASSERT_OK(gt_path_join(in, sizeof in, dir, "zeros.bin"));
+    GT_ASSERT_OK(gt_path_join(keys, sizeof keys, dir, "keys"));
+    GT_ASSERT_OK(gt_path_join(outdir, sizeof outdir, dir, "out"));
+    GT_ASSERT_OK(gt_mkdir_p(outdir, 0700));
+    snprintf(out, sizeof out, "%s/ds", outdir);
+    snprintf(log, sizeof log, "%s/log.txt", dir);
+    assert_int_equal(gt_test_run_cli(NULL, (const char *[]){"keygen", "--out", keys, NULL}), 0);
+    int32_t hdr[256] = {20240520, 1, 1 << 30};
+    FILE *f = fopen(in, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(hdr, sizeof hdr, 1, f), 1);
+    assert_int_equal(ftruncate(fileno(f), (off_t)sizeof hdr + (2ll << 30)), 0);
+    fclose(f);
+    gt_proc p;
+    gt_proc_spec spec = {.argv = (char *[]){GT_CLI_PATH, "seal", in, "--key", keys, "--out", out,
+                                            "--vocab", "256", NULL},
+                         .log_path = log};
+    GT_ASSERT_OK(gt_proc_spawn(&p, &spec));
+    for (int i = 0; i < 1000 && gt_test_count_files(outdir) == 0; i++) {
+        usleep(10000);  // until the staging folder exists
+    }
+    assert_int_equal(gt_test_count_files(outdir), 1);
+    kill(p.pid, SIGINT);
+    int status = gt_proc_stop(&p, 30000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
+    assert_int_equal(gt_test_count_files(outdir), 0);  // no DSDIR, no DSDIR.tmp-*
+    gt_test_rmtree(dir);
+}
+
 // A tokenizer file (the committed GPT-2 subset) and two texts: the sample repeated past the
 // command's 1 MiB read buffer, so pieces and blank lines fall across reads.
 typedef struct {
@@ -314,6 +351,7 @@ int main(void)
         cmocka_unit_test(tokenizes_files_in_order),
         cmocka_unit_test(failures_leave_no_output),
         cmocka_unit_test(sigint_leaves_nothing_behind),
+        cmocka_unit_test(seal_sigint_leaves_nothing_behind),
         cmocka_unit_test(bpe_shard_equals_library),
         cmocka_unit_test(paragraphs_and_validation_split),
         cmocka_unit_test(writes_tokenizer_files),
