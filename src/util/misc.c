@@ -70,7 +70,9 @@ static volatile int interrupt_signal;
 
 static void on_interrupt(int sig)
 {
-    interrupt_signal = sig;
+    if (interrupt_signal == 0) {
+        interrupt_signal = sig;  // the first one asked: a SIGTERM after a SIGINT does not rename it
+    }
     signal(sig, SIG_DFL);  // a second one is not asked twice
 }
 

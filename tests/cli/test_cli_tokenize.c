@@ -83,6 +83,9 @@ static void sigint_leaves_nothing_behind(void **state)
     }
     assert_int_equal(gt_test_count_files(outdir), 1);
     kill(p.pid, SIGINT);
+    for (int i = 0; i < 400 && gt_proc_alive(&p); i++) {
+        usleep(50000);  // it stops by itself; gt_proc_stop would add a SIGTERM
+    }
     int status = gt_proc_stop(&p, 20000);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
@@ -147,6 +150,9 @@ static void seal_sigint_leaves_nothing_behind(void **state)
     }
     assert_int_equal(gt_test_count_files(outdir), 1);
     kill(p.pid, SIGINT);
+    for (int i = 0; i < 600 && gt_proc_alive(&p); i++) {
+        usleep(50000);  // it stops by itself; gt_proc_stop would add a SIGTERM
+    }
     int status = gt_proc_stop(&p, 30000);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
