@@ -10,7 +10,6 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -33,7 +32,7 @@ struct gt_channel {
     int fd;
     SSL_CTX *ctx;
     SSL *ssl;
-    double deadline;      // CLOCK_MONOTONIC seconds by which the handshake must be done (0: none)
+    double deadline;      // gt_now_seconds() by which the handshake must be done (0: none)
     uint64_t send_left;  // bytes still owed to a frame begun with gt_channel_send_begin
     uint64_t recv_left;
 };
@@ -260,13 +259,6 @@ static gt_err check_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_
     return err;
 }
 
-static double monotonic_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 // Before every socket read or write of a handshake: the socket's timeouts are set to what is
 // left of the deadline, so the whole exchange ends by it. A per-read timeout alone does not: a
 // peer that trickles one byte just inside it holds the handshake (and its thread) for ever.
@@ -278,7 +270,7 @@ static long deadline_bio_callback(BIO *b, int oper, const char *argp, size_t len
     if (ch == NULL || ch->deadline <= 0 || (oper != BIO_CB_READ && oper != BIO_CB_WRITE)) {
         return ret;
     }
-    double left = ch->deadline - monotonic_seconds();
+    double left = ch->deadline - gt_now_seconds();
     if (left <= 0) {
         errno = ETIMEDOUT;
         return -1;  // the operation is not performed
@@ -295,7 +287,7 @@ static long deadline_bio_callback(BIO *b, int oper, const char *argp, size_t len
 static void deadline_set(gt_channel *ch, int deadline_ms)
 {
     BIO *bio = SSL_get_rbio(ch->ssl);
-    ch->deadline = deadline_ms > 0 ? monotonic_seconds() + deadline_ms / 1000.0 : 0;
+    ch->deadline = deadline_ms > 0 ? gt_now_seconds() + deadline_ms / 1000.0 : 0;
     BIO_set_callback_arg(bio, ch->deadline > 0 ? (char *)ch : NULL);
     BIO_set_callback_ex(bio, ch->deadline > 0 ? deadline_bio_callback : NULL);
 }
@@ -303,7 +295,7 @@ static void deadline_set(gt_channel *ch, int deadline_ms)
 // The error of a failed handshake step: the deadline, when that is what ended it.
 static gt_err deadline_check(const gt_channel *ch, gt_err err, int deadline_ms)
 {
-    if (!gt_is_ok(err) && ch->deadline > 0 && monotonic_seconds() >= ch->deadline) {
+    if (!gt_is_ok(err) && ch->deadline > 0 && gt_now_seconds() >= ch->deadline) {
         ERR_clear_error();
         return gt_errf(GT_E_TIMEOUT, "handshake and evidence exchange not done within %d ms",
                        deadline_ms);

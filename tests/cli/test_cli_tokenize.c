@@ -83,10 +83,7 @@ static void sigint_leaves_nothing_behind(void **state)
     }
     assert_int_equal(gt_test_count_files(outdir), 1);
     kill(p.pid, SIGINT);
-    for (int i = 0; i < 400 && gt_proc_alive(&p); i++) {
-        usleep(50000);  // it stops by itself; gt_proc_stop would add a SIGTERM
-    }
-    int status = gt_proc_stop(&p, 20000);
+    int status = gt_test_proc_wait(&p, 20000);  // it stops by itself
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
     assert_int_equal(gt_test_count_files(outdir), 0);  // no shard, no *.tmp-*
@@ -150,10 +147,7 @@ static void seal_sigint_leaves_nothing_behind(void **state)
     }
     assert_int_equal(gt_test_count_files(outdir), 1);
     kill(p.pid, SIGINT);
-    for (int i = 0; i < 600 && gt_proc_alive(&p); i++) {
-        usleep(50000);  // it stops by itself; gt_proc_stop would add a SIGTERM
-    }
-    int status = gt_proc_stop(&p, 30000);
+    int status = gt_test_proc_wait(&p, 30000);  // it stops by itself
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
     assert_int_equal(gt_test_count_files(outdir), 0);  // no DSDIR, no DSDIR.tmp-*

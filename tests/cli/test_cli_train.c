@@ -254,10 +254,7 @@ static void sigint_saves_and_says_how_to_resume(void **state)
     GT_ASSERT_OK(gt_proc_wait_ready(&train, &ready));
     assert_false(gt_path_exists(st));  // no --save-every: nothing saved yet
     kill(train.pid, SIGINT);
-    for (int i = 0; i < 400 && gt_proc_alive(&train); i++) {
-        usleep(50000);  // it stops by itself; gt_proc_stop would add a SIGTERM
-    }
-    int status = gt_proc_stop(&train, 20000);
+    int status = gt_test_proc_wait(&train, 20000);  // it stops by itself
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
     gt_buf out = {0};

@@ -69,10 +69,7 @@ static void quickstart_runs_as_written(void **state)
                          .env = env};
     GT_ASSERT_OK(gt_proc_spawn(&p, &spec));
     double t0 = gt_now_seconds();
-    while (gt_proc_alive(&p) && gt_now_seconds() - t0 < 300) {
-        usleep(50000);
-    }
-    int status = gt_proc_stop(&p, 1000);
+    int status = gt_test_proc_wait(&p, 300000);
     gt_buf out = {0};
     GT_ASSERT_OK(gt_file_read_all(log, 1 << 24, &out));
     GT_ASSERT_OK(gt_buf_append(&out, "", 1));

@@ -97,3 +97,12 @@ int gt_test_run_cli(gt_buf *out, const char *const *args)
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+int gt_test_proc_wait(gt_proc *p, int timeout_ms)
+{
+    double until = gt_now_seconds() + timeout_ms / 1000.0;
+    while (gt_proc_alive(p) && gt_now_seconds() < until) {
+        usleep(20000);
+    }
+    return gt_proc_stop(p, 1000);
+}

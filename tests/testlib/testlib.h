@@ -52,6 +52,9 @@ void gt_test_data_path(char *out, size_t cap, const char *rel);
 void gt_test_read_data(const char *rel, gt_buf *b);
 // Number of regular files in dir (for "nothing was left behind" checks).
 int gt_test_count_files(const char *dir);
+// Waits up to timeout_ms for the child to end by itself, then reaps it (gt_proc_stop, which
+// would add a SIGTERM to one still running) and returns its wait status.
+int gt_test_proc_wait(gt_proc *p, int timeout_ms);
 
 // Runs the gputravel binary with the given NULL-terminated arguments; returns its exit status
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
