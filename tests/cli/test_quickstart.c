@@ -83,7 +83,10 @@ static void quickstart_runs_as_written(void **state)
     assert_non_null(strstr(said, "OK: a run could start under this agreement"));
     assert_non_null(strstr(said, "trained 20 step(s)"));
     // 20 steps fit in alice's first chunk: bob's data never went in, and the table says so.
-    assert_non_null(strstr(said, "warning: holder bob contributed nothing to this run"));
+    assert_non_null(strstr(said, "warning: holder bob contributed nothing to this run (no "
+                                 "chunk of it was trained on: the steps ran out before its "
+                                 "turn)"));
+    assert_non_null(strstr(said, "\nstopped: trained the agreement's 20 steps\n"));
     assert_non_null(strstr(said, "wrote model.bin"));
     assert_non_null(strstr(said, "ledger verified"));
     gt_buf_free(&out);
