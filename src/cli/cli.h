@@ -57,6 +57,12 @@ int gt_cli_inspect_state(const char *dir, FILE *out);
 // `gputravel inspect FILE` for llm.c checkpoints, shards, tokenizer files and training states
 // (inspect_files.c): the exit status, or -1 when FILE is none of these.
 int gt_cli_inspect_plain_file(const char *path, bool json);
+// Calls each(ctx, body, hash) for the first `max` entries of a ledger's bytes, verified before
+// (holder.h: BODY ' ' HASH ' ' SIG '\n'): body is the entry's parsed JSON ({"seq", "time",
+// "prev", "kind", "detail"}), hash its hex hash. Stops at the first error (cmd_ledger.c).
+typedef gt_err (*gt_cli_ledger_entry_fn)(void *ctx, const cJSON *body, gt_span hash);
+GT_MUST_USE gt_err gt_cli_ledger_entries(const gt_buf *b, uint64_t max,
+                                         gt_cli_ledger_entry_fn each, void *ctx);
 // Prints o indented on stdout and frees it: GT_EXIT_OK (or the failure's status).
 int gt_cli_print_json(cJSON *o);
 // After a failure on path: when the file is recognisably another kind than `wanted` ("a token
