@@ -342,6 +342,11 @@ static void init_random_and_sample(void **state)
     }
     assert_non_null(strstr((char *)o.data, "step 3/3 | loss "));
     gt_buf_free(&o);
+    // model data in plaintext: only its owner may read it
+    gt_test_assert_mode(ck, 0600);
+    char state_path[600];
+    snprintf(state_path, sizeof state_path, "%s.state", ck);
+    gt_test_assert_mode(state_path, 0600);
     const char *s1[] = {"sample", ck, "--tokens", "12", "--seed", "4", "--prompt", "1,2,3", NULL};
     gt_buf a = {0}, b = {0};
     assert_int_equal(gt_test_run_cli(&a, s1), 0);
@@ -402,6 +407,7 @@ static void resume_refuses_changed_checkpoint(void **state)
                            "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
                            NULL};
     assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_test_assert_mode(ck, 0600);
     gt_buf f = {0};
     GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
     f.data[1024 + 40] ^= 0x01;  // one weight's lowest bit
@@ -437,6 +443,7 @@ static void bf16_checkpoint_and_resume(void **state)
                            "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
                            "--out-bf16", "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
     assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_test_assert_mode(ck, 0600);
     gt_buf f = {0};
     GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
     gt_buf g = {0};
