@@ -152,7 +152,29 @@ static gt_err find_me(const options *o, holder_run *r)
     return GT_OK;
 }
 
-// Keys, agreement, policy, trust roots and ledger; then the agent and its listener.
+// The dataset's manifest is there, this holder's, and the one the agreement names for it (the
+// agent checks every chunk as well, once the ledger is open).
+static gt_err dataset_precheck(const options *o, const holder_run *r)
+{
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, o->dataset));
+    gt_err err = GT_OK;
+    if (!gt_ct_equal(m.holder_pub, r->keys.holder_pub, GT_ED25519_PUBLIC_BYTES)) {
+        char got[2 * GT_ED25519_PUBLIC_BYTES + 1], want[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(got, sizeof got, m.holder_pub, sizeof m.holder_pub);
+        gt_hex_encode(want, sizeof want, r->keys.holder_pub, sizeof r->keys.holder_pub);
+        err = gt_errf(GT_E_AUTH, "dataset %s is signed by holder %.16s..., not by this key "
+                      "folder's %.16s... (%s)", o->dataset, got, want, o->key);
+    } else if (!gt_ct_equal(m.dataset_id, r->me->dataset_id, GT_DATASET_ID_BYTES)) {
+        err = gt_errf(GT_E_POLICY, "dataset %s is not the one the agreement names for '%s'",
+                      o->dataset, r->me->name);
+    }
+    gt_manifest_free(&m);
+    return err;
+}
+
+// Keys, agreement, policy, trust roots, the dataset's manifest and the listener; then the
+// ledger and the agent.
 static gt_err open_agent(options *o, holder_run *r)
 {
     GT_TRY(gt_keydir_load(o->key, &r->keys));
@@ -167,6 +189,10 @@ static gt_err open_agent(options *o, holder_run *r)
         GT_TRY(gt_file_read_all(o->roots[i], 1 << 20, &r->root_bytes[i]));
         r->roots[i] = (gt_attest_file){o->roots[i], gt_buf_span(&r->root_bytes[i])};
     }
+    // What makes a start fail is checked before the ledger is opened: a holder that cannot
+    // serve (no dataset, another one than the agreement's, its port taken) writes no genesis.
+    GT_TRY(dataset_precheck(o, r));
+    GT_TRY(gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint));
     if (o->ledger == NULL) {
         GT_TRY(gt_path_join(r->ledger_path, sizeof r->ledger_path, o->key, "ledger.log"));
         o->ledger = r->ledger_path;
@@ -184,8 +210,7 @@ static gt_err open_agent(options *o, holder_run *r)
         .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
         .require_witnesses = o->witnesses,
     };
-    GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
-    return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);
+    return gt_holder_agent_create(&r->agent, &cfg);
 }
 
 // Serves until SIGINT or SIGTERM; says so once it listens (tests and the demo wait for it).
