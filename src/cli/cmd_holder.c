@@ -51,6 +51,11 @@ static void usage(void)
            "  --sim-root DIR      simulated platform root (sim evidence; see gputravel attest)\n"
            "  --root FILE         trust input for trainers' evidence (repeatable; for sim: the\n"
            "                      sim root's root-pub.pem)\n"
+           "  --config FILE       more options from FILE: a JSON object whose keys are these\n"
+           "                      long options without -- (a string or number each, a list\n"
+           "                      for --root, true for a flag), e.g. {\"dataset\": \"ds\",\n"
+           "                      \"key\": \"keys\", \"root\": [\"root-pub.pem\"]}; unknown keys\n"
+           "                      and wrong types are errors; the command line overrides it\n"
            "  -h, --help          this help\n");
 }
 
@@ -63,16 +68,19 @@ typedef struct {
     int root_count;
 } options;
 
+// The options, and the keys of a --config file: the same names.
+static const struct option opts[] = {
+    {"dataset", required_argument, NULL, 'd'}, {"key", required_argument, NULL, 'k'},
+    {"agreement", required_argument, NULL, 'a'}, {"name", required_argument, NULL, 'n'},
+    {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
+    {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
+    {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
+    {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
+    {0}};
+static const char *const repeatable[] = {"root", NULL};
+
 static int parse_options(int argc, char **argv, options *o)
 {
-    static const struct option opts[] = {
-        {"dataset", required_argument, NULL, 'd'}, {"key", required_argument, NULL, 'k'},
-        {"agreement", required_argument, NULL, 'a'}, {"name", required_argument, NULL, 'n'},
-        {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
-        {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
-        {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
-        {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
-        {0}};
     o->tee = GT_TEE_SIM;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -269,13 +277,20 @@ int gt_cmd_holder(int argc, char **argv)
         usage();
         return GT_EXIT_OK;
     }
-    options o = {0};
-    int rc = parse_options(argc, argv, &o);
+    gt_cli_config conf;
+    int rc = gt_cli_config_expand("holder", opts, repeatable, &argc, &argv, &conf);
     if (rc != 0) {
+        return rc;
+    }
+    options o = {0};
+    rc = parse_options(argc, argv, &o);
+    if (rc != 0) {
+        gt_cli_config_free(&conf);
         return rc;
     }
     holder_run *r = calloc(1, sizeof *r);
     if (r == NULL) {
+        gt_cli_config_free(&conf);
         return gt_cli_fail("holder", gt_errf(GT_E_NOMEM, "out of memory"));
     }
     gt_err err = run(&o, r);
@@ -283,5 +298,6 @@ int gt_cmd_holder(int argc, char **argv)
         print_stats(r);
     }
     holder_free(r);
+    gt_cli_config_free(&conf);  // o's strings may be the file's
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("holder", err);
 }

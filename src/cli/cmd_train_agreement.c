@@ -50,7 +50,13 @@ static void usage(void)
            "  --sealed-out FILE    where the checkpoint sealed for the agreement's recipients\n"
            "                       goes when training ends (default DIR/model.sealed; only with\n"
            "                       output sealed_checkpoint: loss_only writes no checkpoint\n"
-           "                       outside DIR)\n");
+           "                       outside DIR)\n"
+           "  --config FILE        more options from FILE: a JSON object whose keys are these\n"
+           "                       long options without -- (a string or number each, a list\n"
+           "                       for --root, true for a flag), e.g. {\"agreement\": \"a.json\",\n"
+           "                       \"state\": \"trainer\", \"root\": [\"root-pub.pem\"]}; unknown\n"
+           "                       keys and wrong types are errors; the command line overrides\n"
+           "                       it\n");
 }
 
 typedef struct {
@@ -164,18 +170,21 @@ static int parse_one(int c, ta_options *o)
     return GT_EXIT_OK;
 }
 
+// The options, and the keys of a --config file: the same names.
+static const struct option opts[] = {
+    {"agreement", required_argument, NULL, 'a'}, {"state", required_argument, NULL, 'S'},
+    {"resume", no_argument, NULL, 'R'}, {"transfer", required_argument, NULL, 'x'},
+    {"device", required_argument, NULL, 'd'}, {"device-socket", required_argument, NULL, 'D'},
+    {"threads", required_argument, NULL, 'j'}, {"name", required_argument, NULL, 'n'},
+    {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
+    {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
+    {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
+    {"json", no_argument, NULL, 'J'},
+    {0}};
+static const char *const repeatable[] = {"root", NULL};
+
 static int parse(int argc, char **argv, ta_options *o)
 {
-    static const struct option opts[] = {
-        {"agreement", required_argument, NULL, 'a'}, {"state", required_argument, NULL, 'S'},
-        {"resume", no_argument, NULL, 'R'}, {"transfer", required_argument, NULL, 'x'},
-        {"device", required_argument, NULL, 'd'}, {"device-socket", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 'j'}, {"name", required_argument, NULL, 'n'},
-        {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
-        {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
-        {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
-        {"json", no_argument, NULL, 'J'},
-        {0}};
     *o = (ta_options){.name = "trainer", .transfer = GT_TRANSFER_CONVENTIONAL,
                       .kind = GT_DEVICE_CPU, .tee = GT_TEE_SIM};
     int c, rc = GT_EXIT_OK;
@@ -443,20 +452,26 @@ static void ta_free(ta_run *r)
     free(r);
 }
 
+static int train_exit(const ta_options *o, gt_err err, int stopped, bool failures,
+                      uint32_t steps);
+
 int gt_cli_train_agreement(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;
     }
-    ta_options o;
-    int rc = parse(argc, argv, &o);
+    gt_cli_config conf;
+    int rc = gt_cli_config_expand(CMD, opts, repeatable, &argc, &argv, &conf);
     if (rc != GT_EXIT_OK) {
         return rc;
     }
-    ta_run *r = calloc(1, sizeof *r);
+    ta_options o;
+    rc = parse(argc, argv, &o);
+    ta_run *r = rc == GT_EXIT_OK ? calloc(1, sizeof *r) : NULL;
     if (r == NULL) {
-        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+        gt_cli_config_free(&conf);
+        return rc != GT_EXIT_OK ? rc : gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
     // Ctrl-C or SIGTERM stops at the next step with the use in progress committed (a second one
     // ends the process at once).
@@ -472,17 +487,26 @@ int gt_cli_train_agreement(int argc, char **argv)
     uint32_t steps = r->rep.steps_done;
     bool failures = gt_is_ok(err) && r->rep.stop == GT_COLLAB_STOP_FAILURES;
     ta_free(r);
+    rc = train_exit(&o, err, stopped, failures, steps);
+    gt_cli_config_free(&conf);  // o's strings may be the file's
+    return rc;
+}
+
+// The exit status, with the stop message of a run that did not finish.
+static int train_exit(const ta_options *o, gt_err err, int stopped, bool failures,
+                      uint32_t steps)
+{
     if (failures) {
         fprintf(stderr, "gputravel train: stopped after step %u: the chunks left failed in this "
                         "run (the table above names them); the resume state is sealed in %s: run "
                         "the same command with --resume once their holders answer\n",
-                steps, o.state_dir);
+                steps, o->state_dir);
         return GT_EXIT_FAIL;
     }
     if (stopped) {
         fprintf(stderr, "gputravel train: stopped by %s after step %u; the resume state is "
                         "sealed in %s: run the same command with --resume to continue\n",
-                strsignal(stopped), steps, o.state_dir);
+                strsignal(stopped), steps, o->state_dir);
         return 128 + stopped;
     }
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);

@@ -191,6 +191,30 @@ static void holder_that_cannot_start_writes_no_ledger(void **state)
     print_message("port taken: %s", (char *)out.data);
     assert_false(gt_path_exists(p[5]));
     gt_buf_free(&out);
+    // The same options from --config (the command line adds --ledger): the same stop. A key
+    // that is no option of holder's stops it before anything else, naming the key.
+    char conf[700], doc[4096];
+    GT_ASSERT_OK(gt_path_join(conf, sizeof conf, dir, "holder.json"));
+    snprintf(doc, sizeof doc,
+             "{\"dataset\": \"%s\", \"key\": \"%s\", \"agreement\": \"%s\", \"policy\": \"%s\", "
+             "\"sim-root\": \"%s\", \"root\": [\"%s\"], \"witnesses\": false}",
+             p[2], p[1], p[3], p[6], p[4], p[7]);
+    GT_ASSERT_OK(gt_file_write_atomic(conf, doc, strlen(doc), 0600));
+    assert_int_equal(gt_test_run_cli(&out, (const char *[]){"holder", "--config", conf,
+                                                            "--ledger", p[5], NULL}), 1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    if (strstr((char *)out.data, "Address already in use") == NULL) {
+        fail_msg("holder --config: %s", (char *)out.data);
+    }
+    assert_false(gt_path_exists(p[5]));
+    gt_buf_free(&out);
+    const char *typo = "{\"datset\": \"ds\"}";
+    GT_ASSERT_OK(gt_file_write_atomic(conf, typo, strlen(typo), 0600));
+    assert_int_equal(gt_test_run_cli(&out, (const char *[]){"holder", "--config", conf, NULL}),
+                     1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    assert_non_null(strstr((char *)out.data, "config: unknown key \"datset\""));
+    gt_buf_free(&out);
     gt_listener_close(taken);
     // Another dataset of the same holder: not the one the agreement names.
     char other[700];
