@@ -1625,8 +1625,11 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
     gt_buftab_config tc = {.mem_limit = d.arena_bytes, .max_buffers = DEVD_MAX_BUFFERS,
                            .limit_hint = "devd --mem-limit"};
     GT_TRY_GOTO(err, gt_buftab_new(&d.tab, &tc), out);
-    GT_TRY_GOTO(err, arena_create(&d), out);
+    // The socket first: a path devd cannot serve on (no such folder, not writable, a file that
+    // is not a socket, another devd's) fails at once, before the arena is reserved and touched
+    // (seconds for GiBs). Clients that connect meanwhile wait in the backlog.
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
+    GT_TRY_GOTO(err, arena_create(&d), out);
     gt_log_info("devd: serving %s", cfg->socket_path);
     serve_loop(&d);
 out:

@@ -62,6 +62,10 @@ gt_err gt_atomic_file_open(gt_atomic_file *f, const char *path, unsigned mode)
 {
     memset(f, 0, sizeof *f);
     GT_ENSURE(strlen(path) < sizeof f->path, GT_E_LIMIT, "path too long: %s", path);
+    // A folder at path would refuse the final rename, after all the writing: refused now.
+    struct stat st;
+    GT_ENSURE(stat(path, &st) != 0 || !S_ISDIR(st.st_mode), GT_E_ARG,
+              "%s is a folder: name the file to write (e.g. %s/NAME)", path, path);
     snprintf(f->path, sizeof f->path, "%s", path);
     snprintf(f->tmp_path, sizeof f->tmp_path, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(f->tmp_path);

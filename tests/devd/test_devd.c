@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -691,6 +692,48 @@ static void test_cli_memory_limit(void **state)
     gt_test_rmtree(dir);
 }
 
+// devd checks its socket path before it reserves (and touches) its memory: a path it cannot
+// serve on fails at once, naming the path, even with a --mem-limit it could not reserve; a
+// file that is not a socket is left as it was.
+static void test_cli_socket_checked_first(void **state)
+{
+    (void)state;
+    char dir[512], sock[600], file[600], ro[600], ro_sock[700];
+    gt_test_tmpdir(dir, sizeof dir);
+    snprintf(sock, sizeof sock, "%s/no-such-folder/d.sock", dir);
+    snprintf(file, sizeof file, "%s/plain-file", dir);
+    snprintf(ro, sizeof ro, "%s/read-only", dir);
+    snprintf(ro_sock, sizeof ro_sock, "%s/d.sock", ro);
+    GT_ASSERT_OK(gt_file_write_atomic(file, "keep", 4, 0600));
+    GT_ASSERT_OK(gt_mkdir_p(ro, 0500));
+    assert_int_equal(chmod(ro, 0500), 0);
+    const char *paths[] = {sock, file, ro_sock};
+    const char *says[] = {"cannot listen on", "exists and is not a socket", "cannot listen on"};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && geteuid() == 0) {
+            continue;  // root writes into a read-only folder
+        }
+        gt_buf out = {0};
+        const char *args[] = {"devd", "--socket", paths[i], "--mem-limit", "64TiB", NULL};
+        assert_int_equal(gt_test_run_cli(&out, args), 1);
+        GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+        const char *said = (const char *)out.data;
+        if (strstr(said, says[i]) == NULL || strstr(said, paths[i]) == NULL ||
+            strstr(said, "--mem-limit") != NULL) {
+            fail_msg("devd --socket %s: %s", paths[i], said);
+        }
+        gt_buf_free(&out);
+    }
+    gt_buf kept = {0};
+    GT_ASSERT_OK(gt_file_read_all(file, 64, &kept));
+    assert_int_equal(kept.len, 4);
+    assert_memory_equal(kept.data, "keep", 4);
+    gt_buf_free_nowipe(&kept);
+    assert_false(gt_path_exists(ro_sock));
+    assert_int_equal(chmod(ro, 0700), 0);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -706,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_fuzzed_control_channel),
         cmocka_unit_test(test_admission_policy),
         cmocka_unit_test(test_cli_memory_limit),
+        cmocka_unit_test(test_cli_socket_checked_first),
     };
     return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }
