@@ -449,3 +449,35 @@ gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now)
                                .checkpoint = o->checkpoint, .resume = o->resume};
     return GT_OK;
 }
+
+// ---- peers (issue 16) ---------------------------------------------------------------------------
+
+gt_err gt_device_sim_impl_peer_hello(void *impl, uint32_t rank, uint32_t nranks, uint8_t *hello,
+                                     size_t cap, size_t *len)
+{
+    (void)impl, (void)rank, (void)nranks, (void)hello, (void)cap, (void)len;
+    return gt_errf(GT_E_UNSUPPORTED, "sim device: peers not built yet");
+}
+gt_err gt_device_sim_impl_peer_admit(void *impl, uint32_t peer_rank, const uint8_t *hello,
+                                     size_t len)
+{
+    (void)impl, (void)peer_rank, (void)hello, (void)len;
+    return gt_errf(GT_E_UNSUPPORTED, "sim device: peers not built yet");
+}
+gt_err gt_device_sim_impl_peer_run_id(void *impl, uint8_t run[16])
+{
+    (void)impl, (void)run;
+    return gt_errf(GT_E_UNSUPPORTED, "sim device: peers not built yet");
+}
+gt_err gt_device_sim_impl_peer_seal(void *impl, const gt_peer_hdr *h, gt_dbuf buf, uint8_t *out,
+                                    size_t cap, size_t *outlen)
+{
+    (void)impl, (void)h, (void)buf, (void)out, (void)cap, (void)outlen;
+    return gt_errf(GT_E_UNSUPPORTED, "sim device: peers not built yet");
+}
+gt_err gt_device_sim_impl_peer_open(void *impl, const gt_peer_hdr *h, const uint8_t *in,
+                                    size_t len, gt_dbuf buf, int mode)
+{
+    (void)impl, (void)h, (void)in, (void)len, (void)buf, (void)mode;
+    return gt_errf(GT_E_UNSUPPORTED, "sim device: peers not built yet");
+}
