@@ -184,6 +184,10 @@ static void admit_all(world *w, int n)
             }
         }
     }
+    gt_peer_hello_msg m;  // who made it: devd on sim, the trainer's process on cpu
+    GT_ASSERT_OK(gt_peer_hello_parse((gt_span){h[0].b, h[0].len}, &m));
+    assert_int_equal(m.kind, w->kind == GT_DEVICE_SIM ? GT_PEER_KIND_DEVD : GT_PEER_KIND_INPROC);
+    assert_int_equal(m.trainer.len > 0, w->kind == GT_DEVICE_SIM);
     GT_ASSERT_OK(gt_device_peer_run_id(w->dev[0], w->run));
     for (int i = 1; i < n; i++) {
         uint8_t run[16];
@@ -520,6 +524,41 @@ static void test_received_buffer_copy_out_refused(void **state)
     }
 }
 
+// sim only: devd takes its peer rules from its own parse of the declared agreement, never from
+// the client. A client that declares forged rules (3 ranks, any measurement) gets neither: devd
+// holds it to the agreement's 2 ranks and still refuses a trainer the agreement does not list.
+static void test_devd_ignores_the_clients_rules(void **state)
+{
+    world *w = *state;
+    if (w->kind != GT_DEVICE_SIM) {
+        skip();  // on cpu the trainer's own reading is the rule (its code is the trusted base)
+    }
+    agreement_make(&w->a, "peers", 2);
+    gt_device_outputs forged;
+    gt_agreement_device_outputs(&w->a, &forged);
+    forged.peers.ranks = 3;
+    forged.peers.trainer_count = 0;
+    forged.peers.device_count = 0;
+    gt_device *dev[2];
+    for (int i = 0; i < 2; i++) {
+        gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = w->sock[i]};
+        gt_device_sim_options opt;
+        memset(&opt, 0, sizeof opt);
+        opt.attester.produce = i == 1 ? produce_other : NULL;
+        memcpy(opt.agreement_hash, w->a.hash, GT_SHA256_BYTES);
+        GT_ASSERT_OK(gt_device_open_sim(&dev[i], &cfg, &opt));
+        w->dev[i] = dev[i];
+        GT_ASSERT_OK(gt_device_declare_outputs(dev[i], &forged, (gt_span){w->a.doc,
+                                                                          w->a.doc_len}));
+    }
+    hello_buf h[2];
+    GT_ASSERT_ERR(gt_device_peer_hello(dev[0], 0, 3, h[0].b, sizeof h[0].b, &h[0].len),
+                  GT_E_POLICY, "admits 2");
+    hellos(w, 2, h);
+    GT_ASSERT_ERR(gt_device_peer_admit(dev[0], 1, h[1].b, h[1].len), GT_E_POLICY,
+                  "trainer measurement");
+}
+
 #define CASE(f) cmocka_unit_test_teardown(f, case_teardown)
 
 int main(void)
@@ -536,6 +575,7 @@ int main(void)
         CASE(test_hello_from_another_run_opens_nothing),
         CASE(test_seal_to_non_admitted_peer_refused),
         CASE(test_received_buffer_copy_out_refused),
+        CASE(test_devd_ignores_the_clients_rules),
     };
     int failed = cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
     if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL) {
