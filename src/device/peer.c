@@ -256,6 +256,13 @@ static gt_err appraise_devd(const gt_peer_core *pc, const gt_peer_hello_msg *m,
                                            &claims));
     uint8_t meas[GT_MEASUREMENT_BYTES];
     gt_err err = claims_measurement(claims, meas, "device");
+    // Only devd itself holds peers: a trip a trainer serves says cuda or host memory.
+    const char *mem =
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims, "device_memory"));
+    if (gt_is_ok(err) && (mem == NULL || strcmp(mem, "devd") != 0)) {
+        err = gt_errf(GT_E_POLICY, "peer device: its memory is '%s', not devd's",
+                      mem ? mem : "unstated");
+    }
     cJSON_Delete(claims);
     GT_TRY(err);
     GT_TRY(measurement_check(pc->rules.device, pc->rules.device_count, meas, "device"));
