@@ -526,7 +526,8 @@ static void chunk_apply(uint8_t *dst, const uint8_t *plain, uint64_t nelem, int 
 static gt_err open_checks(gt_peer_core *pc, const gt_peer_hdr *h, int mode)
 {
     GT_ENSURE(mode == GT_PEER_ADD || mode == GT_PEER_COPY, GT_E_ARG, "device: open mode %d", mode);
-    GT_ENSURE(pc->active && h->dst == pc->rank, GT_E_ARG,
+    GT_ENSURE(pc->active, GT_E_STATE, "device: no peer run (make this device's hello first)");
+    GT_ENSURE(h->dst == pc->rank, GT_E_ARG,
               "device: the expected header is for rank %u, this device is rank %u", h->dst,
               pc->rank);
     GT_ENSURE(h->src < pc->nranks && h->src != pc->rank && pc->peers[h->src].admitted,
