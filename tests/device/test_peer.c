@@ -41,7 +41,17 @@ static void hex48(char out[97], const uint8_t m[GT_MEASUREMENT_BYTES])
 
 // An agreement for `ranks` trainer ranks accepting this test's process as the trainer and as a
 // cpu device, and this build's devd as a sim device; `name` makes it another agreement.
+static void agreement_make_devices(gt_agreement *a, const char *name, uint32_t ranks,
+                                   bool cpu_device, bool sim_device);
+
 static void agreement_make(gt_agreement *a, const char *name, uint32_t ranks)
+{
+    agreement_make_devices(a, name, ranks, true, true);
+}
+
+// The same with only the cpu device (this process) or only the sim device (devd) accepted.
+static void agreement_make_devices(gt_agreement *a, const char *name, uint32_t ranks,
+                                   bool cpu_device, bool sim_device)
 {
     uint8_t self[GT_MEASUREMENT_BYTES], cli[GT_MEASUREMENT_BYTES];
     GT_ASSERT_OK(gt_sim_measure_exe(self, NULL));
@@ -56,9 +66,11 @@ static void agreement_make(gt_agreement *a, const char *name, uint32_t ranks)
              "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
              "\"token_budget\":100000,\"max_uses_per_chunk\":1}],"
              "\"trainer\":{\"accepted_measurements\":[\"%s\"],\"ranks\":%u},"
-             "\"device\":{\"accepted_measurements\":[\"%s\",\"%s\"]},"
+             "\"device\":{\"accepted_measurements\":[\"%s\"%s%s%s]},"
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
-             name, 0, DATASET_HEX, hs, ranks, hs, hc);
+             name, 0, DATASET_HEX, hs, ranks, cpu_device ? hs : hc, cpu_device && sim_device
+             ? ",\"" : "", cpu_device && sim_device ? hc : "", cpu_device && sim_device ? "\""
+             : "");
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
@@ -459,6 +471,21 @@ static void test_unapproved_measurement_refused(void **state)
     GT_ASSERT_CODE(gt_device_peer_run_id(w->dev[0], w->run), GT_E_STATE);
 }
 
+// The agreement accepts the trainer but not the peer's device (on cpu the trainer's process,
+// on sim devd): refused, naming the device measurement.
+static void test_unapproved_device_refused(void **state)
+{
+    world *w = *state;
+    bool cpu = w->kind == GT_DEVICE_CPU;
+    agreement_make_devices(&w->a, "peers", 2, !cpu, cpu);
+    open_dev(w, 0, &w->a, NULL);
+    open_dev(w, 1, &w->a, NULL);
+    hello_buf h[2];
+    hellos(w, 2, h);
+    GT_ASSERT_ERR(gt_device_peer_admit(w->dev[0], 1, h[1].b, h[1].len), GT_E_POLICY,
+                  "device measurement");
+}
+
 // A device declared with another agreement makes a hello naming that one: refused. Rewriting the
 // agreement bytes in its hello to ours breaks its evidence's binding: refused too.
 static void test_hello_of_another_agreement_refused(void **state)
@@ -607,6 +634,7 @@ int main(void)
         CASE(test_misrouted_chunk_rejected),
         CASE(test_chunk_from_earlier_step_rejected),
         CASE(test_unapproved_measurement_refused),
+        CASE(test_unapproved_device_refused),
         CASE(test_hello_of_another_agreement_refused),
         CASE(test_hello_from_another_run_opens_nothing),
         CASE(test_seal_to_non_admitted_peer_refused),
