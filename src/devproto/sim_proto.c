@@ -591,6 +591,15 @@ static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
     }
 }
 
+// The families kept apart from the flat table below: peers, exports, labels.
+static gt_err family_write(gt_writer *w, const gt_sim_msg *m)
+{
+    if (gt_sim_peer_type(m->type)) {
+        return gt_sim_peer_msg_write(w, m);
+    }
+    return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
+}
+
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
@@ -666,10 +675,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
         return gt_writer_u64le(w, m->stat.mem_limit);
     default:
-        if (gt_sim_peer_type(m->type)) {
-            return gt_sim_peer_msg_write(w, m);
-        }
-        return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
+        return family_write(w, m);
     }
 }
 
