@@ -425,6 +425,100 @@ static void test_malformed_records(void **state)
     assert_device_clean(f, 0);
 }
 
+// The PEER_* requests (issue 16) as a hostile trainer sends them: before any declaration, with
+// a chunk length beyond its buffer, a chunk opened over itself, another session's handle: each
+// refused with a STATUS and the session goes on; a malformed PEER record or a PEER reply sent by
+// the client ends the session. devd stays clean.
+static gt_err peer_rpc(gt_sim_conn *c, gt_sim_msg *m)
+{
+    gt_sim_msg rep;
+    return gt_sim_conn_rpc(c, m, m->type == GT_SIM_REQ_PEER_RUN_ID ? GT_SIM_REP_PEER_RUN
+                                                                   : GT_SIM_REP_STATUS, &rep);
+}
+
+static void test_peer_requests_checked(void **state)
+{
+    fixture *f = *state;
+    gt_sim_conn c;
+    open_conn(f, &c);
+    uint64_t chunk = raw_alloc(&c, 256, 0), dst = raw_alloc(&c, 256, 0);
+    gt_sim_msg hello = {.type = GT_SIM_REQ_PEER_HELLO, .peer = {.rank = 0, .nranks = 2}};
+    GT_ASSERT_ERR(peer_rpc(&c, &hello), GT_E_STATE, "declare");
+    gt_sim_msg admit = {.type = GT_SIM_REQ_PEER_ADMIT, .handle = chunk, .len = 256,
+                        .peer = {.rank = 1}};
+    GT_ASSERT_ERR(peer_rpc(&c, &admit), GT_E_STATE, "declare");
+    gt_sim_msg run = {.type = GT_SIM_REQ_PEER_RUN_ID};
+    GT_ASSERT_CODE(peer_rpc(&c, &run), GT_E_STATE);
+    gt_sim_msg seal = {.type = GT_SIM_REQ_PEER_SEAL, .handle = dst,
+                       .peer = {.src = 0, .dst = 1, .nelem = 8}};
+    GT_ASSERT_CODE(peer_rpc(&c, &seal), GT_E_STATE);
+    gt_sim_msg open = {.type = GT_SIM_REQ_PEER_OPEN, .handle = dst,
+                       .peer = {.src = 1, .dst = 0, .nelem = 8, .mode = 1, .chunk = chunk,
+                                .chunk_len = 257}};
+    GT_ASSERT_CODE(peer_rpc(&c, &open), GT_E_STATE);
+    open.peer.chunk = 0x7700000001ull;  // never issued
+    GT_ASSERT_CODE(peer_rpc(&c, &open), GT_E_STATE);
+    GT_ASSERT_OK(gt_sim_conn_rpc(&c, &(gt_sim_msg){.type = GT_SIM_REQ_SYNC}, GT_SIM_REP_STATUS,
+                                 &(gt_sim_msg){0}));  // the session goes on
+    assert_int_equal(c.broken, false);
+    gt_sim_conn_close(&c);
+    // Declared (devd parsed the agreement): the ranges and handles are checked next.
+    static const char doc[] =
+        "{\"version\":1,\"name\":\"peer-requests\",\"model\":{\"layers\":1,\"channels\":16,"
+        "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":4,"
+        "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
+        "\"identity_key\":\"0000000000000000000000000000000000000000000000000000000000000000\","
+        "\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"00000000000000000000000000000000\","
+        "\"token_budget\":1,\"max_uses_per_chunk\":1}],\"trainer\":{\"ranks\":2},"
+        "\"device\":{},\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}";
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.busy_wait_ms = 2000;
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, opt.agreement_hash, doc, sizeof doc - 1));
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open_sim(&dev, &cfg, &opt));
+    gt_device_outputs none = {0};
+    GT_ASSERT_OK(gt_device_declare_outputs(dev, &none, (gt_span){(const uint8_t *)doc,
+                                                                  sizeof doc - 1}));
+    gt_sim_conn *dc = gt_device_backend_impl(dev, GT_DEVICE_SIM);
+    GT_ASSERT_OK(gt_device_alloc(dev, 256, 0, &chunk));
+    GT_ASSERT_OK(gt_device_alloc(dev, 256, 0, &dst));
+    open.handle = dst;
+    open.peer.chunk = chunk;
+    open.peer.chunk_len = 257;  // beyond its buffer
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_ARG, "peer_open chunk");
+    open.peer.chunk_len = 256;
+    open.peer.chunk = dst;  // opened over itself
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_ARG, "over itself");
+    open.peer.chunk = chunk;
+    open.peer.nelem = 65;  // 260 bytes of a 256-byte destination
+    GT_ASSERT_CODE(peer_rpc(dc, &open), GT_E_ARG);
+    open.peer.nelem = 8;
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_STATE, "no peer run");  // no hello yet
+    seal.handle = chunk;
+    seal.peer.nelem = 0;
+    GT_ASSERT_CODE(peer_rpc(dc, &seal), GT_E_ARG);
+    hello.peer.nranks = 3;  // the agreement says 2
+    GT_ASSERT_ERR(peer_rpc(dc, &hello), GT_E_POLICY, "admits 2");
+    gt_device_close(dev);
+    // A PEER_OPEN whose mode is neither add nor copy does not parse: the session ends.
+    open_conn(f, &c);
+    uint8_t plain[128];
+    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
+    open.peer.mode = 3;
+    GT_ASSERT_OK(gt_sim_msg_write(&w, &open));
+    send_sealed(&c, plain, w.len);
+    assert_session_ended(&c);
+    // A peer reply sent by the client: the session ends.
+    open_conn(f, &c);
+    w = gt_writer_init_fixed(plain, sizeof plain);
+    GT_ASSERT_OK(gt_sim_msg_write(&w, &(gt_sim_msg){.type = GT_SIM_REP_PEER_RUN}));
+    send_sealed(&c, plain, w.len);
+    assert_session_ended(&c);
+    assert_device_clean(f, 0);
+}
+
 static int raw_connect(const char *path)
 {
     struct sockaddr_un a;
@@ -746,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_trickling_hello_cut_off),
         cmocka_unit_test(test_reordered_records),
         cmocka_unit_test(test_malformed_records),
+        cmocka_unit_test(test_peer_requests_checked),
         cmocka_unit_test(test_fuzzed_control_channel),
         cmocka_unit_test(test_admission_policy),
         cmocka_unit_test(test_cli_memory_limit),
