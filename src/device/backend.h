@@ -36,6 +36,10 @@ void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
 gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
 gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
 
+// The cpu backend's pager (NULL: not paging) and its counters (zero when not paging).
+gt_err gt_device_cpu_paging_stats(void *impl, gt_pager_stats *st);
+gt_pager *gt_device_cpu_pager(void *impl);
+
 // The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.
 
 #endif

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "pager_test.h"
 #include "sim_client.h"
 
 struct gt_device {
@@ -375,4 +376,18 @@ gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_SIM_TIC
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_reattach(holder->impl, ticket);
+}
+
+gt_err gt_device_paging_stats(gt_device *dev, gt_pager_stats *st)
+{
+    void *impl = gt_device_backend_impl(dev, GT_DEVICE_CPU);
+    GT_ENSURE(impl != NULL, GT_E_UNSUPPORTED,
+              "device: paging counters are the cpu backend's (sim: gt_device_sim_stat_get)");
+    return gt_device_cpu_paging_stats(impl, st);
+}
+
+gt_pager *gt_device_test_pager(gt_device *dev)
+{
+    void *impl = gt_device_backend_impl(dev, GT_DEVICE_CPU);
+    return impl != NULL ? gt_device_cpu_pager(impl) : NULL;
 }
