@@ -129,6 +129,27 @@ static gt_err status_write(gt_writer *w, uint32_t code, const char *msg)
     return GT_OK;
 }
 
+// STAT's pager counters (version 3), in the order of gt_sim_stat.
+static gt_err stat_paging_write(gt_writer *w, const gt_sim_stat *st)
+{
+    const uint64_t v[7] = {st->page_bytes, st->paging_cap, st->resident, st->peak_resident,
+                           st->evicted, st->page_outs, st->fault_ins};
+    for (int i = 0; i < 7; i++) {
+        GT_TRY(gt_writer_u64le(w, v[i]));
+    }
+    return GT_OK;
+}
+
+static gt_err stat_paging_parse(gt_reader *r, gt_sim_stat *st)
+{
+    uint64_t *v[7] = {&st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident,
+                      &st->evicted, &st->page_outs, &st->fault_ins};
+    for (int i = 0; i < 7; i++) {
+        GT_TRY(gt_reader_u64le(r, v[i]));
+    }
+    return GT_OK;
+}
+
 static gt_err status_parse(gt_reader *r, gt_sim_status *s)
 {
     uint16_t n = 0;
@@ -658,7 +679,8 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.bytes_in_use));
         GT_TRY(gt_writer_u64le(w, m->stat.bytes_wiped));
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
-        return gt_writer_u64le(w, m->stat.mem_limit);
+        GT_TRY(gt_writer_u64le(w, m->stat.mem_limit));
+        return stat_paging_write(w, &m->stat);
     default:
         return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
     }
@@ -767,6 +789,7 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_u64le(&r, &m.stat.bytes_wiped));
         GT_TRY(gt_reader_u64le(&r, &m.stat.buffers_live));
         GT_TRY(gt_reader_u64le(&r, &m.stat.mem_limit));
+        GT_TRY(stat_paging_parse(&r, &m.stat));
         break;
     default:
         GT_TRY(label_msg_parse(&r, &m));
