@@ -343,7 +343,7 @@ typedef struct gt_pager gt_pager;  // opaque
 
 typedef struct {
     uint64_t cap;           // resident bytes at most (rounded down to whole pages, >= 4 pages)
-    uint64_t virt;          // bytes all buffers may take (0: 16 x cap, at least 256 MiB)
+    uint64_t virt;          // bytes all buffers may take, >= cap (0: 16 x cap, >= 256 MiB)
     uint32_t page_bytes;    // 0: GT_PAGER_PAGE_BYTES; a power of two from 4 KiB to 1 MiB
     const char *store_dir;  // an existing directory for the untrusted store's two files
     const gt_buftab *tab;   // the buffers' labels, read when a page is sealed out

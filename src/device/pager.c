@@ -392,8 +392,10 @@ static gt_err pager_sizes(gt_pager *pg, const gt_pager_config *cfg)
     gt_format_size(min, sizeof min, PAGER_MIN_CAP_PAGES * page);
     GT_ENSURE(pg->cap_pages >= PAGER_MIN_CAP_PAGES, GT_E_ARG,
               "paging: a memory limit of %s is less than %s (4 pages)", cap, min);
-    uint64_t virt = cfg->virt ? cfg->virt : 16 * cfg->cap;
-    virt = virt < ((uint64_t)256 << 20) ? (uint64_t)256 << 20 : virt;
+    uint64_t virt = cfg->virt;
+    if (virt == 0) {  // address space is cheap (PROT_NONE, MAP_NORESERVE): room to page into
+        virt = 16 * cfg->cap < ((uint64_t)256 << 20) ? (uint64_t)256 << 20 : 16 * cfg->cap;
+    }
     virt = (virt + page - 1) / page * page;
     GT_ENSURE(virt / page <= PAGER_MAX_PAGES && virt >= cfg->cap, GT_E_ARG,
               "paging: an arena of %llu bytes", (unsigned long long)virt);
