@@ -181,8 +181,9 @@ int main(int argc, char **argv)
     }
     printf("small GPT-2 (4 layers, 128 channels, vocab 512, B=4 T=64), cpu backend, 2 threads, "
            "64 KiB pages; a step touches %.1f MiB\n", (double)touched / (1 << 20));
-    printf("| cap | step ms (median of %d) | vs no pager | page-outs/step | fault-ins/step | "
-           "peak resident | losses as without a pager |\n|---|---|---|---|---|---|---|\n", STEPS);
+    printf("| cap | step ms (median of %d) | vs no pager | page-outs/step | clean drops/step | "
+           "fault-ins/step | peak resident | losses as without a pager |\n"
+           "|---|---|---|---|---|---|---|---|\n", STEPS);
     double x[4], y[4];
     int np = 0;
     for (int i = 0; i < 5; i++) {
@@ -195,9 +196,9 @@ int main(int argc, char **argv)
             continue;
         }
         bool same = memcmp(r[i].loss, r[0].loss, sizeof r[0].loss) == 0;
-        printf("| %s | %.2f | %.2fx | %.0f | %.0f | %.1f MiB | %s |\n", cap, r[i].step_ms,
-               r[i].step_ms / r[0].step_ms, (double)r[i].st.page_outs / (STEPS + 1),
-               (double)r[i].st.fault_ins / (STEPS + 1),
+        printf("| %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.1f MiB | %s |\n", cap,
+               r[i].step_ms, r[i].step_ms / r[0].step_ms, (double)r[i].st.page_outs / (STEPS + 1),
+               (double)r[i].st.clean_drops / (STEPS + 1), (double)r[i].st.fault_ins / (STEPS + 1),
                (double)r[i].st.peak_resident / (1 << 20), same ? "yes" : "NO");
         if (i > 0) {
             x[np] = 100 * frac[i];

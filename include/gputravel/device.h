@@ -356,6 +356,7 @@ typedef struct {
     uint64_t peak_resident;   // the most ever resident at once
     uint64_t evicted_bytes;   // pages held only sealed in the store now
     uint64_t page_outs;       // pages sealed out
+    uint64_t clean_drops;     // pages evicted unchanged: dropped, their blob still current
     uint64_t fault_ins;       // pages read back (from the store, or fresh zero pages)
 } gt_pager_stats;
 
@@ -371,13 +372,15 @@ GT_MUST_USE gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint6
 // Ends a placed buffer: its resident pages are wiped and dropped, its sealed ones forgotten.
 void gt_pager_release(gt_pager *pg, uint64_t off);
 // Makes [off, off + len) of the arena resident and keeps it so until the next hold or launch
-// (GT_E_LIMIT when it is more than the cap; GT_E_AUTH when a page fails its check).
-GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len);
+// (GT_E_LIMIT when it is more than the cap; GT_E_AUTH when a page fails its check). write: the
+// caller may change the bytes (a page never written since it came in is dropped, not resealed,
+// when it has to make room: its blob in the store is still its newest version).
+GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write);
 // Calls fn on [off, off + len) one page-sized piece at a time, each resident while fn runs
 // (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size.
 typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64_t n);
-GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, gt_pager_piece_fn fn,
-                                 void *ctx);
+GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
+                                 gt_pager_piece_fn fn, void *ctx);
 // Runs op (already checked and labelled) with every byte its refs cover resident: where(ctx, h,
 // &off) gives a buffer's arena offset, run(ctx, op) runs the kernel. An op whose refs cover more
 // than the cap is split into pieces when it is elementwise (gelu, residual, adamw, clip_grads),

@@ -232,7 +232,7 @@ enum {
     GT_SIM_REP_STAT = 0x0304,      // u64 sessions served, u64 bytes in use, u64 bytes wiped,
                                    // u64 buffers live, u64 mem_limit; then (version 3) the
                                    // pager: u64 page_bytes (0: no paging), cap, resident,
-                                   // peak resident, evicted, page-outs, fault-ins
+                                   // peak resident, evicted, page-outs, fault-ins, clean drops
     GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
@@ -286,7 +286,8 @@ typedef struct {
     uint64_t buffers_live;
     uint64_t mem_limit;
     // devd --paging-store: docs/paging.md (all 0 without paging)
-    uint64_t page_bytes, paging_cap, resident, peak_resident, evicted, page_outs, fault_ins;
+    uint64_t page_bytes, paging_cap, resident, peak_resident, evicted, page_outs, fault_ins,
+        clean_drops;
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

@@ -644,8 +644,9 @@ static void paging_report(gt_device *dev)
     char cap[32], peak[32];
     gt_format_size(cap, sizeof cap, st.cap);
     gt_format_size(peak, sizeof peak, st.peak_resident);
-    printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu fault-ins\n",
-           cap, peak, (unsigned long long)st.page_outs, (unsigned long long)st.fault_ins);
+    printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu unchanged "
+           "pages dropped, %llu fault-ins\n", cap, peak, (unsigned long long)st.page_outs,
+           (unsigned long long)st.clean_drops, (unsigned long long)st.fault_ins);
 }
 
 static void train_free(train_run *r)

@@ -232,9 +232,9 @@ static void buf_release(devd *d, gt_dbuf h, gt_buftab_entry *e)
 // ---- paged arena access (docs/paging.md): without a pager, the arena is simply there ---------
 
 // [off, off + len) of the arena resident until the next access (GT_E_LIMIT past the cap).
-static gt_err arena_hold(devd *d, uint64_t off, uint64_t len)
+static gt_err arena_hold(devd *d, uint64_t off, uint64_t len, bool write)
 {
-    return d->pg != NULL ? gt_pager_hold(d->pg, off, len) : GT_OK;
+    return d->pg != NULL ? gt_pager_hold(d->pg, off, len, write) : GT_OK;
 }
 
 // The longest piece from off on that one hold covers: to the end of its page when paging.
@@ -257,7 +257,7 @@ static gt_err arena_crypt(devd *d, gt_aead_stream *as, uint64_t off, const uint8
     for (uint64_t done = 0; done < len;) {
         uint64_t n = arena_piece(d, off + done, len - done);
         n = n < (1u << 30) ? n : (1u << 30);
-        GT_TRY(arena_hold(d, off + done, n));
+        GT_TRY(arena_hold(d, off + done, n, in != NULL));
         uint8_t *a = d->arena + off + done;
         GT_TRY(in != NULL ? gt_aead_stream_update(as, a, in + done, (size_t)n)
                           : gt_aead_stream_update(as, out + done, a, (size_t)n));
@@ -270,7 +270,7 @@ static gt_err arena_fill(devd *d, uint64_t off, int value, uint64_t len)
 {
     for (uint64_t done = 0; done < len;) {
         uint64_t n = arena_piece(d, off + done, len - done);
-        GT_TRY(arena_hold(d, off + done, n));
+        GT_TRY(arena_hold(d, off + done, n, true));
         memset(d->arena + off + done, value, (size_t)n);
         done += n;
     }
@@ -315,7 +315,8 @@ static gt_sim_stat stat_of(const devd *d)
                          .mem_limit = d->arena_bytes, .page_bytes = p.page_bytes,
                          .paging_cap = p.cap, .resident = p.resident_bytes,
                          .peak_resident = p.peak_resident, .evicted = p.evicted_bytes,
-                         .page_outs = p.page_outs, .fault_ins = p.fault_ins};
+                         .page_outs = p.page_outs, .fault_ins = p.fault_ins,
+                         .clean_drops = p.clean_drops};
 }
 
 // ---- records ----------------------------------------------------------------------------------
@@ -514,7 +515,7 @@ static gt_err declare(devd_session *s, uint64_t handle, uint64_t len)
     GT_ENSURE(!s->rel.declared, GT_E_STATE, "device: outputs are declared once per session");
     gt_buftab_entry *b = NULL;
     GT_TRY(buf_access(s, handle, 0, len, "declare", &b));
-    GT_TRY(arena_hold(d, b->at.offset, len));
+    GT_TRY(arena_hold(d, b->at.offset, len, false));
     const uint8_t *doc = d->arena + b->at.offset;
     uint8_t hash[GT_SHA256_BYTES];
     GT_TRY(gt_hash(GT_HASH_SHA256, hash, doc, (size_t)len));
@@ -569,7 +570,7 @@ static gt_err do_label_request(devd_session *s, const gt_sim_msg *m)
     case GT_SIM_REQ_PIN: {
         gt_err e = buf_access(s, m->handle, 0, m->len, "pin", &b);
         if (gt_is_ok(e)) {
-            e = arena_hold(d, b->at.offset, m->len);
+            e = arena_hold(d, b->at.offset, m->len, false);
         }
         return send_status(s, gt_is_ok(e) ? gt_release_pin(&s->rel, (gt_span){d->arena +
                                                                    b->at.offset, m->len})

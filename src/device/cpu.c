@@ -65,7 +65,8 @@ static gt_err piece_set(void *ctx, uint8_t *p, uint64_t done, uint64_t n)
 static gt_err paged_each(cpu_dev *d, const gt_buftab_entry *e, uint64_t off, uint64_t len,
                          gt_pager_piece_fn fn, piece_job job)
 {
-    return paged(d, gt_pager_each(d->pg, arena_off(d, e) + off, len, fn, &job));
+    bool write = fn != piece_out;
+    return paged(d, gt_pager_each(d->pg, arena_off(d, e) + off, len, write, fn, &job));
 }
 
 static gt_err torn(const cpu_dev *d)

@@ -58,6 +58,9 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
     *dev = NULL;
     void *impl = NULL;
     const gt_device_backend *ops = NULL;
+    // sim pages in devd (devd --paging-store); cuda does not page yet (docs/paging.md)
+    GT_ENSURE(cfg->paging_store == NULL || cfg->kind == GT_DEVICE_CPU, GT_E_UNSUPPORTED,
+              "device: paging_store is the cpu backend's (sim: devd --paging-store DIR)");
     switch (cfg->kind) {
     case GT_DEVICE_CPU: {
         gt_err e = gt_device_cpu_open(cfg, &impl, &ops);

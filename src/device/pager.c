@@ -33,6 +33,8 @@ typedef struct {
     uint32_t first;          // that buffer's first page
     uint32_t prev, next;     // the LRU list of resident pages, oldest first
     uint8_t state;
+    bool dirty;              // resident and maybe changed since it came in: reseal to evict
+    bool has_blob;           // the store holds its newest version (it was sealed before)
     uint64_t pin;            // the hold it was last needed by: never evicted during it
     gt_label sealed_label;   // the label bound into its blob's AAD
 } page_meta;
@@ -59,7 +61,7 @@ struct gt_pager {
     const gt_buftab *tab;
     uint64_t epoch;
     bool failed;
-    uint64_t nresident, nsealed, peak, page_outs, fault_ins;
+    uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
 };
 
 // ---- the hash tree over page versions ---------------------------------------------------------
@@ -295,6 +297,13 @@ static gt_err pager_fail(gt_pager *pg, uint32_t p, gt_err why)
 static gt_err page_out(gt_pager *pg, uint32_t p)
 {
     page_meta *m = &pg->pages[p];
+    if (!m->dirty) {  // unchanged: what the store (or a zero page) holds is still its content
+        page_drop(pg, p);
+        m->state = m->has_blob ? PG_SEALED : PG_ZERO;
+        pg->nsealed += m->has_blob;
+        pg->clean_drops++;
+        return GT_OK;
+    }
     gt_buftab_entry *e = NULL;
     GT_TRY(gt_buftab_find(pg->tab, m->handle, m->owner, &e));
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH], aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
@@ -312,6 +321,8 @@ static gt_err page_out(gt_pager *pg, uint32_t p)
     GT_TRY(tree_set(pg, p, version, sib));
     page_drop(pg, p);
     m->state = PG_SEALED;
+    m->dirty = false;
+    m->has_blob = true;
     m->sealed_label = e->label;
     pg->nsealed++;
     pg->page_outs++;
@@ -345,6 +356,8 @@ static gt_err page_in(gt_pager *pg, uint32_t p)
         }
         pg->nsealed--;
     }
+    m->has_blob = m->state == PG_SEALED;
+    m->dirty = false;
     m->state = PG_RESIDENT;
     lru_push(pg, p);
     pg->nresident++;
@@ -354,7 +367,7 @@ static gt_err page_in(gt_pager *pg, uint32_t p)
 }
 
 // Page p resident and pinned for the current hold, evicting the coldest unpinned pages.
-static gt_err page_need(gt_pager *pg, uint32_t p)
+static gt_err page_need(gt_pager *pg, uint32_t p, bool write)
 {
     page_meta *m = &pg->pages[p];
     assert(m->state != PG_FREE);
@@ -362,6 +375,7 @@ static gt_err page_need(gt_pager *pg, uint32_t p)
         lru_remove(pg, p);
         lru_push(pg, p);
         m->pin = pg->epoch;
+        m->dirty |= write;
         return GT_OK;
     }
     while (pg->nresident >= pg->cap_pages) {
@@ -374,6 +388,7 @@ static gt_err page_need(gt_pager *pg, uint32_t p)
     }
     GT_TRY(page_in(pg, p));
     m->pin = pg->epoch;
+    m->dirty = write;
     return GT_OK;
 }
 
@@ -603,15 +618,15 @@ void gt_pager_release(gt_pager *pg, uint64_t off)
 }
 
 // Pages [lo, hi) resident and pinned, within the hold already begun (pg->epoch).
-static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi)
+static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
 {
     for (uint64_t p = lo; p < hi; p++) {
-        GT_TRY(page_need(pg, (uint32_t)p));
+        GT_TRY(page_need(pg, (uint32_t)p, write));
     }
     return GT_OK;
 }
 
-gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len)
+gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write)
 {
     if (pg->failed) {
         return failed_err();
@@ -626,15 +641,16 @@ gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len)
     GT_ENSURE(hi - lo <= pg->cap_pages, GT_E_LIMIT,
               "device: this access needs %s resident at once, the memory limit is %s", need, cap);
     pg->epoch++;
-    return need_pages(pg, lo, hi);
+    return need_pages(pg, lo, hi, write);
 }
 
-gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, gt_pager_piece_fn fn, void *ctx)
+gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pager_piece_fn fn,
+                     void *ctx)
 {
     for (uint64_t done = 0; done < len;) {
         uint64_t at = off + done, n = pg->page - at % pg->page;
         n = n < len - done ? n : len - done;
-        GT_TRY(gt_pager_hold(pg, at, n));
+        GT_TRY(gt_pager_hold(pg, at, n, write));
         GT_TRY(fn(ctx, pg->base + at, done, n));
         done += n;
     }
@@ -645,6 +661,7 @@ gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, gt_pager_piece_fn
 
 typedef struct {
     uint64_t lo, hi;  // pages [lo, hi)
+    bool write;       // a ref the op may change covers them
 } page_range;
 
 static int range_cmp(const void *a, const void *b)
@@ -660,6 +677,7 @@ static gt_err op_pages(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, v
     uint64_t bytes[GT_OP_MAX_REFS];
     int nrefs = 0, n = 0;
     GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    const gt_op_descriptor *d = gt_op_desc(op->kind);
     for (int i = 0; i < nrefs; i++) {
         if (op->refs[i].buf == 0 || bytes[i] == 0) {
             continue;
@@ -667,13 +685,15 @@ static gt_err op_pages(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, v
         uint64_t boff = 0;
         GT_TRY(where(ctx, op->refs[i].buf, &boff));
         uint64_t a = boff + op->refs[i].offset;
-        r[n++] = (page_range){a / pg->page, (a + bytes[i] + pg->page - 1) / pg->page};
+        r[n++] = (page_range){a / pg->page, (a + bytes[i] + pg->page - 1) / pg->page,
+                              gt_access_writes(d->refs[i].access)};
     }
     qsort(r, (size_t)n, sizeof *r, range_cmp);
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (m > 0 && r[i].lo <= r[m - 1].hi) {
+        if (m > 0 && r[i].lo <= r[m - 1].hi) {  // overlapping: written if either is
             r[m - 1].hi = r[i].hi > r[m - 1].hi ? r[i].hi : r[m - 1].hi;
+            r[m - 1].write |= r[i].write;
         } else {
             r[m++] = r[i];
         }
@@ -707,7 +727,7 @@ static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     }
     pg->epoch++;
     for (int i = 0; i < nr; i++) {
-        GT_TRY(need_pages(pg, r[i].lo, r[i].hi));
+        GT_TRY(need_pages(pg, r[i].lo, r[i].hi, r[i].write));
     }
     return run(ctx, op);
 }
@@ -796,7 +816,8 @@ void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st)
                            .resident_bytes = pg->nresident * pg->page,
                            .peak_resident = pg->peak * pg->page,
                            .evicted_bytes = pg->nsealed * pg->page,
-                           .page_outs = pg->page_outs, .fault_ins = pg->fault_ins};
+                           .page_outs = pg->page_outs, .fault_ins = pg->fault_ins,
+                           .clean_drops = pg->clean_drops};
 }
 
 // ---- test hooks (pager_test.h) ----------------------------------------------------------------

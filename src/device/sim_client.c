@@ -216,7 +216,8 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                             .peak_resident = rep.stat.peak_resident,
                                             .evicted_bytes = rep.stat.evicted,
                                             .page_outs = rep.stat.page_outs,
-                                            .fault_ins = rep.stat.fault_ins}};
+                                            .fault_ins = rep.stat.fault_ins,
+                                            .clean_drops = rep.stat.clean_drops}};
     return GT_OK;
 }
 

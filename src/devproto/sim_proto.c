@@ -132,9 +132,9 @@ static gt_err status_write(gt_writer *w, uint32_t code, const char *msg)
 // STAT's pager counters (version 3), in the order of gt_sim_stat.
 static gt_err stat_paging_write(gt_writer *w, const gt_sim_stat *st)
 {
-    const uint64_t v[7] = {st->page_bytes, st->paging_cap, st->resident, st->peak_resident,
-                           st->evicted, st->page_outs, st->fault_ins};
-    for (int i = 0; i < 7; i++) {
+    const uint64_t v[8] = {st->page_bytes, st->paging_cap, st->resident, st->peak_resident,
+                           st->evicted, st->page_outs, st->fault_ins, st->clean_drops};
+    for (int i = 0; i < 8; i++) {
         GT_TRY(gt_writer_u64le(w, v[i]));
     }
     return GT_OK;
@@ -142,9 +142,9 @@ static gt_err stat_paging_write(gt_writer *w, const gt_sim_stat *st)
 
 static gt_err stat_paging_parse(gt_reader *r, gt_sim_stat *st)
 {
-    uint64_t *v[7] = {&st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident,
-                      &st->evicted, &st->page_outs, &st->fault_ins};
-    for (int i = 0; i < 7; i++) {
+    uint64_t *v[8] = {&st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident,
+                      &st->evicted, &st->page_outs, &st->fault_ins, &st->clean_drops};
+    for (int i = 0; i < 8; i++) {
         GT_TRY(gt_reader_u64le(r, v[i]));
     }
     return GT_OK;

@@ -261,6 +261,31 @@ static void tamper_version_tree(void **state)
     free(s);
 }
 
+// A page read but not changed is dropped, not resealed, when it makes room (its blob is still
+// its newest version); it is checked again when it comes back, so tampering with it then is
+// refused all the same.
+static void clean_page_dropped_then_checked_again(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    uint8_t out[BUF], blob[PAGE + 16];
+    gt_pager_stats before, after;
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->b, 0, BUF));  // B resident at the end
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->a, 0, BUF));  // A in, clean B and A out
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &after));
+    assert_memory_equal(out, s->data_a, BUF);
+    assert_int_equal(after.page_outs, before.page_outs);  // nothing was resealed
+    assert_int_equal(after.clean_drops - before.clean_drops, BUF / PAGE);
+    blob_read(s, 0, blob);  // A's page 0: dropped clean just now, its blob the one checked
+    blob[PAGE / 2] ^= 0x01;
+    blob_write(s, 0, blob);
+    assert_true(refused_and_torn(s));
+    scene_close(s);
+    free(s);
+}
+
 static bool contains(const uint8_t *hay, size_t n, const uint8_t *needle, size_t k)
 {
     for (size_t i = 0; i + k <= n; i++) {
@@ -525,6 +550,10 @@ static void unpaged_refusal_names_paging(void **state)
     GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
     assert_int_equal(st.page_bytes, 0);
     gt_device_close(dev);
+    // sim pages inside devd (devd --paging-store): the client's config cannot ask for it
+    gt_device_config sim = {.kind = GT_DEVICE_SIM, .socket_path = "/nonexistent",
+                            .paging_store = "/tmp"};
+    GT_ASSERT_ERR(gt_device_open(&dev, &sim), GT_E_UNSUPPORTED, "devd --paging-store");
 }
 
 int main(void)
@@ -537,6 +566,7 @@ int main(void)
         cmocka_unit_test(tamper_truncate),
         cmocka_unit_test(tamper_delete_page),
         cmocka_unit_test(tamper_version_tree),
+        cmocka_unit_test(clean_page_dropped_then_checked_again),
         cmocka_unit_test(canary_never_in_store),
         cmocka_unit_test(residency_bounded),
         cmocka_unit_test(ops_split_or_refused),

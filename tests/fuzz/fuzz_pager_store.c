@@ -65,12 +65,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         must(gt_is_ok(gt_buftab_alloc(tab, BUF, 0, 0, &h, &e)));
         must(gt_is_ok(gt_pager_place(pg, h, 0, BUF, &off[i])));
         for (uint64_t p = 0; p < BUF; p += PAGE) {
-            must(gt_is_ok(gt_pager_hold(pg, off[i] + p, PAGE)));
+            must(gt_is_ok(gt_pager_hold(pg, off[i] + p, PAGE, true)));
             memcpy(gt_pager_base(pg) + off[i] + p, pattern, PAGE);
         }
     }
     tamper(pg, data, size);
-    gt_err e = gt_pager_hold(pg, off[0], PAGE);
+    gt_err e = gt_pager_hold(pg, off[0], PAGE, false);
     gt_pager_stats st;
     gt_pager_stats_get(pg, &st);
     if (gt_is_ok(e)) {
