@@ -348,6 +348,10 @@ static gt_err page_in(gt_pager *pg, uint32_t p)
     page_meta *m = &pg->pages[p];
     GT_ENSURE(mprotect(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE) == 0, GT_E_NOMEM,
               "paging: cannot map a page");
+#ifdef MADV_POPULATE_WRITE
+    // its frames in one call rather than one fault per 4 KiB (Linux >= 5.14; else faults)
+    (void)madvise(page_addr(pg, p), pg->page, MADV_POPULATE_WRITE);
+#endif
     if (m->state == PG_SEALED) {  // a zero page needs nothing: its frames were dropped
         gt_err err = page_open(pg, p);
         if (!gt_is_ok(err)) {
