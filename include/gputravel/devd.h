@@ -17,6 +17,9 @@
 typedef struct {
     const char *socket_path;
     uint64_t mem_limit;        // 0: GT_DEVD_DEFAULT_MEM
+    const char *paging_store;  // page beyond mem_limit into this directory (NULL: refuse past
+                               // it); mem_limit then caps resident memory (docs/paging.md)
+    uint32_t page_bytes;       // paging: 0 = GT_PAGER_PAGE_BYTES
     uint32_t slot_count;       // bounce slots (0: 4)
     uint32_t slot_bytes;       // bytes per slot (0: 4 MiB)
     int threads;               // OpenMP threads for launched ops (0: OpenMP's default)

@@ -38,6 +38,10 @@ typedef struct {
     // cpu: the trainer's evidence in its peer hellos (gt_device_peer_hello; only `produce` is
     // used). NULL: sim evidence signed by the sim root (attest.h; insecure-simulation).
     const gt_device_attester *attester;
+    // cpu: page buffers beyond mem_limit to an untrusted store in this directory (NULL: refuse
+    // past the limit); docs/paging.md. page_bytes 0: GT_PAGER_PAGE_BYTES.
+    const char *paging_store;
+    uint32_t page_bytes;
 } gt_device_config;
 
 typedef struct gt_device gt_device;  // opaque
@@ -465,6 +469,77 @@ GT_MUST_USE gt_err gt_peer_core_open(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h
 // The byte range of h's floats (overflow-safe; nelem 1..GT_PEER_MAX_CHUNK_ELEMS): GT_E_ARG.
 GT_MUST_USE gt_err gt_peer_hdr_bytes(const gt_peer_hdr *h, uint64_t *offset, uint64_t *len);
 
+// ---- the pager: protected memory beyond the limit (docs/paging.md; issue 17) ------------------
+// One implementation for the cpu backend and devd's arena. Buffers live in a virtual arena of
+// `virt` bytes, placed on page boundaries; at most `cap` bytes of it are resident (readable
+// memory) at once. A page that must make room is sealed out to an untrusted store (AES-256-GCM
+// under a random per-pager key; AAD: buffer handle, page of the buffer, arena page, version,
+// label), zeroed, dropped and made PROT_NONE. Each page's version is a leaf of a hash tree kept
+// in the untrusted store whose root stays in the pager (protected memory); a fault-in checks the
+// version against the root and the blob against its tag, so a stale, replayed, swapped,
+// truncated, deleted or altered page is refused with GT_E_AUTH, after which the pager is failed
+// (gt_pager_failed) and its owner tears the session down. Not thread-safe (one per device).
+#define GT_PAGER_PAGE_BYTES (64u << 10)  // the default page: docs/paging.md says why
+
+typedef struct gt_pager gt_pager;  // opaque
+
+typedef struct {
+    uint64_t cap;           // resident bytes at most (rounded down to whole pages, >= 4 pages)
+    uint64_t virt;          // bytes all buffers may take, >= cap (0: 16 x cap, >= 256 MiB)
+    uint32_t page_bytes;    // 0: GT_PAGER_PAGE_BYTES; a power of two from 4 KiB to 1 MiB
+    const char *store_dir;  // an existing directory for the untrusted store's two files
+    const gt_buftab *tab;   // the buffers' labels, read when a page is sealed out
+} gt_pager_config;
+
+typedef struct {
+    uint64_t page_bytes;      // 0: no pager (the backend refuses past its limit)
+    uint64_t cap;             // resident bytes at most
+    uint64_t resident_bytes;  // pages readable now
+    uint64_t peak_resident;   // the most ever resident at once
+    uint64_t evicted_bytes;   // pages held only sealed in the store now
+    uint64_t page_outs;       // pages sealed out
+    uint64_t clean_drops;     // pages evicted unchanged: dropped, their blob still current
+    uint64_t fault_ins;       // pages read back (from the store, or fresh zero pages)
+} gt_pager_stats;
+
+// A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).
+GT_MUST_USE gt_err gt_pager_new(gt_pager **pg, const gt_pager_config *cfg);
+// Wipes resident pages, the key and the tree root, removes the store. NULL is fine.
+void gt_pager_free(gt_pager *pg);
+uint8_t *gt_pager_base(gt_pager *pg);  // the virtual arena: a buffer is at base + its offset
+// Places a buffer of `bytes` (entry h of owner in the table) on whole pages, first fit:
+// GT_E_LIMIT when no hole of the arena is large enough. Its pages start as zero pages.
+GT_MUST_USE gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes,
+                                  uint64_t *off);
+// Ends a placed buffer: its resident pages are wiped and dropped, its sealed ones forgotten.
+void gt_pager_release(gt_pager *pg, uint64_t off);
+// Makes [off, off + len) of the arena resident and keeps it so until the next hold or launch
+// (GT_E_LIMIT when it is more than the cap; GT_E_AUTH when a page fails its check). write: the
+// caller may change the bytes (a page never written since it came in is dropped, not resealed,
+// when it has to make room: its blob in the store is still its newest version).
+GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write);
+// Calls fn on [off, off + len) one page-sized piece at a time, each resident while fn runs
+// (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size.
+typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64_t n);
+GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
+                                 gt_pager_piece_fn fn, void *ctx);
+// Runs op (already checked and labelled) with every byte its refs cover resident: where(ctx, h,
+// &off) gives a buffer's arena offset, run(ctx, op) runs the kernel. An op whose refs cover more
+// than the cap is split into pieces when it is elementwise (gelu, residual, adamw, clip_grads),
+// else refused: GT_E_LIMIT "op X needs N bytes resident, cap is L".
+typedef gt_err (*gt_pager_where_fn)(void *ctx, gt_dbuf h, uint64_t *off);
+typedef gt_err (*gt_pager_run_fn)(void *ctx, const gt_op *op);
+GT_MUST_USE gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
+                                   gt_pager_run_fn run, void *ctx);
+void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st);
+bool gt_pager_failed(const gt_pager *pg);  // a page failed its check: tear the session down
+// With nothing placed: a fresh key, tree and store (a new device session starts clean).
+GT_MUST_USE gt_err gt_pager_rekey(gt_pager *pg);
+
+// The cpu backend's pager counters (page_bytes 0 when it pages nothing); sim: through
+// gt_device_sim_stat_get. GT_E_UNSUPPORTED on sim and cuda.
+GT_MUST_USE gt_err gt_device_paging_stats(gt_device *dev, gt_pager_stats *st);
+
 // ---- sim device: gputravel devd and its attested session --------------------------------------
 // The session's parameters and evidence hooks (gt_device_attester, gt_device_sim_options) are
 // the device protocol's: devproto.h, and so are the sizes this API takes (one name each:
@@ -482,6 +557,7 @@ typedef struct {
     uint64_t bytes_wiped;    // zeroized by free / session end since devd started
     uint64_t buffers_live;
     uint64_t mem_limit;
+    gt_pager_stats paging;   // devd --paging-store: its pager's counters (page_bytes 0: none)
 } gt_device_sim_stat;
 GT_MUST_USE gt_err gt_device_sim_stat_get(gt_device *dev, gt_device_sim_stat *stat);
 // The device evidence received in the handshake (borrowed; valid until gt_device_close) and the

@@ -65,7 +65,8 @@
 #include <stdint.h>
 
 #define GT_SIM_VERSION 3u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
-                           // 3: peers (PEER_* requests, issue 16)
+                           // 3: peers (PEER_* requests, issue 16) and STAT with the pager's
+                           //    counters (issue 17)
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -244,7 +245,9 @@ enum {
     GT_SIM_REP_HANDLE = 0x0302,    // u64 handle
     GT_SIM_REP_SIZE = 0x0303,      // u64 bytes
     GT_SIM_REP_STAT = 0x0304,      // u64 sessions served, u64 bytes in use, u64 bytes wiped,
-                                   // u64 buffers live, u64 mem_limit
+                                   // u64 buffers live, u64 mem_limit; then (version 3) the
+                                   // pager: u64 page_bytes (0: no paging), cap, resident,
+                                   // peak resident, evicted, page-outs, fault-ins, clean drops
     GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
@@ -298,6 +301,9 @@ typedef struct {
     uint64_t bytes_wiped;
     uint64_t buffers_live;
     uint64_t mem_limit;
+    // devd --paging-store: docs/paging.md (all 0 without paging)
+    uint64_t page_bytes, paging_cap, resident, peak_resident, evicted, page_outs, fault_ins,
+        clean_drops;
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

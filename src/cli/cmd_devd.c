@@ -24,13 +24,20 @@ static void usage(void)
            "                      [--slots N] [--slot-size BYTES] [--max-sessions N]\n"
            "                      [--idle-timeout SECONDS] [--identity DIR] [--vendor-root DIR]\n"
            "                      [--admit-policy P.json] [--client-root PEM]\n"
+           "                      [--paging-store DIR [--page-size BYTES]]\n"
            "\n"
            "Runs the emulated confidential GPU: a separate process that owns all device memory,\n"
            "attests itself (a P-384 identity key certified by a simulated vendor root; evidence is\n"
            "always marked simulated) and serves one attested, encrypted session at a time.\n"
            "\n"
            "  --socket PATH          Unix socket to listen on (mode 0600)\n"
-           "  --mem-limit BYTES      device memory, reserved and touched at start (default 1GiB)\n"
+           "  --mem-limit BYTES      device memory, reserved and touched at start (default 1GiB);\n"
+           "                         an allocation past it is refused unless paging is on\n"
+           "  --paging-store DIR     page beyond --mem-limit: buffers may total more, at most\n"
+           "                         --mem-limit of them resident; cold pages are sealed\n"
+           "                         (AES-256-GCM, version tree) into files under DIR, which is\n"
+           "                         untrusted (docs/paging.md)\n"
+           "  --page-size BYTES      paging unit, a power of two 4KiB..1MiB (default 64KiB)\n"
            "  --threads N            OpenMP threads for launched ops (default: all cores)\n"
            "  --slots N              bounce slots per session (default 4)\n"
            "  --slot-size BYTES      bytes per bounce slot (default 4MiB)\n"
@@ -57,7 +64,9 @@ static int parse_size_flag(int c, gt_devd_config *cfg)
     if (c == 'm') {
         cfg->mem_limit = v;
     } else if (v > UINT32_MAX) {
-        return gt_cli_usage("devd", "slot size '%s' is too large", optarg);
+        return gt_cli_usage("devd", "size '%s' is too large", optarg);
+    } else if (c == 'g') {
+        cfg->page_bytes = (uint32_t)v;
     } else {
         cfg->slot_bytes = (uint32_t)v;
     }
@@ -92,7 +101,9 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
         {"slot-size", required_argument, NULL, 'z'}, {"max-sessions", required_argument, NULL, 'x'},
         {"idle-timeout", required_argument, NULL, 'i'}, {"identity", required_argument, NULL, 'I'},
         {"vendor-root", required_argument, NULL, 'V'}, {"admit-policy", required_argument, NULL, 'P'},
-        {"client-root", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
+        {"client-root", required_argument, NULL, 'R'},
+        {"paging-store", required_argument, NULL, 'S'}, {"page-size", required_argument, NULL, 'g'},
+        {NULL, 0, NULL, 0},
     };
     memset(cfg, 0, sizeof *cfg);
     // A client that goes silent (or a hello replayed by someone who cannot go on) must not hold
@@ -106,7 +117,9 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
         case 'V': cfg->vendor_root_dir = optarg; break;
         case 'P': cfg->admit_policy = optarg; break;
         case 'R': cfg->client_root = optarg; break;
+        case 'S': cfg->paging_store = optarg; break;
         case 'm':
+        case 'g':
         case 'z': rc = parse_size_flag(c, cfg); break;
         case 't':
         case 'n':
@@ -123,6 +136,9 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
     }
     if (cfg->socket_path == NULL) {
         return gt_cli_usage("devd", "--socket PATH is required");
+    }
+    if (cfg->page_bytes != 0 && cfg->paging_store == NULL) {
+        return gt_cli_usage("devd", "--page-size needs --paging-store DIR");
     }
     return GT_EXIT_OK;
 }

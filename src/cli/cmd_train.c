@@ -53,6 +53,10 @@ static void usage(void)
         "device and output:\n"
         "  --device cpu|sim|cuda   (default cpu)   --threads N (default: all cores)\n"
         "  --device-socket PATH    sim: the socket of a running 'gputravel devd'\n"
+        "  --mem-limit BYTES       cpu: device memory; past it allocations are refused, or with\n"
+        "  --paging-store DIR      paged: buffers may total more, at most BYTES resident, cold\n"
+        "                          pages sealed into DIR (docs/paging.md; sim: devd's own flags)\n"
+        "  --page-size BYTES       paging unit (default 64KiB)\n"
         "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
         "  --save-every N          also write them every N steps\n"
         "  --out-bf16              CKPT as llm.c version 5 (bf16 weights, train_gpt2cu's\n"
@@ -86,6 +90,9 @@ typedef struct {
     gt_lr_schedule sched;
     gt_device_kind device;
     const char *device_socket;  // sim: devd's socket
+    uint64_t mem_limit;         // cpu: bytes (0: none)
+    const char *paging_store;   // cpu: page beyond mem_limit into this directory
+    uint64_t page_bytes;
 } train_opts;
 
 // The message is train's own ("bad value ... for --FLAG"), so the flag is not named here.
@@ -112,7 +119,7 @@ enum {
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
-    O_RESUME_RESET, O_OUT_BF16,
+    O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE,
 };
 
 static const struct option long_opts[] = {
@@ -152,6 +159,9 @@ static const struct option long_opts[] = {
     {"plot", required_argument, NULL, O_PLOT},
     {"resume-reset-optimizer", no_argument, NULL, O_RESUME_RESET},
     {"out-bf16", no_argument, NULL, O_OUT_BF16},
+    {"mem-limit", required_argument, NULL, O_MEM_LIMIT},
+    {"paging-store", required_argument, NULL, O_PAGING_STORE},
+    {"page-size", required_argument, NULL, O_PAGE_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -209,6 +219,11 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_SAVE_EVERY: ok = parse_int(optarg, 0, INT32_MAX, &o->save_every); break;
     case O_LOG_JSON: o->log_json = optarg; break;
     case O_PLOT: o->plot = optarg; break;
+    case O_MEM_LIMIT: ok = gt_is_ok(gt_parse_size(optarg, &o->mem_limit)) && o->mem_limit; break;
+    case O_PAGING_STORE: o->paging_store = optarg; break;
+    case O_PAGE_SIZE:
+        ok = gt_is_ok(gt_parse_size(optarg, &o->page_bytes)) && o->page_bytes <= (1u << 20);
+        break;
     default: *unknown = true; break;
     }
     return ok;
@@ -232,6 +247,16 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     }
     if (o->device == GT_DEVICE_SIM && o->device_socket == NULL) {
         return gt_cli_usage(CMD, "--device sim needs --device-socket PATH (a running devd)");
+    }
+    if ((o->mem_limit || o->paging_store || o->page_bytes) && o->device != GT_DEVICE_CPU) {
+        return gt_cli_usage(CMD, "--mem-limit, --paging-store and --page-size are the cpu "
+                                 "device's (sim: give them to devd)");
+    }
+    if (o->paging_store != NULL && o->mem_limit == 0) {
+        return gt_cli_usage(CMD, "--paging-store needs --mem-limit BYTES (the resident cap)");
+    }
+    if (o->page_bytes != 0 && o->paging_store == NULL) {
+        return gt_cli_usage(CMD, "--page-size needs --paging-store DIR");
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");
@@ -391,7 +416,8 @@ typedef struct {
 static gt_err open_model(const train_opts *o, train_run *r)
 {
     gt_device_config dc = {.kind = o->device, .threads = o->threads,
-                           .socket_path = o->device_socket};
+                           .socket_path = o->device_socket, .mem_limit = o->mem_limit,
+                           .paging_store = o->paging_store, .page_bytes = (uint32_t)o->page_bytes};
     GT_TRY(gt_device_open(&r->dev, &dc));
     if (o->init_random) {
         gt_gpt2_config cfg = {.max_seq_len = o->maxT, .vocab_size = o->V,
@@ -614,8 +640,24 @@ static gt_err run(const train_opts *o, train_run *r)
     return GT_OK;
 }
 
+// What paging did, said plainly at the end (docs/paging.md).
+static void paging_report(gt_device *dev)
+{
+    gt_pager_stats st;
+    if (dev == NULL || !gt_is_ok(gt_device_paging_stats(dev, &st)) || st.page_bytes == 0) {
+        return;
+    }
+    char cap[32], peak[32];
+    gt_format_size(cap, sizeof cap, st.cap);
+    gt_format_size(peak, sizeof peak, st.peak_resident);
+    printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu unchanged "
+           "pages dropped, %llu fault-ins\n", cap, peak, (unsigned long long)st.page_outs,
+           (unsigned long long)st.clean_drops, (unsigned long long)st.fault_ins);
+}
+
 static void train_free(train_run *r)
 {
+    paging_report(r->dev);
     if (r->log != NULL) {
         fclose(r->log);
     }

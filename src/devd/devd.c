@@ -71,6 +71,7 @@ typedef struct {
     // table (device.h); entries' at.offset into the arena, ext.devd the trip fields. Holder
     // buffers on a trip are owned by the lending trainer with ext.devd.trip = the holder.
     gt_buftab *tab;
+    gt_pager *pg;  // --paging-store: the arena is the pager's, at most arena_bytes resident
     devd_extent *extents;  // every live buffer's place, sorted by off (first-fit placement)
     size_t nextents, cap_extents;
     uint64_t sessions;
@@ -151,7 +152,7 @@ static gt_err arena_place(devd *d, uint64_t span, uint64_t *off)
         gt_format_size(limit, sizeof limit, d->arena_bytes);
         GT_ENSURE(d->arena_bytes - prev_end >= span, GT_E_LIMIT,
                   "device memory exhausted: no hole of %s left, %s of %s in use "
-                  "(raise devd --mem-limit)", want, used, limit);
+                  "(raise devd --mem-limit, or page beyond it: --paging-store DIR)", want, used, limit);
     }
     if (d->nextents == d->cap_extents) {
         size_t cap = d->cap_extents ? 2 * d->cap_extents : 64;
@@ -205,7 +206,11 @@ static gt_err buf_alloc(devd_session *s, uint64_t bytes, uint32_t flags, uint64_
                        GT_SIM_MAX_TRIP_BUFFERS);
         e->ext.devd.trip = s->id;
     }
-    GT_TRY_GOTO(err, arena_place(d, e->span, &e->at.offset), fail);
+    if (d->pg != NULL) {
+        GT_TRY_GOTO(err, gt_pager_place(d->pg, h, e->owner, bytes, &e->at.offset), fail);
+    } else {
+        GT_TRY_GOTO(err, arena_place(d, e->span, &e->at.offset), fail);
+    }
     *handle = h;
     return GT_OK;
 fail:
@@ -216,10 +221,62 @@ fail:
 // Zeroizes and releases a buffer. The arena's free space is therefore always zero.
 static void buf_release(devd *d, gt_dbuf h, gt_buftab_entry *e)
 {
-    gt_secure_zero(d->arena + e->at.offset, e->span);
+    if (d->pg != NULL) {
+        gt_pager_release(d->pg, e->at.offset);  // resident pages wiped, sealed ones dropped
+    } else {
+        gt_secure_zero(d->arena + e->at.offset, e->span);
+        arena_unplace(d, e->at.offset);
+    }
     d->bytes_wiped += e->span;
-    arena_unplace(d, e->at.offset);
     gt_buftab_release(d->tab, h);
+}
+
+// ---- paged arena access (docs/paging.md): without a pager, the arena is simply there ---------
+
+// [off, off + len) of the arena resident until the next access (GT_E_LIMIT past the cap).
+static gt_err arena_hold(devd *d, uint64_t off, uint64_t len, bool write)
+{
+    return d->pg != NULL ? gt_pager_hold(d->pg, off, len, write) : GT_OK;
+}
+
+// The longest piece from off on that one hold covers: to the end of its page when paging.
+static uint64_t arena_piece(const devd *d, uint64_t off, uint64_t len)
+{
+    if (d->pg == NULL) {
+        return len;
+    }
+    gt_pager_stats st;
+    gt_pager_stats_get(d->pg, &st);
+    uint64_t n = st.page_bytes - off % st.page_bytes;
+    return n < len ? n : len;
+}
+
+// AEAD stream update from in into the arena at off (in != NULL), or from the arena at off into
+// out, a page at a time when paging.
+static gt_err arena_crypt(devd *d, gt_aead_stream *as, uint64_t off, const uint8_t *in,
+                          uint8_t *out, uint64_t len)
+{
+    for (uint64_t done = 0; done < len;) {
+        uint64_t n = arena_piece(d, off + done, len - done);
+        n = n < (1u << 30) ? n : (1u << 30);
+        GT_TRY(arena_hold(d, off + done, n, in != NULL));
+        uint8_t *a = d->arena + off + done;
+        GT_TRY(in != NULL ? gt_aead_stream_update(as, a, in + done, (size_t)n)
+                          : gt_aead_stream_update(as, out + done, a, (size_t)n));
+        done += n;
+    }
+    return GT_OK;
+}
+
+static gt_err arena_fill(devd *d, uint64_t off, int value, uint64_t len)
+{
+    for (uint64_t done = 0; done < len;) {
+        uint64_t n = arena_piece(d, off + done, len - done);
+        GT_TRY(arena_hold(d, off + done, n, true));
+        memset(d->arena + off + done, value, (size_t)n);
+        done += n;
+    }
+    return GT_OK;
 }
 
 // The same for a buffer found before a long transfer, looked up again: a failed load releases
@@ -251,9 +308,17 @@ static gt_err resolve_ref(void *ctx, gt_dref ref, uint64_t bytes, void **ptr)
 
 static gt_sim_stat stat_of(const devd *d)
 {
+    gt_pager_stats p = {0};
+    if (d->pg != NULL) {
+        gt_pager_stats_get(d->pg, &p);
+    }
     return (gt_sim_stat){.sessions = d->sessions, .bytes_in_use = gt_buftab_used(d->tab),
                          .bytes_wiped = d->bytes_wiped, .buffers_live = gt_buftab_live(d->tab),
-                         .mem_limit = d->arena_bytes};
+                         .mem_limit = d->arena_bytes, .page_bytes = p.page_bytes,
+                         .paging_cap = p.cap, .resident = p.resident_bytes,
+                         .peak_resident = p.peak_resident, .evicted = p.evicted_bytes,
+                         .page_outs = p.page_outs, .fault_ins = p.fault_ins,
+                         .clean_drops = p.clean_drops};
 }
 
 // ---- records ----------------------------------------------------------------------------------
@@ -291,7 +356,7 @@ static uint64_t chunk_count(uint64_t len, uint64_t chunk)
 
 // Decrypts one chunk from the bounce slot into dst: the ciphertext is first copied, piece by
 // piece, out of shared memory, so what is authenticated is exactly what is decrypted.
-static gt_err open_chunk(devd_session *s, uint8_t *dst, const uint8_t *ct, uint32_t len,
+static gt_err open_chunk(devd_session *s, uint64_t dst, const uint8_t *ct, uint32_t len,
                          uint64_t handle, uint64_t offset)
 {
     devd *d = s->d;
@@ -306,7 +371,7 @@ static gt_err open_chunk(devd_session *s, uint8_t *dst, const uint8_t *ct, uint3
     for (uint32_t pos = 0; pos < len;) {
         uint32_t n = len - pos < DEVD_STAGE_BYTES ? len - pos : DEVD_STAGE_BYTES;
         memcpy(d->stage, ct + pos, n);
-        GT_TRY_GOTO(err, gt_aead_stream_update(st, dst + pos, d->stage, n), out);
+        GT_TRY_GOTO(err, arena_crypt(d, st, dst + pos, d->stage, NULL, n), out);
         pos += n;
     }
     memcpy(tag, ct + len, sizeof tag);
@@ -315,8 +380,10 @@ out:
     gt_aead_stream_free(st);
     gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
     if (!gt_is_ok(err)) {
-        gt_secure_zero(dst, len);  // nothing unauthenticated stays in device memory
-        return gt_errf(GT_E_AUTH, "devd: bounce-buffer chunk authentication failed");
+        (void)arena_fill(d, dst, 0, len);  // nothing unauthenticated stays in device memory
+        return d->pg != NULL && gt_pager_failed(d->pg)
+                   ? err
+                   : gt_errf(GT_E_AUTH, "devd: bounce-buffer chunk authentication failed");
     }
     return GT_OK;
 }
@@ -334,7 +401,7 @@ static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
     s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
-    uint8_t *dst = d->arena + b->at.offset + req->offset;
+    uint64_t dst = b->at.offset + req->offset;
     for (uint64_t i = 0; i < n; i++) {
         gt_sim_msg m;
         GT_TRY(recv_msg(s, &m));
@@ -356,6 +423,21 @@ static gt_err do_copy_in(devd_session *s, const gt_sim_msg *req)
     return send_status(s, GT_OK);
 }
 
+// copy_out's seal of want arena bytes at src into out (ciphertext || tag), a page at a time:
+// the same bytes gt_aead_seal gives, without the whole range resident at once.
+static gt_err seal_paged(devd *d, uint8_t *out, uint64_t src, uint64_t want,
+                         const uint8_t *aad, const uint8_t *iv, const uint8_t *key)
+{
+    gt_aead_stream *as = NULL;
+    GT_TRY(gt_aead_stream_new(&as, true, aad, GT_SIM_BULK_AAD_BYTES, iv, key));
+    gt_err err = arena_crypt(d, as, src, NULL, out, want);
+    if (gt_is_ok(err)) {
+        err = gt_aead_stream_final(as, out + want);
+    }
+    gt_aead_stream_free(as);
+    return err;
+}
+
 static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
 {
     devd *d = s->d;
@@ -371,7 +453,7 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
     uint64_t chunk = GT_SIM_BULK_CHUNK(d->slot_bytes);
     s->bounce_used = true;
     uint64_t n = chunk_count(req->len, chunk);
-    const uint8_t *src = d->arena + b->at.offset + req->offset;
+    uint64_t src = b->at.offset + req->offset;
     for (uint64_t i = 0; i < n; i++) {
         uint32_t slot = (uint32_t)(i % d->slot_count);
         if (i >= d->slot_count) {
@@ -386,9 +468,15 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
         size_t ct_len = 0;
         gt_sim_bulk_aad(aad, req->handle, req->offset + i * chunk, (uint32_t)want);
         GT_TRY(gt_sim_iv_next(&s->keys, GT_SIM_STREAM_BULK_S2C, iv));
-        GT_TRY(gt_aead_seal(s->bounce + (size_t)slot * d->slot_bytes, d->slot_bytes, &ct_len,
-                            src + i * chunk, (size_t)want, aad, sizeof aad, iv,
-                            gt_sim_stream_key(&s->keys, GT_SIM_STREAM_BULK_S2C)));
+        uint8_t *out = s->bounce + (size_t)slot * d->slot_bytes;
+        if (d->pg == NULL) {
+            GT_TRY(gt_aead_seal(out, d->slot_bytes, &ct_len, d->arena + src + i * chunk,
+                                (size_t)want, aad, sizeof aad, iv,
+                                gt_sim_stream_key(&s->keys, GT_SIM_STREAM_BULK_S2C)));
+        } else {
+            GT_TRY(seal_paged(d, out, src + i * chunk, want, aad, iv,
+                              gt_sim_stream_key(&s->keys, GT_SIM_STREAM_BULK_S2C)));
+        }
         gt_sim_msg c = {.type = GT_SIM_MSG_CHUNK, .slot = slot, .len = want};
         GT_TRY(send_msg(s, &c));
     }
@@ -399,10 +487,24 @@ static gt_err do_copy_out(devd_session *s, const gt_sim_msg *req)
 
 // Labels first (the rules every backend shares, on a copy whose release precision devd sets),
 // then the kernel on arena memory.
+static gt_err launch_where(void *ctx, gt_dbuf h, uint64_t *off)
+{
+    gt_buftab_entry *e = NULL;
+    GT_TRY(buf_find(ctx, h, &e));
+    *off = e->at.offset;
+    return GT_OK;
+}
+
+static gt_err launch_run(void *ctx, const gt_op *op) { return gt_ops_cpu_run(op, resolve_ref, ctx); }
+
 static gt_err do_launch(devd_session *s, const gt_op *op)
 {
     gt_op run = *op;
     GT_TRY(gt_buftab_launch_labels(s->d->tab, s->id, &run, &s->rel));
+    if (s->d->pg != NULL) {  // residency by op: exactly what its refs cover
+        return gt_buftab_launch_done(&s->rel, gt_pager_launch(s->d->pg, &run, launch_where,
+                                                              launch_run, s));
+    }
     return gt_buftab_launch_done(&s->rel, gt_ops_cpu_run(&run, resolve_ref, s));
 }
 
@@ -415,6 +517,7 @@ static gt_err declare(devd_session *s, uint64_t handle, uint64_t len)
     GT_ENSURE(!s->rel.declared, GT_E_STATE, "device: outputs are declared once per session");
     gt_buftab_entry *b = NULL;
     GT_TRY(buf_access(s, handle, 0, len, "declare", &b));
+    GT_TRY(arena_hold(d, b->at.offset, len, false));
     const uint8_t *doc = d->arena + b->at.offset;
     uint8_t hash[GT_SHA256_BYTES];
     GT_TRY(gt_hash(GT_HASH_SHA256, hash, doc, (size_t)len));
@@ -468,6 +571,9 @@ static gt_err do_label_request(devd_session *s, const gt_sim_msg *m)
         return send_status(s, declare(s, m->handle, m->len));
     case GT_SIM_REQ_PIN: {
         gt_err e = buf_access(s, m->handle, 0, m->len, "pin", &b);
+        if (gt_is_ok(e)) {
+            e = arena_hold(d, b->at.offset, m->len, false);
+        }
         return send_status(s, gt_is_ok(e) ? gt_release_pin(&s->rel, (gt_span){d->arena +
                                                                    b->at.offset, m->len})
                                           : e);
@@ -510,6 +616,11 @@ static gt_err unexpected(const gt_sim_msg *m)
 static gt_err do_export(devd_session *s, const gt_sim_msg *m)
 {
     devd *d = s->d;
+    if (d->pg != NULL) {  // they read whole buffers at once: not yet through the pager
+        return send_status(s, gt_errf(GT_E_UNSUPPORTED, "devd: %s is not available with "
+                                      "--paging-store yet (docs/paging.md)",
+                                      gt_sim_msg_name(m->type)));
+    }
     devd_export_env env = {.arena = d->arena, .tab = d->tab, .identity = d->identity,
                            .agreement_hash = s->agreement, .declared = s->declared,
                            .rules = s->rel.declared ? &s->rel.rules : NULL, .ctx = s,
@@ -625,6 +736,11 @@ static gt_err peer_open(devd_session *s, const gt_sim_msg *m)
 
 static gt_err do_peer(devd_session *s, const gt_sim_msg *m)
 {
+    if (s->d->pg != NULL) {  // a seal or open touches two arena buffers at once: not yet paged
+        return send_status(s, gt_errf(GT_E_UNSUPPORTED, "devd: %s is not available with "
+                                      "--paging-store yet (docs/paging.md)",
+                                      gt_sim_msg_name(m->type)));
+    }
     gt_sim_msg r;
     memset(&r, 0, sizeof r);
     gt_peer_core *pc = NULL;
@@ -702,7 +818,7 @@ static gt_err serve_one(devd_session *s, bool *bye)
         gt_buftab_entry *b = NULL;
         gt_err e = buf_access(s, m.handle, m.offset, m.len, "memset", &b);
         if (gt_is_ok(e)) {
-            memset(d->arena + b->at.offset + m.offset, (int)m.value, (size_t)m.len);
+            e = arena_fill(d, b->at.offset + m.offset, (int)m.value, m.len);
         }
         return send_status(s, e);
     }
@@ -850,6 +966,13 @@ static void session_end(devd_session *s)
     gt_buf_free_nowipe(&s->client_hello);
     gt_log_info("devd: session %llu ended; %llu bytes of its memory zeroized",
                 (unsigned long long)s->id, (unsigned long long)(d->bytes_wiped - wiped));
+    // The paging key, tree and store are per device session: fresh ones once nothing is placed.
+    if (d->pg != NULL && gt_buftab_live(d->tab) == 0) {
+        gt_err e = gt_pager_rekey(d->pg);
+        if (!gt_is_ok(e)) {
+            gt_log_warn("devd: %s", e.msg);
+        }
+    }
 }
 
 static void session_run(devd *d, int fd)
@@ -878,6 +1001,9 @@ static void session_run(devd *d, int fd)
         bool bye = false;
         while (gt_is_ok(err) && !bye) {
             err = serve_one(&s, &bye);
+            if (gt_is_ok(err) && d->pg != NULL && gt_pager_failed(d->pg)) {
+                err = gt_errf(GT_E_AUTH, "the paging store failed a check: session torn down");
+            }
         }
         if (!gt_is_ok(err)) {
             if (err.code == GT_E_PEER) {
@@ -1077,7 +1203,7 @@ static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
     uint64_t handle = req->handle, owner = b->owner;
     uint64_t total = req->len + GT_AEAD_TAG_BYTES, sb = d->slot_bytes;
     uint64_t n = chunk_count(total, sb);
-    uint8_t *dst = d->arena + b->at.offset + req->offset;
+    uint64_t dst = b->at.offset + req->offset;
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     gt_aead_stream *as = NULL;
     gt_err err = GT_OK;
@@ -1103,7 +1229,7 @@ static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
             memcpy(d->stage, src + k, (size_t)piece);
             uint64_t nct = p < req->len ? (req->len - p < piece ? req->len - p : piece) : 0;
             if (nct > 0) {
-                GT_TRY_GOTO(err, gt_aead_stream_update(as, dst + p, d->stage, (size_t)nct), out);
+                GT_TRY_GOTO(err, arena_crypt(d, as, dst + p, d->stage, NULL, nct), out);
             }
             if (piece > nct) {
                 memcpy(tag + (p + nct - req->len), d->stage + nct, (size_t)(piece - nct));
@@ -1142,8 +1268,9 @@ out:
 // from there: the one copy out of the holder's memory is the read (no double fetch), no bounce
 // slots, and the holder does no copying at all. Closes fd.
 typedef struct {
+    devd *d;
     gt_aead_stream *as;
-    uint8_t *dst;
+    uint64_t dst;  // arena offset
     uint64_t ct_len;
     uint8_t *tag;
 } fd_load;
@@ -1152,12 +1279,7 @@ typedef struct {
 static gt_err fd_load_visit(void *ctx, const uint8_t *data, size_t len)
 {
     fd_load *ld = ctx;
-    for (uint64_t pos = 0; pos < ld->ct_len;) {
-        uint64_t left = ld->ct_len - pos;
-        size_t piece = left < (1u << 30) ? (size_t)left : (1u << 30);
-        GT_TRY(gt_aead_stream_update(ld->as, ld->dst + pos, data + pos, piece));
-        pos += piece;
-    }
+    GT_TRY(arena_crypt(ld->d, ld->as, ld->dst, data, NULL, ld->ct_len));
     memcpy(ld->tag, data + ld->ct_len, len - ld->ct_len);
     return GT_OK;
 }
@@ -1185,7 +1307,7 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
         return send_status(h, s);
     }
     uint64_t handle = req->handle, owner = b->owner;
-    uint8_t *dst = d->arena + b->at.offset + req->offset;
+    uint64_t dst = b->at.offset + req->offset;
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
     gt_aead_stream *as = NULL;
     gt_err err = GT_OK;
@@ -1194,7 +1316,7 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
                 out);
     // Read in place through a mapping (no copy out of the page cache); the holder truncating
     // its file meanwhile is GT_E_IO, not the end of devd.
-    fd_load ld = {.as = as, .dst = dst, .ct_len = req->len, .tag = tag};
+    fd_load ld = {.d = d, .as = as, .dst = dst, .ct_len = req->len, .tag = tag};
     GT_TRY_GOTO(err, gt_file_map_visit(fd, req->file_offset, req->len + GT_AEAD_TAG_BYTES,
                                        fd_load_visit, &ld),
                 out);
@@ -1475,6 +1597,9 @@ static void holder_trip(devd *d, devd_session *t, devd_session *h)
     bool returned = false, stay = false;
     while (gt_is_ok(err) && !returned) {
         err = serve_holder_one(h, &returned, &stay);
+        if (gt_is_ok(err) && d->pg != NULL && gt_pager_failed(d->pg)) {
+            err = gt_errf(GT_E_AUTH, "the paging store failed a check: trip failed");
+        }
     }
     if (returned) {
         err = trip_step(d, stay ? GT_TRIP_EV_RETURN_STAY : GT_TRIP_EV_RETURN, GT_E_NONE, &fx);
@@ -1700,6 +1825,24 @@ static gt_err arena_create(devd *d)
     return GT_OK;
 }
 
+// --paging-store: the arena is the pager's address space, of which at most --mem-limit is ever
+// resident (docs/paging.md); nothing is reserved or touched up front.
+static gt_err pager_create(devd *d)
+{
+    gt_pager_config pc = {.cap = d->arena_bytes, .page_bytes = d->cfg->page_bytes,
+                          .store_dir = d->cfg->paging_store, .tab = d->tab};
+    GT_TRY(gt_pager_new(&d->pg, &pc));
+    d->arena = gt_pager_base(d->pg);
+    gt_pager_stats st;
+    gt_pager_stats_get(d->pg, &st);
+    char cap[32], page[32];
+    gt_format_size(cap, sizeof cap, st.cap);
+    gt_format_size(page, sizeof page, st.page_bytes);
+    gt_log_info("devd: paging on: at most %s resident, pages of %s sealed to %s", cap, page,
+                d->cfg->paging_store);
+    return GT_OK;
+}
+
 // Accepts sessions, and watches parked sessions for strays, until *stop or --max-sessions.
 static void serve_loop(devd *d)
 {
@@ -1771,14 +1914,16 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
         d.appraise = gt_sim_admission_appraise;
         d.appraise_ctx = d.admission;
     }
-    gt_buftab_config tc = {.mem_limit = d.arena_bytes, .max_buffers = DEVD_MAX_BUFFERS,
-                           .limit_hint = "devd --mem-limit"};
+    // Paging: --mem-limit caps what is resident; the pager's arena refuses what does not fit.
+    gt_buftab_config tc = {.mem_limit = cfg->paging_store ? 0 : d.arena_bytes,
+                           .max_buffers = DEVD_MAX_BUFFERS,
+                           .limit_hint = "devd --mem-limit, or page beyond it: --paging-store DIR"};
     GT_TRY_GOTO(err, gt_buftab_new(&d.tab, &tc), out);
     // The socket first: a path devd cannot serve on (no such folder, not writable, a file that
     // is not a socket, another devd's) fails at once, before the arena is reserved and touched
     // (seconds for GiBs). Clients that connect meanwhile wait in the backlog.
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
-    GT_TRY_GOTO(err, arena_create(&d), out);
+    GT_TRY_GOTO(err, cfg->paging_store ? pager_create(&d) : arena_create(&d), out);
     gt_log_info("devd: serving %s", cfg->socket_path);
     serve_loop(&d);
 out:
@@ -1789,7 +1934,9 @@ out:
         close(d.listen_fd);
         unlink(cfg->socket_path);
     }
-    if (d.arena != NULL) {
+    if (d.pg != NULL) {
+        gt_pager_free(d.pg);  // wipes what is resident, removes the store
+    } else if (d.arena != NULL) {
         gt_secure_zero(d.arena, d.arena_bytes);
         munmap(d.arena, d.arena_bytes);
     }

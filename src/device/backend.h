@@ -37,7 +37,14 @@ void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
 // In-process backends only: reads a buffer whatever its flags and label, for sealing inside the
 // trainer's own process (gt_device_inproc_read; export.c). cuda's exists when it is built.
 gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+// cpu: makes [off, +len) of buffer e resident (paging) for an in-place access by device.c.
+gt_err gt_device_cpu_hold(void *impl, const gt_buftab_entry *e, uint64_t off, uint64_t len,
+                          bool write);
 gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+
+// The cpu backend's pager (NULL: not paging) and its counters (zero when not paging).
+gt_err gt_device_cpu_paging_stats(void *impl, gt_pager_stats *st);
+gt_pager *gt_device_cpu_pager(void *impl);
 
 #ifdef GT_HAVE_CUDA
 // cuda's extensions (device_cuda.h) on its own state; export.c finds the state of a gt_device

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "pager_test.h"
 #include "sim_client.h"
 
 struct gt_device {
@@ -59,6 +60,9 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
     *dev = NULL;
     void *impl = NULL;
     const gt_device_backend *ops = NULL;
+    // sim pages in devd (devd --paging-store); cuda does not page yet (docs/paging.md)
+    GT_ENSURE(cfg->paging_store == NULL || cfg->kind == GT_DEVICE_CPU, GT_E_UNSUPPORTED,
+              "device: paging_store is the cpu backend's (sim: devd --paging-store DIR)");
     switch (cfg->kind) {
     case GT_DEVICE_CPU: {
         gt_err e = gt_device_cpu_open(cfg, &impl, &ops);
@@ -448,6 +452,7 @@ gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, ui
     GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
     gt_buftab_entry *e = NULL;
     GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_seal", &e));
+    GT_TRY(gt_device_cpu_hold(dev->impl, e, off, n, false));
     return gt_peer_core_seal(dev->peer, tab, e->label, h, e->at.host + off, out, cap, outlen);
 }
 
@@ -463,5 +468,20 @@ gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *
     GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
     gt_buftab_entry *e = NULL;
     GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_open", &e));
+    GT_TRY(gt_device_cpu_hold(dev->impl, e, off, n, true));
     return gt_peer_core_open(dev->peer, tab, buf, h, (gt_span){in, len}, e->at.host + off, mode);
+}
+
+gt_err gt_device_paging_stats(gt_device *dev, gt_pager_stats *st)
+{
+    void *impl = gt_device_backend_impl(dev, GT_DEVICE_CPU);
+    GT_ENSURE(impl != NULL, GT_E_UNSUPPORTED,
+              "device: paging counters are the cpu backend's (sim: gt_device_sim_stat_get)");
+    return gt_device_cpu_paging_stats(impl, st);
+}
+
+gt_pager *gt_device_test_pager(gt_device *dev)
+{
+    void *impl = gt_device_backend_impl(dev, GT_DEVICE_CPU);
+    return impl != NULL ? gt_device_cpu_pager(impl) : NULL;
 }

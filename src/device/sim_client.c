@@ -209,7 +209,15 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                  .bytes_in_use = rep.stat.bytes_in_use,
                                  .bytes_wiped = rep.stat.bytes_wiped,
                                  .buffers_live = rep.stat.buffers_live,
-                                 .mem_limit = rep.stat.mem_limit};
+                                 .mem_limit = rep.stat.mem_limit,
+                                 .paging = {.page_bytes = rep.stat.page_bytes,
+                                            .cap = rep.stat.paging_cap,
+                                            .resident_bytes = rep.stat.resident,
+                                            .peak_resident = rep.stat.peak_resident,
+                                            .evicted_bytes = rep.stat.evicted,
+                                            .page_outs = rep.stat.page_outs,
+                                            .fault_ins = rep.stat.fault_ins,
+                                            .clean_drops = rep.stat.clean_drops}};
     return GT_OK;
 }
 

@@ -129,6 +129,27 @@ static gt_err status_write(gt_writer *w, uint32_t code, const char *msg)
     return GT_OK;
 }
 
+// STAT's pager counters (version 3), in the order of gt_sim_stat.
+static gt_err stat_paging_write(gt_writer *w, const gt_sim_stat *st)
+{
+    const uint64_t v[8] = {st->page_bytes, st->paging_cap, st->resident, st->peak_resident,
+                           st->evicted, st->page_outs, st->fault_ins, st->clean_drops};
+    for (int i = 0; i < 8; i++) {
+        GT_TRY(gt_writer_u64le(w, v[i]));
+    }
+    return GT_OK;
+}
+
+static gt_err stat_paging_parse(gt_reader *r, gt_sim_stat *st)
+{
+    uint64_t *v[8] = {&st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident,
+                      &st->evicted, &st->page_outs, &st->fault_ins, &st->clean_drops};
+    for (int i = 0; i < 8; i++) {
+        GT_TRY(gt_reader_u64le(r, v[i]));
+    }
+    return GT_OK;
+}
+
 static gt_err status_parse(gt_reader *r, gt_sim_status *s)
 {
     uint16_t n = 0;
@@ -673,7 +694,8 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.bytes_in_use));
         GT_TRY(gt_writer_u64le(w, m->stat.bytes_wiped));
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
-        return gt_writer_u64le(w, m->stat.mem_limit);
+        GT_TRY(gt_writer_u64le(w, m->stat.mem_limit));
+        return stat_paging_write(w, &m->stat);
     default:
         return family_write(w, m);
     }
@@ -782,6 +804,7 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_u64le(&r, &m.stat.bytes_wiped));
         GT_TRY(gt_reader_u64le(&r, &m.stat.buffers_live));
         GT_TRY(gt_reader_u64le(&r, &m.stat.mem_limit));
+        GT_TRY(stat_paging_parse(&r, &m.stat));
         break;
     default:
         GT_TRY(gt_sim_peer_type(m.type) ? gt_sim_peer_msg_parse(&r, &m)

@@ -3,6 +3,8 @@
 // checkpoints, resume through the CLI, and bad input refused before any step.
 #include "testlib.h"
 
+#include <sys/stat.h>
+
 #include "gpt2_fixture.h"
 
 #include <gputravel/data.h>
@@ -415,6 +417,59 @@ static void config_file_options(void **state)
     assert_int_not_equal(gt_test_run_cli(NULL, (const char *[]){"train", "--config", NULL}), 0);
 }
 
+// The losses printed, one "loss X" per step, without the timings around them.
+static void losses_of(const char *out, char *losses, size_t cap)
+{
+    losses[0] = '\0';
+    for (const char *p = out; (p = strstr(p, "| loss ")) != NULL; p += 7) {
+        char one[32] = "";
+        sscanf(p + 7, "%31s", one);
+        snprintf(losses + strlen(losses), cap - strlen(losses), "%s ", one);
+    }
+}
+
+// --mem-limit with --paging-store: the same run under a cap on resident memory prints the same
+// losses as without, and says what paging did; without --paging-store the cap refuses.
+static void train_under_memory_cap(void **state)
+{
+    (void)state;
+    char store[512];
+    GT_ASSERT_OK(gt_path_join(store, sizeof store, dir, "pages"));
+    assert_int_equal(mkdir(store, 0700), 0);
+    const char *base[] = {"train", "--init-random", "--layers", "1", "--channels", "16",
+                          "--heads", "2", "--vocab", "250", "--max-seq", "16", "--seed", "3",
+                          "--data", shard, "--batch", "2", "--seq", "8", "--steps", "3",
+                          "--threads", "1", "--plot", "none"};
+    enum { NB = sizeof base / sizeof base[0] };
+    const char *plain[NB + 1], *capped[NB + 7], *refused[NB + 3];
+    memcpy(plain, base, sizeof base);
+    plain[NB] = NULL;
+    memcpy(capped, base, sizeof base);
+    const char *extra[] = {"--mem-limit", "80KiB", "--paging-store", store, "--page-size",
+                           "4KiB", NULL};
+    memcpy(capped + NB, extra, sizeof extra);
+    memcpy(refused, capped, (NB + 2) * sizeof *refused);
+    refused[NB + 2] = NULL;
+    gt_buf a = {0}, b = {0}, c = {0};
+    assert_int_equal(gt_test_run_cli(&a, plain), 0);
+    int rc = gt_test_run_cli(&b, capped);
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)b.data);
+    }
+    char la[256], lb[256];
+    losses_of((char *)a.data, la, sizeof la);
+    losses_of((char *)b.data, lb, sizeof lb);
+    assert_true(strlen(la) > 10);
+    assert_string_equal(la, lb);
+    assert_non_null(strstr((char *)b.data, "paging: memory capped at 80.0 KiB"));
+    assert_int_not_equal(gt_test_run_cli(&c, refused), 0);
+    assert_non_null(strstr((char *)c.data, "--paging-store"));
+    assert_int_equal(gt_test_count_files(store), 0);  // the store goes with the device
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+    gt_buf_free(&c);
+}
+
 // sample --text: GPT-2 BPE with --tokenizer (the committed subset), a warning without one.
 static void sample_text_through_bpe(void **state)
 {
@@ -571,6 +626,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bf16_checkpoint_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(config_file_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(train_under_memory_cap, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

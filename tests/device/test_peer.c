@@ -30,6 +30,8 @@ typedef struct {
     gt_device *dev[MAX_DEV];
     gt_agreement a;
     uint8_t run[16];
+    bool paged;              // cpu devices that page beyond a 2 MiB cap (docs/paging.md)
+    char pages[MAX_DEV][600];
 } world;
 
 // ---- fixtures ------------------------------------------------------------------------------------
@@ -93,6 +95,13 @@ static gt_device *open_dev(world *w, int i, const gt_agreement *a, const gt_devi
 {
     gt_device_config cfg = {.kind = w->kind, .threads = 1, .mem_limit = 16u << 20,
                             .socket_path = w->sock[i], .attester = att};
+    if (w->paged) {
+        snprintf(w->pages[i], sizeof w->pages[i], "%s/pages%d", w->dir, i);
+        assert_int_equal(gt_mkdir_p(w->pages[i], 0700).code, GT_E_NONE);
+        cfg.mem_limit = 2u << 20;
+        cfg.paging_store = w->pages[i];
+        cfg.page_bytes = 4096;
+    }
     gt_device *dev = NULL;
     if (w->kind == GT_DEVICE_SIM) {
         gt_device_sim_options opt;
@@ -144,6 +153,12 @@ static int setup_kind(void **state, gt_device_kind kind)
 }
 
 static int setup_cpu(void **state) { return setup_kind(state, GT_DEVICE_CPU); }
+static int setup_cpu_paged(void **state)
+{
+    int r = setup_kind(state, GT_DEVICE_CPU);
+    ((world *)*state)->paged = true;
+    return r;
+}
 static int setup_sim(void **state) { return setup_kind(state, GT_DEVICE_SIM); }
 
 static int teardown(void **state)
@@ -345,6 +360,46 @@ static void test_large_chunk_sum_exact(void **state)
     }
     free(a);
     free(b);
+    free(c);
+}
+
+// On a device that pages (cpu, 2 MiB resident), the buffers a chunk is sealed from and opened
+// into have been evicted to the store: seal and open bring exactly their ranges back first.
+static void test_paged_out_buffers_seal_and_open(void **state)
+{
+    world *w = *state;
+    admit_all(w, 2);
+    const uint64_t n = 256u << 10;  // 1 MiB of floats
+    gt_dbuf g[2] = {0}, filler[2] = {0};
+    float *x = malloc(n * 4);
+    assert_non_null(x);
+    for (int d = 0; d < 2; d++) {
+        for (uint64_t i = 0; i < n; i++) {
+            x[i] = (float)((int)(i % 1021) - 510) * (float)(d + 1);
+        }
+        GT_ASSERT_OK(gt_device_alloc(w->dev[d], n * 4, 0, &g[d]));
+        GT_ASSERT_OK(gt_device_copy_in(w->dev[d], g[d], 0, x, n * 4));
+        // 2 MiB written after it: g's pages go to the store to make room.
+        GT_ASSERT_OK(gt_device_alloc(w->dev[d], 2u << 20, 0, &filler[d]));
+        GT_ASSERT_OK(gt_device_memset(w->dev[d], filler[d], 0, 0x5a, 2u << 20));
+        gt_pager_stats st;
+        GT_ASSERT_OK(gt_device_paging_stats(w->dev[d], &st));
+        assert_true(st.page_outs > 0 && st.evicted_bytes >= n * 4 / 2);
+    }
+    size_t cap = gt_peer_chunk_bytes(n), len = 0;
+    uint8_t *c = malloc(cap);
+    assert_non_null(c);
+    gt_peer_hdr h = hdr(w, 0, 0, 0, 1);
+    h.elem_off = 0;
+    h.nelem = n;
+    GT_ASSERT_OK(gt_device_peer_seal(w->dev[0], &h, g[0], c, cap, &len));
+    GT_ASSERT_OK(gt_device_memset(w->dev[1], filler[1], 0, 0x33, 2u << 20));  // g[1] out again
+    GT_ASSERT_OK(gt_device_peer_open(w->dev[1], &h, c, len, g[1], GT_PEER_ADD));
+    GT_ASSERT_OK(gt_device_copy_out(w->dev[1], x, g[1], 0, n * 4));
+    for (uint64_t i = 0; i < n; i++) {
+        assert_true(x[i] == (float)((int)(i % 1021) - 510) * 3.0f);
+    }
+    free(x);
     free(c);
 }
 
@@ -642,6 +697,11 @@ int main(void)
         CASE(test_devd_ignores_the_clients_rules),
     };
     int failed = cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
+    const struct CMUnitTest paged[] = {
+        CASE(test_pair_moves_labelled_chunk),
+        CASE(test_paged_out_buffers_seal_and_open),
+    };
+    failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
     if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL) {
         failed += cmocka_run_group_tests_name("sim", tests, setup_sim, teardown);
     }

@@ -10,8 +10,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +99,37 @@ static int setup(void **state)
                                        "3", "--threads", "1", NULL};
     return gt_test_devd_setup(state, args);
 }
+
+// The same devd paging (docs/paging.md): 512 KiB resident at most in 4 KiB pages, less than
+// the two chunks of a trip, and just more than an op over the larger chunk needs.
+static int setup_paged(void **state)
+{
+    gt_test_devd *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    gt_test_tmpdir(f->dir, sizeof f->dir);
+    char store[600];
+    snprintf(store, sizeof store, "%s/pages", f->dir);
+    assert_int_equal(mkdir(store, 0700), 0);
+    const char *const args[] = {"--mem-limit", "512KiB", "--paging-store", store, "--page-size",
+                                "4KiB", "--slot-size", "64KiB", "--slots", "3", "--threads",
+                                "1", NULL};
+    f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
+    *state = f;
+    return 0;
+}
+
+// After a trip on the paged devd: its pager did page (the chunks do not fit at once).
+static void assert_paged(fixture *f)
+{
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
+    gt_device_close(dev);
+    assert_true(st.paging.page_outs > 0 && st.paging.peak_resident <= (512u << 10));
+}
+
 
 static gt_device *open_trainer(fixture *f)
 {
@@ -588,6 +621,20 @@ static void test_load_from_file(void **state)
     gt_device_close(tr);
 }
 
+// The full trip and the load from a file, on the paged devd: loads, ops and refusals as
+// unpaged, with the chunks going through the store.
+static void test_full_trip_paged(void **state)
+{
+    test_full_trip(state);
+    assert_paged(*state);
+}
+
+static void test_load_from_file_paged(void **state)
+{
+    test_load_from_file(state);
+    assert_paged(*state);
+}
+
 static void test_holder_close_without_return(void **state)
 {
     fixture *f = *state;
@@ -876,6 +923,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_full_trip_paged, setup_paged, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_load_from_file_paged, setup_paged,
+                                        gt_test_devd_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

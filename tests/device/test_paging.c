@@ -1,0 +1,578 @@
+// The pager on the cpu backend (docs/paging.md): training under a memory limit gives the same
+// losses bit for bit; every tampering of the untrusted store (bit flips, an older version, two
+// pages swapped, truncation, a deleted page, the version tree) is refused and tears the device
+// down; no plaintext reaches the store; resident memory stays within the limit (counters and
+// the arena's real RSS).
+#include "testlib.h"
+#include "toy_model.h"
+
+#include "device/pager_test.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096u
+#define CAP (8u * PAGE)     // the tamper scene: 8 pages resident at most
+#define BUF (16u * PAGE)    // two buffers of 16 pages each
+#define NTOK 4096
+
+static gt_device *open_dev(const char *store, uint64_t cap)
+{
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1, .mem_limit = cap,
+                            .paging_store = store, .page_bytes = PAGE};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    return dev;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (uint8_t)(seed >> 16);
+    }
+}
+
+// ---- the tamper scene: A then B written; A (pages 0..15, first fit) is then all sealed out ----
+
+typedef struct {
+    char dir[512];
+    gt_device *dev;
+    gt_pager *pg;
+    gt_dbuf a, b;
+    uint8_t data_a[BUF], data_b[BUF];
+    const char *pages, *tree;
+} scene;
+
+static void scene_open(scene *s)
+{
+    gt_test_tmpdir(s->dir, sizeof s->dir);
+    s->dev = open_dev(s->dir, CAP);
+    s->pg = gt_device_test_pager(s->dev);
+    assert_non_null(s->pg);
+    gt_pager_test_paths(s->pg, &s->pages, &s->tree);
+    GT_ASSERT_OK(gt_device_alloc(s->dev, BUF, 0, &s->a));
+    GT_ASSERT_OK(gt_device_alloc(s->dev, BUF, 0, &s->b));
+    fill(s->data_a, BUF, 1);
+    fill(s->data_b, BUF, 2);
+    GT_ASSERT_OK(gt_device_copy_in(s->dev, s->a, 0, s->data_a, BUF));
+    GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &st));
+    assert_int_equal(st.resident_bytes, CAP);
+    assert_int_equal(st.evicted_bytes, 2 * BUF - CAP);  // A and half of B only sealed
+}
+
+static void scene_close(scene *s)
+{
+    gt_device_close(s->dev);
+    gt_test_rmtree(s->dir);
+}
+
+// The file's bytes rewritten in place (the pager keeps its descriptor: no rename).
+static void file_put(const char *path, const gt_buf *b)
+{
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, b->data, b->len, 0), (ssize_t)b->len);
+    close(fd);
+}
+
+static void blob_read(const scene *s, uint64_t page, uint8_t *out)
+{
+    int fd = open(s->pages, O_RDONLY);
+    assert_true(fd >= 0);
+    size_t n = gt_pager_test_blob_bytes(s->pg);
+    assert_int_equal(pread(fd, out, n, (off_t)gt_pager_test_blob_at(s->pg, page)), (ssize_t)n);
+    close(fd);
+}
+
+static void blob_write(const scene *s, uint64_t page, const uint8_t *in)
+{
+    int fd = open(s->pages, O_WRONLY);
+    assert_true(fd >= 0);
+    size_t n = gt_pager_test_blob_bytes(s->pg);
+    assert_int_equal(pwrite(fd, in, n, (off_t)gt_pager_test_blob_at(s->pg, page)), (ssize_t)n);
+    close(fd);
+}
+
+// Reading A back meets the tampered page: GT_E_AUTH, and then nothing is left: every buffer is
+// gone (wiped), nothing is resident, every later call fails.
+static bool refused_and_torn(scene *s)
+{
+    uint8_t out[BUF];
+    gt_err e = gt_device_copy_out(s->dev, out, s->a, 0, BUF);
+    if (e.code != GT_E_AUTH) {
+        print_message("not refused: %s (%s)\n", e.msg, gt_code_name(e.code));
+        return false;
+    }
+    assert_non_null(strstr(e.msg, "torn down"));
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &st));
+    assert_int_equal(st.resident_bytes, 0);
+    assert_int_equal(st.evicted_bytes, 0);
+    GT_ASSERT_CODE(gt_device_copy_out(s->dev, out, s->b, 0, 16), GT_E_AUTH);
+    gt_dbuf c = 0;
+    GT_ASSERT_CODE(gt_device_alloc(s->dev, 64, 0, &c), GT_E_AUTH);
+    uint64_t size = 0;
+    GT_ASSERT_CODE(gt_device_buf_size(s->dev, s->a, &size), GT_E_NOTFOUND);  // released
+    return true;
+}
+
+// The untampered scene reads back exactly: the attacks below fail for the tampering alone.
+static void untampered_reads_back(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    uint8_t out[BUF];
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->a, 0, BUF));
+    assert_memory_equal(out, s->data_a, BUF);
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->b, 0, BUF));
+    assert_memory_equal(out, s->data_b, BUF);
+    scene_close(s);
+    free(s);
+}
+
+// One bit flipped anywhere in a sealed page (ciphertext or tag): a sampled sweep, all refused.
+static void tamper_bit_flip_sweep(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    uint8_t blob[PAGE + 16];
+    const size_t bits = (PAGE + 16) * 8;
+    int tried = 0, refused = 0;
+    for (size_t k = 0; k < 48; k++) {
+        // 32 positions spread over the ciphertext, 16 inside the tag
+        size_t bit = k < 32 ? (k * (PAGE * 8 / 32) + k * 13) % (PAGE * 8) : PAGE * 8 + (k - 32) * 8 + k % 8;
+        assert_true(bit < bits);
+        scene_open(s);
+        blob_read(s, 0, blob);
+        blob[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        blob_write(s, 0, blob);
+        tried++;
+        refused += refused_and_torn(s);
+        scene_close(s);
+    }
+    assert_int_equal(refused, tried);
+    free(s);
+}
+
+// Page 0 of A sealed again at a newer version; its older blob put back (alone, then with the
+// whole older version tree: a rollback of the entire store).
+static void tamper_replay_older_version(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    uint8_t old_blob[PAGE + 16], new_blob[PAGE + 16];
+    gt_buf old_tree = {0};
+    for (int with_tree = 0; with_tree < 2; with_tree++) {
+        scene_open(s);
+        blob_read(s, 0, old_blob);
+        gt_buf_free(&old_tree);
+        GT_ASSERT_OK(gt_file_read_all(s->tree, 1u << 30, &old_tree));
+        uint8_t other[BUF];  // A rewritten, then pushed out again by B: page 0 at version 2
+        fill(other, BUF, 3);
+        GT_ASSERT_OK(gt_device_copy_in(s->dev, s->a, 0, other, BUF));
+        GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));
+        blob_read(s, 0, new_blob);
+        assert_memory_not_equal(old_blob, new_blob, sizeof old_blob);
+        blob_write(s, 0, old_blob);
+        if (with_tree) {
+            file_put(s->tree, &old_tree);
+        }
+        assert_true(refused_and_torn(s));
+        scene_close(s);
+    }
+    gt_buf_free(&old_tree);
+    free(s);
+}
+
+// Two sealed pages exchanged: within one buffer (page 0 and 1 of A), then across buffers (page
+// 0 of A and page 0 of B, arena page 16).
+static void tamper_swap_two_pages(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    uint8_t x[PAGE + 16], y[PAGE + 16];
+    const uint64_t other[2] = {1, 16};
+    for (int i = 0; i < 2; i++) {
+        scene_open(s);
+        blob_read(s, 0, x);
+        blob_read(s, other[i], y);
+        blob_write(s, 0, y);
+        blob_write(s, other[i], x);
+        assert_true(refused_and_torn(s));
+        scene_close(s);
+    }
+    free(s);
+}
+
+// The store cut short in the middle of A (pages 8.. gone).
+static void tamper_truncate(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    assert_int_equal(truncate(s->pages, (off_t)gt_pager_test_blob_at(s->pg, 8)), 0);
+    assert_true(refused_and_torn(s));
+    scene_close(s);
+    free(s);
+}
+
+// One sealed page deleted (its bytes gone: zeros, as a hole punched into the file reads).
+static void tamper_delete_page(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    uint8_t zero[PAGE + 16] = {0};
+    blob_write(s, 3, zero);
+    assert_true(refused_and_torn(s));
+    scene_close(s);
+    free(s);
+}
+
+// The version tree itself altered: page 0's version raised, then one internal node flipped.
+static void tamper_version_tree(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    for (int which = 0; which < 2; which++) {
+        scene_open(s);
+        gt_buf t = {0};
+        GT_ASSERT_OK(gt_file_read_all(s->tree, 1u << 30, &t));
+        // nleaves = 65536 pages of the 256 MiB arena: leaves after 65536 32-byte nodes
+        size_t leaf0 = 65536u * 32, node = 32768u * 32;  // page 0's parent (level 1)
+        assert_true(t.len >= leaf0 + 8);
+        if (which == 0) {
+            t.data[leaf0] ^= 1;
+        } else {
+            t.data[node + 5] ^= 0x40;
+        }
+        file_put(s->tree, &t);
+        gt_buf_free(&t);
+        assert_true(refused_and_torn(s));
+        scene_close(s);
+    }
+    free(s);
+}
+
+// A page read but not changed is dropped, not resealed, when it makes room (its blob is still
+// its newest version); it is checked again when it comes back, so tampering with it then is
+// refused all the same.
+static void clean_page_dropped_then_checked_again(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    uint8_t out[BUF], blob[PAGE + 16];
+    gt_pager_stats before, after;
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->b, 0, BUF));  // B resident at the end
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->a, 0, BUF));  // A in, clean B and A out
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &after));
+    assert_memory_equal(out, s->data_a, BUF);
+    assert_int_equal(after.page_outs, before.page_outs);  // nothing was resealed
+    assert_int_equal(after.clean_drops - before.clean_drops, BUF / PAGE);
+    blob_read(s, 0, blob);  // A's page 0: dropped clean just now, its blob the one checked
+    blob[PAGE / 2] ^= 0x01;
+    blob_write(s, 0, blob);
+    assert_true(refused_and_torn(s));
+    scene_close(s);
+    free(s);
+}
+
+static bool contains(const uint8_t *hay, size_t n, const uint8_t *needle, size_t k)
+{
+    for (size_t i = 0; i + k <= n; i++) {
+        if (hay[i] == needle[0] && memcmp(hay + i, needle, k) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Scans the whole file in pieces (overlapping by k - 1 bytes) for needle; counts non-zero bytes.
+static bool file_contains(const char *path, const uint8_t *needle, size_t k, size_t *nonzero)
+{
+    enum { PIECE = 1 << 20 };
+    uint8_t *b = malloc(PIECE + k);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    size_t have = 0;  // bytes in b: the last k - 1 of the previous piece, then this one
+    bool found = false;
+    for (ssize_t n; !found && (n = read(fd, b + have, PIECE)) > 0;) {
+        for (size_t i = have; i < have + (size_t)n; i++) {
+            *nonzero += b[i] != 0;
+        }
+        have += (size_t)n;
+        found = contains(b, have, needle, k);
+        size_t tail = have < k - 1 ? have : k - 1;
+        memmove(b, b + have - tail, tail);
+        have = tail;
+    }
+    close(fd);
+    free(b);
+    return found;
+}
+
+// Buffers full of a known pattern, paged out and in again: the pattern never appears in the
+// store (neither file), though the store holds every sealed page.
+static void canary_never_in_store(void **state)
+{
+    (void)state;
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    gt_device *dev = open_dev(dir, CAP);
+    const char *pages = NULL, *tree = NULL;
+    gt_pager_test_paths(gt_device_test_pager(dev), &pages, &tree);
+    static const uint8_t canary[16] = "GT-CANARY-PAGE!";
+    uint8_t *data = malloc(BUF);
+    for (size_t i = 0; i < BUF; i += sizeof canary) {
+        memcpy(data + i, canary, sizeof canary);
+    }
+    gt_dbuf h[3];
+    for (int i = 0; i < 3; i++) {
+        GT_ASSERT_OK(gt_device_alloc(dev, BUF, 0, &h[i]));
+        GT_ASSERT_OK(gt_device_copy_in(dev, h[i], 0, data, BUF));
+    }
+    GT_ASSERT_OK(gt_device_copy_out(dev, data, h[0], 0, BUF));  // in again, others out again
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    assert_true(st.page_outs >= 3 * BUF / PAGE);
+    const char *files[2] = {pages, tree};
+    size_t nonzero = 0;
+    for (int f = 0; f < 2; f++) {
+        assert_false(file_contains(files[f], canary, 8, &nonzero));
+    }
+    assert_true(nonzero > 2 * BUF);  // the sealed pages are there, as ciphertext
+    assert_true(contains(data, BUF, canary, sizeof canary));
+    free(data);
+    gt_device_close(dev);
+    gt_test_rmtree(dir);
+}
+
+// The resident set summed over the arena's mappings in /proc/self/smaps.
+static uint64_t arena_rss(const uint8_t *base, uint64_t bytes)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    bool in = false;
+    uint64_t rss = 0;
+    uintptr_t lo = (uintptr_t)base, hi = lo + bytes;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long a = 0, z = 0, kb = 0;
+        if (sscanf(line, "%lx-%lx ", &a, &z) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = a >= lo && z <= hi;
+        } else if (in && sscanf(line, "Rss: %lu kB", &kb) == 1) {
+            rss += (uint64_t)kb * 1024;
+        }
+    }
+    fclose(f);
+    return rss;
+}
+
+// Writes and reads 4x the limit in every order: the counters and the kernel's own count of the
+// arena's resident memory stay within the limit at every step.
+static void residency_bounded(void **state)
+{
+    (void)state;
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    gt_device *dev = open_dev(dir, CAP);
+    uint8_t *base = gt_pager_base(gt_device_test_pager(dev));
+    uint8_t *data = malloc(BUF);
+    fill(data, BUF, 9);
+    gt_dbuf h[2];
+    GT_ASSERT_OK(gt_device_alloc(dev, BUF, 0, &h[0]));
+    GT_ASSERT_OK(gt_device_alloc(dev, BUF, 0, &h[1]));
+    uint64_t max_rss = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 2; i++) {
+            GT_ASSERT_OK(gt_device_copy_in(dev, h[i], 0, data, BUF));
+            GT_ASSERT_OK(gt_device_memset(dev, h[1 - i], PAGE / 2, 7, BUF / 2));
+            gt_pager_stats st;
+            GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+            assert_true(st.resident_bytes <= CAP && st.peak_resident <= CAP);
+            uint64_t rss = arena_rss(base, 256u << 20);
+            max_rss = rss > max_rss ? rss : max_rss;
+            assert_true(rss <= CAP);
+        }
+    }
+    assert_true(max_rss > 0);  // the measurement sees the arena at all
+    free(data);
+    gt_device_close(dev);
+    gt_test_rmtree(dir);
+}
+
+// AdamW (elementwise) over four 256 KiB refs under a 32 KiB limit runs in pieces and gives the
+// bytes an unlimited device gives; a matmul needing more than the limit is refused, naming it.
+static void ops_split_or_refused(void **state)
+{
+    (void)state;
+    enum { N = 65536 };
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float *init = malloc(4 * N * sizeof *init), *got = malloc(3 * N * sizeof *got);
+    float *want = malloc(3 * N * sizeof *want);
+    for (size_t i = 0; i < 4 * (size_t)N; i++) {
+        init[i] = (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
+    }
+    for (int paged = 0; paged < 2; paged++) {
+        gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+        gt_device *dev = paged ? open_dev(dir, CAP) : NULL;
+        if (!paged) {
+            GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+        }
+        gt_dbuf b[4];
+        for (int i = 0; i < 4; i++) {
+            GT_ASSERT_OK(gt_device_alloc(dev, N * sizeof(float), 0, &b[i]));
+            GT_ASSERT_OK(gt_device_copy_in(dev, b[i], 0, init + (size_t)i * N, N * sizeof(float)));
+        }
+        gt_op op = gt_op_adamw((gt_dref){b[0], 0}, (gt_dref){b[1], 0}, (gt_dref){b[2], 0},
+                               (gt_dref){b[3], 0}, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f,
+                               0.05f, 1.0f);
+        GT_ASSERT_OK(gt_device_launch(dev, &op));
+        for (int i = 0; i < 3; i++) {
+            float *dst = (paged ? got : want) + (size_t)i * N;
+            GT_ASSERT_OK(gt_device_copy_out(dev, dst, b[i], 0, N * sizeof(float)));
+        }
+        if (paged) {
+            gt_op mm = gt_op_matmul_fwd((gt_dref){b[0], 0}, (gt_dref){b[1], 0},
+                                        (gt_dref){b[2], 0}, (gt_dref){0, 0}, 64, 256, 256);
+            GT_ASSERT_ERR(gt_device_launch(dev, &mm), GT_E_LIMIT, "cap is 32.0 KiB");
+        }
+        gt_device_close(dev);
+    }
+    assert_memory_not_equal(want, init, 3 * N * sizeof(float));  // the step did something
+    assert_memory_equal(got, want, 3 * N * sizeof(float));
+    free(want);
+    free(init);
+    free(got);
+    gt_test_rmtree(dir);
+}
+
+// A labelled buffer paged out keeps its label (the label is in its pages' AAD); a label added
+// while it is sealed out leaves it readable by ops, and copy_out stays refused.
+static void labels_travel_with_pages(void **state)
+{
+    (void)state;
+    static const uint8_t ds1[GT_LABEL_ID_BYTES] = {1}, ds2[GT_LABEL_ID_BYTES] = {2};
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    GT_ASSERT_OK(gt_device_label_add(s->dev, s->a, ds1));  // A is sealed out now
+    uint8_t big[BUF];
+    GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));
+    GT_ASSERT_OK(gt_device_label_add(s->dev, s->a, ds2));
+    gt_dbuf out = 0;
+    GT_ASSERT_OK(gt_device_alloc(s->dev, BUF, 0, &out));
+    gt_op op = gt_op_residual_fwd((gt_dref){out, 0}, (gt_dref){s->a, 0}, (gt_dref){s->a, 0},
+                                  BUF / 4);
+    GT_ASSERT_OK(gt_device_launch(s->dev, &op));  // faults A in: its sealed label still opens
+    size_t count = 0;
+    GT_ASSERT_OK(gt_device_label_get(s->dev, out, &count, NULL, 0));
+    assert_int_equal(count, 2);
+    GT_ASSERT_CODE(gt_device_copy_out(s->dev, big, s->a, 0, BUF), GT_E_POLICY);
+    scene_close(s);
+    free(s);
+}
+
+static uint16_t g_tokens[NTOK];
+
+static void toy_losses(gt_device *dev, float *loss, int steps)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < NTOK; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        g_tokens[i] = (uint16_t)(x % GT_TOY_VOCAB);
+    }
+    gt_dbuf chunk = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof g_tokens, 0, &chunk));
+    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, g_tokens, sizeof g_tokens));
+    gt_toy t;
+    gt_toy_open(dev, chunk, NTOK, &t);
+    for (int s = 0; s < steps; s++) {
+        GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
+    }
+    gt_toy_close(&t);
+}
+
+// The toy GPT-2 trained under a limit of about a quarter of what it touches: the same losses,
+// bit for bit, with pages going out and in on every step, never more resident than the limit.
+static void train_capped_matches_uncapped(void **state)
+{
+    (void)state;
+    enum { STEPS = 4 };
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float plain[STEPS], capped[STEPS];
+    gt_device *dev = open_dev(dir, 64u << 20);  // paging on, nothing ever evicted: the size
+    toy_losses(dev, plain, STEPS);
+    gt_pager_stats all;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &all));
+    assert_int_equal(all.page_outs, 0);
+    gt_device_close(dev);
+    uint64_t cap = all.peak_resident / 4 / PAGE * PAGE;
+    print_message("toy state and activations %llu bytes; cap %llu\n",
+                  (unsigned long long)all.peak_resident, (unsigned long long)cap);
+    dev = open_dev(dir, cap);
+    toy_losses(dev, capped, STEPS);
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    assert_true(st.page_outs > STEPS * 8);
+    assert_true(st.peak_resident <= cap);
+    gt_device_close(dev);
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};  // and no pager at all
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    float bare[STEPS];
+    toy_losses(dev, bare, STEPS);
+    gt_device_close(dev);
+    assert_memory_equal(plain, capped, sizeof plain);
+    assert_memory_equal(bare, capped, sizeof bare);
+    gt_test_rmtree(dir);
+}
+
+// Without paging the limit refuses as before, and says how to page instead.
+static void unpaged_refusal_names_paging(void **state)
+{
+    (void)state;
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1, .mem_limit = CAP};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    gt_dbuf h = 0;
+    GT_ASSERT_ERR(gt_device_alloc(dev, 2 * CAP, 0, &h), GT_E_LIMIT, "--paging-store");
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    assert_int_equal(st.page_bytes, 0);
+    gt_device_close(dev);
+    // sim pages inside devd (devd --paging-store): the client's config cannot ask for it
+    gt_device_config sim = {.kind = GT_DEVICE_SIM, .socket_path = "/nonexistent",
+                            .paging_store = "/tmp"};
+    GT_ASSERT_ERR(gt_device_open(&dev, &sim), GT_E_UNSUPPORTED, "devd --paging-store");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(untampered_reads_back),
+        cmocka_unit_test(tamper_bit_flip_sweep),
+        cmocka_unit_test(tamper_replay_older_version),
+        cmocka_unit_test(tamper_swap_two_pages),
+        cmocka_unit_test(tamper_truncate),
+        cmocka_unit_test(tamper_delete_page),
+        cmocka_unit_test(tamper_version_tree),
+        cmocka_unit_test(clean_page_dropped_then_checked_again),
+        cmocka_unit_test(canary_never_in_store),
+        cmocka_unit_test(residency_bounded),
+        cmocka_unit_test(ops_split_or_refused),
+        cmocka_unit_test(labels_travel_with_pages),
+        cmocka_unit_test(train_capped_matches_uncapped),
+        cmocka_unit_test(unpaged_refusal_names_paging),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
