@@ -10,6 +10,8 @@
 //   reorder    two chunks of one round swapped
 //   misroute   a rank's own outgoing chunk (for its right neighbour) delivered back to it
 //   oldstep    a chunk of step 7 delivered in step 8
+//   samestep   a chunk of one collective replayed in a second one with the same step number:
+//              only the direction's sequence number tells them apart
 //   kill       the last rank exits mid-collective; the others stop with a clear error within
 //              the timeout (tests/dist/ring_kill.sh checks the output and the time)
 #include <gputravel/dist.h>
@@ -144,7 +146,9 @@ static void case_sum(void)
 
 // ---- the wire hook's attacks ----------------------------------------------------------------
 
-typedef enum { ATK_FLIP, ATK_REPLAY, ATK_REORDER, ATK_MISROUTE, ATK_OLDSTEP, ATK_KILL } attack;
+typedef enum {
+    ATK_FLIP, ATK_REPLAY, ATK_REORDER, ATK_MISROUTE, ATK_OLDSTEP, ATK_SAMESTEP, ATK_KILL
+} attack;
 
 typedef struct {
     attack kind;
@@ -153,6 +157,7 @@ typedef struct {
     int rounds;        // arrival rounds seen so far
     int sent;          // chunks sent so far
     uint64_t step;     // the step now running
+    int coll;          // collectives begun
     uint8_t saved[1 << 16];
     size_t saved_len;
     bool fired;
@@ -231,10 +236,11 @@ static void on_arrived(void *ctx, gt_ring_arrival *arr, size_t n)
     case ATK_MISROUTE:
         replace(a, &arr[0]);
         break;
-    case ATK_OLDSTEP:
-        if (a->step == 7 && a->saved_len == 0) {
+    case ATK_OLDSTEP:   // collective 0's first chunk, delivered in collective 1
+    case ATK_SAMESTEP:
+        if (a->coll == 0 && a->saved_len == 0) {
             save(a, arr[0].bytes, arr[0].len);
-        } else if (a->step == 8) {
+        } else if (a->coll == 1) {
             replace(a, &arr[0]);
         }
         break;
@@ -270,7 +276,9 @@ static gt_err attacked_run(attacker *a, world *w, uint64_t n, const gt_ring_opts
     a->w = w;
     gt_err e = GT_OK;
     for (int s = 0; s < steps && gt_is_ok(e); s++) {
-        a->step = first_step + (uint64_t)s;
+        // The same step twice: a caller's bug or a restart; the sequence number still differs.
+        a->step = first_step + (a->kind == ATK_SAMESTEP ? 0 : (uint64_t)s);
+        a->coll = s;
         a->rounds = 0;
         world_fill(w, a->step);
         e = gt_ring_allreduce(w->ring, &w->ep, n, a->step);
@@ -405,7 +413,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     CHECK(argc == 2, "usage: mpirun -np N gt_ring_test sum|flip|replay|reorder|misroute|"
-                     "oldstep|kill");
+                     "oldstep|samestep|kill");
     CHECK(nranks >= 2, "run under mpirun with at least 2 ranks");
     gt_log_set_level(GT_LOG_WARN);
     const char *c = argv[1];
@@ -422,6 +430,8 @@ int main(int argc, char **argv)
         case_attack(ATK_MISROUTE, c, "src 1, expected 0", 1);
     } else if (strcmp(c, "oldstep") == 0) {
         case_attack(ATK_OLDSTEP, c, "step 7, expected 8", 2);
+    } else if (strcmp(c, "samestep") == 0) {
+        case_attack(ATK_SAMESTEP, c, "sequence number", 2);
     } else if (strcmp(c, "kill") == 0) {
         case_kill();
     } else {
