@@ -90,8 +90,8 @@ gt_err gt_ring_host_admit(gt_ring_host **out, MPI_Comm comm, int timeout_ms)
     gt_ring_host *h = NULL;
     uint8_t pub[GT_X25519_BYTES], sec[GT_X25519_BYTES];
     uint8_t *pubs = NULL, digest[GT_SHA256_BYTES];
-    gt_err err = host_alloc(&h, comm);
-    GT_TRY_GOTO(err, err, fail);
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, host_alloc(&h, comm), fail);
     pubs = calloc((size_t)h->nranks, GT_X25519_BYTES);
     GT_ENSURE_GOTO(err, pubs != NULL, fail, GT_E_NOMEM, "admission: out of memory");
     GT_TRY_GOTO(err, gt_x25519_keypair(pub, sec), fail);

@@ -97,8 +97,8 @@ gt_err gt_ring_new(gt_ring **out, MPI_Comm comm, const uint8_t run[16], const gt
     memcpy(r->run, run, sizeof r->run);
     snprintf(r->what_send, sizeof r->what_send, "send completed to rank %d", right_of(r));
     snprintf(r->what_recv, sizeof r->what_recv, "chunk from rank %d", left_of(r));
-    gt_err err = opts_fill(&r->opts, opts, r->nranks);
-    GT_TRY_GOTO(err, err, fail);
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, opts_fill(&r->opts, opts, r->nranks), fail);
     r->bucket_elems = r->opts.bucket_bytes / sizeof(float);
     r->chunk_cap = gt_ring_chunk_bytes((r->bucket_elems + (uint64_t)r->nranks - 1) /
                                        (uint64_t)r->nranks);
@@ -382,6 +382,8 @@ gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uin
         return GT_OK;
     }
     uint64_t nbuckets = (n + r->bucket_elems - 1) / r->bucket_elems;
+    GT_ENSURE(nbuckets <= UINT32_MAX, GT_E_ARG, "ring: %llu buckets (a larger bucket, please)",
+              (unsigned long long)nbuckets);
     gt_err err = GT_OK;
     for (uint64_t b = 0; b < nbuckets && gt_is_ok(err); b += r->opts.window) {
         uint64_t left = nbuckets - b;
