@@ -148,7 +148,10 @@ void gt_ring_free(gt_ring *r)
     }
     drop_all(r);
     drop_request(&r->vote_req, false);
-    if (r->comm != MPI_COMM_NULL) {
+    // A dead ring keeps its communicator until MPI_Finalize: chunks of the dead run may still
+    // be on their way, and a freed communicator's context id is reused by the next one, which
+    // would receive them (they would be rejected, but would kill that run too).
+    if (r->comm != MPI_COMM_NULL && !r->dead) {
         MPI_Comm_free(&r->comm);
     }
     slot_free_all(r);

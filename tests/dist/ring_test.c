@@ -12,12 +12,12 @@
 //   oldstep    a chunk of step 7 delivered in step 8
 //   samestep   a chunk of one collective replayed in a second one with the same step number:
 //              only the direction's sequence number tells them apart
-//   kill       the last rank exits mid-collective; the others stop with a clear error within
-//              the timeout (tests/dist/ring_kill.sh checks the output and the time)
+//   kill       the last rank exits mid-collective: the job ends at once (mpirun), no hang
+//   stall      the last rank stops answering mid-collective: every other rank stops with a
+//              clear error within the timeout (tests/dist/ring_kill.sh checks output and time)
 #include <gputravel/dist.h>
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +147,8 @@ static void case_sum(void)
 // ---- the wire hook's attacks ----------------------------------------------------------------
 
 typedef enum {
-    ATK_FLIP, ATK_REPLAY, ATK_REORDER, ATK_MISROUTE, ATK_OLDSTEP, ATK_SAMESTEP, ATK_KILL
+    ATK_FLIP, ATK_REPLAY, ATK_REORDER, ATK_MISROUTE, ATK_OLDSTEP, ATK_SAMESTEP, ATK_KILL,
+    ATK_STALL
 } attack;
 
 typedef struct {
@@ -198,10 +199,17 @@ static void on_sent(void *ctx, const gt_peer_hdr *h, const uint8_t *bytes, size_
     if (a->kind == ATK_MISROUTE && rank == a->victim && a->saved_len == 0) {
         save(a, bytes, len);  // for the right neighbour; it comes back to us
     }
-    if (a->kind == ATK_KILL && rank == nranks - 1 && a->sent == 3) {
-        fprintf(stderr, "ring_test[%d] kill: exiting mid-collective (hop %u)\n", rank, h->hop);
+    if ((a->kind == ATK_KILL || a->kind == ATK_STALL) && rank == nranks - 1 && a->sent == 3) {
+        bool kill = a->kind == ATK_KILL;
+        fprintf(stderr, "ring_test[%d] %s mid-collective (hop %u)\n", rank,
+                kill ? "kill: exiting" : "stall: stopping", h->hop);
         fflush(stderr);
-        _exit(7);  // no MPI_Finalize, no goodbye: as a crashed rank
+        if (kill) {
+            _exit(7);  // no MPI_Finalize, no goodbye: as a crashed rank
+        }
+        for (;;) {
+            sleep(60);  // alive, connected and silent: as a wedged rank or a stalled link
+        }
     }
 }
 
@@ -261,7 +269,10 @@ static void expect_stopped(const attacker *a, const world *w, gt_err e, const ch
         CHECK(memcmp(w->data + a->watch_off, a->watch, a->watch_len * sizeof(float)) == 0,
               "the rejected chunk changed the destination");
     } else {
-        CHECK(e.code == GT_E_PEER || e.code == GT_E_AUTH, "rank %d: got %s: %s", rank,
+        char told[64];
+        snprintf(told, sizeof told, "rank %d aborted the collective: AUTH", a->victim);
+        CHECK(e.code == GT_E_PEER && strstr(e.msg, told) != NULL,
+              "rank %d: expected to be told of rank %d's rejection, got %s: %s", rank, a->victim,
               gt_code_name(e.code), e.msg);
     }
 }
@@ -388,12 +399,16 @@ static void flip_in_ring(void)
 
 // ---- a rank dies ----------------------------------------------------------------------------
 
-static void case_kill(void)
+// The last rank dies (kill) or stops answering (stall) at its third chunk. A dead rank ends
+// the job through mpirun (Open MPI's TCP transport cannot outlive a dead peer: the job is
+// aborted at once, ring_kill.sh checks how fast). A stalled one is the ring's to detect: every
+// survivor must stop with a clear error within the timeout, then end the job as the CLI does.
+static void case_dead_rank(attack kind)
 {
     gt_ring_opts o = {.bucket_bytes = 4096, .window = 2, .timeout_ms = 2000};
     attacker *a = calloc(1, sizeof *a);
     CHECK(a != NULL, "out of memory");
-    a->kind = ATK_KILL;
+    a->kind = kind;
     a->victim = -1;
     world w;
     double t0 = gt_now_seconds();
@@ -401,10 +416,11 @@ static void case_kill(void)
     double dt = gt_now_seconds() - t0;
     CHECK(!gt_is_ok(e), "the collective finished without rank %d", nranks - 1);
     // ring_kill.sh reads this line from every survivor.
-    printf("ring_test[%d] kill: stopped after %.1f s: %s: %s\n", rank, dt, gt_code_name(e.code),
-           e.msg);
+    printf("ring_test[%d] %s: stopped after %.1f s: %s: %s\n", rank,
+           kind == ATK_KILL ? "kill" : "stall", dt, gt_code_name(e.code), e.msg);
     fflush(stdout);
-    _exit(0);  // MPI_Finalize would wait for the dead rank; the CLI calls MPI_Abort here
+    sleep(1);  // the other survivors stop within milliseconds (the vote); let them print too
+    MPI_Abort(MPI_COMM_WORLD, 3);  // ends every rank, the stopped one too
 }
 
 int main(int argc, char **argv)
@@ -413,7 +429,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     CHECK(argc == 2, "usage: mpirun -np N gt_ring_test sum|flip|replay|reorder|misroute|"
-                     "oldstep|samestep|kill");
+                     "oldstep|samestep|kill|stall");
     CHECK(nranks >= 2, "run under mpirun with at least 2 ranks");
     gt_log_set_level(GT_LOG_WARN);
     const char *c = argv[1];
@@ -433,7 +449,9 @@ int main(int argc, char **argv)
     } else if (strcmp(c, "samestep") == 0) {
         case_attack(ATK_SAMESTEP, c, "sequence number", 2);
     } else if (strcmp(c, "kill") == 0) {
-        case_kill();
+        case_dead_rank(ATK_KILL);
+    } else if (strcmp(c, "stall") == 0) {
+        case_dead_rank(ATK_STALL);
     } else {
         CHECK(false, "unknown case '%s'", c);
     }
