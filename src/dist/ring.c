@@ -15,6 +15,7 @@
 #define TAG_SLOT0 16  // slot s's chunks travel on tag TAG_SLOT0 + s (in order per tag)
 #define VOTE_BYTES 256  // collective index (8, LE) || reason text ("" = ok)
 #define MAX_WINDOW 64
+#define SPIN_SECONDS 0.0005
 
 typedef struct {
     uint8_t *send[2];  // alternate by hop: one may still be in MPI while the next is sealed
@@ -201,7 +202,7 @@ static gt_err check_votes(gt_ring *r)
 // what: "chunk from rank 3", for the message.
 static gt_err wait_one(gt_ring *r, MPI_Request *q, MPI_Status *st, const char *what)
 {
-    double deadline = gt_now_seconds() + r->opts.timeout_ms / 1000.0;
+    double start = gt_now_seconds(), deadline = start + r->opts.timeout_ms / 1000.0;
     for (;;) {
         int done = 0;
         int rc = MPI_Test(q, &done, st);
@@ -210,10 +211,15 @@ static gt_err wait_one(gt_ring *r, MPI_Request *q, MPI_Status *st, const char *w
             return GT_OK;
         }
         GT_TRY(check_votes(r));
-        GT_ENSURE(gt_now_seconds() < deadline, GT_E_TIMEOUT,
+        double now = gt_now_seconds();
+        GT_ENSURE(now < deadline, GT_E_TIMEOUT,
                   "rank %d: no %s within %d ms (a rank dead or stuck?)", r->rank, what,
                   r->opts.timeout_ms);
-        sched_yield();  // two ranks may share a core: let the other one work
+        // Spin for short waits (as MPI does); past SPIN_SECONDS, yield: two ranks may share a
+        // core, and the one we wait for may need it.
+        if (now - start > SPIN_SECONDS) {
+            sched_yield();
+        }
     }
 }
 
