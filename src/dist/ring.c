@@ -39,6 +39,7 @@ struct gt_ring {
     uint64_t coll;   // collectives begun on this ring (the vote's index)
     int oks;         // ok votes counted for collective `coll`
     char what_send[48], what_recv[48];  // "chunk from rank 3", for timeouts
+    struct gt_ring *next_dead;
     bool dead;
 };
 
@@ -75,13 +76,15 @@ static gt_err slots_alloc(gt_ring *r)
 {
     r->slots = calloc(r->opts.window, sizeof *r->slots);
     GT_ENSURE(r->slots != NULL, GT_E_NOMEM, "ring: out of memory");
+    for (uint32_t s = 0; s < r->opts.window; s++) {  // MPI_REQUEST_NULL is not all zeros
+        r->slots[s].sreq[0] = r->slots[s].sreq[1] = r->slots[s].rreq = MPI_REQUEST_NULL;
+    }
     for (uint32_t s = 0; s < r->opts.window; s++) {
         slot *sl = &r->slots[s];
         sl->send[0] = malloc(r->chunk_cap);
         sl->send[1] = malloc(r->chunk_cap);
         sl->recv = malloc(r->chunk_cap);
         GT_ENSURE(sl->send[0] && sl->send[1] && sl->recv, GT_E_NOMEM, "ring: out of memory");
-        sl->sreq[0] = sl->sreq[1] = sl->rreq = MPI_REQUEST_NULL;
     }
     return GT_OK;
 }
@@ -142,6 +145,9 @@ static void drop_all(gt_ring *r)
     }
 }
 
+// Dead rings (gt_ring_free below). One thread per rank drives MPI (MPI_THREAD_SINGLE).
+static gt_ring *dead_rings;
+
 void gt_ring_free(gt_ring *r)
 {
     if (r == NULL) {
@@ -151,8 +157,15 @@ void gt_ring_free(gt_ring *r)
     drop_request(&r->vote_req, false);
     // A dead ring keeps its communicator until MPI_Finalize: chunks of the dead run may still
     // be on their way, and a freed communicator's context id is reused by the next one, which
-    // would receive them (they would be rejected, but would kill that run too).
-    if (r->comm != MPI_COMM_NULL && !r->dead) {
+    // would receive them (they would be rejected, but would kill that run too). It keeps its
+    // send buffers as well: MPI may still be reading sends that were let go. (Ciphertext only;
+    // the job is about to end.)
+    if (r->dead) {
+        r->next_dead = dead_rings;  // kept, and reachable, until the process ends
+        dead_rings = r;
+        return;
+    }
+    if (r->comm != MPI_COMM_NULL) {
         MPI_Comm_free(&r->comm);
     }
     slot_free_all(r);
