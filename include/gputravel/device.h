@@ -35,6 +35,9 @@ typedef struct {
     int threads;              // OpenMP threads for cpu kernels (0: OpenMP's default)
     uint64_t mem_limit;       // bytes of device memory (0: backend default)
     const char *socket_path;  // sim: devd's Unix socket
+    // cpu: the trainer's evidence in its peer hellos (gt_device_peer_hello; only `produce` is
+    // used). NULL: sim evidence signed by the sim root (attest.h; insecure-simulation).
+    const gt_device_attester *attester;
 } gt_device_config;
 
 typedef struct gt_device gt_device;  // opaque
@@ -154,6 +157,19 @@ GT_MUST_USE gt_err gt_device_label_get(gt_device *dev, gt_dbuf buf, size_t *coun
                                        uint8_t (*ids)[GT_LABEL_ID_BYTES], size_t cap);
 
 // ---- declared outputs: what may leave, computed from labelled data ----------------------------
+// The agreement's admission rules for peer devices (data-parallel ranks, issue 16): what a
+// peer's hello must prove before this device seals labelled data to it.
+#define GT_PEER_MAX_RANKS 256
+#define GT_PEER_MAX_MEASUREMENTS 16  // GT_AGREEMENT_MAX_MEASUREMENTS
+typedef struct {
+    uint32_t ranks;                 // trainer.ranks (0 is taken as 1: no peers)
+    bool allow_simulation;          // simulated trainers and devices may be admitted
+    uint8_t agreement_hash[32];     // the agreement every hello must name
+    uint32_t trainer_count, device_count;  // 0: any measurement (only with allow_simulation)
+    uint8_t trainer[GT_PEER_MAX_MEASUREMENTS][GT_MEASUREMENT_BYTES];
+    uint8_t device[GT_PEER_MAX_MEASUREMENTS][GT_MEASUREMENT_BYTES];
+} gt_device_peer_rules;
+
 // The training agreement's `outputs` (docs/agreement.md). Until declared, nothing labelled
 // leaves. Release ops (GT_OP_LOSS_MEAN, GT_OP_NORM_RELEASE) write a whole one-scalar buffer;
 // when an input is labelled, the device runs one only if its output is declared and its budget
@@ -170,6 +186,8 @@ typedef struct {
     // every op that reads labelled data and writes something must then be the program's next.
     bool program_pinned;
     uint8_t program_hash[32];     // SHA-256 of the program's bytes
+    // Peers (issue 16, "peers" below): who this device may send labelled data to, sealed.
+    gt_device_peer_rules peers;
 } gt_device_outputs;
 
 // Declares the agreement's outputs, once per session (GT_E_STATE after the first). cpu and cuda
@@ -187,6 +205,63 @@ GT_MUST_USE gt_err gt_device_outputs_check(const gt_device_outputs *o);
 // What is left to release now (tests, and the trainer's own bookkeeping): a copy of the rules
 // with the budgets as they stand. GT_E_NOTFOUND before a declaration.
 GT_MUST_USE gt_err gt_device_outputs_get(gt_device *dev, gt_device_outputs *now);
+
+// ---- peers: device-to-device encrypted chunks (docs/device.md "Peers"; issue 16) --------------
+// Gradients are labelled holder data: they leave a device only sealed BY THE DEVICE to a peer
+// device whose attested identity the declared agreement accepts; trainers and MPI relay
+// ciphertext. Admission once per run: every rank's device makes a hello (a fresh X25519 key for
+// the run, its rank, the agreement hash, bound by its evidence), every device appraises every
+// peer's hello itself against the declared rules (gt_device_peer_rules) and derives one key per
+// direction. On cpu (and cuda) the trainer's attested process is the device (as for declared
+// outputs); on sim devd makes the key, appraises, holds the keys and seals in its arena.
+typedef struct {
+    uint8_t run[16];    // the run id (gt_device_peer_run_id; all ranks agree on it)
+    uint64_t step;      // training step
+    uint32_t bucket;    // gradient bucket index within the step
+    uint32_t hop;       // hop within the ring pass (reduce-scatter 0..N-2, all-gather N-1..2N-3)
+    uint32_t src, dst;  // ranks
+    uint64_t elem_off;  // first float of the chunk within the buffer
+    uint64_t nelem;     // floats in the chunk
+} gt_peer_hdr;
+
+enum { GT_PEER_ADD = 1, GT_PEER_COPY = 2 };  // gt_device_peer_open: dst += chunk, or dst = chunk
+
+// The wire (little endian): header [64] = run[16] | u64 step | u32 bucket | u32 hop | u32 src |
+// u32 dst | u64 elem_off | u64 nelem | u64 seq (per direction, from 0); then the label block
+// u32 n | n x dataset id[16] (the sender's label set, at most GT_LABEL_MAX_SOURCES); then
+// AES-256-GCM(nelem * 4 bytes of floats) || tag[16]. AAD = header || label block. IV = u16be
+// src | u16be dst | u64be seq, under the direction's key (per run), so it never repeats.
+#define GT_PEER_HDR_BYTES 64
+#define GT_PEER_MAX_CHUNK_ELEMS (16u << 20)  // 64 MiB of floats in one chunk
+#define GT_PEER_HELLO_MAX (GT_SIM_MAX_EVIDENCE * 2 + 512)
+
+// The hello of this device for the run: rank of nranks (nranks must be the declared ranks;
+// outputs must be declared). A new hello replaces the run (fresh key, nothing admitted).
+GT_MUST_USE gt_err gt_device_peer_hello(gt_device *dev, uint32_t rank, uint32_t nranks,
+                                        uint8_t *hello, size_t cap, size_t *len);
+// Appraises peer_rank's hello against the declared rules (evidence authentic and bound to the
+// hello, measurements accepted, the same agreement and ranks, a fresh key) and derives the pair's
+// keys: HKDF-SHA-256(X25519 shared, salt = agreement hash || both hellos in rank order).
+// GT_E_AUTH / GT_E_POLICY / GT_E_FORMAT with the reason; a refused hello changes nothing.
+GT_MUST_USE gt_err gt_device_peer_admit(gt_device *dev, uint32_t peer_rank, const uint8_t *hello,
+                                        size_t len);
+// SHA-256 of every hello in rank order (u32le length || hello each), cut to 16 bytes: the run
+// id every header carries. GT_E_STATE until every peer is admitted.
+GT_MUST_USE gt_err gt_device_peer_run_id(gt_device *dev, uint8_t run[16]);
+// Seals floats [h->elem_off, +h->nelem) of buf for h->dst (h->src must be this rank, h->run the
+// run id). To an admitted peer only (GT_E_POLICY otherwise, labelled or not): the one way
+// labelled data leaves. outlen: the chunk's bytes (at most gt_peer_chunk_bytes(h->nelem)).
+GT_MUST_USE gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf,
+                                       uint8_t *out, size_t cap, size_t *outlen);
+// Opens a chunk from h->src (h: the header this rank expects; the wire's must be equal and carry
+// the direction's next sequence number) and adds it into (GT_PEER_ADD) or copies it over
+// (GT_PEER_COPY) floats [h->elem_off, +h->nelem) of buf; the chunk's labels join buf's. Any
+// mismatch or a failed tag: GT_E_AUTH, buf and the sequence unchanged.
+GT_MUST_USE gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *in,
+                                       size_t len, gt_dbuf buf, int mode);
+// The most bytes one sealed chunk of nelem floats takes (header, a full label block, ciphertext,
+// tag): what to reserve for gt_device_peer_seal. 0 when nelem is over GT_PEER_MAX_CHUNK_ELEMS.
+size_t gt_peer_chunk_bytes(uint64_t nelem);
 
 // ---- the buffer table, shared by the backends and devd ----------------------------------------
 // One implementation of what every backend's buffers need: opaque handles, sizes, flags,
@@ -322,6 +397,73 @@ gt_buftab_entry *gt_buftab_next(const gt_buftab *tab, size_t *cursor, gt_dbuf *h
 uint64_t gt_buftab_used(const gt_buftab *tab);    // counted spans of the live entries
 uint64_t gt_buftab_limit(const gt_buftab *tab);   // the effective memory limit
 size_t gt_buftab_live(const gt_buftab *tab);      // live entries, foreign ones included
+
+// ---- the peer core, shared by the in-process backends and devd (src/device/peer.c) -----------
+// The hello (little endian): "GTPEERH1" | u16 version (1) | u16 kind | u32 rank | u32 nranks |
+// agreement[32] | X25519 pub[32] | u32 n, trainer part | u32 n, evidence. kind INPROC: the
+// trainer's process is the device (cpu), the evidence is its TEE evidence and the trainer part
+// is empty. kind DEVD: the evidence is devd's device bundle (devproto.h) and the trainer part is
+// the CLIENT_HELLO with which the trainer's attested session to that devd began (its evidence
+// binds that devd's nonce, so the device vouches for the trainer it serves). The evidence's
+// report_data = gt_attest_report_data_build(GT_PEER_TAG_RD, SHA-256(every byte before the
+// evidence length), pub, agreement).
+#define GT_PEER_HELLO_MAGIC "GTPEERH1"
+#define GT_PEER_HELLO_VERSION 1u
+#define GT_PEER_TAG_RD "gputravel/peer-hello/v1"
+#define GT_PEER_KEYS_INFO "gputravel peer keys v1"
+enum { GT_PEER_KIND_INPROC = 1, GT_PEER_KIND_DEVD = 2 };
+
+typedef struct {
+    uint16_t version, kind;
+    uint32_t rank, nranks;
+    uint8_t agreement[32];
+    uint8_t pub[32];
+    gt_span trainer;     // borrowed from the hello
+    gt_span evidence;    // borrowed
+    size_t signed_len;   // bytes before the evidence length: what report_data binds
+} gt_peer_hello_msg;
+// Untrusted bytes, through gt_reader: GT_E_FORMAT / GT_E_TRUNCATED / GT_E_UNSUPPORTED.
+GT_MUST_USE gt_err gt_peer_hello_parse(gt_span hello, gt_peer_hello_msg *out);
+
+// A chunk's header and label block as they are on the wire (untrusted; gt_reader). *aad_len: the
+// bytes of header || label block; *ct: the ciphertext || tag that follow.
+typedef struct {
+    gt_peer_hdr h;
+    uint64_t seq;
+    uint32_t nlabels;
+    uint8_t labels[GT_LABEL_MAX_SOURCES][GT_LABEL_ID_BYTES];
+    size_t aad_len;
+    gt_span ct;
+} gt_peer_chunk_msg;
+GT_MUST_USE gt_err gt_peer_chunk_parse(gt_span chunk, gt_peer_chunk_msg *out);
+
+typedef struct gt_peer_core gt_peer_core;  // one device's run: its key, the peers, the counters
+GT_MUST_USE gt_err gt_peer_core_new(gt_peer_core **pc);
+void gt_peer_core_free(gt_peer_core *pc);  // wipes the keys
+
+// How a device makes its hello: its kind, the trainer part, and its evidence over report_data.
+typedef struct {
+    uint16_t kind;
+    gt_span trainer;
+    gt_err (*produce)(void *ctx, const uint8_t report_data[GT_REPORT_DATA_BYTES], gt_buf *ev);
+    void *produce_ctx;
+    const char *vendor_root_pem;  // DEVD peers' device certificates (NULL: the sim root's)
+} gt_peer_identity;
+GT_MUST_USE gt_err gt_peer_core_hello(gt_peer_core *pc, const gt_device_peer_rules *rules,
+                                      const gt_peer_identity *id, uint32_t rank, uint32_t nranks,
+                                      uint8_t *hello, size_t cap, size_t *len);
+GT_MUST_USE gt_err gt_peer_core_admit(gt_peer_core *pc, uint32_t peer_rank, gt_span hello);
+GT_MUST_USE gt_err gt_peer_core_run_id(gt_peer_core *pc, uint8_t run[16]);
+// plain: the nelem floats (h->elem_off already applied); label: the source buffer's label in tab.
+GT_MUST_USE gt_err gt_peer_core_seal(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
+                                     const gt_peer_hdr *h, const uint8_t *plain, uint8_t *out,
+                                     size_t cap, size_t *outlen);
+// dst: the nelem floats of buffer h_dst at h->elem_off (resolved by the caller in tab); written
+// only after everything checked and the tag verified; the labels are added to h_dst first.
+GT_MUST_USE gt_err gt_peer_core_open(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst,
+                                     const gt_peer_hdr *h, gt_span chunk, uint8_t *dst, int mode);
+// The byte range of h's floats (overflow-safe; nelem 1..GT_PEER_MAX_CHUNK_ELEMS): GT_E_ARG.
+GT_MUST_USE gt_err gt_peer_hdr_bytes(const gt_peer_hdr *h, uint64_t *offset, uint64_t *len);
 
 // ---- sim device: gputravel devd and its attested session --------------------------------------
 // The session's parameters and evidence hooks (gt_device_attester, gt_device_sim_options) are

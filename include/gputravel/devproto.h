@@ -64,7 +64,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 2u  // 2: devd's CHALLENGE nonce bound into the client's evidence
+#define GT_SIM_VERSION 3u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
+                           // 3: peers (PEER_* requests, issue 16)
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -221,6 +222,20 @@ enum {
                                    // 6 x u32 config -> EXPORTED
     GT_SIM_REQ_IMPORT_RESUME = 0x0133, // u64 handle (the state's bytes), u64 len, 3 x u64
                                    // destination handles (params, m, v) -> RESUMED
+    // peers (device.h "peers", docs/device-sim.md "Peers"; issue 16): devd makes the run's key,
+    // appraises the peers' hellos itself, holds the pairwise keys, seals and opens in its arena
+    GT_SIM_REQ_PEER_HELLO = 0x0140, // u32 rank, u32 nranks -> EXPORTED (a new unlabelled
+                                   // buffer holding devd's hello; the client copies it out and
+                                   // frees it)
+    GT_SIM_REQ_PEER_ADMIT = 0x0141, // u32 rank, u64 handle, u64 len: the peer's hello, copied
+                                   // into that buffer -> STATUS
+    GT_SIM_REQ_PEER_RUN_ID = 0x0142, // empty -> PEER_RUN
+    GT_SIM_REQ_PEER_SEAL = 0x0143, // peer header (run[16], u64 step, u32 bucket, u32 hop, u32 src,
+                                   // u32 dst, u64 elem_off, u64 nelem), u64 handle (the source)
+                                   // -> EXPORTED (the sealed chunk in a new unlabelled buffer)
+    GT_SIM_REQ_PEER_OPEN = 0x0144, // peer header, u64 handle (the destination), u32 mode,
+                                   // u64 chunk handle, u64 chunk len (the chunk's bytes, copied
+                                   // into that buffer) -> STATUS
     // either direction, during a transfer
     GT_SIM_MSG_CHUNK = 0x0201,     // u32 slot, u32 chunk length (plaintext bytes)
     GT_SIM_MSG_SLOT_FREE = 0x0202, // u32 slot
@@ -242,6 +257,7 @@ enum {
     GT_SIM_REP_EXPORTED = 0x0330,  // u64 handle (the sealed bytes, a new buffer), u64 len
     GT_SIM_REP_SIGNER = 0x0331,    // the device's export-signing Ed25519 public key [32]
     GT_SIM_REP_RESUMED = 0x0332,   // u64 step, loader (5 x u64, u32)
+    GT_SIM_REP_PEER_RUN = 0x0340,  // run[16]
 };
 
 // Travelling: one trip of the device from the trainer's session to one holder and back.
@@ -291,6 +307,16 @@ typedef struct {
 } gt_sim_loader;
 #define GT_SIM_EXPORT_KEY_BYTES 32  // SIGNER: an Ed25519 public key
 
+// PEER_*: a chunk header (device.h gt_peer_hdr, field for field) and the requests' own fields.
+typedef struct {
+    uint8_t run[16];
+    uint64_t step, elem_off, nelem;
+    uint32_t bucket, hop, src, dst;
+    uint32_t rank, nranks;      // PEER_HELLO (both), PEER_ADMIT (rank)
+    uint32_t mode;              // PEER_OPEN
+    uint64_t chunk, chunk_len;  // PEER_OPEN: the buffer holding the chunk's bytes
+} gt_sim_peer;
+
 // One parsed record. Which fields are set depends on type.
 typedef struct {
     uint16_t type;
@@ -322,7 +348,13 @@ typedef struct {
     uint8_t label_ids[GT_SIM_LABEL_IDS][GT_SIM_LABEL_ID_BYTES];  // LABEL_ADD (the first), LABEL
     uint32_t label_n;                      // LABEL: ids carried (count: ids in the label)
     gt_sim_outputs outputs;                // OUTPUTS
+    gt_sim_peer peer;                      // PEER_* (handle, len: as their layouts say)
 } gt_sim_msg;
+
+// The PEER_* records on their own (sim_peer.c; gt_sim_msg_write / _parse call them).
+bool gt_sim_peer_type(uint16_t type);
+GT_MUST_USE gt_err gt_sim_peer_msg_write(gt_writer *w, const gt_sim_msg *m);
+GT_MUST_USE gt_err gt_sim_peer_msg_parse(gt_reader *r, gt_sim_msg *m);
 
 // Serialises m (plaintext) into w. Each type writes exactly its fixed layout.
 GT_MUST_USE gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m);
@@ -405,6 +437,9 @@ typedef struct {
     // client's evidence passed; *fd is attached to SERVER_HELLO and stays the caller's.
     gt_err (*bounce)(void *ctx, int *fd);
     void *bounce_ctx;
+    // When set, receives the CLIENT_HELLO body of an accepted client (devd: its peer hellos
+    // carry it, so a peer can appraise the trainer this device serves).
+    gt_buf *client_hello;
 } gt_sim_server_params;
 
 // Reads CLIENT_HELLO from fd (rx: GT_SIM_MAX_FRAME bytes of scratch), appraises the client's

@@ -413,4 +413,14 @@ GT_MUST_USE gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, v
 void gt_ops_cpu_set_threads(int threads);
 void gt_ops_cpu_set_simd(bool on);
 
+// Where a step's time goes (bench_train's per-op breakdown): wall time and calls of
+// gt_ops_cpu_run per op kind, process-wide, off by default (two clock reads per op when on).
+typedef struct {
+    uint64_t calls[GT_OP_COUNT_];
+    uint64_t nanoseconds[GT_OP_COUNT_];
+} gt_ops_cpu_profile;
+void gt_ops_cpu_profile_enable(bool on);
+// Copies the counts since the last take (or the enable) into out and starts them again at zero.
+void gt_ops_cpu_profile_take(gt_ops_cpu_profile *out);
+
 #endif

@@ -50,6 +50,22 @@ typedef struct {
 } gt_holder_account;
 void gt_schedule_account(const gt_schedule *s, uint32_t holder, gt_holder_account *out);
 uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk);
+// A chunk whose transfer failed in this run: not offered again by this schedule (a new run's
+// schedule offers it again). gt_schedule_exclude does the same for every chunk of a holder that
+// went away. Neither is journaled: they say nothing about uses.
+void gt_schedule_skip(gt_schedule *s, uint32_t holder, uint32_t chunk);
+void gt_schedule_exclude(gt_schedule *s, uint32_t holder);
+// Why a holder has no chunk to offer (or that it has: OPEN), the first limit that holds back
+// its unused chunks: USES every chunk used max_uses_per_chunk times (or it has none), FAILED
+// the rest failed in this run (skipped or the holder excluded), BUDGET none of the rest fits in
+// what is left of its token_budget.
+typedef enum {
+    GT_SCHEDULE_LEFT_OPEN,
+    GT_SCHEDULE_LEFT_USES,
+    GT_SCHEDULE_LEFT_FAILED,
+    GT_SCHEDULE_LEFT_BUDGET,
+} gt_schedule_left;
+gt_schedule_left gt_schedule_why_none(const gt_schedule *s, uint32_t holder);
 
 // ---- journal --------------------------------------------------------------------------------
 // Append-only text file, one fsynced line per committed use:
@@ -155,12 +171,31 @@ typedef struct {
     uint32_t uses;
     uint64_t bytes_moved;      // chunk bytes brought to the device
     double transfer_seconds;   // wall time of those transfers
+    // Chunks whose transfer failed in this run (the holder refused it, went away, the trip
+    // failed) and were skipped; the first failure's text. Nothing of them was used or counted.
+    uint32_t skipped;
+    bool gone;  // the holder's connection failed: none of its chunks was offered after that
+    char failure[192];
+    gt_schedule_left left;  // at the end: why it had no chunk left to offer (OPEN: it had)
 } gt_collab_holder_report;
+
+// Which limit ended a run (gt_collab_report.stop; its text in stop_message).
+typedef enum {
+    GT_COLLAB_STOP_STEPS,        // the agreement's training.steps were trained
+    GT_COLLAB_STOP_NO_CHUNKS,    // no holder had a chunk left: uses or budgets ran out
+    GT_COLLAB_STOP_FAILURES,     // the chunks left failed in this run (holders gone, refusals)
+    GT_COLLAB_STOP_INTERRUPTED,  // *stop was set (interrupted holds the value)
+} gt_collab_stop;
+const char *gt_collab_stop_name(gt_collab_stop stop);  // "steps", "no-chunks", ...
 
 typedef struct {
     uint32_t steps_done;
     float final_loss;
     int interrupted;  // the stop value that ended the run early (0: it ran its course)
+    gt_collab_stop stop;
+    // One sentence: the limit that ended the run and, per holder, what held its chunks back
+    // ("holder h0: every chunk used 1 time(s); holder h1: skipped after a failure: ...").
+    char stop_message[1024];
     gt_collab_holder_report holders[GT_AGREEMENT_MAX_HOLDERS];
     // What left the TEE at the end: with output sealed_checkpoint, the sealed file's path and
     // size and how many recipients can open it; with loss_only, sealed is false.
@@ -196,6 +231,12 @@ typedef struct {
     // decide what leaves (device.h).
     void (*on_chunk)(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tokens, gt_gpt2 *model);
     void *ctx;
+    // A chunk whose transfer fails (the holder refuses it, goes away, the trip fails) is skipped
+    // and the run goes on with the other chunks, after a check that the device still answers (a
+    // dead device ends the run with the transfer's error). A holder whose connection failed is
+    // skipped for the rest of the run. When the chunks left are only failed ones, training stops
+    // (GT_COLLAB_STOP_FAILURES) without sealing the final output, like an interruption: resume
+    // once the holders are back. Each failure is counted in the report (skipped, failure).
     // May be NULL. Non-zero (e.g. gt_interrupt_flag(): the signal) stops training at the next
     // step: the use in progress is committed as usual (the device-sealed resume state, the
     // journal, the holder's confirmation) when a step of it ran, the final output is not sealed,

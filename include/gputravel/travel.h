@@ -19,6 +19,7 @@
 
 #define GT_AGREEMENT_MAX_HOLDERS 64
 #define GT_AGREEMENT_MAX_MEASUREMENTS 16
+#define GT_AGREEMENT_MAX_RANKS 256  // trainer.ranks: GT_PEER_MAX_RANKS (device.h)
 #define GT_AGREEMENT_NAME_BYTES 64
 #define GT_AGREEMENT_MAX_BYTES 65536  // a document: 64 holders with keys take about 30 KiB
 
@@ -75,6 +76,7 @@ typedef struct {
     uint32_t holder_count;
     gt_measurement_list trainer_measurements;
     gt_measurement_list device_measurements;
+    uint32_t ranks;  // trainer.ranks: data-parallel trainer ranks admitted (default 1; issue 16)
     bool allow_simulation;  // every party accepts simulated TEEs/devices (demo, tests)
     // what may leave the TEE at the end
     gt_output_kind output;

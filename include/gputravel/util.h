@@ -317,6 +317,24 @@ GT_MUST_USE gt_err gt_json_get_hex(const cJSON *obj, const char *field, uint8_t 
 GT_MUST_USE gt_err gt_json_write_file(const char *path, const cJSON *obj, unsigned mode);
 
 // ---------------------------------------------------------------------------------------------
+// Option files (a command's --config FILE, src/util/config.c): one JSON object whose keys are the
+// command's long option names without "--". An option that takes a value takes a string or a
+// number (a list of them when it is repeatable), a flag true or false (false: not given).
+// Strict: a key that is not one of opts (by its exact name), a key given twice, a wrong type or
+// a document that is not one object is an error naming the key. The options of given_argv (the
+// command line, "--name" or "--name=V") are left out: the command line overrides the file.
+// out receives the file's options as arguments ("--name", value), NULL-terminated.
+struct option;  // getopt.h
+typedef struct {
+    int argc;
+    char **argv;
+} gt_args;
+GT_MUST_USE gt_err gt_config_args(const char *doc, size_t len, const struct option *opts,
+                                  const char *const *repeatable, int given_argc,
+                                  char *const *given_argv, gt_args *out);
+void gt_args_free(gt_args *a);
+
+// ---------------------------------------------------------------------------------------------
 // Plots: PNG files drawn by gnuplot (Debian's gnuplot-nox) through a pipe, data inline. When
 // gnuplot is not installed the call fails with GT_E_UNSUPPORTED and writes nothing; the PNG
 // appears under its name only when complete.

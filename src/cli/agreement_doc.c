@@ -29,7 +29,7 @@ static bool json_safe(const char *s)
 }
 
 static gt_err put_measurements(gt_buf *out, const char *section, const gt_measurement_list *l,
-                               bool last)
+                               uint32_t ranks)
 {
     GT_TRY(put(out, "  \"%s\": {", section));
     if (l->count > 0) {
@@ -41,7 +41,10 @@ static gt_err put_measurements(gt_buf *out, const char *section, const gt_measur
         }
         GT_TRY(put(out, "]"));
     }
-    return put(out, "}%s\n", last ? "" : ",");
+    if (ranks > 1) {
+        GT_TRY(put(out, "%s\"ranks\": %u", l->count > 0 ? ", " : "", ranks));
+    }
+    return put(out, "},\n");
 }
 
 gt_err gt_cli_agreement_format(const gt_cli_agreement_spec *s, gt_buf *out)
@@ -77,8 +80,8 @@ gt_err gt_cli_agreement_format(const gt_cli_agreement_spec *s, gt_buf *out)
         GT_TRY(put(out, "}"));
     }
     GT_TRY(put(out, "\n  ],\n"));
-    GT_TRY(put_measurements(out, "trainer", &s->trainer, false));
-    GT_TRY(put_measurements(out, "device", &s->device, false));
+    GT_TRY(put_measurements(out, "trainer", &s->trainer, s->ranks));
+    GT_TRY(put_measurements(out, "device", &s->device, 0));
     GT_TRY(put(out, "  \"allow_simulation\": %s,\n", s->allow_simulation ? "true" : "false"));
     if (s->transfers != 0) {
         GT_TRY(put(out, "  \"transfer\": ["));

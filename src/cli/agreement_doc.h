@@ -25,6 +25,7 @@ typedef struct {
     const gt_cli_agreement_holder *holders;
     uint32_t holder_count;
     gt_measurement_list trainer, device;  // empty: the section is {}
+    uint32_t ranks;                       // trainer.ranks; 0 or 1: not written (the default)
     bool allow_simulation;
     uint32_t transfers;                   // GT_TRANSFER_BIT set; 0: no "transfer" field
     bool sealed_checkpoint;               // else loss_only

@@ -57,6 +57,28 @@ int gt_cli_inspect_state(const char *dir, FILE *out);
 // `gputravel inspect FILE` for llm.c checkpoints, shards, tokenizer files and training states
 // (inspect_files.c): the exit status, or -1 when FILE is none of these.
 int gt_cli_inspect_plain_file(const char *path, bool json);
+// Calls each(ctx, body, hash) for the first `max` entries of a ledger's bytes, verified before
+// (holder.h: BODY ' ' HASH ' ' SIG '\n'): body is the entry's parsed JSON ({"seq", "time",
+// "prev", "kind", "detail"}), hash its hex hash. Stops at the first error (cmd_ledger.c).
+typedef gt_err (*gt_cli_ledger_entry_fn)(void *ctx, const cJSON *body, gt_span hash);
+GT_MUST_USE gt_err gt_cli_ledger_entries(const gt_buf *b, uint64_t max,
+                                         gt_cli_ledger_entry_fn each, void *ctx);
+// --config FILE (holder, train): the file's options (util.h gt_config_args: strict, the command
+// line overrides it) go before the command line's arguments in a new argv; *argc and *argv are
+// replaced, and c holds them until gt_cli_config_free. repeatable names the options that may
+// take a list. GT_EXIT_OK (also without --config: nothing changes), or the exit status of an
+// error already printed, naming the file and the key.
+typedef struct {
+    gt_args file;
+    char **argv;
+} gt_cli_config;
+struct option;
+int gt_cli_config_expand(const char *cmd, const struct option *opts,
+                         const char *const *repeatable, int *argc, char ***argv,
+                         gt_cli_config *c);
+void gt_cli_config_free(gt_cli_config *c);
+// Whether argv's --config FILE has this key (false without one, or when it does not parse).
+bool gt_cli_config_has(int argc, char **argv, const char *key);
 // Prints o indented on stdout and frees it: GT_EXIT_OK (or the failure's status).
 int gt_cli_print_json(cJSON *o);
 // After a failure on path: when the file is recognisably another kind than `wanted` ("a token

@@ -1,9 +1,10 @@
-// Strict number parsing for command-line flags (cli.h): the whole string must be a number in
+// Shared command-line helpers (cli.h): strict number parsing for flags (the whole string must be a number in
 // range; "12x", "", " 3", "-1" for an unsigned flag, and overflow are errors naming the flag.
 #include "cli.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 gt_err gt_cli_parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max,
@@ -57,4 +58,17 @@ gt_err gt_cli_parse_double(const char *flag, const char *s, double min, double m
     GT_ENSURE(v >= min && v <= max, GT_E_ARG, "%s %g: must be %g..%g", flag, v, min, max);
     *out = v;
     return GT_OK;
+}
+
+// Prints o as indented JSON on stdout and frees it (every --json output goes through here).
+int gt_cli_print_json(cJSON *o)
+{
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (text == NULL) {
+        return gt_cli_fail("json", gt_errf(GT_E_NOMEM, "out of memory"));
+    }
+    printf("%s\n", text);
+    free(text);
+    return GT_EXIT_OK;
 }

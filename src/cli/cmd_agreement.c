@@ -43,6 +43,7 @@ static void usage(void)
            "  --no-simulation     allow_simulation false (real TEEs; their measurements must\n"
            "                      then be listed: add them to the file)\n"
            "  --any-measurement   leave the measurement lists empty (simulation only)\n"
+           "  --ranks N           trainer.ranks: data-parallel trainer ranks (default 1)\n"
            "\n"
            "check validates A.json strictly and prints its full hash and every problem found:\n"
            "the document's shape and rules, each endpoint (resolvable, a valid port), the\n"
@@ -64,6 +65,7 @@ typedef struct {
     const char *out, *name;
     bool force, loss_only, no_sim, any_measurement;
     uint32_t steps, batch, seq, layers, channels, heads, max_seq, max_uses;
+    uint32_t ranks;  // trainer.ranks
     double lr;
     uint64_t budget;  // 0: each dataset's tokens
     uint32_t transfers;
@@ -182,9 +184,9 @@ static int parse_init(int argc, char **argv, init_options *o)
         {"budget", required_argument, NULL, 'B'}, {"max-uses", required_argument, NULL, 'u'},
         {"transfer", required_argument, NULL, 't'}, {"loss-only", no_argument, NULL, 'l'},
         {"no-simulation", no_argument, NULL, 'N'}, {"any-measurement", no_argument, NULL, 'A'},
-        {0}};
+        {"ranks", required_argument, NULL, 'R'}, {0}};
     *o = (init_options){.name = "collab", .steps = 200, .batch = 8, .seq = 0, .layers = 4,
-                        .channels = 128, .heads = 4, .max_seq = 64, .max_uses = 1, .lr = 0.001};
+                        .channels = 128, .heads = 4, .max_seq = 64, .max_uses = 1, .lr = 0.001, .ranks = 1};
     int c;
     gt_err e = GT_OK;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && gt_is_ok(e)) {
@@ -218,6 +220,9 @@ static int parse_init(int argc, char **argv, init_options *o)
         case 'l': o->loss_only = true; break;
         case 'N': o->no_sim = true; break;
         case 'A': o->any_measurement = true; break;
+        case 'R':
+            e = gt_cli_parse_u32("--ranks", optarg, 1, GT_AGREEMENT_MAX_RANKS, &o->ranks);
+            break;
         default: return gt_cli_usage("agreement", "unknown option");
         }
     }
@@ -265,7 +270,7 @@ static gt_err run_init(const init_options *o, gt_cli_agreement_holder *holders,
         .batch = o->batch, .seq = o->seq, .learning_rate = o->lr, .holders = holders,
         .holder_count = o->holder_count, .allow_simulation = !o->no_sim,
         .transfers = o->transfers, .sealed_checkpoint = !o->loss_only && nrec > 0,
-        .recipients = recipients, .recipient_count = nrec,
+        .recipients = recipients, .recipient_count = nrec, .ranks = o->ranks,
     };
     if (!o->loss_only && nrec == 0) {
         fprintf(stderr, "gputravel agreement init: note: no holder's key folder has a recipient "
@@ -681,8 +686,8 @@ static int run_check(const check_options *o)
             problem(f, "%s", e.msg);
         } else {
             printf("agreement %s: %u holder(s), model %u layers x %u channels, vocab %u; "
-                   "%u steps of %u x %u\n", a->name, a->holder_count, a->layers, a->channels,
-                   a->vocab, a->steps, a->batch, a->seq);
+                   "%u steps of %u x %u; %u trainer rank(s)\n", a->name, a->holder_count,
+                   a->layers, a->channels, a->vocab, a->steps, a->batch, a->seq, a->ranks);
             check_parsed(f, a, o);
         }
     }

@@ -51,6 +51,11 @@ static void usage(void)
            "  --sim-root DIR      simulated platform root (sim evidence; see gputravel attest)\n"
            "  --root FILE         trust input for trainers' evidence (repeatable; for sim: the\n"
            "                      sim root's root-pub.pem)\n"
+           "  --config FILE       more options from FILE: a JSON object whose keys are these\n"
+           "                      long options without -- (a string or number each, a list\n"
+           "                      for --root, true for a flag), e.g. {\"dataset\": \"ds\",\n"
+           "                      \"key\": \"keys\", \"root\": [\"root-pub.pem\"]}; unknown keys\n"
+           "                      and wrong types are errors; the command line overrides it\n"
            "  -h, --help          this help\n");
 }
 
@@ -63,16 +68,19 @@ typedef struct {
     int root_count;
 } options;
 
+// The options, and the keys of a --config file: the same names.
+static const struct option opts[] = {
+    {"dataset", required_argument, NULL, 'd'}, {"key", required_argument, NULL, 'k'},
+    {"agreement", required_argument, NULL, 'a'}, {"name", required_argument, NULL, 'n'},
+    {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
+    {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
+    {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
+    {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
+    {0}};
+static const char *const repeatable[] = {"root", NULL};
+
 static int parse_options(int argc, char **argv, options *o)
 {
-    static const struct option opts[] = {
-        {"dataset", required_argument, NULL, 'd'}, {"key", required_argument, NULL, 'k'},
-        {"agreement", required_argument, NULL, 'a'}, {"name", required_argument, NULL, 'n'},
-        {"listen", required_argument, NULL, 'l'}, {"policy", required_argument, NULL, 'p'},
-        {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
-        {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
-        {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
-        {0}};
     o->tee = GT_TEE_SIM;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -152,7 +160,29 @@ static gt_err find_me(const options *o, holder_run *r)
     return GT_OK;
 }
 
-// Keys, agreement, policy, trust roots and ledger; then the agent and its listener.
+// The dataset's manifest is there, this holder's, and the one the agreement names for it (the
+// agent checks every chunk as well, once the ledger is open).
+static gt_err dataset_precheck(const options *o, const holder_run *r)
+{
+    gt_manifest m;
+    GT_TRY(gt_manifest_load(&m, o->dataset));
+    gt_err err = GT_OK;
+    if (!gt_ct_equal(m.holder_pub, r->keys.holder_pub, GT_ED25519_PUBLIC_BYTES)) {
+        char got[2 * GT_ED25519_PUBLIC_BYTES + 1], want[2 * GT_ED25519_PUBLIC_BYTES + 1];
+        gt_hex_encode(got, sizeof got, m.holder_pub, sizeof m.holder_pub);
+        gt_hex_encode(want, sizeof want, r->keys.holder_pub, sizeof r->keys.holder_pub);
+        err = gt_errf(GT_E_AUTH, "dataset %s is signed by holder %.16s..., not by this key "
+                      "folder's %.16s... (%s)", o->dataset, got, want, o->key);
+    } else if (!gt_ct_equal(m.dataset_id, r->me->dataset_id, GT_DATASET_ID_BYTES)) {
+        err = gt_errf(GT_E_POLICY, "dataset %s is not the one the agreement names for '%s'",
+                      o->dataset, r->me->name);
+    }
+    gt_manifest_free(&m);
+    return err;
+}
+
+// Keys, agreement, policy, trust roots, the dataset's manifest and the listener; then the
+// ledger and the agent.
 static gt_err open_agent(options *o, holder_run *r)
 {
     GT_TRY(gt_keydir_load(o->key, &r->keys));
@@ -167,6 +197,10 @@ static gt_err open_agent(options *o, holder_run *r)
         GT_TRY(gt_file_read_all(o->roots[i], 1 << 20, &r->root_bytes[i]));
         r->roots[i] = (gt_attest_file){o->roots[i], gt_buf_span(&r->root_bytes[i])};
     }
+    // What makes a start fail is checked before the ledger is opened: a holder that cannot
+    // serve (no dataset, another one than the agreement's, its port taken) writes no genesis.
+    GT_TRY(dataset_precheck(o, r));
+    GT_TRY(gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint));
     if (o->ledger == NULL) {
         GT_TRY(gt_path_join(r->ledger_path, sizeof r->ledger_path, o->key, "ledger.log"));
         o->ledger = r->ledger_path;
@@ -184,8 +218,7 @@ static gt_err open_agent(options *o, holder_run *r)
         .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
         .require_witnesses = o->witnesses,
     };
-    GT_TRY(gt_holder_agent_create(&r->agent, &cfg));
-    return gt_listener_open(&r->listener, o->listen ? o->listen : r->me->endpoint);
+    return gt_holder_agent_create(&r->agent, &cfg);
 }
 
 // Serves until SIGINT or SIGTERM; says so once it listens (tests and the demo wait for it).
@@ -244,13 +277,20 @@ int gt_cmd_holder(int argc, char **argv)
         usage();
         return GT_EXIT_OK;
     }
-    options o = {0};
-    int rc = parse_options(argc, argv, &o);
+    gt_cli_config conf;
+    int rc = gt_cli_config_expand("holder", opts, repeatable, &argc, &argv, &conf);
     if (rc != 0) {
+        return rc;
+    }
+    options o = {0};
+    rc = parse_options(argc, argv, &o);
+    if (rc != 0) {
+        gt_cli_config_free(&conf);
         return rc;
     }
     holder_run *r = calloc(1, sizeof *r);
     if (r == NULL) {
+        gt_cli_config_free(&conf);
         return gt_cli_fail("holder", gt_errf(GT_E_NOMEM, "out of memory"));
     }
     gt_err err = run(&o, r);
@@ -258,5 +298,6 @@ int gt_cmd_holder(int argc, char **argv)
         print_stats(r);
     }
     holder_free(r);
+    gt_cli_config_free(&conf);  // o's strings may be the file's
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("holder", err);
 }

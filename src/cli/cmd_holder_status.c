@@ -164,31 +164,10 @@ static gt_err take_entry(status *st, const cJSON *body)
     return GT_OK;
 }
 
-// Entries are BODY ' ' HASH ' ' SIG '\n' (holder.h); BODY may hold spaces, HASH and SIG do not.
-// The bytes were verified just before, but are still read through gt_reader: they are a file.
-static gt_err read_entries(status *st, const gt_buf *b)
+static gt_err take_one(void *ctx, const cJSON *body, gt_span hash)
 {
-    gt_reader r = gt_reader_init(b->data, b->len);
-    while (gt_reader_left(&r) > 0) {
-        const uint8_t *nl = memchr(r.data + r.pos, '\n', gt_reader_left(&r));
-        gt_span line;
-        GT_TRY(gt_reader_span(&r, nl ? (size_t)(nl - (r.data + r.pos)) : gt_reader_left(&r),
-                              &line));
-        if (nl != NULL) {
-            GT_TRY(gt_reader_skip(&r, 1));
-        }
-        size_t cut = line.len, spaces = 0;
-        while (cut > 0 && spaces < 2) {
-            spaces += line.data[--cut] == ' ';
-        }
-        GT_ENSURE(spaces == 2, GT_E_FORMAT, "ledger: an entry without hash and signature");
-        cJSON *body = NULL;
-        GT_TRY(gt_json_parse((const char *)line.data, cut, &body));
-        gt_err err = take_entry(st, body);
-        cJSON_Delete(body);
-        GT_TRY(err);
-    }
-    return GT_OK;
+    (void)hash;
+    return take_entry(ctx, body);
 }
 
 typedef struct {
@@ -444,7 +423,7 @@ static gt_err run(const status_options *o, status *st, gt_agreement *a, gt_manif
     GT_TRY(gt_file_read_all(o->ledger, LEDGER_MAX_BYTES, &b));
     gt_err err = gt_ledger_verify_bytes(b.data, b.len, NULL, NULL, &st->summary);
     if (gt_is_ok(err)) {
-        err = read_entries(st, &b);
+        err = gt_cli_ledger_entries(&b, UINT64_MAX, take_one, st);
     }
     gt_buf_free_nowipe(&b);
     return gt_err_wrap(err, "%s", o->ledger);

@@ -49,18 +49,6 @@ static void hex(char *out, size_t cap, const uint8_t *p, size_t n)
     gt_hex_encode(out, cap, p, n);
 }
 
-int gt_cli_print_json(cJSON *o)
-{
-    char *text = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (text == NULL) {
-        return gt_cli_fail("inspect", gt_errf(GT_E_NOMEM, "out of memory"));
-    }
-    printf("%s\n", text);
-    free(text);
-    return GT_EXIT_OK;
-}
-
 static int print_json(const gt_manifest *m)
 {
     char b[2 * GT_ED25519_PUBLIC_BYTES + 1];

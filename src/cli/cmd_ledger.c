@@ -22,9 +22,10 @@ static void usage(void)
            "  --rollback-guard SPEC  also check the ledger's head against the holder's rollback\n"
            "                    counter (tpm:TCTI, tpm@0xINDEX:TCTI, sim:FILE or none; see\n"
            "                    gputravel holder --help) and say which guard anchored it\n"
-           "  --json            verify: the result as one JSON object (entries, head, holder\n"
-           "                    key, counter, anchor: anchored, pending, to-anchor,\n"
-           "                    not-anchored or not-checked)\n"
+           "  --json            the result as one JSON object (entries, head, holder key,\n"
+           "                    counter, anchor: anchored, pending, to-anchor, not-anchored\n"
+           "                    or not-checked); show adds \"log\": every entry as\n"
+           "                    {seq, time, kind, hash, detail}\n"
            "  -h, --help        this help\n");
 }
 
@@ -153,8 +154,57 @@ static gt_err report_anchor(const ledger_options *o, const gt_ledger_summary *s,
     return err;
 }
 
+// Entries are BODY ' ' HASH ' ' SIG '\n' (holder.h); BODY may hold spaces, HASH and SIG do not.
+// The bytes were verified just before, but are still read through gt_reader: they are a file.
+gt_err gt_cli_ledger_entries(const gt_buf *b, uint64_t max, gt_cli_ledger_entry_fn each,
+                             void *ctx)
+{
+    gt_reader r = gt_reader_init(b->data, b->len);
+    for (uint64_t n = 0; n < max && gt_reader_left(&r) > 0; n++) {
+        const uint8_t *nl = memchr(r.data + r.pos, '\n', gt_reader_left(&r));
+        gt_span line;
+        GT_TRY(gt_reader_span(&r, nl ? (size_t)(nl - (r.data + r.pos)) : gt_reader_left(&r),
+                              &line));
+        if (nl != NULL) {
+            GT_TRY(gt_reader_skip(&r, 1));
+        }
+        size_t cut = line.len, spaces = 0, sig = line.len;
+        while (cut > 0 && spaces < 2) {
+            spaces += line.data[--cut] == ' ';
+            sig = spaces == 1 && sig == line.len ? cut : sig;
+        }
+        GT_ENSURE(spaces == 2, GT_E_FORMAT, "ledger: an entry without hash and signature");
+        cJSON *body = NULL;
+        GT_TRY(gt_json_parse((const char *)line.data, cut, &body));
+        gt_err err = each(ctx, body, (gt_span){line.data + cut + 1, sig - cut - 1});
+        cJSON_Delete(body);
+        GT_TRY(err);
+    }
+    return GT_OK;
+}
+
+// One entry of show --json's "log".
+static gt_err log_entry(void *ctx, const cJSON *body, gt_span hash)
+{
+    cJSON *e = cJSON_CreateObject();
+    GT_ENSURE(e != NULL, GT_E_NOMEM, "out of memory");
+    cJSON_AddItemToArray(ctx, e);
+    static const char *const keys[] = {"seq", "time", "kind"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, keys[i]);
+        cJSON_AddItemToObject(e, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
+    }
+    char hex[2 * GT_SHA256_BYTES + 1];
+    snprintf(hex, sizeof hex, "%.*s", (int)(hash.len < 64 ? hash.len : 64),
+             (const char *)hash.data);
+    cJSON_AddStringToObject(e, "hash", hex);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(body, "detail");
+    cJSON_AddItemToObject(e, "detail", d ? cJSON_Duplicate(d, true) : cJSON_CreateNull());
+    return GT_OK;
+}
+
 static void print_json(const ledger_options *o, const gt_ledger_summary *s, const char *head,
-                       const char *holder, const char *state)
+                       const char *holder, const char *state, cJSON *log)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "ledger", o->path);
@@ -169,10 +219,34 @@ static void print_json(const ledger_options *o, const gt_ledger_summary *s, cons
     }
     cJSON_AddStringToObject(j, "rollback_guard", o->guard ? o->guard : "none");
     cJSON_AddStringToObject(j, "anchor", state);
+    if (log != NULL) {
+        cJSON_AddItemToObject(j, "log", log);
+    }
     char *text = cJSON_PrintUnformatted(j);
     printf("%s\n", text ? text : "{}");
     cJSON_free(text);
     cJSON_Delete(j);
+}
+
+// show --json: verifies the file's bytes and lists the entries of those same bytes in *log.
+static gt_err show_json(const ledger_options *o, gt_ledger_summary *s, cJSON **log)
+{
+    gt_buf b = {0};
+    GT_TRY(gt_file_read_all(o->path, 1ull << 30, &b));
+    gt_err err = gt_ledger_verify_bytes(b.data, b.len, o->have_key ? o->key : NULL, NULL, s);
+    *log = cJSON_CreateArray();
+    if (gt_is_ok(err) && *log == NULL) {
+        err = gt_errf(GT_E_NOMEM, "out of memory");
+    }
+    if (gt_is_ok(err)) {
+        err = gt_cli_ledger_entries(&b, s->entries, log_entry, *log);
+    }
+    gt_buf_free_nowipe(&b);
+    if (!gt_is_ok(err)) {
+        cJSON_Delete(*log);
+        *log = NULL;
+    }
+    return gt_err_wrap(err, "%s", o->path);
 }
 
 int gt_cmd_ledger(int argc, char **argv)
@@ -188,8 +262,10 @@ int gt_cmd_ledger(int argc, char **argv)
     }
     // Run: verification prints each verified entry as it goes when showing.
     gt_ledger_summary s;
-    gt_err err = gt_ledger_verify_file(o.path, o.have_key ? o.key : NULL,
-                                       o.show && !o.json ? stdout : NULL, &s);
+    cJSON *log = NULL;  // show --json: the entries, from the very bytes verified
+    gt_err err = o.show && o.json ? show_json(&o, &s, &log)
+                                  : gt_ledger_verify_file(o.path, o.have_key ? o.key : NULL,
+                                                          o.show ? stdout : NULL, &s);
     if (!gt_is_ok(err)) {
         return gt_cli_fail("ledger", err);
     }
@@ -200,8 +276,10 @@ int gt_cmd_ledger(int argc, char **argv)
     if (o.json) {
         err = report_anchor(&o, &s, NULL, &state);
         if (gt_is_ok(err)) {
-            print_json(&o, &s, head, holder, state);
+            print_json(&o, &s, head, holder, state, log);
+            log = NULL;
         }
+        cJSON_Delete(log);
         return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("ledger", err);
     }
     printf("%s: ledger verified: %llu entries, head %s, holder key %s\n", o.path,

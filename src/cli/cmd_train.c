@@ -59,6 +59,12 @@ static void usage(void)
         "                          format); CKPT.state keeps them exact for --resume\n"
         "  --log-json PATH         one JSON object per step\n"
         "  --plot PNG              loss curve (default CKPT.loss.png with --out; 'none' skips)\n"
+        "  --config FILE           more options from FILE: a JSON object whose keys are these\n"
+        "                          long options without -- (a string or number each, a list\n"
+        "                          for --data and --val-data, true for a flag), e.g.\n"
+        "                          {\"data\": [\"train.bin\"], \"steps\": 100}; unknown keys and\n"
+        "                          wrong types are errors; the command line overrides it. A file\n"
+        "                          with \"agreement\" is one of train --agreement's\n"
         "\n"
         "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
         "and each validation: val N/M | val loss X\n");
@@ -628,24 +634,32 @@ int gt_cmd_train(int argc, char **argv)
             return gt_cli_train_agreement(argc, argv);  // collaborative mode: its own options
         }
     }
+    if (gt_cli_config_has(argc, argv, "agreement")) {
+        return gt_cli_train_agreement(argc, argv);  // the agreement named in --config
+    }
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;
     }
-    train_opts o;
-    int rc = parse(argc, argv, &o);
+    static const char *const repeatable[] = {"data", "val-data", NULL};
+    gt_cli_config conf;
+    int rc = gt_cli_config_expand(CMD, long_opts, repeatable, &argc, &argv, &conf);
     if (rc != 0) {
         return rc;
     }
-    train_run *r = calloc(1, sizeof *r);
+    train_opts o;
+    rc = parse(argc, argv, &o);
+    train_run *r = rc == 0 ? calloc(1, sizeof *r) : NULL;
     if (r == NULL) {
-        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+        gt_cli_config_free(&conf);
+        return rc != 0 ? rc : gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
     gt_interrupt_install();  // Ctrl-C saves and says how to resume (a second one kills)
     gt_err err = run(&o, r);
     bool stopped = r->interrupted;
     train_free(r);
     free(r);
+    gt_cli_config_free(&conf);  // o's strings may be the file's
     if (stopped) {
         return 128 + gt_interrupted();
     }

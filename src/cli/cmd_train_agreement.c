@@ -50,7 +50,13 @@ static void usage(void)
            "  --sealed-out FILE    where the checkpoint sealed for the agreement's recipients\n"
            "                       goes when training ends (default DIR/model.sealed; only with\n"
            "                       output sealed_checkpoint: loss_only writes no checkpoint\n"
-           "                       outside DIR)\n");
+           "                       outside DIR)\n"
+           "  --config FILE        more options from FILE: a JSON object whose keys are these\n"
+           "                       long options without -- (a string or number each, a list\n"
+           "                       for --root, true for a flag), e.g. {\"agreement\": \"a.json\",\n"
+           "                       \"state\": \"trainer\", \"root\": [\"root-pub.pem\"]}; unknown\n"
+           "                       keys and wrong types are errors; the command line overrides\n"
+           "                       it\n");
 }
 
 typedef struct {
@@ -164,18 +170,21 @@ static int parse_one(int c, ta_options *o)
     return GT_EXIT_OK;
 }
 
+// The options, and the keys of a --config file: the same names.
+static const struct option opts[] = {
+    {"agreement", required_argument, NULL, 'a'}, {"state", required_argument, NULL, 'S'},
+    {"resume", no_argument, NULL, 'R'}, {"transfer", required_argument, NULL, 'x'},
+    {"device", required_argument, NULL, 'd'}, {"device-socket", required_argument, NULL, 'D'},
+    {"threads", required_argument, NULL, 'j'}, {"name", required_argument, NULL, 'n'},
+    {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
+    {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
+    {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
+    {"json", no_argument, NULL, 'J'},
+    {0}};
+static const char *const repeatable[] = {"root", NULL};
+
 static int parse(int argc, char **argv, ta_options *o)
 {
-    static const struct option opts[] = {
-        {"agreement", required_argument, NULL, 'a'}, {"state", required_argument, NULL, 'S'},
-        {"resume", no_argument, NULL, 'R'}, {"transfer", required_argument, NULL, 'x'},
-        {"device", required_argument, NULL, 'd'}, {"device-socket", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 'j'}, {"name", required_argument, NULL, 'n'},
-        {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
-        {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
-        {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
-        {"json", no_argument, NULL, 'J'},
-        {0}};
     *o = (ta_options){.name = "trainer", .transfer = GT_TRANSFER_CONVENTIONAL,
                       .kind = GT_DEVICE_CPU, .tee = GT_TEE_SIM};
     int c, rc = GT_EXIT_OK;
@@ -304,6 +313,30 @@ static gt_err run(ta_options *o, ta_run *r)
     return gt_collab_train(&cfg, &r->rep);
 }
 
+// What held a holder's chunks back at the end, in --json.
+static const char *holder_left_name(gt_schedule_left left)
+{
+    switch (left) {
+    case GT_SCHEDULE_LEFT_OPEN: return "open";
+    case GT_SCHEDULE_LEFT_USES: return "uses";
+    case GT_SCHEDULE_LEFT_FAILED: return "failed";
+    case GT_SCHEDULE_LEFT_BUDGET: return "budget";
+    }
+    return "unknown";
+}
+
+// Why holder h contributed nothing, in the warning's words.
+static const char *nothing_because(const gt_collab_holder_report *h)
+{
+    switch (h->left) {
+    case GT_SCHEDULE_LEFT_FAILED: return "its chunks failed in this run";
+    case GT_SCHEDULE_LEFT_BUDGET: return "what is left of its budget holds none of its chunks";
+    case GT_SCHEDULE_LEFT_USES: return "its chunks were used up before this run";
+    case GT_SCHEDULE_LEFT_OPEN: break;
+    }
+    return "the steps ran out before its turn";
+}
+
 // --json: what the table says, for scripts (one object, the last line on stdout).
 static void print_report_json(const ta_run *r)
 {
@@ -316,6 +349,8 @@ static void print_report_json(const ta_run *r)
         cJSON_AddNumberToObject(j, "final_loss", rep->final_loss);
     }
     cJSON_AddNumberToObject(j, "interrupted", rep->interrupted);
+    cJSON_AddStringToObject(j, "stop", gt_collab_stop_name(rep->stop));
+    cJSON_AddStringToObject(j, "stop_message", rep->stop_message);
     cJSON *hs = cJSON_AddArrayToObject(j, "holders");
     for (uint32_t i = 0; i < r->a.holder_count; i++) {
         const gt_collab_holder_report *h = &rep->holders[i];
@@ -326,6 +361,12 @@ static void print_report_json(const ta_run *r)
         cJSON_AddNumberToObject(o, "uses", h->uses);
         cJSON_AddNumberToObject(o, "bytes_moved", (double)h->bytes_moved);
         cJSON_AddNumberToObject(o, "transfer_seconds", h->transfer_seconds);
+        cJSON_AddNumberToObject(o, "skipped", h->skipped);
+        cJSON_AddBoolToObject(o, "gone", h->gone);
+        cJSON_AddStringToObject(o, "left", holder_left_name(h->left));
+        if (h->skipped > 0) {
+            cJSON_AddStringToObject(o, "failure", h->failure);
+        }
         cJSON_AddItemToArray(hs, o);
     }
     cJSON_AddBoolToObject(j, "sealed", rep->sealed);
@@ -344,25 +385,35 @@ static gt_err print_report(const ta_options *o, const ta_run *r)
 {
     const gt_collab_report *rep = &r->rep;
     printf("\ntrained %u step(s), final loss %.4f\n", rep->steps_done, (double)rep->final_loss);
-    printf("%-16s %12s %12s %6s %12s %10s\n", "holder", "tokens used", "budget", "uses",
-           "bytes moved", "transfer s");
+    printf("%-16s %12s %12s %6s %7s %12s %10s\n", "holder", "tokens used", "budget", "uses",
+           "skipped", "bytes moved", "transfer s");
     for (uint32_t i = 0; i < r->a.holder_count; i++) {
         const gt_collab_holder_report *h = &rep->holders[i];
-        printf("%-16s %12llu %12llu %6u %12llu %10.3f\n", r->a.holders[i].name,
+        printf("%-16s %12llu %12llu %6u %7u %12llu %10.3f\n", r->a.holders[i].name,
                (unsigned long long)h->tokens_used, (unsigned long long)h->token_budget, h->uses,
-               (unsigned long long)h->bytes_moved, h->transfer_seconds);
+               h->skipped, (unsigned long long)h->bytes_moved, h->transfer_seconds);
+    }
+    printf("stopped: %s\n", rep->stop_message);
+    for (uint32_t i = 0; i < r->a.holder_count; i++) {
+        const gt_collab_holder_report *h = &rep->holders[i];
+        if (h->skipped > 0) {
+            printf("warning: holder %s: %u chunk(s) skipped, nothing of them used: %s%s\n",
+                   r->a.holders[i].name, h->skipped, h->failure,
+                   h->gone ? " (none of its chunks was asked for after that)" : "");
+        }
     }
     // A holder that contributed nothing still receives the model if it is a recipient: say so,
     // so that nobody reads the table as "everyone's data went in".
     for (uint32_t i = 0; i < r->a.holder_count; i++) {
         if (rep->holders[i].uses == 0) {
             printf("warning: holder %s contributed nothing to this run (no chunk of it was "
-                   "trained on: the steps ran out first, or its budget or uses did)%s\n",
-                   r->a.holders[i].name,
+                   "trained on: %s)%s\n", r->a.holders[i].name, nothing_because(&rep->holders[i]),
                    rep->sealed ? "; it is still a recipient of the sealed checkpoint" : "");
         }
     }
-    if (rep->sealed) {
+    if (rep->stop == GT_COLLAB_STOP_FAILURES || rep->interrupted) {
+        printf("no final output yet: the run is not done (--resume continues it)\n");
+    } else if (rep->sealed) {
         printf("sealed checkpoint: %s (%llu bytes), openable only by the agreement's %u "
                "recipient(s) with gputravel open-checkpoint\n",
                rep->sealed_path, (unsigned long long)rep->sealed_bytes, rep->sealed_recipients);
@@ -401,20 +452,26 @@ static void ta_free(ta_run *r)
     free(r);
 }
 
+static int train_exit(const ta_options *o, gt_err err, int stopped, bool failures,
+                      uint32_t steps);
+
 int gt_cli_train_agreement(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
         usage();
         return GT_EXIT_OK;
     }
-    ta_options o;
-    int rc = parse(argc, argv, &o);
+    gt_cli_config conf;
+    int rc = gt_cli_config_expand(CMD, opts, repeatable, &argc, &argv, &conf);
     if (rc != GT_EXIT_OK) {
         return rc;
     }
-    ta_run *r = calloc(1, sizeof *r);
+    ta_options o;
+    rc = parse(argc, argv, &o);
+    ta_run *r = rc == GT_EXIT_OK ? calloc(1, sizeof *r) : NULL;
     if (r == NULL) {
-        return gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
+        gt_cli_config_free(&conf);
+        return rc != GT_EXIT_OK ? rc : gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
     // Ctrl-C or SIGTERM stops at the next step with the use in progress committed (a second one
     // ends the process at once).
@@ -428,11 +485,28 @@ int gt_cli_train_agreement(int argc, char **argv)
     }
     int stopped = gt_is_ok(err) ? r->rep.interrupted : 0;
     uint32_t steps = r->rep.steps_done;
+    bool failures = gt_is_ok(err) && r->rep.stop == GT_COLLAB_STOP_FAILURES;
     ta_free(r);
+    rc = train_exit(&o, err, stopped, failures, steps);
+    gt_cli_config_free(&conf);  // o's strings may be the file's
+    return rc;
+}
+
+// The exit status, with the stop message of a run that did not finish.
+static int train_exit(const ta_options *o, gt_err err, int stopped, bool failures,
+                      uint32_t steps)
+{
+    if (failures) {
+        fprintf(stderr, "gputravel train: stopped after step %u: the chunks left failed in this "
+                        "run (the table above names them); the resume state is sealed in %s: run "
+                        "the same command with --resume once their holders answer\n",
+                steps, o->state_dir);
+        return GT_EXIT_FAIL;
+    }
     if (stopped) {
         fprintf(stderr, "gputravel train: stopped by %s after step %u; the resume state is "
                         "sealed in %s: run the same command with --resume to continue\n",
-                strsignal(stopped), steps, o.state_dir);
+                strsignal(stopped), steps, o->state_dir);
         return 128 + stopped;
     }
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail(CMD, err);

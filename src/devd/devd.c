@@ -102,6 +102,8 @@ struct devd_session {
     double attested_at;  // gt_now_seconds() at the end of its handshake
     gt_release_state rel;    // the outputs it declared, and what is left of their budgets
     gt_agreement *declared;  // the agreement it declared (parsed here from its own bytes)
+    gt_buf client_hello;     // its CLIENT_HELLO body: its peer hellos carry it (issue 16)
+    gt_peer_core *peer;      // its data-parallel run: key, admitted peers, counters
 };
 
 // ---- memory -----------------------------------------------------------------------------------
@@ -521,6 +523,144 @@ static gt_err do_export(devd_session *s, const gt_sim_msg *m)
     return send_msg(s, &r);
 }
 
+// ---- peers (device.h "peers", docs/device-sim.md "Peers"; issue 16) --------------------------
+// devd makes the run's X25519 key, appraises each peer's hello itself against the rules it
+// derived from its own parse of the declared agreement, keeps the pairwise keys, and seals and
+// opens chunks between arena buffers. The client only moves hellos and ciphertext.
+
+static gt_err peer_core(devd_session *s, gt_peer_core **pc)
+{
+    GT_ENSURE(s->rel.declared, GT_E_STATE, "device: declare the agreement's outputs before "
+              "peers (its rules say which peers to admit)");
+    if (s->peer == NULL) {
+        GT_TRY(gt_peer_core_new(&s->peer));
+    }
+    *pc = s->peer;
+    return GT_OK;
+}
+
+// bytes [0, len) into a new unlabelled buffer of the session: the reply's handle.
+static gt_err peer_reply_buffer(devd_session *s, const uint8_t *p, size_t len, gt_sim_msg *r)
+{
+    GT_TRY(buf_alloc(s, len, 0, &r->handle));
+    gt_buftab_entry *b = NULL;
+    GT_TRY(buf_find(s, r->handle, &b));
+    memcpy(s->d->arena + b->at.offset, p, len);
+    r->type = GT_SIM_REP_EXPORTED;
+    r->len = len;
+    return GT_OK;
+}
+
+static gt_err peer_hello(devd_session *s, const gt_sim_msg *m, gt_sim_msg *r)
+{
+    gt_peer_core *pc = NULL;
+    GT_TRY(peer_core(s, &pc));
+    devd *d = s->d;
+    gt_peer_identity id = {.kind = GT_PEER_KIND_DEVD, .trainer = gt_buf_span(&s->client_hello),
+                           .produce = d->produce, .produce_ctx = d->produce_ctx};
+    uint8_t *hello = malloc(GT_PEER_HELLO_MAX);
+    GT_ENSURE(hello != NULL, GT_E_NOMEM, "devd: out of memory");
+    size_t len = 0;
+    gt_err e = gt_peer_core_hello(pc, &s->rel.rules.peers, &id, m->peer.rank, m->peer.nranks,
+                                  hello, GT_PEER_HELLO_MAX, &len);
+    if (gt_is_ok(e)) {
+        e = peer_reply_buffer(s, hello, len, r);
+    }
+    free(hello);
+    return e;
+}
+
+static gt_peer_hdr peer_hdr_of(const gt_sim_peer *p)
+{
+    gt_peer_hdr h = {.step = p->step, .bucket = p->bucket, .hop = p->hop, .src = p->src,
+                     .dst = p->dst, .elem_off = p->elem_off, .nelem = p->nelem};
+    memcpy(h.run, p->run, sizeof h.run);
+    return h;
+}
+
+static gt_err peer_seal(devd_session *s, const gt_sim_msg *m, gt_sim_msg *r)
+{
+    gt_peer_core *pc = NULL;
+    GT_TRY(peer_core(s, &pc));
+    devd *d = s->d;
+    gt_peer_hdr h = peer_hdr_of(&m->peer);
+    uint64_t off = 0, n = 0;
+    GT_TRY(gt_peer_hdr_bytes(&h, &off, &n));
+    gt_buftab_entry *src = NULL, *out = NULL;
+    GT_TRY(buf_access(s, m->handle, off, n, "peer_seal", &src));
+    gt_label label = src->label;
+    uint64_t src_at = src->at.offset + off;  // entries move when the table grows
+    size_t cap = gt_peer_chunk_bytes(h.nelem), len = 0;
+    GT_TRY(buf_alloc(s, cap, 0, &r->handle));
+    GT_TRY(buf_find(s, r->handle, &out));
+    gt_err e = gt_peer_core_seal(pc, d->tab, label, &h, d->arena + src_at,
+                                 d->arena + out->at.offset, cap, &len);
+    if (!gt_is_ok(e)) {
+        gt_err f = buf_free(s, r->handle);
+        (void)f;
+        r->handle = 0;
+        return e;
+    }
+    r->type = GT_SIM_REP_EXPORTED;
+    r->len = len;
+    return GT_OK;
+}
+
+static gt_err peer_open(devd_session *s, const gt_sim_msg *m)
+{
+    gt_peer_core *pc = NULL;
+    GT_TRY(peer_core(s, &pc));
+    devd *d = s->d;
+    gt_peer_hdr h = peer_hdr_of(&m->peer);
+    uint64_t off = 0, n = 0;
+    GT_TRY(gt_peer_hdr_bytes(&h, &off, &n));
+    gt_buftab_entry *chunk = NULL, *dst = NULL;
+    GT_TRY(buf_access(s, m->peer.chunk, 0, m->peer.chunk_len, "peer_open chunk", &chunk));
+    gt_span in = {d->arena + chunk->at.offset, (size_t)m->peer.chunk_len};
+    GT_TRY(buf_access(s, m->handle, off, n, "peer_open", &dst));
+    GT_ENSURE(m->handle != m->peer.chunk, GT_E_ARG, "device: a chunk opened over itself");
+    return gt_peer_core_open(pc, d->tab, m->handle, &h, in, d->arena + dst->at.offset + off,
+                             (int)m->peer.mode);
+}
+
+static gt_err do_peer(devd_session *s, const gt_sim_msg *m)
+{
+    gt_sim_msg r;
+    memset(&r, 0, sizeof r);
+    gt_peer_core *pc = NULL;
+    gt_err e = GT_OK;
+    switch (m->type) {
+    case GT_SIM_REQ_PEER_HELLO:
+        e = peer_hello(s, m, &r);
+        break;
+    case GT_SIM_REQ_PEER_ADMIT: {
+        gt_buftab_entry *b = NULL;
+        e = peer_core(s, &pc);
+        if (gt_is_ok(e)) {
+            e = buf_access(s, m->handle, 0, m->len, "peer_admit", &b);
+        }
+        if (gt_is_ok(e)) {
+            e = gt_peer_core_admit(pc, m->peer.rank, (gt_span){s->d->arena + b->at.offset,
+                                                               (size_t)m->len});
+        }
+        return send_status(s, e);
+    }
+    case GT_SIM_REQ_PEER_RUN_ID:
+        e = peer_core(s, &pc);
+        if (gt_is_ok(e)) {
+            e = gt_peer_core_run_id(pc, r.peer.run);
+        }
+        r.type = GT_SIM_REP_PEER_RUN;
+        break;
+    case GT_SIM_REQ_PEER_SEAL:
+        e = peer_seal(s, m, &r);
+        break;
+    default:  // PEER_OPEN
+        return send_status(s, peer_open(s, m));
+    }
+    return gt_is_ok(e) ? send_msg(s, &r) : send_status(s, e);
+}
+
 // ---- one request ------------------------------------------------------------------------------
 
 static gt_err do_lend(devd_session *t, const gt_sim_msg *req);
@@ -607,6 +747,12 @@ static gt_err serve_one(devd_session *s, bool *bye)
         return send_status(s, gt_errf(GT_E_STATE, "devd: %s: this session is not a holder "
                                       "attached with a ticket (is the device lent?)",
                                       gt_sim_msg_name(m.type)));
+    case GT_SIM_REQ_PEER_HELLO:
+    case GT_SIM_REQ_PEER_ADMIT:
+    case GT_SIM_REQ_PEER_RUN_ID:
+    case GT_SIM_REQ_PEER_SEAL:
+    case GT_SIM_REQ_PEER_OPEN:
+        return do_peer(s, &m);
     default:  // the exports (devd_export.c), or a message a trainer never sends
         return devd_export_request(m.type) ? do_export(s, &m) : unexpected(&m);
     }
@@ -670,7 +816,7 @@ static gt_err handshake(devd_session *s)
                               .mem_limit = d->arena_bytes, .produce = d->produce,
                               .produce_ctx = d->produce_ctx, .appraise = d->appraise,
                               .appraise_ctx = d->appraise_ctx, .bounce = bounce_make,
-                              .bounce_ctx = s};
+                              .bounce_ctx = s, .client_hello = &s->client_hello};
     return gt_sim_server_handshake(s->fd, d->rx, &s->watch, &p, &s->keys, s->agreement);
 }
 
@@ -699,6 +845,9 @@ static void session_end(devd_session *s)
     free(s->declared);
     s->declared = NULL;
     gt_release_state_free(&s->rel);
+    gt_peer_core_free(s->peer);  // wipes the run's keys
+    s->peer = NULL;
+    gt_buf_free_nowipe(&s->client_hello);
     gt_log_info("devd: session %llu ended; %llu bytes of its memory zeroized",
                 (unsigned long long)s->id, (unsigned long long)(d->bytes_wiped - wiped));
 }
@@ -1625,8 +1774,11 @@ gt_err gt_devd_run(const gt_devd_config *cfg)
     gt_buftab_config tc = {.mem_limit = d.arena_bytes, .max_buffers = DEVD_MAX_BUFFERS,
                            .limit_hint = "devd --mem-limit"};
     GT_TRY_GOTO(err, gt_buftab_new(&d.tab, &tc), out);
-    GT_TRY_GOTO(err, arena_create(&d), out);
+    // The socket first: a path devd cannot serve on (no such folder, not writable, a file that
+    // is not a socket, another devd's) fails at once, before the arena is reserved and touched
+    // (seconds for GiBs). Clients that connect meanwhile wait in the backlog.
     GT_TRY_GOTO(err, listen_on(cfg->socket_path, &d.listen_fd), out);
+    GT_TRY_GOTO(err, arena_create(&d), out);
     gt_log_info("devd: serving %s", cfg->socket_path);
     serve_loop(&d);
 out:

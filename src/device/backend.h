@@ -3,6 +3,9 @@
 #define GT_DEVICE_BACKEND_H
 
 #include <gputravel/device.h>
+#ifdef GT_HAVE_CUDA
+#include <gputravel/device_cuda.h>  // built only with CUDA
+#endif
 
 // One backend's operations on its own state (`impl`). Handles and ranges are checked by the
 // backend itself (it owns the buffer table); device.c only dispatches.
@@ -35,6 +38,19 @@ void *gt_device_backend_impl(gt_device *dev, gt_device_kind kind);
 // trainer's own process (gt_device_inproc_read; export.c). cuda's exists when it is built.
 gt_err gt_device_cpu_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
 gt_err gt_device_cuda_inproc_read(void *impl, void *dst, gt_dbuf src, uint64_t off, uint64_t len);
+
+#ifdef GT_HAVE_CUDA
+// cuda's extensions (device_cuda.h) on its own state; export.c finds the state of a gt_device
+// and calls these, so the backend never reaches back up into device.c.
+gt_err gt_cuda_backend_ipc_check(void *impl);
+gt_err gt_cuda_backend_alloc_exportable(void *impl, uint64_t bytes, uint32_t flags, gt_dbuf *out);
+gt_err gt_cuda_backend_ipc_export(void *impl, gt_dbuf buf, gt_cuda_ipc_desc *out);
+gt_err gt_cuda_backend_ipc_import(void *impl, const gt_cuda_ipc_desc *desc, uint32_t flags,
+                                  gt_dbuf *out);
+gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t len,
+                                    const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
+                                    const uint8_t tag[16], const uint8_t key[32]);
+#endif
 
 // The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.
 

@@ -331,13 +331,6 @@ gt_err gt_device_cuda_open(const gt_device_config *cfg, void **impl, const gt_de
 
 // ---- CUDA IPC -------------------------------------------------------------------------------
 
-static gt_err cuda_impl(gt_device *dev, cuda_dev **d)
-{
-    *d = gt_device_backend_impl(dev, GT_DEVICE_CUDA);
-    GT_ENSURE(*d != NULL, GT_E_ARG, "device: not a cuda device");
-    return GT_OK;
-}
-
 void gt_cuda_ipc_desc_write(uint8_t out[GT_CUDA_IPC_DESC_BYTES], const gt_cuda_ipc_desc *desc)
 {
     memcpy(out, desc->handle, GT_CUDA_IPC_HANDLE_BYTES);
@@ -365,27 +358,24 @@ static gt_err ipc_allowed(cuda_dev *d)
     return gt_cc_ipc_check(&d->cc);
 }
 
-gt_err gt_device_cuda_ipc_check(gt_device *dev)
+gt_err gt_cuda_backend_ipc_check(void *impl)
 {
-    cuda_dev *d = NULL;
-    GT_TRY(cuda_impl(dev, &d));
+    cuda_dev *d = impl;
     return ipc_allowed(d);
 }
 
-gt_err gt_device_cuda_alloc_exportable(gt_device *dev, uint64_t bytes, uint32_t flags,
-                                       gt_dbuf *out)
+gt_err gt_cuda_backend_alloc_exportable(void *impl, uint64_t bytes, uint32_t flags,
+                                        gt_dbuf *out)
 {
     *out = 0;
-    cuda_dev *d = NULL;
-    GT_TRY(cuda_impl(dev, &d));
+    cuda_dev *d = impl;
     return alloc_buf(d, bytes, flags, true, out);
 }
 
-gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *out)
+gt_err gt_cuda_backend_ipc_export(void *impl, gt_dbuf buf, gt_cuda_ipc_desc *out)
 {
     memset(out, 0, sizeof *out);
-    cuda_dev *d = NULL;
-    GT_TRY(cuda_impl(dev, &d));
+    cuda_dev *d = impl;
     gt_buftab_entry *b = NULL;
     GT_TRY(gt_buftab_find(d->tab, buf, 0, &b));
     GT_ENSURE(!b->foreign, GT_E_STATE, "cuda ipc: buffer %#llx is itself imported",
@@ -438,12 +428,11 @@ static gt_err allocation_size(const void *p, uint64_t *size)
     return GT_OK;
 }
 
-gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, uint32_t flags,
-                                 gt_dbuf *out)
+gt_err gt_cuda_backend_ipc_import(void *impl, const gt_cuda_ipc_desc *desc, uint32_t flags,
+                                  gt_dbuf *out)
 {
     *out = 0;
-    cuda_dev *d = NULL;
-    GT_TRY(cuda_impl(dev, &d));
+    cuda_dev *d = impl;
     GT_ENSURE(desc->bytes > 0 && desc->bytes <= ((uint64_t)1 << 46), GT_E_ARG,
               "cuda ipc: buffer size %llu", (unsigned long long)desc->bytes);
     GT_TRY(ipc_allowed(d));
@@ -478,12 +467,11 @@ gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, u
 
 // ---- AES-256-GCM open -----------------------------------------------------------------------
 
-gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint64_t len,
-                                   const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
-                                   const uint8_t tag[16], const uint8_t key[32])
+gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t len,
+                                    const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
+                                    const uint8_t tag[16], const uint8_t key[32])
 {
-    cuda_dev *d = NULL;
-    GT_TRY(cuda_impl(dev, &d));
+    cuda_dev *d = impl;
     gt_buftab_entry *bp = NULL, *bc = NULL;
     GT_TRY(gt_buftab_access(d->tab, pt, 0, 0, len, "aes-gcm plaintext", &bp));
     GT_TRY(gt_buftab_access(d->tab, ct, 0, 0, len, "aes-gcm ciphertext", &bc));

@@ -14,6 +14,8 @@ struct gt_device {
     void *impl;
     void (*observer)(void *ctx, const gt_op *op);
     void *observer_ctx;
+    gt_device_attester attester;  // cpu: the trainer's evidence for peer hellos
+    gt_peer_core *peer;           // in-process backends: the run's peers (NULL until a hello)
 };
 
 const char *gt_device_kind_name(gt_device_kind kind)
@@ -89,6 +91,9 @@ gt_err gt_device_open(gt_device **dev, const gt_device_config *cfg)
     d->kind = cfg->kind;
     d->ops = ops;
     d->impl = impl;
+    if (cfg->attester != NULL) {
+        d->attester = *cfg->attester;
+    }
     *dev = d;
     return GT_OK;
 }
@@ -130,6 +135,7 @@ void gt_device_close(gt_device *dev)
         return;
     }
     dev->ops->close(dev->impl);
+    gt_peer_core_free(dev->peer);
     free(dev);
 }
 
@@ -375,4 +381,87 @@ gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_SIM_TIC
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_reattach(holder->impl, ticket);
+}
+
+// ---- peers (issue 16) -----------------------------------------------------------------------------
+// cpu: the trainer's attested process is the device (as for declared outputs), so the peer core
+// runs here on the buffer table's host memory; sim sends each call to devd, which runs the same
+// core on its arena. cuda's memory is not host memory: not yet (GT_E_UNSUPPORTED).
+
+static gt_err peer_local(gt_device *dev, const char *what)
+{
+    GT_ENSURE(dev->kind == GT_DEVICE_CPU, GT_E_UNSUPPORTED, "device: %s on %s is not built yet "
+              "(cpu and sim have peers)", what, gt_device_kind_name(dev->kind));
+    if (dev->peer == NULL) {
+        GT_TRY(gt_peer_core_new(&dev->peer));
+    }
+    return GT_OK;
+}
+
+gt_err gt_device_peer_hello(gt_device *dev, uint32_t rank, uint32_t nranks, uint8_t *hello,
+                            size_t cap, size_t *len)
+{
+    *len = 0;
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_peer_hello(dev->impl, rank, nranks, hello, cap, len);
+    }
+    GT_TRY(peer_local(dev, "peer_hello"));
+    gt_release_state *rel = local_rel(dev);
+    GT_ENSURE(rel->declared, GT_E_STATE, "device: declare the agreement's outputs before a peer "
+              "hello (its rules say which peers to admit)");
+    gt_peer_identity id = {
+        .kind = GT_PEER_KIND_INPROC,
+        .produce = dev->attester.produce ? dev->attester.produce : gt_sim_default_client_produce,
+        .produce_ctx = dev->attester.ctx,
+    };
+    return gt_peer_core_hello(dev->peer, &rel->rules.peers, &id, rank, nranks, hello, cap, len);
+}
+
+gt_err gt_device_peer_admit(gt_device *dev, uint32_t peer_rank, const uint8_t *hello, size_t len)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_peer_admit(dev->impl, peer_rank, hello, len);
+    }
+    GT_TRY(peer_local(dev, "peer_admit"));
+    return gt_peer_core_admit(dev->peer, peer_rank, (gt_span){hello, len});
+}
+
+gt_err gt_device_peer_run_id(gt_device *dev, uint8_t run[16])
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_peer_run_id(dev->impl, run);
+    }
+    GT_TRY(peer_local(dev, "peer_run_id"));
+    return gt_peer_core_run_id(dev->peer, run);
+}
+
+gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, uint8_t *out,
+                           size_t cap, size_t *outlen)
+{
+    *outlen = 0;
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_peer_seal(dev->impl, h, buf, out, cap, outlen);
+    }
+    GT_TRY(peer_local(dev, "peer_seal"));
+    gt_buftab *tab = local_tab(dev);
+    uint64_t off = 0, n = 0;
+    GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_seal", &e));
+    return gt_peer_core_seal(dev->peer, tab, e->label, h, e->at.host + off, out, cap, outlen);
+}
+
+gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *in, size_t len,
+                           gt_dbuf buf, int mode)
+{
+    if (dev->ops->local == NULL) {
+        return gt_device_sim_impl_peer_open(dev->impl, h, in, len, buf, mode);
+    }
+    GT_TRY(peer_local(dev, "peer_open"));
+    gt_buftab *tab = local_tab(dev);
+    uint64_t off = 0, n = 0;
+    GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_open", &e));
+    return gt_peer_core_open(dev->peer, tab, buf, h, (gt_span){in, len}, e->at.host + off, mode);
 }

@@ -114,3 +114,56 @@ gt_err gt_device_inproc_read(gt_device *dev, void *dst, gt_dbuf src, uint64_t of
                                      "devd's (exports are sealed there)",
                    gt_device_kind_name(gt_device_get_kind(dev)));
 }
+
+#ifdef GT_HAVE_CUDA
+// ---- cuda's extensions (device_cuda.h): find the backend state, let the backend work ----------
+
+static gt_err cuda_impl(gt_device *dev, void **impl)
+{
+    *impl = gt_device_backend_impl(dev, GT_DEVICE_CUDA);
+    GT_ENSURE(*impl != NULL, GT_E_ARG, "device: not a cuda device");
+    return GT_OK;
+}
+
+gt_err gt_device_cuda_ipc_check(gt_device *dev)
+{
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_ipc_check(impl);
+}
+
+gt_err gt_device_cuda_alloc_exportable(gt_device *dev, uint64_t bytes, uint32_t flags,
+                                       gt_dbuf *out)
+{
+    *out = 0;
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_alloc_exportable(impl, bytes, flags, out);
+}
+
+gt_err gt_device_cuda_ipc_export(gt_device *dev, gt_dbuf buf, gt_cuda_ipc_desc *out)
+{
+    memset(out, 0, sizeof *out);
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_ipc_export(impl, buf, out);
+}
+
+gt_err gt_device_cuda_ipc_import(gt_device *dev, const gt_cuda_ipc_desc *desc, uint32_t flags,
+                                 gt_dbuf *out)
+{
+    *out = 0;
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_ipc_import(impl, desc, flags, out);
+}
+
+gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint64_t len,
+                                   const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
+                                   const uint8_t tag[16], const uint8_t key[32])
+{
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_aes_gcm_open(impl, pt, ct, len, aad, aad_len, iv, tag, key);
+}
+#endif

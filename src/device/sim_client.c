@@ -449,3 +449,102 @@ gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now)
                                .checkpoint = o->checkpoint, .resume = o->resume};
     return GT_OK;
 }
+
+// ---- peers (issue 16) ---------------------------------------------------------------------------
+// devd holds the run: these only move the hello and the chunks. Both cross as ordinary buffers
+// through the AEAD bounce slots: the client copies a peer's hello or chunk into a fresh buffer
+// for devd to read, and copies out (then frees) the buffer devd wrote its hello or sealed chunk
+// into. The chunk is ciphertext already; the hello is public.
+
+// Copies out and frees the buffer devd answered with (EXPORTED), whatever happened.
+static gt_err fetch_reply(void *impl, const gt_sim_msg *rep, uint8_t *out, size_t cap,
+                          size_t *len)
+{
+    gt_err err = GT_OK;
+    GT_ENSURE_GOTO(err, rep->len > 0 && rep->len <= cap, done, GT_E_LIMIT,
+                   "sim device: devd answered with %llu bytes (room for %zu)",
+                   (unsigned long long)rep->len, cap);
+    GT_TRY_GOTO(err, sim_copy_out(impl, out, rep->handle, 0, rep->len), done);
+    *len = (size_t)rep->len;
+done: {
+    gt_err f = sim_free(impl, rep->handle);
+    return gt_is_ok(err) ? f : err;
+}
+}
+
+static gt_err put_bytes(void *impl, const uint8_t *p, size_t len, gt_dbuf *b)
+{
+    GT_ENSURE(len > 0, GT_E_ARG, "sim device: nothing to send");
+    GT_TRY(sim_alloc(impl, len, 0, b));
+    gt_err e = sim_copy_in(impl, *b, 0, p, len);
+    if (!gt_is_ok(e)) {
+        gt_err f = sim_free(impl, *b);
+        (void)f;
+    }
+    return e;
+}
+
+static gt_sim_peer peer_fields(const gt_peer_hdr *h)
+{
+    gt_sim_peer p = {.step = h->step, .elem_off = h->elem_off, .nelem = h->nelem,
+                     .bucket = h->bucket, .hop = h->hop, .src = h->src, .dst = h->dst};
+    memcpy(p.run, h->run, sizeof p.run);
+    return p;
+}
+
+gt_err gt_device_sim_impl_peer_hello(void *impl, uint32_t rank, uint32_t nranks, uint8_t *hello,
+                                     size_t cap, size_t *len)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_PEER_HELLO, .peer = {.rank = rank, .nranks = nranks}};
+    gt_sim_msg rep;
+    GT_TRY(gt_sim_conn_rpc(impl, &req, GT_SIM_REP_EXPORTED, &rep));
+    return fetch_reply(impl, &rep, hello, cap, len);
+}
+
+gt_err gt_device_sim_impl_peer_admit(void *impl, uint32_t peer_rank, const uint8_t *hello,
+                                     size_t len)
+{
+    GT_ENSURE(len <= GT_PEER_HELLO_MAX, GT_E_LIMIT, "device: a hello of %zu bytes", len);
+    gt_dbuf b = 0;
+    GT_TRY(put_bytes(impl, hello, len, &b));
+    gt_sim_msg req = {.type = GT_SIM_REQ_PEER_ADMIT, .handle = b, .len = len,
+                      .peer = {.rank = peer_rank}};
+    gt_sim_msg rep;
+    gt_err e = gt_sim_conn_rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
+    gt_err f = sim_free(impl, b);
+    return gt_is_ok(e) ? f : e;
+}
+
+gt_err gt_device_sim_impl_peer_run_id(void *impl, uint8_t run[16])
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_PEER_RUN_ID}, rep;
+    GT_TRY(gt_sim_conn_rpc(impl, &req, GT_SIM_REP_PEER_RUN, &rep));
+    memcpy(run, rep.peer.run, 16);
+    return GT_OK;
+}
+
+gt_err gt_device_sim_impl_peer_seal(void *impl, const gt_peer_hdr *h, gt_dbuf buf, uint8_t *out,
+                                    size_t cap, size_t *outlen)
+{
+    gt_sim_msg req = {.type = GT_SIM_REQ_PEER_SEAL, .handle = buf, .peer = peer_fields(h)};
+    gt_sim_msg rep;
+    GT_TRY(gt_sim_conn_rpc(impl, &req, GT_SIM_REP_EXPORTED, &rep));
+    return fetch_reply(impl, &rep, out, cap, outlen);
+}
+
+gt_err gt_device_sim_impl_peer_open(void *impl, const gt_peer_hdr *h, const uint8_t *in,
+                                    size_t len, gt_dbuf buf, int mode)
+{
+    GT_ENSURE(len <= gt_peer_chunk_bytes(h->nelem), GT_E_AUTH, "device: a chunk of %zu bytes "
+              "for %llu floats", len, (unsigned long long)h->nelem);
+    gt_dbuf c = 0;
+    GT_TRY(put_bytes(impl, in, len, &c));
+    gt_sim_msg req = {.type = GT_SIM_REQ_PEER_OPEN, .handle = buf, .peer = peer_fields(h)};
+    req.peer.mode = (uint32_t)mode;
+    req.peer.chunk = c;
+    req.peer.chunk_len = len;
+    gt_sim_msg rep;
+    gt_err e = gt_sim_conn_rpc(impl, &req, GT_SIM_REP_STATUS, &rep);
+    gt_err f = sim_free(impl, c);
+    return gt_is_ok(e) ? f : e;
+}

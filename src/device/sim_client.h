@@ -47,4 +47,16 @@ GT_MUST_USE gt_err gt_device_sim_impl_declare(void *impl, gt_span agreement);
 GT_MUST_USE gt_err gt_device_sim_impl_pin(void *impl, gt_span program);
 GT_MUST_USE gt_err gt_device_sim_impl_outputs_get(void *impl, gt_device_outputs *now);
 
+// Peers (issue 16): devd makes the key, appraises, holds the keys, seals and opens.
+GT_MUST_USE gt_err gt_device_sim_impl_peer_hello(void *impl, uint32_t rank, uint32_t nranks,
+                                                 uint8_t *hello, size_t cap, size_t *len);
+GT_MUST_USE gt_err gt_device_sim_impl_peer_admit(void *impl, uint32_t peer_rank,
+                                                 const uint8_t *hello, size_t len);
+GT_MUST_USE gt_err gt_device_sim_impl_peer_run_id(void *impl, uint8_t run[16]);
+GT_MUST_USE gt_err gt_device_sim_impl_peer_seal(void *impl, const gt_peer_hdr *h, gt_dbuf buf,
+                                                uint8_t *out, size_t cap, size_t *outlen);
+GT_MUST_USE gt_err gt_device_sim_impl_peer_open(void *impl, const gt_peer_hdr *h,
+                                                const uint8_t *in, size_t len, gt_dbuf buf,
+                                                int mode);
+
 #endif

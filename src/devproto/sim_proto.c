@@ -374,6 +374,12 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REP_EXPORTED: return "exported";
     case GT_SIM_REP_SIGNER: return "signer";
     case GT_SIM_REP_RESUMED: return "resumed";
+    case GT_SIM_REQ_PEER_HELLO: return "peer_hello";
+    case GT_SIM_REQ_PEER_ADMIT: return "peer_admit";
+    case GT_SIM_REQ_PEER_RUN_ID: return "peer_run_id";
+    case GT_SIM_REQ_PEER_SEAL: return "peer_seal";
+    case GT_SIM_REQ_PEER_OPEN: return "peer_open";
+    case GT_SIM_REP_PEER_RUN: return "peer_run";
     case GT_SIM_REQ_LABEL_ADD: return "label_add";
     case GT_SIM_REQ_LABEL_GET: return "label_get";
     case GT_SIM_REQ_DECLARE: return "declare";
@@ -585,6 +591,15 @@ static gt_err label_msg_parse(gt_reader *r, gt_sim_msg *m)
     }
 }
 
+// The families kept apart from the flat table below: peers, exports, labels.
+static gt_err family_write(gt_writer *w, const gt_sim_msg *m)
+{
+    if (gt_sim_peer_type(m->type)) {
+        return gt_sim_peer_msg_write(w, m);
+    }
+    return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
+}
+
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
@@ -660,7 +675,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         GT_TRY(gt_writer_u64le(w, m->stat.buffers_live));
         return gt_writer_u64le(w, m->stat.mem_limit);
     default:
-        return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
+        return family_write(w, m);
     }
 }
 
@@ -769,7 +784,8 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         GT_TRY(gt_reader_u64le(&r, &m.stat.mem_limit));
         break;
     default:
-        GT_TRY(label_msg_parse(&r, &m));
+        GT_TRY(gt_sim_peer_type(m.type) ? gt_sim_peer_msg_parse(&r, &m)
+                                        : label_msg_parse(&r, &m));
         break;
     }
     gt_err err = gt_reader_expect_end(&r, gt_sim_msg_name(m.type));

@@ -58,6 +58,10 @@ gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
     GT_TRY_GOTO(err, gt_sim_keys_derive(keys, false, shared, ch_span, (gt_span){w.data, w.len}),
                 out);
     GT_TRY_GOTO(err, gt_sim_frame_send(fd, w.data, w.len, bounce_fd), out);
+    if (p->client_hello != NULL) {
+        p->client_hello->len = 0;
+        GT_TRY_GOTO(err, gt_buf_append(p->client_hello, ch_body, ch_len), out);
+    }
     goto out;
 refuse: {
     uint8_t body[256];

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // OpenBLAS (pthread build): its own pool would fight OpenMP for the cores, so it runs on one
 // thread inside our parallel regions.
@@ -963,9 +964,42 @@ static const run_fn runners[GT_OP_COUNT_] = {
     [GT_OP_NORM_RELEASE] = run_norm_release,   [GT_OP_CLIP_GRADS] = run_clip_grads,
 };
 
+// The profile: atomics, so devd's worker and a test's thread may both run ops while it is on.
+static atomic_bool profile_on;
+static _Atomic uint64_t profile_calls[GT_OP_COUNT_], profile_ns[GT_OP_COUNT_];
+
+void gt_ops_cpu_profile_enable(bool on)
+{
+    gt_ops_cpu_profile discard;
+    gt_ops_cpu_profile_take(&discard);
+    atomic_store(&profile_on, on);
+}
+
+void gt_ops_cpu_profile_take(gt_ops_cpu_profile *out)
+{
+    for (int k = 0; k < GT_OP_COUNT_; k++) {
+        out->calls[k] = atomic_exchange(&profile_calls[k], 0);
+        out->nanoseconds[k] = atomic_exchange(&profile_ns[k], 0);
+    }
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx)
 {
     gt_op_args args;
     GT_TRY(gt_op_decode(op, resolve, ctx, &args));  // refuses unknown kinds
-    return runners[op->kind](&args, gt_op_name(op->kind));
+    if (!atomic_load_explicit(&profile_on, memory_order_relaxed)) {
+        return runners[op->kind](&args, gt_op_name(op->kind));
+    }
+    uint64_t t0 = monotonic_ns();
+    gt_err e = runners[op->kind](&args, gt_op_name(op->kind));
+    atomic_fetch_add(&profile_ns[op->kind], monotonic_ns() - t0);
+    atomic_fetch_add(&profile_calls[op->kind], 1);
+    return e;
 }

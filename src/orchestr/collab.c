@@ -328,18 +328,142 @@ static gt_err use_commit(gt_gpt2 *model, gt_devstate *ds, gt_schedule *sched,
     return gt_holder_confirm_use(conn, c, counted);
 }
 
+const char *gt_collab_stop_name(gt_collab_stop stop)
+{
+    switch (stop) {
+    case GT_COLLAB_STOP_STEPS: return "steps";
+    case GT_COLLAB_STOP_NO_CHUNKS: return "no-chunks";
+    case GT_COLLAB_STOP_FAILURES: return "failures";
+    case GT_COLLAB_STOP_INTERRUPTED: return "interrupted";
+    }
+    return "unknown";
+}
+
+// What held holder i's chunks back at the end, appended to the stop message.
+static void describe_holder(char *msg, size_t cap, const gt_agreement *a, uint32_t i,
+                            const gt_collab_holder_report *h)
+{
+    size_t n = strlen(msg);
+    const char *name = a->holders[i].name;
+    switch (h->left) {
+    case GT_SCHEDULE_LEFT_USES:
+        snprintf(msg + n, cap - n, "; holder %s: every chunk used %u time(s)", name,
+                 a->holders[i].max_uses_per_chunk);
+        break;
+    case GT_SCHEDULE_LEFT_BUDGET:
+        snprintf(msg + n, cap - n, "; holder %s: budget (%llu of %llu tokens released, no "
+                 "unused chunk fits in the rest)", name, (unsigned long long)h->tokens_used,
+                 (unsigned long long)h->token_budget);
+        break;
+    case GT_SCHEDULE_LEFT_FAILED:
+        snprintf(msg + n, cap - n, "; holder %s: %u chunk(s) skipped after a failure (%s)",
+                 name, h->skipped, h->failure);
+        break;
+    case GT_SCHEDULE_LEFT_OPEN:
+        snprintf(msg + n, cap - n, "; holder %s: chunks left", name);
+        break;
+    }
+}
+
+// The report's accounts, each holder's limit, and which limit ended the run (stop: steps,
+// no-chunks or interrupted as the loop saw it; no-chunks becomes failures when a holder's
+// chunks are held back by this run's failures).
 static void report_finish(gt_collab_report *report, const gt_schedule *sched,
-                          uint32_t holder_count, uint64_t step, float loss)
+                          const gt_agreement *a, uint64_t step, float loss, gt_collab_stop stop)
 {
     report->steps_done = (uint32_t)step;
     report->final_loss = loss;
-    for (uint32_t i = 0; i < holder_count; i++) {
+    uint32_t failed = 0;
+    for (uint32_t i = 0; i < a->holder_count; i++) {
         gt_holder_account acc;
         gt_schedule_account(sched, i, &acc);
-        report->holders[i].tokens_used = acc.tokens_used;
-        report->holders[i].token_budget = acc.token_budget;
-        report->holders[i].uses = acc.uses;
+        gt_collab_holder_report *h = &report->holders[i];
+        h->tokens_used = acc.tokens_used;
+        h->token_budget = acc.token_budget;
+        h->uses = acc.uses;
+        h->left = gt_schedule_why_none(sched, i);
+        failed += h->left == GT_SCHEDULE_LEFT_FAILED;
     }
+    if (stop == GT_COLLAB_STOP_NO_CHUNKS && failed > 0) {
+        stop = GT_COLLAB_STOP_FAILURES;
+    }
+    report->stop = stop;
+    char *msg = report->stop_message;
+    const size_t cap = sizeof report->stop_message;
+    const unsigned long long at = (unsigned long long)step;
+    if (stop == GT_COLLAB_STOP_STEPS) {
+        snprintf(msg, cap, "trained the agreement's %u steps", a->steps);
+        return;
+    }
+    if (stop == GT_COLLAB_STOP_INTERRUPTED) {
+        snprintf(msg, cap, "interrupted at step %llu of %u", at, a->steps);
+        return;
+    }
+    if (failed == a->holder_count) {
+        snprintf(msg, cap, "every holder failed in this run (refused or unreachable): stopped at "
+                 "step %llu of %u", at, a->steps);
+    } else {
+        snprintf(msg, cap, "no chunk left to use%s: stopped at step %llu of %u",
+                 failed ? " but ones that failed in this run" : "", at, a->steps);
+    }
+    for (uint32_t i = 0; i < a->holder_count; i++) {
+        describe_holder(msg, cap, a, i, &report->holders[i]);
+    }
+}
+
+// Whether the device still answers after a failed transfer: one small buffer made and freed.
+static bool device_answers(gt_device *dev)
+{
+    gt_dbuf probe = 0;
+    if (!gt_is_ok(gt_device_alloc(dev, 4096, 0, &probe))) {
+        return false;
+    }
+    return gt_is_ok(gt_device_free(dev, probe));
+}
+
+// Whether a holder's refusal (travel's "holder NAME refused: REASON") is about this one chunk's
+// interruption, not a verdict on this trainer or its device: the trip failed (the holder's
+// agent says "trip failed: ..."), or the chunk was already sent as often as it may be without
+// a confirmed use (interrupted before). These are the holder agent's own reasons (holder/agent.c).
+static bool refusal_of_chunk(const char *msg)
+{
+    const char *reason = strstr(msg, " refused: ");
+    if (reason == NULL) {
+        return false;
+    }
+    reason += strlen(" refused: ");
+    return strncmp(reason, "trip failed: ", 13) == 0 ||
+           (strncmp(reason, "chunk ", 6) == 0 && strstr(reason, " already sent ") != NULL);
+}
+
+// Bringing chunk c of holder h failed with `why`. An interrupted chunk (its trip failed, or it
+// was sent as often as it may be: refusal_of_chunk) is skipped; a failed connection (the
+// holder went away, a broken or stalled peer) skips every chunk of the holder for the rest of
+// the run. Either way nothing was used, and the run goes on with the other chunks. Any other
+// failure (a refusal is a verdict on this trainer or device), or a device that no longer
+// answers, ends the run: `why` is returned.
+static gt_err chunk_failed(const gt_collab_config *cfg, gt_schedule *sched,
+                           gt_collab_report *report, uint32_t h, uint32_t c, gt_err why)
+{
+    const bool interrupted = why.code == GT_E_POLICY && refusal_of_chunk(why.msg);
+    const bool lost = why.code == GT_E_PEER || why.code == GT_E_IO || why.code == GT_E_TIMEOUT ||
+                      why.code == GT_E_TRUNCATED;
+    if (!(interrupted || lost) || !device_answers(cfg->dev)) {
+        return why;
+    }
+    gt_collab_holder_report *hr = &report->holders[h];
+    if (hr->skipped++ == 0) {
+        snprintf(hr->failure, sizeof hr->failure, "%s", why.msg);
+    }
+    gt_schedule_skip(sched, h, c);
+    if (lost) {
+        gt_schedule_exclude(sched, h);
+        hr->gone = true;
+    }
+    event(cfg, "chunk %u of %s skipped: %s; %s", c, cfg->agreement->holders[h].name, why.msg,
+          lost ? "none of its chunks is asked for again in this run"
+               : "going on with the other chunks");
+    return GT_OK;
 }
 
 gt_err gt_collab_program(const gt_agreement *a, gt_buf *program)
@@ -398,6 +522,82 @@ static gt_err run_keys(const gt_collab_config *cfg, gt_devstate *ds,
     return gt_devstate_signer(ds, signer);
 }
 
+// What one use of a chunk needs, for the life of gt_collab_train.
+typedef struct {
+    const gt_collab_config *cfg;
+    holders *hs;
+    gt_schedule *sched;
+    gt_journal *journal;
+    gt_devstate *ds;
+    gt_gpt2 *model;
+    gt_collab_report *report;
+    gt_fetch_mode fetch;
+    bool served_trip;
+} collab_run;
+
+// One use: the schedule's next chunk brought in, trained on, erased, committed. Sets *stop when
+// the run ends here (no chunk left, interrupted); a failed transfer is skipped (chunk_failed).
+static gt_err use_next_chunk(collab_run *r, uint64_t *step, float *loss, gt_collab_stop *stop)
+{
+    const gt_collab_config *cfg = r->cfg;
+    const gt_agreement *a = cfg->agreement;
+    uint32_t h = 0, c = 0;
+    uint64_t allowed = 0;
+    gt_err next = gt_schedule_next(r->sched, &h, &c, &allowed);
+    if (next.code == GT_E_NOTFOUND) {
+        *stop = GT_COLLAB_STOP_NO_CHUNKS;
+        return GT_OK;
+    }
+    GT_TRY(next);
+    gt_dbuf buf = 0;
+    uint64_t ntok = 0;
+    gt_device_trip *trip = NULL;  // a served trip: ends (release, RELEASED) before the commit
+    gt_err got = chunk_bring(cfg, r->hs, h, c, r->served_trip, r->fetch, r->report, &trip, &buf,
+                             &ntok);
+    if (!gt_is_ok(got)) {
+        return chunk_failed(cfg, r->sched, r->report, h, c, got);
+    }
+    if (cfg->on_chunk != NULL) {
+        cfg->on_chunk(cfg->ctx, cfg->dev, buf, ntok, r->model);
+    }
+    // Budgets count released tokens (all a holder can enforce): the whole chunk counts, and
+    // the schedule offers only chunks that fit in what is left of the budget (the holder
+    // refuses one that would cross it). One use is one pass over it, cut short only by the
+    // step count.
+    uint64_t counted = allowed < ntok ? allowed : ntok;
+    uint32_t done = 0;
+    uint64_t trained = 0;
+    gt_err err = train_on_chunk(r->model, cfg, buf, counted, h, c, (uint32_t)*step,
+                                a->steps - (uint32_t)*step, &done, &trained, loss);
+    // Erase the chunk whatever happened: it was lent for this use only.
+    gt_err erase = trip ? gt_holder_trip_end(trip) : gt_device_free(cfg->dev, buf);
+    GT_TRY(err);
+    GT_TRY(erase);
+    *step += done;
+    bool stopping = cfg->stop != NULL && *cfg->stop;
+    if (stopping && done == 0) {
+        // Nothing of it was trained: no use to commit. The holder keeps it as sent and
+        // unconfirmed, which the next run's resend may recover.
+        r->report->interrupted = *cfg->stop;
+        *stop = GT_COLLAB_STOP_INTERRUPTED;
+        event(cfg, "stopping before training on chunk %u of %s: its use is not recorded", c,
+              a->holders[h].name);
+        return GT_OK;
+    }
+    // Commit: the sealed resume state first, then the journal record that counts the use.
+    GT_TRY(use_commit(r->model, r->ds, r->sched, r->journal, r->hs->conns[h], *step, h, c,
+                      counted));
+    event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
+               "device, use recorded", c, a->holders[h].name, done, (unsigned long long)trained);
+    if (stopping) {
+        r->report->interrupted = *cfg->stop;
+        *stop = GT_COLLAB_STOP_INTERRUPTED;
+        event(cfg, "stopping at step %llu of %u as asked: the resume state is sealed",
+              (unsigned long long)*step, a->steps);
+    }
+    return GT_OK;
+}
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -426,66 +626,24 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     GT_TRY_GOTO(err, model_start(cfg, &model, &ds, &step), out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
     GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
-    gt_fetch_mode fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
-                                                                     : GT_FETCH_KEYRELEASE;
-    while (step < a->steps) {
-        uint32_t h = 0, c = 0;
-        uint64_t allowed = 0;
-        gt_err next = gt_schedule_next(sched, &h, &c, &allowed);
-        if (next.code == GT_E_NOTFOUND) {
-            event(cfg, "no chunk left to use (each is used as often as the agreement allows, or "
-                       "larger than what is left of its holder's budget): stopping at step %llu "
-                       "of %u", (unsigned long long)step, a->steps);
-            break;
-        }
-        GT_TRY_GOTO(err, next, out);
-        gt_dbuf buf = 0;
-        uint64_t ntok = 0;
-        gt_device_trip *trip = NULL;  // a served trip: ends (release, RELEASED) before the commit
-        GT_TRY_GOTO(err, chunk_bring(cfg, &hs, h, c, served_trip, fetch, report, &trip, &buf,
-                                     &ntok),
-                    out);
-        if (cfg->on_chunk != NULL) {
-            cfg->on_chunk(cfg->ctx, cfg->dev, buf, ntok, model);
-        }
-        // Budgets count released tokens (all a holder can enforce): the whole chunk counts, and
-        // the schedule offers only chunks that fit in what is left of the budget (the holder
-        // refuses one that would cross it). One use is one pass over it, cut short only by the
-        // step count.
-        uint64_t counted = allowed < ntok ? allowed : ntok;
-        uint32_t done = 0;
-        uint64_t trained = 0;
-        err = train_on_chunk(model, cfg, buf, counted, h, c, (uint32_t)step,
-                             a->steps - (uint32_t)step, &done, &trained, &loss);
-        // Erase the chunk whatever happened: it was lent for this use only.
-        gt_err erase = trip ? gt_holder_trip_end(trip) : gt_device_free(cfg->dev, buf);
-        GT_TRY_GOTO(err, err, out);
-        GT_TRY_GOTO(err, erase, out);
-        step += done;
-        bool stopping = cfg->stop != NULL && *cfg->stop;
-        if (stopping && done == 0) {
-            // Nothing of it was trained: no use to commit. The holder keeps it as sent and
-            // unconfirmed, which the next run's resend may recover.
-            report->interrupted = *cfg->stop;
-            event(cfg, "stopping before training on chunk %u of %s: its use is not recorded", c,
-                  a->holders[h].name);
-            break;
-        }
-        // Commit: the sealed resume state first, then the journal record that counts the use.
-        GT_TRY_GOTO(err, use_commit(model, &ds, sched, journal, hs.conns[h], step, h, c, counted),
-                    out);
-        event(cfg, "chunk %u of %s: trained %u step(s) on %llu of its tokens, erased from the "
-                   "device, use recorded", c, a->holders[h].name, done,
-              (unsigned long long)trained);
-        if (stopping) {
-            report->interrupted = *cfg->stop;
-            event(cfg, "stopping at step %llu of %u as asked: the resume state is sealed",
-                  (unsigned long long)step, a->steps);
-            break;
-        }
+    collab_run run = {.cfg = cfg, .hs = &hs, .sched = sched, .journal = journal, .ds = &ds,
+                      .model = model, .report = report, .served_trip = served_trip,
+                      .fetch = cfg->transfer == GT_TRANSFER_CONVENTIONAL ? GT_FETCH_PLAIN
+                                                                         : GT_FETCH_KEYRELEASE};
+    // STEPS until a use ends the run early (no chunk left, interrupted)
+    gt_collab_stop stop = GT_COLLAB_STOP_STEPS;
+    while (step < a->steps && stop == GT_COLLAB_STOP_STEPS) {
+        GT_TRY_GOTO(err, use_next_chunk(&run, &step, &loss, &stop), out);
     }
-    report_finish(report, sched, a->holder_count, step, loss);
-    if (report->interrupted) {
+    report_finish(report, sched, a, step, loss, stop);
+    if (report->stop != GT_COLLAB_STOP_STEPS) {
+        event(cfg, "%s", report->stop_message);
+    }
+    if (report->stop == GT_COLLAB_STOP_FAILURES) {
+        event(cfg, "the final output is not sealed: the run is not done while chunks it "
+                   "could not get are left (--resume continues once their holders answer)");
+    }
+    if (report->interrupted || report->stop == GT_COLLAB_STOP_FAILURES) {
         goto out;  // no final output: the run goes on with resume
     }
     GT_TRY_GOTO(err, seal_output(cfg, &ds, model, step, report), out);

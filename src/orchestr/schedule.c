@@ -8,6 +8,8 @@ typedef struct {
     uint32_t chunk_count;
     uint64_t *chunk_tokens;
     uint32_t *uses;
+    bool *skipped;  // failed in this run (gt_schedule_skip): not offered again by it
+    bool excluded;  // the holder failed in this run (gt_schedule_exclude)
     uint64_t tokens_used;
     uint64_t token_budget;
     uint32_t max_uses;
@@ -27,6 +29,7 @@ void gt_schedule_free(gt_schedule *s)
     for (uint32_t h = 0; h < s->holder_count; h++) {
         free(s->holders[h].chunk_tokens);
         free(s->holders[h].uses);
+        free(s->holders[h].skipped);
     }
     free(s->holders);
     free(s);
@@ -50,7 +53,9 @@ gt_err gt_schedule_create(gt_schedule **out, const gt_agreement *a, const uint32
         hs->max_uses = a->holders[h].max_uses_per_chunk;
         hs->chunk_tokens = calloc(n ? n : 1, sizeof *hs->chunk_tokens);
         hs->uses = calloc(n ? n : 1, sizeof *hs->uses);
-        GT_ENSURE_GOTO(err, hs->chunk_tokens != NULL && hs->uses != NULL, fail, GT_E_NOMEM,
+        hs->skipped = calloc(n ? n : 1, sizeof *hs->skipped);
+        GT_ENSURE_GOTO(err, hs->chunk_tokens != NULL && hs->uses != NULL && hs->skipped != NULL,
+                       fail, GT_E_NOMEM,
                        "schedule: out of memory");
         if (n > 0) {
             memcpy(hs->chunk_tokens, chunk_tokens[h], n * sizeof *hs->chunk_tokens);
@@ -68,13 +73,13 @@ fail:
 // fit in what is left are offered.
 static uint32_t pick_chunk(const holder_state *hs)
 {
-    if (hs->tokens_used >= hs->token_budget) {
+    if (hs->excluded || hs->tokens_used >= hs->token_budget) {
         return UINT32_MAX;
     }
     uint64_t left = hs->token_budget - hs->tokens_used;
     uint32_t best = UINT32_MAX;
     for (uint32_t c = 0; c < hs->chunk_count; c++) {
-        if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0 &&
+        if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0 && !hs->skipped[c] &&
             hs->chunk_tokens[c] <= left &&
             (best == UINT32_MAX || hs->uses[c] < hs->uses[best])) {
             best = c;
@@ -151,3 +156,41 @@ uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk)
     return s->holders[holder].uses[chunk];
 }
 
+
+void gt_schedule_skip(gt_schedule *s, uint32_t holder, uint32_t chunk)
+{
+    if (holder < s->holder_count && chunk < s->holders[holder].chunk_count) {
+        s->holders[holder].skipped[chunk] = true;
+    }
+}
+
+void gt_schedule_exclude(gt_schedule *s, uint32_t holder)
+{
+    if (holder < s->holder_count) {
+        s->holders[holder].excluded = true;
+    }
+}
+
+gt_schedule_left gt_schedule_why_none(const gt_schedule *s, uint32_t holder)
+{
+    if (holder >= s->holder_count) {
+        return GT_SCHEDULE_LEFT_USES;
+    }
+    const holder_state *hs = &s->holders[holder];
+    // Which limit holds the unused chunks back, in the order a reader asks: are there any, did
+    // this run fail on them, do they fit the budget.
+    bool unused = false, unskipped = false;
+    for (uint32_t c = 0; c < hs->chunk_count; c++) {
+        if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0) {
+            unused = true;
+            unskipped = unskipped || !hs->skipped[c];
+        }
+    }
+    if (!unused) {
+        return GT_SCHEDULE_LEFT_USES;
+    }
+    if (hs->excluded || !unskipped) {
+        return GT_SCHEDULE_LEFT_FAILED;
+    }
+    return pick_chunk(hs) == UINT32_MAX ? GT_SCHEDULE_LEFT_BUDGET : GT_SCHEDULE_LEFT_OPEN;
+}

@@ -223,7 +223,7 @@ static gt_err save_as(gt_gpt2 *m, const char *path, int version)
     gt_atomic_file f;
     gt_hash_ctx *hc = NULL;
     GT_TRY(gt_hash_new(&hc, GT_HASH_SHA256));
-    gt_err err = gt_atomic_file_open(&f, path, 0644);
+    gt_err err = gt_atomic_file_open(&f, path, 0600);
     if (!gt_is_ok(err)) {
         gt_hash_free(hc);
         return err;

@@ -4,6 +4,10 @@
 #include <math.h>
 #include <string.h>
 
+_Static_assert(GT_AGREEMENT_MAX_MEASUREMENTS == GT_PEER_MAX_MEASUREMENTS,
+               "the device's peer rules hold every accepted measurement");
+_Static_assert(GT_AGREEMENT_MAX_RANKS == GT_PEER_MAX_RANKS, "trainer.ranks fits the device");
+
 
 static gt_err get_u32(const cJSON *obj, const char *field, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -291,6 +295,11 @@ static gt_err parse_doc(gt_agreement *a, const cJSON *doc)
               "'trainer' and 'device' objects are required");
     GT_TRY(get_measurements(trainer, "accepted_measurements", &a->trainer_measurements));
     GT_TRY(get_measurements(device, "accepted_measurements", &a->device_measurements));
+    a->ranks = 1;  // one trainer unless the agreement admits more (issue 16)
+    if (cJSON_GetObjectItemCaseSensitive(trainer, "ranks") != NULL) {
+        GT_TRY(gt_err_wrap(get_u32(trainer, "ranks", 1, GT_AGREEMENT_MAX_RANKS, &a->ranks),
+                           "trainer"));
+    }
     const cJSON *sim = cJSON_GetObjectItemCaseSensitive(doc, "allow_simulation");
     a->allow_simulation = cJSON_IsTrue(sim);
     GT_ENSURE(sim == NULL || cJSON_IsBool(sim), GT_E_FORMAT, "'allow_simulation' must be a bool");
@@ -367,6 +376,14 @@ void gt_agreement_device_outputs(const gt_agreement *a, gt_device_outputs *out)
         .program_pinned = a->program_pinned,
     };
     memcpy(out->program_hash, a->program_hash, sizeof out->program_hash);
+    gt_device_peer_rules *p = &out->peers;
+    p->ranks = a->ranks ? a->ranks : 1;
+    p->allow_simulation = a->allow_simulation;
+    memcpy(p->agreement_hash, a->hash, sizeof p->agreement_hash);
+    p->trainer_count = a->trainer_measurements.count;
+    memcpy(p->trainer, a->trainer_measurements.values, sizeof p->trainer);
+    p->device_count = a->device_measurements.count;
+    memcpy(p->device, a->device_measurements.values, sizeof p->device);
 }
 
 bool gt_agreement_allows(const gt_agreement *a, gt_transfer_mode mode)

@@ -44,6 +44,9 @@ static const field holder_fields[] = {
     {"recipient_key", T_STRING, false, NULL, 0}, {NULL, 0, false, NULL, 0}};
 static const field party_fields[] = {
     {"accepted_measurements", T_ARRAY, false, NULL, T_STRING}, {NULL, 0, false, NULL, 0}};
+static const field trainer_fields[] = {
+    {"accepted_measurements", T_ARRAY, false, NULL, T_STRING}, {"ranks", T_INT, false, NULL, 0},
+    {NULL, 0, false, NULL, 0}};
 static const field output_fields[] = {
     {"kind", T_STRING, true, NULL, 0}, {"recipients", T_ARRAY, false, NULL, T_STRING},
     {NULL, 0, false, NULL, 0}};
@@ -60,7 +63,7 @@ static const field top_fields[] = {
     {"model", T_OBJECT, true, model_fields, 0},
     {"training", T_OBJECT, true, training_fields, 0},
     {"holders", T_ARRAY, true, holder_fields, T_OBJECT},
-    {"trainer", T_OBJECT, true, party_fields, 0},
+    {"trainer", T_OBJECT, true, trainer_fields, 0},
     {"device", T_OBJECT, true, party_fields, 0},
     {"allow_simulation", T_BOOL, false, NULL, 0},
     {"transfer", T_ARRAY, false, NULL, T_STRING},

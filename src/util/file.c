@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,6 +62,10 @@ gt_err gt_atomic_file_open(gt_atomic_file *f, const char *path, unsigned mode)
 {
     memset(f, 0, sizeof *f);
     GT_ENSURE(strlen(path) < sizeof f->path, GT_E_LIMIT, "path too long: %s", path);
+    // A folder at path would refuse the final rename, after all the writing: refused now.
+    struct stat st;
+    GT_ENSURE(stat(path, &st) != 0 || !S_ISDIR(st.st_mode), GT_E_ARG,
+              "%s is a folder: name the file to write (e.g. %s/NAME)", path, path);
     snprintf(f->path, sizeof f->path, "%s", path);
     snprintf(f->tmp_path, sizeof f->tmp_path, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(f->tmp_path);
@@ -204,4 +210,68 @@ gt_err gt_stale_temps(const char *path, bool remove, const char *flag, unsigned 
     }
     closedir(d);
     return err;
+}
+
+// ---- rm -rf below a scratch root ---------------------------------------------------------------
+
+static __thread int rm_errno;
+static __thread char rm_failed[256];
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
+    if (rc != 0 && errno != ENOENT) {
+        rm_errno = errno;
+        snprintf(rm_failed, sizeof rm_failed, "%s", path);
+        return 1;  // stop: what is left is reported, not skipped
+    }
+    return 0;
+}
+
+gt_err gt_rmtree_below(const char *path, const char *scratch_root)
+{
+    GT_ENSURE(path != NULL && path[0] != '\0', GT_E_ARG, "remove: empty path");
+    GT_ENSURE(strcmp(path, "/") != 0, GT_E_ARG, "remove: refusing to remove /");
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        GT_ENSURE(errno == ENOENT, GT_E_IO, "remove %s: %s", path, strerror(errno));
+        return GT_OK;
+    }
+    char root[PATH_MAX], parent[PATH_MAX], dir[PATH_MAX];
+    GT_ENSURE(scratch_root != NULL && realpath(scratch_root, root) != NULL, GT_E_ARG,
+              "remove %s: scratch root %s: %s", path, scratch_root ? scratch_root : "(none)",
+              strerror(errno));
+    // The folder holding path, resolved; path's last component itself is never followed.
+    GT_ENSURE(strlen(path) < sizeof dir, GT_E_LIMIT, "remove: path too long");
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') {
+        dir[--n] = '\0';
+    }
+    char *slash = strrchr(dir, '/');
+    const char *last = slash ? slash + 1 : dir;
+    GT_ENSURE(strcmp(last, ".") != 0 && strcmp(last, "..") != 0 && last[0] != '\0', GT_E_ARG,
+              "remove %s: not a plain name", path);
+    if (slash == dir) {
+        snprintf(parent, sizeof parent, "/");
+    } else {
+        if (slash != NULL) {
+            *slash = '\0';
+        }
+        GT_ENSURE(realpath(slash ? dir : ".", parent) != NULL, GT_E_IO, "remove %s: %s", path,
+                  strerror(errno));
+    }
+    size_t rl = strlen(root);
+    bool below = strcmp(parent, root) == 0 ||
+                 (strncmp(parent, root, rl) == 0 && parent[rl] == '/');
+    GT_ENSURE(below && strcmp(root, "/") != 0, GT_E_ARG,
+              "remove %s: not below the scratch folder %s", path, root);
+    rm_errno = 0;
+    rm_failed[0] = '\0';
+    int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    GT_ENSURE(rc == 0, GT_E_IO, "cannot remove %s: %s", rm_failed[0] ? rm_failed : path,
+              strerror(rm_errno ? rm_errno : errno));
+    return GT_OK;
 }

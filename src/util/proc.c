@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -238,68 +237,4 @@ int gt_proc_stop(gt_proc *p, int grace_ms)
         sleep_ms(PROC_POLL_MS);
     }
     return p->exited ? p->status : 0;
-}
-
-// ---- rm -rf below a scratch root ---------------------------------------------------------------
-
-static __thread int rm_errno;
-static __thread char rm_failed[256];
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    int rc = flag == FTW_DP ? rmdir(path) : unlink(path);
-    if (rc != 0 && errno != ENOENT) {
-        rm_errno = errno;
-        snprintf(rm_failed, sizeof rm_failed, "%s", path);
-        return 1;  // stop: what is left is reported, not skipped
-    }
-    return 0;
-}
-
-gt_err gt_rmtree_below(const char *path, const char *scratch_root)
-{
-    GT_ENSURE(path != NULL && path[0] != '\0', GT_E_ARG, "remove: empty path");
-    GT_ENSURE(strcmp(path, "/") != 0, GT_E_ARG, "remove: refusing to remove /");
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        GT_ENSURE(errno == ENOENT, GT_E_IO, "remove %s: %s", path, strerror(errno));
-        return GT_OK;
-    }
-    char root[PATH_MAX], parent[PATH_MAX], dir[PATH_MAX];
-    GT_ENSURE(scratch_root != NULL && realpath(scratch_root, root) != NULL, GT_E_ARG,
-              "remove %s: scratch root %s: %s", path, scratch_root ? scratch_root : "(none)",
-              strerror(errno));
-    // The folder holding path, resolved; path's last component itself is never followed.
-    GT_ENSURE(strlen(path) < sizeof dir, GT_E_LIMIT, "remove: path too long");
-    snprintf(dir, sizeof dir, "%s", path);
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') {
-        dir[--n] = '\0';
-    }
-    char *slash = strrchr(dir, '/');
-    const char *last = slash ? slash + 1 : dir;
-    GT_ENSURE(strcmp(last, ".") != 0 && strcmp(last, "..") != 0 && last[0] != '\0', GT_E_ARG,
-              "remove %s: not a plain name", path);
-    if (slash == dir) {
-        snprintf(parent, sizeof parent, "/");
-    } else {
-        if (slash != NULL) {
-            *slash = '\0';
-        }
-        GT_ENSURE(realpath(slash ? dir : ".", parent) != NULL, GT_E_IO, "remove %s: %s", path,
-                  strerror(errno));
-    }
-    size_t rl = strlen(root);
-    bool below = strcmp(parent, root) == 0 ||
-                 (strncmp(parent, root, rl) == 0 && parent[rl] == '/');
-    GT_ENSURE(below && strcmp(root, "/") != 0, GT_E_ARG,
-              "remove %s: not below the scratch folder %s", path, root);
-    rm_errno = 0;
-    rm_failed[0] = '\0';
-    int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    GT_ENSURE(rc == 0, GT_E_IO, "cannot remove %s: %s", rm_failed[0] ? rm_failed : path,
-              strerror(rm_errno ? rm_errno : errno));
-    return GT_OK;
 }

@@ -176,6 +176,7 @@ static void init_writes_what_the_folders_say(void **state)
     assert_int_equal(a->recipient_count, 2);
     assert_true(a->allow_simulation);
     assert_int_equal(a->transfers, GT_TRANSFER_DEFAULT);
+    assert_int_equal(a->ranks, 1);  // one trainer unless --ranks
     uint8_t m[GT_MEASUREMENT_BYTES];  // this build's: the binary that wrote it
     GT_ASSERT_OK(gt_sim_measure_exe(m, GT_CLI_PATH));
     assert_int_equal(a->trainer_measurements.count, 1);
@@ -227,7 +228,8 @@ static void init_writes_what_the_folders_say(void **state)
     char *text = NULL;
     assert_int_equal(run(&text, (const char *[]){"-q", "agreement", "init", "--holder", ha,
                                                  "--out", "-", "--transfer", "conventional",
-                                                 "--loss-only", "--any-measurement", NULL}),
+                                                 "--loss-only", "--any-measurement",
+                                                 "--ranks", "3", NULL}),
                      0);
     const char *doc = strstr(text, "{\n  \"version\": 1");
     assert_non_null(doc);
@@ -237,6 +239,7 @@ static void init_writes_what_the_folders_say(void **state)
     assert_int_equal(a->output, GT_OUTPUT_LOSS_ONLY);
     assert_int_equal(a->transfers, GT_TRANSFER_BIT(GT_TRANSFER_CONVENTIONAL));
     assert_int_equal(a->trainer_measurements.count, 0);
+    assert_int_equal(a->ranks, 3);
     free(text);
     free(a);
 }

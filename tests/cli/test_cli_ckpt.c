@@ -191,6 +191,7 @@ static void recipient_opens(void **state)
     assert_int_equal(got.len, model.len);
     assert_memory_equal(got.data, model.data, model.len);
     gt_buf_free(&got);
+    gt_test_assert_mode(out, 0600);  // the opened weights are plaintext model data
     // An existing --out is refused, and left as it was; --force replaces it.
     rc = run(&log, (const char *[]){"open-checkpoint", sealed, "-k", kd_alice, "-o", out, NULL});
     assert_int_equal(rc, 1);

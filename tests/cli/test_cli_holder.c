@@ -14,11 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void holder_process_serves_and_ledgers(void **state)
+// A holder's world in dir: p[] = shard, key folder, dataset, agreement (endpoint 127.0.0.1:port),
+// sim root, ledger, policy, the sim root's public PEM. *keys and *res from keygen and seal.
+static void holder_world(const char *dir, char p[8][600], gt_holder_keys *keys,
+                         gt_seal_result *res, int port)
 {
-    (void)state;
-    char dir[256], p[8][600];
-    gt_test_tmpdir(dir, sizeof dir);
     const char *names[] = {"in.bin", "keys", "ds", "agreement.json", "simroot", "ledger.log",
                            "policy.json", "simroot/root-pub.pem"};
     for (int i = 0; i < 8; i++) {
@@ -29,22 +29,14 @@ static void holder_process_serves_and_ledgers(void **state)
         tokens[i] = (uint16_t)(i % 200);
     }
     GT_ASSERT_OK(gt_shard_write(p[0], tokens, 2000));
-    gt_holder_keys keys;
-    GT_ASSERT_OK(gt_keydir_generate(p[1], false, &keys));
+    GT_ASSERT_OK(gt_keydir_generate(p[1], false, keys));
     const char *shards[] = {p[0]};
     gt_seal_params sp = {.shards = shards, .shard_count = 1, .out_dir = p[2],
                          .chunk_size = 2000, .vocab_size = 256};
-    gt_seal_result res;
-    GT_ASSERT_OK(gt_seal(&sp, &keys, &res));
-
-    // A free port for the holder: bind, read it, release it.
-    gt_listener *probe = NULL;
-    GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
-    int port = gt_listener_port(probe);
-    gt_listener_close(probe);
+    GT_ASSERT_OK(gt_seal(&sp, keys, res));
     char key_hex[65], id_hex[33], doc[2048];
-    gt_hex_encode(key_hex, sizeof key_hex, keys.holder_pub, 32);
-    gt_hex_encode(id_hex, sizeof id_hex, res.dataset_id, 16);
+    gt_hex_encode(key_hex, sizeof key_hex, keys->holder_pub, 32);
+    gt_hex_encode(id_hex, sizeof id_hex, res->dataset_id, 16);
     snprintf(doc, sizeof doc,
              "{\"version\":1,\"name\":\"cli\",\"model\":{\"layers\":1,\"channels\":8,\"heads\":1,"
              "\"vocab\":256,\"max_seq\":8,\"init_seed\":1},\"training\":{\"steps\":1,\"batch\":1,"
@@ -58,6 +50,27 @@ static void holder_process_serves_and_ledgers(void **state)
     gt_pkey *root = NULL;
     GT_ASSERT_OK(gt_sim_root_open(&root, NULL, 0, p[4], true));
     gt_pkey_free(root);
+}
+
+static void holder_process_serves_and_ledgers(void **state)
+{
+    (void)state;
+    char dir[256], p[8][600];
+    gt_test_tmpdir(dir, sizeof dir);
+    // A free port for the holder: bind, read it, release it.
+    gt_listener *probe = NULL;
+    GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
+    int port = gt_listener_port(probe);
+    gt_listener_close(probe);
+    gt_holder_keys keys;
+    gt_seal_result res;
+    holder_world(dir, p, &keys, &res, port);
+    uint16_t tokens[2000];  // what holder_world sealed
+    for (int i = 0; i < 2000; i++) {
+        tokens[i] = (uint16_t)(i % 200);
+    }
+    char key_hex[65];
+    gt_hex_encode(key_hex, sizeof key_hex, keys.holder_pub, 32);
 
     char log[600];
     GT_ASSERT_OK(gt_path_join(log, sizeof log, dir, "holder.log"));
@@ -154,12 +167,83 @@ static void holder_without_root_fails_early(void **state)
     gt_test_rmtree(dir);
 }
 
+// A holder that cannot serve stops before its ledger exists: its port taken, or a dataset other
+// than the agreement's. Each says why; neither writes a genesis entry.
+static void holder_that_cannot_start_writes_no_ledger(void **state)
+{
+    (void)state;
+    char dir[256], p[8][600];
+    gt_test_tmpdir(dir, sizeof dir);
+    gt_listener *taken = NULL;  // held open: the agreement's endpoint is in use
+    GT_ASSERT_OK(gt_listener_open(&taken, "127.0.0.1:0"));
+    gt_holder_keys keys;
+    gt_seal_result res;
+    holder_world(dir, p, &keys, &res, gt_listener_port(taken));
+    gt_buf out = {0};
+    const char *args[] = {"holder", "--dataset", p[2], "--key", p[1], "--agreement", p[3],
+                          "--ledger", p[5], "--policy", p[6], "--sim-root", p[4], "--root",
+                          p[7], NULL};
+    assert_int_equal(gt_test_run_cli(&out, args), 1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    if (strstr((char *)out.data, "127.0.0.1:") == NULL || !gt_path_exists(p[2])) {
+        fail_msg("port taken: %s", (char *)out.data);
+    }
+    print_message("port taken: %s", (char *)out.data);
+    assert_false(gt_path_exists(p[5]));
+    gt_buf_free(&out);
+    // The same options from --config (the command line adds --ledger): the same stop. A key
+    // that is no option of holder's stops it before anything else, naming the key.
+    char conf[700], doc[4096];
+    GT_ASSERT_OK(gt_path_join(conf, sizeof conf, dir, "holder.json"));
+    snprintf(doc, sizeof doc,
+             "{\"dataset\": \"%s\", \"key\": \"%s\", \"agreement\": \"%s\", \"policy\": \"%s\", "
+             "\"sim-root\": \"%s\", \"root\": [\"%s\"], \"witnesses\": false}",
+             p[2], p[1], p[3], p[6], p[4], p[7]);
+    GT_ASSERT_OK(gt_file_write_atomic(conf, doc, strlen(doc), 0600));
+    assert_int_equal(gt_test_run_cli(&out, (const char *[]){"holder", "--config", conf,
+                                                            "--ledger", p[5], NULL}), 1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    if (strstr((char *)out.data, "Address already in use") == NULL) {
+        fail_msg("holder --config: %s", (char *)out.data);
+    }
+    assert_false(gt_path_exists(p[5]));
+    gt_buf_free(&out);
+    const char *typo = "{\"datset\": \"ds\"}";
+    GT_ASSERT_OK(gt_file_write_atomic(conf, typo, strlen(typo), 0600));
+    assert_int_equal(gt_test_run_cli(&out, (const char *[]){"holder", "--config", conf, NULL}),
+                     1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    assert_non_null(strstr((char *)out.data, "config: unknown key \"datset\""));
+    gt_buf_free(&out);
+    gt_listener_close(taken);
+    // Another dataset of the same holder: not the one the agreement names.
+    char other[700];
+    GT_ASSERT_OK(gt_path_join(other, sizeof other, dir, "other-ds"));
+    const char *shards[] = {p[0]};
+    gt_seal_params sp = {.shards = shards, .shard_count = 1, .out_dir = other,
+                         .chunk_size = 1000, .vocab_size = 256};
+    gt_seal_result res2;
+    GT_ASSERT_OK(gt_seal(&sp, &keys, &res2));
+    args[2] = other;
+    assert_int_equal(gt_test_run_cli(&out, args), 1);
+    GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+    if (strstr((char *)out.data, "is not the one the agreement names for 'carol'") == NULL) {
+        fail_msg("other dataset: %s", (char *)out.data);
+    }
+    print_message("other dataset: %s", (char *)out.data);
+    assert_false(gt_path_exists(p[5]));
+    gt_buf_free(&out);
+    gt_holder_keys_wipe(&keys);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(holder_process_serves_and_ledgers),
         cmocka_unit_test(holder_without_root_fails_early),
+        cmocka_unit_test(holder_that_cannot_start_writes_no_ledger),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

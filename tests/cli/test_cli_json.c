@@ -65,6 +65,25 @@ static void verify_dataset_and_ledger_as_json(void **state)
     cJSON_Delete(j);
     gt_buf_free(&out);
 
+    // show --json: the same verdict and every entry, in order, with its hash and detail.
+    rc = gt_test_run_cli(&out, (const char *[]){"ledger", "show", ledger, "--json", NULL});
+    assert_int_equal(rc, 0);
+    j = json_of(&out);
+    assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(j, "entries")), 2);
+    cJSON *log = cJSON_GetObjectItem(j, "log");
+    assert_int_equal(cJSON_GetArraySize(log), 2);
+    cJSON *first = cJSON_GetArrayItem(log, 0), *last = cJSON_GetArrayItem(log, 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(first, "kind")), "genesis");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(last, "kind")), "refuse");
+    assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(last, "seq")),
+                     (int)cJSON_GetNumberValue(cJSON_GetObjectItem(first, "seq")) + 1);
+    // the last entry's hash is the ledger's head
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(last, "hash")),
+                        cJSON_GetStringValue(cJSON_GetObjectItem(j, "head")));
+    assert_non_null(cJSON_GetObjectItem(first, "detail"));
+    cJSON_Delete(j);
+    gt_buf_free(&out);
+
     // A tampered ledger fails as in text mode, and prints no JSON verdict.
     gt_buf b = {0};
     GT_ASSERT_OK(gt_file_read_all(ledger, 1 << 20, &b));
@@ -74,6 +93,11 @@ static void verify_dataset_and_ledger_as_json(void **state)
     rc = gt_test_run_cli(&out, (const char *[]){"ledger", "verify", ledger, "--json", NULL});
     assert_int_equal(rc, 1);
     assert_null(strstr((char *)out.data, "\"verified\":true"));
+    gt_buf_free(&out);
+    rc = gt_test_run_cli(&out, (const char *[]){"ledger", "show", ledger, "--json", NULL});
+    assert_int_equal(rc, 1);
+    assert_null(strstr((char *)out.data, "\"verified\":true"));
+    assert_null(strstr((char *)out.data, "\"log\""));
     gt_buf_free(&out);
     gt_holder_keys_wipe(&k);
     gt_test_rmtree(dir);

@@ -102,6 +102,21 @@ static void expect_rejected(const char *verify_says, const char *unseal_says)
                    unseal_says);
 }
 
+// unseal checks where its output goes before it decrypts anything: a folder named as --out, or
+// a file in a folder that does not exist, fails at once and leaves nothing behind.
+static void unseal_checks_out_first(void **state)
+{
+    (void)state;
+    expect_failure((const char *const[]){"unseal", ds, "--key", keys_dir, "--out", out_dir,
+                                         NULL},
+                   "is a folder: name the file to write");
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/no-such-folder/shard.bin", out_dir);
+    expect_failure((const char *const[]){"unseal", ds, "--key", keys_dir, "--out", missing,
+                                         NULL},
+                   "no-such-folder/shard.bin: cannot create: No such file or directory");
+}
+
 static void happy_path(void **state)
 {
     (void)state;
@@ -388,6 +403,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(happy_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(unseal_checks_out_first, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_bit_in_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_bit_in_manifest_or_signature, setup, teardown),
         cmocka_unit_test_setup_teardown(truncated_chunk, setup, teardown),

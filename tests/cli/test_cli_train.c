@@ -342,6 +342,11 @@ static void init_random_and_sample(void **state)
     }
     assert_non_null(strstr((char *)o.data, "step 3/3 | loss "));
     gt_buf_free(&o);
+    // model data in plaintext: only its owner may read it
+    gt_test_assert_mode(ck, 0600);
+    char state_path[600];
+    snprintf(state_path, sizeof state_path, "%s.state", ck);
+    gt_test_assert_mode(state_path, 0600);
     const char *s1[] = {"sample", ck, "--tokens", "12", "--seed", "4", "--prompt", "1,2,3", NULL};
     gt_buf a = {0}, b = {0};
     assert_int_equal(gt_test_run_cli(&a, s1), 0);
@@ -357,6 +362,57 @@ static void init_random_and_sample(void **state)
     assert_int_not_equal(gt_test_run_cli(NULL, s2), 0);
     gt_buf_free(&a);
     gt_buf_free(&b);
+}
+
+// train --config FILE: the file's options train as the same ones on the command line would, the
+// command line overrides the file, an unknown key or a wrong type stops before training and
+// names the key; a file with "agreement" is the collaborative trainer's.
+static void config_file_options(void **state)
+{
+    (void)state;
+    char conf[512], ck[512], doc[2048];
+    GT_ASSERT_OK(gt_path_join(conf, sizeof conf, dir, "train.json"));
+    GT_ASSERT_OK(gt_path_join(ck, sizeof ck, dir, "conf.bin"));
+    snprintf(doc, sizeof doc,
+             "{\"init\": \"%s\", \"data\": [\"%s\"], \"batch\": 2, \"seq\": 8, \"steps\": 2,"
+             " \"threads\": 1, \"plot\": \"none\", \"out\": \"%s\", \"shuffle\": \"off\"}",
+             MODEL, shard, ck);
+    GT_ASSERT_OK(gt_file_write_atomic(conf, doc, strlen(doc), 0600));
+    gt_buf a = {0}, b = {0};
+    assert_int_equal(gt_test_run_cli(&a, (const char *[]){"train", "--config", conf, "--steps",
+                                                          "3", NULL}), 0);
+    const char *same[] = {"train", "--init", MODEL, "--data", shard, "--batch", "2", "--seq", "8",
+                          "--steps", "3", "--threads", "1", "--plot", "none", "--shuffle", "off",
+                          NULL};
+    assert_int_equal(gt_test_run_cli(&b, same), 0);
+    float la[3], lb[3];
+    assert_int_equal(parse_losses((char *)a.data, 0, la, 3), 3);  // --steps 3 won over 2
+    assert_int_equal(parse_losses((char *)b.data, 0, lb, 3), 3);
+    assert_memory_equal(la, lb, sizeof la);
+    assert_true(gt_path_exists(ck));
+    gt_buf_free(&a);
+    gt_buf_free(&b);
+    static const struct {
+        const char *doc, *says;
+    } bad[] = {
+        {"{\"stpes\": 3}", "--config %s: config: unknown key \"stpes\""},
+        {"{\"steps\": [3]}", "--config %s: config: \"steps\" takes one value, not a list"},
+        {"{\"init-random\": \"yes\"}", "config: \"init-random\" is a flag: true or false"},
+        {"{\"agreement\": \"no-such-agreement.json\", \"state\": \"st\"}",
+         "no-such-agreement.json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        GT_ASSERT_OK(gt_file_write_atomic(conf, bad[i].doc, strlen(bad[i].doc), 0600));
+        gt_buf o = {0};
+        int rc = gt_test_run_cli(&o, (const char *[]){"train", "--config", conf, NULL});
+        char says[700];
+        snprintf(says, sizeof says, bad[i].says, conf);
+        if (rc == 0 || strstr((char *)o.data, says) == NULL || strstr((char *)o.data, "step 1/")) {
+            fail_msg("%s: rc %d, expected '%s':\n%s", bad[i].doc, rc, says, (char *)o.data);
+        }
+        gt_buf_free(&o);
+    }
+    assert_int_not_equal(gt_test_run_cli(NULL, (const char *[]){"train", "--config", NULL}), 0);
 }
 
 // sample --text: GPT-2 BPE with --tokenizer (the committed subset), a warning without one.
@@ -402,6 +458,7 @@ static void resume_refuses_changed_checkpoint(void **state)
                            "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
                            NULL};
     assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_test_assert_mode(ck, 0600);
     gt_buf f = {0};
     GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
     f.data[1024 + 40] ^= 0x01;  // one weight's lowest bit
@@ -437,6 +494,7 @@ static void bf16_checkpoint_and_resume(void **state)
                            "8", "--steps", "2", "--threads", "1", "--plot", "none", "--out", ck,
                            "--out-bf16", "--shuffle", "on", "--seed", "5", "--schedule", "constant", NULL};
     assert_int_equal(gt_test_run_cli(NULL, first), 0);
+    gt_test_assert_mode(ck, 0600);
     gt_buf f = {0};
     GT_ASSERT_OK(gt_file_read_all(ck, 64u << 20, &f));
     gt_buf g = {0};
@@ -512,6 +570,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(resume_refuses_changed_checkpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(bf16_checkpoint_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
+        cmocka_unit_test_setup_teardown(config_file_options, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,18 @@ static void train_cli_on(gt_buf *out, const char *device, const char *transfer,
     assert_non_null(j);
     assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "steps_done")) > 0);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "holders")), HOLDERS);
+    // which limit ended the run, in both: the table's "stopped:" line is the JSON's message
+    const char *stop = cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop"));
+    const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(j, "stop_message"));
+    assert_non_null(stop);
+    assert_non_null(why);
+    assert_true(strcmp(stop, "steps") == 0 || strcmp(stop, "no-chunks") == 0);
+    char line[1100];
+    snprintf(line, sizeof line, "\nstopped: %s\n", why);
+    assert_non_null(strstr((char *)out->data, line));
+    cJSON *h0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "holders"), 0);
+    assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(h0, "skipped")), 0);
+    assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItem(h0, "left")));
     cJSON_Delete(j);
 }
 

@@ -83,9 +83,26 @@ static void quickstart_runs_as_written(void **state)
     assert_non_null(strstr(said, "OK: a run could start under this agreement"));
     assert_non_null(strstr(said, "trained 20 step(s)"));
     // 20 steps fit in alice's first chunk: bob's data never went in, and the table says so.
-    assert_non_null(strstr(said, "warning: holder bob contributed nothing to this run"));
+    assert_non_null(strstr(said, "warning: holder bob contributed nothing to this run (no "
+                                 "chunk of it was trained on: the steps ran out before its "
+                                 "turn)"));
+    assert_non_null(strstr(said, "\nstopped: trained the agreement's 20 steps\n"));
     assert_non_null(strstr(said, "wrote model.bin"));
     assert_non_null(strstr(said, "ledger verified"));
+    // bob served from his --config file, and alice's ledger came out as JSON
+    char bob_log[700];
+    snprintf(bob_log, sizeof bob_log, "%s/bob.log", dir);
+    gt_buf bob_said = {0};
+    GT_ASSERT_OK(gt_file_read_all(bob_log, 1 << 20, &bob_said));
+    GT_ASSERT_OK(gt_buf_append(&bob_said, "", 1));
+    assert_non_null(strstr((char *)bob_said.data, "holder bob: serving dataset bob-ds"));
+    gt_buf_free(&bob_said);
+    char ledger_json[700];
+    snprintf(ledger_json, sizeof ledger_json, "%s/alice-ledger.json", dir);
+    cJSON *j = NULL;
+    GT_ASSERT_OK(gt_json_load_file(ledger_json, 1 << 20, &j));
+    assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(j, "log")) >= 3);
+    cJSON_Delete(j);
     gt_buf_free(&out);
     gt_buf_free(&script);
     gt_buf_free(&md);

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -424,6 +425,100 @@ static void test_malformed_records(void **state)
     assert_device_clean(f, 0);
 }
 
+// The PEER_* requests (issue 16) as a hostile trainer sends them: before any declaration, with
+// a chunk length beyond its buffer, a chunk opened over itself, another session's handle: each
+// refused with a STATUS and the session goes on; a malformed PEER record or a PEER reply sent by
+// the client ends the session. devd stays clean.
+static gt_err peer_rpc(gt_sim_conn *c, gt_sim_msg *m)
+{
+    gt_sim_msg rep;
+    return gt_sim_conn_rpc(c, m, m->type == GT_SIM_REQ_PEER_RUN_ID ? GT_SIM_REP_PEER_RUN
+                                                                   : GT_SIM_REP_STATUS, &rep);
+}
+
+static void test_peer_requests_checked(void **state)
+{
+    fixture *f = *state;
+    gt_sim_conn c;
+    open_conn(f, &c);
+    uint64_t chunk = raw_alloc(&c, 256, 0), dst = raw_alloc(&c, 256, 0);
+    gt_sim_msg hello = {.type = GT_SIM_REQ_PEER_HELLO, .peer = {.rank = 0, .nranks = 2}};
+    GT_ASSERT_ERR(peer_rpc(&c, &hello), GT_E_STATE, "declare");
+    gt_sim_msg admit = {.type = GT_SIM_REQ_PEER_ADMIT, .handle = chunk, .len = 256,
+                        .peer = {.rank = 1}};
+    GT_ASSERT_ERR(peer_rpc(&c, &admit), GT_E_STATE, "declare");
+    gt_sim_msg run = {.type = GT_SIM_REQ_PEER_RUN_ID};
+    GT_ASSERT_CODE(peer_rpc(&c, &run), GT_E_STATE);
+    gt_sim_msg seal = {.type = GT_SIM_REQ_PEER_SEAL, .handle = dst,
+                       .peer = {.src = 0, .dst = 1, .nelem = 8}};
+    GT_ASSERT_CODE(peer_rpc(&c, &seal), GT_E_STATE);
+    gt_sim_msg open = {.type = GT_SIM_REQ_PEER_OPEN, .handle = dst,
+                       .peer = {.src = 1, .dst = 0, .nelem = 8, .mode = 1, .chunk = chunk,
+                                .chunk_len = 257}};
+    GT_ASSERT_CODE(peer_rpc(&c, &open), GT_E_STATE);
+    open.peer.chunk = 0x7700000001ull;  // never issued
+    GT_ASSERT_CODE(peer_rpc(&c, &open), GT_E_STATE);
+    GT_ASSERT_OK(gt_sim_conn_rpc(&c, &(gt_sim_msg){.type = GT_SIM_REQ_SYNC}, GT_SIM_REP_STATUS,
+                                 &(gt_sim_msg){0}));  // the session goes on
+    assert_int_equal(c.broken, false);
+    gt_sim_conn_close(&c);
+    // Declared (devd parsed the agreement): the ranges and handles are checked next.
+    static const char doc[] =
+        "{\"version\":1,\"name\":\"peer-requests\",\"model\":{\"layers\":1,\"channels\":16,"
+        "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":4,"
+        "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
+        "\"identity_key\":\"0000000000000000000000000000000000000000000000000000000000000000\","
+        "\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"00000000000000000000000000000000\","
+        "\"token_budget\":1,\"max_uses_per_chunk\":1}],\"trainer\":{\"ranks\":2},"
+        "\"device\":{},\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}";
+    gt_device_config cfg = {.kind = GT_DEVICE_SIM, .socket_path = f->sock};
+    gt_device_sim_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.busy_wait_ms = 2000;
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, opt.agreement_hash, doc, sizeof doc - 1));
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open_sim(&dev, &cfg, &opt));
+    gt_device_outputs none = {0};
+    GT_ASSERT_OK(gt_device_declare_outputs(dev, &none, (gt_span){(const uint8_t *)doc,
+                                                                  sizeof doc - 1}));
+    gt_sim_conn *dc = gt_device_backend_impl(dev, GT_DEVICE_SIM);
+    GT_ASSERT_OK(gt_device_alloc(dev, 256, 0, &chunk));
+    GT_ASSERT_OK(gt_device_alloc(dev, 256, 0, &dst));
+    open.handle = dst;
+    open.peer.chunk = chunk;
+    open.peer.chunk_len = 257;  // beyond its buffer
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_ARG, "peer_open chunk");
+    open.peer.chunk_len = 256;
+    open.peer.chunk = dst;  // opened over itself
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_ARG, "over itself");
+    open.peer.chunk = chunk;
+    open.peer.nelem = 65;  // 260 bytes of a 256-byte destination
+    GT_ASSERT_CODE(peer_rpc(dc, &open), GT_E_ARG);
+    open.peer.nelem = 8;
+    GT_ASSERT_ERR(peer_rpc(dc, &open), GT_E_STATE, "no peer run");  // no hello yet
+    seal.handle = chunk;
+    seal.peer.nelem = 0;
+    GT_ASSERT_CODE(peer_rpc(dc, &seal), GT_E_ARG);
+    hello.peer.nranks = 3;  // the agreement says 2
+    GT_ASSERT_ERR(peer_rpc(dc, &hello), GT_E_POLICY, "admits 2");
+    gt_device_close(dev);
+    // A PEER_OPEN whose mode is neither add nor copy does not parse: the session ends.
+    open_conn(f, &c);
+    uint8_t plain[128];
+    gt_writer w = gt_writer_init_fixed(plain, sizeof plain);
+    open.peer.mode = 3;
+    GT_ASSERT_OK(gt_sim_msg_write(&w, &open));
+    send_sealed(&c, plain, w.len);
+    assert_session_ended(&c);
+    // A peer reply sent by the client: the session ends.
+    open_conn(f, &c);
+    w = gt_writer_init_fixed(plain, sizeof plain);
+    GT_ASSERT_OK(gt_sim_msg_write(&w, &(gt_sim_msg){.type = GT_SIM_REP_PEER_RUN}));
+    send_sealed(&c, plain, w.len);
+    assert_session_ended(&c);
+    assert_device_clean(f, 0);
+}
+
 static int raw_connect(const char *path)
 {
     struct sockaddr_un a;
@@ -691,6 +786,48 @@ static void test_cli_memory_limit(void **state)
     gt_test_rmtree(dir);
 }
 
+// devd checks its socket path before it reserves (and touches) its memory: a path it cannot
+// serve on fails at once, naming the path, even with a --mem-limit it could not reserve; a
+// file that is not a socket is left as it was.
+static void test_cli_socket_checked_first(void **state)
+{
+    (void)state;
+    char dir[512], sock[600], file[600], ro[600], ro_sock[700];
+    gt_test_tmpdir(dir, sizeof dir);
+    snprintf(sock, sizeof sock, "%s/no-such-folder/d.sock", dir);
+    snprintf(file, sizeof file, "%s/plain-file", dir);
+    snprintf(ro, sizeof ro, "%s/read-only", dir);
+    snprintf(ro_sock, sizeof ro_sock, "%s/d.sock", ro);
+    GT_ASSERT_OK(gt_file_write_atomic(file, "keep", 4, 0600));
+    GT_ASSERT_OK(gt_mkdir_p(ro, 0500));
+    assert_int_equal(chmod(ro, 0500), 0);
+    const char *paths[] = {sock, file, ro_sock};
+    const char *says[] = {"cannot listen on", "exists and is not a socket", "cannot listen on"};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && geteuid() == 0) {
+            continue;  // root writes into a read-only folder
+        }
+        gt_buf out = {0};
+        const char *args[] = {"devd", "--socket", paths[i], "--mem-limit", "64TiB", NULL};
+        assert_int_equal(gt_test_run_cli(&out, args), 1);
+        GT_ASSERT_OK(gt_buf_append(&out, "", 1));
+        const char *said = (const char *)out.data;
+        if (strstr(said, says[i]) == NULL || strstr(said, paths[i]) == NULL ||
+            strstr(said, "--mem-limit") != NULL) {
+            fail_msg("devd --socket %s: %s", paths[i], said);
+        }
+        gt_buf_free(&out);
+    }
+    gt_buf kept = {0};
+    GT_ASSERT_OK(gt_file_read_all(file, 64, &kept));
+    assert_int_equal(kept.len, 4);
+    assert_memory_equal(kept.data, "keep", 4);
+    gt_buf_free_nowipe(&kept);
+    assert_false(gt_path_exists(ro_sock));
+    assert_int_equal(chmod(ro, 0700), 0);
+    gt_test_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,9 +840,11 @@ int main(void)
         cmocka_unit_test(test_trickling_hello_cut_off),
         cmocka_unit_test(test_reordered_records),
         cmocka_unit_test(test_malformed_records),
+        cmocka_unit_test(test_peer_requests_checked),
         cmocka_unit_test(test_fuzzed_control_channel),
         cmocka_unit_test(test_admission_policy),
         cmocka_unit_test(test_cli_memory_limit),
+        cmocka_unit_test(test_cli_socket_checked_first),
     };
     return cmocka_run_group_tests(tests, setup, gt_test_devd_teardown);
 }

@@ -74,6 +74,49 @@ static void test_every_message_exact_size(void **state)
     GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){buf, 2}, &st), GT_E_FORMAT);
 }
 
+// The peer records (issue 16): each at its exact size, every field back, nothing shorter or
+// longer, no open mode but add and copy.
+static void test_peer_messages(void **state)
+{
+    (void)state;
+    gt_sim_peer hdr = {.run = {1, 2, 3}, .step = 7, .elem_off = 9, .nelem = 10, .bucket = 11,
+                       .hop = 12, .src = 1, .dst = 2};
+    gt_sim_peer open = hdr;
+    open.mode = 2;
+    open.chunk = 0x300000004;
+    open.chunk_len = 356;
+    gt_sim_msg msgs[] = {
+        {.type = GT_SIM_REQ_PEER_HELLO, .peer = {.rank = 3, .nranks = 4}},
+        {.type = GT_SIM_REQ_PEER_ADMIT, .handle = 5, .len = 900, .peer = {.rank = 1}},
+        {.type = GT_SIM_REQ_PEER_RUN_ID},
+        {.type = GT_SIM_REP_PEER_RUN, .peer = {.run = {9, 8, 7}}},
+        {.type = GT_SIM_REQ_PEER_SEAL, .handle = 6, .peer = hdr},
+        {.type = GT_SIM_REQ_PEER_OPEN, .handle = 7, .peer = open},
+    };
+    const size_t sizes[] = {10, 22, 2, 18, 2 + 56 + 8, 2 + 56 + 28};  // header: 56 bytes
+    for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+        uint8_t buf[256];
+        size_t n = write_msg(&msgs[i], buf, sizeof buf);
+        assert_int_equal(n, sizes[i]);
+        gt_sim_msg back;
+        GT_ASSERT_OK(gt_sim_msg_parse((gt_span){buf, n}, &back));
+        assert_int_equal(back.type, msgs[i].type);
+        assert_int_equal(back.handle, msgs[i].handle);
+        assert_int_equal(back.len, msgs[i].len);
+        assert_memory_equal(&back.peer, &msgs[i].peer, sizeof back.peer);
+        gt_sim_msg junk;
+        buf[n] = 0;
+        assert_false(gt_is_ok(gt_sim_msg_parse((gt_span){buf, n + 1}, &junk)));
+        for (size_t k = 0; k < n; k++) {
+            assert_false(gt_is_ok(gt_sim_msg_parse((gt_span){buf, k}, &junk)));
+        }
+    }
+    gt_sim_msg bad = {.type = GT_SIM_REQ_PEER_OPEN, .peer = hdr};  // mode 0
+    uint8_t buf[256];
+    size_t n = write_msg(&bad, buf, sizeof buf);
+    GT_ASSERT_ERR(gt_sim_msg_parse((gt_span){buf, n}, &bad), GT_E_FORMAT, "mode");
+}
+
 static void test_op_round_trip(void **state)
 {
     (void)state;
@@ -280,6 +323,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_message_exact_size),
+        cmocka_unit_test(test_peer_messages),
         cmocka_unit_test(test_op_round_trip),
         cmocka_unit_test(test_handshake_messages),
         cmocka_unit_test(test_records),

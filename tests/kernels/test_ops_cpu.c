@@ -523,6 +523,41 @@ static void adamw_and_sumsq(void **state)
     gt_device_close(dev);
 }
 
+// The per-op profile (bench_train's breakdown) counts exactly the ops run while it is on, under
+// their own kind, and a take starts the counts again at zero.
+static void profile_counts_ops_by_kind(void **state)
+{
+    (void)state;
+    gt_device *dev = open_cpu();
+    size_t N = 1000;
+    float *g = randv(N, 0.1f);
+    gt_dbuf gb = upload(dev, g, N * 4), sb = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, 8, 0, &sb));
+    gt_op ss = {.kind = GT_OP_SUMSQ, .refs = {{sb, 0}, {gb, 0}}, .ints = {(int64_t)N}};
+    GT_ASSERT_OK(gt_device_launch(dev, &ss));  // before the enable: not counted
+    gt_ops_cpu_profile_enable(true);
+    for (int i = 0; i < 3; i++) {
+        GT_ASSERT_OK(gt_device_launch(dev, &ss));
+    }
+    gt_ops_cpu_profile prof;
+    gt_ops_cpu_profile_take(&prof);
+    assert_int_equal(prof.calls[GT_OP_SUMSQ], 3);
+    assert_true(prof.nanoseconds[GT_OP_SUMSQ] > 0);
+    for (int k = 0; k < GT_OP_COUNT_; k++) {
+        if (k != GT_OP_SUMSQ) {
+            assert_int_equal(prof.calls[k], 0);
+        }
+    }
+    gt_ops_cpu_profile_take(&prof);
+    assert_int_equal(prof.calls[GT_OP_SUMSQ], 0);
+    gt_ops_cpu_profile_enable(false);
+    GT_ASSERT_OK(gt_device_launch(dev, &ss));
+    gt_ops_cpu_profile_take(&prof);
+    assert_int_equal(prof.calls[GT_OP_SUMSQ], 0);
+    free(g);
+    gt_device_close(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +569,7 @@ int main(void)
         cmocka_unit_test(fd_gelu_residual_encoder),
         cmocka_unit_test(fd_softmax_crossentropy),
         cmocka_unit_test(adamw_and_sumsq),
+        cmocka_unit_test(profile_counts_ops_by_kind),
     };
     int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
     gt_ops_cpu_set_simd(false);  // and again on the scalar paths

@@ -67,6 +67,34 @@ static void plan_respects_uses_and_budgets(void **state)
     gt_schedule_free(s);
 }
 
+// A skipped chunk (its transfer failed in this run) is not offered again, a skipped holder's
+// chunks none; each holder's limit at the end names what held its chunks back.
+static void skips_and_limits(void **state)
+{
+    (void)state;
+    gt_agreement a;
+    gt_schedule *s = NULL;
+    make(&a, &s);
+    assert_int_equal(gt_schedule_why_none(s, 0), GT_SCHEDULE_LEFT_OPEN);
+    gt_schedule_skip(s, 0, 0);
+    gt_schedule_exclude(s, 1);
+    assert_int_equal(gt_schedule_why_none(s, 1), GT_SCHEDULE_LEFT_FAILED);
+    char plan[512];
+    drain(s, plan, sizeof plan);
+    // alice: chunks 1 and 2 twice each (chunk 0 skipped), 400 of her 450 tokens; bob none.
+    assert_string_equal(plan, "0.1:100 0.2:100 0.1:100 0.2:100 ");
+    assert_int_equal(gt_schedule_why_none(s, 0), GT_SCHEDULE_LEFT_FAILED);  // only chunk 0 left
+    assert_int_equal(gt_schedule_uses(s, 0, 0), 0);
+    assert_int_equal(gt_schedule_uses(s, 1, 0), 0);
+    gt_schedule_free(s);
+    // Without failures: alice's budget holds her back, bob's one use is spent.
+    make(&a, &s);
+    drain(s, plan, sizeof plan);
+    assert_int_equal(gt_schedule_why_none(s, 0), GT_SCHEDULE_LEFT_BUDGET);
+    assert_int_equal(gt_schedule_why_none(s, 1), GT_SCHEDULE_LEFT_USES);
+    gt_schedule_free(s);
+}
+
 static void journal_replays_only_committed_uses(void **state)
 {
     (void)state;
@@ -198,6 +226,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_respects_uses_and_budgets),
+        cmocka_unit_test(skips_and_limits),
         cmocka_unit_test(journal_replays_only_committed_uses),
         cmocka_unit_test(resume_keeps_the_round_robin_order),
     };

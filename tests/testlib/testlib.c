@@ -22,6 +22,17 @@ void gt_test_tmpdir(char *out, size_t cap)
     }
 }
 
+void gt_test_assert_mode(const char *path, unsigned mode)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fail_msg("%s: not a regular file", path);
+    }
+    if ((st.st_mode & 07777) != mode) {
+        fail_msg("%s: mode %04o, expected %04o", path, (unsigned)(st.st_mode & 07777), mode);
+    }
+}
+
 void gt_test_rmtree(const char *path)
 {
     GT_ASSERT_OK(gt_rmtree_below(path, tmp_base()));

@@ -46,6 +46,8 @@
 void gt_test_tmpdir(char *out, size_t cap);
 // Removes a directory tree (rm -rf) below $TMPDIR (or /tmp); fails the test for anything else.
 void gt_test_rmtree(const char *path);
+// Fails the test unless path is a regular file with exactly these permission bits (e.g. 0600).
+void gt_test_assert_mode(const char *path, unsigned mode);
 // Path of a file under tests/testdata/ ("attestation/tdx/x.bin").
 void gt_test_data_path(char *out, size_t cap, const char *rel);
 // Reads a file under tests/testdata/ into b (fails the test if it cannot).

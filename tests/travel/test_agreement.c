@@ -69,6 +69,40 @@ static void valid_document(void **state)
     assert_memory_not_equal(a.hash, b.hash, 32);
 }
 
+// The document with its "trainer" object replaced by trainer (and "device" by device).
+static gt_err parse_parties(gt_agreement *a, const char *trainer, const char *device)
+{
+    char doc[4096], out[4200];
+    make_doc(doc, sizeof doc, NULL, NULL, NULL, NULL);
+    char *at = strstr(doc, "\"trainer\":{},\"device\":{}");
+    assert_non_null(at);
+    snprintf(out, sizeof out, "%.*s\"trainer\":%s,\"device\":%s%s", (int)(at - doc), doc,
+             trainer, device, at + strlen("\"trainer\":{},\"device\":{}"));
+    return gt_agreement_parse(a, (const uint8_t *)out, strlen(out));
+}
+
+// trainer.ranks (issue 16): how many data-parallel trainer ranks the agreement admits.
+static void trainer_ranks(void **state)
+{
+    (void)state;
+    gt_agreement a;
+    GT_ASSERT_OK(parse_parties(&a, "{}", "{}"));
+    assert_int_equal(a.ranks, 1);  // absent: one trainer
+    GT_ASSERT_OK(parse_parties(&a, "{\"ranks\":4}", "{}"));
+    assert_int_equal(a.ranks, 4);
+    gt_device_outputs o;
+    gt_agreement_device_outputs(&a, &o);
+    assert_int_equal(o.peers.ranks, 4);
+    assert_true(o.peers.allow_simulation);
+    assert_memory_equal(o.peers.agreement_hash, a.hash, sizeof a.hash);
+    GT_ASSERT_ERR(parse_parties(&a, "{\"ranks\":0}", "{}"), GT_E_FORMAT, "'ranks' is 0");
+    GT_ASSERT_ERR(parse_parties(&a, "{\"ranks\":257}", "{}"), GT_E_FORMAT, "expected 1..256");
+    GT_ASSERT_ERR(parse_parties(&a, "{\"ranks\":\"2\"}", "{}"), GT_E_FORMAT,
+                  "trainer.ranks: expected an integer");
+    GT_ASSERT_ERR(parse_parties(&a, "{}", "{\"ranks\":2}"), GT_E_FORMAT,
+                  "device.ranks: unknown field");
+}
+
 static void each_rule_is_enforced(void **state)
 {
     (void)state;
@@ -388,6 +422,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(valid_document),
         cmocka_unit_test(each_rule_is_enforced),
+        cmocka_unit_test(trainer_ranks),
         cmocka_unit_test(measurement_lists),
         cmocka_unit_test(transfer_modes),
         cmocka_unit_test(strict_shape),

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# CPU training against the peer a user would pick (issue 18 goal 2): gputravel's cpu device
+# (bench_train) and a tuned PyTorch (bench/torch_gpt2_train.py) on the very same llm.c
+# checkpoint, the same unshuffled tokens and the same AdamW settings, in alternating rounds
+# (ours, torch, ours, torch, ...), so that each round's ratio compares two runs made under the
+# same load. Checks that every step's loss agrees (first losses equal), prints a table with the
+# per-round ratios, and draws bench-train-vs-torch.png.
+#   bench/train_vs_torch.sh [a|b|all] [--rounds N] [--steps N] [--threads N] [--build DIR]
+#                           [--png FILE]   (default ./bench-train-vs-torch.png)
+#   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M, B=4 T=64
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=all rounds=3 steps=5 threads=2 build=build png=bench-train-vs-torch.png
+while [ $# -gt 0 ]; do
+    case "$1" in
+        a|b|all) which=$1 ;;
+        --rounds) rounds=$2; shift ;;
+        --steps) steps=$2; shift ;;
+        --threads) threads=$2; shift ;;
+        --build) build=$2; shift ;;
+        --png) png=$2; shift ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        *) echo "train_vs_torch: unknown argument $1 (see --help)" >&2; exit 64 ;;
+    esac
+    shift
+done
+[ -x "$build/bench_train" ] || { echo "train_vs_torch: no $build/bench_train (build first)" >&2; exit 1; }
+/usr/bin/python3 -c 'import torch' 2>/dev/null || {
+    echo "train_vs_torch: installing python3-torch (Debian) for the peer" >&2
+    sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+        python3-torch python3-numpy >/dev/null
+}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# PyTorch as tuned as we could make it here: its threads, passive OpenMP waiting, no malloc trim.
+torch_env=(OMP_WAIT_POLICY=PASSIVE MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_MMAP_THRESHOLD_=33554432)
+declare -A BT=([a]="4 256" [b]="4 64")
+cfgs=(a b); [ "$which" = all ] || cfgs=("$which")
+results=$work/results.txt
+for c in "${cfgs[@]}"; do
+    read -r B T <<<"${BT[$c]}"
+    for r in $(seq 1 "$rounds"); do
+        dir=$work/$c-$r; mkdir -p "$dir"
+        ours=$("$build/bench_train" "$c" --steps "$steps" --warmup 1 --threads "$threads" \
+               --peer-dir "$dir" | awk -F'|' -v c="$c" '$2 ~ " "c" " {split($9, m, "/"); print m[1]+0}')
+        torch=$(env "${torch_env[@]}" /usr/bin/python3 bench/torch_gpt2_train.py \
+                --checkpoint "$dir/model.bin" --tokens "$dir/tokens.u16" --B "$B" --T "$T" \
+                --steps "$steps" --warmup 1 --threads "$threads" | tee "$dir/torch_steps.txt" |
+                awk '/^median_ms/ {print $2}')
+        # Every step's loss, ours against PyTorch's (same weights, data and optimizer).
+        worst=$(paste <(awk '/^step/ {print $4}' "$dir/ours_steps.txt") \
+                      <(awk '/^step/ {print $4}' "$dir/torch_steps.txt") |
+                awk '{d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d} END {printf "%.2g", w}')
+        echo "$c $r $ours $torch $worst" >>"$results"
+        echo "config $c round $r: ours ${ours} ms, PyTorch ${torch} ms, ratio" \
+             "$(awk -v o="$ours" -v t="$torch" 'BEGIN {printf "%.2fx", t / o}'), largest loss difference $worst" >&2
+    done
+done
+echo "CPU training step, gputravel cpu device vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $threads threads, median of $steps steps per run, $rounds alternating rounds"
+echo "| cfg | round | gputravel ms | PyTorch ms | speed ratio (PyTorch / ours) | largest loss difference |"
+echo "|---|---:|---:|---:|---:|---:|"
+awk '{printf "| %s | %d | %.0f | %.0f | %.2fx | %s |\n", $1, $2, $3, $4, $4 / $3, $5}' "$results"
+for c in "${cfgs[@]}"; do
+    awk -v c="$c" '$1 == c {print $4 / $3}' "$results" | sort -g |
+        awk -v c="$c" '{v[NR] = $1} END {printf "config %s: median ratio %.2fx over %d rounds (goal: >= 1.5x)\n", c, v[int((NR + 1) / 2)], NR}'
+done
+awk '$5 + 0 > 1e-3 {bad = 1} END {exit bad}' "$results" ||
+    { echo "train_vs_torch: losses differ by more than 1e-3: not the same computation" >&2; exit 1; }
+if command -v gnuplot >/dev/null; then
+    awk '{print $1 "-" $2, $3, $4}' "$results" >"$work/plot.dat"
+    gnuplot <<GP
+set terminal pngcairo size 900,500
+set output "$png"
+set title "GPT-2 CPU training step: gputravel vs PyTorch (alternating rounds, lower is better)"
+set ylabel "ms per step (median)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -30
+plot "$work/plot.dat" using 2:xtic(1) title "gputravel cpu", '' using 3 title "PyTorch (tuned)"
+GP
+    echo "plot: $png"
+fi
