@@ -21,31 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// ---- the chunk header (docs/dist.md "Wire format"; shared with the device's peer API) -------
-// Until the device's peer API lands, the header is declared here; when it does it lives in
-// device.h (identical) and this declaration goes.
-#ifndef GT_PEER_HDR_IN_DEVICE_H
-typedef struct {
-    uint8_t run[16];    // the run id (all ranks agree on it at admission)
-    uint64_t step;      // training step
-    uint32_t bucket;    // gradient bucket index within the step
-    uint32_t hop;       // reduce-scatter 0..N-2, all-gather N-1..2N-3
-    uint32_t src, dst;  // ranks
-    uint64_t elem_off;  // first float of the chunk within the buffer
-    uint64_t nelem;     // floats in the chunk
-} gt_peer_hdr;
-#endif
+// ---- the chunk header (docs/dist.md "Wire format") -------------------------------------------
+// gt_peer_hdr, GT_PEER_ADD / GT_PEER_COPY, GT_PEER_HDR_BYTES, GT_PEER_MAX_CHUNK_ELEMS and
+// gt_peer_chunk_bytes (the room to reserve for any endpoint's chunk) are the device's
+// (device.h): both endpoints write the same wire. Header (64 bytes, little endian): run 16 |
+// step 8 | bucket 4 | hop 4 | src 4 | dst 4 | elem_off 8 | nelem 8 | seq 8; then the label block
+// (u32 n | n dataset ids); AAD = header || label block; then the ciphertext and the tag.
 
-enum { GT_PEER_ADD = 0, GT_PEER_COPY = 1 };  // open: add into the floats, or copy over them
-
-// Encoded header: run 16 | step 8 | bucket 4 | hop 4 | src 4 | dst 4 | elem_off 8 | nelem 8 |
-// seq 8, little endian. It is the AAD; ciphertext (nelem*4 bytes) and the 16-byte tag follow.
-#define GT_RING_HDR_BYTES 64u
-// Chunks carry at most this many floats (1 GiB of ciphertext): keeps nelem*4 from wrapping.
-#define GT_RING_MAX_CHUNK_ELEMS (1ull << 28)
-
-size_t gt_ring_chunk_bytes(uint64_t nelem);  // header + ciphertext + tag
-void gt_ring_hdr_encode(uint8_t out[GT_RING_HDR_BYTES], const gt_peer_hdr *h, uint64_t seq);
+void gt_ring_hdr_encode(uint8_t out[GT_PEER_HDR_BYTES], const gt_peer_hdr *h, uint64_t seq);
 // Reads one header from untrusted bytes (the fields only; no judgement of their values beyond
 // the chunk size limit).
 GT_MUST_USE gt_err gt_ring_hdr_parse(gt_reader *r, gt_peer_hdr *h, uint64_t *seq);
@@ -68,9 +51,10 @@ typedef struct {
 // Each rank makes a fresh X25519 key per run; the public keys are allgathered over MPI; the run
 // id is SHA-256(all public keys in rank order)[0..16); the pairwise keys are
 // HKDF-SHA-256(X25519 shared, salt = run id || public key of the lower rank || of the higher,
-// info = "gputravel ring v1") -> 64 bytes: the lower->higher key, then higher->lower. IV = the
-// sender's rank (4 bytes, big endian) || the direction's counter (8 bytes), which is the chunk's
-// sequence number: it never repeats under a key, and keys are per run.
+// info = "gputravel ring v1") -> 64 bytes: the lower->higher key, then higher->lower. The wire
+// is the device's (device.h), with an empty label block; IV = u16be src | u16be dst | u64be
+// the direction's counter, which is the chunk's sequence number: it never repeats under a key,
+// and keys are per run.
 // The admission evidence is the host's own: insecure simulation, logged as such. The device
 // endpoint does the attested admission (gt_device_peer_hello/admit).
 typedef struct gt_ring_host gt_ring_host;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define KDF_INFO "gputravel ring v1"
+#define HOST_AAD_BYTES (GT_PEER_HDR_BYTES + 4)  // header || an empty label block
 
 struct gt_ring_host {
     int rank, nranks;
@@ -152,11 +153,13 @@ void gt_ring_host_set_buffer(gt_ring_host *h, float *data, uint64_t nelem)
 
 void gt_ring_host_run_id(const gt_ring_host *h, uint8_t run[16]) { memcpy(run, h->run, 16); }
 
-static void make_iv(uint8_t iv[GT_AEAD_IV_BYTES], uint32_t sender, uint64_t seq)
+// The device's IV (src/device/peer.c): u16be src | u16be dst | u64be seq.
+static void make_iv(uint8_t iv[GT_AEAD_IV_BYTES], uint32_t src, uint32_t dst, uint64_t seq)
 {
-    for (int i = 0; i < 4; i++) {
-        iv[i] = (uint8_t)(sender >> (24 - 8 * i));
-    }
+    iv[0] = (uint8_t)(src >> 8);
+    iv[1] = (uint8_t)src;
+    iv[2] = (uint8_t)(dst >> 8);
+    iv[3] = (uint8_t)dst;
     for (int i = 0; i < 8; i++) {
         iv[4 + i] = (uint8_t)(seq >> (56 - 8 * i));
     }
@@ -166,7 +169,7 @@ static gt_err check_range(const gt_ring_host *h, const gt_peer_hdr *hd, uint32_t
 {
     GT_ENSURE(peer < (uint32_t)h->nranks && peer != (uint32_t)h->rank, GT_E_ARG,
               "ring endpoint: peer rank %u (this is rank %d of %d)", peer, h->rank, h->nranks);
-    GT_ENSURE(hd->nelem <= GT_RING_MAX_CHUNK_ELEMS && hd->elem_off <= h->nelem &&
+    GT_ENSURE(hd->nelem >= 1 && hd->nelem <= GT_PEER_MAX_CHUNK_ELEMS && hd->elem_off <= h->nelem &&
                   hd->nelem <= h->nelem - hd->elem_off,
               GT_E_ARG, "ring endpoint: floats [%llu, +%llu) outside the buffer of %llu",
               (unsigned long long)hd->elem_off, (unsigned long long)hd->nelem,
@@ -180,19 +183,20 @@ static gt_err host_seal(void *ctx, const gt_peer_hdr *hd, uint8_t *out, size_t c
     GT_ENSURE(hd->src == (uint32_t)h->rank, GT_E_ARG, "ring seal: src %u is not this rank",
               hd->src);
     GT_TRY(check_range(h, hd, hd->dst));
-    size_t need = gt_ring_chunk_bytes(hd->nelem);
+    size_t need = HOST_AAD_BYTES + hd->nelem * sizeof(float) + GT_AEAD_TAG_BYTES;
     GT_ENSURE(cap >= need, GT_E_LIMIT, "ring seal: %zu bytes of room, need %zu", cap, need);
     uint64_t seq = h->send_seq[hd->dst];
     GT_ENSURE(seq != UINT64_MAX, GT_E_LIMIT, "ring seal: sequence numbers used up");
     h->send_seq[hd->dst] = seq + 1;  // spent before use: an IV never serves twice
     uint8_t iv[GT_AEAD_IV_BYTES];
-    make_iv(iv, hd->src, seq);
+    make_iv(iv, hd->src, hd->dst, seq);
     gt_ring_hdr_encode(out, hd, seq);
+    memset(out + GT_PEER_HDR_BYTES, 0, 4);  // the label block: none (host floats carry none)
     size_t ct_len = 0;
-    GT_TRY(gt_aead_seal(out + GT_RING_HDR_BYTES, cap - GT_RING_HDR_BYTES, &ct_len,
+    GT_TRY(gt_aead_seal(out + HOST_AAD_BYTES, cap - HOST_AAD_BYTES, &ct_len,
                         (const uint8_t *)(h->data + hd->elem_off), hd->nelem * sizeof(float),
-                        out, GT_RING_HDR_BYTES, iv, h->send_key[hd->dst]));
-    *len = GT_RING_HDR_BYTES + ct_len;
+                        out, HOST_AAD_BYTES, iv, h->send_key[hd->dst]));
+    *len = HOST_AAD_BYTES + ct_len;
     return GT_OK;
 }
 
@@ -226,15 +230,19 @@ static gt_err host_open(void *ctx, const gt_peer_hdr *want, const uint8_t *in, s
     uint64_t seq = 0;
     GT_TRY(gt_ring_hdr_parse(&rd, &got, &seq));
     GT_TRY(gt_ring_hdr_expect(&got, seq, want, h->recv_seq[want->src]));
+    uint32_t nlabels = 0;
+    GT_TRY(gt_reader_u32le(&rd, &nlabels));
+    GT_ENSURE(nlabels == 0, GT_E_AUTH, "chunk rejected: %u labels (a host endpoint takes none)",
+              nlabels);
     size_t body = want->nelem * sizeof(float) + GT_AEAD_TAG_BYTES;
     GT_ENSURE(gt_reader_left(&rd) == body, GT_E_AUTH, "chunk rejected: %zu bytes, expected %zu",
-              len, GT_RING_HDR_BYTES + body);
+              len, HOST_AAD_BYTES + body);
     GT_TRY(staging_reserve(h, want->nelem));
     uint8_t iv[GT_AEAD_IV_BYTES];
-    make_iv(iv, want->src, seq);
+    make_iv(iv, want->src, want->dst, seq);
     size_t pt_len = 0;
     gt_err err = gt_aead_open((uint8_t *)h->staging, h->staging_elems * sizeof(float), &pt_len,
-                              in + GT_RING_HDR_BYTES, body, in, GT_RING_HDR_BYTES, iv,
+                              in + HOST_AAD_BYTES, body, in, HOST_AAD_BYTES, iv,
                               h->recv_key[want->src]);
     GT_ENSURE(gt_is_ok(err), GT_E_AUTH, "chunk rejected: authentication failed (from rank %u)",
               want->src);

@@ -21,9 +21,8 @@ typedef struct {
     uint8_t *send[2];  // alternate by hop: one may still be in MPI while the next is sealed
     uint8_t *recv;
     MPI_Request sreq[2], rreq;
-    gt_peer_hdr want;  // what the chunk now arriving in recv must be
+    gt_peer_hdr want;  // what the chunk now arriving in recv must be (nelem 0: none comes)
     int want_mode;
-    size_t recv_len;
 } slot;
 
 struct gt_ring {
@@ -65,7 +64,7 @@ static gt_err opts_fill(gt_ring_opts *o, const gt_ring_opts *given, int nranks)
     GT_ENSURE(o->window <= MAX_WINDOW, GT_E_ARG, "ring: window %u (at most %d)", o->window,
               MAX_WINDOW);
     GT_ENSURE(o->bucket_bytes >= sizeof(float) * (uint64_t)nranks &&
-                  o->bucket_bytes / sizeof(float) / (uint64_t)nranks < GT_RING_MAX_CHUNK_ELEMS,
+                  o->bucket_bytes / sizeof(float) / (uint64_t)nranks < GT_PEER_MAX_CHUNK_ELEMS,
               GT_E_ARG, "ring: bucket of %llu bytes for %d ranks",
               (unsigned long long)o->bucket_bytes, nranks);
     GT_ENSURE(o->timeout_ms > 0, GT_E_ARG, "ring: timeout %d ms", o->timeout_ms);
@@ -104,7 +103,7 @@ gt_err gt_ring_new(gt_ring **out, MPI_Comm comm, const uint8_t run[16], const gt
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, opts_fill(&r->opts, opts, r->nranks), fail);
     r->bucket_elems = r->opts.bucket_bytes / sizeof(float);
-    r->chunk_cap = gt_ring_chunk_bytes((r->bucket_elems + (uint64_t)r->nranks - 1) /
+    r->chunk_cap = gt_peer_chunk_bytes((r->bucket_elems + (uint64_t)r->nranks - 1) /
                                        (uint64_t)r->nranks);
     GT_TRY_GOTO(err, slots_alloc(r), fail);
     // A private communicator: our tags meet nobody else's, and errors come back as codes.
@@ -270,6 +269,9 @@ static gt_err post_recv(const window *w, uint32_t s, uint32_t h)
     gt_ring *r = w->r;
     slot *sl = &r->slots[s];
     sl->want = hop_hdr(w, (uint32_t)w->first_bucket + s, h, left_of(r), &sl->want_mode);
+    if (sl->want.nelem == 0) {
+        return GT_OK;  // an empty segment (a bucket of fewer floats than ranks): no chunk
+    }
     int rc = MPI_Irecv(sl->recv, (int)r->chunk_cap, MPI_BYTE, left_of(r), TAG_SLOT0 + (int)s,
                        r->comm, &sl->rreq);
     GT_ENSURE(rc == MPI_SUCCESS, GT_E_PEER, "MPI_Irecv from rank %d failed (%d)", left_of(r),
@@ -285,6 +287,9 @@ static gt_err seal_send(const window *w, uint32_t s, uint32_t h)
     GT_TRY(wait_one(r, q, MPI_STATUS_IGNORE, r->what_send));  // hop h-2's is done
     int mode;
     gt_peer_hdr hd = hop_hdr(w, (uint32_t)w->first_bucket + s, h, r->rank, &mode);
+    if (hd.nelem == 0) {
+        return GT_OK;  // the receiver expects nothing either
+    }
     size_t len = 0;
     GT_TRY(w->ep->seal(w->ep->ctx, &hd, sl->send[h % 2], r->chunk_cap, &len));
     if (r->opts.hook != NULL && r->opts.hook->sent != NULL) {
@@ -301,21 +306,27 @@ static gt_err open_round(const window *w)
 {
     gt_ring *r = w->r;
     gt_ring_arrival arr[MAX_WINDOW];
+    slot *of[MAX_WINDOW];
+    size_t n = 0;
     for (uint32_t s = 0; s < w->count; s++) {
         slot *sl = &r->slots[s];
+        if (sl->want.nelem == 0) {
+            continue;
+        }
         MPI_Status st;
         GT_TRY(wait_one(r, &sl->rreq, &st, r->what_recv));
         int count = 0;
         MPI_Get_count(&st, MPI_BYTE, &count);
-        sl->recv_len = count > 0 ? (size_t)count : 0;
-        arr[s] = (gt_ring_arrival){sl->want, sl->recv, sl->recv_len, r->chunk_cap};
+        of[n] = sl;
+        arr[n++] = (gt_ring_arrival){sl->want, sl->recv, count > 0 ? (size_t)count : 0,
+                                     r->chunk_cap};
     }
     if (r->opts.hook != NULL && r->opts.hook->arrived != NULL) {
-        r->opts.hook->arrived(r->opts.hook->ctx, arr, w->count);
+        r->opts.hook->arrived(r->opts.hook->ctx, arr, n);
     }
-    for (uint32_t s = 0; s < w->count; s++) {
-        slot *sl = &r->slots[s];
-        size_t len = arr[s].len <= r->chunk_cap ? arr[s].len : r->chunk_cap;
+    for (size_t i = 0; i < n; i++) {
+        slot *sl = of[i];
+        size_t len = arr[i].len <= r->chunk_cap ? arr[i].len : r->chunk_cap;
         gt_err e = w->ep->open(w->ep->ctx, &sl->want, sl->recv, len, sl->want_mode);
         if (!gt_is_ok(e)) {
             return gt_err_wrap(e, "rank %d, step %llu, bucket %u, hop %u", r->rank,

@@ -4,11 +4,6 @@
 
 #include <string.h>
 
-size_t gt_ring_chunk_bytes(uint64_t nelem)
-{
-    return GT_RING_HDR_BYTES + (size_t)nelem * sizeof(float) + GT_AEAD_TAG_BYTES;
-}
-
 static void put_le(uint8_t *p, uint64_t v, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -16,7 +11,7 @@ static void put_le(uint8_t *p, uint64_t v, int n)
     }
 }
 
-void gt_ring_hdr_encode(uint8_t out[GT_RING_HDR_BYTES], const gt_peer_hdr *h, uint64_t seq)
+void gt_ring_hdr_encode(uint8_t out[GT_PEER_HDR_BYTES], const gt_peer_hdr *h, uint64_t seq)
 {
     memcpy(out, h->run, sizeof h->run);
     put_le(out + 16, h->step, 8);
@@ -32,7 +27,7 @@ void gt_ring_hdr_encode(uint8_t out[GT_RING_HDR_BYTES], const gt_peer_hdr *h, ui
 gt_err gt_ring_hdr_parse(gt_reader *r, gt_peer_hdr *h, uint64_t *seq)
 {
     gt_reader sub;
-    GT_TRY(gt_reader_sub(r, GT_RING_HDR_BYTES, &sub));  // all or nothing
+    GT_TRY(gt_reader_sub(r, GT_PEER_HDR_BYTES, &sub));  // all or nothing
     GT_TRY(gt_reader_bytes(&sub, h->run, sizeof h->run));
     GT_TRY(gt_reader_u64le(&sub, &h->step));
     GT_TRY(gt_reader_u32le(&sub, &h->bucket));
@@ -42,9 +37,9 @@ gt_err gt_ring_hdr_parse(gt_reader *r, gt_peer_hdr *h, uint64_t *seq)
     GT_TRY(gt_reader_u64le(&sub, &h->elem_off));
     GT_TRY(gt_reader_u64le(&sub, &h->nelem));
     GT_TRY(gt_reader_u64le(&sub, seq));
-    GT_ENSURE(h->nelem <= GT_RING_MAX_CHUNK_ELEMS, GT_E_LIMIT,
-              "chunk header: %llu floats (at most %llu)", (unsigned long long)h->nelem,
-              (unsigned long long)GT_RING_MAX_CHUNK_ELEMS);
+    GT_ENSURE(h->nelem >= 1 && h->nelem <= GT_PEER_MAX_CHUNK_ELEMS, GT_E_LIMIT,
+              "chunk header: %llu floats (1..%u)", (unsigned long long)h->nelem,
+              GT_PEER_MAX_CHUNK_ELEMS);
     return GT_OK;
 }
 

@@ -25,6 +25,9 @@
 
 static int rank, nranks;
 
+// The host endpoint's chunk: header, an empty label block, ciphertext, tag (docs/dist.md).
+#define HOST_AAD (GT_PEER_HDR_BYTES + 4)
+
 #define CHECK(cond, ...)                                                    \
     do {                                                                    \
         if (!(cond)) {                                                      \
@@ -331,7 +334,7 @@ static void flip_sweep(void)
     gt_peer_hdr h = {.step = 3, .bucket = 0, .hop = 0, .src = 0, .dst = 1, .elem_off = 0,
                      .nelem = N};
     gt_ring_host_run_id(w.host, h.run);
-    size_t len = gt_ring_chunk_bytes(N);
+    size_t len = HOST_AAD + N * sizeof(float) + GT_AEAD_TAG_BYTES;
     uint8_t *chunk = malloc(len), *bent = malloc(len);
     CHECK(chunk && bent, "out of memory");
     if (rank == 0) {
@@ -344,9 +347,9 @@ static void flip_sweep(void)
         float before[N];
         memcpy(before, w.data, sizeof before);
         size_t tried = 0;
-        // Every header bit, every tag bit, every 13th ciphertext bit (a sample of 8192).
+        // Every header and label-block bit, every tag bit, every 13th ciphertext bit.
         for (size_t bit = 0; bit < len * 8; bit++) {
-            bool in_ct = bit >= GT_RING_HDR_BYTES * 8 && bit < (len - GT_AEAD_TAG_BYTES) * 8;
+            bool in_ct = bit >= HOST_AAD * 8 && bit < (len - GT_AEAD_TAG_BYTES) * 8;
             if (in_ct && bit % 13 != 0) {
                 continue;
             }
@@ -377,8 +380,7 @@ static void flip_in_ring(void)
     // One flip each in the header (the hop field), the ciphertext and the tag of an arriving
     // chunk of 512 bytes of floats.
     size_t ct_bits = 1024 / (size_t)nranks * 4 * 8;
-    const size_t bits[] = {28 * 8 + 1, GT_RING_HDR_BYTES * 8 + 77,
-                           GT_RING_HDR_BYTES * 8 + ct_bits + 5};
+    const size_t bits[] = {28 * 8 + 1, HOST_AAD * 8 + 77, HOST_AAD * 8 + ct_bits + 5};
     const char *wants[] = {"hop", "authentication failed", "authentication failed"};
     for (int i = 0; i < 3; i++) {
         gt_ring_opts o = {.bucket_bytes = 4096, .window = 2, .timeout_ms = 10000};

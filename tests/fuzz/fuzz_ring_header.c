@@ -17,10 +17,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         return 0;
     }
-    if (r.pos != GT_RING_HDR_BYTES || h.nelem > GT_RING_MAX_CHUNK_ELEMS) {
+    if (r.pos != GT_PEER_HDR_BYTES || h.nelem == 0 || h.nelem > GT_PEER_MAX_CHUNK_ELEMS) {
         __builtin_trap();
     }
-    uint8_t again[GT_RING_HDR_BYTES];
+    uint8_t again[GT_PEER_HDR_BYTES];
     gt_ring_hdr_encode(again, &h, seq);
     if (memcmp(again, data, sizeof again) != 0) {
         __builtin_trap();  // parse and encode disagree on the layout
