@@ -45,5 +45,8 @@ int bench_cmp_double(const void *a, const void *b);  // for qsort
 // gputravel bench holder (cmd_bench_holder.c), dispatched by gputravel bench.
 int gt_cmd_bench_holder(int argc, char **argv);
 void gt_cmd_bench_holder_usage(void);
+// gputravel bench allreduce (cmd_bench_allreduce.c), under mpirun.
+int gt_cmd_bench_allreduce(int argc, char **argv);
+void gt_cmd_bench_allreduce_usage(void);
 
 #endif

@@ -1,0 +1,115 @@
+// gputravel/dist.h: ranks on Open MPI. An encrypted ring all-reduce (reduce-scatter, then
+// all-gather) over MPI point-to-point in which every hop is a sealed chunk: MPI carries bytes
+// and is not trusted. Who seals and opens is an endpoint (gt_ring_endpoint): the host endpoint
+// here (floats in host memory, keys from an X25519 exchange over MPI, sim-labelled admission)
+// for benchmarks and tests; the device endpoint (the device seals, docs/dist.md) joins later.
+//
+// Trusts: its callers, and the endpoint it is given. Does not trust: any byte MPI delivers. A
+// chunk is parsed through gt_reader, its header must equal the one the receiver expects (run,
+// step, bucket, hop, src, dst, elem range) with the next sequence number of its direction, and
+// its tag must verify before a single float of it is summed.
+#ifndef GPUTRAVEL_DIST_H
+#define GPUTRAVEL_DIST_H
+
+#include <gputravel/crypto.h>
+#include <gputravel/device.h>
+#include <gputravel/util.h>
+
+#include <mpi.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- the chunk header (docs/dist.md "Wire format") -------------------------------------------
+// gt_peer_hdr, GT_PEER_ADD / GT_PEER_COPY, GT_PEER_HDR_BYTES, GT_PEER_MAX_CHUNK_ELEMS and
+// gt_peer_chunk_bytes (the room to reserve for any endpoint's chunk) are the device's
+// (device.h): both endpoints write the same wire. Header (64 bytes, little endian): run 16 |
+// step 8 | bucket 4 | hop 4 | src 4 | dst 4 | elem_off 8 | nelem 8 | seq 8; then the label block
+// (u32 n | n dataset ids); AAD = header || label block; then the ciphertext and the tag.
+
+void gt_ring_hdr_encode(uint8_t out[GT_PEER_HDR_BYTES], const gt_peer_hdr *h, uint64_t seq);
+// Reads one header from untrusted bytes (the fields only; no judgement of their values beyond
+// the chunk size limit).
+GT_MUST_USE gt_err gt_ring_hdr_parse(gt_reader *r, gt_peer_hdr *h, uint64_t *seq);
+// GT_OK when got equals want field by field and seq is want_seq; otherwise GT_E_AUTH naming
+// the first field that differs ("hop 3, expected 2"): the message a rejected chunk reports.
+GT_MUST_USE gt_err gt_ring_hdr_expect(const gt_peer_hdr *got, uint64_t seq,
+                                      const gt_peer_hdr *want, uint64_t want_seq);
+
+// ---- the endpoint: who seals and opens --------------------------------------------------------
+// seal: floats [h->elem_off, +h->nelem) of the endpoint's buffer for h->dst, into out.
+// open: a chunk from h->src (h is what the receiver expects), added into (GT_PEER_ADD) or copied
+// over (GT_PEER_COPY) floats [h->elem_off, +h->nelem); on any failure nothing is written.
+typedef struct {
+    void *ctx;
+    gt_err (*seal)(void *ctx, const gt_peer_hdr *h, uint8_t *out, size_t cap, size_t *len);
+    gt_err (*open)(void *ctx, const gt_peer_hdr *h, const uint8_t *in, size_t len, int mode);
+} gt_ring_endpoint;
+
+// ---- the host endpoint -----------------------------------------------------------------------
+// Each rank makes a fresh X25519 key per run; the public keys are allgathered over MPI; the run
+// id is SHA-256(all public keys in rank order)[0..16); the pairwise keys are
+// HKDF-SHA-256(X25519 shared, salt = run id || public key of the lower rank || of the higher,
+// info = "gputravel ring v1") -> 64 bytes: the lower->higher key, then higher->lower. The wire
+// is the device's (device.h), with an empty label block; IV = u16be src | u16be dst | u64be
+// the direction's counter, which is the chunk's sequence number: it never repeats under a key,
+// and keys are per run.
+// The admission evidence is the host's own: insecure simulation, logged as such. The device
+// endpoint does the attested admission (gt_device_peer_hello/admit).
+typedef struct gt_ring_host gt_ring_host;
+
+// Collective over comm (every rank calls it). The endpoint keeps its own duplicate of comm.
+GT_MUST_USE gt_err gt_ring_host_admit(gt_ring_host **out, MPI_Comm comm, int timeout_ms);
+void gt_ring_host_free(gt_ring_host *h);  // wipes keys and staging
+// The floats seal reads and open writes (host memory; the caller's, for the next collective).
+void gt_ring_host_set_buffer(gt_ring_host *h, float *data, uint64_t nelem);
+void gt_ring_host_run_id(const gt_ring_host *h, uint8_t run[16]);
+gt_ring_endpoint gt_ring_host_endpoint(gt_ring_host *h);
+
+// ---- the ring -------------------------------------------------------------------------------
+// The test hook on the wire: sees each chunk this rank sends (after sealing, before MPI) and
+// may change the chunks it receives (after MPI, before opening) — a window's arrivals of one
+// round together, in the order they will be opened, so that it can flip, swap or replace them.
+typedef struct {
+    gt_peer_hdr want;  // what the receiver expects
+    uint8_t *bytes;    // the chunk as it arrived (cap bytes of room)
+    size_t len, cap;
+} gt_ring_arrival;
+
+typedef struct {
+    void *ctx;
+    void (*sent)(void *ctx, const gt_peer_hdr *h, const uint8_t *bytes, size_t len);
+    void (*arrived)(void *ctx, gt_ring_arrival *a, size_t n);
+} gt_ring_wire_hook;
+
+typedef struct {
+    uint64_t bucket_bytes;  // pipeline unit, like NCCL_BUFFSIZE (default 4 MiB)
+    uint32_t window;        // buckets in flight (default 2: double buffered)
+    int timeout_ms;         // on every receive and send (default 30000)
+    const gt_ring_wire_hook *hook;  // tests only; NULL in production
+} gt_ring_opts;
+
+typedef struct gt_ring gt_ring;
+
+// A ring over comm (collective: duplicates comm, so its messages never meet anyone else's).
+GT_MUST_USE gt_err gt_ring_new(gt_ring **out, MPI_Comm comm, const uint8_t run[16],
+                               const gt_ring_opts *opts);
+void gt_ring_free(gt_ring *r);
+
+// All-reduce (sum) of the endpoint's n floats in place, for training step `step` (the host
+// endpoint: the buffer given to gt_ring_host_set_buffer). Summation order
+// (deterministic for a given nranks, n and bucket size): each bucket is cut into nranks
+// segments; segment k is summed ((x_k + x_{k+1}) + x_{k+2}) + ... + x_{k-1}, ranks mod nranks,
+// then copied to all. On failure every rank returns an error: the one that failed says why
+// (GT_E_AUTH rejected chunk, GT_E_TIMEOUT peer silent) and tells all others, who return
+// GT_E_PEER with its rank and reason. The ring is then dead (gt_ring_free; a new run readmits);
+// the caller prints and ends the job (the CLI: MPI_Abort).
+GT_MUST_USE gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n,
+                                     uint64_t step);
+
+// The segment of bucket b that rank order gives to index k: [*off, *off + *len) in floats.
+void gt_ring_segment(uint64_t bucket_off, uint64_t bucket_len, uint32_t nranks, uint32_t k,
+                     uint64_t *off, uint64_t *len);
+
+#endif
