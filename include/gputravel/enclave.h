@@ -397,9 +397,9 @@ void gt_sgx_targetinfo_encode(const gt_sgx_targetinfo *ti, uint8_t out[GT_SGX_TA
 // Parses 512 bytes; reserved bytes set: GT_E_FORMAT (EREPORT would #GP).
 GT_MUST_USE gt_err gt_sgx_targetinfo_parse(const uint8_t *data, size_t len,
                                            gt_sgx_targetinfo *ti);
-void gt_sgx_report_encode(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTES]);
+void gt_sgx_report_write(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTES]);
 // Parses 432 bytes; reserved bytes set: GT_E_FORMAT (the MAC is checked on the re-encoding).
-GT_MUST_USE gt_err gt_sgx_report_parse(const uint8_t *data, size_t len, gt_sgx_report *r);
+GT_MUST_USE gt_err gt_sgx_report_decode(const uint8_t *data, size_t len, gt_sgx_report *r);
 // KEYREQUEST (512 bytes): KEYNAME 2 · KEYPOLICY 2 · ISVSVN 2 · reserved 2 · CPUSVN 16 ·
 // ATTRIBUTEMASK 16 · KEYID 32 · MISCMASK 4 · CONFIGSVN 2 · reserved 434. Reserved bytes set:
 // GT_E_FORMAT.

@@ -146,7 +146,7 @@ static gt_err check_hello(const gt_enclave_spec *spec, const gt_enclave_start_ms
     gt_sgx_sigstruct s;
     gt_sgx_sigstruct_checks c;
     uint8_t data[GT_SGX_REPORTDATA_BYTES];
-    GT_TRY(gt_sgx_report_parse(h->report, sizeof h->report, &r));
+    GT_TRY(gt_sgx_report_decode(h->report, sizeof h->report, &r));
     GT_TRY(gt_enclave_host_target(&host));
     GT_TRY(gt_err_wrap(gt_sgx_report_verify(&r, spec->platform, &host), "enclave hello"));
     GT_TRY(gt_sgx_sigstruct_parse(spec->sigstruct, GT_SGX_SIGSTRUCT_BYTES, &s));

@@ -58,7 +58,7 @@ gt_err gt_sgx_targetinfo_parse(const uint8_t *data, size_t len, gt_sgx_targetinf
     return GT_OK;
 }
 
-void gt_sgx_report_encode(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTES])
+void gt_sgx_report_write(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTES])
 {
     memset(out, 0, GT_SGX_REPORT_BYTES);
     memcpy(out, r->cpusvn, 16);
@@ -81,7 +81,7 @@ void gt_sgx_report_encode(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTE
     memcpy(out + 416, r->mac, 16);
 }
 
-gt_err gt_sgx_report_parse(const uint8_t *data, size_t len, gt_sgx_report *r)
+gt_err gt_sgx_report_decode(const uint8_t *data, size_t len, gt_sgx_report *r)
 {
     memset(r, 0, sizeof *r);
     GT_ENSURE(len == GT_SGX_REPORT_BYTES, GT_E_FORMAT, "REPORT: %zu bytes (432)", len);
@@ -199,7 +199,7 @@ gt_err gt_sgx_ereport(gt_sgx_report *out, const gt_sgx_platform *pf,
     uint8_t key[GT_SGX_KEY_BYTES_128], raw[GT_SGX_REPORT_BYTES];
     gt_err err;
     GT_TRY_GOTO(err, report_key(key, pf, &target, keyid), out);
-    gt_sgx_report_encode(out, raw);
+    gt_sgx_report_write(out, raw);
     GT_TRY_GOTO(err, gt_sgx_report_mac(out->mac, raw, key), out);
 out:
     gt_secure_zero(key, sizeof key);
@@ -212,7 +212,7 @@ gt_err gt_sgx_report_verify(const gt_sgx_report *r, const gt_sgx_platform *pf,
     uint8_t key[GT_SGX_KEY_BYTES_128], raw[GT_SGX_REPORT_BYTES], mac[GT_CMAC_BYTES];
     gt_err err;
     GT_TRY_GOTO(err, report_key(key, pf, me, r->keyid), out);
-    gt_sgx_report_encode(r, raw);
+    gt_sgx_report_write(r, raw);
     GT_TRY_GOTO(err, gt_sgx_report_mac(mac, raw, key), out);
     GT_ENSURE_GOTO(err, gt_ct_equal(mac, r->mac, GT_CMAC_BYTES), out, GT_E_AUTH,
                    "report: the MAC does not verify for this target (another target, or the "

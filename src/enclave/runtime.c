@@ -147,7 +147,7 @@ static void emulate_ereport(uint64_t rbx, uint64_t rcx, uint64_t rdx)
                                  g_encl.report_keyid))) {
         fatal("EREPORT: the report key could not be derived");
     }
-    gt_sgx_report_encode(&report, out);
+    gt_sgx_report_write(&report, out);
 }
 
 // SIGILL: ENCLU (0f 01 d7) executed by enclave code raised #UD. It runs on the alternate stack
@@ -327,7 +327,7 @@ static gt_err send_hello(int fd, const gt_enclave_start_msg *st, const gt_sgx_id
     gt_sgx_targetinfo_of(&ti, &host);
     GT_TRY_GOTO(err, gt_sgx_ereport(&report, &g_encl.platform, &g_encl.secs, &ti, data,
                                     g_encl.report_keyid), out);
-    gt_sgx_report_encode(&report, h.report);
+    gt_sgx_report_write(&report, h.report);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, st->host_pub, sec), out);
     GT_TRY_GOTO(err, gt_enclave_channel_init(ch, fd, false, shared, st->host_nonce, st->host_pub,
                                              h.enclave_pub, h.report), out);

@@ -287,7 +287,7 @@ static void report_for(gt_enclave *from, gt_enclave *to, uint8_t fill,
 static bool target_accepts(gt_enclave *target, const uint8_t report[GT_SGX_REPORT_BYTES])
 {
     gt_sgx_report r;
-    if (!gt_is_ok(gt_sgx_report_parse(report, GT_SGX_REPORT_BYTES, &r))) {
+    if (!gt_is_ok(gt_sgx_report_decode(report, GT_SGX_REPORT_BYTES, &r))) {
         return false;
     }
     gt_sgx_keyrequest req;
@@ -313,7 +313,7 @@ static void test_local_attestation(void **state)
     report_for(a, b, 0xaa, a_to_b);
     report_for(b, a, 0xbb, b_to_a);
     gt_sgx_report r;
-    GT_ASSERT_OK(gt_sgx_report_parse(a_to_b, sizeof a_to_b, &r));
+    GT_ASSERT_OK(gt_sgx_report_decode(a_to_b, sizeof a_to_b, &r));
     assert_memory_equal(r.mrenclave, sa.mrenclave, 32);   // the report names its maker
     assert_int_equal(r.reportdata[63], 0xaa);
     // Each verifies at its target, inside the target enclave's key and by the pure function ...
@@ -330,7 +330,7 @@ static void test_local_attestation(void **state)
         memcpy(flipped, a_to_b, sizeof flipped);
         flipped[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         gt_sgx_report fr;
-        gt_err err = gt_sgx_report_parse(flipped, sizeof flipped, &fr);
+        gt_err err = gt_sgx_report_decode(flipped, sizeof flipped, &fr);
         if (gt_is_ok(err)) {
             err = gt_sgx_report_verify(&fr, &pf, &sb);
         }

@@ -65,8 +65,8 @@ static void sgx_structs(uint8_t which, const uint8_t *d, size_t n)
     uint8_t out[512];
     if (which == 3) {
         gt_sgx_report r;
-        if (gt_is_ok(gt_sgx_report_parse(d, n, &r))) {
-            gt_sgx_report_encode(&r, out);
+        if (gt_is_ok(gt_sgx_report_decode(d, n, &r))) {
+            gt_sgx_report_write(&r, out);
             same(out, d, GT_SGX_REPORT_BYTES);
         }
     } else if (which == 4) {
