@@ -316,6 +316,15 @@ static void test_local_attestation(void **state)
     GT_ASSERT_OK(gt_sgx_report_decode(a_to_b, sizeof a_to_b, &r));
     assert_memory_equal(r.mrenclave, sa.mrenclave, 32);   // the report names its maker
     assert_int_equal(r.reportdata[63], 0xaa);
+    // ENCLU[EREPORT] inside the enclave wrote exactly what gt_sgx_ereport gives for its identity
+    // (with the KEYID of that enclave process).
+    gt_sgx_targetinfo ti_b;
+    gt_sgx_targetinfo_of(&ti_b, &sb);
+    gt_sgx_report pure;
+    uint8_t pure_raw[GT_SGX_REPORT_BYTES];
+    GT_ASSERT_OK(gt_sgx_ereport(&pure, &pf, &sa, &ti_b, r.reportdata, r.keyid));
+    gt_sgx_report_write(&pure, pure_raw);
+    assert_memory_equal(pure_raw, a_to_b, GT_SGX_REPORT_BYTES);
     // Each verifies at its target, inside the target enclave's key and by the pure function ...
     assert_true(target_accepts(b, a_to_b));
     assert_true(target_accepts(a, b_to_a));
@@ -442,14 +451,20 @@ static void test_host_cannot_read_enclave_memory(void **state)
 {
     (void)state;
     static uint8_t marker[16] = "readable marker";
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
     pid_t plain = fork();
     if (plain == 0) {  // the control: a dumpable process with the prober's own capabilities
-        if (drop_ptrace_cap()) {
+        close(ready[0]);
+        if (drop_ptrace_cap() && write(ready[1], "r", 1) == 1) {
             pause();
         }
         _exit(0);
     }
-    usleep(50 * 1000);
+    close(ready[1]);
+    char byte = 0;
+    assert_int_equal(read(ready[0], &byte, 1), 1);  // it has dropped the capability
+    close(ready[0]);
     int control = probe_read(plain, (uint64_t)(uintptr_t)marker);
     kill(plain, SIGKILL);
     waitpid(plain, NULL, 0);

@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Everything an enclave declares is its own (one static image): hidden visibility makes every
+// reference RIP-relative instead of through a GOT, which clang would otherwise emit under -fpie
+// and which cannot be relaxed at an address above 4 GiB.
+#pragma GCC visibility push(hidden)
+
 // An ECALL: its input (already copied into the enclave), its output buffer (in the enclave,
 // copied out after it returns) and where to say how much it wrote. Returns a status >= 0.
 typedef long (*gtsdk_ecall_fn)(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
@@ -81,5 +86,7 @@ void *memmove(void *dst, const void *src, size_t n);
 int memcmp(const void *a, const void *b, size_t n);
 // Wipes n bytes in a way the compiler keeps.
 void gtsdk_wipe(void *p, size_t n);
+
+#pragma GCC visibility pop
 
 #endif

@@ -4,6 +4,8 @@
 // host never sees or changes enclave buffers while enclave code uses them.
 #include "gtsdk.h"
 
+#pragma GCC visibility push(hidden)
+
 extern const gtsdk_ecall_fn gtsdk_ecalls[];
 extern const size_t gtsdk_ecall_count;
 extern unsigned long long gtsdk_oret_len;
@@ -13,6 +15,8 @@ long gtsdk_dispatch(unsigned long number, const gtsdk_ms *ms);
 // The ELRANGE: [GTSDK_BASE, GTSDK_BASE + size), size the power of two the loader chose, which
 // the image's own end fixes (the flat format's rule).
 extern const char gtsdk_image_end[];
+
+#pragma GCC visibility pop
 
 static uint8_t staged_in[GTSDK_IO_BYTES];
 static uint8_t staged_out[GTSDK_IO_BYTES];
