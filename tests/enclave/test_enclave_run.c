@@ -381,6 +381,22 @@ static void test_wrong_sigstruct_refused(void **state)
     free_files(&f);
 }
 
+// An impostor process that answers the host correctly in every field but cannot MAC its REPORT
+// for the host (it lacks the platform root) is refused: no session, no ECALL.
+static void test_impostor_process_refused(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    enclave_files f;
+    load_files("example", &f);
+    gt_enclave_spec spec = spec_of(&f, &pf);
+    spec.process_path = GT_SOURCE_DIR "/tests/enclave/fake_enclave_process.py";
+    gt_enclave *e = NULL;
+    GT_ASSERT_ERR(gt_enclave_start(&e, &spec), GT_E_AUTH, "MAC does not verify");
+    assert_null(e);
+    free_files(&f);
+}
+
 static void *kill_later(void *arg)
 {
     int pid = *(int *)arg;
@@ -487,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_seal_key_survives_restart),
         cmocka_unit_test(test_local_attestation),
         cmocka_unit_test(test_wrong_sigstruct_refused),
+        cmocka_unit_test(test_impostor_process_refused),
         cmocka_unit_test(test_killed_mid_ecall),
         cmocka_unit_test(test_host_cannot_read_enclave_memory),
     };
