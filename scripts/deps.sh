@@ -3,7 +3,8 @@
 set -euo pipefail
 want=(build-essential cmake pkg-config libssl-dev openssl libcjson-dev libopenblas-dev libcmocka-dev
       gnuplot-nox iproute2 fortunes-min fortunes universal-ctags spin libtss2-dev swtpm swtpm-tools
-      libpcre2-dev libopenmpi-dev openmpi-bin)
+      libpcre2-dev libopenmpi-dev openmpi-bin
+      python3)  # python3: the impostor enclave process of tests/enclave
 case "${1:-all}" in
     fuzz|all) want+=(clang libclang-rt-14-dev) ;;
 esac

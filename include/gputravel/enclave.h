@@ -355,6 +355,185 @@ GT_MUST_USE gt_err gt_sgx_egetkey(uint8_t key[GT_SGX_KEY_BYTES_128], const gt_sg
                                   const gt_sgx_keyrequest *req);
 
 // ---------------------------------------------------------------------------------------------
+// EREPORT and local attestation (issue 15 item 6), as pure functions. Layouts as the SDM gives
+// them (little-endian): TARGETINFO 512 bytes, REPORTDATA 64, REPORT 432 = REPORTBODY 384 ·
+// KEYID 32 · MAC 16, the MAC being AES-128-CMAC of REPORTBODY under the *target's* report key
+// (gt_sgx_egetkey REPORT for the identity TARGETINFO names, KEYID the report's).
+
+#define GT_SGX_TARGETINFO_BYTES 512
+#define GT_SGX_REPORTDATA_BYTES 64
+#define GT_SGX_REPORT_BYTES 432
+#define GT_SGX_REPORTBODY_BYTES 384
+#define GT_SGX_KEYREQUEST_BYTES 512
+
+typedef struct {
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];   // @0 MEASUREMENT
+    gt_sgx_attributes attributes;          // @32
+    uint8_t cet_attributes;                // @48
+    uint16_t configsvn;                    // @50
+    uint32_t miscselect;                   // @52
+    uint8_t configid[64];                  // @64
+} gt_sgx_targetinfo;
+
+typedef struct {
+    uint8_t cpusvn[GT_SGX_CPUSVN_BYTES];   // @0
+    uint32_t miscselect;                   // @16
+    uint8_t cet_attributes;                // @20
+    uint8_t isvextprodid[16];              // @32
+    gt_sgx_attributes attributes;          // @48
+    uint8_t mrenclave[GT_SGX_HASH_BYTES];   // @64
+    uint8_t mrsigner[GT_SGX_HASH_BYTES];    // @128
+    uint8_t configid[64];                  // @192
+    uint16_t isvprodid, isvsvn, configsvn; // @256, @258, @260
+    uint8_t isvfamilyid[16];               // @304
+    uint8_t reportdata[GT_SGX_REPORTDATA_BYTES];  // @320
+    uint8_t keyid[32];                     // @384
+    uint8_t mac[GT_CMAC_BYTES];            // @416
+} gt_sgx_report;
+
+// The TARGETINFO that names secs as the target of a report.
+void gt_sgx_targetinfo_of(gt_sgx_targetinfo *ti, const gt_sgx_secs_identity *secs);
+void gt_sgx_targetinfo_encode(const gt_sgx_targetinfo *ti, uint8_t out[GT_SGX_TARGETINFO_BYTES]);
+// Parses 512 bytes; reserved bytes set: GT_E_FORMAT (EREPORT would #GP).
+GT_MUST_USE gt_err gt_sgx_targetinfo_parse(const uint8_t *data, size_t len,
+                                           gt_sgx_targetinfo *ti);
+void gt_sgx_report_write(const gt_sgx_report *r, uint8_t out[GT_SGX_REPORT_BYTES]);
+// Parses 432 bytes; reserved bytes set: GT_E_FORMAT (the MAC is checked on the re-encoding).
+GT_MUST_USE gt_err gt_sgx_report_decode(const uint8_t *data, size_t len, gt_sgx_report *r);
+// KEYREQUEST (512 bytes): KEYNAME 2 · KEYPOLICY 2 · ISVSVN 2 · reserved 2 · CPUSVN 16 ·
+// ATTRIBUTEMASK 16 · KEYID 32 · MISCMASK 4 · CONFIGSVN 2 · reserved 434. Reserved bytes set:
+// GT_E_FORMAT.
+GT_MUST_USE gt_err gt_sgx_keyrequest_parse(const uint8_t *data, size_t len,
+                                           gt_sgx_keyrequest *req);
+void gt_sgx_keyrequest_encode(const gt_sgx_keyrequest *req,
+                              uint8_t out[GT_SGX_KEYREQUEST_BYTES]);
+
+// EREPORT by the enclave secs for the target ti: the body from secs and the platform's CPUSVN,
+// KEYID the platform's current report KEYID (keyid), the MAC under the target's report key.
+GT_MUST_USE gt_err gt_sgx_ereport(gt_sgx_report *out, const gt_sgx_platform *pf,
+                                  const gt_sgx_secs_identity *secs, const gt_sgx_targetinfo *ti,
+                                  const uint8_t reportdata[GT_SGX_REPORTDATA_BYTES],
+                                  const uint8_t keyid[32]);
+// What the target enclave `me` does with a report: its own report key for the report's KEYID,
+// the MAC recomputed over the body and compared in constant time. GT_E_AUTH when it differs
+// (a report for another target, or any changed byte of the body or KEYID).
+GT_MUST_USE gt_err gt_sgx_report_verify(const gt_sgx_report *r, const gt_sgx_platform *pf,
+                                        const gt_sgx_secs_identity *me);
+// The report MAC over an encoded report's body under key (for tests and the enclave runtime).
+GT_MUST_USE gt_err gt_sgx_report_mac(uint8_t mac[GT_CMAC_BYTES],
+                                     const uint8_t report[GT_SGX_REPORT_BYTES],
+                                     const uint8_t key[GT_SGX_KEY_BYTES_128]);
+
+// ---------------------------------------------------------------------------------------------
+// Running enclaves (issue 15 item 4; docs/enclave.md "Running enclaves"). INSECURE SIMULATION:
+// the enclave runs in a process of its own (the counterpart of vSGX's enclave VM; on TDX/SNP a
+// separate confidential VM), not dumpable (no ptrace by the host's uid, no core dumps), with
+// ENCLU emulated on #UD. Its memory is the kernel's to protect, not a TEE's.
+//
+// The host starts the enclave process (gputravel-enclave-process), hands it the image, the
+// SIGSTRUCT, the platform and its X25519 public key; the enclave process loads and measures the
+// image (flat format, linked at the SDK's base), runs gt_enclave_einit_check (a SIGSTRUCT that
+// does not match never runs), and answers with its identity, its X25519 key and a REPORT whose
+// REPORTDATA binds both keys and the host's nonce, MACed for the host's target (below). Every
+// later message is AES-256-GCM under keys derived from the X25519 secret and that transcript.
+
+// The target the enclave reports to: the host, named by MRENCLAVE = SHA-256 of this string.
+#define GT_ENCLAVE_HOST_TARGET "gputravel enclave host v1"
+#define GT_ENCLAVE_MSG_MAX_PAYLOAD 32768   // = the SDK's staging buffers
+#define GT_ENCLAVE_IMAGE_MAX_BYTES ((size_t)64 << 20)
+
+typedef enum {
+    GT_ENCLAVE_MSG_ECALL = 1,   // host -> enclave: code = ECALL number
+    GT_ENCLAVE_MSG_ERET = 2,    // enclave -> host: code = the ECALL's status (int64)
+    GT_ENCLAVE_MSG_OCALL = 3,   // enclave -> host: code = OCALL number
+    GT_ENCLAVE_MSG_ORET = 4,    // host -> enclave: code = the OCALL's status (int64)
+    GT_ENCLAVE_MSG_CLOSE = 5,   // host -> enclave: stop
+} gt_enclave_msg_type;
+
+// One session message's plaintext: type u8 · code u64 · payload length u32 · payload.
+typedef struct {
+    uint8_t type;
+    uint64_t code;
+    gt_span payload;   // borrowed from the bytes parsed
+} gt_enclave_msg;
+// GT_E_FORMAT for an unknown type, a length that is not what follows, a payload over
+// GT_ENCLAVE_MSG_MAX_PAYLOAD.
+GT_MUST_USE gt_err gt_enclave_msg_parse(const uint8_t *data, size_t len, gt_enclave_msg *m);
+GT_MUST_USE gt_err gt_enclave_msg_encode(gt_writer *w, const gt_enclave_msg *m);
+
+// The start message (host -> enclave process, over the socketpair before the session exists).
+typedef struct {
+    bool allow_debug;
+    uint16_t min_isvsvn;
+    gt_sgx_platform platform;
+    uint8_t host_pub[GT_X25519_BYTES];
+    uint8_t host_nonce[32];
+    uint8_t sigstruct[GT_SGX_SIGSTRUCT_BYTES];
+    gt_span image;     // borrowed
+} gt_enclave_start_msg;
+GT_MUST_USE gt_err gt_enclave_start_parse(const uint8_t *data, size_t len,
+                                          gt_enclave_start_msg *m);
+GT_MUST_USE gt_err gt_enclave_start_encode(gt_writer *w, const gt_enclave_start_msg *m);
+
+// The enclave process's answer: refused (with why) or its identity, key and report.
+typedef struct {
+    bool ok;
+    char refusal[160];
+    gt_sgx_identity identity;
+    uint8_t enclave_pub[GT_X25519_BYTES];
+    uint8_t report[GT_SGX_REPORT_BYTES];
+} gt_enclave_hello_msg;
+GT_MUST_USE gt_err gt_enclave_hello_parse(const uint8_t *data, size_t len,
+                                          gt_enclave_hello_msg *m);
+GT_MUST_USE gt_err gt_enclave_hello_encode(gt_writer *w, const gt_enclave_hello_msg *m);
+
+// REPORTDATA of the hello: SHA-256("gputravel enclave session v1" · host_nonce · host_pub ·
+// enclave_pub) then 32 zero bytes.
+GT_MUST_USE gt_err gt_enclave_session_reportdata(uint8_t out[GT_SGX_REPORTDATA_BYTES],
+                                                 const uint8_t host_nonce[32],
+                                                 const uint8_t host_pub[GT_X25519_BYTES],
+                                                 const uint8_t enclave_pub[GT_X25519_BYTES]);
+// The host's identity as a report target (MRENCLAVE = SHA-256(GT_ENCLAVE_HOST_TARGET)).
+GT_MUST_USE gt_err gt_enclave_host_target(gt_sgx_secs_identity *host);
+
+// An OCALL served by the host: the request, a reply to fill (at most GT_ENCLAVE_MSG_MAX_PAYLOAD
+// bytes) and a status for the enclave. An error ends the ECALL that made it (the enclave is
+// stopped: it cannot be left inside an OCALL).
+typedef gt_err (*gt_enclave_ocall_fn)(void *ctx, uint64_t number, const uint8_t *in,
+                                      size_t in_len, gt_buf *reply, int64_t *status);
+
+typedef struct {
+    const char *process_path;    // NULL: $GPUTRAVEL_ENCLAVE_PROCESS, else the
+                                 // gputravel-enclave-process beside this executable
+    const uint8_t *image;        // a flat image built with the SDK (linked at its base)
+    size_t image_len;
+    const uint8_t *sigstruct;    // GT_SGX_SIGSTRUCT_BYTES
+    const gt_sgx_platform *platform;
+    bool allow_debug;
+    uint16_t min_isvsvn;
+    gt_enclave_ocall_fn ocall;   // NULL: every OCALL gets status -1 and no reply
+    void *ocall_ctx;
+} gt_enclave_spec;
+
+typedef struct gt_enclave gt_enclave;
+// Starts the enclave process and waits (10 s at most) for its hello: GT_E_AUTH / GT_E_POLICY /
+// GT_E_FORMAT with EINIT's reason when the enclave is refused, GT_E_AUTH when the report or
+// identity does not verify, GT_E_PEER when the process dies or cannot be started.
+GT_MUST_USE gt_err gt_enclave_start(gt_enclave **out, const gt_enclave_spec *spec);
+// Runs ECALL number with in; out receives its output, status its return value. OCALLs made
+// meanwhile go to spec->ocall. GT_E_PEER (and the enclave unusable) if the process dies.
+GT_MUST_USE gt_err gt_enclave_ecall(gt_enclave *e, uint64_t number, const void *in,
+                                    size_t in_len, gt_buf *out, int64_t *status);
+const gt_sgx_identity *gt_enclave_identity(const gt_enclave *e);
+int gt_enclave_pid(const gt_enclave *e);
+// Asks it to stop, waits briefly, kills it if needed, reaps it, wipes the session keys.
+void gt_enclave_stop(gt_enclave *e);
+
+// The enclave process's main (tools/enclave_process.c): serves one enclave over fd. Returns the
+// process's exit status.
+int gt_enclave_process_main(int fd);
+
+// ---------------------------------------------------------------------------------------------
 // JSON views for the CLI and tests (caller cJSON_Deletes).
 
 // Every SIGSTRUCT field and check (keys as docs/enclave.md lists them).

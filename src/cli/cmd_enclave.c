@@ -22,6 +22,8 @@ static void usage(FILE *out)
             "                                 [--vendor-intel] [measure's image options]\n"
             "       gputravel enclave check SIG IMAGE [--allow-debug] [--min-isvsvn N]\n"
             "                                 [measure's image options]\n"
+            "       gputravel enclave run SIG IMAGE --ecall N [--input HEX] [--platform FILE]\n"
+            "                                 [--allow-debug] [--min-isvsvn N]\n"
             "\n"
             "SGX enclave identity, computed as SGX computes it.\n"
             "  measure  MRENCLAVE of an SGXS stream, an Intel SGX SDK *.signed.so, or a flat\n"
@@ -36,6 +38,13 @@ static void usage(FILE *out)
             "  check    EINIT's checks of SIG against IMAGE (the enclave created with the\n"
             "           SIGSTRUCT's own attributes and MISCSELECT): exit 0 if it would run,\n"
             "           1 if refused, 2 if the input is invalid\n"
+            "  run      INSECURE SIMULATION: starts IMAGE (a flat image built with the SDK in\n"
+            "           src/enclave/sdk) in its enclave process, which measures it and runs\n"
+            "           EINIT's checks against SIG, then calls ECALL N with --input's bytes and\n"
+            "           prints its status and output (OCALLs are echoed back). --platform: a\n"
+            "           64-byte file (root, CPUSVN, OWNEREPOCH, SEAL_KEY_FUSES); without it a\n"
+            "           random root, so its keys change every run. Exit 0 when the ECALL ran,\n"
+            "           1 when the enclave was refused, 2 for invalid input\n"
             "\n"
             "  --json   one JSON object (measure: mrenclave, records, ecreate, eadd_pages,\n"
             "           eextend_chunks, unmeasured_chunks, page_types, problems; inspect:\n"
@@ -56,10 +65,14 @@ typedef struct {
     gt_sgx_sign_params sign;
     bool have_date;
     uint32_t min_isvsvn;
+    bool have_ecall;
+    uint32_t ecall;
+    const char *input_hex, *platform;
 } enclave_options;
 
 enum { O_FORMAT = 1000, O_SSA, O_SIZE, O_JSON, O_KEY, O_OUT, O_DEBUG, O_PRODID, O_SVN, O_ATTR,
-       O_MASK, O_MISC, O_MISCMASK, O_DATE, O_INTEL, O_ALLOW_DEBUG, O_MIN_SVN };
+       O_MASK, O_MISC, O_MISCMASK, O_DATE, O_INTEL, O_ALLOW_DEBUG, O_MIN_SVN, O_ECALL, O_INPUT,
+       O_PLATFORM };
 
 static gt_err parse_attributes(const char *flag, const char *hex, gt_sgx_attributes *a)
 {
@@ -119,6 +132,11 @@ static gt_err option(enclave_options *o, int c, const char *arg)
     case O_INTEL: o->vendor_intel = true; return GT_OK;
     case O_ALLOW_DEBUG: o->allow_debug = true; return GT_OK;
     case O_MIN_SVN: return gt_cli_parse_u32("--min-isvsvn", arg, 0, 0xffff, &o->min_isvsvn);
+    case O_ECALL:
+        o->have_ecall = true;
+        return gt_cli_parse_u32("--ecall", arg, 0, 63, &o->ecall);
+    case O_INPUT: o->input_hex = arg; return GT_OK;
+    case O_PLATFORM: o->platform = arg; return GT_OK;
     default: return gt_errf(GT_E_ARG, "unknown option");
     }
 }
@@ -137,7 +155,9 @@ static int parse(int argc, char **argv, enclave_options *o)
         {"miscmask", required_argument, NULL, O_MISCMASK},
         {"date", required_argument, NULL, O_DATE}, {"vendor-intel", no_argument, NULL, O_INTEL},
         {"allow-debug", no_argument, NULL, O_ALLOW_DEBUG},
-        {"min-isvsvn", required_argument, NULL, O_MIN_SVN}, {0}};
+        {"min-isvsvn", required_argument, NULL, O_MIN_SVN},
+        {"ecall", required_argument, NULL, O_ECALL}, {"input", required_argument, NULL, O_INPUT},
+        {"platform", required_argument, NULL, O_PLATFORM}, {0}};
     memset(o, 0, sizeof *o);
     gt_sgx_sign_params_default(&o->sign, (int64_t)time(NULL));
     int c;
@@ -152,15 +172,19 @@ static int parse(int argc, char **argv, enclave_options *o)
         return gt_cli_usage("enclave", "expected measure, inspect, sign or check");
     }
     o->action = argv[optind];
-    bool check = strcmp(o->action, "check") == 0;
+    bool run = strcmp(o->action, "run") == 0;
+    bool check = strcmp(o->action, "check") == 0 || run;
     if (strcmp(o->action, "measure") != 0 && strcmp(o->action, "inspect") != 0 &&
         strcmp(o->action, "sign") != 0 && !check) {
-        return gt_cli_usage("enclave", "unknown action '%s' (measure, inspect, sign, check)",
-                            o->action);
+        return gt_cli_usage("enclave", "unknown action '%s' (measure, inspect, sign, check, "
+                            "run)", o->action);
     }
     if (n != (check ? 3 : 2)) {
-        return gt_cli_usage("enclave", check ? "check takes SIG and IMAGE"
+        return gt_cli_usage("enclave", check ? "%s takes SIG and IMAGE"
                                              : "%s takes one file", o->action);
+    }
+    if (run && !o->have_ecall) {
+        return gt_cli_usage("enclave", "run needs --ecall N");
     }
     o->input = argv[optind + 1];
     o->image = check ? argv[optind + 2] : NULL;
@@ -344,6 +368,93 @@ static int run_check(const enclave_options *o)
     return GT_EXIT_OK;
 }
 
+static gt_err echo_ocall(void *ctx, uint64_t number, const uint8_t *in, size_t in_len,
+                         gt_buf *reply, int64_t *status)
+{
+    (void)ctx;
+    char hex[2 * 64 + 1];
+    gt_hex_encode(hex, sizeof hex, in, in_len < 64 ? in_len : 64);
+    printf("OCALL %llu: %zu bytes %s%s (echoed back)\n", (unsigned long long)number, in_len, hex,
+           in_len > 64 ? "..." : "");
+    *status = 0;
+    return gt_buf_append(reply, in, in_len);
+}
+
+static gt_err run_inputs(const enclave_options *o, gt_buf *sig, gt_buf *image, gt_buf *input,
+                         gt_sgx_platform *pf)
+{
+    GT_TRY(gt_file_read_all(o->input, GT_SGX_SIGSTRUCT_BYTES, sig));
+    GT_ENSURE(sig->len == GT_SGX_SIGSTRUCT_BYTES, GT_E_FORMAT, "%s: not a %d-byte SIGSTRUCT",
+              o->input, GT_SGX_SIGSTRUCT_BYTES);
+    GT_TRY(gt_file_read_all(o->image, GT_ENCLAVE_IMAGE_MAX_BYTES, image));
+    if (o->input_hex != NULL) {
+        size_t n = 0;
+        GT_TRY(gt_buf_reserve(input, strlen(o->input_hex) / 2 + 1));
+        GT_TRY(gt_err_wrap(gt_hex_decode(input->data, input->cap, &n, o->input_hex), "--input"));
+        input->len = n;
+    }
+    if (o->platform == NULL) {
+        GT_TRY(gt_random_bytes(pf, sizeof *pf));
+        memset(pf->cpusvn, 0, sizeof pf->cpusvn);
+        return GT_OK;
+    }
+    gt_buf raw = {0};
+    GT_TRY(gt_file_read_all(o->platform, 64, &raw));
+    gt_reader r = gt_reader_init(raw.data, raw.len);
+    gt_err err = gt_reader_bytes(&r, pf->root, 16);
+    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->cpusvn, 16);
+    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->ownerepoch, 16);
+    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->seal_key_fuses, 16);
+    gt_buf_free(&raw);
+    return gt_is_ok(err) ? err : gt_errf(GT_E_FORMAT, "--platform %s: not 64 bytes", o->platform);
+}
+
+static int run_enclave(const enclave_options *o)
+{
+    gt_buf sig = {0}, image = {0}, input = {0}, out = {0};
+    gt_sgx_platform pf;
+    gt_enclave *e = NULL;
+    int64_t status = 0;
+    gt_err err = run_inputs(o, &sig, &image, &input, &pf);
+    int rc = GT_EXIT_INVALID;
+    gt_enclave_spec spec = {.image = image.data, .image_len = image.len, .sigstruct = sig.data,
+                            .platform = &pf, .allow_debug = o->allow_debug,
+                            .min_isvsvn = (uint16_t)o->min_isvsvn, .ocall = echo_ocall};
+    printf("insecure-simulation: the enclave runs in a process of its own, ENCLU emulated\n");
+    if (gt_is_ok(err)) {
+        err = gt_enclave_start(&e, &spec);
+        rc = err.code == GT_E_AUTH || err.code == GT_E_POLICY ? GT_EXIT_FAIL : GT_EXIT_INVALID;
+    }
+    if (gt_is_ok(err)) {
+        char mre[65], mrs[65];
+        gt_hex_encode(mre, sizeof mre, gt_enclave_identity(e)->mrenclave, 32);
+        gt_hex_encode(mrs, sizeof mrs, gt_enclave_identity(e)->mrsigner, 32);
+        printf("enclave process %d: MRENCLAVE %s MRSIGNER %s\n", gt_enclave_pid(e), mre, mrs);
+        err = gt_enclave_ecall(e, o->ecall, input.data, input.len, &out, &status);
+        rc = GT_EXIT_INVALID;
+    }
+    if (gt_is_ok(err)) {
+        char *hex = malloc(2 * out.len + 1);
+        if (hex != NULL) {
+            gt_hex_encode(hex, 2 * out.len + 1, out.data, out.len);
+            printf("ECALL %u: status %lld, %zu output bytes %s\n", o->ecall, (long long)status,
+                   out.len, hex);
+        }
+        free(hex);
+        rc = GT_EXIT_OK;
+    }
+    gt_enclave_stop(e);
+    gt_buf_free(&sig);
+    gt_buf_free(&image);
+    gt_buf_free(&input);
+    gt_buf_free(&out);
+    gt_secure_zero(&pf, sizeof pf);
+    if (!gt_is_ok(err)) {
+        gt_cli_fail("enclave", err);
+    }
+    return rc;
+}
+
 int gt_cmd_enclave(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -363,6 +474,9 @@ int gt_cmd_enclave(int argc, char **argv)
     }
     if (strcmp(o.action, "sign") == 0) {
         return run_sign(&o);
+    }
+    if (strcmp(o.action, "run") == 0) {
+        return run_enclave(&o);
     }
     return run_check(&o);
 }

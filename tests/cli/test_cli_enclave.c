@@ -156,11 +156,38 @@ static void sign_then_check(void **state)
     assert_int_equal(run(NULL, (const char *[]){"enclave", "check", so, sgxs, NULL}, NULL), 1);
 }
 
+// enclave run (insecure-simulation): the example enclave's ECALL 0 adds two u64 (1 + 2 here);
+// ECALL 2 makes an OCALL the CLI echoes; the other example's SIGSTRUCT is refused (exit 1).
+static void run_example_enclave(void **state)
+{
+    (void)state;
+    const char *sig = GT_ENCLAVE_DIR "/example.sig", *bin = GT_ENCLAVE_DIR "/example.bin";
+    gt_buf text = {0};
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, "--ecall", "0",
+                                                "--input", "0100000000000000"
+                                                "0200000000000000", NULL}, &text), 0);
+    assert_non_null(strstr((const char *)text.data, "insecure-simulation"));
+    assert_non_null(strstr((const char *)text.data, "ECALL 0: status 0, 8 output bytes "
+                                                    "0300000000000000"));
+    gt_buf_free(&text);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, "--ecall", "2",
+                                                "--input", "abcd", NULL}, &text), 0);
+    assert_non_null(strstr((const char *)text.data, "OCALL 0: 2 bytes abcd"));
+    assert_non_null(strstr((const char *)text.data, "ECALL 2: status 100, 2 output bytes abcd"));
+    gt_buf_free(&text);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", GT_ENCLAVE_DIR "/example_b.sig",
+                                                bin, "--ecall", "0", NULL}, &text), 1);
+    assert_non_null(strstr((const char *)text.data, "MRENCLAVE is not the SIGSTRUCT's"));
+    gt_buf_free(&text);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, NULL}, NULL), 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(measure_and_inspect, setup, teardown),
         cmocka_unit_test_setup_teardown(sign_then_check, setup, teardown),
+        cmocka_unit_test(run_example_enclave),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,92 @@
+// gputravel's enclave SDK: what enclave code (freestanding C, no libc) includes. An enclave
+// defines its ECALL table with GTSDK_ECALLS, calls out with gtsdk_ocall, and reaches the CPU's
+// enclave instructions through gtsdk_egetkey / gtsdk_ereport, which execute the real ENCLU
+// with the SDM's register conventions (on SGX hardware they would run as they are; elsewhere
+// the enclave runtime emulates them, docs/enclave.md "Running enclaves").
+#ifndef GTSDK_H
+#define GTSDK_H
+
+#include "abi.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Everything an enclave declares is its own (one static image): hidden visibility makes every
+// reference RIP-relative instead of through a GOT, which clang would otherwise emit under -fpie
+// and which cannot be relaxed at an address above 4 GiB.
+#pragma GCC visibility push(hidden)
+
+// An ECALL: its input (already copied into the enclave), its output buffer (in the enclave,
+// copied out after it returns) and where to say how much it wrote. Returns a status >= 0.
+typedef long (*gtsdk_ecall_fn)(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                               size_t *out_len);
+
+// The table: gtsdk_ecalls[n] serves ECALL number n.
+#define GTSDK_ECALLS(...)                                                      \
+    const gtsdk_ecall_fn gtsdk_ecalls[] = {__VA_ARGS__};                       \
+    const size_t gtsdk_ecall_count = sizeof gtsdk_ecalls / sizeof gtsdk_ecalls[0]
+
+// Calls OCALL number n on the host: in (in_len bytes) goes out, at most out_cap reply bytes come
+// back into out (*out_len of them). Returns the host's status, or GTSDK_E_* of the SDK's.
+long gtsdk_ocall(uint32_t n, const void *in, size_t in_len, void *out, size_t out_cap,
+                 size_t *out_len);
+
+// SDM structures as ENCLU takes them (sizes and alignment required by the instruction).
+typedef struct __attribute__((aligned(512))) {
+    uint16_t keyname, keypolicy, isvsvn, reserved1;
+    uint8_t cpusvn[16];
+    uint64_t attributemask_flags, attributemask_xfrm;
+    uint8_t keyid[32];
+    uint32_t miscmask;
+    uint16_t configsvn;
+    uint8_t reserved2[434];
+} gtsdk_keyrequest;
+
+typedef struct __attribute__((aligned(512))) {
+    uint8_t bytes[512];
+} gtsdk_targetinfo;
+
+typedef struct __attribute__((aligned(128))) {
+    uint8_t bytes[64];
+} gtsdk_reportdata;
+
+typedef struct __attribute__((aligned(512))) {
+    uint8_t bytes[432];
+} gtsdk_report;
+
+typedef struct __attribute__((aligned(16))) {
+    uint8_t bytes[16];
+} gtsdk_key128;
+
+#define GTSDK_ENCLU_EREPORT 0
+#define GTSDK_ENCLU_EGETKEY 1
+
+// ENCLU[EGETKEY]: RAX = 1, RBX = the KEYREQUEST, RCX = the key's destination. Returns RAX: 0,
+// or the SDM's error code (SGX_INVALID_ATTRIBUTE 2, SGX_INVALID_CPUSVN 32, SGX_INVALID_ISVSVN
+// 64, SGX_INVALID_KEYNAME 256).
+static inline uint64_t gtsdk_egetkey(const gtsdk_keyrequest *req, gtsdk_key128 *key)
+{
+    uint64_t rax = GTSDK_ENCLU_EGETKEY;
+    __asm__ volatile("enclu" : "+a"(rax) : "b"(req), "c"(key) : "memory", "cc");
+    return rax;
+}
+
+// ENCLU[EREPORT]: RAX = 0, RBX = TARGETINFO, RCX = REPORTDATA, RDX = the REPORT's destination.
+static inline void gtsdk_ereport(const gtsdk_targetinfo *ti, const gtsdk_reportdata *data,
+                                 gtsdk_report *report)
+{
+    uint64_t rax = GTSDK_ENCLU_EREPORT;
+    __asm__ volatile("enclu" : "+a"(rax) : "b"(ti), "c"(data), "d"(report) : "memory", "cc");
+}
+
+// Freestanding basics (the compiler may also call these itself).
+void *memcpy(void *dst, const void *src, size_t n);
+void *memset(void *dst, int c, size_t n);
+void *memmove(void *dst, const void *src, size_t n);
+int memcmp(const void *a, const void *b, size_t n);
+// Wipes n bytes in a way the compiler keeps.
+void gtsdk_wipe(void *p, size_t n);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,123 @@
+// The example enclave (built with the SDK in src/enclave/sdk, freestanding, signed at build
+// time): small ECALLs the tests and the benchmark drive. EXAMPLE_VARIANT changes one constant so
+// that a second build is a second enclave (another MRENCLAVE) for local attestation.
+// This enclave hands keys out of itself (ECALL_EGETKEY) only so the tests can compare them with
+// gt_sgx_egetkey: a real enclave never does.
+#include "gtsdk.h"
+
+#ifndef EXAMPLE_VARIANT
+#define EXAMPLE_VARIANT 1
+#endif
+
+const volatile uint64_t example_variant = EXAMPLE_VARIANT;
+
+static uint64_t load_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+static void store_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+// 0: two u64 in, their sum out.
+static long ecall_add(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                      size_t *out_len)
+{
+    if (in_len != 16 || out_cap < 8) {
+        return 1;
+    }
+    store_u64(out, load_u64(in) + load_u64(in + 8));
+    *out_len = 8;
+    return 0;
+}
+
+// 1: the input back.
+static long ecall_echo(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                       size_t *out_len)
+{
+    if (in_len > out_cap) {
+        return 1;
+    }
+    memcpy(out, in, in_len);
+    *out_len = in_len;
+    return 0;
+}
+
+// 2: OCALL 0 with the input, the host's reply back; status is the host's status + 100.
+static long ecall_ocall(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                        size_t *out_len)
+{
+    long st = gtsdk_ocall(0, in, in_len, out, out_cap, out_len);
+    return st < 0 ? st : st + 100;
+}
+
+// 3: ENCLU[EGETKEY] of the 512-byte KEYREQUEST given: out = RAX (u64) then the 16 key bytes.
+static long ecall_egetkey(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                          size_t *out_len)
+{
+    static gtsdk_keyrequest req;
+    static gtsdk_key128 key;
+    if (in_len != sizeof req || out_cap < 24) {
+        return 1;
+    }
+    memcpy(&req, in, sizeof req);
+    uint64_t rax = gtsdk_egetkey(&req, &key);
+    store_u64(out, rax);
+    memcpy(out + 8, key.bytes, 16);
+    gtsdk_wipe(&key, sizeof key);
+    *out_len = 24;
+    return 0;
+}
+
+// 4: ENCLU[EREPORT]: in = TARGETINFO (512) then REPORTDATA (64); out = the REPORT (432).
+static long ecall_ereport(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                          size_t *out_len)
+{
+    static gtsdk_targetinfo ti;
+    static gtsdk_reportdata data;
+    static gtsdk_report report;
+    if (in_len != sizeof ti.bytes + sizeof data.bytes || out_cap < sizeof report.bytes) {
+        return 1;
+    }
+    memcpy(ti.bytes, in, sizeof ti.bytes);
+    memcpy(data.bytes, in + sizeof ti.bytes, sizeof data.bytes);
+    gtsdk_ereport(&ti, &data, &report);
+    memcpy(out, report.bytes, sizeof report.bytes);
+    *out_len = sizeof report.bytes;
+    return 0;
+}
+
+// 5: spins until the host gives up on it (the kill-mid-ECALL test).
+static long ecall_spin(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                       size_t *out_len)
+{
+    (void)in, (void)in_len, (void)out, (void)out_cap, (void)out_len;
+    for (;;) {
+        __asm__ volatile("pause");
+    }
+    return 0;
+}
+
+// 6: the variant number (tells the two builds apart).
+static long ecall_variant(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                          size_t *out_len)
+{
+    (void)in, (void)in_len;
+    if (out_cap < 8) {
+        return 1;
+    }
+    store_u64(out, example_variant);
+    *out_len = 8;
+    return 0;
+}
+
+GTSDK_ECALLS(ecall_add, ecall_echo, ecall_ocall, ecall_egetkey, ecall_ereport, ecall_spin,
+             ecall_variant);
