@@ -98,6 +98,11 @@ static gt_err detect_as(const uint8_t *data, size_t len, gt_tee_type type, uint3
         return detect_snp(data, len, version);
     case GT_TEE_NVGPU:
         return detect_nvgpu(data, len, version);
+    case GT_TEE_VSGX:  // an SGX quote v3 (its certification data is checked by the verifier)
+        GT_TRY(detect_intel(data, len, GT_TEE_SGX, version));
+        GT_ENSURE(*version == 3, GT_E_UNSUPPORTED, "vsgx quote: version %u (expected 3)",
+                  *version);
+        return GT_OK;
     case GT_TEE_SIM:
         return gt_errf(GT_E_FORMAT, "sim evidence: no GTEV envelope");
     case GT_TEE_AUTO:
@@ -357,6 +362,9 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
     case GT_TEE_NVGPU:
         GT_TRY_GOTO(err, gt_attest_verify_nvgpu(&c, ev, &ctx), out);
         break;
+    case GT_TEE_VSGX:
+        GT_TRY_GOTO(err, gt_attest_verify_vsgx(&c, ev, &ctx), out);
+        break;
     case GT_TEE_AUTO:
     default:
         GT_TRY_GOTO(err, gt_strlist_addf(&c.invalid, "evidence: unknown type %d", (int)ev->type),
@@ -364,6 +372,7 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
         break;
     }
     out->version = c.version;
+    out->insecure_simulation |= c.insecure_simulation;  // vsgx rooted in sim evidence
     out->signature_valid = c.signature_valid;
     out->chain_valid = c.chain_valid;
     snprintf(out->tcb_status, sizeof out->tcb_status, "%s", c.tcb_status);
