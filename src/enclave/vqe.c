@@ -27,7 +27,7 @@ static gt_err report_body(uint8_t out[GT_VSGX_REPORT_BODY_BYTES], const gt_sgx_i
                           const uint8_t cpusvn[GT_SGX_CPUSVN_BYTES],
                           const uint8_t reportdata[GT_REPORT_DATA_BYTES])
 {
-    static const uint8_t zero[64];
+    static const uint8_t zero[96];  // the longest run of zeros below (reserved + CONFIGID)
     gt_writer w = gt_writer_init_fixed(out, GT_VSGX_REPORT_BODY_BYTES);
     GT_TRY(gt_writer_bytes(&w, cpusvn, GT_SGX_CPUSVN_BYTES));
     GT_TRY(gt_writer_u32le(&w, id->miscselect));

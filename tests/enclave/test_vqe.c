@@ -122,6 +122,11 @@ static void sim_end_to_end_accepted_with_both_identities(void **state)
     assert_true(a.signature_valid && a.chain_valid && a.insecure_simulation);
     assert_string_equal(claim(&a, NULL, "mr_enclave"), HEX_E1);
     assert_string_equal(claim(&a, NULL, "mr_signer"), HEX_51);
+    char zeros[129];
+    memset(zeros, '0', 128);
+    zeros[128] = '\0';
+    assert_string_equal(claim(&a, NULL, "config_id"), zeros);  // what the enclave does not set
+    assert_string_equal(claim(&a, NULL, "attributes"), "05000000000000000300000000000000");
     assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a.claims, "debug")));
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(a.claims, "isv_svn")->valuedouble, 3);
     assert_string_equal(claim(&a, "host", "tee"), "sim");
