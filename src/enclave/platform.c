@@ -5,6 +5,7 @@
 // host secret being what only this host TEE instance can derive (header comment of enclave.h).
 #include <gputravel/enclave.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -180,6 +181,9 @@ gt_err gt_sgx_platform_open(const char *dir, const gt_sgx_platform_options *o,
     if (stat(path, &st) == 0) {
         GT_TRY_GOTO(err, platform_load(path, o, pf), out);
     } else {
+        // Only a root that does not exist yet is made: never one that could not be read.
+        GT_ENSURE_GOTO(err, errno == ENOENT, out, GT_E_IO, "enclave: %s: %s", path,
+                       strerror(errno));
         GT_TRY_GOTO(err, platform_create(path, o, pf), out);
         inf.created = true;
     }

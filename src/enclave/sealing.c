@@ -112,28 +112,29 @@ gt_err gt_sgx_seal(gt_buf *out, const gt_sgx_platform *pf, const gt_sgx_secs_ide
               "seal: KEYPOLICY names neither MRENCLAVE nor MRSIGNER (any enclave could unseal)");
     gt_sgx_keyrequest req;
     uint8_t iv[GT_AEAD_IV_BYTES], header[GT_SGX_SEALED_HEADER_BYTES], key[GT_AEAD_KEY_BYTES];
-    gt_buf gaad = {0}, ct = {0};
-    size_t ct_len = 0;
+    gt_buf gaad = {0};
+    size_t ct_cap = pt_len + GT_AEAD_TAG_BYTES, ct_len = 0, start = out->len;
     request_for(&req, pf, secs, p);
     gt_err err;
     GT_TRY_GOTO(err, gt_random_bytes(req.keyid, sizeof req.keyid), out);
     GT_TRY_GOTO(err, gt_random_bytes(iv, sizeof iv), out);
     GT_TRY_GOTO(err, blob_key(key, pf, secs, &req), out);
-    GT_TRY_GOTO(err, header_encode(header, &req, iv, (uint32_t)aad_len,
-                                   (uint32_t)(pt_len + GT_AEAD_TAG_BYTES)),
-                out);
+    GT_TRY_GOTO(err, header_encode(header, &req, iv, (uint32_t)aad_len, (uint32_t)ct_cap), out);
     GT_TRY_GOTO(err, gcm_aad(&gaad, (gt_span){header, sizeof header}, aad, aad_len), out);
-    GT_TRY_GOTO(err, gt_buf_reserve(&ct, pt_len + GT_AEAD_TAG_BYTES), out);
-    GT_TRY_GOTO(err, gt_aead_seal(ct.data, ct.cap, &ct_len, pt, pt_len, gaad.data, gaad.len, iv,
-                                  key),
-                out);
+    // Encrypted straight into the blob: no staging copy of the ciphertext.
+    GT_TRY_GOTO(err, gt_buf_reserve(out, start + sizeof header + aad_len + ct_cap), out);
     GT_TRY_GOTO(err, gt_buf_append(out, header, sizeof header), out);
     GT_TRY_GOTO(err, aad_len ? gt_buf_append(out, aad, aad_len) : GT_OK, out);
-    GT_TRY_GOTO(err, gt_buf_append(out, ct.data, ct_len), out);
+    GT_TRY_GOTO(err, gt_aead_seal(out->data + out->len, ct_cap, &ct_len, pt, pt_len, gaad.data,
+                                  gaad.len, iv, key),
+                out);
+    out->len += ct_len;
 out:
+    if (!gt_is_ok(err)) {
+        out->len = start;  // nothing of a half-made blob
+    }
     gt_secure_zero(key, sizeof key);
     gt_buf_free_nowipe(&gaad);
-    gt_buf_free_nowipe(&ct);
     return err;
 }
 

@@ -70,6 +70,9 @@ static gt_err load_key(gt_vqe *q, const char *dir, const gt_sgx_platform *pf,
     gt_err err;
     GT_TRY_GOTO(err, gt_path_join(path, sizeof path, dir, GT_VQE_KEY_FILE), out);
     gt_err rerr = gt_file_read_all(path, 1u << 16, &blob);
+    // Only a key that does not exist yet is made: an unreadable one is an error, never replaced.
+    GT_ENSURE_GOTO(err, gt_is_ok(rerr) || rerr.code == GT_E_NOTFOUND, out, rerr.code, "vqe: %s",
+                   rerr.msg);
     if (gt_is_ok(rerr)) {
         GT_TRY_GOTO(err, gt_err_wrap(gt_sgx_unseal(&der, NULL, pf, secs, blob.data, blob.len),
                                      "vqe: %s", path), out);
