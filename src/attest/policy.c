@@ -804,6 +804,10 @@ static gt_err eval_sgx_enclave(const gt_policy *p, gt_tee_type type, const cJSON
                            reasons);
 }
 
+static gt_err evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                       const char *tcb_status, const gt_appraise_params *params,
+                       gt_strlist *reasons, gt_strlist *warnings);
+
 // vsgx: the host evidence under the same policy (its TEE type, measurements, debug, TCB, SVNs),
 // but not the verifier's binding: the host's report_data binds the virtual QE (checked by the
 // verifier), the enclave's report_data binds the session.
@@ -824,7 +828,7 @@ static gt_err eval_vsgx_host(const gt_policy *p, const cJSON *claims,
     hp.nonce_len = 0;
     gt_strlist hr = {0}, hw = {0};
     const char *tcb = claim_string(host, "tcb_status");
-    gt_err err = gt_policy_evaluate(p, t, host, tcb ? tcb : "", &hp, &hr, &hw);
+    gt_err err = evaluate(p, t, host, tcb ? tcb : "", &hp, &hr, &hw);
     for (size_t i = 0; gt_is_ok(err) && i < hr.count; i++) {
         err = gt_strlist_addf(reasons, "host %s: %s", name, hr.items[i]);
     }
@@ -836,9 +840,11 @@ static gt_err eval_vsgx_host(const gt_policy *p, const cJSON *claims,
     return err;
 }
 
-gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
-                          const char *tcb_status, const gt_appraise_params *params,
-                          gt_strlist *reasons, gt_strlist *warnings)
+// The rules on one evidence; the agreement rule is the caller's (it judges the call, not the
+// evidence: a vsgx host is not asked again).
+static gt_err evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                       const char *tcb_status, const gt_appraise_params *params,
+                       gt_strlist *reasons, gt_strlist *warnings)
 {
     GT_ENSURE(type >= GT_TEE_SIM && type <= GT_TEE_TYPE_MAX, GT_E_ARG, "policy: bad type");
     GT_TRY(eval_types(p, type, reasons));
@@ -853,7 +859,13 @@ gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *cla
     GT_TRY(eval_tcb(p, type, tcb_status, reasons));
     GT_TRY(eval_min_svn(p, type, claims, reasons));
     GT_TRY(eval_gpu(p, type, claims, reasons));
-    GT_TRY(eval_binding(type, claims, params, reasons));
-    GT_TRY(eval_agreement(p, params, reasons));
-    return GT_OK;
+    return eval_binding(type, claims, params, reasons);
+}
+
+gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                          const char *tcb_status, const gt_appraise_params *params,
+                          gt_strlist *reasons, gt_strlist *warnings)
+{
+    GT_TRY(evaluate(p, type, claims, tcb_status, params, reasons, warnings));
+    return eval_agreement(p, params, reasons);
 }
