@@ -7,6 +7,9 @@
 //   SIGSTRUCT    parse (1808 bytes, little-endian), verify (RSA-3072 e=3 PKCS#1 v1.5 over
 //                SHA-256 of [0,128) || [900,1028); q1/q2), build and sign
 //   EINIT        gt_enclave_einit_check: everything EINIT checks before an enclave may run
+//   keys         EGETKEY (gt_sgx_egetkey) from a platform root sealed to the host TEE
+//                (gt_sgx_platform_open), sealing on top (gt_sgx_seal / gt_sgx_unseal)
+//   quoting      the virtual quoting enclave (gt_vqe_*): SGX quotes rooted in host evidence
 //
 // Trusts: nothing it parses. Every image, SIGSTRUCT and metadata byte is read through gt_reader
 // and every offset in them is checked against what is there. A SIGSTRUCT that parses is only a
@@ -292,10 +295,10 @@ GT_MUST_USE gt_err gt_enclave_einit_check(const gt_sgx_sigstruct *s, const gt_sg
                                           gt_sgx_identity *id);
 
 // ---------------------------------------------------------------------------------------------
-// EGETKEY (issue 15 item 5, started): the SDM's key derivation as a pure function. The key is
+// EGETKEY (issue 15 item 5): the SDM's key derivation as a pure function. The key is
 // AES-128-CMAC under the platform root of the KEYDEPENDENCIES the SDM lists for each key name;
 // which inputs enter depends on the key name and, for the seal key, on KEYPOLICY. The root is
-// gputravel's own (to be sealed to the host TEE), so keys match real SGX CPUs in which inputs
+// gputravel's own (sealed to the host TEE: gt_sgx_platform_open below), so keys match real SGX CPUs in which inputs
 // they depend on, never in value.
 
 enum {
