@@ -37,6 +37,28 @@ static gt_err appraisal_begin(gt_appraisal *out)
     return GT_OK;
 }
 
+// The type's own verifier; sim evidence, and vsgx rooted in sim evidence, are simulation.
+static gt_err verify_by_type(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
+{
+    switch (ev->type) {
+    case GT_TEE_SIM:
+        c->insecure_simulation = true;
+        return gt_attest_verify_sim(c, ev, ctx);
+    case GT_TEE_TDX:
+    case GT_TEE_SGX:
+        return gt_attest_verify_intel(c, ev, ctx);
+    case GT_TEE_SNP:
+        return gt_attest_verify_snp(c, ev, ctx);
+    case GT_TEE_NVGPU:
+        return gt_attest_verify_nvgpu(c, ev, ctx);
+    case GT_TEE_VSGX:
+        return gt_attest_verify_vsgx(c, ev, ctx);
+    case GT_TEE_AUTO:
+    default:
+        return gt_strlist_addf(&c->invalid, "evidence: unknown type %d", (int)ev->type);
+    }
+}
+
 gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_policy *policy,
                           const gt_appraise_params *params)
 {
@@ -63,32 +85,9 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
         policy = owned_policy;
     }
 
-    switch (ev->type) {
-    case GT_TEE_SIM:
-        out->insecure_simulation = true;
-        GT_TRY_GOTO(err, gt_attest_verify_sim(&c, ev, &ctx), out);
-        break;
-    case GT_TEE_TDX:
-    case GT_TEE_SGX:
-        GT_TRY_GOTO(err, gt_attest_verify_intel(&c, ev, &ctx), out);
-        break;
-    case GT_TEE_SNP:
-        GT_TRY_GOTO(err, gt_attest_verify_snp(&c, ev, &ctx), out);
-        break;
-    case GT_TEE_NVGPU:
-        GT_TRY_GOTO(err, gt_attest_verify_nvgpu(&c, ev, &ctx), out);
-        break;
-    case GT_TEE_VSGX:
-        GT_TRY_GOTO(err, gt_attest_verify_vsgx(&c, ev, &ctx), out);
-        break;
-    case GT_TEE_AUTO:
-    default:
-        GT_TRY_GOTO(err, gt_strlist_addf(&c.invalid, "evidence: unknown type %d", (int)ev->type),
-                    out);
-        break;
-    }
+    GT_TRY_GOTO(err, verify_by_type(&c, ev, &ctx), out);
     out->version = c.version;
-    out->insecure_simulation |= c.insecure_simulation;  // vsgx rooted in sim evidence
+    out->insecure_simulation = c.insecure_simulation;
     out->signature_valid = c.signature_valid;
     out->chain_valid = c.chain_valid;
     snprintf(out->tcb_status, sizeof out->tcb_status, "%s", c.tcb_status);
