@@ -46,10 +46,11 @@ typedef enum {
     GT_TEE_SGX = 3,
     GT_TEE_SNP = 4,
     GT_TEE_NVGPU = 5,
+    GT_TEE_VSGX = 6,  // an SGX quote by gputravel's virtual QE, rooted in host evidence (below)
 } gt_tee_type;
-#define GT_TEE_TYPE_MAX GT_TEE_NVGPU
+#define GT_TEE_TYPE_MAX GT_TEE_VSGX
 
-// "auto", "sim", "tdx", "sgx", "snp", "nvgpu"; "unknown" for other values.
+// "auto", "sim", "tdx", "sgx", "snp", "nvgpu", "vsgx"; "unknown" for other values.
 const char *gt_tee_type_name(gt_tee_type type);
 // Parses one of the names above; GT_E_ARG otherwise.
 GT_MUST_USE gt_err gt_tee_type_parse(const char *name, gt_tee_type *out);
@@ -188,6 +189,21 @@ GT_MUST_USE gt_err gt_tdx_guest_get_report0(uint8_t tdreport[GT_TDX_TDREPORT_BYT
 GT_MUST_USE gt_err gt_sev_guest_get_report(gt_buf *report, const char *dev_path, uint32_t vmpl,
                                            const uint8_t report_data[GT_REPORT_DATA_BYTES]);
 
+// SNP_GET_DERIVED_KEY on /dev/sev-guest: a 32-byte key the AMD-SP derives from the chip's VCEK
+// root (root_key_select 0) mixed with the guest fields selected (GT_SNP_KEY_FIELD_*; bound to
+// the launch measurement with GT_SNP_KEY_FIELD_MEASUREMENT), for this vmpl. Only this guest
+// launch on this chip can derive it again. GT_E_NOTFOUND when the device is absent.
+#define GT_SNP_DERIVED_KEY_BYTES 32
+#define GT_SNP_KEY_FIELD_GUEST_POLICY 0x01ull
+#define GT_SNP_KEY_FIELD_IMAGE_ID 0x02ull
+#define GT_SNP_KEY_FIELD_FAMILY_ID 0x04ull
+#define GT_SNP_KEY_FIELD_MEASUREMENT 0x08ull
+#define GT_SNP_KEY_FIELD_GUEST_SVN 0x10ull
+#define GT_SNP_KEY_FIELD_TCB_VERSION 0x20ull
+GT_MUST_USE gt_err gt_sev_guest_get_derived_key(uint8_t key[GT_SNP_DERIVED_KEY_BYTES],
+                                                const char *dev_path, uint32_t vmpl,
+                                                uint64_t guest_field_select);
+
 typedef struct {
     gt_tee_type type;       // sim, tdx or snp (GT_TEE_AUTO: configfs provider decides)
     const char *sim_root;   // sim: root directory (NULL: the process-wide root, gt_sim_root_set)
@@ -203,6 +219,58 @@ typedef struct {
 // (SNP: the report; TDX: GT_E_UNSUPPORTED, a TDREPORT needs a quoting service to become a quote).
 GT_MUST_USE gt_err gt_attest_collect(gt_evidence *ev, const gt_collect_params *p,
                                      const uint8_t report_data[GT_REPORT_DATA_BYTES]);
+
+// ---- vsgx: SGX quotes of gputravel's virtual quoting enclave (docs/enclave.md) -------------
+// An SGX ECDSA quote v3 (header 48 | ISV enclave report body 384 | u32 signature data length |
+// quote signature 64 | attestation key 64 | QE report 384 | QE report signature 64 | u16 QE
+// auth data length | QE auth data | u16 certification data type | u32 size | data), whose
+// certification data is type GT_VSGX_CERT_HOST_EVIDENCE: a GTEV envelope of the HOST TEE's
+// evidence (sim, tdx or snp) instead of a PCK chain. That evidence's report_data is
+// gt_vsgx_host_report_data(platform id, attestation key, QE report): the host's hardware root
+// vouches for the virtual QE's key, its identity and the platform. Enveloped as type vsgx.
+#define GT_VSGX_CERT_HOST_EVIDENCE 0x4754u  // "TG": outside Intel's types 1..7
+#define GT_VSGX_QE_ISVPRODID 1               // as Intel's QE
+#define GT_VSGX_QE_ISVSVN 1
+#define GT_VSGX_PLATFORM_ID_BYTES 32
+#define GT_VSGX_QE_VENDOR_ID "gputravel-vQE-v1"  // the 16 bytes of the header's QE vendor id
+#define GT_VSGX_HOST_DOMAIN "gputravel/vsgx-qe-host/v1"
+#define GT_VSGX_HEADER_BYTES 48
+#define GT_VSGX_REPORT_BODY_BYTES 384
+#define GT_VSGX_SIG_BYTES 64
+#define GT_VSGX_KEY_BYTES 64
+// The virtual QE's identity: MRENCLAVE = SHA-256("gputravel/vsgx-qe/mrenclave/v1"), MRSIGNER =
+// SHA-256("gputravel/vsgx-qe/mrsigner/v1"). It is not an enclave image: the QE is code of the
+// gputravel binary, which the host evidence measures; these constants name it in SGX terms.
+GT_MUST_USE gt_err gt_vsgx_qe_identity(uint8_t mrenclave[32], uint8_t mrsigner[32]);
+// report_data = gt_attest_report_data_build(GT_VSGX_HOST_DOMAIN, platform id, attestation
+// key x||y, the 384-byte QE report body).
+GT_MUST_USE gt_err gt_vsgx_host_report_data(uint8_t out[GT_REPORT_DATA_BYTES],
+                                            const uint8_t platform_id[GT_VSGX_PLATFORM_ID_BYTES],
+                                            const uint8_t attestation_key[GT_VSGX_KEY_BYTES],
+                                            const uint8_t qe_report[GT_VSGX_REPORT_BODY_BYTES]);
+
+// The parts of a vsgx quote; spans borrow the parsed bytes (or the caller's, to encode).
+typedef struct {
+    uint16_t qe_svn, pce_svn;
+    uint8_t user_data[20];         // the platform id's first 20 bytes (DCAP: a QE id)
+    gt_span body;                  // GT_VSGX_REPORT_BODY_BYTES: the enclave's report body
+    gt_span signed_region;         // header || body (parsed only)
+    uint8_t signature[GT_VSGX_SIG_BYTES];        // by the attestation key, r || s
+    uint8_t attestation_key[GT_VSGX_KEY_BYTES];  // P-256 x || y
+    gt_span qe_report;             // GT_VSGX_REPORT_BODY_BYTES
+    uint8_t qe_report_signature[GT_VSGX_SIG_BYTES];
+    gt_span qe_auth_data;
+    uint8_t platform_id[GT_VSGX_PLATFORM_ID_BYTES];  // certification data, first
+    gt_span host_evidence;         // certification data, the rest: a GTEV envelope
+} gt_vsgx_quote;
+// Certification data layout: platform id (32) | host evidence GTEV envelope (the rest).
+// Parse: every length checked; nothing after the certification data. GT_E_FORMAT /
+// GT_E_TRUNCATED / GT_E_UNSUPPORTED (another version, key type, TEE type or cert type).
+GT_MUST_USE gt_err gt_vsgx_quote_parse(gt_vsgx_quote *q, const uint8_t *data, size_t len);
+// The 48-byte header of such a quote (version 3, ECDSA P-256, SGX, the vQE vendor id).
+void gt_vsgx_quote_header(uint8_t out[GT_VSGX_HEADER_BYTES], const gt_vsgx_quote *q);
+// Appends the whole quote (q->signed_region is ignored: header rebuilt from q's fields).
+GT_MUST_USE gt_err gt_vsgx_quote_encode(const gt_vsgx_quote *q, gt_buf *out);
 
 // ---- policy ----------------------------------------------------------------------------------
 // Parsed from JSON (schema in docs/attestation.md). Opaque; gt_policy_free when done.

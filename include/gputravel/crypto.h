@@ -137,6 +137,14 @@ GT_MUST_USE gt_err gt_pkey_sign(const gt_pkey *key, gt_hash_alg digest_alg, gt_b
 GT_MUST_USE gt_err gt_pkey_verify(const gt_pkey *key, gt_hash_alg digest_alg, const uint8_t *sig,
                                   size_t sig_len, const void *msg, size_t len);
 void gt_pkey_free(gt_pkey *key);
+// A private key as DER (PKCS#8 / traditional, what i2d_PrivateKey writes) in memory, for keys
+// kept sealed rather than in a file: out is replaced (wipe it: gt_buf_free). Parse: the bytes
+// must be exactly one key (GT_E_FORMAT otherwise).
+GT_MUST_USE gt_err gt_pkey_private_der(const gt_pkey *key, gt_buf *out);
+GT_MUST_USE gt_err gt_pkey_parse_private_der(gt_pkey **key, const uint8_t *der, size_t len);
+// ECDSA signature as raw r || s, each coord_bytes big-endian (SGX quotes: P-256, 32).
+GT_MUST_USE gt_err gt_ecdsa_sign_raw(const gt_pkey *key, gt_hash_alg digest_alg, uint8_t *sig_rs,
+                                     size_t coord_bytes, const void *msg, size_t len);
 
 // ---- RSA with little-endian integers (SGX SIGSTRUCTs) ---------------------------------------
 // Moduli, signatures and quotients are len-byte little-endian integers, as a SIGSTRUCT stores

@@ -7,6 +7,9 @@
 //   SIGSTRUCT    parse (1808 bytes, little-endian), verify (RSA-3072 e=3 PKCS#1 v1.5 over
 //                SHA-256 of [0,128) || [900,1028); q1/q2), build and sign
 //   EINIT        gt_enclave_einit_check: everything EINIT checks before an enclave may run
+//   keys         EGETKEY (gt_sgx_egetkey) from a platform root sealed to the host TEE
+//                (gt_sgx_platform_open), sealing on top (gt_sgx_seal / gt_sgx_unseal)
+//   quoting      the virtual quoting enclave (gt_vqe_*): SGX quotes rooted in host evidence
 //
 // Trusts: nothing it parses. Every image, SIGSTRUCT and metadata byte is read through gt_reader
 // and every offset in them is checked against what is there. A SIGSTRUCT that parses is only a
@@ -16,6 +19,7 @@
 #ifndef GPUTRAVEL_ENCLAVE_H
 #define GPUTRAVEL_ENCLAVE_H
 
+#include <gputravel/attest.h>
 #include <gputravel/crypto.h>
 #include <gputravel/util.h>
 
@@ -291,10 +295,10 @@ GT_MUST_USE gt_err gt_enclave_einit_check(const gt_sgx_sigstruct *s, const gt_sg
                                           gt_sgx_identity *id);
 
 // ---------------------------------------------------------------------------------------------
-// EGETKEY (issue 15 item 5, started): the SDM's key derivation as a pure function. The key is
+// EGETKEY (issue 15 item 5): the SDM's key derivation as a pure function. The key is
 // AES-128-CMAC under the platform root of the KEYDEPENDENCIES the SDM lists for each key name;
 // which inputs enter depends on the key name and, for the seal key, on KEYPOLICY. The root is
-// gputravel's own (to be sealed to the host TEE), so keys match real SGX CPUs in which inputs
+// gputravel's own (sealed to the host TEE: gt_sgx_platform_open below), so keys match real SGX CPUs in which inputs
 // they depend on, never in value.
 
 enum {
@@ -532,6 +536,97 @@ void gt_enclave_stop(gt_enclave *e);
 // The enclave process's main (tools/enclave_process.c): serves one enclave over fd. Returns the
 // process's exit status.
 int gt_enclave_process_main(int fd);
+
+// The platform root, sealed to the host TEE (issue 15 item 5; docs/enclave.md "Sealing").
+// DIR/GT_SGX_PLATFORM_FILE holds the root, CPUSVN, OWNEREPOCH and SEAL_KEY_FUSES, AES-256-GCM
+// under a key only this host TEE instance can derive: SEV-SNP, the SNP_GET_DERIVED_KEY key
+// (VCEK root, bound to the launch measurement and guest policy); sim, a key derived from the sim
+// root's private key (insecure-simulation: whoever holds that file derives it too); TDX 1.x has
+// no sealing key (GT_E_UNSUPPORTED: a vTPM-sealed root is not built yet).
+
+#define GT_SGX_PLATFORM_FILE "sgx-platform.sealed"
+#define GT_SGX_PLATFORM_ID_BYTES 32
+
+typedef struct {
+    gt_tee_type host;        // GT_TEE_SIM, GT_TEE_SNP or GT_TEE_TDX
+    const char *sim_root;    // sim: the sim root directory (NULL: the process-wide one)
+    const char *dev_path;    // snp: the guest device (NULL: /dev/sev-guest)
+} gt_sgx_platform_options;
+
+typedef struct {
+    gt_tee_type host;
+    bool created;                 // this call made the root
+    bool insecure_simulation;     // host sim
+    uint8_t platform_id[GT_SGX_PLATFORM_ID_BYTES];  // public: names this root
+} gt_sgx_platform_info;
+
+// Opens DIR's platform, creating a random one on first use (DIR is created 0700). A sealed
+// file another host TEE instance wrote, or any changed byte, is refused (GT_E_AUTH); another
+// host type than o->host, GT_E_STATE. pf holds the root: gt_secure_zero it when done.
+GT_MUST_USE gt_err gt_sgx_platform_open(const char *dir, const gt_sgx_platform_options *o,
+                                        gt_sgx_platform *pf, gt_sgx_platform_info *info);
+// HMAC-SHA256(root, "gputravel/sgx-platform-id/v1"): public, one per root.
+GT_MUST_USE gt_err gt_sgx_platform_id(const gt_sgx_platform *pf,
+                                      uint8_t out[GT_SGX_PLATFORM_ID_BYTES]);
+
+// ---------------------------------------------------------------------------------------------
+// Sealing on top of EGETKEY (SEAL key). A blob carries the KEYREQUEST fields needed to derive
+// the key again (KEYPOLICY, ISVSVN, CONFIGSVN, CPUSVN, attribute mask, MISCMASK, a random KEYID
+// per blob), then AES-256-GCM under HKDF-SHA256(seal key, salt KEYID): the 128-bit SGX key
+// keeps its strength, and sealing uses the crypto layer's one AEAD. Layout (little-endian):
+//   "GTSD" | u16 version 1 | u16 KEYNAME 4 | u16 KEYPOLICY | u16 ISVSVN | u16 CONFIGSVN |
+//   CPUSVN 16 | ATTRIBUTEMASK flags u64, xfrm u64 | MISCMASK u32 | KEYID 32 | IV 12 |
+//   u32 AAD length | u32 ciphertext length (plaintext + 16-byte tag) | AAD | ciphertext
+// The GCM AAD is the whole header (bytes 0..102) and the AAD: no field can change unseen.
+
+#define GT_SGX_SEALED_HEADER_BYTES 102
+#define GT_SGX_SEAL_MAX_BYTES ((size_t)64 << 20)
+
+typedef struct {
+    uint16_t keypolicy;                // GT_SGX_KEYPOLICY_MRENCLAVE and/or _MRSIGNER (, KSS bits)
+    gt_sgx_attributes attributemask;   // {0,0}: the SGX SDK's default (INIT, DEBUG, MODE64BIT,
+    uint32_t miscmask;                 // the reserved high flags; XFRM 0); MISCMASK 0: 0xF0000000
+} gt_sgx_seal_params;
+
+typedef struct {
+    gt_sgx_keyrequest req;     // as the blob says (keyname SEAL)
+    uint8_t iv[GT_AEAD_IV_BYTES];
+    gt_span header;            // the GT_SGX_SEALED_HEADER_BYTES
+    gt_span aad;
+    gt_span ciphertext;        // plaintext + tag
+} gt_sgx_sealed;
+
+// Parses a blob (borrowing data). GT_E_FORMAT / GT_E_TRUNCATED / GT_E_UNSUPPORTED; nothing after.
+GT_MUST_USE gt_err gt_sgx_sealed_parse(gt_sgx_sealed *s, const uint8_t *data, size_t len);
+// Seals pt for the enclave secs on platform pf at its current ISVSVN, CONFIGSVN and the
+// platform's CPUSVN; appends the blob to out. aad may be NULL (aad_len 0).
+GT_MUST_USE gt_err gt_sgx_seal(gt_buf *out, const gt_sgx_platform *pf,
+                               const gt_sgx_secs_identity *secs, const gt_sgx_seal_params *p,
+                               const uint8_t *pt, size_t pt_len, const uint8_t *aad,
+                               size_t aad_len);
+// Unseals into pt (replaced; wipe with gt_buf_free). EGETKEY's refusals come through
+// (GT_E_POLICY: a blob sealed at a higher ISVSVN or CPUSVN); another key (MRENCLAVE or MRSIGNER
+// per policy, another platform, a changed byte): GT_E_AUTH. aad (optional) borrows the blob's.
+GT_MUST_USE gt_err gt_sgx_unseal(gt_buf *pt, gt_span *aad, const gt_sgx_platform *pf,
+                                 const gt_sgx_secs_identity *secs, const uint8_t *blob,
+                                 size_t len);
+
+// ---------------------------------------------------------------------------------------------
+// The virtual quoting enclave (issue 15 item 7; attest.h "vsgx"). Its attestation key (ECDSA
+// P-256) is sealed on the platform with an MRSIGNER-policy key of the QE's identity
+// (DIR/GT_VQE_KEY_FILE). At open it builds its QE report (REPORTDATA = SHA-256(key || QE auth
+// data)) and collects the host TEE's evidence once, bound to gt_vsgx_host_report_data(platform
+// id, key, QE report); each quote is then one signature.
+
+#define GT_VQE_KEY_FILE "vqe-attestation-key.sealed"
+typedef struct gt_vqe gt_vqe;
+
+GT_MUST_USE gt_err gt_vqe_open(gt_vqe **q, const char *dir, const gt_sgx_platform *pf,
+                               const gt_collect_params *host);
+// A vsgx evidence (enveloped) for the enclave id with REPORTDATA reportdata.
+GT_MUST_USE gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
+                                const uint8_t reportdata[GT_REPORT_DATA_BYTES], gt_evidence *out);
+void gt_vqe_free(gt_vqe *q);
 
 // ---------------------------------------------------------------------------------------------
 // JSON views for the CLI and tests (caller cJSON_Deletes).

@@ -47,7 +47,7 @@ void gt_strlist_free(gt_strlist *l)
 
 // ---- names ---------------------------------------------------------------------------------------
 
-static const char *const tee_names[] = {"auto", "sim", "tdx", "sgx", "snp", "nvgpu"};
+static const char *const tee_names[] = {"auto", "sim", "tdx", "sgx", "snp", "nvgpu", "vsgx"};
 
 const char *gt_tee_type_name(gt_tee_type type)
 {
@@ -65,7 +65,8 @@ gt_err gt_tee_type_parse(const char *name, gt_tee_type *out)
             return GT_OK;
         }
     }
-    return gt_errf(GT_E_ARG, "unknown evidence type '%s' (auto, sim, tdx, sgx, snp, nvgpu)", name);
+    return gt_errf(GT_E_ARG, "unknown evidence type '%s' (auto, sim, tdx, sgx, snp, nvgpu, vsgx)",
+                   name);
 }
 
 const char *gt_verdict_name(gt_verdict v)

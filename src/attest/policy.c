@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,11 @@ struct gt_policy {
     strvec gpu_firmware;
     allow_set gpu_measurements;
     strvec agreement_hashes;
+    // sgx_enclave: an enclave's identity in SGX terms (sgx and vsgx evidence, on any host).
+    strvec sgx_mrenclave, sgx_mrsigner;
+    int64_t sgx_isvprodid;     // -1: any
+    int64_t sgx_min_isvsvn;    // -1: no minimum
+    bool sgx_allow_debug;      // a debug enclave (its host's debug is allow_debug's)
 };
 
 // ---- building blocks ---------------------------------------------------------------------------
@@ -111,6 +117,8 @@ void gt_policy_free(gt_policy *p)
     strvec_free(&p->gpu_firmware);
     allow_set_free(&p->gpu_measurements);
     strvec_free(&p->agreement_hashes);
+    strvec_free(&p->sgx_mrenclave);
+    strvec_free(&p->sgx_mrsigner);
     free(p);
 }
 
@@ -125,6 +133,8 @@ static gt_policy *policy_new(void)
     }
     p->sgx_min_isv_svn = -1;
     p->sim_min_svn = -1;
+    p->sgx_isvprodid = -1;
+    p->sgx_min_isvsvn = -1;
     return p;
 }
 
@@ -337,6 +347,42 @@ static gt_err parse_tcb_statuses(gt_policy *p, const cJSON *arr)
 
 // A field given twice is ambiguous (the JSON reader keeps both; which one rules?), so it is an
 // error. Cheap: an unknown field stops the parse, so at most the known fields precede f.
+static bool given_before(const cJSON *doc, const cJSON *f);
+
+static gt_err parse_sgx_enclave(gt_policy *p, const cJSON *obj)
+{
+    GT_ENSURE(cJSON_IsObject(obj), GT_E_FORMAT, "policy: sgx_enclave must be an object");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, obj)
+    {
+        const char *k = f->string;
+        char name[96];
+        snprintf(name, sizeof name, "sgx_enclave.%.64s", k);
+        GT_ENSURE(!given_before(obj, f), GT_E_FORMAT, "policy: field '%s' is given twice", name);
+        strvec *list = strcmp(k, "mrenclave") == 0  ? &p->sgx_mrenclave
+                       : strcmp(k, "mrsigner") == 0 ? &p->sgx_mrsigner
+                                                    : NULL;
+        if (list != NULL) {
+            GT_TRY(parse_hex_list(f, name, list));
+            GT_ENSURE(list->count > 0, GT_E_FORMAT, "policy: %s is empty", name);
+            for (size_t i = 0; i < list->count; i++) {
+                GT_ENSURE(strlen(list->items[i]) == 64, GT_E_FORMAT,
+                          "policy: %s: a 32-byte hex value expected", name);
+            }
+        } else if (strcmp(k, "isvprodid") == 0) {
+            GT_TRY(get_uint(f, name, 65535, &p->sgx_isvprodid));
+        } else if (strcmp(k, "min_isvsvn") == 0) {
+            GT_TRY(get_uint(f, name, 65535, &p->sgx_min_isvsvn));
+        } else if (strcmp(k, "allow_debug") == 0) {
+            GT_TRY(get_bool(f, name, &p->sgx_allow_debug));
+        } else {
+            return gt_errf(GT_E_FORMAT, "policy: unknown field %s (mrenclave, mrsigner, "
+                                        "isvprodid, min_isvsvn, allow_debug)", name);
+        }
+    }
+    return GT_OK;
+}
+
 static bool given_before(const cJSON *doc, const cJSON *f)
 {
     for (const cJSON *e = doc->child; e != NULL && e != f; e = e->next) {
@@ -398,6 +444,8 @@ static gt_err parse_doc(gt_policy *p, const cJSON *doc)
             GT_TRY(parse_min_svn(p, f));
         } else if (strcmp(k, "gpu") == 0) {
             GT_TRY(parse_gpu(p, f));
+        } else if (strcmp(k, "sgx_enclave") == 0) {
+            GT_TRY(parse_sgx_enclave(p, f));
         } else if (strcmp(k, "accepted_agreement_hashes") == 0) {
             GT_TRY(parse_hex_list(f, k, &p->agreement_hashes));
         } else {
@@ -505,7 +553,8 @@ static gt_err eval_debug(const gt_policy *p, gt_tee_type type, const cJSON *clai
     }
     const cJSON *d = gt_claims_get(claims, "debug");
     const char *name = gt_tee_type_name(type);
-    if (p->allow_debug) {
+    bool enclave = type == GT_TEE_SGX || type == GT_TEE_VSGX;
+    if (p->allow_debug || (enclave && p->sgx_allow_debug)) {
         if (!cJSON_IsFalse(d)) {
             return gt_strlist_addf(warnings, "policy: the %s evidence %s: accepted because the "
                                              "policy sets allow_debug",
@@ -724,20 +773,99 @@ static gt_err eval_agreement(const gt_policy *p, const gt_appraise_params *prm,
     return GT_OK;
 }
 
-gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
-                          const char *tcb_status, const gt_appraise_params *params,
-                          gt_strlist *reasons, gt_strlist *warnings)
+// sgx_enclave: the enclave's MRENCLAVE, MRSIGNER, ISVPRODID and ISVSVN (sgx and vsgx claims).
+static gt_err eval_sgx_enclave(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                               gt_strlist *reasons)
+{
+    if (type != GT_TEE_SGX && type != GT_TEE_VSGX) {
+        return GT_OK;
+    }
+    static const struct {
+        const char *claim, *field;
+        size_t off;
+    } lists[] = {{"mr_enclave", "mrenclave", offsetof(gt_policy, sgx_mrenclave)},
+                 {"mr_signer", "mrsigner", offsetof(gt_policy, sgx_mrsigner)}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        const strvec *v = (const strvec *)((const char *)p + lists[i].off);
+        const char *got = claim_string(claims, lists[i].claim);
+        if (v->count > 0 && (got == NULL || !strvec_has(v, got))) {
+            GT_TRY(gt_strlist_addf(reasons, "policy: sgx_enclave.%s: %s %.*s... is not in the "
+                                            "allow-list", lists[i].field, lists[i].claim,
+                                   SHORT_HEX, got ? got : "(none)"));
+        }
+    }
+    double prod = 0;
+    if (p->sgx_isvprodid >= 0 &&
+        (!claim_number(claims, "isv_prod_id", &prod) || prod != (double)p->sgx_isvprodid)) {
+        GT_TRY(gt_strlist_addf(reasons, "policy: sgx_enclave.isvprodid: the enclave's ISVPRODID "
+                                        "%.0f is not %lld", prod, (long long)p->sgx_isvprodid));
+    }
+    return eval_min_number(claims, "isv_svn", p->sgx_min_isvsvn, "sgx_enclave.min_isvsvn",
+                           reasons);
+}
+
+static gt_err evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                       const char *tcb_status, const gt_appraise_params *params,
+                       gt_strlist *reasons, gt_strlist *warnings);
+
+// vsgx: the host evidence under the same policy (its TEE type, measurements, debug, TCB, SVNs),
+// but not the verifier's binding: the host's report_data binds the virtual QE (checked by the
+// verifier), the enclave's report_data binds the session.
+static gt_err eval_vsgx_host(const gt_policy *p, const cJSON *claims,
+                             const gt_appraise_params *params, gt_strlist *reasons,
+                             gt_strlist *warnings)
+{
+    const cJSON *host = gt_claims_get(claims, "host");
+    const char *name = claim_string(claims, "host.tee");
+    gt_tee_type t = GT_TEE_AUTO;
+    if (host == NULL || name == NULL || !gt_is_ok(gt_tee_type_parse(name, &t)) ||
+        t == GT_TEE_AUTO || t == GT_TEE_VSGX) {
+        return gt_strlist_addf(reasons, "policy: vsgx: the evidence names no host TEE");
+    }
+    gt_appraise_params hp = *params;
+    hp.expected_report_data = NULL;
+    hp.nonce = NULL;
+    hp.nonce_len = 0;
+    gt_strlist hr = {0}, hw = {0};
+    const char *tcb = claim_string(host, "tcb_status");
+    gt_err err = evaluate(p, t, host, tcb ? tcb : "", &hp, &hr, &hw);
+    for (size_t i = 0; gt_is_ok(err) && i < hr.count; i++) {
+        err = gt_strlist_addf(reasons, "host %s: %s", name, hr.items[i]);
+    }
+    for (size_t i = 0; gt_is_ok(err) && i < hw.count; i++) {
+        err = gt_strlist_addf(warnings, "host %s: %s", name, hw.items[i]);
+    }
+    gt_strlist_free(&hr);
+    gt_strlist_free(&hw);
+    return err;
+}
+
+// The rules on one evidence; the agreement rule is the caller's (it judges the call, not the
+// evidence: a vsgx host is not asked again).
+static gt_err evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                       const char *tcb_status, const gt_appraise_params *params,
+                       gt_strlist *reasons, gt_strlist *warnings)
 {
     GT_ENSURE(type >= GT_TEE_SIM && type <= GT_TEE_TYPE_MAX, GT_E_ARG, "policy: bad type");
     GT_TRY(eval_types(p, type, reasons));
     char what[48];
     snprintf(what, sizeof what, "%s measurement", gt_tee_type_name(type));
     GT_TRY(eval_allow_set(&p->measurements[type], what, claims, reasons));
+    if (type == GT_TEE_VSGX) {
+        GT_TRY(eval_vsgx_host(p, claims, params, reasons, warnings));
+    }
+    GT_TRY(eval_sgx_enclave(p, type, claims, reasons));
     GT_TRY(eval_debug(p, type, claims, reasons, warnings));
     GT_TRY(eval_tcb(p, type, tcb_status, reasons));
     GT_TRY(eval_min_svn(p, type, claims, reasons));
     GT_TRY(eval_gpu(p, type, claims, reasons));
-    GT_TRY(eval_binding(type, claims, params, reasons));
-    GT_TRY(eval_agreement(p, params, reasons));
-    return GT_OK;
+    return eval_binding(type, claims, params, reasons);
+}
+
+gt_err gt_policy_evaluate(const gt_policy *p, gt_tee_type type, const cJSON *claims,
+                          const char *tcb_status, const gt_appraise_params *params,
+                          gt_strlist *reasons, gt_strlist *warnings)
+{
+    GT_TRY(evaluate(p, type, claims, tcb_status, params, reasons, warnings));
+    return eval_agreement(p, params, reasons);
 }

@@ -1,4 +1,4 @@
-// attest/sim_report.h: the sim report layout (sim.c parses and signs it; evidence.c only reads
+// attest/sim_report.h: the sim report layout (sim.c parses and signs it; envelope.c only reads
 // its version when it detects the type). Not a public header.
 #ifndef GPUTRAVEL_ATTEST_SIM_REPORT_H
 #define GPUTRAVEL_ATTEST_SIM_REPORT_H

@@ -18,6 +18,7 @@ typedef struct {
     gt_strlist invalid;     // reasons it is not authentic           -> verdict INVALID
     gt_strlist rejected;    // reasons authentic evidence is refused  -> verdict REJECTED
     gt_strlist warnings;
+    bool insecure_simulation;  // sim evidence, or evidence rooted in sim evidence (vsgx on sim)
 } gt_attest_check;
 
 // Resolved trust inputs shared by the verifiers.
@@ -34,6 +35,10 @@ GT_MUST_USE gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence 
                                           const gt_attest_ctx *ctx);
 GT_MUST_USE gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev,
                                         const gt_attest_ctx *ctx);
+// vsgx: the SGX quote (attestation key, QE report, QE identity), then the host evidence it
+// carries by that host type's own verifier, then the binding between the two.
+GT_MUST_USE gt_err gt_attest_verify_vsgx(gt_attest_check *c, const gt_evidence *ev,
+                                         const gt_attest_ctx *ctx);
 GT_MUST_USE gt_err gt_attest_verify_nvgpu(gt_attest_check *c, const gt_evidence *ev,
                                           const gt_attest_ctx *ctx);
 

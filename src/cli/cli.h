@@ -46,6 +46,8 @@ GT_MUST_USE gt_err gt_cli_sim_root_use(const char *dir);
 int gt_cli_train_agreement(int argc, char **argv);
 // `gputravel holder status ...` (a ledger's summary, keyless), in cmd_holder_status.c.
 int gt_cli_holder_status(int argc, char **argv);
+// gputravel enclave seal|unseal|quote (cmd_enclave_keys.c); argv[1] is the action.
+int gt_cli_enclave_keys(int argc, char **argv);
 
 #define GT_CLI_COMMAND(name, summary) int gt_cmd_##name(int argc, char **argv);
 #include "commands.h"

@@ -24,6 +24,7 @@ static void usage(FILE *out)
             "                                 [measure's image options]\n"
             "       gputravel enclave run SIG IMAGE --ecall N [--input HEX] [--platform FILE]\n"
             "                                 [--allow-debug] [--min-isvsvn N]\n"
+            "       gputravel enclave seal|unseal|quote ...  (gputravel enclave seal --help)\n"
             "\n"
             "SGX enclave identity, computed as SGX computes it.\n"
             "  measure  MRENCLAVE of an SGXS stream, an Intel SGX SDK *.signed.so, or a flat\n"
@@ -457,6 +458,10 @@ static int run_enclave(const enclave_options *o)
 
 int gt_cmd_enclave(int argc, char **argv)
 {
+    if (argc > 1 && (strcmp(argv[1], "seal") == 0 || strcmp(argv[1], "unseal") == 0 ||
+                     strcmp(argv[1], "quote") == 0)) {
+        return gt_cli_enclave_keys(argc, argv);
+    }
     if (gt_cli_wants_help(argc, argv)) {
         usage(stdout);
         return GT_EXIT_OK;

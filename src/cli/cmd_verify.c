@@ -15,7 +15,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: gputravel verify --evidence FILE [--type auto|tdx|sgx|snp|nvgpu|sim]\n"
+            "usage: gputravel verify --evidence FILE [--type auto|tdx|sgx|snp|nvgpu|sim|vsgx]\n"
             "                        [--root PEM]... [--cert FILE]... [--collateral FILE]...\n"
             "                        [--at UNIX_TIME] [--policy P.json] [--nonce HEX]\n"
             "                        [--report-data HEX] [--agreement HEX] [--json]\n"
@@ -86,6 +86,40 @@ static gt_err parse_hex_arg(const char *what, const char *hex, uint8_t *out, siz
     return gt_err_wrap(gt_hex_decode(out, cap, len, hex), "%s", what);
 }
 
+static void print_claim(const char *prefix, const cJSON *c, bool expand);
+
+// vsgx: the QE's and the host TEE's identities are claims objects of their own ("qe", "host"):
+// printed member by member, so both levels are read like the enclave's.
+static void print_claim_object(const cJSON *o)
+{
+    const cJSON *m = NULL;
+    cJSON_ArrayForEach(m, o)
+    {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", o->string, m->string);
+        print_claim(name, m, false);
+    }
+}
+
+static void print_claim(const char *name, const cJSON *c, bool expand)
+{
+    if (cJSON_IsString(c)) {
+        printf("  %-20s %s\n", name, c->valuestring);
+    } else if (cJSON_IsBool(c)) {
+        printf("  %-20s %s\n", name, cJSON_IsTrue(c) ? "true" : "false");
+    } else if (cJSON_IsNumber(c)) {
+        printf("  %-20s %.0f\n", name, c->valuedouble);
+    } else if (expand && cJSON_IsObject(c)) {
+        print_claim_object(c);
+    } else if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+        char *text = cJSON_PrintUnformatted(c);  // nested claims: compact, cut for the eye
+        if (text != NULL) {
+            printf("  %-20s %.100s%s\n", name, text, strlen(text) > 100 ? "..." : "");
+            free(text);
+        }
+    }
+}
+
 static void print_text(const gt_appraisal *a, const char *path)
 {
     printf("evidence:  %s (%s v%u)%s\n", path, gt_tee_type_name(a->type), a->version,
@@ -95,19 +129,7 @@ static void print_text(const gt_appraisal *a, const char *path)
     const cJSON *c = NULL;
     cJSON_ArrayForEach(c, a->claims)
     {
-        if (cJSON_IsString(c)) {
-            printf("  %-20s %s\n", c->string, c->valuestring);
-        } else if (cJSON_IsBool(c)) {
-            printf("  %-20s %s\n", c->string, cJSON_IsTrue(c) ? "true" : "false");
-        } else if (cJSON_IsNumber(c)) {
-            printf("  %-20s %.0f\n", c->string, c->valuedouble);
-        } else if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
-            char *text = cJSON_PrintUnformatted(c);  // nested claims: compact, cut for the eye
-            if (text != NULL) {
-                printf("  %-20s %.100s%s\n", c->string, text, strlen(text) > 100 ? "..." : "");
-                free(text);
-            }
-        }
+        print_claim(c->string, c, a->type == GT_TEE_VSGX);
     }
     printf("verdict:   %s\n", gt_verdict_name(a->verdict));
     for (size_t i = 0; i < a->reason_count; i++) {

@@ -440,6 +440,84 @@ static void policy_file_loads(void **state)
     gt_test_rmtree(dir);
 }
 
+#define MRE "e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1"
+#define MRS "5151515151515151515151515151515151515151515151515151515151515151"
+#define Z32 "0000000000000000000000000000000000000000000000000000000000000000"
+#define SGX_ENCLAVE "\"mr_enclave\": \"" MRE "\", \"mr_signer\": \"" MRS "\", " \
+                    "\"isv_prod_id\": 7, \"isv_svn\": 3, \"report_data\": \"" Z32 Z32 "\""
+#define ENCL_OK "{" SGX_ENCLAVE ", \"debug\": false}"
+#define VSGX_ON(host) "{" SGX_ENCLAVE ", \"debug\": false, \"host\": " host "}"
+
+// sgx_enclave: the enclave in SGX terms, on sgx quotes and on vsgx evidence alike.
+static void sgx_enclave_rules(void **state)
+{
+    (void)state;
+    const char *all = "{\"sgx_enclave\": {\"mrenclave\": [\"" MRE "\"], \"mrsigner\": [\""
+                      MRS "\"], \"isvprodid\": 7, \"min_isvsvn\": 3}, "
+                      "\"accepted_tcb_statuses\": [\"UpToDate\"]}";
+    expect_pass(all, GT_TEE_SGX, ENCL_OK, "UpToDate");
+    expect_reason("{\"sgx_enclave\": {\"mrenclave\": [\"" MRS "\"]}}", GT_TEE_SGX, ENCL_OK,
+                  "UpToDate", "sgx_enclave.mrenclave");
+    expect_reason("{\"sgx_enclave\": {\"mrsigner\": [\"" MRE "\"]}}", GT_TEE_SGX, ENCL_OK,
+                  "UpToDate", "sgx_enclave.mrsigner");
+    expect_reason("{\"sgx_enclave\": {\"isvprodid\": 6}}", GT_TEE_SGX, ENCL_OK, "UpToDate",
+                  "ISVPRODID 7 is not 6");
+    expect_reason("{\"sgx_enclave\": {\"min_isvsvn\": 4}}", GT_TEE_SGX, ENCL_OK, "UpToDate",
+                  "below the minimum 4");
+    const char *dbg = "{" SGX_ENCLAVE ", \"debug\": true}";
+    expect_reason("{}", GT_TEE_SGX, dbg, "UpToDate", "debug TEE refused");
+    expect_pass("{\"sgx_enclave\": {\"allow_debug\": true}}", GT_TEE_SGX, dbg, "UpToDate");
+    expect_reason("{\"sgx_enclave\": {\"allow_debug\": true}}", GT_TEE_TDX,
+                  "{\"debug\": true, \"report_data\": \"00\"}", "UpToDate",
+                  "debug TEE refused");  // only enclaves
+    static const char *const bad[] = {
+        "{\"sgx_enclave\": {\"mrenclave\": [\"e1\"]}}",   // not 32 bytes
+        "{\"sgx_enclave\": {\"mrenclave\": []}}",
+        "{\"sgx_enclave\": {\"isvsvn\": 1}}",
+        "{\"sgx_enclave\": {\"isvprodid\": 70000}}",
+        "{\"sgx_enclave\": {\"min_isvsvn\": 1, \"min_isvsvn\": 2}}",
+        "{\"sgx_enclave\": []}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gt_policy *p = NULL;
+        GT_ASSERT_ERR(gt_policy_parse(&p, bad[i], strlen(bad[i])), GT_E_FORMAT, "sgx_enclave");
+    }
+}
+
+// vsgx: the host evidence is appraised under the same policy as its own type, reasons prefixed
+// with the host; the agreement rule is asked once.
+static void vsgx_host_under_the_same_policy(void **state)
+{
+    (void)state;
+    const char *on_snp = VSGX_ON("{\"tee\": \"snp\", \"measurement\": \"cc33\", "
+                                 "\"debug\": false, \"report_data\": \"11\"}");
+    const char *on_sim = VSGX_ON("{\"tee\": \"sim\", \"debug\": false, \"svn\": 1}");
+    expect_pass("{}", GT_TEE_VSGX, on_snp, "");
+    expect_reason("{}", GT_TEE_VSGX, on_sim, "", "host sim: policy: insecure-simulation");
+    expect_pass("{\"allow_simulation\": true}", GT_TEE_VSGX, on_sim, "");
+    expect_reason("{\"measurements\": {\"snp\": {\"measurement\": [\"cc34\"]}}}", GT_TEE_VSGX,
+                  on_snp, "", "host snp: policy: snp measurement");
+    expect_reason("{\"accepted_tee_types\": [\"vsgx\"]}", GT_TEE_VSGX, on_snp, "",
+                  "host snp: policy: TEE type snp is not accepted");
+    expect_pass("{\"accepted_tee_types\": [\"vsgx\", \"snp\"]}", GT_TEE_VSGX, on_snp, "");
+    expect_reason("{}", GT_TEE_VSGX, VSGX_ON("{\"tee\": \"snp\", \"debug\": true}"), "",
+                  "host snp: policy: debug TEE refused");
+    expect_reason("{}", GT_TEE_VSGX, "{" SGX_ENCLAVE ", \"debug\": false}", "",
+                  "names no host TEE");
+    expect_reason("{}", GT_TEE_VSGX, VSGX_ON("{\"tee\": \"vsgx\"}"), "", "names no host TEE");
+    // The host's report_data binds the virtual QE: the verifier's nonce is the enclave's.
+    uint8_t rd[GT_REPORT_DATA_BYTES] = {0};
+    gt_appraise_params prm = {.nonce = rd, .nonce_len = 1};
+    gt_strlist r = eval("{}", GT_TEE_VSGX, on_snp, "", &prm);
+    assert_int_equal(r.count, 0);
+    gt_strlist_free(&r);
+    static const char agr[] = "{\"accepted_agreement_hashes\": [\"abcd\"]}";
+    r = eval(agr, GT_TEE_VSGX, on_snp, "", NULL);
+    assert_int_equal(r.count, 1);  // once, not again for the host
+    assert_true(gt_strlist_contains(&r, "agreement hash is required"));
+    gt_strlist_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -455,6 +533,8 @@ int main(void)
         cmocka_unit_test(several_reasons_at_once),
         cmocka_unit_test(malformed_policies_name_the_field),
         cmocka_unit_test(policy_file_loads),
+        cmocka_unit_test(sgx_enclave_rules),
+        cmocka_unit_test(vsgx_host_under_the_same_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
