@@ -23,7 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/sev-guest.h>
 #if defined(__has_include)
 #if __has_include(<linux/tdx-guest.h>)
 #include <linux/tdx-guest.h>
@@ -48,10 +47,6 @@ _Static_assert(sizeof(((struct tdx_report_req *)0)->reportdata) == GT_REPORT_DAT
                "tdx uapi: reportdata is our report_data");
 _Static_assert(sizeof(((struct tdx_report_req *)0)->tdreport) == GT_TDX_TDREPORT_BYTES,
                "tdx uapi: tdreport");
-_Static_assert(sizeof(((struct snp_report_req *)0)->user_data) == GT_REPORT_DATA_BYTES,
-               "snp uapi: user_data is our report_data");
-_Static_assert(sizeof(struct snp_report_req) == 96, "snp uapi layout");
-_Static_assert(sizeof(struct snp_report_resp) == 4000, "snp uapi layout");
 
 #define TSM_DEFAULT_ROOT "/sys/kernel/config/tsm/report"
 #define TSM_MAX_BLOB (64u << 10)     // quotes ~5 KiB, SNP reports 1184 B, cert tables ~ 4 KiB
@@ -216,45 +211,6 @@ gt_err gt_tdx_guest_get_report0(uint8_t tdreport[GT_TDX_TDREPORT_BYTES], const c
     GT_ENSURE(rc == 0, GT_E_IO, "tdx: TDX_CMD_GET_REPORT0: %s", strerror(saved));
     memcpy(tdreport, req.tdreport, GT_TDX_TDREPORT_BYTES);
     return GT_OK;
-}
-
-// MSG_REPORT_RSP (SEV-SNP firmware ABI, table "MSG_REPORT_RSP"): status u32, report_size u32,
-// 24 reserved bytes, then the report.
-#define SNP_MSG_REPORT_RSP_HEADER 32u
-
-gt_err gt_sev_guest_get_report(gt_buf *report, const char *dev_path, uint32_t vmpl,
-                               const uint8_t report_data[GT_REPORT_DATA_BYTES])
-{
-    const char *dev = dev_path != NULL ? dev_path : "/dev/sev-guest";
-    GT_ENSURE(vmpl <= 3, GT_E_ARG, "snp: vmpl %u out of range", vmpl);
-    struct snp_report_req req;
-    struct snp_report_resp resp;
-    struct snp_guest_request_ioctl io;
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    memset(&io, 0, sizeof io);
-    memcpy(req.user_data, report_data, GT_REPORT_DATA_BYTES);
-    req.vmpl = vmpl;
-    io.msg_version = 1;
-    io.req_data = (__u64)(uintptr_t)&req;
-    io.resp_data = (__u64)(uintptr_t)&resp;
-    int fd = open(dev, O_RDWR | O_CLOEXEC);
-    GT_ENSURE(fd >= 0, errno == ENOENT ? GT_E_NOTFOUND : GT_E_IO, "snp: open %s: %s", dev,
-              strerror(errno));
-    int rc = ioctl(fd, SNP_GET_REPORT, &io);
-    int saved = errno;
-    close(fd);
-    GT_ENSURE(rc == 0, GT_E_IO, "snp: SNP_GET_REPORT: %s (firmware error 0x%llx)",
-              strerror(saved), (unsigned long long)io.exitinfo2);
-    gt_reader r = gt_reader_init(resp.data, sizeof resp.data);
-    uint32_t status = 0, size = 0;
-    GT_TRY(gt_reader_u32le(&r, &status));
-    GT_TRY(gt_reader_u32le(&r, &size));
-    GT_ENSURE(status == 0, GT_E_IO, "snp: MSG_REPORT_RSP status 0x%x", status);
-    GT_TRY(gt_reader_skip(&r, SNP_MSG_REPORT_RSP_HEADER - 8));
-    gt_span rep = {0};
-    GT_TRY(gt_err_wrap(gt_reader_span(&r, size, &rep), "snp: MSG_REPORT_RSP"));
-    return gt_buf_append(report, rep.data, rep.len);
 }
 
 // ---- collect -------------------------------------------------------------------------------------
