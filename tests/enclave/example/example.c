@@ -119,5 +119,28 @@ static long ecall_variant(const uint8_t *in, size_t in_len, uint8_t *out, size_t
     return 0;
 }
 
+// 7: a REPORT for a quote. in = the quoting enclave's TARGETINFO (512) then a 32-byte nonce;
+// out = the REPORT (432). The enclave, not the host, chooses REPORTDATA: the nonce, then a
+// label of its own (a real enclave would put a hash of its public key or result there), so the
+// host can make it vouch for a fresh nonce but for nothing else.
+static long ecall_quote_report(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                               size_t *out_len)
+{
+    static const char label[32] = "gputravel example enclave quote";
+    static gtsdk_targetinfo ti;
+    static gtsdk_reportdata data;
+    static gtsdk_report report;
+    if (in_len != sizeof ti.bytes + 32 || out_cap < sizeof report.bytes) {
+        return 1;
+    }
+    memcpy(ti.bytes, in, sizeof ti.bytes);
+    memcpy(data.bytes, in + sizeof ti.bytes, 32);
+    memcpy(data.bytes + 32, label, sizeof label);
+    gtsdk_ereport(&ti, &data, &report);
+    memcpy(out, report.bytes, sizeof report.bytes);
+    *out_len = sizeof report.bytes;
+    return 0;
+}
+
 GTSDK_ECALLS(ecall_add, ecall_echo, ecall_ocall, ecall_egetkey, ecall_ereport, ecall_spin,
-             ecall_variant);
+             ecall_variant, ecall_quote_report);

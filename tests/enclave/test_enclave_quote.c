@@ -1,0 +1,298 @@
+// enclave/ + attest/: the two halves joined (INSECURE SIMULATION, host sim). The running
+// enclave's platform is the one sealed to the host TEE (gt_sgx_platform_open), and a running
+// enclave is remotely attested from its own EREPORT: the example enclave makes a REPORT for the
+// virtual QE's TARGETINFO, the vQE checks its MAC before quoting it, and gputravel's verifier
+// accepts the quote only under a policy naming the example's MRENCLAVE and MRSIGNER. Attacks:
+// a changed sealed platform, another host root, every bit of the REPORT flipped, a REPORT for
+// another target, a REPORT made on another platform, the wrong policy or nonce.
+#include "enclave_testlib.h"
+
+#include <stdlib.h>
+
+enum { ECALL_EGETKEY = 3, ECALL_EREPORT = 4, ECALL_QUOTE_REPORT = 7 };
+
+static const char label[32] = "gputravel example enclave quote";
+
+typedef struct {
+    char dir[4096];
+    char sim[4200], pub[4300], other_sim[4200], pf_a[4200], pf_b[4200];
+    gt_buf pub_pem, image, sig;
+    gt_attest_file root;
+    gt_sgx_platform_options opt;
+    gt_sgx_platform a;      // what gt_sgx_platform_open gives for pf_a (for the checks)
+    gt_vqe *qe;             // the virtual QE on pf_a
+    uint8_t nonce[32];
+} fixture;
+
+static void read_enclave(const char *name, gt_buf *image, gt_buf *sig)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.bin", GT_ENCLAVE_DIR, name);
+    GT_ASSERT_OK(gt_file_read_all(path, GT_ENCLAVE_IMAGE_MAX_BYTES, image));
+    snprintf(path, sizeof path, "%s/%s.sig", GT_ENCLAVE_DIR, name);
+    GT_ASSERT_OK(gt_file_read_all(path, GT_SGX_SIGSTRUCT_BYTES, sig));
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    gt_test_tmpdir(f->dir, sizeof f->dir);
+    snprintf(f->sim, sizeof f->sim, "%s/sim", f->dir);
+    snprintf(f->other_sim, sizeof f->other_sim, "%s/sim-other", f->dir);
+    snprintf(f->pf_a, sizeof f->pf_a, "%s/pf-a", f->dir);
+    snprintf(f->pf_b, sizeof f->pf_b, "%s/pf-b", f->dir);
+    gt_pkey *k = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&k, f->pub, sizeof f->pub, f->sim, true));
+    gt_pkey_free(k);
+    GT_ASSERT_OK(gt_sim_root_open(&k, NULL, 0, f->other_sim, true));
+    gt_pkey_free(k);
+    GT_ASSERT_OK(gt_file_read_all(f->pub, 1 << 16, &f->pub_pem));
+    f->root = (gt_attest_file){.path = f->pub, .data = gt_buf_span(&f->pub_pem)};
+    f->opt = (gt_sgx_platform_options){.host = GT_TEE_SIM, .sim_root = f->sim};
+    GT_ASSERT_OK(gt_sgx_platform_open(f->pf_a, &f->opt, &f->a, NULL));
+    gt_collect_params host = {.type = GT_TEE_SIM, .sim_root = f->sim, .sim_svn = 2};
+    GT_ASSERT_OK(gt_vqe_open(&f->qe, f->pf_a, &f->a, &host));
+    read_enclave("example", &f->image, &f->sig);
+    for (int i = 0; i < 32; i++) {
+        f->nonce[i] = (uint8_t)(0x90 + i);
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    gt_vqe_free(f->qe);
+    gt_secure_zero(&f->a, sizeof f->a);
+    gt_buf_free_nowipe(&f->pub_pem);
+    gt_buf_free(&f->image);
+    gt_buf_free(&f->sig);
+    gt_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static gt_enclave_spec spec_on(const fixture *f, const char *pf_dir,
+                               const gt_sgx_platform_options *o)
+{
+    return (gt_enclave_spec){.process_path = GT_ENCLAVE_PROCESS_PATH, .image = f->image.data,
+                             .image_len = f->image.len, .sigstruct = f->sig.data,
+                             .platform_dir = pf_dir, .platform_options = o};
+}
+
+static gt_enclave *start_on(const fixture *f, const char *pf_dir)
+{
+    gt_enclave_spec spec = spec_on(f, pf_dir, &f->opt);
+    gt_enclave *e = NULL;
+    GT_ASSERT_OK(gt_enclave_start(&e, &spec));
+    return e;
+}
+
+static void ecall_ok(gt_enclave *e, uint64_t n, const void *in, size_t len, gt_buf *out)
+{
+    int64_t status = -1;
+    GT_ASSERT_OK(gt_enclave_ecall(e, n, in, len, out, &status));
+    assert_int_equal(status, 0);
+}
+
+// The REPORT the enclave makes, through ECALL 7, for target ti with the fixture's nonce.
+static void enclave_report(const fixture *f, gt_enclave *e, const gt_sgx_targetinfo *ti,
+                           uint8_t report[GT_SGX_REPORT_BYTES])
+{
+    uint8_t in[GT_SGX_TARGETINFO_BYTES + 32];
+    gt_sgx_targetinfo_encode(ti, in);
+    memcpy(in + GT_SGX_TARGETINFO_BYTES, f->nonce, 32);
+    gt_buf out = {0};
+    ecall_ok(e, ECALL_QUOTE_REPORT, in, sizeof in, &out);
+    assert_int_equal(out.len, GT_SGX_REPORT_BYTES);
+    memcpy(report, out.data, GT_SGX_REPORT_BYTES);
+    gt_buf_free(&out);
+}
+
+// The key ENCLU[EGETKEY] gives inside the enclave equals gt_sgx_egetkey on the platform that
+// gt_sgx_platform_open unseals: the enclave process runs on the sealed root.
+static void test_enclave_runs_on_the_sealed_platform(void **state)
+{
+    fixture *f = *state;
+    gt_enclave *e = start_on(f, f->pf_a);
+    const gt_sgx_identity *id = gt_enclave_identity(e);
+    gt_sgx_secs_identity secs;
+    memset(&secs, 0, sizeof secs);
+    memcpy(secs.mrenclave, id->mrenclave, 32);
+    memcpy(secs.mrsigner, id->mrsigner, 32);
+    secs.isvprodid = id->isvprodid;
+    secs.isvsvn = id->isvsvn;
+    secs.attributes = id->attributes;
+    secs.miscselect = id->miscselect;
+    gt_sgx_keyrequest req;
+    memset(&req, 0, sizeof req);
+    req.keyname = GT_SGX_KEYNAME_SEAL;
+    req.keypolicy = GT_SGX_KEYPOLICY_MRENCLAVE;
+    memcpy(req.cpusvn, f->a.cpusvn, 16);
+    memset(req.keyid, 0x3c, 32);
+    uint8_t raw[GT_SGX_KEYREQUEST_BYTES], want[16];
+    gt_sgx_keyrequest_encode(&req, raw);
+    gt_buf out = {0};
+    ecall_ok(e, ECALL_EGETKEY, raw, sizeof raw, &out);
+    assert_int_equal(out.len, 24);
+    static const uint8_t rax_zero[8];
+    assert_memory_equal(out.data, rax_zero, 8);   // RAX = 0: EGETKEY succeeded
+    GT_ASSERT_OK(gt_sgx_egetkey(want, &f->a, &secs, &req));
+    assert_memory_equal(out.data + 8, want, 16);
+    gt_buf_free(&out);
+    gt_enclave_stop(e);
+}
+
+// A platform file changed by one byte, or opened under another sim root (another host TEE
+// instance), never reaches an enclave process; a spec naming both or neither platform is refused.
+static void test_unsealable_platform_refused(void **state)
+{
+    fixture *f = *state;
+    gt_sgx_platform_options other = {.host = GT_TEE_SIM, .sim_root = f->other_sim};
+    gt_enclave_spec spec = spec_on(f, f->pf_a, &other);
+    gt_enclave *e = NULL;
+    GT_ASSERT_CODE(gt_enclave_start(&e, &spec), GT_E_AUTH);
+    assert_null(e);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", f->pf_a, GT_SGX_PLATFORM_FILE);
+    gt_buf b = {0};
+    GT_ASSERT_OK(gt_file_read_all(path, 4096, &b));
+    b.data[110] ^= 0x01;  // in the sealed root
+    GT_ASSERT_OK(gt_file_write_atomic(path, b.data, b.len, 0600));
+    spec = spec_on(f, f->pf_a, &f->opt);
+    GT_ASSERT_CODE(gt_enclave_start(&e, &spec), GT_E_AUTH);
+    b.data[110] ^= 0x01;
+    GT_ASSERT_OK(gt_file_write_atomic(path, b.data, b.len, 0600));
+    gt_buf_free(&b);
+    spec.platform = &f->a;
+    GT_ASSERT_CODE(gt_enclave_start(&e, &spec), GT_E_ARG);
+    spec.platform = NULL;
+    spec.platform_dir = NULL;
+    GT_ASSERT_CODE(gt_enclave_start(&e, &spec), GT_E_ARG);
+}
+
+static gt_verdict appraise(const fixture *f, const gt_evidence *ev, const char *policy_json,
+                           const uint8_t rd[64])
+{
+    gt_policy *p = NULL;
+    GT_ASSERT_OK(gt_policy_parse(&p, policy_json, strlen(policy_json)));
+    gt_appraise_params prm = {.roots = &f->root, .root_count = 1, .expected_report_data = rd};
+    gt_appraisal a;
+    GT_ASSERT_OK(gt_attest_appraise(&a, ev, p, &prm));
+    gt_verdict v = a.verdict;
+    gt_appraisal_free(&a);
+    gt_policy_free(p);
+    return v;
+}
+
+static void policy_for(char *out, size_t cap, const uint8_t mre[32], const uint8_t mrs[32])
+{
+    char e[65], s[65];
+    gt_hex_encode(e, sizeof e, mre, 32);
+    gt_hex_encode(s, sizeof s, mrs, 32);
+    snprintf(out, cap, "{\"allow_simulation\": true, \"sgx_enclave\": {\"mrenclave\": [\"%s\"], "
+                       "\"mrsigner\": [\"%s\"]}}", e, s);
+}
+
+// End to end: the REPORT for the vQE is quoted with its body unchanged; the quote verifies at
+// both levels under a policy naming the example, and under no policy naming another enclave or
+// signer, nor against another nonce.
+static void test_running_enclave_quoted_end_to_end(void **state)
+{
+    fixture *f = *state;
+    gt_enclave *e = start_on(f, f->pf_a);
+    gt_sgx_identity id = *gt_enclave_identity(e);
+    gt_sgx_targetinfo ti;
+    gt_vqe_targetinfo(f->qe, &ti);
+    uint8_t report[GT_SGX_REPORT_BYTES];
+    enclave_report(f, e, &ti, report);
+    gt_enclave_stop(e);
+    gt_evidence ev;
+    GT_ASSERT_OK(gt_vqe_quote_report(f->qe, report, sizeof report, &ev));
+    gt_vsgx_quote q;
+    GT_ASSERT_OK(gt_vsgx_quote_parse(&q, ev.body.data, ev.body.len));
+    assert_int_equal(q.body.len, GT_SGX_REPORTBODY_BYTES);
+    assert_memory_equal(q.body.data, report, GT_SGX_REPORTBODY_BYTES);
+    uint8_t rd[64], other[32];
+    memcpy(rd, f->nonce, 32);
+    memcpy(rd + 32, label, 32);
+    char good[512], bad[512];
+    policy_for(good, sizeof good, id.mrenclave, id.mrsigner);
+    assert_int_equal(appraise(f, &ev, good, rd), GT_VERDICT_ACCEPTED);
+    memset(other, 0x77, sizeof other);
+    policy_for(bad, sizeof bad, other, id.mrsigner);
+    assert_int_equal(appraise(f, &ev, bad, rd), GT_VERDICT_REJECTED);
+    policy_for(bad, sizeof bad, id.mrenclave, other);
+    assert_int_equal(appraise(f, &ev, bad, rd), GT_VERDICT_REJECTED);
+    rd[0] ^= 1;
+    assert_int_not_equal(appraise(f, &ev, good, rd), GT_VERDICT_ACCEPTED);
+    gt_evidence_free(&ev);
+}
+
+// Every single-bit flip of the enclave's REPORT (body, KEYID, MAC) is refused by the vQE: it
+// quotes nothing it cannot authenticate as EREPORT's.
+static void test_flipped_report_refused(void **state)
+{
+    fixture *f = *state;
+    gt_enclave *e = start_on(f, f->pf_a);
+    gt_sgx_targetinfo ti;
+    gt_vqe_targetinfo(f->qe, &ti);
+    uint8_t report[GT_SGX_REPORT_BYTES];
+    enclave_report(f, e, &ti, report);
+    gt_enclave_stop(e);
+    for (size_t bit = 0; bit < 8 * GT_SGX_REPORT_BYTES; bit++) {
+        uint8_t flipped[GT_SGX_REPORT_BYTES];
+        memcpy(flipped, report, sizeof flipped);
+        flipped[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        gt_evidence ev;
+        gt_err err = gt_vqe_quote_report(f->qe, flipped, sizeof flipped, &ev);
+        if (gt_is_ok(err)) {
+            fail_msg("the vQE quoted a REPORT with bit %zu flipped", bit);
+        }
+        assert_true(err.code == GT_E_AUTH || err.code == GT_E_FORMAT);
+    }
+    GT_ASSERT_CODE(gt_vqe_quote_report(f->qe, report, sizeof report - 1, &(gt_evidence){0}),
+                   GT_E_FORMAT);
+}
+
+// A genuine REPORT the enclave made for another target (the host's session target, the enclave
+// itself) or on another platform root (pf_b) is refused: its MAC is not under the vQE's key.
+static void test_report_for_another_target_refused(void **state)
+{
+    fixture *f = *state;
+    gt_enclave *e = start_on(f, f->pf_a);
+    gt_sgx_secs_identity host, self;
+    GT_ASSERT_OK(gt_enclave_host_target(&host));
+    memset(&self, 0, sizeof self);
+    memcpy(self.mrenclave, gt_enclave_identity(e)->mrenclave, 32);
+    self.attributes = gt_enclave_identity(e)->attributes;
+    gt_sgx_targetinfo ti;
+    uint8_t report[GT_SGX_REPORT_BYTES];
+    gt_evidence ev;
+    gt_sgx_targetinfo_of(&ti, &host);
+    enclave_report(f, e, &ti, report);
+    GT_ASSERT_CODE(gt_vqe_quote_report(f->qe, report, sizeof report, &ev), GT_E_AUTH);
+    gt_sgx_targetinfo_of(&ti, &self);
+    enclave_report(f, e, &ti, report);
+    GT_ASSERT_CODE(gt_vqe_quote_report(f->qe, report, sizeof report, &ev), GT_E_AUTH);
+    gt_enclave_stop(e);
+    e = start_on(f, f->pf_b);
+    gt_vqe_targetinfo(f->qe, &ti);  // the right target, the wrong platform
+    enclave_report(f, e, &ti, report);
+    gt_enclave_stop(e);
+    GT_ASSERT_CODE(gt_vqe_quote_report(f->qe, report, sizeof report, &ev), GT_E_AUTH);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_enclave_runs_on_the_sealed_platform, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unsealable_platform_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_running_enclave_quoted_end_to_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flipped_report_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_for_another_target_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
