@@ -4,12 +4,18 @@
 // virtual QE's TARGETINFO, the vQE checks its MAC before quoting it, and gputravel's verifier
 // accepts the quote only under a policy naming the example's MRENCLAVE and MRSIGNER. Attacks:
 // a changed sealed platform, another host root, every bit of the REPORT flipped, a REPORT for
-// another target, a REPORT made on another platform, the wrong policy or nonce.
+// another target, a REPORT made on another platform, the wrong policy or nonce. And sealing
+// inside the enclave (the runtime's seal leaves): a blob survives a restart, opens for the same
+// identity on the host side too (one format, one key), and is refused to another MRENCLAVE
+// (MRENCLAVE policy), another platform, and with any byte changed.
 #include "enclave_testlib.h"
+
+#include "../../src/enclave/sdk/abi.h"
 
 #include <stdlib.h>
 
-enum { ECALL_EGETKEY = 3, ECALL_EREPORT = 4, ECALL_QUOTE_REPORT = 7 };
+enum { ECALL_EGETKEY = 3, ECALL_EREPORT = 4, ECALL_QUOTE_REPORT = 7, ECALL_SEAL = 8,
+       ECALL_UNSEAL = 9 };
 
 static const char label[32] = "gputravel example enclave quote";
 
@@ -284,6 +290,89 @@ static void test_report_for_another_target_refused(void **state)
     GT_ASSERT_CODE(gt_vqe_quote_report(f->qe, report, sizeof report, &ev), GT_E_AUTH);
 }
 
+static gt_enclave *start_named(const fixture *f, const char *name, const char *pf_dir,
+                               gt_buf *image, gt_buf *sig)
+{
+    read_enclave(name, image, sig);
+    gt_enclave_spec spec = spec_on(f, pf_dir, &f->opt);
+    spec.image = image->data;
+    spec.image_len = image->len;
+    spec.sigstruct = sig->data;
+    gt_enclave *e = NULL;
+    GT_ASSERT_OK(gt_enclave_start(&e, &spec));
+    return e;
+}
+
+// ECALL 8 (seal, policy) or 9 (unseal): the leaf's RAX; out the blob or the plaintext.
+static int64_t enclave_seal(gt_enclave *e, bool unseal, uint16_t policy, const uint8_t *in,
+                            size_t len, gt_buf *out)
+{
+    gt_buf req = {0};
+    uint8_t p[2] = {(uint8_t)policy, (uint8_t)(policy >> 8)};
+    if (!unseal) {
+        GT_ASSERT_OK(gt_buf_append(&req, p, 2));
+    }
+    GT_ASSERT_OK(gt_buf_append(&req, in, len));
+    int64_t status = -1;
+    GT_ASSERT_OK(gt_enclave_ecall(e, unseal ? ECALL_UNSEAL : ECALL_SEAL, req.data, req.len, out,
+                                  &status));
+    gt_buf_free(&req);
+    return status;
+}
+
+static void test_sealing_inside_the_enclave(void **state)
+{
+    fixture *f = *state;
+    static const uint8_t secret[] = "dataset key, sealed inside the enclave";
+    gt_buf blob = {0}, signer_blob = {0}, pt = {0}, img_b = {0}, sig_b = {0};
+    gt_enclave *e = start_on(f, f->pf_a);
+    assert_int_equal(enclave_seal(e, false, GT_SGX_KEYPOLICY_MRENCLAVE, secret, sizeof secret,
+                                  &blob), 0);
+    assert_int_equal(enclave_seal(e, false, GT_SGX_KEYPOLICY_MRSIGNER, secret, sizeof secret,
+                                  &signer_blob), 0);
+    assert_null(memmem(blob.data, blob.len, secret, sizeof secret - 1));
+    const gt_sgx_identity *id = gt_enclave_identity(e);
+    gt_sgx_secs_identity secs;
+    memset(&secs, 0, sizeof secs);
+    memcpy(secs.mrenclave, id->mrenclave, 32);
+    memcpy(secs.mrsigner, id->mrsigner, 32);
+    secs.isvprodid = id->isvprodid;
+    secs.isvsvn = id->isvsvn;
+    secs.attributes = id->attributes;
+    secs.miscselect = id->miscselect;
+    gt_enclave_stop(e);
+    GT_ASSERT_OK(gt_sgx_unseal(&pt, NULL, &f->a, &secs, blob.data, blob.len));
+    assert_int_equal(pt.len, sizeof secret);
+    assert_memory_equal(pt.data, secret, sizeof secret);
+    // A restarted enclave process (a new "boot") opens it; every changed byte is refused.
+    e = start_on(f, f->pf_a);
+    assert_int_equal(enclave_seal(e, true, 0, blob.data, blob.len, &pt), 0);
+    assert_int_equal(pt.len, sizeof secret);
+    assert_memory_equal(pt.data, secret, sizeof secret);
+    for (size_t i = 0; i < blob.len; i++) {
+        blob.data[i] ^= 0x10;
+        assert_int_equal(enclave_seal(e, true, 0, blob.data, blob.len, &pt), GTSDK_SEAL_E_REFUSED);
+        assert_int_equal(pt.len, 0);
+        blob.data[i] ^= 0x10;
+    }
+    gt_enclave_stop(e);
+    // Another MRENCLAVE by the same signer: refused under MRENCLAVE, opened under MRSIGNER.
+    e = start_named(f, "example_b", f->pf_a, &img_b, &sig_b);
+    assert_int_equal(enclave_seal(e, true, 0, blob.data, blob.len, &pt), GTSDK_SEAL_E_REFUSED);
+    assert_int_equal(enclave_seal(e, true, 0, signer_blob.data, signer_blob.len, &pt), 0);
+    assert_memory_equal(pt.data, secret, sizeof secret);
+    gt_enclave_stop(e);
+    // The same enclave on another platform root: refused.
+    e = start_on(f, f->pf_b);
+    assert_int_equal(enclave_seal(e, true, 0, blob.data, blob.len, &pt), GTSDK_SEAL_E_REFUSED);
+    gt_enclave_stop(e);
+    gt_buf_free(&blob);
+    gt_buf_free(&signer_blob);
+    gt_buf_free(&pt);
+    gt_buf_free(&img_b);
+    gt_buf_free(&sig_b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_running_enclave_quoted_end_to_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flipped_report_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_for_another_target_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sealing_inside_the_enclave, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
