@@ -571,6 +571,22 @@ int gt_enclave_pid(const gt_enclave *e);
 // Asks it to stop, waits briefly, kills it if needed, reaps it, wipes the session keys.
 void gt_enclave_stop(gt_enclave *e);
 
+// The request of gputravel's seal leaves (ENCLU 0x47540000 seal / 0x47540001 unseal; not SGX
+// leaves), 64 bytes read from enclave memory: KEYPOLICY u16 | 6 reserved | in u64 | in_len u64 |
+// out u64 | out_cap u64 | out_len u64 (the runtime writes it) | 16 reserved. The enclave
+// process seals with the enclave's own SEAL key (docs/enclave.md "Joining the halves").
+#define GT_ENCLAVE_SEAL_REQUEST_BYTES 64
+#define GT_ENCLAVE_SEAL_REQUEST_OUT_LEN 40   // offset of out_len
+typedef struct {
+    uint16_t keypolicy;
+    uint64_t in, in_len, out, out_cap, out_len;
+} gt_enclave_seal_request;
+// GT_E_FORMAT: not 64 bytes, or reserved bytes set.
+GT_MUST_USE gt_err gt_enclave_seal_request_parse(const uint8_t *data, size_t len,
+                                                 gt_enclave_seal_request *q);
+void gt_enclave_seal_request_encode(const gt_enclave_seal_request *q,
+                                    uint8_t out[GT_ENCLAVE_SEAL_REQUEST_BYTES]);
+
 // The enclave process's main (tools/enclave_process.c): serves one enclave over fd. Returns the
 // process's exit status.
 int gt_enclave_process_main(int fd);

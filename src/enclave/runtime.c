@@ -156,42 +156,15 @@ static void emulate_ereport(uint64_t rbx, uint64_t rcx, uint64_t rdx)
 // (EGETKEY above) and holds its memory, so sealing here, with OpenSSL, moves no secret across a
 // boundary: the SEAL key is gt_sgx_egetkey's for the enclave's own SECS identity, and neither
 // it nor the plaintext leaves the enclave's side; only the blob is written back into the
-// enclave. RBX = the 64-byte request (gtsdk_seal_request): KEYPOLICY u16, 6 reserved bytes,
-// in u64, in_len u64, out u64, out_cap u64, out_len u64 (written), 16 reserved bytes.
+// enclave. RBX = the 64-byte request (gtsdk_seal_request; gt_enclave_seal_request_parse).
 // RAX back: 0, GTSDK_SEAL_E_SPACE (out too small), GTSDK_SEAL_E_REFUSED (unseal: not this
 // enclave's, or changed; seal: a policy EGETKEY refuses).
-#define SEAL_REQUEST_BYTES 64
-
-typedef struct {
-    uint16_t keypolicy;
-    uint64_t in, in_len, out, out_cap;
-} seal_request;
-
-static gt_err seal_request_parse(const uint8_t *p, seal_request *q)
-{
-    gt_reader r = gt_reader_init(p, SEAL_REQUEST_BYTES);
-    uint8_t resv1[6], resv2[16];
-    uint64_t out_len = 0;
-    GT_TRY(gt_reader_u16le(&r, &q->keypolicy));
-    GT_TRY(gt_reader_bytes(&r, resv1, sizeof resv1));
-    GT_TRY(gt_reader_u64le(&r, &q->in));
-    GT_TRY(gt_reader_u64le(&r, &q->in_len));
-    GT_TRY(gt_reader_u64le(&r, &q->out));
-    GT_TRY(gt_reader_u64le(&r, &q->out_cap));
-    GT_TRY(gt_reader_u64le(&r, &out_len));
-    GT_TRY(gt_reader_bytes(&r, resv2, 16));
-    uint8_t acc = 0;
-    for (size_t i = 0; i < sizeof resv1; i++) acc |= resv1[i];
-    for (size_t i = 0; i < 16; i++) acc |= resv2[i];
-    GT_ENSURE(acc == 0, GT_E_FORMAT, "seal request: reserved bytes set");
-    return GT_OK;
-}
-
 static uint64_t emulate_seal(bool unseal, uint64_t rbx)
 {
-    uint8_t *reqp = enclave_ptr(rbx, SEAL_REQUEST_BYTES, 64);
-    seal_request q;
-    if (reqp == NULL || !gt_is_ok(seal_request_parse(reqp, &q))) {
+    uint8_t *reqp = enclave_ptr(rbx, GT_ENCLAVE_SEAL_REQUEST_BYTES, 64);
+    gt_enclave_seal_request q;
+    if (reqp == NULL ||
+        !gt_is_ok(gt_enclave_seal_request_parse(reqp, GT_ENCLAVE_SEAL_REQUEST_BYTES, &q))) {
         fatal("seal leaf: request outside the enclave, misaligned or reserved bytes set (#GP)");
     }
     const uint8_t *in = enclave_ptr(q.in, q.in_len, 1);
@@ -212,7 +185,7 @@ static uint64_t emulate_seal(bool unseal, uint64_t rbx)
     if (rax == 0) {
         memcpy(out, result.data, result.len);
     }
-    gt_store_u64le(reqp + 40, rax == 0 ? result.len : 0);
+    gt_store_u64le(reqp + GT_ENCLAVE_SEAL_REQUEST_OUT_LEN, rax == 0 ? result.len : 0);
     gt_buf_free(&result);  // wipes: the plaintext, when unsealing
     return rax;
 }

@@ -373,6 +373,30 @@ static void test_sealing_inside_the_enclave(void **state)
     gt_buf_free(&sig_b);
 }
 
+// The seal leaves' request as the enclave process reads it: every field at its offset, the
+// reserved bytes must be zero, exactly 64 bytes.
+static void test_seal_request_layout(void **state)
+{
+    (void)state;
+    gt_enclave_seal_request q = {.keypolicy = 2, .in = 0x200000001000, .in_len = 7,
+                                 .out = 0x200000002000, .out_cap = 4096, .out_len = 9};
+    uint8_t raw[GT_ENCLAVE_SEAL_REQUEST_BYTES];
+    gt_enclave_seal_request_encode(&q, raw);
+    assert_int_equal(raw[0], 2);
+    assert_int_equal(raw[GT_ENCLAVE_SEAL_REQUEST_OUT_LEN], 9);
+    gt_enclave_seal_request back;
+    GT_ASSERT_OK(gt_enclave_seal_request_parse(raw, sizeof raw, &back));
+    assert_true(back.in == q.in && back.in_len == 7 && back.out == q.out &&
+                back.out_cap == 4096 && back.out_len == 9 && back.keypolicy == 2);
+    const size_t reserved[] = {2, 7, 48, 63};
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+        raw[reserved[i]] = 1;
+        GT_ASSERT_CODE(gt_enclave_seal_request_parse(raw, sizeof raw, &back), GT_E_FORMAT);
+        raw[reserved[i]] = 0;
+    }
+    GT_ASSERT_CODE(gt_enclave_seal_request_parse(raw, sizeof raw - 1, &back), GT_E_FORMAT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +407,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flipped_report_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_for_another_target_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sealing_inside_the_enclave, setup, teardown),
+        cmocka_unit_test(test_seal_request_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,9 @@ typedef struct __attribute__((aligned(64))) {
     uint8_t reserved2[16];
 } gtsdk_seal_request;
 
+_Static_assert(sizeof(gtsdk_seal_request) == 64 && offsetof(gtsdk_seal_request, out_len) == 40,
+               "the seal leaves' request layout (gt_enclave_seal_request_parse)");
+
 static inline uint64_t gtsdk_seal_call(uint32_t leaf, gtsdk_seal_request *req)
 {
     uint64_t rax = leaf;
