@@ -201,6 +201,9 @@ static int parse(int argc, char **argv, enclave_options *o)
     if (run && !o->have_ecall) {
         return gt_cli_usage("enclave", "run needs --ecall N");
     }
+    if (o->host != GT_TEE_SIM && o->platform == NULL) {
+        return gt_cli_usage("enclave", "--host names the TEE the --platform DIR is sealed to");
+    }
     if (o->quote != NULL && o->platform == NULL) {
         return gt_cli_usage("enclave", "run --quote needs --platform DIR (the virtual quoting "
                             "enclave's platform)");
