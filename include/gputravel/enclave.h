@@ -429,6 +429,39 @@ GT_MUST_USE gt_err gt_sgx_report_mac(uint8_t mac[GT_CMAC_BYTES],
                                      const uint8_t key[GT_SGX_KEY_BYTES_128]);
 
 // ---------------------------------------------------------------------------------------------
+// The platform root, sealed to the host TEE (issue 15 item 5; docs/enclave.md "Sealing").
+// DIR/GT_SGX_PLATFORM_FILE holds the root, CPUSVN, OWNEREPOCH and SEAL_KEY_FUSES, AES-256-GCM
+// under a key only this host TEE instance can derive: SEV-SNP, the SNP_GET_DERIVED_KEY key
+// (VCEK root, bound to the launch measurement and guest policy); sim, a key derived from the sim
+// root's private key (insecure-simulation: whoever holds that file derives it too); TDX 1.x has
+// no sealing key (GT_E_UNSUPPORTED: a vTPM-sealed root is not built yet).
+
+#define GT_SGX_PLATFORM_FILE "sgx-platform.sealed"
+#define GT_SGX_PLATFORM_ID_BYTES 32
+
+typedef struct {
+    gt_tee_type host;        // GT_TEE_SIM, GT_TEE_SNP or GT_TEE_TDX
+    const char *sim_root;    // sim: the sim root directory (NULL: the process-wide one)
+    const char *dev_path;    // snp: the guest device (NULL: /dev/sev-guest)
+} gt_sgx_platform_options;
+
+typedef struct {
+    gt_tee_type host;
+    bool created;                 // this call made the root
+    bool insecure_simulation;     // host sim
+    uint8_t platform_id[GT_SGX_PLATFORM_ID_BYTES];  // public: names this root
+} gt_sgx_platform_info;
+
+// Opens DIR's platform, creating a random one on first use (DIR is created 0700). A sealed
+// file another host TEE instance wrote, or any changed byte, is refused (GT_E_AUTH); another
+// host type than o->host, GT_E_STATE. pf holds the root: gt_secure_zero it when done.
+GT_MUST_USE gt_err gt_sgx_platform_open(const char *dir, const gt_sgx_platform_options *o,
+                                        gt_sgx_platform *pf, gt_sgx_platform_info *info);
+// HMAC-SHA256(root, "gputravel/sgx-platform-id/v1"): public, one per root.
+GT_MUST_USE gt_err gt_sgx_platform_id(const gt_sgx_platform *pf,
+                                      uint8_t out[GT_SGX_PLATFORM_ID_BYTES]);
+
+// ---------------------------------------------------------------------------------------------
 // Running enclaves (issue 15 item 4; docs/enclave.md "Running enclaves"). INSECURE SIMULATION:
 // the enclave runs in a process of its own (the counterpart of vSGX's enclave VM; on TDX/SNP a
 // separate confidential VM), not dumpable (no ptrace by the host's uid, no core dumps), with
@@ -512,6 +545,11 @@ typedef struct {
     const uint8_t *image;        // a flat image built with the SDK (linked at its base)
     size_t image_len;
     const uint8_t *sigstruct;    // GT_SGX_SIGSTRUCT_BYTES
+    // The platform, one of: platform_dir, opened with gt_sgx_platform_open(platform_dir,
+    // platform_options) (the root sealed to the host TEE: what the CLI and the product use), or
+    // platform, a root the caller already holds (tests that fix one).
+    const char *platform_dir;
+    const gt_sgx_platform_options *platform_options;
     const gt_sgx_platform *platform;
     bool allow_debug;
     uint16_t min_isvsvn;
@@ -533,41 +571,25 @@ int gt_enclave_pid(const gt_enclave *e);
 // Asks it to stop, waits briefly, kills it if needed, reaps it, wipes the session keys.
 void gt_enclave_stop(gt_enclave *e);
 
+// The request of gputravel's seal leaves (ENCLU 0x47540000 seal / 0x47540001 unseal; not SGX
+// leaves), 64 bytes read from enclave memory: KEYPOLICY u16 | 6 reserved | in u64 | in_len u64 |
+// out u64 | out_cap u64 | out_len u64 (the runtime writes it) | 16 reserved. The enclave
+// process seals with the enclave's own SEAL key (docs/enclave.md "Joining the halves").
+#define GT_ENCLAVE_SEAL_REQUEST_BYTES 64
+#define GT_ENCLAVE_SEAL_REQUEST_OUT_LEN 40   // offset of out_len
+typedef struct {
+    uint16_t keypolicy;
+    uint64_t in, in_len, out, out_cap, out_len;
+} gt_enclave_seal_request;
+// GT_E_FORMAT: not 64 bytes, or reserved bytes set.
+GT_MUST_USE gt_err gt_enclave_seal_request_parse(const uint8_t *data, size_t len,
+                                                 gt_enclave_seal_request *q);
+void gt_enclave_seal_request_encode(const gt_enclave_seal_request *q,
+                                    uint8_t out[GT_ENCLAVE_SEAL_REQUEST_BYTES]);
+
 // The enclave process's main (tools/enclave_process.c): serves one enclave over fd. Returns the
 // process's exit status.
 int gt_enclave_process_main(int fd);
-
-// The platform root, sealed to the host TEE (issue 15 item 5; docs/enclave.md "Sealing").
-// DIR/GT_SGX_PLATFORM_FILE holds the root, CPUSVN, OWNEREPOCH and SEAL_KEY_FUSES, AES-256-GCM
-// under a key only this host TEE instance can derive: SEV-SNP, the SNP_GET_DERIVED_KEY key
-// (VCEK root, bound to the launch measurement and guest policy); sim, a key derived from the sim
-// root's private key (insecure-simulation: whoever holds that file derives it too); TDX 1.x has
-// no sealing key (GT_E_UNSUPPORTED: a vTPM-sealed root is not built yet).
-
-#define GT_SGX_PLATFORM_FILE "sgx-platform.sealed"
-#define GT_SGX_PLATFORM_ID_BYTES 32
-
-typedef struct {
-    gt_tee_type host;        // GT_TEE_SIM, GT_TEE_SNP or GT_TEE_TDX
-    const char *sim_root;    // sim: the sim root directory (NULL: the process-wide one)
-    const char *dev_path;    // snp: the guest device (NULL: /dev/sev-guest)
-} gt_sgx_platform_options;
-
-typedef struct {
-    gt_tee_type host;
-    bool created;                 // this call made the root
-    bool insecure_simulation;     // host sim
-    uint8_t platform_id[GT_SGX_PLATFORM_ID_BYTES];  // public: names this root
-} gt_sgx_platform_info;
-
-// Opens DIR's platform, creating a random one on first use (DIR is created 0700). A sealed
-// file another host TEE instance wrote, or any changed byte, is refused (GT_E_AUTH); another
-// host type than o->host, GT_E_STATE. pf holds the root: gt_secure_zero it when done.
-GT_MUST_USE gt_err gt_sgx_platform_open(const char *dir, const gt_sgx_platform_options *o,
-                                        gt_sgx_platform *pf, gt_sgx_platform_info *info);
-// HMAC-SHA256(root, "gputravel/sgx-platform-id/v1"): public, one per root.
-GT_MUST_USE gt_err gt_sgx_platform_id(const gt_sgx_platform *pf,
-                                      uint8_t out[GT_SGX_PLATFORM_ID_BYTES]);
 
 // ---------------------------------------------------------------------------------------------
 // Sealing on top of EGETKEY (SEAL key). A blob carries the KEYREQUEST fields needed to derive
@@ -626,6 +648,16 @@ GT_MUST_USE gt_err gt_vqe_open(gt_vqe **q, const char *dir, const gt_sgx_platfor
 // A vsgx evidence (enveloped) for the enclave id with REPORTDATA reportdata.
 GT_MUST_USE gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
                                 const uint8_t reportdata[GT_REPORT_DATA_BYTES], gt_evidence *out);
+// The vQE as a report target (its MRENCLAVE, ATTRIBUTES, MISCSELECT): what an enclave passes to
+// EREPORT when it wants a quote.
+void gt_vqe_targetinfo(const gt_vqe *q, gt_sgx_targetinfo *ti);
+// Quotes a running enclave's own REPORT (GT_SGX_REPORT_BYTES, as ENCLU[EREPORT] wrote it for
+// gt_vqe_targetinfo): the vQE first checks the MAC with its own report key (gt_sgx_report_verify
+// on the platform it was opened with; another target, another platform or a changed bit:
+// GT_E_AUTH), then signs the REPORT's body unchanged, so the quote's identity and REPORTDATA
+// are the enclave's EREPORT's and nobody else's.
+GT_MUST_USE gt_err gt_vqe_quote_report(const gt_vqe *q, const uint8_t *report, size_t len,
+                                       gt_evidence *out);
 void gt_vqe_free(gt_vqe *q);
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ static void usage(FILE *out)
             "                                 [--vendor-intel] [measure's image options]\n"
             "       gputravel enclave check SIG IMAGE [--allow-debug] [--min-isvsvn N]\n"
             "                                 [measure's image options]\n"
-            "       gputravel enclave run SIG IMAGE --ecall N [--input HEX] [--platform FILE]\n"
+            "       gputravel enclave run SIG IMAGE --ecall N [--input HEX] [--platform DIR]\n"
+            "                                 [--host sim|snp|tdx] [--quote EVIDENCE]\n"
             "                                 [--allow-debug] [--min-isvsvn N]\n"
             "       gputravel enclave seal|unseal|quote ...  (gputravel enclave seal --help)\n"
             "\n"
@@ -42,10 +43,17 @@ static void usage(FILE *out)
             "  run      INSECURE SIMULATION: starts IMAGE (a flat image built with the SDK in\n"
             "           src/enclave/sdk) in its enclave process, which measures it and runs\n"
             "           EINIT's checks against SIG, then calls ECALL N with --input's bytes and\n"
-            "           prints its status and output (OCALLs are echoed back). --platform: a\n"
-            "           64-byte file (root, CPUSVN, OWNEREPOCH, SEAL_KEY_FUSES); without it a\n"
-            "           random root, so its keys change every run. Exit 0 when the ECALL ran,\n"
-            "           1 when the enclave was refused, 2 for invalid input\n"
+            "           prints its status and output (OCALLs are echoed back). --platform:\n"
+            "           the SGX platform in DIR, its root sealed to the host TEE (--host,\n"
+            "           default sim; the same DIR as enclave seal|quote); without it an\n"
+            "           ephemeral random root that is not sealed, so keys change every run.\n"
+            "           --quote: remote attestation of the running enclave: ECALL N gets the\n"
+            "           virtual QE's TARGETINFO (512 bytes) then --input's bytes and must\n"
+            "           return the REPORT its ENCLU[EREPORT] made for it (the example's ECALL\n"
+            "           7, --input a 32-byte nonce); the QE checks the REPORT's MAC, quotes it\n"
+            "           and writes vsgx evidence (check it with gputravel verify). Exit 0 when\n"
+            "           the ECALL ran (and was quoted), 1 when the enclave or its REPORT was\n"
+            "           refused, 2 for invalid input\n"
             "\n"
             "  --json   one JSON object (measure: mrenclave, records, ecreate, eadd_pages,\n"
             "           eextend_chunks, unmeasured_chunks, page_types, problems; inspect:\n"
@@ -68,12 +76,13 @@ typedef struct {
     uint32_t min_isvsvn;
     bool have_ecall;
     uint32_t ecall;
-    const char *input_hex, *platform;
+    const char *input_hex, *platform, *quote;
+    gt_tee_type host;
 } enclave_options;
 
 enum { O_FORMAT = 1000, O_SSA, O_SIZE, O_JSON, O_KEY, O_OUT, O_DEBUG, O_PRODID, O_SVN, O_ATTR,
        O_MASK, O_MISC, O_MISCMASK, O_DATE, O_INTEL, O_ALLOW_DEBUG, O_MIN_SVN, O_ECALL, O_INPUT,
-       O_PLATFORM };
+       O_PLATFORM, O_HOST, O_QUOTE };
 
 static gt_err parse_attributes(const char *flag, const char *hex, gt_sgx_attributes *a)
 {
@@ -138,6 +147,8 @@ static gt_err option(enclave_options *o, int c, const char *arg)
         return gt_cli_parse_u32("--ecall", arg, 0, 63, &o->ecall);
     case O_INPUT: o->input_hex = arg; return GT_OK;
     case O_PLATFORM: o->platform = arg; return GT_OK;
+    case O_QUOTE: o->quote = arg; return GT_OK;
+    case O_HOST: return gt_tee_type_parse(arg, &o->host);
     default: return gt_errf(GT_E_ARG, "unknown option");
     }
 }
@@ -158,8 +169,11 @@ static int parse(int argc, char **argv, enclave_options *o)
         {"allow-debug", no_argument, NULL, O_ALLOW_DEBUG},
         {"min-isvsvn", required_argument, NULL, O_MIN_SVN},
         {"ecall", required_argument, NULL, O_ECALL}, {"input", required_argument, NULL, O_INPUT},
-        {"platform", required_argument, NULL, O_PLATFORM}, {0}};
+        {"platform", required_argument, NULL, O_PLATFORM},
+        {"host", required_argument, NULL, O_HOST}, {"quote", required_argument, NULL, O_QUOTE},
+        {0}};
     memset(o, 0, sizeof *o);
+    o->host = GT_TEE_SIM;
     gt_sgx_sign_params_default(&o->sign, (int64_t)time(NULL));
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -186,6 +200,13 @@ static int parse(int argc, char **argv, enclave_options *o)
     }
     if (run && !o->have_ecall) {
         return gt_cli_usage("enclave", "run needs --ecall N");
+    }
+    if (o->host != GT_TEE_SIM && o->platform == NULL) {
+        return gt_cli_usage("enclave", "--host names the TEE the --platform DIR is sealed to");
+    }
+    if (o->quote != NULL && o->platform == NULL) {
+        return gt_cli_usage("enclave", "run --quote needs --platform DIR (the virtual quoting "
+                            "enclave's platform)");
     }
     o->input = argv[optind + 1];
     o->image = check ? argv[optind + 2] : NULL;
@@ -397,54 +418,125 @@ static gt_err run_inputs(const enclave_options *o, gt_buf *sig, gt_buf *image, g
     if (o->platform == NULL) {
         GT_TRY(gt_random_bytes(pf, sizeof *pf));
         memset(pf->cpusvn, 0, sizeof pf->cpusvn);
-        return GT_OK;
+        printf("no --platform: an ephemeral random root, not sealed (keys change every run)\n");
     }
-    gt_buf raw = {0};
-    GT_TRY(gt_file_read_all(o->platform, 64, &raw));
-    gt_reader r = gt_reader_init(raw.data, raw.len);
-    gt_err err = gt_reader_bytes(&r, pf->root, 16);
-    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->cpusvn, 16);
-    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->ownerepoch, 16);
-    if (gt_is_ok(err)) err = gt_reader_bytes(&r, pf->seal_key_fuses, 16);
-    gt_buf_free(&raw);
-    return gt_is_ok(err) ? err : gt_errf(GT_E_FORMAT, "--platform %s: not 64 bytes", o->platform);
+    return GT_OK;
+}
+
+// --quote: the virtual QE on the same platform (its root, its host TEE) quotes the REPORT the
+// enclave made for it; the enclave's identity reaches the quote only through that REPORT.
+static gt_err open_quoter(const enclave_options *o, gt_vqe **q, gt_buf *input)
+{
+    gt_sgx_platform pf;
+    gt_sgx_platform_options po = {.host = o->host};
+    gt_collect_params host = {.type = o->host};
+    gt_sgx_targetinfo ti;
+    uint8_t raw[GT_SGX_TARGETINFO_BYTES];
+    gt_err err;
+    GT_TRY_GOTO(err, gt_sgx_platform_open(o->platform, &po, &pf, NULL), out);
+    GT_TRY_GOTO(err, gt_vqe_open(q, o->platform, &pf, &host), out);
+    gt_vqe_targetinfo(*q, &ti);
+    gt_sgx_targetinfo_encode(&ti, raw);
+    gt_buf with_target = {0};
+    GT_TRY_GOTO(err, gt_buf_append(&with_target, raw, sizeof raw), out);
+    GT_TRY_GOTO(err, gt_buf_append(&with_target, input->data, input->len), out);
+    gt_buf_free(input);
+    *input = with_target;
+out:
+    gt_secure_zero(&pf, sizeof pf);
+    return err;
+}
+
+static gt_err write_quote(const enclave_options *o, const gt_vqe *q, const gt_buf *report)
+{
+    gt_evidence ev = {0};
+    gt_err err = gt_vqe_quote_report(q, report->data, report->len, &ev);
+    if (gt_is_ok(err)) {
+        err = gt_evidence_save_file(&ev, o->quote);
+    }
+    if (gt_is_ok(err)) {
+        printf("quote (vsgx, host %s%s) of the enclave's own REPORT -> %s\n",
+               gt_tee_type_name(o->host), o->host == GT_TEE_SIM ? ", " GT_INSECURE_SIMULATION : "",
+               o->quote);
+    }
+    gt_evidence_free(&ev);
+    return err;
+}
+
+static void print_started(const gt_enclave *e)
+{
+    char mre[65], mrs[65];
+    gt_hex_encode(mre, sizeof mre, gt_enclave_identity(e)->mrenclave, 32);
+    gt_hex_encode(mrs, sizeof mrs, gt_enclave_identity(e)->mrsigner, 32);
+    printf("enclave process %d: MRENCLAVE %s MRSIGNER %s\n", gt_enclave_pid(e), mre, mrs);
+}
+
+static void print_output(const enclave_options *o, int64_t status, const gt_buf *out)
+{
+    char *hex = malloc(2 * out->len + 1);
+    if (hex != NULL) {
+        gt_hex_encode(hex, 2 * out->len + 1, out->data, out->len);
+        printf("ECALL %u: status %lld, %zu output bytes %s\n", o->ecall, (long long)status,
+               out->len, hex);
+    }
+    free(hex);
+}
+
+// A refusal of the enclave (EINIT, its hello) or of its REPORT exits 1; the rest 2.
+static int refusal_rc(gt_err err)
+{
+    return err.code == GT_E_AUTH || err.code == GT_E_POLICY ? GT_EXIT_FAIL : GT_EXIT_INVALID;
+}
+
+static gt_err start_and_call(const enclave_options *o, gt_enclave_spec *spec, gt_buf *input,
+                             gt_buf *out, int *rc)
+{
+    gt_enclave *e = NULL;
+    gt_vqe *q = NULL;
+    int64_t status = 0;
+    gt_err err = GT_OK;
+    if (o->quote != NULL) {
+        GT_TRY_GOTO(err, open_quoter(o, &q, input), done);
+    }
+    err = gt_enclave_start(&e, spec);
+    *rc = refusal_rc(err);
+    GT_TRY_GOTO(err, err, done);
+    print_started(e);
+    *rc = GT_EXIT_INVALID;
+    GT_TRY_GOTO(err, gt_enclave_ecall(e, o->ecall, input->data, input->len, out, &status), done);
+    print_output(o, status, out);
+    if (q != NULL) {
+        err = write_quote(o, q, out);
+        *rc = refusal_rc(err);
+        GT_TRY_GOTO(err, err, done);
+    }
+    *rc = GT_EXIT_OK;
+done:
+    gt_enclave_stop(e);
+    gt_vqe_free(q);
+    return err;
 }
 
 static int run_enclave(const enclave_options *o)
 {
     gt_buf sig = {0}, image = {0}, input = {0}, out = {0};
     gt_sgx_platform pf;
-    gt_enclave *e = NULL;
-    int64_t status = 0;
-    gt_err err = run_inputs(o, &sig, &image, &input, &pf);
+    gt_sgx_platform_options po = {.host = o->host};
     int rc = GT_EXIT_INVALID;
+    gt_err err = run_inputs(o, &sig, &image, &input, &pf);
     gt_enclave_spec spec = {.image = image.data, .image_len = image.len, .sigstruct = sig.data,
-                            .platform = &pf, .allow_debug = o->allow_debug,
+                            .allow_debug = o->allow_debug,
                             .min_isvsvn = (uint16_t)o->min_isvsvn, .ocall = echo_ocall};
+    if (o->platform != NULL) {
+        spec.platform_dir = o->platform;
+        spec.platform_options = &po;
+    } else {
+        spec.platform = &pf;
+    }
     printf("insecure-simulation: the enclave runs in a process of its own, ENCLU emulated\n");
     if (gt_is_ok(err)) {
-        err = gt_enclave_start(&e, &spec);
-        rc = err.code == GT_E_AUTH || err.code == GT_E_POLICY ? GT_EXIT_FAIL : GT_EXIT_INVALID;
+        err = start_and_call(o, &spec, &input, &out, &rc);
     }
-    if (gt_is_ok(err)) {
-        char mre[65], mrs[65];
-        gt_hex_encode(mre, sizeof mre, gt_enclave_identity(e)->mrenclave, 32);
-        gt_hex_encode(mrs, sizeof mrs, gt_enclave_identity(e)->mrsigner, 32);
-        printf("enclave process %d: MRENCLAVE %s MRSIGNER %s\n", gt_enclave_pid(e), mre, mrs);
-        err = gt_enclave_ecall(e, o->ecall, input.data, input.len, &out, &status);
-        rc = GT_EXIT_INVALID;
-    }
-    if (gt_is_ok(err)) {
-        char *hex = malloc(2 * out.len + 1);
-        if (hex != NULL) {
-            gt_hex_encode(hex, 2 * out.len + 1, out.data, out.len);
-            printf("ECALL %u: status %lld, %zu output bytes %s\n", o->ecall, (long long)status,
-                   out.len, hex);
-        }
-        free(hex);
-        rc = GT_EXIT_OK;
-    }
-    gt_enclave_stop(e);
     gt_buf_free(&sig);
     gt_buf_free(&image);
     gt_buf_free(&input);

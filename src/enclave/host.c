@@ -26,6 +26,7 @@ struct gt_enclave {
     bool session;   // the channel keys exist: CLOSE can be sent
     gt_enclave_channel ch;
     gt_sgx_identity identity;
+    gt_sgx_platform platform;   // the one handed to the enclave process (wiped at stop)
     gt_enclave_ocall_fn ocall;
     void *ocall_ctx;
     gt_buf frame, plain;
@@ -111,7 +112,7 @@ static gt_err send_start(gt_enclave *e, const gt_enclave_spec *spec, uint8_t hos
     memset(st, 0, sizeof *st);
     st->allow_debug = spec->allow_debug;
     st->min_isvsvn = spec->min_isvsvn;
-    st->platform = *spec->platform;
+    st->platform = e->platform;
     memcpy(st->sigstruct, spec->sigstruct, GT_SGX_SIGSTRUCT_BYTES);
     st->image = (gt_span){spec->image, spec->image_len};
     GT_TRY_GOTO(err, gt_x25519_keypair(st->host_pub, host_sec), out);
@@ -138,8 +139,8 @@ static gt_err wait_readable(int fd, int timeout_ms)
 
 // The enclave's REPORT must be MACed for the host's target by a holder of the platform root,
 // name the identity EINIT established from this SIGSTRUCT, and bind both session keys.
-static gt_err check_hello(const gt_enclave_spec *spec, const gt_enclave_start_msg *st,
-                          const gt_enclave_hello_msg *h)
+static gt_err check_hello(const gt_enclave *e, const gt_enclave_spec *spec,
+                          const gt_enclave_start_msg *st, const gt_enclave_hello_msg *h)
 {
     gt_sgx_report r;
     gt_sgx_secs_identity host;
@@ -148,7 +149,7 @@ static gt_err check_hello(const gt_enclave_spec *spec, const gt_enclave_start_ms
     uint8_t data[GT_SGX_REPORTDATA_BYTES];
     GT_TRY(gt_sgx_report_decode(h->report, sizeof h->report, &r));
     GT_TRY(gt_enclave_host_target(&host));
-    GT_TRY(gt_err_wrap(gt_sgx_report_verify(&r, spec->platform, &host), "enclave hello"));
+    GT_TRY(gt_err_wrap(gt_sgx_report_verify(&r, &e->platform, &host), "enclave hello"));
     GT_TRY(gt_sgx_sigstruct_parse(spec->sigstruct, GT_SGX_SIGSTRUCT_BYTES, &s));
     GT_TRY(gt_sgx_sigstruct_verify(&s, &c));
     GT_ENSURE(gt_ct_equal(r.mrenclave, s.enclavehash, 32) &&
@@ -196,7 +197,7 @@ static gt_err handshake(gt_enclave *e, const gt_enclave_spec *spec)
     GT_TRY_GOTO(err, gt_enclave_hello_parse(e->frame.data, e->frame.len, &h), out);
     GT_ENSURE_GOTO(err, h.ok, out, refusal_code(h.refusal),
                    "enclave refused to start (insecure-simulation): %s", h.refusal);
-    GT_TRY_GOTO(err, check_hello(spec, &st, &h), out);
+    GT_TRY_GOTO(err, check_hello(e, spec, &st, &h), out);
     GT_TRY_GOTO(err, gt_x25519_shared(shared, h.enclave_pub, sec), out);
     int fd = e->ch.fd;
     GT_TRY_GOTO(err, gt_enclave_channel_init(&e->ch, fd, true, shared, st.host_nonce,
@@ -209,11 +210,27 @@ out:
     return err;
 }
 
+// The platform the enclave process gets: the root sealed to the host TEE (platform_dir), or
+// the caller's. A sealed file that does not open on this host TEE stops the start here.
+static gt_err open_platform(gt_sgx_platform *pf, const gt_enclave_spec *spec)
+{
+    GT_ENSURE((spec->platform_dir != NULL) != (spec->platform != NULL), GT_E_ARG,
+              "enclave: give exactly one of platform_dir (sealed) and platform");
+    if (spec->platform != NULL) {
+        *pf = *spec->platform;
+        return GT_OK;
+    }
+    gt_sgx_platform_options sim = {.host = GT_TEE_SIM};
+    const gt_sgx_platform_options *o = spec->platform_options ? spec->platform_options : &sim;
+    return gt_err_wrap(gt_sgx_platform_open(spec->platform_dir, o, pf, NULL),
+                       "enclave: the platform in %s", spec->platform_dir);
+}
+
 gt_err gt_enclave_start(gt_enclave **out, const gt_enclave_spec *spec)
 {
     *out = NULL;
-    GT_ENSURE(spec->image != NULL && spec->sigstruct != NULL && spec->platform != NULL, GT_E_ARG,
-              "enclave: image, SIGSTRUCT and platform are required");
+    GT_ENSURE(spec->image != NULL && spec->sigstruct != NULL, GT_E_ARG,
+              "enclave: image and SIGSTRUCT are required");
     char path[PATH_MAX];
     GT_TRY(process_path(spec, path, sizeof path));
     gt_enclave *e = calloc(1, sizeof *e);
@@ -221,8 +238,12 @@ gt_err gt_enclave_start(gt_enclave **out, const gt_enclave_spec *spec)
     e->ocall = spec->ocall;
     e->ocall_ctx = spec->ocall_ctx;
     e->ch.fd = -1;
-    gt_err err = spawn(e, path, &e->ch.fd);
+    gt_err err = open_platform(&e->platform, spec);
+    if (gt_is_ok(err)) {
+        err = spawn(e, path, &e->ch.fd);
+    }
     if (!gt_is_ok(err)) {
+        gt_secure_zero(e, sizeof *e);
         free(e);
         return err;
     }
@@ -325,6 +346,7 @@ void gt_enclave_stop(gt_enclave *e)
         waitpid(e->pid, NULL, 0);
     }
     gt_enclave_channel_wipe(&e->ch);
+    gt_secure_zero(&e->platform, sizeof e->platform);
     gt_buf_free(&e->frame);
     gt_buf_free(&e->plain);
     free(e);

@@ -221,3 +221,35 @@ out:
     gt_secure_zero(key, sizeof key);
     return err;
 }
+
+gt_err gt_enclave_seal_request_parse(const uint8_t *data, size_t len, gt_enclave_seal_request *q)
+{
+    memset(q, 0, sizeof *q);
+    GT_ENSURE(len == GT_ENCLAVE_SEAL_REQUEST_BYTES, GT_E_FORMAT, "seal request: %zu bytes (64)",
+              len);
+    gt_reader r = gt_reader_init(data, len);
+    uint8_t resv1[6], resv2[16];
+    GT_TRY(gt_reader_u16le(&r, &q->keypolicy));
+    GT_TRY(gt_reader_bytes(&r, resv1, sizeof resv1));
+    GT_TRY(gt_reader_u64le(&r, &q->in));
+    GT_TRY(gt_reader_u64le(&r, &q->in_len));
+    GT_TRY(gt_reader_u64le(&r, &q->out));
+    GT_TRY(gt_reader_u64le(&r, &q->out_cap));
+    GT_TRY(gt_reader_u64le(&r, &q->out_len));
+    GT_TRY(gt_reader_bytes(&r, resv2, sizeof resv2));
+    GT_ENSURE(all_zero(resv1, sizeof resv1) && all_zero(resv2, sizeof resv2), GT_E_FORMAT,
+              "seal request: reserved bytes set");
+    return GT_OK;
+}
+
+void gt_enclave_seal_request_encode(const gt_enclave_seal_request *q,
+                                    uint8_t out[GT_ENCLAVE_SEAL_REQUEST_BYTES])
+{
+    memset(out, 0, GT_ENCLAVE_SEAL_REQUEST_BYTES);
+    out[0] = (uint8_t)q->keypolicy;
+    out[1] = (uint8_t)(q->keypolicy >> 8);
+    const uint64_t v[5] = {q->in, q->in_len, q->out, q->out_cap, q->out_len};
+    for (int i = 0; i < 5; i++) {
+        gt_store_u64le(out + 8 + 8 * i, v[i]);
+    }
+}

@@ -19,7 +19,8 @@
 
 #include <linux/capability.h>
 
-enum { LEAF_EREPORT = 0, LEAF_EGETKEY = 1, LEAF_EENTER = 2, LEAF_ERESUME = 3, LEAF_EEXIT = 4 };
+enum { LEAF_EREPORT = 0, LEAF_EGETKEY = 1, LEAF_EENTER = 2, LEAF_ERESUME = 3, LEAF_EEXIT = 4,
+       LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL };
 // SDM error codes EGETKEY returns in RAX.
 enum { SGX_INVALID_ATTRIBUTE = 2, SGX_INVALID_CPUSVN = 32, SGX_INVALID_ISVSVN = 64,
        SGX_INVALID_KEYNAME = 256 };
@@ -150,6 +151,45 @@ static void emulate_ereport(uint64_t rbx, uint64_t rcx, uint64_t rdx)
     gt_sgx_report_write(&report, out);
 }
 
+// gputravel's sealing leaves (not SGX: a real CPU raises #GP for them, so an enclave that uses
+// them runs on this runtime only). The enclave process already derives every key of the enclave
+// (EGETKEY above) and holds its memory, so sealing here, with OpenSSL, moves no secret across a
+// boundary: the SEAL key is gt_sgx_egetkey's for the enclave's own SECS identity, and neither
+// it nor the plaintext leaves the enclave's side; only the blob is written back into the
+// enclave. RBX = the 64-byte request (gtsdk_seal_request; gt_enclave_seal_request_parse).
+// RAX back: 0, GTSDK_SEAL_E_SPACE (out too small), GTSDK_SEAL_E_REFUSED (unseal: not this
+// enclave's, or changed; seal: a policy EGETKEY refuses).
+static uint64_t emulate_seal(bool unseal, uint64_t rbx)
+{
+    uint8_t *reqp = enclave_ptr(rbx, GT_ENCLAVE_SEAL_REQUEST_BYTES, 64);
+    gt_enclave_seal_request q;
+    if (reqp == NULL ||
+        !gt_is_ok(gt_enclave_seal_request_parse(reqp, GT_ENCLAVE_SEAL_REQUEST_BYTES, &q))) {
+        fatal("seal leaf: request outside the enclave, misaligned or reserved bytes set (#GP)");
+    }
+    const uint8_t *in = enclave_ptr(q.in, q.in_len, 1);
+    uint8_t *out = enclave_ptr(q.out, q.out_cap, 1);
+    if (in == NULL || out == NULL) {
+        fatal("seal leaf: a buffer outside the enclave (#GP)");
+    }
+    gt_buf result = {0};
+    gt_sgx_seal_params sp = {.keypolicy = q.keypolicy};
+    gt_err err = unseal ? gt_sgx_unseal(&result, NULL, &g_encl.platform, &g_encl.secs, in,
+                                        q.in_len)
+                        : gt_sgx_seal(&result, &g_encl.platform, &g_encl.secs, &sp, in, q.in_len,
+                                      NULL, 0);
+    uint64_t rax = gt_is_ok(err) ? 0 : GTSDK_SEAL_E_REFUSED;
+    if (rax == 0 && result.len > q.out_cap) {
+        rax = GTSDK_SEAL_E_SPACE;
+    }
+    if (rax == 0) {
+        memcpy(out, result.data, result.len);
+    }
+    gt_store_u64le(reqp + GT_ENCLAVE_SEAL_REQUEST_OUT_LEN, rax == 0 ? result.len : 0);
+    gt_buf_free(&result);  // wipes: the plaintext, when unsealing
+    return rax;
+}
+
 // SIGILL: ENCLU (0f 01 d7) executed by enclave code raised #UD. It runs on the alternate stack
 // (as an AEX saves state outside the enclave's stack) and, being synchronous with enclave code
 // that holds no libc lock, may call OpenSSL through gt_sgx_egetkey.
@@ -178,6 +218,10 @@ static void on_sigill(int sig, siginfo_t *si, void *uc_)
     }
     case LEAF_EREPORT:
         emulate_ereport((uint64_t)g[REG_RBX], (uint64_t)g[REG_RCX], (uint64_t)g[REG_RDX]);
+        break;
+    case LEAF_GT_SEAL:
+    case LEAF_GT_UNSEAL:
+        g[REG_RAX] = (greg_t)emulate_seal(leaf == LEAF_GT_UNSEAL, (uint64_t)g[REG_RBX]);
         break;
     case LEAF_EENTER:
     case LEAF_ERESUME:

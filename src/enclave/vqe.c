@@ -20,6 +20,10 @@ struct gt_vqe {
     uint8_t qe_report_signature[GT_VSGX_SIG_BYTES];
     uint8_t qe_auth[QE_AUTH_BYTES];
     gt_buf host_evidence;  // GTEV envelope
+    // To check the REPORTs enclaves make for it: its own identity and the platform (root
+    // included: as real SGX's QE, it derives its report key on the platform it runs on).
+    gt_sgx_secs_identity secs;
+    gt_sgx_platform platform;
 };
 
 // The SGX REPORT body (SDM "REPORT"): 384 bytes; fields not in id stay zero.
@@ -136,6 +140,8 @@ gt_err gt_vqe_open(gt_vqe **out, const char *dir, const gt_sgx_platform *pf,
     GT_TRY_GOTO(err, gt_sgx_platform_id(pf, q->platform_id), out);
     GT_TRY_GOTO(err, load_key(q, dir, pf, &secs), out);
     GT_TRY_GOTO(err, build_chain(q, &qe, host), out);
+    q->secs = secs;
+    q->platform = *pf;
     *out = q;
 out:
     if (!gt_is_ok(err)) {
@@ -144,8 +150,9 @@ out:
     return err;
 }
 
-gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
-                    const uint8_t reportdata[GT_REPORT_DATA_BYTES], gt_evidence *out)
+// The quote over a 384-byte report body: header || body signed by the attestation key.
+static gt_err quote_body(const gt_vqe *q, const uint8_t report[GT_VSGX_REPORT_BODY_BYTES],
+                         gt_evidence *out)
 {
     memset(out, 0, sizeof *out);
     uint8_t signed_region[GT_VSGX_HEADER_BYTES + GT_VSGX_REPORT_BODY_BYTES];
@@ -162,7 +169,7 @@ gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
     memcpy(vq.qe_report_signature, q->qe_report_signature, sizeof vq.qe_report_signature);
     memcpy(vq.platform_id, q->platform_id, sizeof vq.platform_id);
     gt_vsgx_quote_header(signed_region, &vq);
-    GT_TRY(report_body(body, id, q->cpusvn, reportdata));
+    memcpy(body, report, GT_VSGX_REPORT_BODY_BYTES);
     GT_TRY(gt_ecdsa_sign_raw(q->key, GT_HASH_SHA256, vq.signature, 32, signed_region,
                              sizeof signed_region));
     gt_evidence ev = {.type = GT_TEE_VSGX, .version = 3, .enveloped = true};
@@ -173,6 +180,32 @@ gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
     }
     *out = ev;
     return GT_OK;
+}
+
+gt_err gt_vqe_quote(const gt_vqe *q, const gt_sgx_identity *id,
+                    const uint8_t reportdata[GT_REPORT_DATA_BYTES], gt_evidence *out)
+{
+    uint8_t body[GT_VSGX_REPORT_BODY_BYTES];
+    memset(out, 0, sizeof *out);
+    GT_TRY(report_body(body, id, q->cpusvn, reportdata));
+    return quote_body(q, body, out);
+}
+
+void gt_vqe_targetinfo(const gt_vqe *q, gt_sgx_targetinfo *ti)
+{
+    gt_sgx_targetinfo_of(ti, &q->secs);
+}
+
+gt_err gt_vqe_quote_report(const gt_vqe *q, const uint8_t *report, size_t len, gt_evidence *out)
+{
+    gt_sgx_report r;
+    memset(out, 0, sizeof *out);
+    GT_TRY(gt_err_wrap(gt_sgx_report_decode(report, len, &r), "vqe: the enclave's REPORT"));
+    GT_TRY(gt_err_wrap(gt_sgx_report_verify(&r, &q->platform, &q->secs),
+                       "vqe: refusing to quote the REPORT"));
+    // The body exactly as EREPORT wrote it (the SGX REPORT body and the quote's report body
+    // are one layout), so nothing of the enclave's identity passes through the caller.
+    return quote_body(q, report, out);
 }
 
 void gt_vqe_free(gt_vqe *q)

@@ -182,12 +182,84 @@ static void run_example_enclave(void **state)
     assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, NULL}, NULL), 64);
 }
 
+#define NONCE_HEX "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+// The example's REPORTDATA: the nonce, then its label "gputravel example enclave quote\0".
+#define EXAMPLE_RD NONCE_HEX "67707574726176656c206578616d706c6520656e636c6176652071756f746500"
+
+// The 64 hex digits after "NAME " in text.
+static void hex_after(const char *text, const char *name, char out[65])
+{
+    const char *p = strstr(text, name);
+    assert_non_null(p);
+    snprintf(out, 65, "%s", p + strlen(name));
+}
+
+static int verify_with(const char *ev, const char *pub, const char *pol, const char *policy,
+                       const char *rd)
+{
+    GT_ASSERT_OK(gt_file_write_atomic(pol, policy, strlen(policy), 0644));
+    return run(NULL, (const char *[]){"verify", "--evidence", ev, "--root", pub, "--policy", pol,
+                                      "--report-data", rd, NULL}, NULL);
+}
+
+// enclave run --platform DIR --quote (insecure-simulation): the running example enclave's own
+// REPORT for the virtual QE, quoted on the sealed platform, verifies under a policy naming its
+// MRENCLAVE and MRSIGNER and under no other (nor with another report_data); a platform whose
+// sealed file was changed never runs an enclave; --quote without --platform is a usage error.
+static void run_enclave_quote_then_verify(void **state)
+{
+    (void)state;
+    const char *sig = GT_ENCLAVE_DIR "/example.sig", *bin = GT_ENCLAVE_DIR "/example.bin";
+    char sim[4200], pub[4300], pf[4200], ev[4200], pol[4200], pfile[4400];
+    snprintf(sim, sizeof sim, "%s/sim-root", g_dir);
+    snprintf(pub, sizeof pub, "%s/root-pub.pem", sim);
+    snprintf(pf, sizeof pf, "%s/platform", g_dir);
+    snprintf(ev, sizeof ev, "%s/quote.ev", g_dir);
+    snprintf(pol, sizeof pol, "%s/policy.json", g_dir);
+    setenv("GT_SIM_ROOT", sim, 1);
+    gt_buf text = {0};
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, "--ecall", "7",
+                                                "--input", NONCE_HEX, "--platform", pf,
+                                                "--quote", ev, NULL}, &text), 0);
+    const char *t = (const char *)text.data;
+    assert_non_null(strstr(t, "of the enclave's own REPORT"));
+    char mre[65], mrs[65], policy[512];
+    hex_after(t, "MRENCLAVE ", mre);
+    hex_after(t, "MRSIGNER ", mrs);
+    gt_buf_free(&text);
+    static const char fmt[] = "{\"allow_simulation\": true, \"sgx_enclave\": {\"mrenclave\": "
+                              "[\"%s\"], \"mrsigner\": [\"%s\"]}}";
+    snprintf(policy, sizeof policy, fmt, mre, mrs);
+    assert_int_equal(verify_with(ev, pub, pol, policy, EXAMPLE_RD), 0);
+    snprintf(policy, sizeof policy, fmt, mrs, mrs);
+    assert_int_equal(verify_with(ev, pub, pol, policy, EXAMPLE_RD), 1);
+    snprintf(policy, sizeof policy, fmt, mre, mre);
+    assert_int_equal(verify_with(ev, pub, pol, policy, EXAMPLE_RD), 1);
+    snprintf(policy, sizeof policy, fmt, mre, mrs);
+    assert_int_not_equal(verify_with(ev, pub, pol, policy, NONCE_HEX), 0);
+    snprintf(pfile, sizeof pfile, "%s/sgx-platform.sealed", pf);
+    gt_buf b = {0};
+    GT_ASSERT_OK(gt_file_read_all(pfile, 4096, &b));
+    b.data[b.len - 1] ^= 0x80;
+    GT_ASSERT_OK(gt_file_write_atomic(pfile, b.data, b.len, 0600));
+    gt_buf_free(&b);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, "--ecall", "0",
+                                                "--input", "0100000000000000"
+                                                "0200000000000000", "--platform", pf, NULL},
+                         &text), 1);
+    assert_non_null(strstr((const char *)text.data, "was not sealed by this sim instance"));
+    gt_buf_free(&text);
+    assert_int_equal(run(NULL, (const char *[]){"enclave", "run", sig, bin, "--ecall", "7",
+                                                "--quote", ev, NULL}, NULL), 64);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(measure_and_inspect, setup, teardown),
         cmocka_unit_test_setup_teardown(sign_then_check, setup, teardown),
         cmocka_unit_test(run_example_enclave),
+        cmocka_unit_test_setup_teardown(run_enclave_quote_then_verify, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

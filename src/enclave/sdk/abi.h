@@ -40,4 +40,10 @@ typedef struct {
 } gtsdk_ms;
 #endif
 
+// gputravel's sealing leaves of ENCLU (gtsdk.h; not SGX leaves: real SGX raises #GP for them).
+#define GTSDK_ENCLU_GT_SEAL 0x47540000u
+#define GTSDK_ENCLU_GT_UNSEAL 0x47540001u
+#define GTSDK_SEAL_E_SPACE 1
+#define GTSDK_SEAL_E_REFUSED 2
+
 #endif

@@ -79,6 +79,30 @@ static inline void gtsdk_ereport(const gtsdk_targetinfo *ti, const gtsdk_reportd
     __asm__ volatile("enclu" : "+a"(rax) : "b"(ti), "c"(data), "d"(report) : "memory", "cc");
 }
 
+// gputravel's sealing leaves (not SGX's: real SGX raises #GP for them, so an enclave using them
+// runs on gputravel's enclave runtime only). The runtime derives the enclave's SEAL key (EGETKEY,
+// KEYPOLICY as asked) and seals with AES-256-GCM in the gt_sgx_seal blob format, or unseals such
+// a blob for this enclave; the key never enters enclave memory. RAX = the leaf, RBX = the
+// request; RAX back: 0, GTSDK_SEAL_E_SPACE or GTSDK_SEAL_E_REFUSED; out_len written.
+// (GTSDK_ENCLU_GT_SEAL / _UNSEAL and the error codes: abi.h.)
+typedef struct __attribute__((aligned(64))) {
+    uint16_t keypolicy;      // 1 MRENCLAVE, 2 MRSIGNER (seal only)
+    uint8_t reserved1[6];
+    uint64_t in, in_len, out, out_cap;
+    uint64_t out_len;        // written by the runtime
+    uint8_t reserved2[16];
+} gtsdk_seal_request;
+
+_Static_assert(sizeof(gtsdk_seal_request) == 64 && offsetof(gtsdk_seal_request, out_len) == 40,
+               "the seal leaves' request layout (gt_enclave_seal_request_parse)");
+
+static inline uint64_t gtsdk_seal_call(uint32_t leaf, gtsdk_seal_request *req)
+{
+    uint64_t rax = leaf;
+    __asm__ volatile("enclu" : "+a"(rax) : "b"(req) : "memory", "cc");
+    return rax;
+}
+
 // Freestanding basics (the compiler may also call these itself).
 void *memcpy(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);

@@ -119,5 +119,61 @@ static long ecall_variant(const uint8_t *in, size_t in_len, uint8_t *out, size_t
     return 0;
 }
 
+// 7: a REPORT for a quote. in = the quoting enclave's TARGETINFO (512) then a 32-byte nonce;
+// out = the REPORT (432). The enclave, not the host, chooses REPORTDATA: the nonce, then a
+// label of its own (a real enclave would put a hash of its public key or result there), so the
+// host can make it vouch for a fresh nonce but for nothing else.
+static long ecall_quote_report(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                               size_t *out_len)
+{
+    static const char label[32] = "gputravel example enclave quote";
+    static gtsdk_targetinfo ti;
+    static gtsdk_reportdata data;
+    static gtsdk_report report;
+    if (in_len != sizeof ti.bytes + 32 || out_cap < sizeof report.bytes) {
+        return 1;
+    }
+    memcpy(ti.bytes, in, sizeof ti.bytes);
+    memcpy(data.bytes, in + sizeof ti.bytes, 32);
+    memcpy(data.bytes + 32, label, sizeof label);
+    gtsdk_ereport(&ti, &data, &report);
+    memcpy(out, report.bytes, sizeof report.bytes);
+    *out_len = sizeof report.bytes;
+    return 0;
+}
+
+// 8: seals in[2..] inside the enclave under KEYPOLICY in[0..2] (u16): out = the blob. Status:
+// the seal leaf's RAX. 9: unseals the blob in: out = the plaintext, status the leaf's RAX.
+static long seal_call(uint32_t leaf, uint16_t policy, const uint8_t *in, size_t in_len,
+                      uint8_t *out, size_t out_cap, size_t *out_len)
+{
+    static gtsdk_seal_request req;
+    memset(&req, 0, sizeof req);
+    req.keypolicy = policy;
+    req.in = (uint64_t)(uintptr_t)in;
+    req.in_len = in_len;
+    req.out = (uint64_t)(uintptr_t)out;
+    req.out_cap = out_cap;
+    uint64_t rax = gtsdk_seal_call(leaf, &req);
+    *out_len = rax == 0 ? req.out_len : 0;
+    return (long)rax;
+}
+
+static long ecall_seal(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                       size_t *out_len)
+{
+    if (in_len < 2) {
+        return -1;
+    }
+    uint16_t policy = (uint16_t)(in[0] | in[1] << 8);
+    return seal_call(GTSDK_ENCLU_GT_SEAL, policy, in + 2, in_len - 2, out, out_cap, out_len);
+}
+
+static long ecall_unseal(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                         size_t *out_len)
+{
+    return seal_call(GTSDK_ENCLU_GT_UNSEAL, 0, in, in_len, out, out_cap, out_len);
+}
+
 GTSDK_ECALLS(ecall_add, ecall_echo, ecall_ocall, ecall_egetkey, ecall_ereport, ecall_spin,
-             ecall_variant);
+             ecall_variant, ecall_quote_report, ecall_seal, ecall_unseal);
