@@ -2,7 +2,8 @@
 // all-gather) over MPI point-to-point in which every hop is a sealed chunk: MPI carries bytes
 // and is not trusted. Who seals and opens is an endpoint (gt_ring_endpoint): the host endpoint
 // here (floats in host memory, keys from an X25519 exchange over MPI, sim-labelled admission)
-// for benchmarks and tests; the device endpoint (the device seals, docs/dist.md) joins later.
+// for benchmarks and tests; the device endpoint (the rank's device seals, with attested
+// admission: gt_ring_device_*) for training.
 //
 // Trusts: its callers, and the endpoint it is given. Does not trust: any byte MPI delivers. A
 // chunk is parsed through gt_reader, its header must equal the one the receiver expects (run,
