@@ -19,7 +19,9 @@ shift 4
 work=$(mktemp -d)
 devds=()
 cleanup() {
-    for p in "${devds[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    # All told to stop first: each devd takes about a second and a half to wind down.
+    for p in "${devds[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${devds[@]}"; do wait "$p" 2>/dev/null; done
     rm -rf "$work"
 }
 trap cleanup EXIT
