@@ -2,7 +2,8 @@
 // all-gather) over MPI point-to-point in which every hop is a sealed chunk: MPI carries bytes
 // and is not trusted. Who seals and opens is an endpoint (gt_ring_endpoint): the host endpoint
 // here (floats in host memory, keys from an X25519 exchange over MPI, sim-labelled admission)
-// for benchmarks and tests; the device endpoint (the device seals, docs/dist.md) joins later.
+// for benchmarks and tests; the device endpoint (the rank's device seals, with attested
+// admission: gt_ring_device_*) for training.
 //
 // Trusts: its callers, and the endpoint it is given. Does not trust: any byte MPI delivers. A
 // chunk is parsed through gt_reader, its header must equal the one the receiver expects (run,
@@ -66,6 +67,53 @@ void gt_ring_host_free(gt_ring_host *h);  // wipes keys and staging
 void gt_ring_host_set_buffer(gt_ring_host *h, float *data, uint64_t nelem);
 void gt_ring_host_run_id(const gt_ring_host *h, uint8_t run[16]);
 gt_ring_endpoint gt_ring_host_endpoint(gt_ring_host *h);
+
+// ---- the device endpoint ---------------------------------------------------------------------
+// The rank's own device seals and opens (gt_device_peer_seal / _open) chunks of one of its
+// buffers: the gradients leave only sealed by the device to an attested peer device, and this
+// process relays ciphertext. The device must have declared outputs whose peer rules
+// (trainer.ranks = the communicator's size) admit the other ranks.
+typedef struct gt_ring_device gt_ring_device;
+
+typedef struct {
+    int timeout_ms;  // on every exchange (default 30000 when opts is NULL)
+    // tests only: may replace this rank's hello (cap bytes of room) before it is sent
+    void (*hello_hook)(void *ctx, uint8_t *hello, size_t cap, size_t *len);
+    void *hook_ctx;
+} gt_ring_device_opts;
+
+// What the ranks exchange over MPI during admission (untrusted bytes; gt_reader). A hello slot
+// is u32le n || n bytes of hello (n <= GT_PEER_HELLO_MAX) || zero padding to the slot. A verdict
+// (what every rank's device concluded) is u8 ok (0 or 1) || run[16] || u16le n || n bytes of
+// reason (printable ASCII, n <= GT_RING_REASON_MAX) || zero padding.
+#define GT_RING_HELLO_SLOT (4 + GT_PEER_HELLO_MAX)
+#define GT_RING_REASON_MAX 255
+#define GT_RING_VERDICT_BYTES (1 + 16 + 2 + GT_RING_REASON_MAX)
+typedef struct {
+    bool ok;                              // the device admitted every peer and has a run id
+    uint8_t run[16];                      // its run id (when ok)
+    char reason[GT_RING_REASON_MAX + 1];  // why not (when not ok), NUL-terminated
+} gt_ring_verdict;
+// The hello in a slot (borrowed from slot): GT_E_FORMAT / GT_E_TRUNCATED otherwise.
+GT_MUST_USE gt_err gt_ring_hello_slot_parse(gt_span slot, gt_span *hello);
+void gt_ring_verdict_encode(uint8_t out[GT_RING_VERDICT_BYTES], const gt_ring_verdict *v);
+// GT_E_FORMAT for an ok byte other than 0/1, a reason too long or not printable, padding that is
+// not zero; GT_E_TRUNCATED for fewer than GT_RING_VERDICT_BYTES.
+GT_MUST_USE gt_err gt_ring_verdict_parse(gt_span in, gt_ring_verdict *v);
+
+// Collective over comm: every device makes its hello (gt_device_peer_hello), the hellos are
+// allgathered, every device admits every other rank's (gt_device_peer_admit) and makes the run id
+// (gt_device_peer_run_id); then every rank's verdict is allgathered, so that every rank returns
+// the same error when any device refused a hello ("rank 0 refused rank 1's hello: ...") or when
+// the run ids differ (a hello replayed from another run: the device admits it as a stranger, but
+// its run id is another). On success *out's run id is the ring's (gt_ring_new).
+GT_MUST_USE gt_err gt_ring_device_admit(gt_ring_device **out, gt_device *dev, MPI_Comm comm,
+                                        const gt_ring_device_opts *opts);
+void gt_ring_device_free(gt_ring_device *d);  // the keys are the device's (a new hello wipes)
+// The device buffer seal reads and open writes (the gradients, for the next collective).
+void gt_ring_device_set_buffer(gt_ring_device *d, gt_dbuf buf);
+void gt_ring_device_run_id(const gt_ring_device *d, uint8_t run[16]);
+gt_ring_endpoint gt_ring_device_endpoint(gt_ring_device *d);
 
 // ---- the ring -------------------------------------------------------------------------------
 // The test hook on the wire: sees each chunk this rank sends (after sealing, before MPI) and

@@ -1,6 +1,7 @@
 // gputravel train: GPT-2 training on a device over llm.c shards; one line per step, optional
 // JSON-lines log, loss-curve PNG (gnuplot), checkpoints with resumable training state.
 #include "cli.h"
+#include "train_dist.h"
 
 #include <gputravel/data.h>
 #include <gputravel/device.h>
@@ -69,6 +70,17 @@ static void usage(void)
         "                          {\"data\": [\"train.bin\"], \"steps\": 100}; unknown keys and\n"
         "                          wrong types are errors; the command line overrides it. A file\n"
         "                          with \"agreement\" is one of train --agreement's\n"
+        "ranks (data-parallel on Open MPI; docs/dist.md \"Training across ranks\"):\n"
+        "  --distributed           one rank of 'mpirun -np N gputravel train --distributed ...':\n"
+        "                          rank r trains on batches r, r+N, r+2N, ... of the stream,\n"
+        "                          the gradients are summed by the devices over an encrypted\n"
+        "                          ring, every rank applies the same update; rank 0 prints and\n"
+        "                          writes the outputs. N ranks with --batch B match one rank\n"
+        "                          with --batch N*B (--shuffle off)\n"
+        "  --peers A.json          with --distributed: the agreement that admits the ranks'\n"
+        "                          devices (trainer.ranks = N, accepted trainer and device\n"
+        "                          measurements, allow_simulation)\n"
+        "                          (--device sim: --device-socket may hold %%r, the rank)\n"
         "\n"
         "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
         "and each validation: val N/M | val loss X\n");
@@ -93,6 +105,8 @@ typedef struct {
     uint64_t mem_limit;         // cpu: bytes (0: none)
     const char *paging_store;   // cpu: page beyond mem_limit into this directory
     uint64_t page_bytes;
+    bool distributed;           // a rank of mpirun -np N
+    const char *peers;          // --peers: the agreement admitting the ranks
 } train_opts;
 
 // The message is train's own ("bad value ... for --FLAG"), so the flag is not named here.
@@ -119,7 +133,8 @@ enum {
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
-    O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE,
+    O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE, O_DISTRIBUTED,
+    O_PEERS,
 };
 
 static const struct option long_opts[] = {
@@ -162,6 +177,8 @@ static const struct option long_opts[] = {
     {"mem-limit", required_argument, NULL, O_MEM_LIMIT},
     {"paging-store", required_argument, NULL, O_PAGING_STORE},
     {"page-size", required_argument, NULL, O_PAGE_SIZE},
+    {"distributed", no_argument, NULL, O_DISTRIBUTED},
+    {"peers", required_argument, NULL, O_PEERS},
     {NULL, 0, NULL, 0},
 };
 
@@ -224,6 +241,8 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_PAGE_SIZE:
         ok = gt_is_ok(gt_parse_size(optarg, &o->page_bytes)) && o->page_bytes <= (1u << 20);
         break;
+    case O_DISTRIBUTED: o->distributed = true; break;
+    case O_PEERS: o->peers = optarg; break;
     default: *unknown = true; break;
     }
     return ok;
@@ -257,6 +276,12 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     }
     if (o->page_bytes != 0 && o->paging_store == NULL) {
         return gt_cli_usage(CMD, "--page-size needs --paging-store DIR");
+    }
+    if (o->distributed != (o->peers != NULL)) {
+        return gt_cli_usage(CMD, "--distributed and --peers A.json go together");
+    }
+    if (o->distributed && o->resume != NULL) {
+        return gt_cli_usage(CMD, "--resume across ranks is not done yet (docs/dist.md)");
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");
@@ -411,6 +436,7 @@ typedef struct {
     float *curve, *vcurve;  // per step done: training loss, validation loss (NaN: none)
     int first, done;        // the step training starts from; steps done in this run
     bool interrupted;       // stopped by a signal, saved (interrupted())
+    train_dist *dist;       // --distributed: this rank's part (NULL: one trainer)
 } train_run;
 
 static gt_err open_model(const train_opts *o, train_run *r)
@@ -418,7 +444,11 @@ static gt_err open_model(const train_opts *o, train_run *r)
     gt_device_config dc = {.kind = o->device, .threads = o->threads,
                            .socket_path = o->device_socket, .mem_limit = o->mem_limit,
                            .paging_store = o->paging_store, .page_bytes = (uint32_t)o->page_bytes};
-    GT_TRY(gt_device_open(&r->dev, &dc));
+    if (r->dist != NULL) {
+        GT_TRY(gt_train_dist_open_device(r->dist, &dc, o->device_socket, &r->dev));
+    } else {
+        GT_TRY(gt_device_open(&r->dev, &dc));
+    }
     if (o->init_random) {
         gt_gpt2_config cfg = {.max_seq_len = o->maxT, .vocab_size = o->V,
                               .padded_vocab_size = gt_gpt2_pad_vocab(o->V), .num_layers = o->L,
@@ -492,6 +522,11 @@ static gt_err setup(const train_opts *o, train_run *r)
         GT_ENSURE(r->first <= o->steps, GT_E_ARG,
                   "--steps %d: the checkpoint is already at step %d", o->steps, r->first);
     }
+    if (r->dist != NULL) {
+        gt_dbuf grads = 0;
+        GT_TRY(gt_gpt2_grads_buf(r->m, &grads));
+        GT_TRY(gt_train_dist_start(r->dist, r->dev, grads));
+    }
     if (o->log_json) {
         r->log = fopen(o->log_json, o->resume ? "a" : "w");
         GT_ENSURE(r->log != NULL, GT_E_IO, "%s: %s", o->log_json, strerror(errno));
@@ -545,25 +580,62 @@ static void log_step(FILE *log, const step_result *s)
     fflush(log);
 }
 
-// One optimizer step (step is 0-based): grad-accum micro-batches, then the update.
-static gt_err train_step(const train_opts *o, train_run *r, int step, step_result *out)
+// The next batch of this trainer: with N ranks, rank r takes batches r, r+N, r+2N, ... of the
+// one stream (the skipped ones are the other ranks'), so that the N batches of one micro-step
+// are, in rank order, the batch of one rank with N times the batch size.
+static gt_err next_batch(train_run *r)
 {
-    double t0 = gt_now_seconds();
+    for (int i = 0; i <= (r->dist ? r->dist->rank : 0); i++) {  // the last one is this rank's
+        GT_TRY(gt_loader_next(r->train));
+    }
+    return GT_OK;
+}
+
+// After the micro-step: the batches of the ranks after this one are skipped.
+static gt_err skip_rest(train_run *r)
+{
+    for (int i = r->dist ? r->dist->rank + 1 : 1; r->dist && i < r->dist->nranks; i++) {
+        GT_TRY(gt_loader_next(r->train));
+    }
+    return GT_OK;
+}
+
+// The micro-batches of one step; with ranks, the gradients summed over them on the devices and
+// the loss the mean of the ranks' released losses.
+static gt_err step_grads(const train_opts *o, train_run *r, int step, float *loss)
+{
+    // Every rank's gradient carries 1/N (on the device, through dloss), so the sum the ring
+    // makes is the mean: nothing is scaled on the host, nothing copied out.
+    int nranks = r->dist ? r->dist->nranks : 1;
     GT_TRY(gt_gpt2_zero_grad(r->m));
     double loss_sum = 0.0;
     for (int k = 0; k < o->accum; k++) {
         float l = 0.0f;
-        GT_TRY(gt_loader_next(r->train));
+        GT_TRY(next_batch(r));
         GT_TRY(gt_gpt2_forward_backward(r->m, gt_loader_inputs(r->train),
                                         gt_loader_targets(r->train), o->B, o->T,
-                                        1.0f / (float)o->accum, &l));
+                                        1.0f / ((float)o->accum * (float)nranks), &l));
+        GT_TRY(skip_rest(r));
         loss_sum += l;
     }
-    float loss = (float)(loss_sum / o->accum);
+    *loss = (float)(loss_sum / o->accum);
+    if (r->dist == NULL) {
+        return GT_OK;
+    }
+    GT_TRY(gt_train_dist_allreduce(r->dist, gt_gpt2_num_params(r->m), (uint64_t)step));
+    return gt_train_dist_mean(r->dist, *loss, loss);
+}
+
+// One optimizer step (step is 0-based): grad-accum micro-batches, then the update.
+static gt_err train_step(const train_opts *o, train_run *r, int step, step_result *out)
+{
+    double t0 = gt_now_seconds();
+    float loss = 0.0f;
+    GT_TRY(step_grads(o, r, step, &loss));
     float lr = gt_lr_at(&o->sched, step), norm = NAN;
     GT_TRY(gt_gpt2_update(r->m, &o->opt, lr, o->opt.grad_clip > 0.0f ? &norm : NULL));
     double ms = (gt_now_seconds() - t0) * 1000.0;
-    double tokens_per_step = (double)o->B * o->T * o->accum;
+    double tokens_per_step = (double)o->B * o->T * o->accum * (r->dist ? r->dist->nranks : 1);
     *out = (step_result){.step = step + 1, .loss = loss, .lr = lr, .norm = norm, .vloss = NAN,
                          .ms = ms, .tokens_per_s = tokens_per_step / (ms / 1000.0)};
     r->curve[r->done] = loss;
@@ -571,6 +643,9 @@ static gt_err train_step(const train_opts *o, train_run *r, int step, step_resul
     r->done++;
     return GT_OK;
 }
+
+// One trainer, or rank 0 of several: who prints the progress.
+static bool speaks(const train_run *r) { return r->dist == NULL || r->dist->rank == 0; }
 
 // The validation loss after step s->step when it is due (every --val-every, and the last).
 static gt_err validate_if_due(const train_opts *o, train_run *r, step_result *s)
@@ -581,6 +656,9 @@ static gt_err validate_if_due(const train_opts *o, train_run *r, step_result *s)
     }
     GT_TRY(validate(r->m, r->val, o->val_batches, o->B, o->T, &s->vloss));
     r->vcurve[r->done - 1] = s->vloss;
+    if (!speaks(r)) {
+        return GT_OK;
+    }
     printf("val %d/%d | val loss %.6f\n", s->step, o->steps, s->vloss);
     fflush(stdout);
     return GT_OK;
@@ -613,11 +691,21 @@ static gt_err run(const train_opts *o, train_run *r)
         }
         step_result s;
         GT_TRY(train_step(o, r, step, &s));
-        print_step(o, &s);
+        if (speaks(r)) {
+            print_step(o, &s);
+        }
         GT_TRY(validate_if_due(o, r, &s));
         log_step(r->log, &s);
         if (o->save_every > 0 && (step + 1) % o->save_every == 0 && step + 1 != o->steps) {
             GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
+        }
+    }
+    if (r->dist != NULL && !r->interrupted) {
+        char hex[17];
+        GT_TRY(gt_train_dist_same_params(r->dist, r->m, hex));
+        if (speaks(r)) {
+            printf("ranks %d | parameters identical on every rank (sha256 %s...) | all-reduce "
+                   "%.3f s in all\n", r->dist->nranks, hex, r->dist->ring_s);
         }
     }
     if (o->out != NULL && !r->interrupted) {
@@ -669,6 +757,39 @@ static void train_free(train_run *r)
     gt_device_close(r->dev);  // frees (wipes) the shard buffers too
 }
 
+// One rank of mpirun -np N: rank 0 prints and writes the outputs; a rank that fails says so with
+// its rank and ends the whole job (MPI_Abort), so no rank waits on it.
+static gt_err run_distributed(train_opts *o, train_run *r, int *argc, char ***argv)
+{
+    static train_dist dist;
+    MPI_Init(argc, argv);
+    r->dist = &dist;
+    gt_err err = gt_train_dist_init(&dist, o->peers);
+    if (dist.rank != 0) {
+        gt_cli.quiet = true;
+        o->out = NULL;
+        o->save_every = 0;
+        o->log_json = NULL;
+        o->plot = "none";
+        if (!gt_cli.verbose) {
+            gt_log_set_level(GT_LOG_WARN);
+        }
+    }
+    if (gt_is_ok(err)) {
+        err = run(o, r);
+    }
+    if (!gt_is_ok(err)) {
+        fprintf(stderr, "gputravel %s: rank %d of %d: error: %s\n", CMD, dist.rank,
+                dist.nranks, err.msg);
+        fflush(stderr);
+        gt_train_dist_abort(GT_EXIT_FAIL);
+    }
+    gt_train_dist_free(&dist);
+    r->dist = NULL;
+    MPI_Finalize();
+    return err;
+}
+
 int gt_cmd_train(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -696,8 +817,14 @@ int gt_cmd_train(int argc, char **argv)
         gt_cli_config_free(&conf);
         return rc != 0 ? rc : gt_cli_fail(CMD, gt_errf(GT_E_NOMEM, "out of memory"));
     }
+    if (o.distributed && !gt_train_dist_under_mpirun()) {
+        free(r);
+        gt_cli_config_free(&conf);
+        return gt_cli_usage(CMD, "--distributed must be started under mpirun, e.g. mpirun -np 2 "
+                                 "gputravel train --distributed --peers A.json ...");
+    }
     gt_interrupt_install();  // Ctrl-C saves and says how to resume (a second one kills)
-    gt_err err = run(&o, r);
+    gt_err err = o.distributed ? run_distributed(&o, r, &argc, &argv) : run(&o, r);
     bool stopped = r->interrupted;
     train_free(r);
     free(r);

@@ -237,6 +237,13 @@ gt_err gt_gpt2_params_write(gt_gpt2 *m, const float *in, size_t n)
     return gt_device_copy_in(m->dev, m->params, 0, in, (uint64_t)n * 4);
 }
 
+gt_err gt_gpt2_grads_buf(gt_gpt2 *m, gt_dbuf *out)
+{
+    GT_TRY(ensure_grads(m));
+    *out = m->grads;
+    return GT_OK;
+}
+
 gt_err gt_gpt2_grads_read(gt_gpt2 *m, float *out, size_t n)
 {
     GT_ENSURE(n == m->nparams, GT_E_ARG, "gpt2: %zu floats for %zu parameters", n, m->nparams);

@@ -1,0 +1,41 @@
+// gputravel train --distributed: data-parallel ranks on Open MPI (docs/dist.md "Training across
+// ranks"). Each rank is one process with its own device; the gradients are summed by the
+// encrypted ring with the device endpoint, so they leave a device only sealed by it.
+#ifndef GPUTRAVEL_CLI_TRAIN_DIST_H
+#define GPUTRAVEL_CLI_TRAIN_DIST_H
+
+#include <gputravel/device.h>
+#include <gputravel/dist.h>
+#include <gputravel/train.h>
+#include <gputravel/travel.h>
+
+typedef struct {
+    int rank, nranks;
+    gt_agreement *agreement;  // --peers: trainer.ranks and the accepted measurements
+    gt_ring_device *ep;
+    gt_ring *ring;
+    gt_dbuf grads;
+    double ring_s;            // seconds spent in the all-reduce, all steps
+} train_dist;
+
+// True when mpirun started this process (Open MPI's, PMIx's or PMI's rank variables).
+bool gt_train_dist_under_mpirun(void);
+// Reads the agreement (GT_E_ARG unless trainer.ranks is the job's size).
+GT_MUST_USE gt_err gt_train_dist_init(train_dist *d, const char *agreement_path);
+// The rank's device: cpu, or sim at socket (every "%r" replaced by the rank) opened with the
+// agreement's hash; its outputs declared from the agreement (the peers' rules).
+GT_MUST_USE gt_err gt_train_dist_open_device(train_dist *d, gt_device_config *dc,
+                                             const char *socket, gt_device **dev);
+// Attested admission of every rank's device, then the ring over the gradient buffer.
+GT_MUST_USE gt_err gt_train_dist_start(train_dist *d, gt_device *dev, gt_dbuf grads);
+// The gradient buffer's n floats summed over the ranks, on the devices, for step.
+GT_MUST_USE gt_err gt_train_dist_allreduce(train_dist *d, uint64_t n, uint64_t step);
+// The mean of every rank's released loss (released scalars: plain MPI is fine).
+GT_MUST_USE gt_err gt_train_dist_mean(train_dist *d, float local, float *mean);
+// SHA-256 of the parameters compared across ranks; *hex receives the first 16 hex digits.
+GT_MUST_USE gt_err gt_train_dist_same_params(train_dist *d, gt_gpt2 *m, char hex[17]);
+// Ends the job (MPI_Abort) after giving the other ranks up to 2 s to print their own errors.
+void gt_train_dist_abort(int code);
+void gt_train_dist_free(train_dist *d);
+
+#endif
