@@ -1,11 +1,13 @@
 // The pager (device.h "the pager", docs/paging.md): a virtual arena of whole pages of which at
-// most `cap` bytes are readable at once. A page that has to make room is sealed into an untrusted
-// store file (AES-256-GCM under a key only this pager has), then zeroed, dropped and made
-// PROT_NONE, so a stray access is a crash rather than a silent read of zeros. Each page's
-// version is a leaf of a binary hash tree stored in a second untrusted file; only the root stays
-// here. A fault-in recomputes the root from the leaf and its stored siblings, and opens the blob
-// with the version, the buffer, the page and its label in the AAD: a stale, replayed, swapped,
-// truncated, deleted or altered page fails, and the pager is then failed for good.
+// most `cap` bytes are readable at once. A resident page is a frame of a fixed pool (a memfd of
+// the cap's size) mapped at its address. A page that has to make room is sealed into an untrusted
+// store file (AES-256-GCM under a key only this pager has), its frame wiped and returned to the
+// pool, and its address mapped PROT_NONE, so a stray access is a crash rather than a silent read.
+// Each page's version is a leaf of a binary hash tree stored in a second untrusted file; the
+// tree's top levels (root included) stay here. A fault-in recomputes the path from the leaf and
+// its stored siblings to the first node kept here, and opens the blob with the version, the
+// buffer, the page and its label in the AAD: a stale, replayed, swapped, truncated, deleted or
+// altered page fails, and the pager is then failed for good.
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
