@@ -380,6 +380,22 @@ GT_MUST_USE gt_err gt_resume_open(gt_span file, const uint8_t secret[GT_RESUME_S
                                   const uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES],
                                   const uint8_t agreement_hash[GT_SHA256_BYTES],
                                   gt_resume_header *h, gt_buf *body);
+// The same open in two passes, for a device that cannot hold the whole body in one place (devd
+// under paging): gt_resume_verify makes every check of gt_resume_open, the tag over the whole
+// body included, without giving out any plaintext (decrypted piecewise into a scratch buffer,
+// wiped); then gt_resume_decrypt_to, with the header it filled, decrypts the same file again and
+// hands the body to put(ctx, at, data, n) in order, GT_SEAL_IO_BYTES at a time. The caller must
+// keep file's bytes unchanged between the two calls (its own memory), so the second pass
+// gives exactly the bytes the first verified; the second pass checks the tag again all the same.
+GT_MUST_USE gt_err gt_resume_verify(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                    const uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES],
+                                    const uint8_t agreement_hash[GT_SHA256_BYTES],
+                                    gt_resume_header *h);
+typedef gt_err (*gt_resume_put_fn)(void *ctx, uint64_t at, const uint8_t *data, size_t n);
+GT_MUST_USE gt_err gt_resume_decrypt_to(gt_span file,
+                                        const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                                        const gt_resume_header *h, gt_resume_put_fn put,
+                                        void *ctx);
 
 // ---- seal / verify / unseal -----------------------------------------------------------------
 typedef struct {

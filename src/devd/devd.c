@@ -279,6 +279,23 @@ static gt_err arena_fill(devd *d, uint64_t off, int value, uint64_t len)
     return GT_OK;
 }
 
+// Plain copies between the arena at off and memory (in != NULL: into the arena), a page at a
+// time when paging.
+static gt_err arena_copy(devd *d, uint64_t off, const uint8_t *in, uint8_t *out, uint64_t len)
+{
+    for (uint64_t done = 0; done < len;) {
+        uint64_t n = arena_piece(d, off + done, len - done);
+        GT_TRY(arena_hold(d, off + done, n, in != NULL));
+        if (in != NULL) {
+            memcpy(d->arena + off + done, in + done, (size_t)n);
+        } else {
+            memcpy(out + done, d->arena + off + done, (size_t)n);
+        }
+        done += n;
+    }
+    return GT_OK;
+}
+
 // The same for a buffer found before a long transfer, looked up again: a failed load releases
 // it only if it is still there.
 static void buf_release_again(devd *d, gt_dbuf h, uint64_t owner)
@@ -608,6 +625,24 @@ static gt_err export_alloc(void *ctx, uint64_t bytes, uint64_t *h)
 
 static gt_err export_free(void *ctx, uint64_t h) { return buf_free(ctx, h); }
 
+static gt_err export_read(void *ctx, uint64_t at, uint8_t *out, uint64_t n)
+{
+    devd_session *s = ctx;
+    return arena_copy(s->d, at, NULL, out, n);
+}
+
+static gt_err export_write(void *ctx, uint64_t at, const uint8_t *in, uint64_t n)
+{
+    devd_session *s = ctx;
+    return arena_copy(s->d, at, in, NULL, n);
+}
+
+static gt_err export_fill(void *ctx, uint64_t at, int value, uint64_t n)
+{
+    devd_session *s = ctx;
+    return arena_fill(s->d, at, value, n);
+}
+
 static gt_err unexpected(const gt_sim_msg *m)
 {
     return gt_errf(GT_E_STATE, "devd: unexpected %s message", gt_sim_msg_name(m->type));
@@ -616,15 +651,11 @@ static gt_err unexpected(const gt_sim_msg *m)
 static gt_err do_export(devd_session *s, const gt_sim_msg *m)
 {
     devd *d = s->d;
-    if (d->pg != NULL) {  // they read whole buffers at once: not yet through the pager
-        return send_status(s, gt_errf(GT_E_UNSUPPORTED, "devd: %s is not available with "
-                                      "--paging-store yet (docs/paging.md)",
-                                      gt_sim_msg_name(m->type)));
-    }
-    devd_export_env env = {.arena = d->arena, .tab = d->tab, .identity = d->identity,
+    devd_export_env env = {.tab = d->tab, .identity = d->identity,
                            .agreement_hash = s->agreement, .declared = s->declared,
                            .rules = s->rel.declared ? &s->rel.rules : NULL, .ctx = s,
-                           .access = export_access, .alloc = export_alloc, .free = export_free};
+                           .access = export_access, .alloc = export_alloc, .free = export_free,
+                           .read = export_read, .write = export_write, .fill = export_fill};
     gt_sim_msg r;
     gt_err e = devd_export_serve(&env, m, &r);
     if (!gt_is_ok(e)) {
@@ -656,7 +687,7 @@ static gt_err peer_reply_buffer(devd_session *s, const uint8_t *p, size_t len, g
     GT_TRY(buf_alloc(s, len, 0, &r->handle));
     gt_buftab_entry *b = NULL;
     GT_TRY(buf_find(s, r->handle, &b));
-    memcpy(s->d->arena + b->at.offset, p, len);
+    GT_TRY(arena_copy(s->d, b->at.offset, p, NULL, len));
     r->type = GT_SIM_REP_EXPORTED;
     r->len = len;
     return GT_OK;
@@ -704,8 +735,21 @@ static gt_err peer_seal(devd_session *s, const gt_sim_msg *m, gt_sim_msg *r)
     size_t cap = gt_peer_chunk_bytes(h.nelem), len = 0;
     GT_TRY(buf_alloc(s, cap, 0, &r->handle));
     GT_TRY(buf_find(s, r->handle, &out));
-    gt_err e = gt_peer_core_seal(pc, d->tab, label, &h, d->arena + src_at,
-                                 d->arena + out->at.offset, cap, &len);
+    uint64_t out_at = out->at.offset;
+    // Paging: only the source range is held resident (at most the cap); the chunk is sealed into
+    // devd's own memory (it is ciphertext from then on) and copied in a page at a time.
+    uint8_t *stage = d->pg != NULL ? malloc(cap) : NULL;
+    gt_err e = d->pg != NULL && stage == NULL
+                   ? gt_errf(GT_E_NOMEM, "devd: out of memory (chunk staging)")
+                   : arena_hold(d, src_at, n, false);
+    if (gt_is_ok(e)) {
+        e = gt_peer_core_seal(pc, d->tab, label, &h, d->arena + src_at,
+                              stage != NULL ? stage : d->arena + out_at, cap, &len);
+    }
+    if (gt_is_ok(e) && stage != NULL) {
+        e = arena_copy(d, out_at, stage, NULL, len);
+    }
+    free(stage);
     if (!gt_is_ok(e)) {
         gt_err f = buf_free(s, r->handle);
         (void)f;
@@ -727,20 +771,51 @@ static gt_err peer_open(devd_session *s, const gt_sim_msg *m)
     GT_TRY(gt_peer_hdr_bytes(&h, &off, &n));
     gt_buftab_entry *chunk = NULL, *dst = NULL;
     GT_TRY(buf_access(s, m->peer.chunk, 0, m->peer.chunk_len, "peer_open chunk", &chunk));
-    gt_span in = {d->arena + chunk->at.offset, (size_t)m->peer.chunk_len};
+    uint64_t chunk_at = chunk->at.offset;
     GT_TRY(buf_access(s, m->handle, off, n, "peer_open", &dst));
     GT_ENSURE(m->handle != m->peer.chunk, GT_E_ARG, "device: a chunk opened over itself");
-    return gt_peer_core_open(pc, d->tab, m->handle, &h, in, d->arena + dst->at.offset + off,
-                             (int)m->peer.mode);
+    uint64_t dst_at = dst->at.offset + off;
+    if (d->pg == NULL) {
+        return gt_peer_core_open(pc, d->tab, m->handle, &h,
+                                 (gt_span){d->arena + chunk_at, (size_t)m->peer.chunk_len},
+                                 d->arena + dst_at, (int)m->peer.mode);
+    }
+    // Paging: the chunk (ciphertext) is copied out into devd's own memory a page at a time,
+    // then only the destination range is held resident (at most the cap) while it opens.
+    uint8_t *stage = malloc((size_t)m->peer.chunk_len);
+    GT_ENSURE(stage != NULL, GT_E_NOMEM, "devd: out of memory (chunk staging)");
+    gt_err e = arena_copy(d, chunk_at, NULL, stage, m->peer.chunk_len);
+    if (gt_is_ok(e)) {
+        e = arena_hold(d, dst_at, n, true);
+    }
+    if (gt_is_ok(e)) {
+        e = gt_peer_core_open(pc, d->tab, m->handle, &h,
+                              (gt_span){stage, (size_t)m->peer.chunk_len}, d->arena + dst_at,
+                              (int)m->peer.mode);
+    }
+    free(stage);
+    return e;
+}
+
+// A peer's hello out of the arena (copied, a page at a time when paging) and admitted.
+static gt_err peer_admit(devd_session *s, const gt_sim_msg *m)
+{
+    gt_peer_core *pc = NULL;
+    gt_buftab_entry *b = NULL;
+    GT_TRY(peer_core(s, &pc));
+    GT_TRY(buf_access(s, m->handle, 0, m->len, "peer_admit", &b));
+    uint8_t *hello = malloc(m->len ? (size_t)m->len : 1);
+    GT_ENSURE(hello != NULL, GT_E_NOMEM, "devd: out of memory");
+    gt_err e = arena_copy(s->d, b->at.offset, NULL, hello, m->len);
+    if (gt_is_ok(e)) {
+        e = gt_peer_core_admit(pc, m->peer.rank, (gt_span){hello, (size_t)m->len});
+    }
+    free(hello);
+    return e;
 }
 
 static gt_err do_peer(devd_session *s, const gt_sim_msg *m)
 {
-    if (s->d->pg != NULL) {  // a seal or open touches two arena buffers at once: not yet paged
-        return send_status(s, gt_errf(GT_E_UNSUPPORTED, "devd: %s is not available with "
-                                      "--paging-store yet (docs/paging.md)",
-                                      gt_sim_msg_name(m->type)));
-    }
     gt_sim_msg r;
     memset(&r, 0, sizeof r);
     gt_peer_core *pc = NULL;
@@ -749,18 +824,8 @@ static gt_err do_peer(devd_session *s, const gt_sim_msg *m)
     case GT_SIM_REQ_PEER_HELLO:
         e = peer_hello(s, m, &r);
         break;
-    case GT_SIM_REQ_PEER_ADMIT: {
-        gt_buftab_entry *b = NULL;
-        e = peer_core(s, &pc);
-        if (gt_is_ok(e)) {
-            e = buf_access(s, m->handle, 0, m->len, "peer_admit", &b);
-        }
-        if (gt_is_ok(e)) {
-            e = gt_peer_core_admit(pc, m->peer.rank, (gt_span){s->d->arena + b->at.offset,
-                                                               (size_t)m->len});
-        }
-        return send_status(s, e);
-    }
+    case GT_SIM_REQ_PEER_ADMIT:
+        return send_status(s, peer_admit(s, m));
     case GT_SIM_REQ_PEER_RUN_ID:
         e = peer_core(s, &pc);
         if (gt_is_ok(e)) {

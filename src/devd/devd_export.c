@@ -51,6 +51,15 @@ static gt_sckpt_model model_of(const uint32_t c[6])
                             .num_heads = c[3], .channels = c[4], .padded_vocab_size = c[5]};
 }
 
+// Buffer h's offset in the arena, looked up again.
+static gt_err buf_offset(const devd_export_env *env, uint64_t h, uint64_t *at)
+{
+    gt_buftab_entry *e = NULL;
+    GT_TRY(env->access(env->ctx, h, 0, 0, "import_resume", &e));
+    *at = e->at.offset;
+    return GT_OK;
+}
+
 // The sealed bytes into a new unlabelled buffer of the session: what the client may copy out.
 static gt_err hand_over(const devd_export_env *env, const gt_buf *sealed, gt_sim_msg *rep)
 {
@@ -63,11 +72,63 @@ static gt_err hand_over(const devd_export_env *env, const gt_buf *sealed, gt_sim
         (void)f;  // the allocation just made: freeing it cannot fail in a way that matters
         return err;
     }
-    memcpy(env->arena + e->at.offset, sealed->data, sealed->len);
+    err = env->write(env->ctx, e->at.offset, sealed->data, sealed->len);
+    if (!gt_is_ok(err)) {
+        gt_err f = env->free(env->ctx, h);
+        (void)f;
+        return err;
+    }
     rep->type = GT_SIM_REP_EXPORTED;
     rep->handle = h;
     rep->len = sealed->len;
     return GT_OK;
+}
+
+// What a seal reads, in order: parts of the arena (through env->read, so a paged buffer comes
+// in a page at a time) or of memory (mem != NULL: a header). Offsets, not entry pointers: entries
+// move when the table grows.
+typedef struct {
+    const uint8_t *mem;
+    uint64_t at, len;
+} export_part;
+
+typedef struct {
+    const devd_export_env *env;
+    export_part parts[3];
+    size_t count, i;
+    uint64_t off;  // within parts[i]
+} export_source;
+
+static gt_err export_source_read(void *ctx, uint8_t *out, size_t n)
+{
+    export_source *s = ctx;
+    for (size_t done = 0; done < n;) {
+        GT_ENSURE(s->i < s->count, GT_E_TRUNCATED, "device: the state ends %zu bytes early",
+                  n - done);
+        const export_part *p = &s->parts[s->i];
+        uint64_t k = p->len - s->off < n - done ? p->len - s->off : n - done;
+        if (p->mem != NULL) {
+            memcpy(out + done, p->mem + s->off, (size_t)k);
+        } else {
+            GT_TRY(s->env->read(s->env->ctx, p->at + s->off, out + done, k));
+        }
+        done += (size_t)k;
+        s->off += k;
+        if (s->off == p->len) {
+            s->i++;
+            s->off = 0;
+        }
+    }
+    return GT_OK;
+}
+
+static gt_seal_source export_source_of(export_source *s)
+{
+    uint64_t len = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        len += s->parts[i].len;
+    }
+    return (gt_seal_source){.len = len, .read = export_source_read, .ctx = s};
 }
 
 static gt_err export_checkpoint(const devd_export_env *env, const gt_sim_msg *req,
@@ -87,9 +148,10 @@ static gt_err export_checkpoint(const devd_export_env *env, const gt_sim_msg *re
                               .recipients = r, .signing_secret = secret};
     memcpy(p.agreement_hash, env->declared->hash, sizeof p.agreement_hash);
     gt_sckpt_llmc_header(head, &p.model);
-    gt_span parts[2] = {{head, sizeof head}, {env->arena + e->at.offset + req->offset, req->len}};
-    gt_seal_spans sp = {.spans = parts, .count = 2};
-    gt_seal_source src = gt_seal_spans_source(&sp);
+    export_source es = {.env = env, .count = 2,
+                        .parts = {{head, 0, sizeof head}, {NULL, e->at.offset + req->offset,
+                                                           req->len}}};
+    gt_seal_source src = export_source_of(&es);
     gt_buf sealed = {0};
     gt_seal_sink sink = gt_seal_buf_sink(&sealed);
     gt_err err = GT_OK;
@@ -174,12 +236,11 @@ static gt_err export_resume(const devd_export_env *env, const gt_sim_msg *req, g
     gt_resume_header *h = malloc(sizeof *h);
     GT_ENSURE(h != NULL, GT_E_NOMEM, "devd: out of memory");
     uint8_t secret[32] = {0};
-    gt_span parts[3];
+    export_source es = {.env = env, .count = n};
     for (size_t i = 0; i < n; i++) {
-        parts[i] = (gt_span){env->arena + e[i]->at.offset, req->len};
+        es.parts[i] = (export_part){NULL, e[i]->at.offset, req->len};
     }
-    gt_seal_spans sp = {.spans = parts, .count = n};
-    gt_seal_source src = gt_seal_spans_source(&sp);
+    gt_seal_source src = export_source_of(&es);
     gt_buf state = {0};
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, resume_header(env, req, e, n, h), out);
@@ -193,10 +254,30 @@ out:
     return gt_err_wrap(err, "device: export_resume");
 }
 
-// The opened state into the destination buffers: labels first (they only grow, so a failure
-// leaves them more restrictive, never less), then the bytes; moments the state lacks are zeroed.
+// Where the opened body goes: params | m | v, each into its buffer at these arena offsets.
+typedef struct {
+    const devd_export_env *env;
+    uint64_t at[3], part;  // part: params_bytes
+} restore_sink;
+
+static gt_err restore_put(void *ctx, uint64_t at, const uint8_t *data, size_t n)
+{
+    restore_sink *r = ctx;
+    for (size_t done = 0; done < n;) {
+        uint64_t o = at + done, i = o / r->part, k = r->part - o % r->part;
+        k = k < n - done ? k : n - done;
+        GT_TRY(r->env->write(r->env->ctx, r->at[i] + o % r->part, data + done, k));
+        done += (size_t)k;
+    }
+    return GT_OK;
+}
+
+// The verified state into the destination buffers: labels first (they only grow, so a failure
+// leaves them more restrictive, never less), then the bytes, decrypted a second time straight
+// into the buffers (a page at a time when paging: no whole plaintext copy); moments the state
+// lacks are zeroed.
 static gt_err restore(const devd_export_env *env, const gt_sim_msg *req,
-                      const gt_resume_header *h, const gt_buf *body)
+                      const gt_resume_header *h, gt_span file, const uint8_t *secret)
 {
     gt_buftab_entry *e[3] = {0};
     size_t n = 0;
@@ -208,13 +289,13 @@ static gt_err restore(const devd_export_env *env, const gt_sim_msg *req,
             GT_TRY(gt_buftab_label_add(env->tab, req->bufs[i], h->labels[k]));
         }
     }
+    restore_sink r = {.env = env, .part = h->params_bytes};
     for (size_t i = 0; i < n; i++) {
-        uint8_t *dst = env->arena + e[i]->at.offset;
-        if (i == 0 || h->m_bytes != 0) {
-            memcpy(dst, body->data + i * h->params_bytes, (size_t)h->params_bytes);
-        } else {
-            memset(dst, 0, (size_t)h->params_bytes);
-        }
+        GT_TRY(buf_offset(env, req->bufs[i], &r.at[i]));  // entry pointers are not kept
+    }
+    GT_TRY(gt_resume_decrypt_to(file, secret, h, restore_put, &r));
+    for (size_t i = 1; i < n && h->m_bytes == 0; i++) {
+        GT_TRY(env->fill(env->ctx, r.at[i], 0, h->params_bytes));
     }
     return GT_OK;
 }
@@ -227,14 +308,19 @@ static gt_err import_resume(const devd_export_env *env, const gt_sim_msg *req, g
     gt_resume_header *h = malloc(sizeof *h);
     GT_ENSURE(h != NULL, GT_E_NOMEM, "devd: out of memory");
     uint8_t secret[32] = {0}, id[GT_RESUME_DEVICE_ID_BYTES];
-    gt_buf body = {0};
+    gt_buf file = {0};
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_sim_identity_id(env->identity, id), out);
     GT_TRY_GOTO(err, gt_sim_identity_derive(env->identity, PURPOSE_RESUME, secret), out);
-    // The state's bytes stay in the arena (devd's own memory) while they are opened.
-    GT_TRY_GOTO(err, gt_resume_open((gt_span){env->arena + se->at.offset, (size_t)req->len},
-                                    secret, id, env->agreement_hash, h, &body), out);
-    GT_TRY_GOTO(err, restore(env, req, h, &body), out);
+    // The state (ciphertext) copied out of the arena into devd's own memory, a page at a time
+    // when paging, where it cannot change between the pass that checks it and the one that
+    // decrypts it into the buffers.
+    GT_TRY_GOTO(err, gt_buf_reserve(&file, (size_t)req->len), out);
+    GT_TRY_GOTO(err, env->read(env->ctx, se->at.offset, file.data, req->len), out);
+    file.len = (size_t)req->len;
+    GT_TRY_GOTO(err, gt_resume_verify(gt_buf_span(&file), secret, id, env->agreement_hash, h),
+                out);
+    GT_TRY_GOTO(err, restore(env, req, h, gt_buf_span(&file), secret), out);
     rep->type = GT_SIM_REP_RESUMED;
     rep->step = h->step;
     rep->loader = (gt_sim_loader){.epoch = h->loader.epoch, .shard = h->loader.shard,
@@ -243,7 +329,7 @@ static gt_err import_resume(const devd_export_env *env, const gt_sim_msg *req, g
                                   .seed = h->loader.seed, .shuffle = h->loader.shuffle};
 out:
     gt_secure_zero(secret, sizeof secret);
-    gt_buf_free(&body);  // wipes the plaintext
+    gt_buf_free_nowipe(&file);  // ciphertext
     free(h);
     return gt_err_wrap(err, "device: import_resume");
 }

@@ -8,7 +8,6 @@
 #include <gputravel/travel.h>
 
 typedef struct {
-    uint8_t *arena;
     gt_buftab *tab;
     const gt_sim_identity *identity;  // NULL: devd runs with a custom evidence hook
     const uint8_t *agreement_hash;    // the session's (its evidence binds it)
@@ -21,6 +20,12 @@ typedef struct {
                      gt_buftab_entry **e);
     gt_err (*alloc)(void *ctx, uint64_t bytes, uint64_t *h);
     gt_err (*free)(void *ctx, uint64_t h);
+    // The arena's bytes [at, at + n), at an entry's at.offset plus an offset: copied out, copied
+    // in, filled. With --paging-store they go through the pager a page at a time, so an export
+    // never needs a whole buffer resident (docs/paging.md).
+    gt_err (*read)(void *ctx, uint64_t at, uint8_t *out, uint64_t n);
+    gt_err (*write)(void *ctx, uint64_t at, const uint8_t *in, uint64_t n);
+    gt_err (*fill)(void *ctx, uint64_t at, int value, uint64_t n);
 } devd_export_env;
 
 // Whether type is one of the requests below.

@@ -1,11 +1,13 @@
 // The pager (device.h "the pager", docs/paging.md): a virtual arena of whole pages of which at
-// most `cap` bytes are readable at once. A page that has to make room is sealed into an untrusted
-// store file (AES-256-GCM under a key only this pager has), then zeroed, dropped and made
-// PROT_NONE, so a stray access is a crash rather than a silent read of zeros. Each page's
-// version is a leaf of a binary hash tree stored in a second untrusted file; only the root stays
-// here. A fault-in recomputes the root from the leaf and its stored siblings, and opens the blob
-// with the version, the buffer, the page and its label in the AAD: a stale, replayed, swapped,
-// truncated, deleted or altered page fails, and the pager is then failed for good.
+// most `cap` bytes are readable at once. A resident page is a frame of a fixed pool (a memfd of
+// the cap's size) mapped at its address. A page that has to make room is sealed into an untrusted
+// store file (AES-256-GCM under a key only this pager has), its frame wiped and returned to the
+// pool, and its address mapped PROT_NONE, so a stray access is a crash rather than a silent read.
+// Each page's version is a leaf of a binary hash tree stored in a second untrusted file; the
+// tree's top levels (root included) stay here. A fault-in recomputes the path from the leaf and
+// its stored siblings to the first node kept here, and opens the blob with the version, the
+// buffer, the page and its label in the AAD: a stale, replayed, swapped, truncated, deleted or
+// altered page fails, and the pager is then failed for good.
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
@@ -27,11 +29,13 @@ enum { PG_FREE = 0, PG_ZERO, PG_RESIDENT, PG_SEALED };
 #define PAGER_MAX_PAGES (1u << 26)
 #define PAGER_MIN_CAP_PAGES 4u
 #define PAGER_AAD_BYTES 48
+#define TREE_CACHE_NODES (1u << 13)  // 256 KiB of the tree's top kept here (14 levels)
 
 typedef struct {
     uint64_t handle, owner;  // the buffer it belongs to (handle 0: not placed)
     uint32_t first;          // that buffer's first page
     uint32_t prev, next;     // the LRU list of resident pages, oldest first
+    uint32_t frame;          // resident: the pool frame mapped at it
     uint8_t state;
     bool dirty;              // resident and maybe changed since it came in: reseal to evict
     bool has_blob;           // the store holds its newest version (it was sealed before)
@@ -45,7 +49,8 @@ typedef struct {
 
 struct gt_pager {
     uint8_t key[GT_AEAD_KEY_BYTES];
-    uint8_t root[TREE_HASH];                       // the one copy that is trusted
+    uint8_t (*cache)[TREE_HASH];  // the tree's top nodes 1 .. cache_n - 1: the trusted copy
+    uint64_t cache_n;
     uint8_t defaults[TREE_MAX_LEVELS + 1][TREE_HASH];  // an untouched subtree's hash, per level
     uint8_t *base;
     uint64_t page, cap_pages, virt;
@@ -56,6 +61,11 @@ struct gt_pager {
     extent *extents;  // placed buffers, sorted by first page
     size_t nextents, cap_extents;
     uint8_t *stage;  // one sealed page: ciphertext || tag (never plaintext)
+    // The frames: cap_pages pages of a memfd, the only memory a resident page can have. A
+    // resident page maps its frame; a free frame is all zeros (wiped when its page left).
+    int pool_fd;
+    uint8_t *pool;  // all frames, mapped once: where pages are opened and wiped
+    uint32_t *free_frames, nfree;
     int store_fd, tree_fd;
     char store_path[600], tree_path[600];
     const gt_buftab *tab;
@@ -137,55 +147,60 @@ static gt_err node_get(gt_pager *pg, uint64_t n, int lv, uint8_t out[TREE_HASH])
     return GT_OK;
 }
 
-// The root over leaf = version and the siblings sib[] (read from the store when read_sibs);
-// parents[lv] is the node at level lv + 1 on the way.
-static gt_err tree_climb(gt_pager *pg, uint32_t leaf, uint64_t version, bool read_sibs,
-                         uint8_t sib[][TREE_HASH], uint8_t parents[][TREE_HASH],
-                         uint8_t root[TREE_HASH])
+// The parent of h and its sibling sib, h being node n.
+static gt_err climb_one(uint64_t n, const uint8_t *h, const uint8_t *sib, uint8_t out[TREE_HASH])
 {
-    uint8_t h[TREE_HASH];
-    GT_TRY(leaf_hash(version, h));
-    uint64_t n = (uint64_t)pg->nleaves + leaf;
-    for (int lv = 0; lv < pg->levels; lv++, n >>= 1) {
-        if (read_sibs) {
-            GT_TRY(node_get(pg, n ^ 1, lv, sib[lv]));
-        }
-        if (n & 1) {
-            GT_TRY(node_hash(sib[lv], h, h));
-        } else {
-            GT_TRY(node_hash(h, sib[lv], h));
-        }
-        memcpy(parents[lv], h, TREE_HASH);
-    }
-    memcpy(root, h, TREE_HASH);
-    return GT_OK;
+    return n & 1 ? node_hash(sib, h, out) : node_hash(h, sib, out);
 }
 
-// The stored version of page leaf, checked against the root; sib receives the checked siblings.
+// Nodes below cache_n (the root, 1, and the levels under it down to cache_n / 2 .. cache_n - 1)
+// are kept here, trusted; the rest only in the store. A level is all cached or not at all.
+static bool node_cached(const gt_pager *pg, uint64_t n) { return n < pg->cache_n; }
+
+// Page leaf's stored version, checked against the first cached node above it; sib receives the
+// siblings below that node (sib[0]: the sibling leaf, read with it in one pread).
 static gt_err tree_check(gt_pager *pg, uint32_t leaf, uint64_t *version, uint8_t sib[][TREE_HASH])
 {
-    uint8_t parents[TREE_MAX_LEVELS][TREE_HASH], root[TREE_HASH];
-    GT_TRY(leaf_version(pg, leaf, version));
-    GT_TRY(tree_climb(pg, leaf, *version, true, sib, parents, root));
-    GT_ENSURE(gt_ct_equal(root, pg->root, TREE_HASH), GT_E_AUTH,
+    uint8_t raw[16], h[TREE_HASH];
+    GT_TRY(store_read(pg->tree_fd, raw, sizeof raw, leaf_at(pg, leaf & ~1u), "a page version"));
+    gt_reader r = gt_reader_init(raw, sizeof raw);
+    uint64_t v[2] = {0, 0};
+    GT_TRY(gt_reader_u64le(&r, &v[0]));
+    GT_TRY(gt_reader_u64le(&r, &v[1]));
+    *version = v[leaf & 1];
+    GT_TRY(leaf_hash(*version, h));
+    GT_TRY(leaf_hash(v[(leaf & 1) ^ 1], sib[0]));
+    uint64_t n = (uint64_t)pg->nleaves + leaf;
+    for (int lv = 0; !node_cached(pg, n); lv++, n >>= 1) {
+        if (lv > 0) {
+            GT_TRY(node_get(pg, n ^ 1, lv, sib[lv]));
+        }
+        GT_TRY(climb_one(n, h, sib[lv], h));
+    }
+    GT_ENSURE(gt_ct_equal(h, pg->cache[n], TREE_HASH), GT_E_AUTH,
               "paging: the version tree does not match its root at page %u", leaf);
     return GT_OK;
 }
 
 // Sets page leaf to version (its siblings sib checked by tree_check just before): the new path
-// goes to the store and the new root stays here.
+// below the cache goes to the store, the cached part (up to the root) is updated here.
 static gt_err tree_set(gt_pager *pg, uint32_t leaf, uint64_t version, uint8_t sib[][TREE_HASH])
 {
-    uint8_t parents[TREE_MAX_LEVELS][TREE_HASH], root[TREE_HASH], raw[8];
-    GT_TRY(tree_climb(pg, leaf, version, false, sib, parents, root));
+    uint8_t h[TREE_HASH], raw[8];
+    GT_TRY(leaf_hash(version, h));
     uint64_t n = (uint64_t)pg->nleaves + leaf;
-    for (int lv = 0; lv + 1 < pg->levels; lv++) {  // the root (node 1) is kept here only
+    for (int lv = 0; !node_cached(pg, n); lv++) {
+        GT_TRY(climb_one(n, h, sib[lv], h));
         n >>= 1;
-        GT_TRY(store_write(pg->tree_fd, parents[lv], TREE_HASH, n * TREE_HASH));
+        if (!node_cached(pg, n)) {
+            GT_TRY(store_write(pg->tree_fd, h, TREE_HASH, n * TREE_HASH));
+        }
     }
     put_le64(raw, version);
     GT_TRY(store_write(pg->tree_fd, raw, sizeof raw, leaf_at(pg, leaf)));
-    memcpy(pg->root, root, TREE_HASH);
+    for (memcpy(pg->cache[n], h, TREE_HASH); n > 1; n >>= 1) {
+        GT_TRY(climb_one(n, pg->cache[n], pg->cache[n ^ 1], pg->cache[n >> 1]));
+    }
     return GT_OK;
 }
 
@@ -195,7 +210,10 @@ static gt_err tree_init(gt_pager *pg)
     for (int lv = 1; lv <= pg->levels; lv++) {
         GT_TRY(node_hash(pg->defaults[lv - 1], pg->defaults[lv - 1], pg->defaults[lv]));
     }
-    memcpy(pg->root, pg->defaults[pg->levels], TREE_HASH);
+    for (uint64_t n = 1, lv = (uint64_t)pg->levels; n < pg->cache_n; n++) {
+        lv -= (n & (n - 1)) == 0 && n > 1;  // a power of two starts the next level down
+        memcpy(pg->cache[n], pg->defaults[lv], TREE_HASH);
+    }
     return GT_OK;
 }
 
@@ -258,13 +276,19 @@ static void page_aad(const gt_pager *pg, uint32_t p, uint64_t version, gt_label 
     put_le64(iv + 4, version);
 }
 
-// Gone from readable memory: wiped, its frames given back, unmapped for reads and writes.
+// Gone from readable memory: its frame wiped and back in the pool, the address mapped to
+// nothing (PROT_NONE), so a stray access is a crash.
 static void page_drop(gt_pager *pg, uint32_t p)
 {
     uint8_t *a = page_addr(pg, p);
-    gt_secure_zero(a, pg->page);
-    (void)madvise(a, pg->page, MADV_DONTNEED);
-    (void)mprotect(a, pg->page, PROT_NONE);
+    uint32_t f = pg->pages[p].frame;
+    gt_secure_zero(pg->pool + (uint64_t)f * pg->page, pg->page);
+    void *r = mmap(a, pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+                   MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) {  // out of mappings: the frame stays mapped, but unreadable
+        (void)mprotect(a, pg->page, PROT_NONE);
+    }
+    pg->free_frames[pg->nfree++] = f;
     lru_remove(pg, p);
     pg->nresident--;
 }
@@ -329,7 +353,8 @@ static gt_err page_out(gt_pager *pg, uint32_t p)
     return GT_OK;
 }
 
-static gt_err page_open(gt_pager *pg, uint32_t p)
+// Page p's newest blob, checked and opened into dst (its frame).
+static gt_err page_open(gt_pager *pg, uint32_t p, uint8_t *dst)
 {
     page_meta *m = &pg->pages[p];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH], aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
@@ -339,27 +364,34 @@ static gt_err page_open(gt_pager *pg, uint32_t p)
     GT_ENSURE(version > 0, GT_E_AUTH, "paging: a sealed page at version 0");
     GT_TRY(store_read(pg->store_fd, pg->stage, blob, blob_at(pg, p), "a page"));
     page_aad(pg, p, version, m->sealed_label, aad, iv);
-    return gt_aead_open(page_addr(pg, p), pg->page, &n, pg->stage, blob, aad, sizeof aad, iv,
-                        pg->key);
+    return gt_aead_open(dst, pg->page, &n, pg->stage, blob, aad, sizeof aad, iv, pg->key);
 }
 
 static gt_err page_in(gt_pager *pg, uint32_t p)
 {
     page_meta *m = &pg->pages[p];
-    GT_ENSURE(mprotect(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE) == 0, GT_E_NOMEM,
-              "paging: cannot map a page");
-#ifdef MADV_POPULATE_WRITE
-    // its frames in one call rather than one fault per 4 KiB (Linux >= 5.14; else faults)
-    (void)madvise(page_addr(pg, p), pg->page, MADV_POPULATE_WRITE);
-#endif
-    if (m->state == PG_SEALED) {  // a zero page needs nothing: its frames were dropped
-        gt_err err = page_open(pg, p);
+    assert(pg->nfree > 0);  // nresident < cap_pages
+    uint32_t f = pg->free_frames[pg->nfree - 1];
+    uint8_t *frame = pg->pool + (uint64_t)f * pg->page;
+    if (m->state == PG_SEALED) {  // a zero page needs nothing: a free frame is zeros
+        gt_err err = page_open(pg, p, frame);
         if (!gt_is_ok(err)) {
-            (void)mprotect(page_addr(pg, p), pg->page, PROT_NONE);
+            gt_secure_zero(frame, pg->page);
             return pager_fail(pg, p, err);
         }
-        pg->nsealed--;
     }
+    // The frame at the page's address: no frame is allocated or zeroed by the kernel here, and
+    // MAP_POPULATE sets its entries in the same call rather than one fault per 4 KiB.
+    void *r = mmap(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED | MAP_POPULATE, pg->pool_fd, (off_t)f * (off_t)pg->page);
+    if (r == MAP_FAILED) {
+        gt_secure_zero(frame, pg->page);
+        return gt_errf(GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
+    }
+    (void)madvise(r, pg->page, MADV_DONTDUMP);
+    pg->nfree--;
+    m->frame = f;
+    pg->nsealed -= m->state == PG_SEALED;
     m->has_blob = m->state == PG_SEALED;
     m->dirty = false;
     m->state = PG_RESIDENT;
@@ -425,6 +457,7 @@ static gt_err pager_sizes(gt_pager *pg, const gt_pager_config *cfg)
         pg->nleaves *= 2;
         pg->levels++;
     }
+    pg->cache_n = pg->nleaves < TREE_CACHE_NODES ? pg->nleaves : TREE_CACHE_NODES;
     return GT_OK;
 }
 
@@ -457,14 +490,39 @@ static gt_err pager_store(gt_pager *pg, const char *dir)
     return store_open(dir, "tree", tree, pg->tree_path, sizeof pg->tree_path, &pg->tree_fd);
 }
 
+// The frames: the cap's worth of a memfd (its pages exist only once used, and never more than
+// the cap), mapped once as the pool; frame 0 is handed out first.
+static gt_err pager_pool(gt_pager *pg)
+{
+    uint64_t bytes = pg->cap_pages * pg->page;
+    pg->pool_fd = memfd_create("gtpager-frames", MFD_CLOEXEC);
+    GT_ENSURE(pg->pool_fd >= 0, GT_E_NOMEM, "paging: cannot create the frame pool");
+    GT_ENSURE(ftruncate(pg->pool_fd, (off_t)bytes) == 0, GT_E_NOMEM,
+              "paging: cannot size the frame pool (%llu bytes)", (unsigned long long)bytes);
+    void *a = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pg->pool_fd, 0);
+    GT_ENSURE(a != MAP_FAILED, GT_E_NOMEM, "paging: cannot map the frame pool");
+    pg->pool = a;
+    (void)madvise(a, bytes, MADV_DONTDUMP);
+    (void)madvise(a, bytes, MADV_DONTFORK);
+    for (uint64_t i = 0; i < pg->cap_pages; i++) {
+        pg->free_frames[i] = (uint32_t)(pg->cap_pages - 1 - i);
+    }
+    pg->nfree = (uint32_t)pg->cap_pages;
+    return GT_OK;
+}
+
 static gt_err pager_memory(gt_pager *pg)
 {
     pg->pages = calloc(pg->npages, sizeof *pg->pages);
     pg->stage = malloc(pg->page + GT_AEAD_TAG_BYTES);
-    GT_ENSURE(pg->pages != NULL && pg->stage != NULL, GT_E_NOMEM, "paging: out of memory");
+    pg->cache = calloc(pg->cache_n, sizeof *pg->cache);
+    pg->free_frames = calloc(pg->cap_pages, sizeof *pg->free_frames);
+    GT_ENSURE(pg->pages != NULL && pg->stage != NULL && pg->cache != NULL &&
+                  pg->free_frames != NULL, GT_E_NOMEM, "paging: out of memory");
     for (uint32_t p = 0; p < pg->npages; p++) {
         pg->pages[p].prev = pg->pages[p].next = NO_PAGE;
     }
+    GT_TRY(pager_pool(pg));
     // Address space only: no frame exists until a page is needed, and none beyond the cap.
     void *a = mmap(NULL, pg->virt, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     GT_ENSURE(a != MAP_FAILED, GT_E_NOMEM, "paging: cannot reserve %llu bytes of address space",
@@ -479,7 +537,7 @@ gt_err gt_pager_new(gt_pager **out, const gt_pager_config *cfg)
     *out = NULL;
     gt_pager *pg = calloc(1, sizeof *pg);
     GT_ENSURE(pg != NULL, GT_E_NOMEM, "paging: out of memory");
-    pg->store_fd = pg->tree_fd = -1;
+    pg->store_fd = pg->tree_fd = pg->pool_fd = -1;
     pg->lru_head = pg->lru_tail = NO_PAGE;
     pg->tab = cfg->tab;
     gt_err err = pager_sizes(pg, cfg);
@@ -514,15 +572,25 @@ void gt_pager_free(gt_pager *pg)
     if (pg == NULL) {
         return;
     }
-    if (pg->base != NULL) {
+    if (pg->base != NULL && pg->pool != NULL) {
         pager_wipe_all(pg);
+    }
+    if (pg->base != NULL) {
         munmap(pg->base, pg->virt);
+    }
+    if (pg->pool != NULL) {
+        munmap(pg->pool, pg->cap_pages * pg->page);
+    }
+    if (pg->pool_fd >= 0) {
+        close(pg->pool_fd);
     }
     store_close(pg->store_fd, pg->store_path);
     store_close(pg->tree_fd, pg->tree_path);
     free(pg->pages);
     free(pg->stage);
     free(pg->extents);
+    free(pg->cache);
+    free(pg->free_frames);
     gt_secure_zero(pg, sizeof *pg);
     free(pg);
 }

@@ -261,3 +261,67 @@ out:
     }
     return err;
 }
+
+// One pass over the body of a checked file: decrypted IO_BYTES at a time into a scratch buffer,
+// each piece handed to put (none: verification only), then the tag.
+static gt_err body_pass(gt_span file, const gt_resume_header *h,
+                        const uint8_t key[GT_AEAD_KEY_BYTES], gt_resume_put_fn put, void *ctx)
+{
+    uint64_t n = h->params_bytes + h->m_bytes + h->v_bytes;
+    GT_ENSURE(gt_resume_file_bytes(h) == file.len, GT_E_FORMAT, "resume state: another file");
+    uint8_t *io = malloc(IO_BYTES);
+    GT_ENSURE(io != NULL, GT_E_NOMEM, "resume state: out of memory");
+    gt_aead_stream *s = NULL;
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, file.data, h->header_len, h->iv, key), out);
+    for (uint64_t at = 0; at < n;) {
+        size_t k = (size_t)(n - at < IO_BYTES ? n - at : IO_BYTES);
+        GT_TRY_GOTO(err, gt_aead_stream_update(s, io, file.data + h->header_len + at, k), out);
+        if (put != NULL) {
+            GT_TRY_GOTO(err, put(ctx, at, io, k), out);
+        }
+        at += k;
+    }
+    uint8_t tag[GT_AEAD_TAG_BYTES];
+    memcpy(tag, file.data + h->header_len + n, sizeof tag);
+    gt_err e = gt_aead_stream_final(s, tag);
+    GT_ENSURE_GOTO(err, e.code == GT_E_NONE, out, GT_E_AUTH,
+                   "resume state does not authenticate: it was tampered with, or sealed under "
+                   "another device secret");
+out:
+    gt_aead_stream_free(s);
+    gt_secure_zero(io, IO_BYTES);
+    free(io);
+    return err;
+}
+
+gt_err gt_resume_verify(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                        const uint8_t device_id[GT_RESUME_DEVICE_ID_BYTES],
+                        const uint8_t agreement_hash[GT_SHA256_BYTES], gt_resume_header *h)
+{
+    uint8_t key[GT_AEAD_KEY_BYTES] = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_resume_header_parse(h, file.data, file.len), out);
+    GT_TRY_GOTO(err, size_check(h, file.len), out);
+    GT_TRY_GOTO(err, binding_check(h, device_id, agreement_hash), out);
+    GT_TRY_GOTO(err, resume_key(key, secret, h), out);
+    GT_TRY_GOTO(err, body_pass(file, h, key, NULL, NULL), out);
+out:
+    gt_secure_zero(key, sizeof key);
+    if (!gt_is_ok(err)) {
+        memset(h, 0, sizeof *h);
+    }
+    return err;
+}
+
+gt_err gt_resume_decrypt_to(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES],
+                            const gt_resume_header *h, gt_resume_put_fn put, void *ctx)
+{
+    uint8_t key[GT_AEAD_KEY_BYTES] = {0};
+    gt_err err = resume_key(key, secret, h);
+    if (gt_is_ok(err)) {
+        err = body_pass(file, h, key, put, ctx);
+    }
+    gt_secure_zero(key, sizeof key);
+    return err;
+}

@@ -241,17 +241,22 @@ static void tamper_version_tree(void **state)
 {
     (void)state;
     scene *s = calloc(1, sizeof *s);
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 3; which++) {
         scene_open(s);
         gt_buf t = {0};
         GT_ASSERT_OK(gt_file_read_all(s->tree, 1u << 30, &t));
         // nleaves = 65536 pages of the 256 MiB arena: leaves after 65536 32-byte nodes
         size_t leaf0 = 65536u * 32, node = 32768u * 32;  // page 0's parent (level 1)
+        // The pager keeps nodes 1..8191 (the top 13 levels) itself; node 8193 is the highest
+        // level still read from the store: page 0's sibling subtree at level 3 (pages 8..15).
+        size_t top_stored = 8193u * 32;
         assert_true(t.len >= leaf0 + 8);
         if (which == 0) {
             t.data[leaf0] ^= 1;
-        } else {
+        } else if (which == 1) {
             t.data[node + 5] ^= 0x40;
+        } else {
+            t.data[top_stored + 31] ^= 0x02;
         }
         file_put(s->tree, &t);
         gt_buf_free(&t);

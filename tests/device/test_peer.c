@@ -30,8 +30,8 @@ typedef struct {
     gt_device *dev[MAX_DEV];
     gt_agreement a;
     uint8_t run[16];
-    bool paged;              // cpu devices that page beyond a 2 MiB cap (docs/paging.md)
-    char pages[MAX_DEV][600];
+    bool paged;              // devices that page beyond a 2 MiB cap (docs/paging.md)
+    char pages[MAX_DEV][700];
 } world;
 
 // ---- fixtures ------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ static gt_device *open_dev(world *w, int i, const gt_agreement *a, const gt_devi
 {
     gt_device_config cfg = {.kind = w->kind, .threads = 1, .mem_limit = 16u << 20,
                             .socket_path = w->sock[i], .attester = att};
-    if (w->paged) {
+    if (w->paged && w->kind == GT_DEVICE_CPU) {  // sim: devd's own flags (setup_sim_paged)
         snprintf(w->pages[i], sizeof w->pages[i], "%s/pages%d", w->dir, i);
         assert_int_equal(gt_mkdir_p(w->pages[i], 0700).code, GT_E_NONE);
         cfg.mem_limit = 2u << 20;
@@ -129,11 +129,12 @@ static void close_all(world *w)
     }
 }
 
-static int setup_kind(void **state, gt_device_kind kind)
+static int setup_kind_paged(void **state, gt_device_kind kind, bool paged)
 {
     world *w = calloc(1, sizeof *w);
     assert_non_null(w);
     w->kind = kind;
+    w->paged = paged;
     gt_test_tmpdir(w->dir, sizeof w->dir);
     char root[700];
     snprintf(root, sizeof root, "%s/sim-root", w->dir);
@@ -145,21 +146,22 @@ static int setup_kind(void **state, gt_device_kind kind)
             snprintf(d, sizeof d, "%s/devd%d", w->dir, i);
             assert_int_equal(gt_mkdir_p(d, 0700).code, GT_E_NONE);
             const char *args[] = {"--mem-limit", "16MiB", NULL};
-            w->devd[i] = gt_test_devd_start(w->sock[i], sizeof w->sock[i], d, args);
+            snprintf(w->pages[i], sizeof w->pages[i], "%s/pages", d);
+            assert_int_equal(gt_mkdir_p(w->pages[i], 0700).code, GT_E_NONE);
+            const char *paged_args[] = {"--mem-limit", "2MiB", "--paging-store", w->pages[i],
+                                        "--page-size", "4096", NULL};
+            w->devd[i] = gt_test_devd_start(w->sock[i], sizeof w->sock[i], d,
+                                            paged ? paged_args : args);
         }
     }
     *state = w;
     return 0;
 }
 
-static int setup_cpu(void **state) { return setup_kind(state, GT_DEVICE_CPU); }
-static int setup_cpu_paged(void **state)
-{
-    int r = setup_kind(state, GT_DEVICE_CPU);
-    ((world *)*state)->paged = true;
-    return r;
-}
-static int setup_sim(void **state) { return setup_kind(state, GT_DEVICE_SIM); }
+static int setup_cpu(void **state) { return setup_kind_paged(state, GT_DEVICE_CPU, false); }
+static int setup_cpu_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_CPU, true); }
+static int setup_sim(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, false); }
+static int setup_sim_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, true); }
 
 static int teardown(void **state)
 {
@@ -363,7 +365,19 @@ static void test_large_chunk_sum_exact(void **state)
     free(c);
 }
 
-// On a device that pages (cpu, 2 MiB resident), the buffers a chunk is sealed from and opened
+// Device d's paging counters: the cpu backend's, or devd's STAT.
+static void paging_stats(world *w, int d, gt_pager_stats *st)
+{
+    if (w->kind == GT_DEVICE_CPU) {
+        GT_ASSERT_OK(gt_device_paging_stats(w->dev[d], st));
+        return;
+    }
+    gt_device_sim_stat s;
+    GT_ASSERT_OK(gt_device_sim_stat_get(w->dev[d], &s));
+    *st = s.paging;
+}
+
+// On a device that pages (cpu, or devd --paging-store; 2 MiB resident), the buffers a chunk is sealed from and opened
 // into have been evicted to the store: seal and open bring exactly their ranges back first.
 static void test_paged_out_buffers_seal_and_open(void **state)
 {
@@ -383,7 +397,7 @@ static void test_paged_out_buffers_seal_and_open(void **state)
         GT_ASSERT_OK(gt_device_alloc(w->dev[d], 2u << 20, 0, &filler[d]));
         GT_ASSERT_OK(gt_device_memset(w->dev[d], filler[d], 0, 0x5a, 2u << 20));
         gt_pager_stats st;
-        GT_ASSERT_OK(gt_device_paging_stats(w->dev[d], &st));
+        paging_stats(w, d, &st);
         assert_true(st.page_outs > 0 && st.evicted_bytes >= n * 4 / 2);
     }
     size_t cap = gt_peer_chunk_bytes(n), len = 0;
@@ -400,6 +414,36 @@ static void test_paged_out_buffers_seal_and_open(void **state)
         assert_true(x[i] == (float)((int)(i % 1021) - 510) * 3.0f);
     }
     free(x);
+    free(c);
+}
+
+// Under a 2 MiB cap a 4 MiB range cannot be resident at once: the seal and the open are refused
+// naming the limit, and nothing moved: the honest small chunk that follows seals and opens with
+// the sequence numbers it would have had anyway.
+static void test_range_over_cap_refused(void **state)
+{
+    world *w = *state;
+    admit_all(w, 2);
+    const uint64_t n = 1u << 20;  // 4 MiB of floats
+    gt_dbuf big[2] = {0};
+    for (int d = 0; d < 2; d++) {
+        GT_ASSERT_OK(gt_device_alloc(w->dev[d], n * 4, 0, &big[d]));
+        GT_ASSERT_OK(gt_device_memset(w->dev[d], big[d], 0, 0, n * 4));
+    }
+    size_t cap = gt_peer_chunk_bytes(n), len = 0;
+    uint8_t *c = malloc(cap);
+    assert_non_null(c);
+    gt_peer_hdr hb = hdr(w, 0, 0, 0, 1);
+    hb.elem_off = 0;
+    hb.nelem = n;
+    GT_ASSERT_ERR(gt_device_peer_seal(w->dev[0], &hb, big[0], c, cap, &len), GT_E_LIMIT,
+                  "resident at once");
+    gt_dbuf g0 = floats(w->dev[0], 1, false), g1 = floats(w->dev[1], 2, false);
+    gt_peer_hdr h = hdr(w, 0, 0, 0, 1);
+    chunk_buf small;
+    seal(w, 0, &h, g0, &small);
+    GT_ASSERT_OK(gt_device_peer_open(w->dev[1], &h, small.b, small.len, g1, GT_PEER_ADD));
+    assert_sum(w->dev[1], g1, 2, 1);
     free(c);
 }
 
@@ -700,10 +744,14 @@ int main(void)
     const struct CMUnitTest paged[] = {
         CASE(test_pair_moves_labelled_chunk),
         CASE(test_paged_out_buffers_seal_and_open),
+        CASE(test_range_over_cap_refused),
+        CASE(test_replayed_chunk_rejected),
+        CASE(test_misrouted_chunk_rejected),
     };
     failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
     if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL) {
         failed += cmocka_run_group_tests_name("sim", tests, setup_sim, teardown);
+        failed += cmocka_run_group_tests_name("sim-paged", paged, setup_sim_paged, teardown);
     }
     return failed;
 }

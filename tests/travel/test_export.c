@@ -22,6 +22,7 @@
 #endif
 
 #define LIMIT (64u << 20)
+#define PAGED_CAP (40u << 10)  // less than the toy's params + m + v: a resume state is paged
 #define NTOK 4096
 #define VOCAB GT_TOY_VOCAB
 static const uint8_t DATASET[GT_LABEL_ID_BYTES] = {0xd5, 0x7a, 0x5e, 0x70, 0x01, 0x02, 0x03, 0x04,
@@ -34,6 +35,7 @@ typedef struct {
     char why[256];
     char dir[512], sock[600], sock2[600];
     pid_t devd, devd2;  // sim: two devds with two identities (two devices)
+    bool paged;         // sim: both devds capped at PAGED_CAP and paging (docs/paging.md)
     gt_device *dev;
     gt_resume_device rd, rd2;  // cpu / cuda: two resume keys (two devices)
 } backend;
@@ -62,22 +64,42 @@ static void agreement_make(gt_agreement *a, const char *name, const char *output
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
 
-static int group_setup(void **state, gt_device_kind kind)
+// A devd in dir (with --identity ident when not NULL), capped and paging into dir/pages when
+// paged.
+static pid_t devd_start(char *sock, size_t cap, const char *dir, const char *ident, bool paged)
+{
+    char pages[700];
+    snprintf(pages, sizeof pages, "%s/pages", dir);
+    const char *args[12] = {"--threads", "1", "--mem-limit", paged ? "40KiB" : "64MiB"};
+    int n = 4;
+    if (paged) {
+        GT_ASSERT_OK(gt_mkdir_p(pages, 0700));
+        args[n++] = "--page-size";
+        args[n++] = "4KiB";
+        args[n++] = "--paging-store";
+        args[n++] = pages;
+    }
+    if (ident != NULL) {
+        args[n++] = "--identity";
+        args[n++] = ident;
+    }
+    return gt_test_devd_start(sock, cap, dir, args);
+}
+
+static int group_setup_paged(void **state, gt_device_kind kind, bool paged)
 {
     backend *b = calloc(1, sizeof *b);
     b->kind = kind;
+    b->paged = paged;
     b->devd = b->devd2 = -1;
     gt_test_tmpdir(b->dir, sizeof b->dir);
     if (kind == GT_DEVICE_SIM) {
-        const char *args[] = {"--mem-limit", "64MiB", "--threads", "1", NULL};
-        b->devd = gt_test_devd_start(b->sock, sizeof b->sock, b->dir, args);
+        b->devd = devd_start(b->sock, sizeof b->sock, b->dir, NULL, paged);
         char d2[600], ident[700];
         snprintf(d2, sizeof d2, "%s/second", b->dir);
         snprintf(ident, sizeof ident, "%s/identity", d2);
         GT_ASSERT_OK(gt_mkdir_p(d2, 0700));
-        const char *args2[] = {"--mem-limit", "64MiB", "--threads", "1", "--identity", ident,
-                               NULL};
-        b->devd2 = gt_test_devd_start(b->sock2, sizeof b->sock2, d2, args2);
+        b->devd2 = devd_start(b->sock2, sizeof b->sock2, d2, ident, paged);
     } else {
         char d1[600], d2[600];
         snprintf(d1, sizeof d1, "%s/one", b->dir);
@@ -96,8 +118,14 @@ static int group_setup(void **state, gt_device_kind kind)
     return 0;
 }
 
+static int group_setup(void **state, gt_device_kind kind)
+{
+    return group_setup_paged(state, kind, false);
+}
+
 static int setup_cpu(void **state) { return group_setup(state, GT_DEVICE_CPU); }
 static int setup_sim(void **state) { return group_setup(state, GT_DEVICE_SIM); }
+static int setup_sim_paged(void **state) { return group_setup_paged(state, GT_DEVICE_SIM, true); }
 #ifdef GT_HAVE_CUDA
 static int setup_cuda(void **state) { return group_setup(state, GT_DEVICE_CUDA); }
 #endif
@@ -419,6 +447,69 @@ static void undeclared_exports_refused(void **state)
     gt_toy_close(&t);
 }
 
+// ---- under a memory cap (devd --paging-store) ----------------------------------------------------
+
+// devd's paging counters now.
+static gt_pager_stats paging_now(gt_device *dev)
+{
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
+    return st.paging;
+}
+
+// On a devd capped below the resume state's size: the sealed checkpoint opens to exactly the
+// weights an uncapped cpu device computes for the same step, the resume state (params, m and v:
+// more than the cap, so it can only have been read a page at a time) takes a fresh model to the
+// uninterrupted run's next loss, and both exports fault pages in from the store.
+static void paged_exports_match_uncapped(void **state)
+{
+    backend *b = *state;
+    gt_device *dev = open_dev(state, A, true, false);
+    gt_device *cpu = NULL;
+    gt_device_config cc = {.kind = GT_DEVICE_CPU, .threads = 1, .mem_limit = LIMIT};
+    GT_ASSERT_OK(gt_device_open(&cpu, &cc));
+    gt_toy t, twin, r;
+    gt_dbuf chunk = chunk_make(dev, true);
+    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_toy_open(cpu, chunk_make(cpu, false), NTOK, &twin);
+    assert_true(toy_step(&t) == toy_step(&twin));
+    size_t n = gt_gpt2_num_params(twin.m);
+    float *want = malloc(4 * n);
+    GT_ASSERT_OK(gt_gpt2_params_read(twin.m, want, n));
+    gt_export_local local = local_for(state, A, false);
+    gt_export_model x = model_of(t.m, true);
+    assert_true(3 * x.params_bytes > PAGED_CAP);
+    gt_pager_stats before = paging_now(dev);
+    gt_buf sealed = {0}, st = {0};
+    GT_ASSERT_OK(gt_travel_export_checkpoint(dev, &x, &local, &sealed));
+    GT_ASSERT_OK(gt_travel_export_resume(dev, &x, &local, &st));
+    gt_pager_stats after = paging_now(dev);
+    assert_true(after.fault_ins > before.fault_ins && after.page_outs > before.page_outs);
+    assert_true(after.peak_resident <= PAGED_CAP);
+    uint8_t signer[GT_ED25519_PUBLIC_BYTES];
+    GT_ASSERT_OK(gt_travel_export_signer(dev, &local, signer));
+    char path[700], out[700];
+    snprintf(path, sizeof path, "%s/paged.sealed", b->dir);
+    snprintf(out, sizeof out, "%s/paged.bin", b->dir);
+    GT_ASSERT_OK(gt_file_write_atomic(path, sealed.data, sealed.len, 0644));
+    opened_is(path, signer, want, n, out);
+    const float next = toy_step(&twin);  // the uninterrupted (uncapped) run's next loss
+    gt_toy_open(dev, chunk, NTOK, &r);
+    GT_ASSERT_OK(gt_gpt2_init_random(r.m, 99));
+    gt_export_model y = model_of(r.m, true);
+    GT_ASSERT_OK(gt_travel_import_resume(dev, gt_buf_span(&st), &y, &local));
+    gt_gpt2_step_set(r.m, y.step);
+    GT_ASSERT_OK(gt_loader_next(r.l));
+    assert_true(toy_step(&r) == next);
+    gt_buf_free_nowipe(&sealed);
+    gt_buf_free_nowipe(&st);
+    free(want);
+    gt_toy_close(&r);
+    gt_toy_close(&t);
+    gt_toy_close(&twin);
+    gt_device_close(cpu);
+}
+
 int main(void)
 {
     global_setup();
@@ -430,6 +521,14 @@ int main(void)
     };
     int rc = cmocka_run_group_tests_name("cpu", cases, setup_cpu, teardown);
     rc |= cmocka_run_group_tests_name("sim", cases, setup_sim, teardown);
+    const struct CMUnitTest paged[] = {
+        cmocka_unit_test_teardown(paged_exports_match_uncapped, case_teardown),
+        cmocka_unit_test_teardown(sealed_checkpoint_opens_and_flips_are_refused, case_teardown),
+        cmocka_unit_test_teardown(resume_round_trip_same_next_loss, case_teardown),
+        cmocka_unit_test_teardown(foreign_and_tampered_states_refused, case_teardown),
+        cmocka_unit_test_teardown(undeclared_exports_refused, case_teardown),
+    };
+    rc |= cmocka_run_group_tests_name("sim-paged", paged, setup_sim_paged, teardown);
 #ifdef GT_HAVE_CUDA
     rc |= cmocka_run_group_tests_name("cuda", cases, setup_cuda, teardown);
 #endif
