@@ -439,6 +439,20 @@ gt_err gt_device_peer_run_id(gt_device *dev, uint8_t run[16])
     return gt_peer_core_run_id(dev->peer, run);
 }
 
+// The in-process backends' floats of h in buf: checked against the buffer (range, policy) and,
+// on a paging device, made resident for the in-place seal or open.
+static gt_err peer_floats(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, const char *what,
+                          bool write, gt_buftab_entry **e, uint8_t **floats)
+{
+    GT_TRY(peer_local(dev, what));
+    uint64_t off = 0, n = 0;
+    GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
+    GT_TRY(gt_buftab_access(local_tab(dev), buf, 0, off, n, what, e));
+    GT_TRY(gt_device_cpu_hold(dev->impl, *e, off, n, write));
+    *floats = (*e)->at.host + off;
+    return GT_OK;
+}
+
 gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, uint8_t *out,
                            size_t cap, size_t *outlen)
 {
@@ -446,14 +460,10 @@ gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, ui
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_peer_seal(dev->impl, h, buf, out, cap, outlen);
     }
-    GT_TRY(peer_local(dev, "peer_seal"));
-    gt_buftab *tab = local_tab(dev);
-    uint64_t off = 0, n = 0;
-    GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
     gt_buftab_entry *e = NULL;
-    GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_seal", &e));
-    GT_TRY(gt_device_cpu_hold(dev->impl, e, off, n, false));
-    return gt_peer_core_seal(dev->peer, tab, e->label, h, e->at.host + off, out, cap, outlen);
+    uint8_t *floats = NULL;
+    GT_TRY(peer_floats(dev, h, buf, "peer_seal", false, &e, &floats));
+    return gt_peer_core_seal(dev->peer, local_tab(dev), e->label, h, floats, out, cap, outlen);
 }
 
 gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *in, size_t len,
@@ -462,14 +472,10 @@ gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_peer_open(dev->impl, h, in, len, buf, mode);
     }
-    GT_TRY(peer_local(dev, "peer_open"));
-    gt_buftab *tab = local_tab(dev);
-    uint64_t off = 0, n = 0;
-    GT_TRY(gt_peer_hdr_bytes(h, &off, &n));
     gt_buftab_entry *e = NULL;
-    GT_TRY(gt_buftab_access(tab, buf, 0, off, n, "peer_open", &e));
-    GT_TRY(gt_device_cpu_hold(dev->impl, e, off, n, true));
-    return gt_peer_core_open(dev->peer, tab, buf, h, (gt_span){in, len}, e->at.host + off, mode);
+    uint8_t *floats = NULL;
+    GT_TRY(peer_floats(dev, h, buf, "peer_open", true, &e, &floats));
+    return gt_peer_core_open(dev->peer, local_tab(dev), buf, h, (gt_span){in, len}, floats, mode);
 }
 
 gt_err gt_device_paging_stats(gt_device *dev, gt_pager_stats *st)

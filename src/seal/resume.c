@@ -213,6 +213,20 @@ static gt_err binding_check(const gt_resume_header *h,
     return GT_OK;
 }
 
+// The tag after the n body bytes of a checked file (size_check / gt_resume_file_bytes proved it is
+// in bounds), against the stream that decrypted them.
+static gt_err body_tag_check(gt_aead_stream *s, gt_span file, const gt_resume_header *h,
+                             uint64_t n)
+{
+    uint8_t tag[GT_AEAD_TAG_BYTES];
+    memcpy(tag, file.data + h->header_len + n, sizeof tag);
+    gt_err e = gt_aead_stream_final(s, tag);
+    GT_ENSURE(e.code == GT_E_NONE, GT_E_AUTH,
+              "resume state does not authenticate: it was tampered with, or sealed under another "
+              "device secret");
+    return GT_OK;
+}
+
 static gt_err size_check(const gt_resume_header *h, size_t len)
 {
     uint64_t want = gt_resume_file_bytes(h);
@@ -243,12 +257,7 @@ gt_err gt_resume_open(gt_span file, const uint8_t secret[GT_RESUME_SECRET_BYTES]
     GT_TRY_GOTO(err, gt_aead_stream_update(s, body->data, file.data + h->header_len, (size_t)n),
                 out);
     body->len = (size_t)n;
-    uint8_t tag[GT_AEAD_TAG_BYTES];
-    memcpy(tag, file.data + h->header_len + n, sizeof tag);
-    gt_err e = gt_aead_stream_final(s, tag);
-    GT_ENSURE_GOTO(err, e.code == GT_E_NONE, out, GT_E_AUTH,
-                   "resume state does not authenticate: it was tampered with, or sealed under "
-                   "another device secret");
+    GT_TRY_GOTO(err, body_tag_check(s, file, h, n), out);
 out:
     gt_aead_stream_free(s);
     gt_secure_zero(key, sizeof key);
@@ -282,12 +291,7 @@ static gt_err body_pass(gt_span file, const gt_resume_header *h,
         }
         at += k;
     }
-    uint8_t tag[GT_AEAD_TAG_BYTES];
-    memcpy(tag, file.data + h->header_len + n, sizeof tag);
-    gt_err e = gt_aead_stream_final(s, tag);
-    GT_ENSURE_GOTO(err, e.code == GT_E_NONE, out, GT_E_AUTH,
-                   "resume state does not authenticate: it was tampered with, or sealed under "
-                   "another device secret");
+    GT_TRY_GOTO(err, body_tag_check(s, file, h, n), out);
 out:
     gt_aead_stream_free(s);
     gt_secure_zero(io, IO_BYTES);
