@@ -13,7 +13,7 @@ if [ "${1:-}" = "--sanitize" ]; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 fi
-# The MPI tests (ctest -R dist/) start mpirun, which refuses to run as root unless told; CI runs
+# The MPI tests (ctest -R collective/) start mpirun, which refuses to run as root unless told; CI runs
 # as root. CTest sets these for those tests too; exported here for anything else run under it.
 if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -81,7 +81,7 @@ GT_MUST_USE gt_err gt_gpt2_params_read(gt_gpt2 *m, float *out, size_t n);
 GT_MUST_USE gt_err gt_gpt2_params_write(gt_gpt2 *m, const float *in, size_t n);
 GT_MUST_USE gt_err gt_gpt2_grads_read(gt_gpt2 *m, float *out, size_t n);
 // The gradient buffer (all num_params floats, allocated now if no backward has run yet): for a
-// collective that sums it on the device (dist's device endpoint), never a host copy.
+// collective that sums it on the device (the collective layer's device endpoint), never a host copy.
 GT_MUST_USE gt_err gt_gpt2_grads_buf(gt_gpt2 *m, gt_dbuf *out);
 // Activation bytes a (B,T) step needs on the device (for memory budgets).
 uint64_t gt_gpt2_activation_bytes(const gt_gpt2_config *cfg, int B, int T);

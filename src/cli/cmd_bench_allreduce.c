@@ -1,8 +1,8 @@
-// gputravel bench allreduce: the encrypted ring all-reduce (dist layer, host endpoint) against
+// gputravel bench allreduce: the encrypted ring all-reduce (collective layer, host endpoint) against
 // Open MPI's own MPI_Allreduce on the same bytes, paired run by run, under mpirun.
 #include "cli.h"
 
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include "bench_world.h"
 
@@ -24,7 +24,7 @@ void gt_cmd_bench_allreduce_usage(void)
            "Must be started under mpirun (Open MPI), N >= 2 ranks. Times, side by side in one\n"
            "run, the sum of the same floats over all ranks by\n"
            "  plain      Open MPI's MPI_Allreduce (no encryption: MPI traffic is plaintext)\n"
-           "  encrypted  the ring all-reduce of the dist layer: reduce-scatter + all-gather over\n"
+           "  encrypted  the ring all-reduce of the collective layer: reduce-scatter + all-gather over\n"
            "             MPI point-to-point, every hop an AES-256-GCM sealed chunk (host\n"
            "             endpoint; keys from an X25519 exchange, admission INSECURE SIMULATION)\n"
            "each run pairs one of each (plain first), and prints per size the median time of\n"

@@ -41,7 +41,7 @@ static void usage(FILE *out)
             "           SIGSTRUCT's own attributes and MISCSELECT): exit 0 if it would run,\n"
             "           1 if refused, 2 if the input is invalid\n"
             "  run      INSECURE SIMULATION: starts IMAGE (a flat image built with the SDK in\n"
-            "           src/enclave/sdk) in its enclave process, which measures it and runs\n"
+            "           sdk/enclave) in its enclave process, which measures it and runs\n"
             "           EINIT's checks against SIG, then calls ECALL N with --input's bytes and\n"
             "           prints its status and output (OCALLs are echoed back). --platform:\n"
             "           the SGX platform in DIR, its root sealed to the host TEE (--host,\n"

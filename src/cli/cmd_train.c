@@ -70,7 +70,7 @@ static void usage(void)
         "                          {\"data\": [\"train.bin\"], \"steps\": 100}; unknown keys and\n"
         "                          wrong types are errors; the command line overrides it. A file\n"
         "                          with \"agreement\" is one of train --agreement's\n"
-        "ranks (data-parallel on Open MPI; docs/dist.md \"Training across ranks\"):\n"
+        "ranks (data-parallel on Open MPI; docs/collective.md \"Training across ranks\"):\n"
         "  --distributed           one rank of 'mpirun -np N gputravel train --distributed ...':\n"
         "                          rank r trains on batches r, r+N, r+2N, ... of the stream,\n"
         "                          the gradients are summed by the devices over an encrypted\n"
@@ -281,7 +281,7 @@ static int parse_check(int argc, char **argv, const train_opts *o)
         return gt_cli_usage(CMD, "--distributed and --peers A.json go together");
     }
     if (o->distributed && o->resume != NULL) {
-        return gt_cli_usage(CMD, "--resume across ranks is not done yet (docs/dist.md)");
+        return gt_cli_usage(CMD, "--resume across ranks is not done yet (docs/collective.md)");
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");

@@ -1,11 +1,11 @@
-// gputravel train --distributed: data-parallel ranks on Open MPI (docs/dist.md "Training across
+// gputravel train --distributed: data-parallel ranks on Open MPI (docs/collective.md "Training across
 // ranks"). Each rank is one process with its own device; the gradients are summed by the
 // encrypted ring with the device endpoint, so they leave a device only sealed by it.
 #ifndef GPUTRAVEL_CLI_TRAIN_DIST_H
 #define GPUTRAVEL_CLI_TRAIN_DIST_H
 
 #include <gputravel/device.h>
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 #include <gputravel/train.h>
 #include <gputravel/travel.h>
 

@@ -4,7 +4,7 @@
 // Enclave code runs unmodified: its ENCLU raises #UD on a CPU without SGX, and the SIGILL
 // handler below emulates the leaf with SGX's register conventions (EEXIT, EGETKEY, EREPORT).
 #include "run.h"
-#include "sdk/abi.h"
+#include "sdk_abi.h"
 
 #include <signal.h>
 #include <stdio.h>

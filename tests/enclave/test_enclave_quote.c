@@ -10,7 +10,7 @@
 // (MRENCLAVE policy), another platform, and with any byte changed.
 #include "enclave_testlib.h"
 
-#include "../../src/enclave/sdk/abi.h"
+#include "../../src/enclave/sdk_abi.h"
 
 #include <stdlib.h>
 

@@ -5,7 +5,7 @@
 // enclave's memory.
 #include "enclave_testlib.h"
 
-#include "../../src/enclave/sdk/abi.h"
+#include "../../src/enclave/sdk_abi.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
-// Fuzz: what the ranks exchange over MPI at admission (dist.h): a hello slot and a verdict. The
+// Fuzz: what the ranks exchange over MPI at admission (collective.h): a hello slot and a verdict. The
 // first byte picks the parser; both must consume only what they may and judge alike each time.
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 // Fuzz: a sealed ring chunk's header is the first thing a rank reads of bytes MPI delivered.
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// The example enclave (built with the SDK in src/enclave/sdk, freestanding, signed at build
+// The example enclave (built with the SDK in sdk/enclave, freestanding, signed at build
 // time): small ECALLs the tests and the benchmark drive. EXAMPLE_VARIANT changes one constant so
 // that a second build is a second enclave (another MRENCLAVE) for local attestation.
 // This enclave hands keys out of itself (ECALL_EGETKEY) only so the tests can compare them with

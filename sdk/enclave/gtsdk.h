@@ -6,7 +6,7 @@
 #ifndef GTSDK_H
 #define GTSDK_H
 
-#include "abi.h"
+#include "sdk_abi.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -84,7 +84,7 @@ static inline void gtsdk_ereport(const gtsdk_targetinfo *ti, const gtsdk_reportd
 // KEYPOLICY as asked) and seals with AES-256-GCM in the gt_sgx_seal blob format, or unseals such
 // a blob for this enclave; the key never enters enclave memory. RAX = the leaf, RBX = the
 // request; RAX back: 0, GTSDK_SEAL_E_SPACE or GTSDK_SEAL_E_REFUSED; out_len written.
-// (GTSDK_ENCLU_GT_SEAL / _UNSEAL and the error codes: abi.h.)
+// (GTSDK_ENCLU_GT_SEAL / _UNSEAL and the error codes: sdk_abi.h.)
 typedef struct __attribute__((aligned(64))) {
     uint16_t keypolicy;      // 1 MRENCLAVE, 2 MRSIGNER (seal only)
     uint8_t reserved1[6];

@@ -1,10 +1,10 @@
 // The encrypted ring all-reduce: reduce-scatter then all-gather, every hop a sealed chunk
-// through the endpoint, pipelined over a window of buckets (docs/dist.md "The ring").
+// through the endpoint, pipelined over a window of buckets (docs/collective.md "The ring").
 //
 // Order is what makes sequence numbers work: within a window, round h seals bucket 0, 1, ...
 // of hop h, and the receiver opens them in the same order one round later, so the chunks of a
 // direction are sealed and opened in one sequence on both sides, whatever MPI's timing.
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <sched.h>
 #include <stdio.h>
@@ -246,7 +246,7 @@ typedef struct {
 
 
 // The header of the chunk that `from` sends at hop h of bucket b (segment indices as in the
-// summation order of dist.h).
+// summation order of collective.h).
 static gt_peer_hdr hop_hdr(const window *w, uint32_t b, uint32_t h, int from, int *mode)
 {
     const gt_ring *r = w->r;

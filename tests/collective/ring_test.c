@@ -14,8 +14,8 @@
 //              only the direction's sequence number tells them apart
 //   kill       the last rank exits mid-collective: the job ends at once (mpirun), no hang
 //   stall      the last rank stops answering mid-collective: every other rank stops with a
-//              clear error within the timeout (tests/dist/ring_kill.sh checks output and time)
-#include <gputravel/dist.h>
+//              clear error within the timeout (tests/collective/ring_kill.sh checks output and time)
+#include <gputravel/collective.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +25,7 @@
 
 static int rank, nranks;
 
-// The host endpoint's chunk: header, an empty label block, ciphertext, tag (docs/dist.md).
+// The host endpoint's chunk: header, an empty label block, ciphertext, tag (docs/collective.md).
 #define HOST_AAD (GT_PEER_HDR_BYTES + 4)
 
 #define CHECK(cond, ...)                                                    \
@@ -92,7 +92,7 @@ static void world_close(world *w)
 
 // ---- sum ------------------------------------------------------------------------------------
 
-// The stated order, computed here from the definition (dist.h), not from the ring's code paths.
+// The stated order, computed here from the definition (collective.h), not from the ring's code paths.
 static void check_sum(const world *w, uint64_t seed, uint64_t bucket_elems)
 {
     for (uint64_t i = 0; i < w->n; i++) {

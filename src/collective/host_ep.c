@@ -1,7 +1,7 @@
 // The host endpoint: floats in host memory sealed per hop with AES-256-GCM under pairwise keys
 // from an X25519 exchange over MPI. Stands in for the device endpoint (the device seals its own
 // gradients to an attested peer device) so that the ring can be tested and benchmarked first.
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <sched.h>
 #include <stdlib.h>
@@ -107,7 +107,7 @@ gt_err gt_ring_host_admit(gt_ring_host **out, MPI_Comm comm, int timeout_ms)
             GT_TRY_GOTO(err, derive_pair(h, p, pubs, sec), fail);
         }
     }
-    gt_log_info("dist: rank %d of %d: host endpoint keys agreed (INSECURE SIMULATION: no "
+    gt_log_info("collective: rank %d of %d: host endpoint keys agreed (INSECURE SIMULATION: no "
                 "attestation evidence; the device endpoint does the attested admission)",
                 h->rank, h->nranks);
     gt_secure_zero(sec, sizeof sec);

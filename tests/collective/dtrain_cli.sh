@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gputravel train --distributed end to end (docs/dist.md "Training across ranks"), cpu devices.
+# gputravel train --distributed end to end (docs/collective.md "Training across ranks"), cpu devices.
 #   losses   NP ranks with --batch 2 give the losses of one trainer with --batch 2*NP on the
 #            same unshuffled stream, within 1e-5 relative (not bit-exact: the matmuls and the
 #            loss mean sum a batch of 2*NP rows in another order than NP sums of 2 rows, and

@@ -1,9 +1,9 @@
-// dist/: the sealed chunk's header without MPI: its layout byte for byte, the parser's limits,
+// collective/: the sealed chunk's header without MPI: its layout byte for byte, the parser's limits,
 // the comparison a receiver makes (each field, and the sequence number, on its own), and the
 // ring's segment arithmetic that the summation order rests on.
 #include "testlib.h"
 
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <string.h>
 
@@ -17,7 +17,7 @@ static gt_peer_hdr sample(void)
     return h;
 }
 
-// The layout docs/dist.md gives: little endian, fields in order, seq last, 64 bytes.
+// The layout docs/collective.md gives: little endian, fields in order, seq last, 64 bytes.
 static void header_layout_is_the_documented_one(void **state)
 {
     (void)state;

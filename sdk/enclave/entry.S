@@ -2,7 +2,7 @@
 // arrives at OENTRY with RAX = CSSA, RBX = the TCS, RCX = the address to EEXIT back to, and
 // the caller's RDI/RSI/RDX/R8 untouched; EEXIT jumps to RBX. Nothing here trusts the untrusted
 // stack: the stub switches to the enclave's own before calling C.
-#include "abi.h"
+#include "sdk_abi.h"
 
 #define ENCLU_EEXIT 4
 

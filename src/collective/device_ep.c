@@ -3,7 +3,7 @@
 // ciphertext only. Admission is attested: every device's hello is allgathered, every device
 // appraises every other one, and the ranks compare their verdicts and run ids before the ring
 // starts, so a refusal or a replayed hello stops every rank with the same reason.
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 
 #include <sched.h>
 #include <stdio.h>

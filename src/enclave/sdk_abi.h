@@ -1,4 +1,4 @@
-// The contract between an enclave built with the SDK (this folder, freestanding) and the enclave
+// The contract between an enclave built with the SDK (sdk/enclave/, freestanding) and the enclave
 // runtime that loads it (src/enclave/runtime.c, hosted): where the enclave is linked, the exit
 // reasons its entry stub leaves with, and the marshalling block of an ECALL. Plain macros and a
 // plain struct so that assembly, freestanding C and hosted C can all include it.

@@ -1,4 +1,4 @@
-// gputravel/dist.h: ranks on Open MPI. An encrypted ring all-reduce (reduce-scatter, then
+// gputravel/collective.h: ranks on Open MPI. An encrypted ring all-reduce (reduce-scatter, then
 // all-gather) over MPI point-to-point in which every hop is a sealed chunk: MPI carries bytes
 // and is not trusted. Who seals and opens is an endpoint (gt_ring_endpoint): the host endpoint
 // here (floats in host memory, keys from an X25519 exchange over MPI, sim-labelled admission)
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// ---- the chunk header (docs/dist.md "Wire format") -------------------------------------------
+// ---- the chunk header (docs/collective.md "Wire format") -------------------------------------------
 // gt_peer_hdr, GT_PEER_ADD / GT_PEER_COPY, GT_PEER_HDR_BYTES, GT_PEER_MAX_CHUNK_ELEMS and
 // gt_peer_chunk_bytes (the room to reserve for any endpoint's chunk) are the device's
 // (device.h): both endpoints write the same wire. Header (64 bytes, little endian): run 16 |

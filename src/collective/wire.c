@@ -1,6 +1,6 @@
 // The sealed chunk's header: one encoder, one bounds-checked parser, one comparison against
-// what the receiver expects (docs/dist.md "Wire format").
-#include <gputravel/dist.h>
+// what the receiver expects (docs/collective.md "Wire format").
+#include <gputravel/collective.h>
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// The device endpoint under mpirun (docs/dist.md "Training across ranks"). One cpu device per
+// The device endpoint under mpirun (docs/collective.md "Training across ranks"). One cpu device per
 // rank, declared with an agreement for N ranks that accepts this executable; GT_SIM_ROOT is
 // shared (made by `fixture` first). Usage:
 //   gt_dtrain_test fixture DIR RANKS EXE     DIR/train.bin (a token shard), DIR/peers.json (an
@@ -15,7 +15,7 @@
 #include <gputravel/attest.h>
 #include <gputravel/data.h>
 #include <gputravel/device.h>
-#include <gputravel/dist.h>
+#include <gputravel/collective.h>
 #include <gputravel/travel.h>
 
 #include <stdio.h>
