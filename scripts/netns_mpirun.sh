@@ -141,8 +141,16 @@ agent() {
     local k=$(( ${BASH_REMATCH[1]} - 1 ))
     local ns=gt-$GT_NETNS_TAG-$k
     [ -e "/run/netns/$ns" ] || die "agent: no namespace $ns for host $host"
-    # ssh starts the remote command with a fresh environment; so does this.
-    exec ip netns exec "$ns" env -i PATH="$PATH" HOME="${HOME:-/root}" \
+    # A host of its own, as far as Open MPI can tell: its own hostname (a UTS namespace) and its
+    # own temporary folder. With the machine's one hostname and /tmp, the daemons shared one
+    # session folder (/tmp/ompi.HOST.UID/jf.JOB) and now and then one of them failed to start,
+    # which hung the job. ssh starts the remote command with a fresh environment; so does this.
+    local tmp
+    tmp=$(statedir "$GT_NETNS_TAG")/tmp-$k
+    mkdir -p "$tmp"
+    exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$1" && shift && exec "$@"' sh \
+        "gt-$GT_NETNS_TAG-$k" env -i PATH="$PATH" HOME="${HOME:-/root}" TMPDIR="$tmp" \
+        OMPI_MCA_orte_tmpdir_base="$tmp" \
         ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} /bin/sh -c "$*"
 }
 
