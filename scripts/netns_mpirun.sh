@@ -196,9 +196,9 @@ run() {
     # Variables a rank needs: forwarded as one would to real hosts (ssh starts a clean one).
     local fwd=()
     if [ "$(rate_bits "$rate")" -gt 0 ]; then
-        export GT_NETNS_LINK="veth between $n network namespaces, shaped to $rate each way"
+        export GT_NETNS_LINK="veth between namespaces, $rate"
     else
-        export GT_NETNS_LINK="veth between $n network namespaces, unshaped"
+        export GT_NETNS_LINK="veth between namespaces, unshaped"
     fi
     for v in GT_NETNS_LINK GT_SIM_ROOT ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS OMP_NUM_THREADS \
              OPENBLAS_NUM_THREADS; do

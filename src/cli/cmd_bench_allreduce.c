@@ -206,7 +206,7 @@ static void plot(const options *o, const size_result *res, const char *dir, int 
         yr[i] = median(res[i].ratio, o->runs);
     }
     char title[256], png[1200];
-    snprintf(title, sizeof title, "all-reduce, %d ranks, %.120s (seconds; lower is better)",
+    snprintf(title, sizeof title, "all-reduce, %d ranks, %.60s (seconds, lower is better)",
              nranks, o->link);
     gt_plot_series s[2] = {{"MPI_Allreduce (plain)", x, yp, (size_t)o->nsizes},
                            {"encrypted ring", x, ye, (size_t)o->nsizes}};
@@ -216,7 +216,7 @@ static void plot(const options *o, const size_result *res, const char *dir, int 
     gt_err e = gt_plot_lines(png, &st, s, 2);
     printf(gt_is_ok(e) ? "plot: %s\n" : "(no plot: %s)\n", gt_is_ok(e) ? png : e.msg);
     gt_plot_series r = {"encrypted / plain (median of pairs)", x, yr, (size_t)o->nsizes};
-    snprintf(title, sizeof title, "encrypted ring / MPI_Allreduce, %d ranks, %.120s", nranks,
+    snprintf(title, sizeof title, "encrypted / plain, %d ranks, %.60s", nranks,
              o->link);
     st = (gt_plot_style){.title = title, .xlabel = "MiB per rank",
                          .ylabel = "ratio", .points = true};
