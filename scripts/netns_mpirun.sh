@@ -106,6 +106,17 @@ down() {
     rm -rf "$dir"
 }
 
+# Ctrl-C or SIGTERM: mpirun is told first (it stops its ranks), then the EXIT trap removes the
+# network, killing whatever still runs in it.
+MPIRUN_PID=""
+on_signal() {
+    if [ -n "$MPIRUN_PID" ]; then
+        kill -TERM "$MPIRUN_PID" 2>/dev/null || true
+        for _ in $(seq 1 30); do kill -0 "$MPIRUN_PID" 2>/dev/null || break; sleep 0.1; done
+    fi
+    exit 130
+}
+
 # What crossed each host's link: the proof that MPI used the network (tests check it).
 traffic() {
     local tag=$1 n=$2 tx rx
@@ -176,7 +187,7 @@ run() {
     rate_bits "$rate" >/dev/null
     RUN_TAG=r$$x$RANDOM  # global: the EXIT trap runs after this function has returned
     trap 'down "$RUN_TAG"' EXIT
-    trap 'exit 130' INT TERM
+    trap on_signal INT TERM
     gc
     ip netns add "gt-$RUN_TAG-probe" 2>/dev/null ||
         skip "cannot make network namespaces here (a container without CAP_SYS_ADMIN?)"
@@ -205,12 +216,17 @@ run() {
         [ -z "${!v+x}" ] || fwd+=(-x "$v")
     done
     local rc=0
+    # In the background, so that a signal to this script runs its trap at once: bash runs
+    # traps only between commands, and a hung mpirun in the foreground would never return.
     GT_NETNS_TAG=$RUN_TAG ip netns exec "gt-$RUN_TAG-sw" "${MPIRUN:-mpirun}" \
         --hostfile "$hostfile" -np "$n" \
         --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
         --mca btl self,tcp --mca btl_tcp_if_include "$SUBNET.0/24" \
         --mca oob_tcp_if_include "$SUBNET.0/24" \
-        "${fwd[@]}" "${margs[@]}" "$@" || rc=$?
+        "${fwd[@]}" "${margs[@]}" "$@" &
+    MPIRUN_PID=$!
+    wait "$MPIRUN_PID" || rc=$?
+    MPIRUN_PID=""
     traffic "$RUN_TAG" "$n"
     if [ "$keep" -eq 1 ]; then
         trap - EXIT
