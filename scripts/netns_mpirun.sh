@@ -40,14 +40,15 @@ skip() { echo "netns_mpirun: SKIP: $*" >&2; exit 77; }
 # "10gbit" / "200mbit" / "1000000" -> bits per second (0 for off).
 rate_bits() {
     local r=${1,,}
-    case "$r" in
-        off|0|'') echo 0 ;;
-        *gbit) echo $(( ${r%gbit} * 1000000000 )) ;;
-        *mbit) echo $(( ${r%mbit} * 1000000 )) ;;
-        *kbit) echo $(( ${r%kbit} * 1000 )) ;;
-        *bit) echo $(( ${r%bit} )) ;;
-        *[!0-9]*) die "rate '$1': use e.g. 10gbit, 200mbit or off" ;;
-        *) echo "$r" ;;
+    case "$r" in off|0|'') echo 0; return ;; esac
+    [[ "$r" =~ ^([0-9]{1,12})(gbit|mbit|kbit|bit)?$ ]] ||
+        die "rate '$1': use e.g. 10gbit, 200mbit or off"
+    local v=${BASH_REMATCH[1]}
+    case "${BASH_REMATCH[2]}" in
+        gbit) echo $((v * 1000000000)) ;;
+        mbit) echo $((v * 1000000)) ;;
+        kbit) echo $((v * 1000)) ;;
+        *) echo "$v" ;;
     esac
 }
 
@@ -63,7 +64,8 @@ shape() {
 statedir() { echo "/run/gputravel-netns/$1"; }
 
 up() {
-    local tag=$1 n=$2 bits=$(rate_bits "${3:-off}")
+    local tag=$1 n=$2 bits
+    bits=$(rate_bits "${3:-off}")
     [[ "$tag" =~ ^[A-Za-z0-9]{1,24}$ ]] || die "tag '$tag': 1 to 24 letters or digits"
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le $MAX_HOSTS ] ||
         die "hosts '$n': 1 to $MAX_HOSTS"
@@ -149,7 +151,7 @@ agent() {
     done
     [ -n "${GT_NETNS_TAG:-}" ] || die "agent: GT_NETNS_TAG is not set (use: netns_mpirun.sh run)"
     [[ "$host" =~ ^$SUBNET\.([0-9]+)$ ]] || die "agent: host '$host' is not on $SUBNET.0/24"
-    local k=$(( ${BASH_REMATCH[1]} - 1 ))
+    local k=$((BASH_REMATCH[1] - 1))
     local ns=gt-$GT_NETNS_TAG-$k
     [ -e "/run/netns/$ns" ] || die "agent: no namespace $ns for host $host"
     # A host of its own, as far as Open MPI can tell: its own hostname (a UTS namespace) and its
