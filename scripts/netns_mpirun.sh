@@ -193,6 +193,11 @@ run() {
     gc
     ip netns add "gt-$RUN_TAG-probe" 2>/dev/null ||
         skip "cannot make network namespaces here (a container without CAP_SYS_ADMIN?)"
+    if ! ip -n "gt-$RUN_TAG-probe" link add br0 type bridge 2>/dev/null ||
+            ! unshare --uts true 2>/dev/null; then
+        ip netns del "gt-$RUN_TAG-probe"
+        skip "no bridge device or no UTS namespaces here"
+    fi
     if [ "$(rate_bits "$rate")" -gt 0 ] &&
             ! ip netns exec "gt-$RUN_TAG-probe" tc qdisc add dev lo root tbf rate 1gbit \
                 burst 65536 latency 50ms 2>/dev/null; then
