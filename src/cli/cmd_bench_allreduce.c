@@ -19,7 +19,8 @@ void gt_cmd_bench_allreduce_usage(void)
 {
     printf("usage: mpirun -np N gputravel bench allreduce [--sizes LIST] [--max-size SIZE]\n"
            "                                              [--runs R] [--bucket SIZE]\n"
-           "                                              [--window W] [--out DIR]\n"
+           "                                              [--window W] [--link TEXT]\n"
+           "                                              [--out DIR]\n"
            "\n"
            "Must be started under mpirun (Open MPI), N >= 2 ranks. Times, side by side in one\n"
            "run, the sum of the same floats over all ranks by\n"
@@ -33,12 +34,16 @@ void gt_cmd_bench_allreduce_usage(void)
            "On one machine over loopback, e.g.\n"
            "  mpirun --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo \\\n"
            "         gputravel bench allreduce --max-size 256M\n"
+           "Across network namespaces joined by shaped veth links (one emulated host per rank):\n"
+           "  scripts/netns_mpirun.sh run --rate 10gbit 2 -- gputravel bench allreduce\n"
            "\n"
            "  --sizes LIST     buffer sizes per rank (default 1M,4M,16M,64M,128M,256M,512M)\n"
            "  --max-size SIZE  leave out the sizes above SIZE\n"
            "  --runs R         pairs per size (default 3)\n"
            "  --bucket SIZE    the ring's pipeline bucket, like NCCL_BUFFSIZE (default 4M)\n"
            "  --window W       buckets in flight (default 2)\n"
+           "  --link TEXT      what connects the ranks, for the table and plots (default:\n"
+           "                   $GT_NETNS_LINK, which netns_mpirun.sh sets, else \"not named\")\n"
            "  --out DIR        where the table and plots go (default: a new folder under /tmp)\n");
 }
 
@@ -46,7 +51,7 @@ typedef struct {
     uint64_t sizes[MAX_SIZES];
     int nsizes, runs;
     gt_ring_opts ring;
-    const char *out;
+    const char *out, *link;
 } options;
 
 static gt_err parse_sizes(options *o, const char *list)
@@ -73,7 +78,7 @@ static gt_err parse_flags(int argc, char **argv, options *o)
         {"sizes", required_argument, NULL, 's'}, {"max-size", required_argument, NULL, 'm'},
         {"runs", required_argument, NULL, 'r'},  {"bucket", required_argument, NULL, 'b'},
         {"window", required_argument, NULL, 'w'}, {"out", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0}};
+        {"link", required_argument, NULL, 'l'},   {NULL, 0, NULL, 0}};
     uint64_t max = UINT64_MAX;
     int c;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -85,6 +90,7 @@ static gt_err parse_flags(int argc, char **argv, options *o)
         case 'b': GT_TRY(gt_parse_size(optarg, &o->ring.bucket_bytes)); break;
         case 'w': GT_TRY(gt_cli_parse_u32("--window", optarg, 1, 64, &u)); o->ring.window = u; break;
         case 'o': o->out = optarg; break;
+        case 'l': o->link = optarg; break;
         default: return gt_errf(GT_E_ARG, "unknown option (see --help)");
         }
     }
@@ -168,8 +174,10 @@ static double median(const double *v, int n)
 static void print_table(const options *o, const size_result *res, int nranks, FILE *f)
 {
     fprintf(f, "encrypted ring all-reduce vs MPI_Allreduce, %d ranks, bucket %llu KiB, window "
-               "%u, %d paired runs (median; ratio = median of encrypted/plain per pair)\n",
-            nranks, (unsigned long long)(o->ring.bucket_bytes >> 10), o->ring.window, o->runs);
+               "%u, %d paired runs (median; ratio = median of encrypted/plain per pair)\n"
+               "link: %s\n",
+            nranks, (unsigned long long)(o->ring.bucket_bytes >> 10), o->ring.window, o->runs,
+            o->link);
     fprintf(f, "%10s %12s %10s %12s %10s %8s %16s\n", "size", "plain s", "plain GB/s",
             "encrypted s", "enc GB/s", "ratio", "ratio min..max");
     for (int i = 0; i < o->nsizes; i++) {
@@ -197,9 +205,9 @@ static void plot(const options *o, const size_result *res, const char *dir, int 
         ye[i] = median(res[i].enc, o->runs);
         yr[i] = median(res[i].ratio, o->runs);
     }
-    char title[128], png[1200];
-    snprintf(title, sizeof title, "all-reduce, %d ranks, loopback (seconds; lower is better)",
-             nranks);
+    char title[256], png[1200];
+    snprintf(title, sizeof title, "all-reduce, %d ranks, %.60s (seconds, lower is better)",
+             nranks, o->link);
     gt_plot_series s[2] = {{"MPI_Allreduce (plain)", x, yp, (size_t)o->nsizes},
                            {"encrypted ring", x, ye, (size_t)o->nsizes}};
     gt_plot_style st = {.title = title, .xlabel = "MiB per rank", .ylabel = "seconds",
@@ -208,7 +216,9 @@ static void plot(const options *o, const size_result *res, const char *dir, int 
     gt_err e = gt_plot_lines(png, &st, s, 2);
     printf(gt_is_ok(e) ? "plot: %s\n" : "(no plot: %s)\n", gt_is_ok(e) ? png : e.msg);
     gt_plot_series r = {"encrypted / plain (median of pairs)", x, yr, (size_t)o->nsizes};
-    st = (gt_plot_style){.title = "encrypted ring / MPI_Allreduce", .xlabel = "MiB per rank",
+    snprintf(title, sizeof title, "encrypted / plain, %d ranks, %.60s", nranks,
+             o->link);
+    st = (gt_plot_style){.title = title, .xlabel = "MiB per rank",
                          .ylabel = "ratio", .points = true};
     snprintf(png, sizeof png, "%s/allreduce-ratio-np%d.png", dir, nranks);
     e = gt_plot_lines(png, &st, &r, 1);
@@ -284,6 +294,9 @@ int gt_cmd_bench_allreduce(int argc, char **argv)
     }
     if (!gt_is_ok(err)) {
         return gt_cli_usage(CMD, "%s", err.msg);
+    }
+    if (o.link == NULL) {
+        o.link = getenv("GT_NETNS_LINK") != NULL ? getenv("GT_NETNS_LINK") : "not named (--link)";
     }
     if (!under_mpirun()) {
         return gt_cli_usage(CMD, "must be started under mpirun, e.g. mpirun -np 2 gputravel "
