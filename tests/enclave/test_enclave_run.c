@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -148,9 +149,8 @@ static gt_err reverse_ocall(void *ctx, uint64_t number, const uint8_t *in, size_
     return GT_OK;
 }
 
-static void test_ocall_round_trip(void **state)
+static void ocall_round_trips(void)
 {
-    (void)state;
     gt_sgx_platform pf = test_platform();
     enclave_files f;
     ocall_log log = {0};
@@ -168,6 +168,37 @@ static void test_ocall_round_trip(void **state)
     assert_int_equal(log.number, 0);
     gt_buf_free(&out);
     gt_enclave_stop(e);
+    free_files(&f);
+}
+
+static void test_ocall_round_trip(void **state)
+{
+    (void)state;
+    ocall_round_trips();  // the default: the shared-memory ring, EEXIT rewritten after one trap
+}
+
+// The same round trips on the other paths the host and runtime keep: the socket carrying every
+// message, and a SIGILL for every EEXIT (GPUTRAVEL_ENCLAVE_CHANNEL / GPUTRAVEL_ENCLAVE_EEXIT,
+// docs/enclave.md "Cost"), so that neither rots while the default runs elsewhere.
+static void test_ocall_round_trip_other_paths(void **state)
+{
+    (void)state;
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "socket", 1);
+    ocall_round_trips();
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "ring", 1);
+    setenv("GPUTRAVEL_ENCLAVE_EEXIT", "trap", 1);
+    ocall_round_trips();
+    unsetenv("GPUTRAVEL_ENCLAVE_CHANNEL");
+    unsetenv("GPUTRAVEL_ENCLAVE_EEXIT");
+    // An unknown channel is refused at start, not silently mapped to one of them.
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "pigeon", 1);
+    gt_sgx_platform pf = test_platform();
+    enclave_files f;
+    load_files("example", &f);
+    gt_enclave_spec spec = spec_of(&f, &pf);
+    gt_enclave *e = NULL;
+    GT_ASSERT_ERR(gt_enclave_start(&e, &spec), GT_E_ARG, "pigeon");
+    unsetenv("GPUTRAVEL_ENCLAVE_CHANNEL");
     free_files(&f);
 }
 
@@ -397,11 +428,17 @@ static void test_impostor_process_refused(void **state)
     free_files(&f);
 }
 
+typedef struct {
+    int pid;
+    double killed_at;
+} kill_plan;
+
 static void *kill_later(void *arg)
 {
-    int pid = *(int *)arg;
+    kill_plan *k = arg;
     usleep(200 * 1000);
-    kill(pid, SIGKILL);
+    k->killed_at = gt_now_seconds();
+    kill(k->pid, SIGKILL);
     return NULL;
 }
 
@@ -411,14 +448,18 @@ static void test_killed_mid_ecall(void **state)
     gt_sgx_platform pf = test_platform();
     enclave_files f;
     gt_enclave *e = start("example", &f, &pf, NULL, NULL);
-    int pid = gt_enclave_pid(e);
+    kill_plan k = {.pid = gt_enclave_pid(e)};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, kill_later, &pid), 0);
+    assert_int_equal(pthread_create(&t, NULL, kill_later, &k), 0);
     gt_buf out = {0};
     int64_t status = 0;
+    // The host waits on the ring (asleep in its futex): the socket's hang-up wakes its next
+    // liveness check (10 ms), so the error comes well within a second of the kill.
     GT_ASSERT_ERR(gt_enclave_ecall(e, ECALL_SPIN, NULL, 0, &out, &status), GT_E_PEER,
                   "killed by signal 9");
+    double returned_at = gt_now_seconds();
     pthread_join(t, NULL);
+    assert_true(returned_at - k.killed_at < 1.0);
     GT_ASSERT_CODE(gt_enclave_ecall(e, ECALL_ADD, NULL, 0, &out, &status), GT_E_STATE);
     gt_buf_free(&out);
     gt_enclave_stop(e);
@@ -499,6 +540,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ecalls),
         cmocka_unit_test(test_ocall_round_trip),
+        cmocka_unit_test(test_ocall_round_trip_other_paths),
         cmocka_unit_test(test_egetkey_in_enclave),
         cmocka_unit_test(test_seal_key_survives_restart),
         cmocka_unit_test(test_local_attestation),
