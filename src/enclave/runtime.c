@@ -20,7 +20,8 @@
 #include <linux/capability.h>
 
 enum { LEAF_EREPORT = 0, LEAF_EGETKEY = 1, LEAF_EENTER = 2, LEAF_ERESUME = 3, LEAF_EEXIT = 4,
-       LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL };
+       LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL,
+       LEAF_GT_VERIFY_REPORT = GTSDK_ENCLU_GT_VERIFY_REPORT };
 // SDM error codes EGETKEY returns in RAX.
 enum { SGX_INVALID_ATTRIBUTE = 2, SGX_INVALID_CPUSVN = 32, SGX_INVALID_ISVSVN = 64,
        SGX_INVALID_KEYNAME = 256 };
@@ -191,6 +192,26 @@ static uint64_t emulate_seal(bool unseal, uint64_t rbx)
     return rax;
 }
 
+// gputravel's report-verification leaf (not SGX's; built like the seal leaves): what an SGX
+// enclave does with EGETKEY(REPORT) and AES-CMAC in its own code, done on its behalf, since the
+// SDK links no AES. The report key is the enclave's own (its SECS identity, the report's
+// KEYID), derived here on the enclave's side and never written into enclave memory; the
+// compare is constant-time (gt_sgx_report_verify). The REPORT is copied out of the enclave once,
+// then decoded and checked. RAX back: 0, or GTSDK_VERIFY_E_REFUSED.
+static uint64_t emulate_verify_report(uint64_t rbx)
+{
+    const uint8_t *p = enclave_ptr(rbx, GT_SGX_REPORT_BYTES, 512);
+    if (p == NULL) {
+        fatal("verify-report leaf: REPORT outside the enclave or misaligned (#GP)");
+    }
+    uint8_t raw[GT_SGX_REPORT_BYTES];
+    memcpy(raw, p, sizeof raw);
+    gt_sgx_report r;
+    bool ok = gt_is_ok(gt_sgx_report_decode(raw, sizeof raw, &r)) &&
+              gt_is_ok(gt_sgx_report_verify(&r, &g_encl.platform, &g_encl.secs));
+    return ok ? 0 : GTSDK_VERIFY_E_REFUSED;
+}
+
 // EEXIT without a signal (the common path, docs/enclave.md "Cost"): a SIGILL costs about 22k
 // cycles here, more than the goal for a whole ECALL + OCALL. So once an ENCLU has performed
 // EEXIT and the instruction before it is `mov $4, %eax` (EEXIT's leaf, as the SDK's stub and
@@ -248,6 +269,9 @@ static void on_sigill(int sig, siginfo_t *si, void *uc_)
     case LEAF_GT_SEAL:
     case LEAF_GT_UNSEAL:
         g[REG_RAX] = (greg_t)emulate_seal(leaf == LEAF_GT_UNSEAL, (uint64_t)g[REG_RBX]);
+        break;
+    case LEAF_GT_VERIFY_REPORT:
+        g[REG_RAX] = (greg_t)emulate_verify_report((uint64_t)g[REG_RBX]);
         break;
     case LEAF_EENTER:
     case LEAF_ERESUME:

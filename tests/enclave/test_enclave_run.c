@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 enum { ECALL_ADD = 0, ECALL_ECHO = 1, ECALL_OCALL = 2, ECALL_EGETKEY = 3, ECALL_EREPORT = 4,
-       ECALL_SPIN = 5, ECALL_VARIANT = 6 };
+       ECALL_SPIN = 5, ECALL_VARIANT = 6, ECALL_VERIFY_REPORT = 10 };
 
 typedef struct {
     gt_buf image, sig;
@@ -331,6 +331,53 @@ static bool target_accepts(gt_enclave *target, const uint8_t report[GT_SGX_REPOR
     return gt_ct_equal(mac, r.mac, 16);
 }
 
+// The target checks the report inside itself (the SDK's verify-report leaf): RAX of the leaf.
+static uint64_t verified_inside(gt_enclave *target, const uint8_t report[GT_SGX_REPORT_BYTES])
+{
+    gt_buf out = {0};
+    assert_int_equal(ecall(target, ECALL_VERIFY_REPORT, report, GT_SGX_REPORT_BYTES, &out), 0);
+    assert_int_equal(out.len, 8);
+    gt_reader r = gt_reader_init(out.data, out.len);
+    uint64_t rax = 0;
+    GT_ASSERT_OK(gt_reader_u64le(&r, &rax));
+    gt_buf_free(&out);
+    return rax;
+}
+
+// Local attestation with the MAC checked inside the target enclave: a report from A for B
+// verifies in B; every single-bit flip of it is refused in B; it is refused in A (another
+// target), and a report A made for itself is refused in B.
+static void test_report_verified_inside_target(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    enclave_files fa, fb;
+    gt_enclave *a = start("example", &fa, &pf, NULL, NULL);
+    gt_enclave *b = start("example_b", &fb, &pf, NULL, NULL);
+    uint8_t a_to_b[GT_SGX_REPORT_BYTES], a_to_a[GT_SGX_REPORT_BYTES], b_to_a[GT_SGX_REPORT_BYTES];
+    report_for(a, b, 0x11, a_to_b);
+    report_for(a, a, 0x22, a_to_a);
+    report_for(b, a, 0x33, b_to_a);
+    assert_int_equal(verified_inside(b, a_to_b), 0);
+    assert_int_equal(verified_inside(a, b_to_a), 0);
+    assert_int_equal(verified_inside(a, a_to_a), 0);   // a report to oneself is one too
+    assert_int_equal(verified_inside(a, a_to_b), GTSDK_VERIFY_E_REFUSED);
+    assert_int_equal(verified_inside(b, a_to_a), GTSDK_VERIFY_E_REFUSED);
+    int refused = 0;
+    for (size_t bit = 0; bit < 8 * GT_SGX_REPORT_BYTES; bit++) {
+        uint8_t flipped[GT_SGX_REPORT_BYTES];
+        memcpy(flipped, a_to_b, sizeof flipped);
+        flipped[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        refused += verified_inside(b, flipped) == GTSDK_VERIFY_E_REFUSED;
+    }
+    assert_int_equal(refused, 8 * GT_SGX_REPORT_BYTES);
+    assert_int_equal(verified_inside(b, a_to_b), 0);  // and the original still verifies
+    gt_enclave_stop(a);
+    gt_enclave_stop(b);
+    free_files(&fa);
+    free_files(&fb);
+}
+
 static void test_local_attestation(void **state)
 {
     (void)state;
@@ -544,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_egetkey_in_enclave),
         cmocka_unit_test(test_seal_key_survives_restart),
         cmocka_unit_test(test_local_attestation),
+        cmocka_unit_test(test_report_verified_inside_target),
         cmocka_unit_test(test_wrong_sigstruct_refused),
         cmocka_unit_test(test_impostor_process_refused),
         cmocka_unit_test(test_killed_mid_ecall),
