@@ -5,18 +5,23 @@
 // Then the running enclave (issue 15's "ECALL + OCALL round trip in cycles", INSECURE SIMULATION:
 // the enclave is a process, ENCLU is emulated on #UD): the build's example enclave started in its
 // enclave process, and the median of ROUNDS round trips of an ECALL alone and of an ECALL that
-// makes one OCALL, in ns and in TSC cycles, side by side in one run.
+// makes one OCALL, in ns and in TSC cycles (median, 10th percentile, minimum), for three paths
+// side by side in one run: the shared-memory ring with EEXIT rewritten (the default), the ring
+// with a SIGILL per EEXIT (the signal's share) and the old socket path. The ring's receivers
+// spin before they sleep: GPUTRAVEL_ENCLAVE_RING_SPIN=CYCLES sets how long (0: sleep at once).
+// Both unpinned and pinned (this process on CPU 0, the enclave processes on CPU 1).
 //   bench_enclave [SIGNER.pem]   (default: the test data's RSA-3072 e=3 key, run from the repo)
 #include <gputravel/enclave.h>
 
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define ROUNDS 2001
+#define ROUNDS 2000
 
 #define RUNS 5
 
@@ -88,34 +93,82 @@ static gt_err read_example(const char *ext, gt_buf *out)
     return gt_file_read_all(path, GT_ENCLAVE_IMAGE_MAX_BYTES, out);
 }
 
-// One kind of round trip, ROUNDS times: medians in ns and TSC cycles.
-static gt_err round_trips(gt_enclave *e, uint64_t ecall, double *ns, double *cycles)
+// The three ways to run it, measured in blocks that take turns (A/B/C, so load that comes and
+// goes hits all three alike; blocks, not single calls, so that a ring side is found spinning
+// as in a steady stream of ECALLs).
+enum { PATH_RING, PATH_RING_TRAP, PATH_SOCKET, PATHS };
+static const char *const path_name[PATHS] = {
+    "shared-memory ring, EEXIT rewritten (default)", "shared-memory ring, a SIGILL per EEXIT",
+    "socket, a SIGILL per EEXIT (the old path)"};
+#define BLOCK 100
+#define BLOCKS (ROUNDS / BLOCK)
+
+typedef struct {
+    double ns[2][BLOCKS * BLOCK], cy[2][BLOCKS * BLOCK];
+} samples;
+
+static gt_err one_block(gt_enclave *e, samples *sm, int kind, int block)
 {
-    static double t[ROUNDS], c[ROUNDS];
     uint8_t in[16] = {1, 2, 3};
     gt_buf out = {0};
     int64_t status = 0;
-    for (int r = 0; r < ROUNDS; r++) {
+    gt_err err = GT_OK;
+    for (int r = 0; r < BLOCK && gt_is_ok(err); r++) {
         double t0 = gt_now_seconds();
         uint64_t c0 = __rdtsc();
-        gt_err err = gt_enclave_ecall(e, ecall, in, sizeof in, &out, &status);
+        err = gt_enclave_ecall(e, kind == 0 ? 0 : 2, in, sizeof in, &out, &status);  // add; OCALL
         uint64_t c1 = __rdtsc();
         double t1 = gt_now_seconds();
-        GT_TRY(err);
-        GT_ENSURE(status >= 0, GT_E_STATE, "ECALL %llu: status %lld", (unsigned long long)ecall,
-                  (long long)status);
-        t[r] = 1e9 * (t1 - t0);
-        c[r] = (double)(c1 - c0);
+        if (gt_is_ok(err) && status < 0) {
+            err = gt_errf(GT_E_STATE, "ECALL: status %lld", (long long)status);
+        }
+        sm->ns[kind][block * BLOCK + r] = 1e9 * (t1 - t0);
+        sm->cy[kind][block * BLOCK + r] = (double)(c1 - c0);
     }
     gt_buf_free(&out);
-    qsort(t, ROUNDS, sizeof t[0], cmp);
-    qsort(c, ROUNDS, sizeof c[0], cmp);
-    *ns = t[ROUNDS / 2];
-    *cycles = c[ROUNDS / 2];
-    return GT_OK;
+    return err;
 }
 
-static int bench_run(void)
+static double pct(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[(int)(p * (n - 1))];
+}
+
+static gt_err start_path(gt_enclave **e, const gt_enclave_spec *spec, int path)
+{
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", path == PATH_SOCKET ? "socket" : "ring", 1);
+    setenv("GPUTRAVEL_ENCLAVE_EEXIT", path == PATH_RING ? "rewrite" : "trap", 1);
+    gt_err err = gt_enclave_start(e, spec);
+    unsetenv("GPUTRAVEL_ENCLAVE_CHANNEL");
+    unsetenv("GPUTRAVEL_ENCLAVE_EEXIT");
+    return err;
+}
+
+// Pinned: this process on CPU 0, every enclave process on CPU 1: the enclave with a core of
+// its own, as an enclave VM has its own vCPU (the ring's spin-hit case). Unpinned: wherever the
+// scheduler puts them (on this shared 2-core machine: often the same CPU, the futex path).
+static void pin(gt_enclave *const *encl, bool pinned)
+{
+    cpu_set_t c;
+    CPU_ZERO(&c);
+    if (!pinned) {
+        for (int i = 0; i < CPU_SETSIZE && i < 1024; i++) {
+            CPU_SET(i, &c);
+        }
+    } else {
+        CPU_SET(0, &c);
+    }
+    int ignored = sched_setaffinity(0, sizeof c, &c);
+    CPU_ZERO(&c);
+    CPU_SET(1, &c);
+    for (int p = 0; p < PATHS && pinned; p++) {
+        ignored = sched_setaffinity(gt_enclave_pid(encl[p]), sizeof c, &c);
+    }
+    (void)ignored;
+}
+
+static int bench_run(bool pinned)
 {
     gt_buf image = {0}, sig = {0};
     gt_err e = read_example("bin", &image);
@@ -126,28 +179,51 @@ static int bench_run(void)
     memset(&pf, 0x5a, sizeof pf);
     gt_enclave_spec spec = {.image = image.data, .image_len = image.len, .sigstruct = sig.data,
                             .platform = &pf, .ocall = echo_ocall};
-    gt_enclave *encl = NULL;
-    double t0 = gt_now_seconds();
+    gt_enclave *encl[PATHS] = {NULL};
+    double start_ms = 0;
+    for (int p = 0; p < PATHS && gt_is_ok(e); p++) {
+        double t0 = gt_now_seconds();
+        e = start_path(&encl[p], &spec, p);
+        start_ms = p == PATH_RING ? 1e3 * (gt_now_seconds() - t0) : start_ms;
+    }
+    static samples sm[PATHS];
     if (gt_is_ok(e)) {
-        e = gt_enclave_start(&encl, &spec);
+        pin(encl, pinned);
     }
-    double start_ms = 1e3 * (gt_now_seconds() - t0);
-    double ns[2] = {0}, cy[2] = {0};
-    for (int k = 0; k < 2 && gt_is_ok(e); k++) {
-        e = round_trips(encl, k == 0 ? 0 : 2, &ns[k], &cy[k]);  // ECALL add; ECALL with OCALL
+    for (int b = 0; b < BLOCKS && gt_is_ok(e); b++) {
+        for (int k = 0; k < 2 && gt_is_ok(e); k++) {
+            for (int p = 0; p < PATHS && gt_is_ok(e); p++) {
+                e = one_block(encl[p], &sm[p], k, b);
+            }
+        }
     }
-    gt_enclave_stop(encl);
+    for (int p = 0; p < PATHS; p++) {
+        gt_enclave_stop(encl[p]);
+    }
+    pin(encl, false);
     gt_buf_free(&image);
     gt_buf_free(&sig);
     if (!gt_is_ok(e)) {
         fprintf(stderr, "bench_enclave: running the example enclave: %s\n", e.msg);
         return 1;
     }
-    printf("\nRunning the example enclave (insecure-simulation: an enclave process, ENCLU "
-           "emulated on #UD; median of %d; start = fork/exec + load + measure + EINIT + "
-           "session: %.1f ms)\n\n| round trip | ns | TSC cycles | goal |\n|---|---|---|---|\n"
-           "| ECALL | %.0f | %.0f | |\n| ECALL + OCALL | %.0f | %.0f | <= 15000 |\n",
-           ROUNDS, start_ms, ns[0], cy[0], ns[1], cy[1]);
+    const int n = BLOCKS * BLOCK;
+    printf("\nRunning the example enclave, %s (insecure-simulation: an enclave process, ENCLU "
+           "emulated on #UD; %d round trips of each kind per path, in blocks of %d taking turns; "
+           "start = fork/exec + load + measure + EINIT + session + ring: %.1f ms)\n\n"
+           "| path | round trip | median ns | median TSC cycles | p10 cycles | min cycles | "
+           "goal |\n|---|---|---|---|---|---|---|\n",
+           pinned ? "pinned (this process on CPU 0, the enclave processes on CPU 1)"
+                  : "unpinned (where the scheduler puts them)",
+           n, BLOCK, start_ms);
+    for (int p = 0; p < PATHS; p++) {
+        for (int k = 0; k < 2; k++) {
+            double mn = pct(sm[p].ns[k], n, 0.5), mc = pct(sm[p].cy[k], n, 0.5);
+            printf("| %s | %s | %.0f | %.0f | %.0f | %.0f | %s |\n", path_name[p],
+                   k == 0 ? "ECALL" : "ECALL + OCALL", mn, mc, pct(sm[p].cy[k], n, 0.1),
+                   pct(sm[p].cy[k], n, 0.0), k == 0 ? "" : "<= 15000");
+        }
+    }
     return 0;
 }
 
@@ -204,5 +280,6 @@ int main(int argc, char **argv)
         free(s);
     }
     gt_pkey_free(key);
-    return bench_run();
+    int rc = bench_run(false);
+    return rc != 0 ? rc : bench_run(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
 }

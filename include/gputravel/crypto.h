@@ -68,6 +68,24 @@ GT_MUST_USE gt_err gt_aead_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, cons
                                 const uint8_t iv[GT_AEAD_IV_BYTES],
                                 const uint8_t key[GT_AEAD_KEY_BYTES]);
 
+// ---- AES-256-GCM under one key, many messages -----------------------------------------------
+// The key schedule is made once (gt_aead_keyed_new) and each message sets only its IV: for a
+// channel of many small messages, where the one-shot calls' per-call setup costs more than the
+// cipher (enclave ring: about 2.6k of 3k cycles for a 30-byte message). One direction per object
+// (encrypt: seal only; decrypt: open only). Same outputs and failure rules as the one-shot calls.
+typedef struct gt_aead_keyed gt_aead_keyed;
+GT_MUST_USE gt_err gt_aead_keyed_new(gt_aead_keyed **k, bool encrypt,
+                                     const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_aead_keyed_seal(gt_aead_keyed *k, uint8_t *ct, size_t ct_cap,
+                                      size_t *ct_len, const uint8_t *pt, size_t pt_len,
+                                      const uint8_t *aad, size_t aad_len,
+                                      const uint8_t iv[GT_AEAD_IV_BYTES]);
+GT_MUST_USE gt_err gt_aead_keyed_open(gt_aead_keyed *k, uint8_t *pt, size_t pt_cap,
+                                      size_t *pt_len, const uint8_t *ct, size_t ct_len,
+                                      const uint8_t *aad, size_t aad_len,
+                                      const uint8_t iv[GT_AEAD_IV_BYTES]);
+void gt_aead_keyed_free(gt_aead_keyed *k);  // wipes the key schedule; NULL is fine
+
 // ---- AES-256-GCM, streaming -----------------------------------------------------------------
 // For data larger than memory. Decryption releases plaintext before the tag is checked
 // (OpenSSL's streaming GCM): callers must stage it (temp file / protected buffer) and release it

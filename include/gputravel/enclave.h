@@ -485,6 +485,8 @@ typedef enum {
     GT_ENCLAVE_MSG_OCALL = 3,   // enclave -> host: code = OCALL number
     GT_ENCLAVE_MSG_ORET = 4,    // host -> enclave: code = the OCALL's status (int64)
     GT_ENCLAVE_MSG_CLOSE = 5,   // host -> enclave: stop
+    GT_ENCLAVE_MSG_RING = 6,    // host -> enclave (socket): the shared-memory ring's memfd
+                                // follows; enclave -> host (ring): it is mapped
 } gt_enclave_msg_type;
 
 // One session message's plaintext: type u8 · code u64 · payload length u32 · payload.

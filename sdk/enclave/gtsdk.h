@@ -103,6 +103,17 @@ static inline uint64_t gtsdk_seal_call(uint32_t leaf, gtsdk_seal_request *req)
     return rax;
 }
 
+// gputravel's report-verification leaf (not SGX's, like the seal leaves): is this REPORT
+// addressed to this enclave and unchanged? The runtime recomputes its AES-128-CMAC under this
+// enclave's own report key (its identity, the report's KEYID) and compares in constant time;
+// the key never enters enclave memory. Returns 0 (verified) or GTSDK_VERIFY_E_REFUSED.
+static inline uint64_t gtsdk_verify_report(const gtsdk_report *report)
+{
+    uint64_t rax = GTSDK_ENCLU_GT_VERIFY_REPORT;
+    __asm__ volatile("enclu" : "+a"(rax) : "b"(report) : "memory", "cc");
+    return rax;
+}
+
 // Freestanding basics (the compiler may also call these itself).
 void *memcpy(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);

@@ -20,7 +20,8 @@
 #include <linux/capability.h>
 
 enum { LEAF_EREPORT = 0, LEAF_EGETKEY = 1, LEAF_EENTER = 2, LEAF_ERESUME = 3, LEAF_EEXIT = 4,
-       LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL };
+       LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL,
+       LEAF_GT_VERIFY_REPORT = GTSDK_ENCLU_GT_VERIFY_REPORT };
 // SDM error codes EGETKEY returns in RAX.
 enum { SGX_INVALID_ATTRIBUTE = 2, SGX_INVALID_CPUSVN = 32, SGX_INVALID_ISVSVN = 64,
        SGX_INVALID_KEYNAME = 256 };
@@ -73,6 +74,7 @@ static struct {
     gt_sgx_secs_identity secs;
     gt_sgx_platform platform;
     uint8_t report_keyid[32];   // this "boot"'s KEYID for reports
+    bool trap_every_eexit;      // GPUTRAVEL_ENCLAVE_EEXIT=trap: no rewriting (below)
 } g_encl;
 
 static void fatal(const char *what)
@@ -190,6 +192,50 @@ static uint64_t emulate_seal(bool unseal, uint64_t rbx)
     return rax;
 }
 
+// gputravel's report-verification leaf (not SGX's; built like the seal leaves): what an SGX
+// enclave does with EGETKEY(REPORT) and AES-CMAC in its own code, done on its behalf, since the
+// SDK links no AES. The report key is the enclave's own (its SECS identity, the report's
+// KEYID), derived here on the enclave's side and never written into enclave memory; the
+// compare is constant-time (gt_sgx_report_verify). The REPORT is copied out of the enclave once,
+// then decoded and checked. RAX back: 0, or GTSDK_VERIFY_E_REFUSED.
+static uint64_t emulate_verify_report(uint64_t rbx)
+{
+    const uint8_t *p = enclave_ptr(rbx, GT_SGX_REPORT_BYTES, 512);
+    if (p == NULL) {
+        fatal("verify-report leaf: REPORT outside the enclave or misaligned (#GP)");
+    }
+    uint8_t raw[GT_SGX_REPORT_BYTES];
+    memcpy(raw, p, sizeof raw);
+    gt_sgx_report r;
+    bool ok = gt_is_ok(gt_sgx_report_decode(raw, sizeof raw, &r)) &&
+              gt_is_ok(gt_sgx_report_verify(&r, &g_encl.platform, &g_encl.secs));
+    return ok ? 0 : GTSDK_VERIFY_E_REFUSED;
+}
+
+// EEXIT without a signal (the common path, docs/enclave.md "Cost"): a SIGILL costs about 22k
+// cycles here, more than the goal for a whole ECALL + OCALL. So once an ENCLU has performed
+// EEXIT and the instruction before it is `mov $4, %eax` (EEXIT's leaf, as the SDK's stub and
+// any EEXIT sequence sets it), the runtime rewrites those three bytes, in the enclave's memory
+// only, to `jmp *%rbx; nop`: EEXIT's control transfer (RIP = RBX) without the trap. The image
+// measured, signed and sent is unchanged (MRENCLAVE is of the original bytes; on SGX hardware
+// the same binary runs ENCLU[EEXIT]); what differs, and is the emulator's to own: RCX is not
+// set to the address after ENCLU (the runtime does not use it), an enclave reading its own code
+// sees the rewritten bytes, and code that jumped straight to that ENCLU with another leaf in EAX
+// would exit instead (the SDK's stub never does). GPUTRAVEL_ENCLAVE_EEXIT=trap turns it off.
+static void rewrite_eexit(uint8_t *enclu)
+{
+    static const uint8_t mov_eax_4[5] = {0xb8, 0x04, 0x00, 0x00, 0x00};
+    uint64_t at = (uint64_t)(uintptr_t)enclu;
+    if (g_encl.trap_every_eexit ||
+        at < (uint64_t)(uintptr_t)g_encl.base + GT_SGX_PAGE_BYTES + sizeof mov_eax_4 ||
+        memcmp(enclu - sizeof mov_eax_4, mov_eax_4, sizeof mov_eax_4) != 0) {
+        return;
+    }
+    enclu[0] = 0xff;  // jmp *%rbx
+    enclu[1] = 0xe3;
+    enclu[2] = 0x90;  // nop: never reached
+}
+
 // SIGILL: ENCLU (0f 01 d7) executed by enclave code raised #UD. It runs on the alternate stack
 // (as an AEX saves state outside the enclave's stack) and, being synchronous with enclave code
 // that holds no libc lock, may call OpenSSL through gt_sgx_egetkey.
@@ -207,6 +253,7 @@ static void on_sigill(int sig, siginfo_t *si, void *uc_)
     uint64_t leaf = (uint64_t)g[REG_RAX] & 0xffffffffu;
     switch (leaf) {
     case LEAF_EEXIT:
+        rewrite_eexit((uint8_t *)(uintptr_t)g[REG_RIP]);
         g[REG_RCX] = (greg_t)(g[REG_RIP] + 3);  // RCX: the address after EEXIT
         g[REG_RIP] = g[REG_RBX];
         return;
@@ -222,6 +269,9 @@ static void on_sigill(int sig, siginfo_t *si, void *uc_)
     case LEAF_GT_SEAL:
     case LEAF_GT_UNSEAL:
         g[REG_RAX] = (greg_t)emulate_seal(leaf == LEAF_GT_UNSEAL, (uint64_t)g[REG_RBX]);
+        break;
+    case LEAF_GT_VERIFY_REPORT:
+        g[REG_RAX] = (greg_t)emulate_verify_report((uint64_t)g[REG_RBX]);
         break;
     case LEAF_EENTER:
     case LEAF_ERESUME:
@@ -388,7 +438,28 @@ typedef struct {
     gt_enclave_channel ch;
     gt_buf frame, plain;
     uint8_t *in, *out, *ocall_buf;   // untrusted staging, outside ELRANGE
+    uint8_t *ring;                   // the host's shared-memory ring, once attached
 } server;
+
+// An idle enclave process, asleep on the ring, checks this often that the host is still there.
+#define RING_LIVE_CHECK_MS 100
+
+// The host's RING message: its memfd follows on the socket. Mapped only once, before any ECALL,
+// and only if it is a memfd of the ring's size sealed against resizing; the answer goes back
+// through the ring, which from now on carries every message.
+static gt_err attach_ring(server *s, const gt_enclave_msg *m)
+{
+    GT_ENSURE(s->ring == NULL && m->code == GT_ENCLAVE_RING_BYTES && m->payload.len == 0,
+              GT_E_STATE, "enclave process: an unexpected RING message");
+    int fd = -1;
+    GT_TRY(gt_enclave_fd_recv(s->ch.fd, &fd));
+    gt_err err = gt_enclave_ring_map(fd, &s->ring);
+    close(fd);
+    GT_TRY(err);
+    gt_enclave_channel_use_ring(&s->ch, s->ring, false, RING_LIVE_CHECK_MS);
+    gt_enclave_msg ack = {.type = GT_ENCLAVE_MSG_RING, .code = 0};
+    return gt_enclave_channel_send(&s->ch, &ack);
+}
 
 // One OCALL: the request goes to the host, its ORET comes back into the OCALL buffer.
 static gt_err serve_ocall(server *s, eenter_regs *io)
@@ -426,8 +497,10 @@ static gt_err serve_ecall(server *s, const gt_enclave_msg *req)
     gt_enclave_msg m = {.type = GT_ENCLAVE_MSG_ERET, .code = io.rsi,
                         .payload = {s->out, out_len}};
     GT_TRY(gt_enclave_channel_send(&s->ch, &m));
-    gt_secure_zero(s->in, GTSDK_IO_BYTES);
-    gt_secure_zero(s->out, GTSDK_IO_BYTES);
+    // What the staging held (the SDK writes out_len bytes of out): wiping all 64 KiB each ECALL
+    // would cost more than the rest of a round trip.
+    gt_secure_zero(s->in, req->payload.len);
+    gt_secure_zero(s->out, ms.out_len <= GTSDK_IO_BYTES ? ms.out_len : GTSDK_IO_BYTES);
     return GT_OK;
 }
 
@@ -442,6 +515,10 @@ static gt_err serve(server *s)
         GT_TRY(err);
         if (m.type == GT_ENCLAVE_MSG_CLOSE) {
             return GT_OK;
+        }
+        if (m.type == GT_ENCLAVE_MSG_RING) {
+            GT_TRY(attach_ring(s, &m));
+            continue;
         }
         GT_ENSURE(m.type == GT_ENCLAVE_MSG_ECALL, GT_E_STATE,
                   "enclave process: message %u where an ECALL was expected", m.type);
@@ -498,6 +575,8 @@ int gt_enclave_process_main(int fd)
     server s;
     memset(&s, 0, sizeof s);
     gt_buf start_frame = {0};
+    const char *eexit = getenv("GPUTRAVEL_ENCLAVE_EEXIT");
+    g_encl.trap_every_eexit = eexit != NULL && strcmp(eexit, "trap") == 0;
     gt_err err = harden();
     if (gt_is_ok(err)) {
         err = install_handler();
@@ -514,6 +593,7 @@ int gt_enclave_process_main(int fd)
                                            : gt_errf(GT_E_NOMEM, "enclave process: no memory");
     }
     gt_enclave_channel_wipe(&s.ch);
+    gt_enclave_ring_unmap(s.ring);
     gt_buf_free(&s.frame);
     gt_buf_free(&s.plain);
     free(s.in);

@@ -45,5 +45,11 @@ typedef struct {
 #define GTSDK_ENCLU_GT_UNSEAL 0x47540001u
 #define GTSDK_SEAL_E_SPACE 1
 #define GTSDK_SEAL_E_REFUSED 2
+// gputravel's report-verification leaf (gtsdk.h gtsdk_verify_report): RBX = a REPORT (432 bytes,
+// 512-aligned) in enclave memory; RAX back 0 when its MAC verifies under this enclave's own
+// report key, GTSDK_VERIFY_E_REFUSED otherwise (another target, any byte changed, reserved bytes
+// set).
+#define GTSDK_ENCLU_GT_VERIFY_REPORT 0x47540002u
+#define GTSDK_VERIFY_E_REFUSED 1
 
 #endif

@@ -19,7 +19,7 @@ gt_err gt_enclave_msg_parse(const uint8_t *data, size_t len, gt_enclave_msg *m)
     GT_TRY(gt_reader_u8(&r, &m->type));
     GT_TRY(gt_reader_u64le(&r, &m->code));
     GT_TRY(gt_reader_u32le(&r, &n));
-    GT_ENSURE(m->type >= GT_ENCLAVE_MSG_ECALL && m->type <= GT_ENCLAVE_MSG_CLOSE, GT_E_FORMAT,
+    GT_ENSURE(m->type >= GT_ENCLAVE_MSG_ECALL && m->type <= GT_ENCLAVE_MSG_RING, GT_E_FORMAT,
               "enclave message: unknown type %u", m->type);
     GT_ENSURE(n <= GT_ENCLAVE_MSG_MAX_PAYLOAD, GT_E_FORMAT,
               "enclave message: %u payload bytes (at most %d)", n, GT_ENCLAVE_MSG_MAX_PAYLOAD);
@@ -244,15 +244,26 @@ gt_err gt_enclave_channel_init(gt_enclave_channel *ch, int fd, bool host_side,
     GT_TRY(gt_hash(GT_HASH_SHA256, salt, transcript, sizeof transcript));
     static const char to_enclave[] = SESSION_LABEL " host->enclave";
     static const char to_host[] = SESSION_LABEL " enclave->host";
-    uint8_t *h2e = host_side ? ch->send_key : ch->recv_key;
-    uint8_t *e2h = host_side ? ch->recv_key : ch->send_key;
-    GT_TRY(gt_hkdf(GT_HASH_SHA256, h2e, GT_AEAD_KEY_BYTES, shared, GT_X25519_BYTES, salt,
-                   sizeof salt, (const uint8_t *)to_enclave, sizeof to_enclave - 1));
-    GT_TRY(gt_hkdf(GT_HASH_SHA256, e2h, GT_AEAD_KEY_BYTES, shared, GT_X25519_BYTES, salt,
-                   sizeof salt, (const uint8_t *)to_host, sizeof to_host - 1));
+    uint8_t h2e[GT_AEAD_KEY_BYTES], e2h[GT_AEAD_KEY_BYTES];
+    gt_err err;
+    GT_TRY_GOTO(err, gt_hkdf(GT_HASH_SHA256, h2e, GT_AEAD_KEY_BYTES, shared, GT_X25519_BYTES,
+                             salt, sizeof salt, (const uint8_t *)to_enclave,
+                             sizeof to_enclave - 1), out);
+    GT_TRY_GOTO(err, gt_hkdf(GT_HASH_SHA256, e2h, GT_AEAD_KEY_BYTES, shared, GT_X25519_BYTES,
+                             salt, sizeof salt, (const uint8_t *)to_host, sizeof to_host - 1),
+                out);
+    GT_TRY_GOTO(err, gt_aead_keyed_new(&ch->seal, true, host_side ? h2e : e2h), out);
+    GT_TRY_GOTO(err, gt_aead_keyed_new(&ch->open, false, host_side ? e2h : h2e), out);
     ch->send_dir = host_side ? 1 : 2;
     ch->recv_dir = host_side ? 2 : 1;
-    return GT_OK;
+out:
+    gt_secure_zero(h2e, sizeof h2e);
+    gt_secure_zero(e2h, sizeof e2h);
+    if (!gt_is_ok(err)) {
+        gt_enclave_channel_wipe(ch);
+        ch->fd = fd;  // still the caller's to close
+    }
+    return err;
 }
 
 // IV = direction u32 · counter u64: unique per key, as each key has one direction.
@@ -274,12 +285,17 @@ gt_err gt_enclave_channel_send(gt_enclave_channel *ch, const gt_enclave_msg *m)
     size_t ct_len = 0;
     gt_store_u32le(frame, (uint32_t)(w.len + GT_AEAD_TAG_BYTES));
     make_iv(iv, ch->send_dir, ch->send_counter++);
-    // The length prefix is the AAD: a frame cut or grown in transit does not open.
-    GT_TRY_GOTO(err, gt_aead_seal(frame + 4, sizeof frame - 4, &ct_len, plain, w.len, frame, 4,
-                                  iv, ch->send_key), out);
-    GT_TRY_GOTO(err, send_all(ch->fd, frame, 4 + ct_len), out);
+    // The length prefix is the AAD: a frame cut or grown in transit does not open. On the ring
+    // the same four bytes are the slot's length word.
+    GT_TRY_GOTO(err, gt_aead_keyed_seal(ch->seal, frame + 4, sizeof frame - 4, &ct_len, plain,
+                                        w.len, frame, 4, iv), out);
+    if (ch->ring_tx != NULL) {
+        GT_TRY_GOTO(err, gt_enclave_ring_put(ch, frame + 4, (uint32_t)ct_len), out);
+    } else {
+        GT_TRY_GOTO(err, send_all(ch->fd, frame, 4 + ct_len), out);
+    }
 out:
-    gt_secure_zero(plain, sizeof plain);
+    gt_secure_zero(plain, w.len);  // only what was written: wiping 32 KiB per message costs µs
     return err;
 }
 
@@ -287,8 +303,11 @@ gt_err gt_enclave_channel_recv(gt_enclave_channel *ch, gt_buf *frame, gt_buf *pl
                                gt_enclave_msg *m)
 {
     memset(m, 0, sizeof *m);
-    GT_TRY(gt_enclave_frame_recv(ch->fd, 13 + GT_ENCLAVE_MSG_MAX_PAYLOAD + GT_AEAD_TAG_BYTES,
-                                 frame));
+    if (ch->ring_rx != NULL) {
+        GT_TRY(gt_enclave_ring_get(ch, frame));  // a private copy: the ring can change under us
+    } else {
+        GT_TRY(gt_enclave_frame_recv(ch->fd, GT_ENCLAVE_RING_FRAME_MAX, frame));
+    }
     GT_ENSURE(frame->len >= GT_AEAD_TAG_BYTES, GT_E_FORMAT, "enclave channel: a short frame");
     uint8_t iv[GT_AEAD_IV_BYTES], aad[4];
     gt_store_u32le(aad, (uint32_t)frame->len);
@@ -296,8 +315,8 @@ gt_err gt_enclave_channel_recv(gt_enclave_channel *ch, gt_buf *frame, gt_buf *pl
     plain->len = 0;
     GT_TRY(gt_buf_reserve(plain, frame->len));
     size_t n = 0;
-    GT_TRY(gt_aead_open(plain->data, plain->cap, &n, frame->data, frame->len, aad, sizeof aad,
-                        iv, ch->recv_key));
+    GT_TRY(gt_aead_keyed_open(ch->open, plain->data, plain->cap, &n, frame->data, frame->len,
+                              aad, sizeof aad, iv));
     ch->recv_counter++;  // only an authentic frame moves it: a replay or reorder fails above
     plain->len = n;
     return gt_enclave_msg_parse(plain->data, plain->len, m);
@@ -305,6 +324,8 @@ gt_err gt_enclave_channel_recv(gt_enclave_channel *ch, gt_buf *frame, gt_buf *pl
 
 void gt_enclave_channel_wipe(gt_enclave_channel *ch)
 {
+    gt_aead_keyed_free(ch->seal);
+    gt_aead_keyed_free(ch->open);
     gt_secure_zero(ch, sizeof *ch);
     ch->fd = -1;
 }

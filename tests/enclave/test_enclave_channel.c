@@ -34,6 +34,8 @@ static void close_pair(pair *p)
 {
     close(p->sv[0]);
     close(p->sv[1]);
+    gt_enclave_channel_wipe(&p->host);
+    gt_enclave_channel_wipe(&p->encl);
 }
 
 // Sends one message from the host and captures the raw frame the enclave side would read.

@@ -12,12 +12,13 @@
 #include <linux/capability.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 enum { ECALL_ADD = 0, ECALL_ECHO = 1, ECALL_OCALL = 2, ECALL_EGETKEY = 3, ECALL_EREPORT = 4,
-       ECALL_SPIN = 5, ECALL_VARIANT = 6 };
+       ECALL_SPIN = 5, ECALL_VARIANT = 6, ECALL_VERIFY_REPORT = 10 };
 
 typedef struct {
     gt_buf image, sig;
@@ -148,9 +149,8 @@ static gt_err reverse_ocall(void *ctx, uint64_t number, const uint8_t *in, size_
     return GT_OK;
 }
 
-static void test_ocall_round_trip(void **state)
+static void ocall_round_trips(void)
 {
-    (void)state;
     gt_sgx_platform pf = test_platform();
     enclave_files f;
     ocall_log log = {0};
@@ -168,6 +168,37 @@ static void test_ocall_round_trip(void **state)
     assert_int_equal(log.number, 0);
     gt_buf_free(&out);
     gt_enclave_stop(e);
+    free_files(&f);
+}
+
+static void test_ocall_round_trip(void **state)
+{
+    (void)state;
+    ocall_round_trips();  // the default: the shared-memory ring, EEXIT rewritten after one trap
+}
+
+// The same round trips on the other paths the host and runtime keep: the socket carrying every
+// message, and a SIGILL for every EEXIT (GPUTRAVEL_ENCLAVE_CHANNEL / GPUTRAVEL_ENCLAVE_EEXIT,
+// docs/enclave.md "Cost"), so that neither rots while the default runs elsewhere.
+static void test_ocall_round_trip_other_paths(void **state)
+{
+    (void)state;
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "socket", 1);
+    ocall_round_trips();
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "ring", 1);
+    setenv("GPUTRAVEL_ENCLAVE_EEXIT", "trap", 1);
+    ocall_round_trips();
+    unsetenv("GPUTRAVEL_ENCLAVE_CHANNEL");
+    unsetenv("GPUTRAVEL_ENCLAVE_EEXIT");
+    // An unknown channel is refused at start, not silently mapped to one of them.
+    setenv("GPUTRAVEL_ENCLAVE_CHANNEL", "pigeon", 1);
+    gt_sgx_platform pf = test_platform();
+    enclave_files f;
+    load_files("example", &f);
+    gt_enclave_spec spec = spec_of(&f, &pf);
+    gt_enclave *e = NULL;
+    GT_ASSERT_ERR(gt_enclave_start(&e, &spec), GT_E_ARG, "pigeon");
+    unsetenv("GPUTRAVEL_ENCLAVE_CHANNEL");
     free_files(&f);
 }
 
@@ -300,6 +331,53 @@ static bool target_accepts(gt_enclave *target, const uint8_t report[GT_SGX_REPOR
     return gt_ct_equal(mac, r.mac, 16);
 }
 
+// The target checks the report inside itself (the SDK's verify-report leaf): RAX of the leaf.
+static uint64_t verified_inside(gt_enclave *target, const uint8_t report[GT_SGX_REPORT_BYTES])
+{
+    gt_buf out = {0};
+    assert_int_equal(ecall(target, ECALL_VERIFY_REPORT, report, GT_SGX_REPORT_BYTES, &out), 0);
+    assert_int_equal(out.len, 8);
+    gt_reader r = gt_reader_init(out.data, out.len);
+    uint64_t rax = 0;
+    GT_ASSERT_OK(gt_reader_u64le(&r, &rax));
+    gt_buf_free(&out);
+    return rax;
+}
+
+// Local attestation with the MAC checked inside the target enclave: a report from A for B
+// verifies in B; every single-bit flip of it is refused in B; it is refused in A (another
+// target), and a report A made for itself is refused in B.
+static void test_report_verified_inside_target(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    enclave_files fa, fb;
+    gt_enclave *a = start("example", &fa, &pf, NULL, NULL);
+    gt_enclave *b = start("example_b", &fb, &pf, NULL, NULL);
+    uint8_t a_to_b[GT_SGX_REPORT_BYTES], a_to_a[GT_SGX_REPORT_BYTES], b_to_a[GT_SGX_REPORT_BYTES];
+    report_for(a, b, 0x11, a_to_b);
+    report_for(a, a, 0x22, a_to_a);
+    report_for(b, a, 0x33, b_to_a);
+    assert_int_equal(verified_inside(b, a_to_b), 0);
+    assert_int_equal(verified_inside(a, b_to_a), 0);
+    assert_int_equal(verified_inside(a, a_to_a), 0);   // a report to oneself is one too
+    assert_int_equal(verified_inside(a, a_to_b), GTSDK_VERIFY_E_REFUSED);
+    assert_int_equal(verified_inside(b, a_to_a), GTSDK_VERIFY_E_REFUSED);
+    int refused = 0;
+    for (size_t bit = 0; bit < 8 * GT_SGX_REPORT_BYTES; bit++) {
+        uint8_t flipped[GT_SGX_REPORT_BYTES];
+        memcpy(flipped, a_to_b, sizeof flipped);
+        flipped[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        refused += verified_inside(b, flipped) == GTSDK_VERIFY_E_REFUSED;
+    }
+    assert_int_equal(refused, 8 * GT_SGX_REPORT_BYTES);
+    assert_int_equal(verified_inside(b, a_to_b), 0);  // and the original still verifies
+    gt_enclave_stop(a);
+    gt_enclave_stop(b);
+    free_files(&fa);
+    free_files(&fb);
+}
+
 static void test_local_attestation(void **state)
 {
     (void)state;
@@ -397,11 +475,17 @@ static void test_impostor_process_refused(void **state)
     free_files(&f);
 }
 
+typedef struct {
+    int pid;
+    double killed_at;
+} kill_plan;
+
 static void *kill_later(void *arg)
 {
-    int pid = *(int *)arg;
+    kill_plan *k = arg;
     usleep(200 * 1000);
-    kill(pid, SIGKILL);
+    k->killed_at = gt_now_seconds();
+    kill(k->pid, SIGKILL);
     return NULL;
 }
 
@@ -411,14 +495,18 @@ static void test_killed_mid_ecall(void **state)
     gt_sgx_platform pf = test_platform();
     enclave_files f;
     gt_enclave *e = start("example", &f, &pf, NULL, NULL);
-    int pid = gt_enclave_pid(e);
+    kill_plan k = {.pid = gt_enclave_pid(e)};
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, kill_later, &pid), 0);
+    assert_int_equal(pthread_create(&t, NULL, kill_later, &k), 0);
     gt_buf out = {0};
     int64_t status = 0;
+    // The host waits on the ring (asleep in its futex): the socket's hang-up wakes its next
+    // liveness check (10 ms), so the error comes well within a second of the kill.
     GT_ASSERT_ERR(gt_enclave_ecall(e, ECALL_SPIN, NULL, 0, &out, &status), GT_E_PEER,
                   "killed by signal 9");
+    double returned_at = gt_now_seconds();
     pthread_join(t, NULL);
+    assert_true(returned_at - k.killed_at < 1.0);
     GT_ASSERT_CODE(gt_enclave_ecall(e, ECALL_ADD, NULL, 0, &out, &status), GT_E_STATE);
     gt_buf_free(&out);
     gt_enclave_stop(e);
@@ -499,9 +587,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ecalls),
         cmocka_unit_test(test_ocall_round_trip),
+        cmocka_unit_test(test_ocall_round_trip_other_paths),
         cmocka_unit_test(test_egetkey_in_enclave),
         cmocka_unit_test(test_seal_key_survives_restart),
         cmocka_unit_test(test_local_attestation),
+        cmocka_unit_test(test_report_verified_inside_target),
         cmocka_unit_test(test_wrong_sigstruct_refused),
         cmocka_unit_test(test_impostor_process_refused),
         cmocka_unit_test(test_killed_mid_ecall),

@@ -1,8 +1,11 @@
 // Fuzz: everything that crosses into or out of an enclave process is untrusted: the session
-// messages, the start and hello messages, and the REPORT / KEYREQUEST / TARGETINFO structures
-// ENCLU emulation reads from enclave memory. The first byte picks the parser; whatever parses
-// must encode back to the same bytes (no field dropped or invented).
+// messages, the start and hello messages, the REPORT / KEYREQUEST / TARGETINFO structures ENCLU
+// emulation reads from enclave memory, and the head of a shared-memory ring slot. The first
+// byte picks the parser; whatever parses must encode back to the same bytes (no field dropped
+// or invented; a ring head must name a frame inside its slot).
 #include <gputravel/enclave.h>
+
+#include "enclave/run.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +87,26 @@ static void sgx_structs(uint8_t which, const uint8_t *d, size_t n)
     }
 }
 
+// A slot's head as the receiver copies it out of the shared ring (src/enclave/ring.c), the rest
+// standing for the slot's frame area: a head that parses names a frame that lies wholly inside
+// the slot and fits the largest frame.
+static void ring_head(const uint8_t *d, size_t n)
+{
+    if (n < GT_ENCLAVE_RING_HEAD_BYTES) {
+        uint32_t seq = 0, len = 0;
+        if (gt_is_ok(gt_enclave_ring_head_parse(d, n, 0, &seq, &len))) {
+            __builtin_trap();  // too short to be a head
+        }
+        return;
+    }
+    uint32_t seq = 0, len = 0;
+    size_t cap = n - GT_ENCLAVE_RING_HEAD_BYTES;
+    if (gt_is_ok(gt_enclave_ring_head_parse(d, GT_ENCLAVE_RING_HEAD_BYTES, cap, &seq, &len)) &&
+        (len > cap || len > GT_ENCLAVE_RING_FRAME_MAX || len < GT_AEAD_TAG_BYTES)) {
+        __builtin_trap();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) {
@@ -91,11 +114,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const uint8_t *d = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: session_msg(d, n); break;
     case 1: start_msg(d, n); break;
     case 2: hello_msg(d, n); break;
-    default: sgx_structs(data[0] % 6, d, n); break;
+    case 6: ring_head(d, n); break;
+    default: sgx_structs(data[0] % 7, d, n); break;
     }
     return 0;
 }

@@ -175,5 +175,20 @@ static long ecall_unseal(const uint8_t *in, size_t in_len, uint8_t *out, size_t 
     return seal_call(GTSDK_ENCLU_GT_UNSEAL, 0, in, in_len, out, out_cap, out_len);
 }
 
+// 10: local attestation's target side: is the REPORT in (432 bytes) addressed to this enclave
+// and unchanged? out = the verify leaf's RAX (u64: 0 verified, else refused).
+static long ecall_verify_report(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                                size_t *out_len)
+{
+    static gtsdk_report report;
+    if (in_len != sizeof report.bytes || out_cap < 8) {
+        return 1;
+    }
+    memcpy(report.bytes, in, sizeof report.bytes);
+    store_u64(out, gtsdk_verify_report(&report));
+    *out_len = 8;
+    return 0;
+}
+
 GTSDK_ECALLS(ecall_add, ecall_echo, ecall_ocall, ecall_egetkey, ecall_ereport, ecall_spin,
-             ecall_variant, ecall_quote_report, ecall_seal, ecall_unseal);
+             ecall_variant, ecall_quote_report, ecall_seal, ecall_unseal, ecall_verify_report);
