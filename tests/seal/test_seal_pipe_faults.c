@@ -225,6 +225,42 @@ static void threads_out_of_range_refused(void **state)
     assert_int_equal(gt_test_count_entries(f->dir), 2);  // keys, in0.bin
 }
 
+// One token outside the vocabulary, wherever it sits in a vector of the check (AVX2, SSE2 or
+// the scalar tail) and whichever its value, fails both paths with its position.
+static void token_outside_vocabulary_found_anywhere(void **state)
+{
+    fixture *f = *state;
+    static const size_t at[] = {0, 15, 16, 31, 32, 33, 70000, 99999};
+    static const uint16_t bad[] = {50257, 50258, 65535};
+    uint16_t *t = calloc(100000, sizeof *t);
+    assert_non_null(t);
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+            for (size_t j = 0; j < 100000; j++) {
+                t[j] = (uint16_t)(50256 - j % 3);  // the largest allowed, and just below
+            }
+            t[at[a]] = bad[v];
+            GT_ASSERT_OK(gt_shard_write(f->shard[0], t, 100000));
+            for (int threads = 0; threads <= 1; threads++) {
+                gt_err e = seal_with(f, f->ds, 1, 0, threads);
+                assert_int_equal(e.code, GT_E_FORMAT);
+                char want[64];
+                snprintf(want, sizeof want, "token %u at position %zu ", bad[v], at[a]);
+                if (strstr(e.msg, want) == NULL) {
+                    fail_msg("threads %d: '%s' does not name '%s'", threads, e.msg, want);
+                }
+                assert_int_equal(gt_test_count_entries(f->dir), 2);  // keys, in0.bin
+            }
+        }
+    }
+    for (size_t j = 0; j < 100000; j++) {
+        t[j] = (uint16_t)(50256 - j % 3);
+    }
+    GT_ASSERT_OK(gt_shard_write(f->shard[0], t, 100000));
+    GT_ASSERT_OK(seal_with(f, f->ds, 1, 0, 0));  // every token allowed: sealed
+    free(t);
+}
+
 // ---- 2. failures in the middle of the pipeline ---------------------------------------------
 
 static gt_err seal_op(void *ctx)
@@ -305,6 +341,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pipeline_matches_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(different_randomness_differs, setup, teardown),
         cmocka_unit_test_setup_teardown(threads_out_of_range_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(token_outside_vocabulary_found_anywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(write_failures_mid_pipeline, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
