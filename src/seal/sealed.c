@@ -376,11 +376,7 @@ __attribute__((target("avx2"))) static bool any_token_at_least_avx2(const uint16
 static bool any_token_at_least(const uint16_t *t, size_t n, uint16_t lim)
 {
 #if defined(__x86_64__)
-    static int avx2 = -1;  // racy first use is harmless: every thread computes the same
-    if (avx2 < 0) {
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    if (avx2) {
+    if (__builtin_cpu_supports("avx2")) {  // a load of what libgcc found at start-up
         return any_token_at_least_avx2(t, n, lim);
     }
 #endif
@@ -446,7 +442,8 @@ static gt_err source_mapped(shard_source *s, size_t max, const uint16_t **t, siz
         struct stat st;
         GT_ENSURE(fstat(fd, &st) == 0 && (uint64_t)st.st_size >= end, GT_E_TRUNCATED,
                   "%s: ends early (changed while being read?)", s->paths[s->cur]);
-        uint64_t off = at & ~(uint64_t)(SLOT_SPARE - 1);  // even: tokens never straddle
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);  // a power of two, even
+        uint64_t off = at & ~(page - 1);  // even, as at is: tokens never straddle windows
         size_t len = (size_t)(end - off < SOURCE_WINDOW ? end - off : SOURCE_WINDOW);
         void *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
         GT_ENSURE(p != MAP_FAILED, GT_E_IO, "%s: cannot map: %s", s->paths[s->cur],
