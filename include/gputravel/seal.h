@@ -405,6 +405,10 @@ typedef struct {
     uint64_t chunk_size;        // even, 2 .. GT_SEAL_MAX_CHUNK_BYTES; 0 = default 512 MiB
     uint32_t vocab_size;        // every token must be < vocab_size (1 .. 65536)
     bool progress;              // progress bar on stderr (a TTY only)
+    // 0: the pipeline (input read through a mapped window straight into the cipher, hashing
+    // and writing on worker threads). 1: the single-threaded reference: read() into the
+    // buffer, encrypt in place, hash and write inline. Same bytes out either way.
+    int threads;
 } gt_seal_params;
 
 typedef struct {

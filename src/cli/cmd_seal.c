@@ -10,7 +10,7 @@
 static void usage(void)
 {
     printf("usage: gputravel seal SHARD... --key DIR --out DSDIR [--chunk-size 512MiB]\n"
-           "                      [--vocab N]\n"
+           "                      [--vocab N] [--threads 0|1]\n"
            "\n"
            "Seals the tokens of the given llm.c shards (concatenated, in order) into DSDIR:\n"
            "a manifest signed with the holder's Ed25519 key and one AES-256-GCM chunk file per\n"
@@ -22,12 +22,15 @@ static void usage(void)
            "  -o, --out DSDIR        output folder (must not exist, or be empty)\n"
            "  -c, --chunk-size SIZE  plaintext bytes per chunk, even (default 512MiB)\n"
            "      --vocab N          reject tokens >= N (default 50257, GPT-2; 65536 = no check)\n"
+           "      --threads N        0: the pipeline (default: the cipher reads the mapped input,\n"
+           "                         hashing and writing on two more threads); 1: one thread,\n"
+           "                         read() and encrypt in place (the reference; same bytes)\n"
            "  -h, --help             this help\n");
 }
 
 typedef struct {
     const char *key_dir;
-    gt_seal_params p;  // shards, out_dir, chunk_size, vocab_size, progress
+    gt_seal_params p;  // shards, out_dir, chunk_size, vocab_size, progress, threads
 } seal_options;
 
 // 0 and o filled, or the exit status of a usage error (already printed).
@@ -37,6 +40,7 @@ static int parse(int argc, char **argv, seal_options *o)
                                          {"out", required_argument, NULL, 'o'},
                                          {"chunk-size", required_argument, NULL, 'c'},
                                          {"vocab", required_argument, NULL, 'V'},
+                                         {"threads", required_argument, NULL, 'T'},
                                          {0}};
     *o = (seal_options){.p = {.chunk_size = GT_SEAL_DEFAULT_CHUNK_BYTES, .vocab_size = 50257,
                               .progress = !gt_cli.quiet}};
@@ -56,6 +60,11 @@ static int parse(int argc, char **argv, seal_options *o)
         case 'V':
             if (!gt_is_ok(gt_cli_parse_u32("--vocab", optarg, 1, 65536, &p->vocab_size))) {
                 return gt_cli_usage("seal", "--vocab %s: a number from 1 to 65536", optarg);
+            }
+            break;
+        case 'T':
+            if (!gt_is_ok(gt_cli_parse_int("--threads", optarg, 0, 1, &p->threads))) {
+                return gt_cli_usage("seal", "--threads %s: 0 (the pipeline) or 1", optarg);
             }
             break;
         default: return gt_cli_usage("seal", "unknown option");

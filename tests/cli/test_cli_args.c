@@ -44,6 +44,9 @@ static void bad_numbers_are_usage_errors(void **state)
     expect_usage((const char *[]){"seal", "in.bin", "--key", "k", "--out", "o", "--vocab", " 5",
                                   NULL},
                  "--vocab  5: a number from 1 to 65536");
+    expect_usage((const char *[]){"seal", "in.bin", "--key", "k", "--out", "o", "--threads", "2",
+                                  NULL},
+                 "--threads 2: 0 (the pipeline) or 1");
 }
 
 static void good_numbers_still_parse(void **state)
