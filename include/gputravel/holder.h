@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 typedef struct gt_ledger gt_ledger;  // opaque; appends are serialised by an internal mutex
+typedef struct gt_holder_enclave gt_holder_enclave;  // enclave mode (below)
 
 typedef struct {
     uint64_t entries;                 // including genesis
@@ -186,6 +187,12 @@ typedef struct {
     // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.
     void (*trip_hook)(void *ctx, const char *stage, uint32_t chunk);
     void *trip_hook_ctx;
+    // Enclave mode (borrowed; NULL: plain). Its dataset key already opened (enclave_mode.c):
+    // keys->dataset_key is then never read (zero). The agent fixes the agreement's terms and the
+    // ledger's counts in it at create; every release is the enclave's decision and goes to devd
+    // wrapped (LOAD_SEALED_WRAPPED). FETCH (plain, sealed key) and trips the trainer serves
+    // itself are refused: they would put K_i or plaintext in this process.
+    gt_holder_enclave *enclave;
 } gt_holder_agent_config;
 
 typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from several threads
@@ -221,7 +228,6 @@ void gt_holder_agent_free(gt_holder_agent *a);
 // its MRSIGNER policy, and a release comes back as K_i wrapped to the device (travel.h).
 #define GT_HOLDER_ENCLAVE_SEALED_KEY "dataset.key.sealed"  // in the key folder, in place of
                                                            // dataset.key
-typedef struct gt_holder_enclave gt_holder_enclave;
 typedef struct {
     const char *image_path;        // the holder enclave's flat image (holder.bin)
     const char *sigstruct_path;    // its SIGSTRUCT (holder.sig)
