@@ -624,6 +624,7 @@ static gt_err family_write(gt_writer *w, const gt_sim_msg *m)
     return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
 }
 
+// long: one flat table of per-type field writes, mirroring gt_sim_msg_parse; clearer whole
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
@@ -678,10 +679,9 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         }
         GT_TRY(gt_writer_bytes(w, m->iv, sizeof m->iv));
         GT_TRY(gt_writer_bytes(w, m->aad, sizeof m->aad));
-        if (m->type == GT_SIM_REQ_LOAD_SEALED_WRAPPED) {
-            return gt_writer_bytes(w, m->wrapped, sizeof m->wrapped);
-        }
-        return gt_writer_bytes(w, m->key, sizeof m->key);
+        return m->type == GT_SIM_REQ_LOAD_SEALED_WRAPPED
+                   ? gt_writer_bytes(w, m->wrapped, sizeof m->wrapped)
+                   : gt_writer_bytes(w, m->key, sizeof m->key);
     case GT_SIM_REP_TRIP:
         GT_TRY(gt_writer_u32le(w, m->state));
         GT_TRY(gt_writer_u32le(w, m->code));
