@@ -52,11 +52,14 @@ int gt_cli_holder_enclave_keys(int argc, char **argv);
 // The holder enclave folder: given, or enclaves/ beside this executable.
 GT_MUST_USE gt_err gt_cli_holder_enclave_dir(const char *given, char *out, size_t cap);
 // Seals DIR/dataset.key in the holder enclave and deletes it (holder enclave-keys import).
+// indent: prefix of what is printed (NULL: print nothing).
 GT_MUST_USE gt_err gt_cli_holder_enclave_import(const char *key_dir, const char *enclave_dir,
-                                                const char *platform_dir, const char *sim_root);
-// Starts the holder enclave on the platform folder and prints its identity.
+                                                const char *platform_dir, const char *sim_root,
+                                                const char *indent);
+// Starts the holder enclave on the platform folder and prints its identity (indent as above).
 GT_MUST_USE gt_err gt_cli_holder_enclave_start(gt_holder_enclave **out, const char *enclave_dir,
-                                               const char *platform_dir, const char *sim_root);
+                                               const char *platform_dir, const char *sim_root,
+                                               const char *indent);
 // gputravel enclave seal|unseal|quote (cmd_enclave_keys.c); argv[1] is the action.
 int gt_cli_enclave_keys(int argc, char **argv);
 

@@ -212,7 +212,8 @@ static gt_err open_enclave(const options *o, holder_run *r)
                        "'gputravel holder enclave-keys import')", path);
     }
     GT_TRY(err);
-    err = gt_cli_holder_enclave_start(&r->enclave, o->enclave, o->enclave_platform, o->sim_root);
+    err = gt_cli_holder_enclave_start(&r->enclave, o->enclave, o->enclave_platform, o->sim_root,
+                                      "");
     if (gt_is_ok(err)) {
         err = gt_holder_enclave_open_key(r->enclave, sealed.data, sealed.len);
     }

@@ -54,7 +54,8 @@ gt_err gt_cli_holder_enclave_dir(const char *given, char *out, size_t cap)
 }
 
 gt_err gt_cli_holder_enclave_start(gt_holder_enclave **out, const char *enclave_dir,
-                                   const char *platform_dir, const char *sim_root)
+                                   const char *platform_dir, const char *sim_root,
+                                   const char *indent)
 {
     char dir[PATH_MAX - 16], image[PATH_MAX], sig[PATH_MAX];
     GT_TRY(gt_cli_holder_enclave_dir(enclave_dir, dir, sizeof dir));
@@ -68,14 +69,18 @@ gt_err gt_cli_holder_enclave_start(gt_holder_enclave **out, const char *enclave_
     char mre[65], mrs[65];
     gt_hex_encode(mre, sizeof mre, id->mrenclave, 32);
     gt_hex_encode(mrs, sizeof mrs, id->mrsigner, 32);
-    printf("holder enclave: MRENCLAVE %s MRSIGNER %s ISVSVN %u (enclave process pid %d, "
-           "INSECURE SIMULATION: a process, not a TEE)\n", mre, mrs, id->isvsvn,
-           gt_holder_enclave_pid(*out));
+    if (indent != NULL) {
+        printf("%sholder enclave: MRENCLAVE %s\n%s                MRSIGNER  %s\n"
+               "%s                ISVSVN %u, enclave process pid %d (INSECURE SIMULATION: a "
+               "process, not a TEE)\n", indent, mre, indent, mrs, indent, id->isvsvn,
+               gt_holder_enclave_pid(*out));
+    }
     return GT_OK;
 }
 
 gt_err gt_cli_holder_enclave_import(const char *key_dir, const char *enclave_dir,
-                                    const char *platform_dir, const char *sim_root)
+                                    const char *platform_dir, const char *sim_root,
+                                    const char *indent)
 {
     gt_holder_keys keys;
     GT_TRY(gt_keydir_load(key_dir, &keys));
@@ -85,7 +90,9 @@ gt_err gt_cli_holder_enclave_import(const char *key_dir, const char *enclave_dir
     gt_err err = GT_OK;
     GT_TRY_GOTO(err, gt_path_join(plain, sizeof plain, key_dir, GT_KEYDIR_DATASET_KEY), done);
     GT_TRY_GOTO(err, gt_path_join(out, sizeof out, key_dir, GT_HOLDER_ENCLAVE_SEALED_KEY), done);
-    GT_TRY_GOTO(err, gt_cli_holder_enclave_start(&he, enclave_dir, platform_dir, sim_root), done);
+    GT_TRY_GOTO(err, gt_cli_holder_enclave_start(&he, enclave_dir, platform_dir, sim_root,
+                                                 indent),
+                done);
     GT_TRY_GOTO(err, gt_holder_enclave_import(he, keys.dataset_key, &sealed), done);
     gt_holder_keys_wipe(&keys);
     // the sealed copy must open before the plain one goes
@@ -94,8 +101,10 @@ gt_err gt_cli_holder_enclave_import(const char *key_dir, const char *enclave_dir
     uint8_t zeros[64] = {0};
     GT_TRY_GOTO(err, gt_file_write_atomic(plain, zeros, sizeof zeros, 0600), done);
     GT_ENSURE_GOTO(err, unlink(plain) == 0, done, GT_E_IO, "%s: %s", plain, strerror(errno));
-    printf("holder enclave-keys: the dataset key is now sealed in %s (MRSIGNER policy); %s "
-           "was overwritten and deleted\n", out, plain);
+    if (indent != NULL) {
+        printf("%sthe dataset key is now sealed in %s (MRSIGNER policy);\n%s%s was overwritten "
+               "and deleted\n", indent, out, indent, plain);
+    }
 done:
     gt_holder_keys_wipe(&keys);
     gt_buf_free_nowipe(&sealed);
@@ -134,6 +143,6 @@ int gt_cli_holder_enclave_keys(int argc, char **argv)
     if (optind != argc - 1) {
         return gt_cli_usage("holder enclave-keys", "unexpected argument '%s'", argv[optind + 1]);
     }
-    gt_err err = gt_cli_holder_enclave_import(key, enclave, platform, sim_root);
+    gt_err err = gt_cli_holder_enclave_import(key, enclave, platform, sim_root, "");
     return gt_is_ok(err) ? GT_EXIT_OK : gt_cli_fail("holder enclave-keys", err);
 }

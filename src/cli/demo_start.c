@@ -27,10 +27,10 @@ static gt_err enclave_holder_prepare(demo *d, demo_holder *h, char *platform, si
            "    INSECURE SIMULATION, a process standing in for an enclave VM), sealed to the\n"
            "    enclave's MRSIGNER; %s/dataset.key is deleted.\n"
            "    Its release decisions run in the enclave, and chunk keys leave it only wrapped\n"
-           "    to the attested devd.\n    ",
+           "    to the attested devd.\n",
         holder_names[DEMO_ENCLAVE_HOLDER], h->keys);
-    fflush(stdout);
-    return gt_cli_holder_enclave_import(h->keys, NULL, platform, d->sim_root);
+    return gt_cli_holder_enclave_import(h->keys, NULL, platform, d->sim_root,
+                                        d->quiet ? NULL : "    ");
 }
 
 gt_err demo_step_start(demo *d)
