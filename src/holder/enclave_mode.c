@@ -6,6 +6,7 @@
 
 #include "holder_enclave_abi.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ _Static_assert(HOLDER_WRAP_AAD_BYTES == GT_RELEASE_AAD_BYTES,
 
 struct gt_holder_enclave {
     gt_enclave *e;
+    pthread_mutex_t lock;  // one ECALL at a time: the agent's connection threads share it
 };
 
 static const char *status_text(int64_t s)
@@ -39,7 +41,9 @@ static gt_err call(gt_holder_enclave *he, uint64_t n, const void *in, size_t len
 {
     int64_t status = -1;
     gt_buf tmp = {0};
+    pthread_mutex_lock(&he->lock);
     gt_err err = gt_enclave_ecall(he->e, n, in, len, out ? out : &tmp, &status);
+    pthread_mutex_unlock(&he->lock);
     gt_buf_free(&tmp);
     GT_TRY(gt_err_wrap(err, "holder enclave"));
     if (status == HOLDER_OK) {
@@ -70,6 +74,7 @@ gt_err gt_holder_enclave_start(gt_holder_enclave **out, const gt_holder_enclave_
                             .platform_options = cfg->platform_options,
                             .platform = cfg->platform};
     GT_TRY_GOTO(err, gt_err_wrap(gt_enclave_start(&he->e, &spec), "holder enclave"), out);
+    pthread_mutex_init(&he->lock, NULL);
     *out = he;
     he = NULL;
 out:
@@ -83,6 +88,7 @@ void gt_holder_enclave_stop(gt_holder_enclave *he)
 {
     if (he != NULL) {
         gt_enclave_stop(he->e);
+        pthread_mutex_destroy(&he->lock);
         free(he);
     }
 }
