@@ -110,6 +110,19 @@ GT_MUST_USE gt_err gt_x25519_shared(uint8_t shared[GT_X25519_BYTES],
                                     const uint8_t peer_pub[GT_X25519_BYTES],
                                     const uint8_t sec[GT_X25519_BYTES]);
 
+// A 32-byte key wrapped to an X25519 recipient (src/crypto/keywrap.c): ephemeral public 32 |
+// IV 12 | AES-256-GCM(key) 32 + tag 16, KEK = HKDF-SHA256(X25519, salt = ephemeral || recipient
+// public). The AAD binds what the key is for; unwrap fails (GT_E_AUTH) for any other recipient,
+// AAD or changed byte, and then zeroes key.
+#define GT_KEYWRAP_BYTES (GT_X25519_BYTES + GT_AEAD_IV_BYTES + GT_AEAD_KEY_BYTES + GT_AEAD_TAG_BYTES)
+GT_MUST_USE gt_err gt_x25519_wrap(uint8_t out[GT_KEYWRAP_BYTES],
+                                  const uint8_t key[GT_AEAD_KEY_BYTES],
+                                  const uint8_t recipient[GT_X25519_BYTES], const uint8_t *aad,
+                                  size_t aad_len);
+GT_MUST_USE gt_err gt_x25519_unwrap(uint8_t key[GT_AEAD_KEY_BYTES], const uint8_t *wrapped,
+                                    size_t len, const uint8_t recipient_sec[GT_X25519_BYTES],
+                                    const uint8_t *aad, size_t aad_len);
+
 // ---- Ed25519 (RFC 8032) ---------------------------------------------------------------------
 GT_MUST_USE gt_err gt_ed25519_keypair(uint8_t pub[GT_ED25519_PUBLIC_BYTES],
                                       uint8_t sec[GT_ED25519_SECRET_BYTES]);

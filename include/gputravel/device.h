@@ -631,6 +631,21 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, 
                                                 const uint8_t iv[GT_AEAD_IV_BYTES],
                                                 const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                                 const uint8_t key[GT_AEAD_KEY_BYTES]);
+// Holder in enclave mode: as gt_device_sim_load_sealed_fd, with the chunk key wrapped
+// (gt_x25519_wrap) by the holder's enclave to this session's devd key under travel.h's
+// gt_release_aad_build(session agreement, the AAD's dataset and chunk, this trip, this session's
+// server hello hash); devd unwraps it. A key that does not open there: GT_E_AUTH, nothing loaded.
+GT_MUST_USE gt_err gt_device_sim_load_sealed_wrapped(gt_device *holder, gt_dbuf dst,
+                                                     uint64_t dst_offset, int fd,
+                                                     uint64_t file_offset, uint64_t len,
+                                                     const uint8_t iv[GT_AEAD_IV_BYTES],
+                                                     const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                                     const uint8_t wrapped[GT_KEYWRAP_BYTES]);
+// The attested session's binding a key is wrapped to: devd's X25519 key (its evidence binds it)
+// and SHA-256 of its server hello.
+GT_MUST_USE gt_err gt_device_sim_session_binding(gt_device *holder,
+                                                 uint8_t server_pub[GT_X25519_BYTES],
+                                                 uint8_t server_hello_hash[GT_SHA256_BYTES]);
 // Holder: ends the trip; the loaded buffers become the trainer's, the rest of the trip's buffers
 // are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
 // holder device without return fails the trip (everything it loaded is wiped).

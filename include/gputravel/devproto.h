@@ -159,6 +159,12 @@ typedef struct {
     uint8_t key_s2c[GT_AEAD_KEY_BYTES];
     uint64_t counter[5];  // next counter per stream id (index 0 unused)
     bool is_client;
+    // The session's binding for keys wrapped to devd (LOAD_SEALED_WRAPPED): SHA-256 of the
+    // server hello (its evidence binds server_pub), devd's X25519 public key, and on the server
+    // side its secret, kept for the session's life to unwrap (zero on the client).
+    uint8_t server_hello_hash[GT_SHA256_BYTES];
+    uint8_t server_pub[GT_X25519_BYTES];
+    uint8_t server_sec[GT_X25519_BYTES];
 } gt_sim_keys;
 
 // Derives both direction keys. Wipes nothing of the caller's; keys are the caller's to wipe
@@ -206,6 +212,10 @@ enum {
     GT_SIM_REQ_RETURN_STAY = 0x0113, // holder: empty -> STATUS; as RETURN, but devd parks the
                                    // attested session for the holder's next trip, which starts
                                    // with ATTACH on it (no new handshake)
+    GT_SIM_REQ_LOAD_SEALED_WRAPPED = 0x0114, // holder in enclave mode: as LOAD_SEALED_FD, but
+                                   // wrapped[92] (gt_x25519_wrap of the chunk key to this
+                                   // session's devd key, travel.h gt_release_aad_build) in place
+                                   // of key[32]; devd unwraps it itself -> one STATUS
     // labels and declared outputs (device.h; issue 13)
     GT_SIM_REQ_LABEL_ADD = 0x0120, // u64 handle, dataset id[16] -> STATUS (adds, never removes)
     GT_SIM_REQ_LABEL_GET = 0x0121, // u64 handle -> LABEL
@@ -344,6 +354,7 @@ typedef struct {
     uint8_t iv[GT_AEAD_IV_BYTES];          // LOAD_SEALED
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
+    uint8_t wrapped[GT_KEYWRAP_BYTES];     // LOAD_SEALED_WRAPPED: the chunk key, wrapped
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
     // exports: handle/offset/len as above, and
     uint64_t step;                         // EXPORT_*, RESUMED

@@ -589,6 +589,30 @@ GT_MUST_USE gt_err gt_enclave_seal_request_parse(const uint8_t *data, size_t len
 void gt_enclave_seal_request_encode(const gt_enclave_seal_request *q,
                                     uint8_t out[GT_ENCLAVE_SEAL_REQUEST_BYTES]);
 
+// gputravel's wrap leaf (ENCLU 0x47540003; not SGX's): the request is the seal leaves' 64-byte
+// layout (KEYPOLICY 0), its `in` this input, its `out` GT_KEYWRAP_BYTES. The runtime derives
+// K = HKDF-SHA256(ikm, salt, info) and writes gt_x25519_wrap(K, recipient, aad): K never enters
+// enclave memory or leaves the enclave process unwrapped (src/enclave/wrap_leaf.c).
+// Layout: ikm 32 | salt 16 | u16 info_len | info | recipient 32 | u16 aad_len | aad.
+#define GT_ENCLAVE_WRAP_INFO_MAX 64
+#define GT_ENCLAVE_WRAP_AAD_MAX 256
+typedef struct {
+    uint8_t ikm[32];
+    uint8_t salt[16];
+    size_t info_len;
+    uint8_t info[GT_ENCLAVE_WRAP_INFO_MAX];
+    uint8_t recipient[GT_X25519_BYTES];
+    size_t aad_len;
+    uint8_t aad[GT_ENCLAVE_WRAP_AAD_MAX];
+} gt_enclave_wrap_input;
+// GT_E_FORMAT / GT_E_TRUNCATED: too long, short, or bytes left over.
+GT_MUST_USE gt_err gt_enclave_wrap_input_parse(const uint8_t *data, size_t len,
+                                               gt_enclave_wrap_input *w);
+GT_MUST_USE gt_err gt_enclave_wrap_input_encode(gt_writer *wr, const gt_enclave_wrap_input *w);
+// Parse, derive, wrap (what the runtime does for the leaf); key material wiped.
+GT_MUST_USE gt_err gt_enclave_wrap_derived(uint8_t out[GT_KEYWRAP_BYTES], const uint8_t *in,
+                                           size_t in_len);
+
 // The enclave process's main (tools/enclave_process.c): serves one enclave over fd. Returns the
 // process's exit status.
 int gt_enclave_process_main(int fd);

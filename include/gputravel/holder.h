@@ -16,6 +16,7 @@
 #include <gputravel/data.h>
 #include <gputravel/seal.h>
 #include <gputravel/device.h>
+#include <gputravel/enclave.h>
 #include <gputravel/net.h>
 #include <gputravel/travel.h>
 #include <gputravel/util.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 
 typedef struct gt_ledger gt_ledger;  // opaque; appends are serialised by an internal mutex
+typedef struct gt_holder_enclave gt_holder_enclave;  // enclave mode (below)
 
 typedef struct {
     uint64_t entries;                 // including genesis
@@ -185,6 +187,12 @@ typedef struct {
     // is loaded, before the device is returned ("loaded"), so a test can kill a holder mid-trip.
     void (*trip_hook)(void *ctx, const char *stage, uint32_t chunk);
     void *trip_hook_ctx;
+    // Enclave mode (borrowed; NULL: plain). Its dataset key already opened (enclave_mode.c):
+    // keys->dataset_key is then never read (zero). The agent fixes the agreement's terms and the
+    // ledger's counts in it at create; every release is the enclave's decision and goes to devd
+    // wrapped (LOAD_SEALED_WRAPPED). FETCH (plain, sealed key) and trips the trainer serves
+    // itself are refused: they would put K_i or plaintext in this process.
+    gt_holder_enclave *enclave;
 } gt_holder_agent_config;
 
 typedef struct gt_holder_agent gt_holder_agent;  // opaque; safe to use from several threads
@@ -212,5 +220,58 @@ typedef struct {
 } gt_holder_agent_stats;
 void gt_holder_agent_get_stats(gt_holder_agent *a, gt_holder_agent_stats *out);
 void gt_holder_agent_free(gt_holder_agent *a);
+
+// ---- enclave mode (src/holder/enclave_mode.c, docs/holder-enclave.md) ------------------------
+// The dataset key and the release decision in the holder enclave (enclaves/holder/, built with
+// the SDK and run by gputravel-enclave-process, INSECURE SIMULATION outside a TEE). The host side
+// never holds the dataset key, a chunk key or plaintext: the key is sealed in the enclave under
+// its MRSIGNER policy, and a release comes back as K_i wrapped to the device (travel.h).
+#define GT_HOLDER_ENCLAVE_SEALED_KEY "dataset.key.sealed"  // in the key folder, in place of
+                                                           // dataset.key
+typedef struct {
+    const char *image_path;        // the holder enclave's flat image (holder.bin)
+    const char *sigstruct_path;    // its SIGSTRUCT (holder.sig)
+    const char *process_path;      // NULL: gt_enclave_spec's default
+    // One of: the platform folder (gt_sgx_platform_open) or a platform the caller holds.
+    const char *platform_dir;
+    const gt_sgx_platform_options *platform_options;
+    const gt_sgx_platform *platform;
+} gt_holder_enclave_config;
+GT_MUST_USE gt_err gt_holder_enclave_start(gt_holder_enclave **out,
+                                           const gt_holder_enclave_config *cfg);
+void gt_holder_enclave_stop(gt_holder_enclave *he);
+const gt_sgx_identity *gt_holder_enclave_identity(const gt_holder_enclave *he);
+int gt_holder_enclave_pid(const gt_holder_enclave *he);
+// IMPORT: the caller's plain key goes in once (the caller wipes it); *sealed = the blob sealed
+// under the enclave's MRSIGNER policy.
+GT_MUST_USE gt_err gt_holder_enclave_import(gt_holder_enclave *he,
+                                            const uint8_t dataset_key[GT_DATASET_KEY_BYTES],
+                                            gt_buf *sealed);
+// GT_E_AUTH: not this signer's enclave, another platform, or a changed byte.
+GT_MUST_USE gt_err gt_holder_enclave_open_key(gt_holder_enclave *he, const uint8_t *sealed,
+                                              size_t len);
+typedef struct {
+    uint8_t agreement_hash[GT_SHA256_BYTES];
+    uint8_t dataset_id[GT_DATASET_ID_BYTES];
+    uint32_t max_uses_per_chunk;
+    uint64_t token_budget;
+    uint32_t chunk_count;
+    const uint64_t *tokens;    // per chunk
+    const uint32_t *releases;  // per chunk, from the ledger (NULL: none)
+    const uint32_t *uses;      // per chunk, from the ledger (NULL: none)
+    uint64_t tokens_released;
+} gt_holder_enclave_terms;
+// Fixed once per enclave run: a second call is refused (GT_E_STATE).
+GT_MUST_USE gt_err gt_holder_enclave_set_terms(gt_holder_enclave *he,
+                                               const gt_holder_enclave_terms *t);
+// The release decision in the enclave: GT_E_POLICY with the reason on a refusal; on a grant,
+// wrapped = K_chunk wrapped to device_pub under gt_release_aad_build(agreement, dataset, chunk,
+// trip_id, device_id).
+GT_MUST_USE gt_err gt_holder_enclave_release(gt_holder_enclave *he, uint32_t chunk,
+                                             const uint8_t device_pub[GT_X25519_BYTES],
+                                             const uint8_t trip_id[GT_SHA256_BYTES],
+                                             const uint8_t device_id[GT_SHA256_BYTES],
+                                             uint8_t wrapped[GT_KEYWRAP_BYTES]);
+GT_MUST_USE gt_err gt_holder_enclave_used(gt_holder_enclave *he, uint32_t chunk);
 
 #endif

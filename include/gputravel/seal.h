@@ -139,6 +139,9 @@ typedef struct {
 GT_MUST_USE gt_err gt_keydir_generate(const char *dir, bool overwrite, gt_holder_keys *keys_out);
 // Loads and cross-checks (the public key must match the seed). On failure *keys is zeroed.
 GT_MUST_USE gt_err gt_keydir_load(const char *dir, gt_holder_keys *keys);
+// The identity key pair only (dataset_key left zero): a holder in enclave mode, whose dataset
+// key is sealed in its enclave (holder.h), never reads dataset.key.
+GT_MUST_USE gt_err gt_keydir_load_identity(const char *dir, gt_holder_keys *keys);
 // Reads a holder public key from a .pub file, a key folder, or 64 hex digits.
 GT_MUST_USE gt_err gt_holder_pub_load(const char *spec, uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
 void gt_holder_keys_wipe(gt_holder_keys *keys);

@@ -557,4 +557,20 @@ GT_MUST_USE gt_err gt_travel_export_resume(gt_device *dev, const gt_export_model
 GT_MUST_USE gt_err gt_travel_import_resume(gt_device *dev, gt_span state, gt_export_model *x,
                                            const gt_export_local *local);
 
+// ---- chunk keys released by a holder's enclave (src/travel/release_wrap.c) -----------------
+// A holder in enclave mode (holder.h) releases K_i only wrapped (gt_x25519_wrap) to the
+// device's X25519 key, under this AAD: "GTRW" | agreement hash 32 | dataset id 16 | u32 chunk |
+// trip id 32 | device id 32. The trip id is gt_release_trip_id of the trip's ticket.
+#define GT_RELEASE_AAD_BYTES (4 + 32 + GT_DATASET_ID_BYTES + 4 + 32 + 32)
+void gt_release_aad_build(uint8_t aad[GT_RELEASE_AAD_BYTES],
+                          const uint8_t agreement_hash[GT_SHA256_BYTES],
+                          const uint8_t dataset_id[GT_DATASET_ID_BYTES], uint32_t chunk,
+                          const uint8_t trip_id[GT_SHA256_BYTES],
+                          const uint8_t device_id[GT_SHA256_BYTES]);
+GT_MUST_USE gt_err gt_release_trip_id(uint8_t id[GT_SHA256_BYTES], const uint8_t ticket[32]);
+// GT_E_AUTH for any other device key, binding or changed byte (key zeroed).
+GT_MUST_USE gt_err gt_release_unwrap(uint8_t key[GT_AEAD_KEY_BYTES], const uint8_t *wrapped,
+                                     size_t len, const uint8_t device_sec[GT_X25519_BYTES],
+                                     const uint8_t aad[GT_RELEASE_AAD_BYTES]);
+
 #endif

@@ -3,6 +3,7 @@
 #ifndef GPUTRAVEL_CLI_H
 #define GPUTRAVEL_CLI_H
 
+#include <gputravel/holder.h>
 #include <gputravel/util.h>
 
 #include <stdbool.h>
@@ -46,6 +47,19 @@ GT_MUST_USE gt_err gt_cli_sim_root_use(const char *dir);
 int gt_cli_train_agreement(int argc, char **argv);
 // `gputravel holder status ...` (a ledger's summary, keyless), in cmd_holder_status.c.
 int gt_cli_holder_status(int argc, char **argv);
+// `gputravel holder enclave-keys import ...` and enclave mode's start (cmd_holder_enclave.c).
+int gt_cli_holder_enclave_keys(int argc, char **argv);
+// The holder enclave folder: given, or enclaves/ beside this executable.
+GT_MUST_USE gt_err gt_cli_holder_enclave_dir(const char *given, char *out, size_t cap);
+// Seals DIR/dataset.key in the holder enclave and deletes it (holder enclave-keys import).
+// indent: prefix of what is printed (NULL: print nothing).
+GT_MUST_USE gt_err gt_cli_holder_enclave_import(const char *key_dir, const char *enclave_dir,
+                                                const char *platform_dir, const char *sim_root,
+                                                const char *indent);
+// Starts the holder enclave on the platform folder and prints its identity (indent as above).
+GT_MUST_USE gt_err gt_cli_holder_enclave_start(gt_holder_enclave **out, const char *enclave_dir,
+                                               const char *platform_dir, const char *sim_root,
+                                               const char *indent);
 // gputravel enclave seal|unseal|quote (cmd_enclave_keys.c); argv[1] is the action.
 int gt_cli_enclave_keys(int argc, char **argv);
 

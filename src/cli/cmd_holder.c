@@ -47,6 +47,15 @@ static void usage(void)
            "                      this ledger's head (through the trainer) in the session: a\n"
            "                      ledger rolled back behind a head they witnessed is refused,\n"
            "                      with no TPM (docs/ledger.md \"Witnesses\")\n"
+           "  --enclave-platform PFDIR  enclave mode (docs/holder-enclave.md): the dataset key\n"
+           "                      (DIR/" GT_HOLDER_ENCLAVE_SEALED_KEY ", from 'gputravel holder\n"
+           "                      enclave-keys import') and every release decision live in the\n"
+           "                      holder enclave, run on this enclave platform; this process\n"
+           "                      never holds the dataset key, a chunk key or plaintext. Only\n"
+           "                      TRAVEL to an attested devd is served (the chunk key wrapped to\n"
+           "                      devd); FETCH and trainer-served trips are refused\n"
+           "  --enclave EDIR      the holder enclave's holder.bin/holder.sig (default: enclaves/\n"
+           "                      beside this program)\n"
            "  --tee TYPE          how this holder proves itself: sim (default), tdx or snp\n"
            "  --sim-root DIR      simulated platform root (sim evidence; see gputravel attest)\n"
            "  --root FILE         trust input for trainers' evidence (repeatable; for sim: the\n"
@@ -62,6 +71,7 @@ static void usage(void)
 typedef struct {
     const char *dataset, *key, *agreement, *name, *listen, *policy, *ledger, *sim_root;
     const char *rollback_guard;
+    const char *enclave_platform, *enclave;
     bool witnesses;
     gt_tee_type tee;
     const char *roots[MAX_ROOTS];
@@ -76,6 +86,7 @@ static const struct option opts[] = {
     {"ledger", required_argument, NULL, 'L'}, {"tee", required_argument, NULL, 't'},
     {"sim-root", required_argument, NULL, 's'}, {"root", required_argument, NULL, 'r'},
     {"rollback-guard", required_argument, NULL, 'g'}, {"witnesses", no_argument, NULL, 'w'},
+    {"enclave-platform", required_argument, NULL, 'P'}, {"enclave", required_argument, NULL, 'E'},
     {0}};
 static const char *const repeatable[] = {"root", NULL};
 
@@ -95,6 +106,8 @@ static int parse_options(int argc, char **argv, options *o)
         case 's': o->sim_root = optarg; break;
         case 'g': o->rollback_guard = optarg; break;
         case 'w': o->witnesses = true; break;
+        case 'P': o->enclave_platform = optarg; break;
+        case 'E': o->enclave = optarg; break;
         case 't':
             if (!gt_is_ok(gt_tee_type_parse(optarg, &o->tee)) ||
                 (o->tee != GT_TEE_SIM && o->tee != GT_TEE_TDX && o->tee != GT_TEE_SNP)) {
@@ -109,6 +122,9 @@ static int parse_options(int argc, char **argv, options *o)
             break;
         default: return gt_cli_usage("holder", "unknown option");
         }
+    }
+    if (o->enclave != NULL && o->enclave_platform == NULL) {
+        return gt_cli_usage("holder", "--enclave needs --enclave-platform (enclave mode)");
     }
     if (!o->dataset || !o->key || !o->agreement) {
         return gt_cli_usage("holder", "--dataset, --key and --agreement are required");
@@ -136,6 +152,7 @@ typedef struct {
     gt_rollback_guard *guard;
     gt_ledger *ledger;
     gt_holder_agent *agent;
+    gt_holder_enclave *enclave;  // enclave mode
     gt_listener *listener;
     gt_buf root_bytes[MAX_ROOTS];
     gt_attest_file roots[MAX_ROOTS];
@@ -181,11 +198,38 @@ static gt_err dataset_precheck(const options *o, const holder_run *r)
     return err;
 }
 
+// Enclave mode: the identity key from the folder (the ledger's), the dataset key only sealed,
+// opened inside the holder enclave.
+static gt_err open_enclave(const options *o, holder_run *r)
+{
+    GT_TRY(gt_keydir_load_identity(o->key, &r->keys));
+    char path[4200];
+    GT_TRY(gt_path_join(path, sizeof path, o->key, GT_HOLDER_ENCLAVE_SEALED_KEY));
+    gt_buf sealed = {0};
+    gt_err err = gt_file_read_all(path, 4096, &sealed);
+    if (err.code == GT_E_NOTFOUND) {
+        return gt_errf(GT_E_NOTFOUND, "%s: missing (enclave mode needs the key sealed by "
+                       "'gputravel holder enclave-keys import')", path);
+    }
+    GT_TRY(err);
+    err = gt_cli_holder_enclave_start(&r->enclave, o->enclave, o->enclave_platform, o->sim_root,
+                                      "");
+    if (gt_is_ok(err)) {
+        err = gt_holder_enclave_open_key(r->enclave, sealed.data, sealed.len);
+    }
+    gt_buf_free_nowipe(&sealed);
+    return err;
+}
+
 // Keys, agreement, policy, trust roots, the dataset's manifest and the listener; then the
 // ledger and the agent.
 static gt_err open_agent(options *o, holder_run *r)
 {
-    GT_TRY(gt_keydir_load(o->key, &r->keys));
+    if (o->enclave_platform != NULL) {
+        GT_TRY(open_enclave(o, r));
+    } else {
+        GT_TRY(gt_keydir_load(o->key, &r->keys));
+    }
     GT_TRY(gt_agreement_load(&r->agreement, o->agreement));
     GT_TRY(find_me(o, r));
     if (o->policy != NULL) {
@@ -216,7 +260,7 @@ static gt_err open_agent(options *o, holder_run *r)
         .dataset_dir = o->dataset, .keys = &r->keys, .agreement = &r->agreement,
         .name = r->me->name, .ledger = r->ledger, .ledger_path = o->ledger,
         .attestor = gt_tee_attestor_bind(&r->att), .tee = &r->att,
-        .require_witnesses = o->witnesses,
+        .require_witnesses = o->witnesses, .enclave = r->enclave,
     };
     return gt_holder_agent_create(&r->agent, &cfg);
 }
@@ -230,6 +274,11 @@ static gt_err run(options *o, holder_run *r)
     printf("holder %s: serving dataset %s on %s (ledger %s)%s\n", r->me->name, o->dataset,
            o->listen ? o->listen : r->me->endpoint, o->ledger,
            o->tee == GT_TEE_SIM ? "; proving itself with insecure-simulation evidence" : "");
+    if (r->enclave != NULL) {
+        printf("holder %s: enclave mode: the dataset key and the release decision are in the "
+               "holder enclave (INSECURE SIMULATION); chunk keys go only wrapped to an attested "
+               "devd\n", r->me->name);
+    }
     char modes[96];
     gt_agreement_transfer_list(&r->agreement, modes, sizeof modes);
     printf("holder %s: serves only the agreement's transfer modes: %s\n", r->me->name, modes);
@@ -258,6 +307,7 @@ static void holder_free(holder_run *r)
 {
     gt_listener_close(r->listener);
     gt_holder_agent_free(r->agent);
+    gt_holder_enclave_stop(r->enclave);
     gt_ledger_close(r->ledger);
     gt_rollback_guard_close(r->guard);  // after the ledger: its close may end a batch
     gt_policy_free(r->policy);
@@ -272,6 +322,9 @@ int gt_cmd_holder(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "status") == 0) {
         return gt_cli_holder_status(argc - 1, argv + 1);  // cmd_holder_status.c
+    }
+    if (argc > 1 && strcmp(argv[1], "enclave-keys") == 0) {
+        return gt_cli_holder_enclave_keys(argc - 1, argv + 1);  // cmd_holder_enclave.c
     }
     if (gt_cli_wants_help(argc, argv)) {
         usage();

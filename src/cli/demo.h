@@ -17,6 +17,7 @@
 #define FORTUNE_DIR "/usr/share/games/fortunes"
 #define DEMO_MARKER ".gputravel-demo"
 #define HOLDERS 3
+#define DEMO_ENCLAVE_HOLDER 0  // runs in enclave mode (with --transfer travel)
 #define CHUNK_BYTES (48u << 10)  // small chunks, so that training visits every holder
 
 

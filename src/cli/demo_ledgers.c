@@ -1,6 +1,16 @@
 // gputravel demo, step 7: every holder checks its ledger; the plots are drawn.
 #include "demo.h"
 
+#include <string.h>
+
+// The enclave-mode holder's ledger names its enclave ("enclave" entry, docs/holder-enclave.md).
+static void find_enclave(void *ctx, const char *kind, const cJSON *detail)
+{
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail, "mrenclave"));
+    if (kind != NULL && strcmp(kind, "enclave") == 0 && m != NULL) {
+        snprintf(ctx, 65, "%s", m);
+    }
+}
 
 gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
 {
@@ -11,6 +21,14 @@ gt_err demo_step_ledgers(demo *d, const gt_collab_report *rep)
         say(d, "    %-9s ledger verified: %llu signed, hash-chained entries "
                "(gputravel ledger show %s)\n",
             holder_names[i], (unsigned long long)s.entries, d->h[i].ledger);
+        char mre[65] = "";
+        if (i == DEMO_ENCLAVE_HOLDER && d->transfer == GT_TRANSFER_TRAVEL) {
+            GT_TRY(gt_ledger_replay(d->h[i].ledger, d->h[i].k.holder_pub, find_enclave, mre));
+            GT_ENSURE(mre[0] != '\0', GT_E_STATE, "demo: %s's ledger does not name its enclave",
+                      holder_names[i]);
+            say(d, "              its release decisions were made in holder enclave MRENCLAVE %.16s...\n"
+                   "              (the ledger's \"enclave\" entry, insecure-simulation)\n", mre);
+        }
     }
     // What the trainer kept: `gputravel inspect` names every file of its state folder, and
     // fails (exit 1) if one holds plaintext model data.

@@ -16,6 +16,23 @@ static gt_err start_one(gt_proc *p, const char *log, char *const argv[], const c
     return GT_OK;
 }
 
+// One holder runs in enclave mode (docs/holder-enclave.md): its dataset key goes into the
+// holder enclave, sealed under its MRSIGNER policy on an enclave platform of its own, and the
+// plain key file is deleted; the holder then never holds it.
+static gt_err enclave_holder_prepare(demo *d, demo_holder *h, char *platform, size_t cap)
+{
+    snprintf(platform, cap, "%s/enclave-platform-%s", d->dir, holder_names[DEMO_ENCLAVE_HOLDER]);
+    say(d, "    holder %s runs in enclave mode: its dataset key moves into the holder enclave\n"
+           "    (built with the repository's SGX SDK, run by gputravel-enclave-process:\n"
+           "    INSECURE SIMULATION, a process standing in for an enclave VM), sealed to the\n"
+           "    enclave's MRSIGNER; %s/dataset.key is deleted.\n"
+           "    Its release decisions run in the enclave, and chunk keys leave it only wrapped\n"
+           "    to the attested devd.\n",
+        holder_names[DEMO_ENCLAVE_HOLDER], h->keys);
+    return gt_cli_holder_enclave_import(h->keys, NULL, platform, d->sim_root,
+                                        d->quiet ? NULL : "    ");
+}
+
 gt_err demo_step_start(demo *d)
 {
     step_begin(d, 5, "The emulated confidential GPU and the holders' agents start");
@@ -42,7 +59,15 @@ gt_err demo_step_start(demo *d)
         char *argv[] = {d->self, "holder", "--dataset", h->dataset, "--key", h->keys,
                         "--agreement", d->agreement_path, "--policy", d->policy,
                         "--ledger", h->ledger, "--root", d->root_pub,
-                        "--rollback-guard", h->tpm_spec, NULL};
+                        "--rollback-guard", h->tpm_spec, NULL, NULL, NULL, NULL, NULL};
+        char platform[4200];
+        if (i == DEMO_ENCLAVE_HOLDER && d->transfer == GT_TRANSFER_TRAVEL) {
+            GT_TRY(enclave_holder_prepare(d, h, platform, sizeof platform));
+            argv[16] = "--enclave-platform";
+            argv[17] = platform;
+            argv[18] = "--sim-root";
+            argv[19] = d->sim_root;
+        }
         GT_TRY(start_one(&h->proc, h->log, argv, holder_names[i]));
         say(d, "    holder %-9s (pid %d) serves on 127.0.0.1:%d, ledger %s%s\n", holder_names[i],
             (int)h->proc.pid, h->port, h->ledger,

@@ -1404,6 +1404,38 @@ out:
     return send_status(h, loaded(d, b, req));
 }
 
+// LOAD_SEALED_WRAPPED (a holder in enclave mode, docs/holder-enclave.md): the chunk key comes
+// wrapped by the holder's enclave to this session's devd key, bound to the session's agreement,
+// the chunk the AAD names, this trip's ticket and this session's server hello. devd unwraps it
+// here; anything else (another devd, trip, chunk, agreement, a changed byte) is refused and
+// nothing is loaded. Then as LOAD_SEALED_FD.
+static gt_err do_load_sealed_wrapped(devd_session *h, gt_sim_msg *req, int fd)
+{
+    uint8_t trip_id[GT_SHA256_BYTES], aad[GT_RELEASE_AAD_BYTES];
+    gt_err s = gt_release_trip_id(trip_id, h->d->trip.ticket);
+    if (gt_is_ok(s)) {
+        // the load's AAD (data.h): dataset id 16 | u32le chunk | ...
+        const uint8_t *c = req->aad + GT_DATASET_ID_BYTES;
+        uint32_t chunk = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 |
+                         (uint32_t)c[3] << 24;
+        gt_release_aad_build(aad, h->agreement, req->aad, chunk, trip_id,
+                             h->keys.server_hello_hash);
+        s = gt_release_unwrap(req->key, req->wrapped, sizeof req->wrapped, h->keys.server_sec,
+                              aad);
+    }
+    if (!gt_is_ok(s)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        gt_log_warn("devd: a wrapped chunk key refused: %s", s.msg);
+        return send_status(h, gt_errf(GT_E_AUTH, "device: %s", s.msg));
+    }
+    req->type = GT_SIM_REQ_LOAD_SEALED_FD;
+    gt_err err = do_load_sealed_fd(h, req, fd);
+    gt_secure_zero(req->key, sizeof req->key);
+    return err;
+}
+
 // The holder's ALLOC: a HANDLE reply, or the refusal as a status.
 static gt_err holder_alloc(devd_session *h, const gt_sim_msg *m)
 {
@@ -1447,7 +1479,8 @@ static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
         }
         return err;
     }
-    if (fd >= 0 && m.type != GT_SIM_REQ_LOAD_SEALED_FD) {
+    if (fd >= 0 && m.type != GT_SIM_REQ_LOAD_SEALED_FD &&
+        m.type != GT_SIM_REQ_LOAD_SEALED_WRAPPED) {
         close(fd);  // a descriptor nobody asked for
         fd = -1;
     }
@@ -1467,6 +1500,9 @@ static gt_err serve_holder_one(devd_session *h, bool *returned, bool *stay)
         break;
     case GT_SIM_REQ_LOAD_SEALED_FD:
         err = do_load_sealed_fd(h, &m, fd);  // closes fd
+        break;
+    case GT_SIM_REQ_LOAD_SEALED_WRAPPED:
+        err = do_load_sealed_wrapped(h, &m, fd);  // closes fd
         break;
     case GT_SIM_REQ_SYNC:
         err = send_status(h, GT_OK);

@@ -369,6 +369,25 @@ gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst
                                              iv, aad, key);
 }
 
+gt_err gt_device_sim_load_sealed_wrapped(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
+                                         int fd, uint64_t file_offset, uint64_t len,
+                                         const uint8_t iv[GT_AEAD_IV_BYTES],
+                                         const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                         const uint8_t wrapped[GT_KEYWRAP_BYTES])
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    return gt_device_sim_impl_load_sealed_wrapped(holder->impl, dst, dst_offset, fd, file_offset,
+                                                  len, iv, aad, wrapped);
+}
+
+gt_err gt_device_sim_session_binding(gt_device *holder, uint8_t server_pub[GT_X25519_BYTES],
+                                     uint8_t server_hello_hash[GT_SHA256_BYTES])
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    gt_device_sim_impl_session_binding(holder->impl, server_pub, server_hello_hash);
+    return GT_OK;
+}
+
 gt_err gt_device_sim_return(gt_device *holder)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");

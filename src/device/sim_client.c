@@ -398,6 +398,35 @@ gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_o
     return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
 }
 
+gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst, uint64_t dst_offset,
+                                              int fd, uint64_t file_offset, uint64_t len,
+                                              const uint8_t iv[GT_AEAD_IV_BYTES],
+                                              const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                              const uint8_t wrapped[GT_KEYWRAP_BYTES])
+{
+    gt_sim_conn *c = impl;
+    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
+              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
+    GT_ENSURE(fd >= 0, GT_E_ARG, "sim device: load_sealed_wrapped: no file");
+    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_WRAPPED, .handle = dst,
+                      .offset = dst_offset, .len = len - GT_AEAD_TAG_BYTES,
+                      .file_offset = file_offset};
+    memcpy(req.iv, iv, sizeof req.iv);
+    memcpy(req.aad, aad, sizeof req.aad);
+    memcpy(req.wrapped, wrapped, sizeof req.wrapped);
+    GT_TRY(gt_sim_conn_send_fd(c, &req, fd));
+    gt_sim_msg m;
+    return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
+}
+
+void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],
+                                        uint8_t server_hello_hash[GT_SHA256_BYTES])
+{
+    gt_sim_conn *c = impl;
+    memcpy(server_pub, c->keys.server_pub, GT_X25519_BYTES);
+    memcpy(server_hello_hash, c->keys.server_hello_hash, GT_SHA256_BYTES);
+}
+
 // ---- labels and declared outputs (device.h) ---------------------------------------------------
 
 gt_err gt_device_sim_impl_label_add(void *impl, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])

@@ -33,6 +33,14 @@ GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, ui
                                                      const uint8_t iv[GT_AEAD_IV_BYTES],
                                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                                      const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst,
+                                                          uint64_t dst_offset, int fd,
+                                                          uint64_t file_offset, uint64_t len,
+                                                          const uint8_t iv[GT_AEAD_IV_BYTES],
+                                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
+                                                          const uint8_t wrapped[GT_KEYWRAP_BYTES]);
+void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],
+                                        uint8_t server_hello_hash[GT_SHA256_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_return(void *impl);
 GT_MUST_USE gt_err gt_device_sim_impl_return_stay(void *impl);
 GT_MUST_USE gt_err gt_device_sim_impl_reattach(void *impl,

@@ -222,6 +222,7 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     GT_TRY_GOTO(err, gt_x25519_shared(shared, sh.pub, sec), out);
     GT_TRY_GOTO(err, gt_sim_keys_derive(&c->keys, true, shared, (gt_span){w.data, w.len}, sh_span),
                 out);
+    memcpy(c->keys.server_pub, sh.pub, sizeof sh.pub);
     GT_TRY_GOTO(err, map_bounce(c, bounce_fd, &sh), out);
     GT_TRY_GOTO(err, gt_buf_append(&c->device_evidence, sh.evidence.data, sh.evidence.len), out);
 out:

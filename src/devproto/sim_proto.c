@@ -237,6 +237,8 @@ gt_err gt_sim_keys_derive(gt_sim_keys *keys, bool is_client, const uint8_t share
     GT_TRY_GOTO(err, gt_hkdf(GT_HASH_SHA512, keys->key_s2c, sizeof keys->key_s2c, shared,
                              GT_X25519_BYTES, salt, sizeof salt, (const uint8_t *)GT_SIM_INFO_S2C,
                              sizeof(GT_SIM_INFO_S2C) - 1), out);
+    GT_TRY_GOTO(err, gt_hash(GT_HASH_SHA256, keys->server_hello_hash, server_hello_body.data,
+                             server_hello_body.len), out);
 out:
     if (!gt_is_ok(err)) {
         gt_secure_zero(keys, sizeof *keys);
@@ -383,6 +385,7 @@ const char *gt_sim_msg_name(uint16_t type)
     case GT_SIM_REQ_RETURN: return "return";
     case GT_SIM_REQ_RETURN_STAY: return "return_stay";
     case GT_SIM_REQ_LOAD_SEALED_FD: return "load_sealed_fd";
+    case GT_SIM_REQ_LOAD_SEALED_WRAPPED: return "load_sealed_wrapped";
     case GT_SIM_REP_TICKET: return "ticket";
     case GT_SIM_REP_TRIP: return "trip";
     case GT_SIM_REP_LOADED: return "loaded";
@@ -621,6 +624,7 @@ static gt_err family_write(gt_writer *w, const gt_sim_msg *m)
     return export_type(m->type) ? export_write(w, m) : label_msg_write(w, m);
 }
 
+// long: one flat table of per-type field writes, mirroring gt_sim_msg_parse; clearer whole
 gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
 {
     GT_TRY(gt_writer_u16le(w, m->type));
@@ -666,15 +670,18 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         return gt_writer_bytes(w, m->ticket, sizeof m->ticket);
     case GT_SIM_REQ_LOAD_SEALED:
     case GT_SIM_REQ_LOAD_SEALED_FD:
+    case GT_SIM_REQ_LOAD_SEALED_WRAPPED:
         GT_TRY(gt_writer_u64le(w, m->handle));
         GT_TRY(gt_writer_u64le(w, m->offset));
         GT_TRY(gt_writer_u64le(w, m->len));
-        if (m->type == GT_SIM_REQ_LOAD_SEALED_FD) {
+        if (m->type != GT_SIM_REQ_LOAD_SEALED) {
             GT_TRY(gt_writer_u64le(w, m->file_offset));
         }
         GT_TRY(gt_writer_bytes(w, m->iv, sizeof m->iv));
         GT_TRY(gt_writer_bytes(w, m->aad, sizeof m->aad));
-        return gt_writer_bytes(w, m->key, sizeof m->key);
+        return m->type == GT_SIM_REQ_LOAD_SEALED_WRAPPED
+                   ? gt_writer_bytes(w, m->wrapped, sizeof m->wrapped)
+                   : gt_writer_bytes(w, m->key, sizeof m->key);
     case GT_SIM_REP_TRIP:
         GT_TRY(gt_writer_u32le(w, m->state));
         GT_TRY(gt_writer_u32le(w, m->code));
@@ -764,15 +771,20 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         break;
     case GT_SIM_REQ_LOAD_SEALED:
     case GT_SIM_REQ_LOAD_SEALED_FD:
+    case GT_SIM_REQ_LOAD_SEALED_WRAPPED:
         GT_TRY(gt_reader_u64le(&r, &m.handle));
         GT_TRY(gt_reader_u64le(&r, &m.offset));
         GT_TRY(gt_reader_u64le(&r, &m.len));
-        if (m.type == GT_SIM_REQ_LOAD_SEALED_FD) {
+        if (m.type != GT_SIM_REQ_LOAD_SEALED) {
             GT_TRY(gt_reader_u64le(&r, &m.file_offset));
         }
         GT_TRY(gt_reader_bytes(&r, m.iv, sizeof m.iv));
         GT_TRY(gt_reader_bytes(&r, m.aad, sizeof m.aad));
-        GT_TRY(gt_reader_bytes(&r, m.key, sizeof m.key));
+        if (m.type == GT_SIM_REQ_LOAD_SEALED_WRAPPED) {
+            GT_TRY(gt_reader_bytes(&r, m.wrapped, sizeof m.wrapped));
+        } else {
+            GT_TRY(gt_reader_bytes(&r, m.key, sizeof m.key));
+        }
         break;
     case GT_SIM_REP_TRIP:
         GT_TRY(gt_reader_u32le(&r, &m.state));

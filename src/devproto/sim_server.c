@@ -57,6 +57,9 @@ gt_err gt_sim_server_handshake(int fd, uint8_t *rx, const gt_sim_watch *watch,
     GT_TRY_GOTO(err, gt_x25519_shared(shared, ch.pub, sec), out);
     GT_TRY_GOTO(err, gt_sim_keys_derive(keys, false, shared, ch_span, (gt_span){w.data, w.len}),
                 out);
+    // kept for the session (wiped with its keys): chunk keys wrapped to this session open with it
+    memcpy(keys->server_pub, sh.pub, sizeof sh.pub);
+    memcpy(keys->server_sec, sec, sizeof sec);
     GT_TRY_GOTO(err, gt_sim_frame_send(fd, w.data, w.len, bounce_fd), out);
     if (p->client_hello != NULL) {
         p->client_hello->len = 0;

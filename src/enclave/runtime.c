@@ -21,7 +21,7 @@
 
 enum { LEAF_EREPORT = 0, LEAF_EGETKEY = 1, LEAF_EENTER = 2, LEAF_ERESUME = 3, LEAF_EEXIT = 4,
        LEAF_GT_SEAL = GTSDK_ENCLU_GT_SEAL, LEAF_GT_UNSEAL = GTSDK_ENCLU_GT_UNSEAL,
-       LEAF_GT_VERIFY_REPORT = GTSDK_ENCLU_GT_VERIFY_REPORT };
+       LEAF_GT_VERIFY_REPORT = GTSDK_ENCLU_GT_VERIFY_REPORT, LEAF_GT_WRAP = GTSDK_ENCLU_GT_WRAP };
 // SDM error codes EGETKEY returns in RAX.
 enum { SGX_INVALID_ATTRIBUTE = 2, SGX_INVALID_CPUSVN = 32, SGX_INVALID_ISVSVN = 64,
        SGX_INVALID_KEYNAME = 256 };
@@ -236,6 +236,36 @@ static void rewrite_eexit(uint8_t *enclu)
     enclu[2] = 0x90;  // nop: never reached
 }
 
+// The wrap leaf (wrap_leaf.c): the seal leaves' request, KEYPOLICY 0; out gets the wrapped key.
+// Within the trust boundary for the same reason as sealing: the runtime already holds every key
+// the enclave can derive; the derived key is wiped here and only its wrap goes back.
+static uint64_t emulate_wrap(uint64_t rbx)
+{
+    uint8_t *reqp = enclave_ptr(rbx, GT_ENCLAVE_SEAL_REQUEST_BYTES, 64);
+    gt_enclave_seal_request q;
+    if (reqp == NULL ||
+        !gt_is_ok(gt_enclave_seal_request_parse(reqp, GT_ENCLAVE_SEAL_REQUEST_BYTES, &q)) ||
+        q.keypolicy != 0) {
+        fatal("wrap leaf: request outside the enclave, misaligned or reserved bytes set (#GP)");
+    }
+    const uint8_t *in = enclave_ptr(q.in, q.in_len, 1);
+    uint8_t *out = enclave_ptr(q.out, q.out_cap, 1);
+    if (in == NULL || out == NULL) {
+        fatal("wrap leaf: a buffer outside the enclave (#GP)");
+    }
+    uint8_t wrapped[GT_KEYWRAP_BYTES];
+    uint64_t rax = gt_is_ok(gt_enclave_wrap_derived(wrapped, in, q.in_len)) ? 0
+                                                                             : GTSDK_SEAL_E_REFUSED;
+    if (rax == 0 && q.out_cap < sizeof wrapped) {
+        rax = GTSDK_SEAL_E_SPACE;
+    }
+    if (rax == 0) {
+        memcpy(out, wrapped, sizeof wrapped);
+    }
+    gt_store_u64le(reqp + GT_ENCLAVE_SEAL_REQUEST_OUT_LEN, rax == 0 ? sizeof wrapped : 0);
+    return rax;
+}
+
 // SIGILL: ENCLU (0f 01 d7) executed by enclave code raised #UD. It runs on the alternate stack
 // (as an AEX saves state outside the enclave's stack) and, being synchronous with enclave code
 // that holds no libc lock, may call OpenSSL through gt_sgx_egetkey.
@@ -272,6 +302,9 @@ static void on_sigill(int sig, siginfo_t *si, void *uc_)
         break;
     case LEAF_GT_VERIFY_REPORT:
         g[REG_RAX] = (greg_t)emulate_verify_report((uint64_t)g[REG_RBX]);
+        break;
+    case LEAF_GT_WRAP:
+        g[REG_RAX] = (greg_t)emulate_wrap((uint64_t)g[REG_RBX]);
         break;
     case LEAF_EENTER:
     case LEAF_ERESUME:

@@ -43,6 +43,8 @@ typedef struct {
 // gputravel's sealing leaves of ENCLU (gtsdk.h; not SGX leaves: real SGX raises #GP for them).
 #define GTSDK_ENCLU_GT_SEAL 0x47540000u
 #define GTSDK_ENCLU_GT_UNSEAL 0x47540001u
+// The wrap leaf (gt_enclave_wrap_input in enclave.h): the request as the seal leaves', out 92 bytes.
+#define GTSDK_ENCLU_GT_WRAP 0x47540003u
 #define GTSDK_SEAL_E_SPACE 1
 #define GTSDK_SEAL_E_REFUSED 2
 // gputravel's report-verification leaf (gtsdk.h gtsdk_verify_report): RBX = a REPORT (432 bytes,

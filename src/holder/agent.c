@@ -123,6 +123,50 @@ static void count_grant(void *ctx, const char *kind, const cJSON *detail)
     a->releases_any = true;
 }
 
+// Enclave mode: the agreement's terms for this holder and the counts the ledger replay
+// restored, fixed in the holder enclave once (it refuses new ones for the rest of its run).
+static gt_err enclave_terms(gt_holder_agent *a)
+{
+    const uint32_t n = a->manifest.chunk_count;
+    uint64_t *tokens = calloc(n ? n : 1, sizeof *tokens);
+    GT_ENSURE(tokens != NULL, GT_E_NOMEM, "holder: out of memory");
+    for (uint32_t c = 0; c < n; c++) {
+        tokens[c] = chunk_tokens(&a->manifest, c);
+    }
+    gt_holder_enclave_terms t = {.max_uses_per_chunk = a->me->max_uses_per_chunk,
+                                 .token_budget = a->me->token_budget, .chunk_count = n,
+                                 .tokens = tokens, .releases = a->releases, .uses = a->uses,
+                                 .tokens_released = a->tokens_released};
+    memcpy(t.agreement_hash, a->cfg.agreement->hash, sizeof t.agreement_hash);
+    memcpy(t.dataset_id, a->manifest.dataset_id, sizeof t.dataset_id);
+    gt_err err = gt_holder_enclave_set_terms(a->cfg.enclave, &t);
+    free(tokens);
+    return err;
+}
+
+// Enclave mode: the holder enclave's identity goes into the ledger at every start ("enclave"
+// entry), so the ledger says which enclave made the decisions that follow.
+static gt_err ledger_enclave(gt_holder_agent *a)
+{
+    if (a->cfg.ledger == NULL) {
+        return GT_OK;
+    }
+    const gt_sgx_identity *id = gt_holder_enclave_identity(a->cfg.enclave);
+    char mre[65], mrs[65];
+    gt_hex_encode(mre, sizeof mre, id->mrenclave, 32);
+    gt_hex_encode(mrs, sizeof mrs, id->mrsigner, 32);
+    cJSON *d = cJSON_CreateObject();
+    GT_ENSURE(d != NULL, GT_E_NOMEM, "holder: out of memory");
+    cJSON_AddStringToObject(d, "mrenclave", mre);
+    cJSON_AddStringToObject(d, "mrsigner", mrs);
+    cJSON_AddNumberToObject(d, "isvprodid", id->isvprodid);
+    cJSON_AddNumberToObject(d, "isvsvn", id->isvsvn);
+    cJSON_AddStringToObject(d, "security", "insecure-simulation");
+    gt_err err = gt_ledger_append(a->cfg.ledger, "enclave", d);
+    cJSON_Delete(d);
+    return gt_err_wrap(err, "ledger: the holder enclave's identity");
+}
+
 gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_config *cfg)
 {
     *out = NULL;
@@ -168,6 +212,10 @@ gt_err gt_holder_agent_create(gt_holder_agent **out, const gt_holder_agent_confi
         gt_log_warn("holder %s: token_budget %llu is smaller than %u of the %u chunks (the budget "
                     "is a hard cap: such a chunk is never released)", cfg->name,
                     (unsigned long long)a->me->token_budget, too_big, a->manifest.chunk_count);
+    }
+    if (cfg->enclave != NULL) {
+        GT_TRY_GOTO(err, enclave_terms(a), fail);
+        GT_TRY_GOTO(err, ledger_enclave(a), fail);
     }
     a->stats.sessions_other_agreements = a->sessions_other_agreements;
     if (a->sessions_other_agreements > 0 && (a->tokens_released > 0 || a->releases_any)) {
@@ -395,6 +443,9 @@ static gt_err record_use(gt_holder_agent *a, const gt_buf *body, const char *tra
     pthread_mutex_unlock(&a->lock);
     GT_ENSURE(sent, GT_E_POLICY, "used: chunk %u was not sent, or its use is already counted",
               chunk);
+    if (a->cfg.enclave != NULL) {
+        GT_TRY(gt_holder_enclave_used(a->cfg.enclave, chunk));
+    }
     ledger_note(a, "use", &(ledger_detail){.trainer = trainer, .chunk = chunk, .tokens = tokens,
                                            .claimed = m.tokens});
     return GT_OK;
@@ -482,11 +533,31 @@ static gt_err travel_attach(gt_holder_agent *a, const uint8_t ticket[32], const 
     return GT_OK;
 }
 
+// Enclave mode: the holder enclave decides and wraps K_chunk to this attested devd session (its
+// X25519 key, which devd's appraised evidence binds, and its server hello), for this trip and
+// chunk under this agreement; devd unwraps it. This process never has K_chunk.
+static gt_err enclave_load(gt_holder_agent *a, gt_device *dev,
+                           const uint8_t trip_id[GT_SHA256_BYTES],
+                           uint32_t chunk, gt_dbuf buf, int fd, uint64_t file_len,
+                           const uint8_t header[GT_CHUNK_HEADER_BYTES])
+{
+    uint8_t devd_pub[GT_X25519_BYTES], hello_hash[GT_SHA256_BYTES];
+    uint8_t wrapped[GT_KEYWRAP_BYTES];
+    GT_TRY(gt_device_sim_session_binding(dev, devd_pub, hello_hash));
+    GT_TRY(gt_holder_enclave_release(a->cfg.enclave, chunk, devd_pub, trip_id, hello_hash,
+                                     wrapped));
+    return gt_device_sim_load_sealed_wrapped(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
+                                             file_len - GT_CHUNK_HEADER_BYTES,
+                                             a->manifest.chunks[chunk].iv, header + 8, wrapped);
+}
+
 // Loads the sealed chunk as stored (devd decrypts it once with the chunk key, the only secret
 // that leaves) into the attached device, and returns the device: its session is kept for the
 // next trip, or closed on any failure (a close without return fails the trip).
 static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *address,
-                          double attested_at, uint32_t chunk, uint64_t *loaded)
+                          const uint8_t trip_id[GT_SHA256_BYTES], double attested_at,
+                          uint32_t chunk,
+                          uint64_t *loaded)
 {
     char path[4200];
     uint8_t header[GT_CHUNK_HEADER_BYTES];
@@ -500,8 +571,10 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *addres
     GT_ENSURE_GOTO(err, pread(fd, header, sizeof header, 0) == (ssize_t)sizeof header, out,
                    GT_E_TRUNCATED, "%s: shorter than a chunk header", path);
     GT_TRY_GOTO(err, gt_chunk_header_check(header, sizeof header, &a->manifest, chunk), out);
-    GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
-                out);
+    if (a->cfg.enclave == NULL) {
+        GT_TRY_GOTO(err, gt_chunk_key_derive(key, a->cfg.keys->dataset_key, &a->manifest, chunk),
+                    out);
+    }
     const uint64_t pt_len = a->manifest.chunks[chunk].plaintext_len;
     gt_dbuf buf = 0;
     GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf),
@@ -509,10 +582,16 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *addres
     // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h). devd
     // reads the ciphertext from the file itself and decrypts it once; the GCM tag (checked
     // in devd) catches a file changed since the header check.
-    GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
-                                                  file_len - GT_CHUNK_HEADER_BYTES,
-                                                  a->manifest.chunks[chunk].iv, header + 8, key),
-                device_failed);
+    if (a->cfg.enclave != NULL) {
+        GT_TRY_GOTO(err, enclave_load(a, dev, trip_id, chunk, buf, fd, file_len, header),
+                    device_failed);
+    } else {
+        GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
+                                                      file_len - GT_CHUNK_HEADER_BYTES,
+                                                      a->manifest.chunks[chunk].iv, header + 8,
+                                                      key),
+                    device_failed);
+    }
     gt_secure_zero(key, sizeof key);
     trip_hook(a, "loaded", chunk);
     GT_TRY_GOTO(err, gt_device_sim_return_stay(dev), device_failed);
@@ -595,6 +674,9 @@ static gt_err travel_admit(gt_holder_agent *a, const gt_hp_travel *m, trip_kind 
     GT_ENSURE(m->chunk < a->manifest.chunk_count, GT_E_ARG, "chunk %u does not exist (%u chunks)",
               m->chunk, a->manifest.chunk_count);
     GT_TRY(trip_kind_of(m->device, k));
+    GT_ENSURE(a->cfg.enclave == NULL || strcmp(k->device, "devd") == 0, GT_E_POLICY,
+              "this holder runs in enclave mode: it releases chunk keys only wrapped to an "
+              "attested devd (%s would put the chunk key in a trainer's process)", k->what);
     return gt_agreement_transfer_check(a->cfg.agreement, k->mode, k->what);
 }
 
@@ -615,6 +697,11 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     gt_err verdict = travel_admit(a, &m, &k);
     if (gt_is_ok(verdict)) {
         verdict = travel_attach(a, m.ticket, m.device, &dev, &attested_at, &carrier);
+    }
+    uint8_t trip_id[GT_SHA256_BYTES];  // what a wrapped key is bound to (enclave mode)
+    gt_err idt = gt_release_trip_id(trip_id, m.ticket);
+    if (gt_is_ok(verdict)) {
+        verdict = idt;
     }
     gt_secure_zero(m.ticket, sizeof m.ticket);
     if (gt_is_ok(verdict)) {
@@ -644,7 +731,7 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
     uint64_t loaded = 0;
     gt_err err = carrier ? gt_holder_trip_load(&carrier, a->cfg.dataset_dir, &a->manifest,
                                                a->cfg.keys->dataset_key, chunk, &loaded)
-                         : travel_load(a, dev, m.device, attested_at, chunk, &loaded);
+                         : travel_load(a, dev, m.device, trip_id, attested_at, chunk, &loaded);
     if (!gt_is_ok(err)) {
         gt_log_warn("holder %s: trip for chunk %u failed: %s", a->me->name, chunk, err.msg);
         ledger_note(a, "trip-failed", &(ledger_detail){.trainer = trainer, .chunk = chunk,
@@ -677,7 +764,11 @@ static gt_err serve_fetch(gt_holder_agent *a, gt_channel *ch, const gt_buf *body
     // (it costs no release, no budget) and nothing of the chunk is read.
     char what[48];
     snprintf(what, sizeof what, "FETCH %s", gt_fetch_mode_name((gt_fetch_mode)mode));
-    gt_err allowed = gt_agreement_transfer_check(a->cfg.agreement, transfer, what);
+    gt_err allowed = a->cfg.enclave != NULL
+        ? gt_errf(GT_E_POLICY, "this holder runs in enclave mode: %s would put the chunk key or "
+                  "plaintext in its host process; it releases only by TRAVEL to an attested "
+                  "devd", what)
+        : gt_agreement_transfer_check(a->cfg.agreement, transfer, what);
     if (!gt_is_ok(allowed)) {
         count_refusal(a);
         gt_log_warn("holder %s: refused chunk %u: %s", a->me->name, chunk, allowed.msg);

@@ -162,6 +162,17 @@ out:
     return err;
 }
 
+gt_err gt_keydir_load_identity(const char *dir, gt_holder_keys *keys)
+{
+    memset(keys, 0, sizeof *keys);
+    gt_err err = read_key_pair(dir, GT_KEYDIR_HOLDER_SECRET, SECRET_MAGIC, keys->holder_sec,
+                               keys->holder_pub, gt_ed25519_public);
+    if (err.code != GT_E_NONE) {
+        gt_holder_keys_wipe(keys);
+    }
+    return err;
+}
+
 // A public key given as a key folder (its file `name_in_dir`), 2*len hex digits, or a .pub file.
 static gt_err public_key_load(const char *spec, const char *name_in_dir, const char *magic,
                               uint8_t *pub, size_t len)

@@ -111,6 +111,11 @@ static struct {
     unsigned handshakes, per_address, per_trainer;
 } limits;
 
+// Enclave mode for the next start_agent (NULL: plain), and the keys it gets then: the identity
+// only, the dataset key zero (an enclave-mode agent must never read it).
+static gt_holder_enclave *agent_enclave;
+static gt_holder_keys identity_only;
+
 // transfer: the agreement's "transfer" JSON (NULL: none, the default list).
 static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const char *transfer)
 {
@@ -118,8 +123,9 @@ static void start_agent_with(agent_run *r, uint64_t budget, uint32_t uses, const
     agreement_with(&r->a, gt_listener_port(r->s.l), budget, uses, transfer);
     GT_ASSERT_OK(gt_ledger_open(&r->ledger, ledger_path, keys.holder_sec));
     gt_holder_agent_config cfg = {
-        .dataset_dir = dsdir, .keys = &keys, .agreement = &r->a, .name = "alice",
-        .ledger = r->ledger, .ledger_path = ledger_path,
+        .dataset_dir = dsdir, .keys = agent_enclave ? &identity_only : &keys,
+        .agreement = &r->a, .name = "alice", .ledger = r->ledger, .ledger_path = ledger_path,
+        .enclave = agent_enclave,
         .attestor = gt_test_toy_attestor(&holder_toy), .idle_timeout_ms = 5000,
         .handshake_deadline_ms = limits.deadline_ms, .max_handshakes = limits.handshakes,
         .max_handshakes_per_address = limits.per_address,
@@ -503,6 +509,69 @@ static void plain_fetch_outside_the_agreement(void **state)
     assert_string_equal(t.device[1], "");  // not a trip
 }
 
+static void note_enclave(void *ctx, const char *kind, const cJSON *detail)
+{
+    if (strcmp(kind, "enclave") == 0) {
+        const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(detail,
+                                                                              "mrenclave"));
+        snprintf(ctx, 65, "%s", m ? m : "");
+    }
+}
+
+// Enclave mode (docs/holder-enclave.md): the agreement allows both conventional modes, yet the
+// agent refuses FETCH plain and FETCH key-release (they would put plaintext or the chunk key
+// in its host process), releases nothing, and its ledger names the holder enclave.
+static void enclave_mode_refuses_fetch(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    gt_sgx_platform pf;
+    memset(&pf, 0x42, sizeof pf);
+    char image[512], sig[512];
+    snprintf(image, sizeof image, "%s/holder.bin", GT_ENCLAVE_DIR);
+    snprintf(sig, sizeof sig, "%s/holder.sig", GT_ENCLAVE_DIR);
+    gt_holder_enclave_config ec = {.image_path = image, .sigstruct_path = sig,
+                                   .process_path = GT_ENCLAVE_PROCESS_PATH, .platform = &pf};
+    gt_holder_enclave *he = NULL;
+    GT_ASSERT_OK(gt_holder_enclave_start(&he, &ec));
+    gt_buf sealed = {0};
+    GT_ASSERT_OK(gt_holder_enclave_import(he, keys.dataset_key, &sealed));
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, sealed.data, sealed.len));
+    identity_only = keys;
+    memset(identity_only.dataset_key, 0, sizeof identity_only.dataset_key);
+    agent_enclave = he;
+    agent_run r = {0};
+    start_agent(&r, 1000000, 1);
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    gt_holder_conn *c = NULL;
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x56, sizeof k);
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_ERR(gt_holder_fetch(c, 0, GT_FETCH_PLAIN, r.dev, 0, &buf, &n), GT_E_POLICY,
+                  "enclave mode");
+    GT_ASSERT_ERR(gt_holder_fetch(c, 1, GT_FETCH_KEYRELEASE, r.dev, GT_DBUF_NO_READBACK, &buf,
+                                  &n),
+                  GT_E_POLICY, "enclave mode");
+    assert_int_equal(buf, 0);
+    gt_holder_agent_stats st;
+    gt_holder_agent_get_stats(r.s.agent, &st);
+    assert_int_equal(st.grants, 0);
+    assert_int_equal(st.bytes_sent, 0);
+    gt_holder_disconnect(c);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    agent_enclave = NULL;
+    char mre[65] = "", want[65];
+    GT_ASSERT_OK(gt_ledger_replay(ledger_path, keys.holder_pub, note_enclave, mre));
+    gt_hex_encode(want, sizeof want, gt_holder_enclave_identity(he)->mrenclave, 32);
+    assert_string_equal(mre, want);
+    gt_buf_free(&sealed);
+    gt_holder_enclave_stop(he);
+    gt_holder_keys_wipe(&identity_only);
+}
+
 // The host-memory trip (a cpu trainer's ipc-cpu: address) is not travel: under the default
 // list it is refused before the holder attaches (the trainer's wait ends at once), recorded with
 // its mode; under an agreement listing insecure-host-trip it is served, and the ledger names the
@@ -881,6 +950,7 @@ int main(void)
         cmocka_unit_test(budget_and_agreement_are_enforced),
         cmocka_unit_test(unrecorded_grant_is_refused),
         cmocka_unit_test(plain_fetch_outside_the_agreement),
+        cmocka_unit_test(enclave_mode_refuses_fetch),
         cmocka_unit_test(host_trip_needs_its_own_mode),
         cmocka_unit_test(host_trip_posing_as_travel),
         cmocka_unit_test(slowloris_and_flood_do_not_block_a_trainer),

@@ -1,0 +1,388 @@
+// holder/: enclave mode (docs/holder-enclave.md), INSECURE SIMULATION. The dataset key sealed
+// in the holder enclave under its MRSIGNER policy; the release decision inside the enclave; K_i
+// leaving only wrapped to one device and one binding; a host that lies getting no extra
+// release; the host process never holding the dataset key or a K_i.
+#include "testlib.h"
+
+#include <gputravel/holder.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// The test never holds the dataset key or a chunk key in the clear (so that scanning its own
+// memory for them means something): children make them and hand them over XORed with MASK.
+#define MASK 0x5a
+
+static gt_sgx_platform test_platform(void)
+{
+    gt_sgx_platform pf;
+    for (int i = 0; i < 16; i++) {
+        pf.root[i] = (uint8_t)(0x31 + i);
+        pf.cpusvn[i] = 2;
+        pf.ownerepoch[i] = (uint8_t)(0x40 + i);
+        pf.seal_key_fuses[i] = (uint8_t)(0x90 + i);
+    }
+    return pf;
+}
+
+static gt_holder_enclave *start(const char *name, const gt_sgx_platform *pf)
+{
+    char image[512], sig[512];
+    snprintf(image, sizeof image, "%s/%s.bin", GT_ENCLAVE_DIR, name);
+    snprintf(sig, sizeof sig, "%s/%s.sig", GT_ENCLAVE_DIR, name);
+    gt_holder_enclave_config cfg = {.image_path = image, .sigstruct_path = sig,
+                                    .process_path = GT_ENCLAVE_PROCESS_PATH, .platform = pf};
+    gt_holder_enclave *he = NULL;
+    GT_ASSERT_OK(gt_holder_enclave_start(&he, &cfg));
+    return he;
+}
+
+static const uint8_t DATASET_ID[GT_DATASET_ID_BYTES] = {0xd1, 0xd2, 0xd3, 4, 5, 6, 7, 8,
+                                                       9, 10, 11, 12, 13, 14, 15, 16};
+
+// In a child: a random dataset key, imported into the holder enclave. The parent gets the
+// sealed blob, the key masked, and each chunk's K_i masked (gt_chunk_key_derive, as the plain
+// holder computes them). The plain values live only in the child.
+typedef struct {
+    uint8_t sealed[512];
+    size_t sealed_len;
+    uint8_t key_masked[GT_DATASET_KEY_BYTES];
+    uint8_t ki_masked[4][GT_AEAD_KEY_BYTES];
+} imported;
+
+static void import_in_child(const gt_sgx_platform *pf, imported *out)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        imported r = {0};
+        uint8_t key[GT_DATASET_KEY_BYTES];
+        if (!gt_is_ok(gt_random_bytes(key, sizeof key))) {
+            _exit(2);
+        }
+        gt_holder_enclave *he = start("holder", pf);
+        gt_buf sealed = {0};
+        if (!gt_is_ok(gt_holder_enclave_import(he, key, &sealed)) || sealed.len > 512) {
+            _exit(3);
+        }
+        memcpy(r.sealed, sealed.data, sealed.len);
+        r.sealed_len = sealed.len;
+        gt_manifest m = {.chunk_count = 4};
+        memcpy(m.dataset_id, DATASET_ID, sizeof DATASET_ID);
+        for (uint32_t c = 0; c < 4; c++) {
+            uint8_t ki[GT_AEAD_KEY_BYTES];
+            if (!gt_is_ok(gt_chunk_key_derive(ki, key, &m, c))) {
+                _exit(4);
+            }
+            for (int i = 0; i < GT_AEAD_KEY_BYTES; i++) {
+                r.ki_masked[c][i] = ki[i] ^ MASK;
+            }
+        }
+        for (int i = 0; i < GT_DATASET_KEY_BYTES; i++) {
+            r.key_masked[i] = key[i] ^ MASK;
+        }
+        gt_holder_enclave_stop(he);
+        _exit(write(fds[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 5);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    while (got < sizeof *out) {
+        ssize_t n = read(fds[0], (uint8_t *)out + got, sizeof *out - got);
+        assert_true(n > 0);
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+// Does `masked ^ MASK` occur anywhere in a readable mapping of this process (below 1 GiB each)?
+// Compared byte by byte under the mask, so the needle itself is never in memory.
+static bool memory_holds(const uint8_t *masked, size_t n)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    int mem = open("/proc/self/mem", O_RDONLY);
+    assert_non_null(maps);
+    assert_true(mem >= 0);
+    char line[512];
+    bool found = false;
+    static uint8_t page[1 << 16];
+    while (!found && fgets(line, sizeof line, maps) != NULL) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {0};
+        // Mappings of 1 GiB and more are a sanitizer's shadow (reserved, untouched: reading
+        // them through /proc would take hours); this process's heap, stacks and data are small.
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r' ||
+            strstr(line, "[vvar") != NULL || hi - lo >= (1ul << 30)) {
+            continue;
+        }
+        for (unsigned long at = lo; at < hi && !found; at += sizeof page - n) {
+            size_t want = hi - at < sizeof page ? hi - at : sizeof page;
+            ssize_t got = pread(mem, page, want, (off_t)at);
+            if (got < (ssize_t)n) {
+                break;
+            }
+            for (size_t i = 0; i + n <= (size_t)got && !found; i++) {
+                size_t k = 0;
+                while (k < n && (page[i + k] ^ MASK) == masked[k]) {
+                    k++;
+                }
+                found = k == n;
+            }
+            if (want < sizeof page) {
+                break;
+            }
+        }
+    }
+    memset(page, 0, sizeof page);
+    close(mem);
+    fclose(maps);
+    return found;
+}
+
+static const uint64_t TOKENS[4] = {100, 100, 100, 5000};
+
+static void set_terms(gt_holder_enclave *he, const uint8_t agreement[32])
+{
+    gt_holder_enclave_terms t = {.max_uses_per_chunk = 1, .token_budget = 1000,
+                                 .chunk_count = 4, .tokens = TOKENS};
+    memcpy(t.agreement_hash, agreement, 32);
+    memcpy(t.dataset_id, DATASET_ID, sizeof DATASET_ID);
+    GT_ASSERT_OK(gt_holder_enclave_set_terms(he, &t));
+}
+
+// The sealed key opens in a restarted enclave and in a new version by the same signer, never
+// in the same code signed by another signer, never with any byte changed, and never holds the
+// key in the clear.
+static void test_sealed_key_mrsigner(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    assert_false(memory_holds(im.key_masked, sizeof im.key_masked));
+    gt_holder_enclave *again = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(again, im.sealed, im.sealed_len));
+    gt_holder_enclave *v2 = start("holder_v2", &pf);
+    assert_memory_not_equal(gt_holder_enclave_identity(v2)->mrenclave,
+                            gt_holder_enclave_identity(again)->mrenclave, 32);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(v2, im.sealed, im.sealed_len));
+    gt_holder_enclave *other = start("holder_other_signer", &pf);
+    assert_memory_equal(gt_holder_enclave_identity(other)->mrenclave,
+                        gt_holder_enclave_identity(again)->mrenclave, 32);
+    GT_ASSERT_CODE(gt_holder_enclave_open_key(other, im.sealed, im.sealed_len), GT_E_AUTH);
+    // another platform (another host TEE instance) does not open it either
+    gt_sgx_platform pf2 = pf;
+    pf2.root[0] ^= 1;
+    gt_holder_enclave *elsewhere = start("holder", &pf2);
+    GT_ASSERT_CODE(gt_holder_enclave_open_key(elsewhere, im.sealed, im.sealed_len), GT_E_AUTH);
+    for (size_t i = 0; i < im.sealed_len; i++) {
+        uint8_t b[512];
+        memcpy(b, im.sealed, im.sealed_len);
+        b[i] ^= 0x01;
+        gt_err e = gt_holder_enclave_open_key(again, b, im.sealed_len);
+        if (gt_is_ok(e)) {
+            fail_msg("byte %zu of the sealed key changed: opened", i);
+        }
+    }
+    GT_ASSERT_CODE(gt_holder_enclave_open_key(again, im.sealed, im.sealed_len - 1), GT_E_AUTH);
+    gt_holder_enclave_stop(elsewhere);
+    gt_holder_enclave_stop(other);
+    gt_holder_enclave_stop(v2);
+    gt_holder_enclave_stop(again);
+}
+
+typedef struct {
+    uint8_t agreement[32], trip[32], device_id[32];
+    uint8_t dev_pub[GT_X25519_BYTES], dev_sec[GT_X25519_BYTES];
+} binding;
+
+static void binding_make(binding *b)
+{
+    GT_ASSERT_OK(gt_random_bytes(b->agreement, 32));
+    GT_ASSERT_OK(gt_random_bytes(b->trip, 32));
+    GT_ASSERT_OK(gt_random_bytes(b->device_id, 32));
+    GT_ASSERT_OK(gt_x25519_keypair(b->dev_pub, b->dev_sec));
+}
+
+// What devd does with a wrapped key: unwrap under the binding it knows. Compares the result
+// with the expected K_i under the mask and wipes it; true when it opened and matched.
+static bool device_opens(const binding *b, const uint8_t *wrapped, uint32_t chunk,
+                         const uint8_t ki_masked[GT_AEAD_KEY_BYTES])
+{
+    uint8_t aad[GT_RELEASE_AAD_BYTES], k[GT_AEAD_KEY_BYTES];
+    gt_release_aad_build(aad, b->agreement, DATASET_ID, chunk, b->trip, b->device_id);
+    bool ok = gt_is_ok(gt_release_unwrap(k, wrapped, GT_KEYWRAP_BYTES, b->dev_sec, aad));
+    bool same = true;
+    for (int i = 0; i < GT_AEAD_KEY_BYTES; i++) {
+        same &= (k[i] ^ MASK) == ki_masked[i];
+    }
+    gt_secure_zero(k, sizeof k);
+    return ok && same;
+}
+
+// The decision in the enclave: one use per chunk (plus one resend of an unconfirmed release),
+// the token budget as a hard cap; each grant is K_i wrapped, which the device opens to exactly
+// the key the plain holder would have derived.
+static void test_release_decision(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    gt_holder_enclave *he = start("holder", &pf);
+    binding b;
+    binding_make(&b);
+    uint8_t w[GT_KEYWRAP_BYTES];
+    GT_ASSERT_CODE(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+                   GT_E_STATE);  // no key, no terms
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, b.agreement);
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    assert_true(device_opens(&b, w, 0, im.ki_masked[0]));
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));  // resend
+    GT_ASSERT_ERR(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+                  GT_E_POLICY, "max_uses_per_chunk + 1");
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(gt_holder_enclave_used(he, 1));
+    GT_ASSERT_CODE(gt_holder_enclave_used(he, 1), GT_E_POLICY);  // only one use was released
+    GT_ASSERT_ERR(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w),
+                  GT_E_POLICY, "uses");
+    GT_ASSERT_ERR(gt_holder_enclave_release(he, 3, b.dev_pub, b.trip, b.device_id, w),
+                  GT_E_POLICY, "token budget");  // 5000 > 1000
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 2, b.dev_pub, b.trip, b.device_id, w));
+    assert_true(device_opens(&b, w, 2, im.ki_masked[2]));
+    GT_ASSERT_ERR(gt_holder_enclave_release(he, 4, b.dev_pub, b.trip, b.device_id, w),
+                  GT_E_POLICY, "no such chunk");
+    gt_holder_enclave_stop(he);
+}
+
+// A wrapped K_i replayed to another device, trip, chunk, agreement or device identity, or with
+// any one bit changed, does not open.
+static void test_wrapped_key_bound(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    gt_holder_enclave *he = start("holder", &pf);
+    binding b;
+    binding_make(&b);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, b.agreement);
+    uint8_t w[GT_KEYWRAP_BYTES];
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w));
+    assert_true(device_opens(&b, w, 1, im.ki_masked[1]));
+    binding other = b;
+    GT_ASSERT_OK(gt_x25519_keypair(other.dev_pub, other.dev_sec));  // another devd
+    assert_false(device_opens(&other, w, 1, im.ki_masked[1]));
+    other = b;
+    other.trip[5] ^= 1;  // another trip
+    assert_false(device_opens(&other, w, 1, im.ki_masked[1]));
+    assert_false(device_opens(&b, w, 2, im.ki_masked[1]));  // another chunk
+    other = b;
+    other.agreement[0] ^= 0x80;
+    assert_false(device_opens(&other, w, 1, im.ki_masked[1]));
+    other = b;
+    other.device_id[31] ^= 1;
+    assert_false(device_opens(&other, w, 1, im.ki_masked[1]));
+    for (size_t bit = 0; bit < 8 * sizeof w; bit++) {
+        uint8_t f[GT_KEYWRAP_BYTES];
+        memcpy(f, w, sizeof w);
+        f[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        if (device_opens(&b, f, 1, im.ki_masked[1])) {
+            fail_msg("bit %zu of the wrapped key flipped: it opened", bit);
+        }
+    }
+    gt_holder_enclave_stop(he);
+}
+
+// A host that lies: new terms (a forged agreement, counts reset) once the run's are fixed are
+// refused and the counts stand; a key released under a forged agreement hash does not open at a
+// device whose session is under the real agreement; a use claimed for a chunk never sent is
+// refused.
+static void test_lying_host(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    gt_holder_enclave *he = start("holder", &pf);
+    binding b;
+    binding_make(&b);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    GT_ASSERT_CODE(gt_holder_enclave_used(he, 0), GT_E_POLICY);  // before any terms
+    set_terms(he, b.agreement);
+    uint8_t w[GT_KEYWRAP_BYTES];
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    // new terms: a more generous forged agreement with the counts at zero
+    gt_holder_enclave_terms forged = {.max_uses_per_chunk = 100, .token_budget = 1u << 30,
+                                      .chunk_count = 4, .tokens = TOKENS};
+    memcpy(forged.agreement_hash, b.agreement, 32);
+    memcpy(forged.dataset_id, DATASET_ID, sizeof DATASET_ID);
+    GT_ASSERT_CODE(gt_holder_enclave_set_terms(he, &forged), GT_E_STATE);
+    GT_ASSERT_CODE(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+                   GT_E_POLICY);
+    GT_ASSERT_CODE(gt_holder_enclave_used(he, 2), GT_E_POLICY);  // never sent
+    gt_holder_enclave_stop(he);
+    // a fresh run given a forged agreement: its keys are bound to the forged hash
+    he = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    forged.agreement_hash[0] ^= 1;
+    GT_ASSERT_OK(gt_holder_enclave_set_terms(he, &forged));
+    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    assert_false(device_opens(&b, w, 0, im.ki_masked[0]));
+    gt_holder_enclave_stop(he);
+}
+
+// After a key import (in a child), an open and releases, this process (the holder's host side)
+// holds neither the dataset key nor any K_i in any readable mapping. Control: the scanner finds
+// a masked needle placed in memory in the clear.
+static void test_host_memory_holds_no_key(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    gt_holder_enclave *he = start("holder", &pf);
+    binding b;
+    binding_make(&b);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, b.agreement);
+    uint8_t w[GT_KEYWRAP_BYTES];
+    for (uint32_t c = 0; c < 3; c++) {
+        GT_ASSERT_OK(gt_holder_enclave_release(he, c, b.dev_pub, b.trip, b.device_id, w));
+    }
+    assert_false(memory_holds(im.key_masked, sizeof im.key_masked));
+    for (uint32_t c = 0; c < 4; c++) {
+        assert_false(memory_holds(im.ki_masked[c], sizeof im.ki_masked[c]));
+    }
+    static uint8_t control[32];
+    uint8_t control_masked[32];
+    GT_ASSERT_OK(gt_random_bytes(control, sizeof control));
+    for (int i = 0; i < 32; i++) {
+        control_masked[i] = control[i] ^ MASK;
+    }
+    assert_true(memory_holds(control_masked, sizeof control_masked));
+    gt_holder_enclave_stop(he);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sealed_key_mrsigner),
+        cmocka_unit_test(test_release_decision),
+        cmocka_unit_test(test_wrapped_key_bound),
+        cmocka_unit_test(test_lying_host),
+        cmocka_unit_test(test_host_memory_holds_no_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
