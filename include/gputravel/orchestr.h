@@ -55,6 +55,10 @@ uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk)
 // went away. Neither is journaled: they say nothing about uses.
 void gt_schedule_skip(gt_schedule *s, uint32_t holder, uint32_t chunk);
 void gt_schedule_exclude(gt_schedule *s, uint32_t holder);
+// Training across ranks: the chunks of one round, each held (not offered again) until
+// gt_schedule_unhold, so that gt_schedule_next hands every rank a different one.
+void gt_schedule_hold(gt_schedule *s, uint32_t holder, uint32_t chunk);
+void gt_schedule_unhold(gt_schedule *s);
 // Why a holder has no chunk to offer (or that it has: OPEN), the first limit that holds back
 // its unused chunks: USES every chunk used max_uses_per_chunk times (or it has none), FAILED
 // the rest failed in this run (skipped or the holder excluded), BUDGET none of the rest fits in
@@ -242,7 +246,30 @@ typedef struct {
     // journal, the holder's confirmation) when a step of it ran, the final output is not sealed,
     // and gt_collab_train returns GT_OK with report->interrupted set. Continue with resume.
     const volatile int *stop;
+    // Training across ranks (docs/collaboration.md "Across ranks"; NULL: one trainer). Every
+    // rank runs gt_collab_train with its own device, state_dir and trainer_name; the ranks take
+    // the schedule's chunks in rounds of one chunk each and train in lockstep on them, summing
+    // their gradients through `allreduce`.
+    const struct gt_collab_ranks *ranks;
 } gt_collab_config;
+
+// What a rank needs of the others; MPI carries these (cli/), orchestr/ only calls them.
+typedef struct gt_collab_ranks {
+    int rank, nranks;
+    void *ctx;
+    // Once the model exists: admission of every rank's device and the ring over grads.
+    gt_err (*start)(void *ctx, gt_device *dev, gt_dbuf grads);
+    // Every rank's `len` bytes, in rank order, into all (nranks * len bytes). Released values
+    // only: outcomes, steps, losses, run ids.
+    gt_err (*allgather)(void *ctx, const void *mine, size_t len, void *all);
+    // The gradient buffer's n floats summed over the ranks on the devices, for step.
+    gt_err (*allreduce)(void *ctx, uint64_t n, uint64_t step);
+} gt_collab_ranks;
+
+// The newest checkpoint step every rank has: steps holds nranks rows of `per` steps each
+// (UINT64_MAX: none). GT_E_NOTFOUND when no step is in every row.
+GT_MUST_USE gt_err gt_collab_common_step(const uint64_t *steps, int nranks, int per,
+                                         uint64_t *common);
 
 // The program of one of gt_collab_train's steps under agreement a (kernels.h "programs"): what
 // training.program pins, as SHA-256 of these bytes.

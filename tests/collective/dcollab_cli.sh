@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# gputravel train --agreement A --distributed end to end at 2 ranks, cpu devices, two real
+# `gputravel holder` processes (docs/collaboration.md "Across ranks").
+#   chunks  each chunk of the holders is used exactly once across the ranks (from the holders'
+#           ledgers: one grant and one use per chunk, none twice), both ranks' sessions are in
+#           every ledger (trainer dcollab.rank0 and .rank1, each with its own signing key), the
+#           ranks end with identical parameters, rank 0 seals the output, every ledger verifies.
+#   resume  rank 1 is killed (SIGKILL) after step 14: the job ends non-zero; a resume state of
+#           the other rank, and one of another run, put in rank 1's folder are refused; then
+#           --resume restarts both ranks from their common checkpoint and the losses from there
+#           on, and the sealed model, equal an uninterrupted run's; no chunk is used twice.
+# Usage: dcollab_cli.sh chunks|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
+set -uo pipefail
+mode=$1 dir=$2 gputravel=$3 fixture=$4
+shift 4
+steps=60
+rm -rf "$dir" && mkdir -p "$dir"
+holders=()
+stop_holders() {
+    for p in "${holders[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${holders[@]}"; do wait "$p" 2>/dev/null; done
+    holders=()
+}
+trap stop_holders EXIT
+fail() { echo "dcollab_cli: FAIL ($mode): $*"; exit 1; }
+"$fixture" "$dir" 2 "$steps" "$gputravel" || fail "fixture"
+read -r _ port0 key0 < <(sed -n 1p "$dir/holders.txt")
+read -r _ port1 key1 < <(sed -n 2p "$dir/holders.txt")
+ports=("$port0" "$port1") keys=("$key0" "$key1")
+
+# Holders with ledgers named by run; returns once both listen.
+start_holders() {
+    local run=$1
+    for h in 0 1; do
+        "$gputravel" holder --dataset "$dir/ds$h" --key "$dir/keys$h" --agreement "$dir/agreement.json" \
+            --ledger "$dir/ledger-$run-$h" --policy "$dir/policy.json" --sim-root "$GT_SIM_ROOT" \
+            --root "$GT_SIM_ROOT/root-pub.pem" >"$dir/holder-$run-$h.log" 2>&1 &
+        holders+=($!)
+    done
+    for h in 0 1; do
+        for _ in $(seq 1 100); do
+            (exec 3<>"/dev/tcp/127.0.0.1/${ports[$h]}") 2>/dev/null && break
+            sleep 0.1
+        done
+    done
+}
+
+# train under mpirun: state folder, extra options; output in $dir/$name.txt
+train() {
+    local name=$1 state=$2
+    shift 2
+    timeout 120 "${MPIRUN[@]}" -np 2 "$gputravel" train --agreement "$dir/agreement.json" --distributed \
+        --state "$state" --device cpu --transfer conventional-keyrelease --threads 1 --plot none \
+        --name dcollab --sim-root "$GT_SIM_ROOT" --policy "$dir/policy.json" \
+        --root "$GT_SIM_ROOT/root-pub.pem" "$@" >"$dir/$name.txt" 2>&1
+}
+MPIRUN=("$@")
+
+# "kind chunk trainer" of every grant and use in holder h's ledger of run.
+ledger_uses() {
+    "$gputravel" ledger show "$dir/ledger-$1-$2" --holder-key "${keys[$2]}" --json |
+        python3 -c '
+import json, sys
+for e in json.load(sys.stdin)["log"]:
+    d = e["detail"]
+    if e["kind"] in ("grant", "use"):
+        print(e["kind"], d.get("chunk"), d.get("trainer"))
+    elif e["kind"] == "session":
+        print("session", d.get("signing_key"), d.get("trainer"))'
+}
+
+# step losses of a run's rank 0 output: "step loss"
+losses() { sed -nE 's/^step ([0-9]+)\/[0-9]+ \| loss ([^ ]+) .*/\1 \2/p' "$1"; }
+
+if [ "$mode" = chunks ]; then
+    start_holders a
+    train a "$dir/state-a" || { cat "$dir/a.txt"; fail "the distributed run failed"; }
+    cat "$dir/a.txt"
+    grep -q "trained 60 step(s)" "$dir/a.txt" || fail "not 60 steps"
+    stop_holders
+    total_use=0
+    for h in 0 1; do
+        "$gputravel" ledger verify "$dir/ledger-a-$h" --holder-key "${keys[$h]}" >/dev/null ||
+            fail "ledger $h does not verify"
+        ledger_uses a $h >"$dir/uses-$h"
+        cat "$dir/uses-$h"
+        # no chunk granted or used twice, every grant used
+        [ -z "$(awk '$1 == "use" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk used twice"
+        [ -z "$(awk '$1 == "grant" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk sent twice"
+        [ "$(grep -c '^grant' "$dir/uses-$h")" -eq "$(grep -c '^use' "$dir/uses-$h")" ] || fail "holder $h: a grant without its use"
+        for r in 0 1; do
+            grep -q "^session .* dcollab.rank$r$" "$dir/uses-$h" || fail "holder $h: no session of rank $r"
+        done
+        [ "$(awk '$1 == "session" {print $2}' "$dir/uses-$h" | sort -u | wc -l)" -eq 2 ] ||
+            fail "holder $h: the ranks' sessions do not name two signing keys"
+        total_use=$((total_use + $(grep -c '^use' "$dir/uses-$h")))
+    done
+    # 60 steps of 12 per round of 2 chunks: 5 rounds, 10 chunks; h1 has 3, so h0 served both
+    [ "$total_use" -eq 10 ] || fail "$total_use chunk uses, not 10"
+    for r in 0 1; do
+        grep -q "^use .* dcollab.rank$r$" "$dir/uses-0" || fail "holder h0: no use by rank $r"
+    done
+    # the ranks' final weights, as each rank's device sealed them for the recipients: equal
+    for r in 0 1; do
+        "$gputravel" open-checkpoint "$dir/state-a/rank$r/model.sealed" --key "$dir/keys0" \
+            --out "$dir/model$r.bin" --ledger "$dir/ledger-a-0" >/dev/null || fail "rank $r's sealed model does not open"
+    done
+    cmp "$dir/model0.bin" "$dir/model1.bin" || fail "the ranks' final weights differ"
+    echo "dcollab_cli: ok: 10 chunks used once each across 2 ranks, both ranks in every ledger"
+    exit 0
+fi
+
+# resume: the uninterrupted run first
+start_holders ref
+train ref "$dir/state-ref" || { cat "$dir/ref.txt"; fail "the uninterrupted run failed"; }
+stop_holders
+losses "$dir/ref.txt" >"$dir/ref.l"
+[ "$(wc -l <"$dir/ref.l")" -eq "$steps" ] || fail "the uninterrupted run printed no $steps steps"
+
+start_holders k
+train k "$dir/state-k" &
+job=$!
+for _ in $(seq 1 600); do
+    grep -qE '^step 14/' "$dir/k.txt" 2>/dev/null && break
+    sleep 0.05
+done
+pid=$(sed -nE 's/^gputravel train: rank 1 of 2, pid ([0-9]+)$/\1/p' "$dir/k.txt")
+[ -n "$pid" ] || { cat "$dir/k.txt"; fail "no pid for rank 1"; }
+kill -KILL "$pid"
+wait "$job"
+rc=$?
+tail -n 5 "$dir/k.txt"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the killed job ended with status $rc"
+ls "$dir/state-k/rank0" "$dir/state-k/rank1"
+
+# another rank's state (with its key: the device could open it) and another run's are refused
+r1=$dir/state-k/rank1
+newest=$(ls "$r1" | sed -nE 's/^resume\.([0-9]+)\.sealed$/\1/p' | sort -n | tail -1)
+[ -n "$newest" ] || fail "rank 1 sealed no checkpoint before it was killed"
+cp -a "$r1" "$dir/rank1.keep"
+cp "$dir/state-k/rank0/resume.key" "$r1/resume.key"
+cp "$dir/state-k/rank0/resume.$newest.sealed" "$r1/resume.$newest.sealed" 2>/dev/null ||
+    fail "rank 0 has no checkpoint of step $newest"
+train other-rank "$dir/state-k" --resume && fail "rank 0's state was taken by rank 1"
+grep -q "rank 1 of 2: error: .*it is rank 0's, this is rank 1" "$dir/other-rank.txt" ||
+    { cat "$dir/other-rank.txt"; fail "no refusal naming rank 0's state"; }
+rm -rf "$r1" && cp -a "$dir/rank1.keep" "$r1"
+cp "$dir/state-ref/rank1/resume.key" "$r1/resume.key"
+ref_state=$(ls "$dir/state-ref/rank1" | grep -E '^resume\.[0-9]+\.sealed$' | head -1)
+rm -f "$r1"/resume.*.sealed && cp "$dir/state-ref/rank1/$ref_state" "$r1/resume.$newest.sealed"
+train other-run "$dir/state-k" --resume && fail "another run's state was taken"
+grep -q "rank 1 of 2: error: .*sealed in another run" "$dir/other-run.txt" ||
+    { cat "$dir/other-run.txt"; fail "no refusal naming another run"; }
+rm -rf "$r1" && cp -a "$dir/rank1.keep" "$r1"
+
+train resumed "$dir/state-k" --resume || { cat "$dir/resumed.txt"; fail "the resumed run failed"; }
+stop_holders
+cat "$dir/resumed.txt"
+from=$(sed -nE 's/.*resumed from the device-sealed state .* at step ([0-9]+), the newest every rank has.*/\1/p' "$dir/resumed.txt")
+[ -n "$from" ] || fail "no common step named"
+losses "$dir/resumed.txt" >"$dir/resumed.l"
+[ "$(head -1 "$dir/resumed.l" | cut -d' ' -f1)" -eq $((from + 1)) ] || fail "the resumed run did not start at step $((from + 1))"
+awk -v f="$from" '$1 > f' "$dir/ref.l" >"$dir/ref-tail.l"
+diff "$dir/ref-tail.l" "$dir/resumed.l" || fail "the resumed losses differ from the uninterrupted run's"
+cmp -s "$dir/state-ref/rank0/model.sealed" "$dir/state-k/rank0/model.sealed" && fail "sealed twice alike (fresh IVs expected)"
+for h in 0 1; do
+    "$gputravel" ledger verify "$dir/ledger-k-$h" --holder-key "${keys[$h]}" >/dev/null || fail "ledger $h does not verify"
+    ledger_uses k $h >"$dir/uses-$h"
+    [ -z "$(awk '$1 == "use" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk used twice"
+done
+echo "dcollab_cli: ok: resumed from step $from (rank 1's newest $newest), losses equal the uninterrupted run's"
