@@ -8,7 +8,9 @@
 #   resume  rank 1 is killed (SIGKILL) after step 14: the job ends non-zero; a resume state of
 #           the other rank, and one of another run, put in rank 1's folder are refused; then
 #           --resume restarts both ranks from their common checkpoint and the losses from there
-#           on, and the sealed model, equal an uninterrupted run's; no chunk is used twice.
+#           on and the final weights equal an uninterrupted run's; the ledgers count 10 uses,
+#           none twice, and only the killed round's 2 chunks sent twice. Then ranks whose
+#           newest checkpoints differ resume from the newest one they have in common.
 # Usage: dcollab_cli.sh chunks|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
 set -uo pipefail
 mode=$1 dir=$2 gputravel=$3 fixture=$4
@@ -162,10 +164,67 @@ losses "$dir/resumed.txt" >"$dir/resumed.l"
 [ "$(head -1 "$dir/resumed.l" | cut -d' ' -f1)" -eq $((from + 1)) ] || fail "the resumed run did not start at step $((from + 1))"
 awk -v f="$from" '$1 > f' "$dir/ref.l" >"$dir/ref-tail.l"
 diff "$dir/ref-tail.l" "$dir/resumed.l" || fail "the resumed losses differ from the uninterrupted run's"
-cmp -s "$dir/state-ref/rank0/model.sealed" "$dir/state-k/rank0/model.sealed" && fail "sealed twice alike (fresh IVs expected)"
+# the final weights (sealed by rank 0's device for the recipients) equal the uninterrupted run's
+for run in ref k; do
+    "$gputravel" open-checkpoint "$dir/state-$run/rank0/model.sealed" --key "$dir/keys0" \
+        --out "$dir/model-$run.bin" --ledger "$dir/ledger-$run-0" >/dev/null || fail "run $run's sealed model does not open"
+done
+cmp "$dir/model-ref.bin" "$dir/model-k.bin" || fail "the resumed run's final weights differ"
+# Accounting: the 10 chunks of the uninterrupted run were sent, none used twice; only the
+# killed round's chunks (at most one per rank: sent, never confirmed) were sent again, and each
+# of those is used once. (A kill between the last seal and a holder's confirmation leaves that
+# one use unconfirmed, as in a single-rank run: the journal counts it, nothing resends it.)
+uses=0 resent=0 chunks=0
 for h in 0 1; do
     "$gputravel" ledger verify "$dir/ledger-k-$h" --holder-key "${keys[$h]}" >/dev/null || fail "ledger $h does not verify"
     ledger_uses k $h >"$dir/uses-$h"
     [ -z "$(awk '$1 == "use" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk used twice"
+    uses=$((uses + $(grep -c '^use' "$dir/uses-$h")))
+    chunks=$((chunks + $(awk '$1 == "grant" {print $2}' "$dir/uses-$h" | sort -u | wc -l)))
+    for c in $(awk '$1 == "grant" {print $2}' "$dir/uses-$h" | sort | uniq -d); do
+        resent=$((resent + 1))
+        grep -q "^use $c " "$dir/uses-$h" || fail "holder $h: chunk $c sent again but not used"
+    done
 done
+echo "ledgers: $chunks chunks sent, $resent of them twice, $uses uses"
+[ "$chunks" -eq 10 ] || fail "$chunks chunks sent, not the uninterrupted run's 10"
+[ "$resent" -le 2 ] || fail "$resent chunks sent twice, more than the killed round's 2"
+[ "$uses" -ge 9 ] || fail "only $uses uses confirmed"
 echo "dcollab_cli: ok: resumed from step $from (rank 1's newest $newest), losses equal the uninterrupted run's"
+
+# Ranks with different newest steps: rank 1 killed after step 26; each rank keeps its newest two
+# checkpoints. Where both have the same newest, rank 1's is removed: that stands for a rank
+# killed between its journal record and its seal (rank 0 sealed, rank 1 not: no holder
+# confirmed a use of that round, so fresh holders stand in for ones that resend its chunks).
+# Every rank must resume from the newest step both have, rank 0's journal dropping the rest.
+steps_of() { ls "$1" | sed -nE 's/^resume\.([0-9]+)\.sealed$/\1/p' | sort -n; }
+start_holders c
+train c "$dir/state-c" &
+job=$!
+for _ in $(seq 1 600); do
+    grep -qE '^step 26/' "$dir/c.txt" 2>/dev/null && break
+    sleep 0.05
+done
+pid=$(sed -nE 's/^gputravel train: rank 1 of 2, pid ([0-9]+)$/\1/p' "$dir/c.txt")
+[ -n "$pid" ] || { cat "$dir/c.txt"; fail "no pid for rank 1"; }
+kill -KILL "$pid"
+wait "$job"
+stop_holders
+n0=$(steps_of "$dir/state-c/rank0" | tail -1) n1=$(steps_of "$dir/state-c/rank1" | tail -1)
+[ -n "$n0" ] && [ -n "$n1" ] || fail "a rank sealed no checkpoint"
+if [ "$n0" -eq "$n1" ]; then
+    rm "$dir/state-c/rank1/resume.$n1.sealed"
+fi
+common=$(comm -12 <(steps_of "$dir/state-c/rank0") <(steps_of "$dir/state-c/rank1") | sort -n | tail -1)
+echo "newest: rank 0 $n0 ($(steps_of "$dir/state-c/rank0" | xargs)), rank 1 $(steps_of "$dir/state-c/rank1" | xargs); common $common"
+[ -n "$common" ] && [ "$common" -lt "$n0" ] || fail "no common step under rank 0's newest"
+start_holders c2
+train c-resumed "$dir/state-c" --resume || { cat "$dir/c-resumed.txt"; fail "the resumed run failed"; }
+stop_holders
+grep -q "rank 0 resumed from .* at step $common, the newest every rank has (this rank's newest: $n0)" \
+    "$dir/c-resumed.txt" || { cat "$dir/c-resumed.txt"; fail "rank 0 did not resume from the common step $common"; }
+grep -qE "journal: $((common / 6)) committed chunk use\(s\) replayed, [1-9][0-9]* uncommitted dropped" "$dir/c-resumed.txt" ||
+    { grep journal "$dir/c-resumed.txt"; fail "the journal did not drop the uncommon rounds"; }
+losses "$dir/c-resumed.txt" >"$dir/c-resumed.l"
+awk -v f="$common" '$1 > f' "$dir/ref.l" | diff - "$dir/c-resumed.l" || fail "the losses after step $common differ from the uninterrupted run's"
+echo "dcollab_cli: ok: ranks with newest steps $n0 and $(steps_of "$dir/state-c/rank1" | tail -1) resumed from $common, losses equal the uninterrupted run's"
