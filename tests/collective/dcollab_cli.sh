@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # gputravel train --agreement A --distributed end to end at 2 ranks, cpu devices, two real
 # `gputravel holder` processes (docs/collaboration.md "Across ranks").
+#   travel  one devd per rank (own identity): each rank's chunks travel to its own devd; the
+#           losses equal the cpu run's with conventional-keyrelease; every holder's ledger has
+#           a session per rank naming that rank's devd export key, chunks granted once.
 #   chunks  each chunk of the holders is used exactly once across the ranks (from the holders'
 #           ledgers: one grant and one use per chunk, none twice), both ranks' sessions are in
 #           every ledger (trainer dcollab.rank0 and .rank1, each with its own signing key), the
@@ -11,7 +14,7 @@
 #           on and the final weights equal an uninterrupted run's; the ledgers count 10 uses,
 #           none twice, and only the killed round's 2 chunks sent twice. Then ranks whose
 #           newest checkpoints differ resume from the newest one they have in common.
-# Usage: dcollab_cli.sh chunks|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
+# Usage: dcollab_cli.sh chunks|travel|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
 set -uo pipefail
 mode=$1 dir=$2 gputravel=$3 fixture=$4
 shift 4
@@ -66,7 +69,7 @@ import json, sys
 for e in json.load(sys.stdin)["log"]:
     d = e["detail"]
     if e["kind"] in ("grant", "use"):
-        print(e["kind"], d.get("chunk"), d.get("trainer"))
+        print(e["kind"], d.get("chunk"), d.get("trainer"), d.get("mode") or "-")
     elif e["kind"] == "session":
         print("session", d.get("signing_key"), d.get("trainer"))'
 }
@@ -100,7 +103,7 @@ if [ "$mode" = chunks ]; then
     # 60 steps of 12 per round of 2 chunks: 5 rounds, 10 chunks; h1 has 3, so h0 served both
     [ "$total_use" -eq 10 ] || fail "$total_use chunk uses, not 10"
     for r in 0 1; do
-        grep -q "^use .* dcollab.rank$r$" "$dir/uses-0" || fail "holder h0: no use by rank $r"
+        grep -q "^use .* dcollab.rank$r -$" "$dir/uses-0" || fail "holder h0: no use by rank $r"
     done
     # the ranks' final weights, as each rank's device sealed them for the recipients: equal
     for r in 0 1; do
@@ -109,6 +112,52 @@ if [ "$mode" = chunks ]; then
     done
     cmp "$dir/model0.bin" "$dir/model1.bin" || fail "the ranks' final weights differ"
     echo "dcollab_cli: ok: 10 chunks used once each across 2 ranks, both ranks in every ledger"
+    exit 0
+fi
+
+if [ "$mode" = travel ]; then
+    # one devd per rank, each with its own identity (so its own export key)
+    devds=()
+    for r in 0 1; do
+        "$gputravel" --quiet devd --socket "$dir/devd$r.sock" --identity "$dir/devd-id$r" \
+            >"$dir/devd$r.log" 2>&1 &
+        devds+=($!)
+    done
+    trap 'stop_holders; for p in "${devds[@]}"; do kill "$p" 2>/dev/null; done; for p in "${devds[@]}"; do wait "$p" 2>/dev/null; done' EXIT
+    for r in 0 1; do
+        for _ in $(seq 1 200); do [ -S "$dir/devd$r.sock" ] && break; sleep 0.1; done
+        [ -S "$dir/devd$r.sock" ] || { cat "$dir/devd$r.log"; fail "devd $r did not start"; }
+    done
+    start_holders t
+    train t "$dir/state-t" --device sim --device-socket "$dir/devd%r.sock" --transfer travel ||
+        { cat "$dir/t.txt"; fail "the travelling run failed"; }
+    stop_holders
+    start_holders a
+    train a "$dir/state-a" || { cat "$dir/a.txt"; fail "the cpu run failed"; }
+    stop_holders
+    losses "$dir/t.txt" >"$dir/t.l"
+    losses "$dir/a.txt" >"$dir/a.l"
+    [ "$(wc -l <"$dir/t.l")" -eq "$steps" ] || fail "not $steps steps"
+    diff "$dir/a.l" "$dir/t.l" || fail "travel on devd gives other losses than keyrelease on cpu"
+    uses=0
+    for h in 0 1; do
+        "$gputravel" ledger verify "$dir/ledger-t-$h" --holder-key "${keys[$h]}" >/dev/null ||
+            fail "ledger $h does not verify"
+        ledger_uses t $h >"$dir/uses-$h"
+        [ -z "$(awk '$1 == "use" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk used twice"
+        [ -z "$(awk '$1 == "grant" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk sent twice"
+        [ -z "$(awk '$1 == "grant" && $4 != "travel"' "$dir/uses-$h")" ] || fail "holder $h: a grant not by travel"
+        # each rank's session names its own devd's export key (devd signs on sim)
+        k0=$(awk '$1 == "session" && $3 == "dcollab.rank0" {print $2}' "$dir/uses-$h")
+        k1=$(awk '$1 == "session" && $3 == "dcollab.rank1" {print $2}' "$dir/uses-$h")
+        [ -n "$k0" ] && [ -n "$k1" ] && [ "$k0" != "$k1" ] || fail "holder $h: the ranks' sessions do not name two devices"
+        uses=$((uses + $(grep -c '^use' "$dir/uses-$h")))
+    done
+    [ "$uses" -eq 10 ] || fail "$uses chunk uses, not 10"
+    for r in 0 1; do
+        grep -q "^use .* dcollab.rank$r -$" "$dir/uses-0" || fail "holder h0: no use by rank $r"
+    done
+    echo "dcollab_cli: ok: each rank's chunks travelled to its own devd, losses equal the cpu run's"
     exit 0
 fi
 

@@ -100,7 +100,7 @@ static gt_err make(const char *dir, unsigned ranks, unsigned steps, const char *
              "\"batch\":2,\"seq\":8,\"learning_rate\":0.01},\"holders\":[%s],\"trainer\":{"
              "\"accepted_measurements\":[\"%s\"],\"ranks\":%u},\"device\":{"
              "\"accepted_measurements\":[\"%s\"]},\"allow_simulation\":true,\"transfer\":["
-             "\"conventional-keyrelease\",\"insecure-host-trip\"],\"output\":{\"kind\":"
+             "\"travel\",\"conventional-keyrelease\",\"insecure-host-trip\"],\"output\":{\"kind\":"
              "\"sealed_checkpoint\",\"recipients\":[\"h0\",\"h1\"]}}",
              steps, holders, hex, ranks, hex);
     GT_ENSURE(n > 0 && (size_t)n < sizeof doc, GT_E_LIMIT, "agreement too long");
