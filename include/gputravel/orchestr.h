@@ -55,8 +55,10 @@ uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk)
 // went away. Neither is journaled: they say nothing about uses.
 void gt_schedule_skip(gt_schedule *s, uint32_t holder, uint32_t chunk);
 void gt_schedule_exclude(gt_schedule *s, uint32_t holder);
-// Training across ranks: the chunks of one round, each held (not offered again) until
-// gt_schedule_unhold, so that gt_schedule_next hands every rank a different one.
+// Training across ranks: the chunks of one round, each held (not offered again, its tokens
+// counted against its holder's budget) until gt_schedule_unhold, so that gt_schedule_next hands
+// every rank a different one and no round's picks together cross a holder's budget (which the
+// holder would refuse).
 void gt_schedule_hold(gt_schedule *s, uint32_t holder, uint32_t chunk);
 void gt_schedule_unhold(gt_schedule *s);
 // Why a holder has no chunk to offer (or that it has: OPEN), the first limit that holds back

@@ -10,6 +10,7 @@ typedef struct {
     uint32_t *uses;
     bool *skipped;  // failed in this run (gt_schedule_skip): not offered again by it
     bool *held;     // taken by another rank in this round (gt_schedule_hold)
+    uint64_t held_tokens;  // their tokens: the budget left to the round's other picks is less
     bool excluded;  // the holder failed in this run (gt_schedule_exclude)
     uint64_t tokens_used;
     uint64_t token_budget;
@@ -80,7 +81,10 @@ static uint32_t pick_chunk(const holder_state *hs)
     if (hs->excluded || hs->tokens_used >= hs->token_budget) {
         return UINT32_MAX;
     }
-    uint64_t left = hs->token_budget - hs->tokens_used;
+    if (hs->tokens_used + hs->held_tokens >= hs->token_budget) {
+        return UINT32_MAX;
+    }
+    uint64_t left = hs->token_budget - hs->tokens_used - hs->held_tokens;
     uint32_t best = UINT32_MAX;
     for (uint32_t c = 0; c < hs->chunk_count; c++) {
         if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0 && !hs->skipped[c] &&
@@ -178,7 +182,9 @@ void gt_schedule_exclude(gt_schedule *s, uint32_t holder)
 void gt_schedule_hold(gt_schedule *s, uint32_t holder, uint32_t chunk)
 {
     if (holder < s->holder_count && chunk < s->holders[holder].chunk_count) {
-        s->holders[holder].held[chunk] = true;
+        holder_state *hs = &s->holders[holder];
+        hs->held_tokens += hs->held[chunk] ? 0 : hs->chunk_tokens[chunk];
+        hs->held[chunk] = true;
     }
 }
 
@@ -186,6 +192,7 @@ void gt_schedule_unhold(gt_schedule *s)
 {
     for (uint32_t h = 0; h < s->holder_count; h++) {
         memset(s->holders[h].held, 0, s->holders[h].chunk_count * sizeof *s->holders[h].held);
+        s->holders[h].held_tokens = 0;
     }
 }
 

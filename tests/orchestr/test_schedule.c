@@ -246,6 +246,21 @@ static void held_chunks_go_to_one_rank_each(void **state)
     uint32_t h2 = 9, c2 = 9;
     GT_ASSERT_OK(gt_schedule_next(s, &h2, &c2, &allowed));
     assert_true(h2 == 1 || (h2 == 0 && c2 == 0));  // released: offered again
+    // alice's budget of 450 after 3 uses of 100: 150 left, so one more chunk, not two in a round
+    // (the holder would refuse the second as crossing its budget)
+    gt_schedule_unhold(s);
+    for (int i = 0; i < 3; i++) {
+        GT_ASSERT_OK(gt_schedule_record(s, 0, (uint32_t)i, 100));
+    }
+    int alice = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!gt_is_ok(gt_schedule_next(s, &h[i], &c[i], &allowed))) {
+            break;
+        }
+        alice += h[i] == 0;
+        gt_schedule_hold(s, h[i], c[i]);
+    }
+    assert_int_equal(alice, 1);
     gt_schedule_free(s);
 }
 
