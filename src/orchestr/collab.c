@@ -782,9 +782,19 @@ static gt_err ranks_resume(const gt_collab_config *cfg, gt_devstate *ds, gt_gpt2
               "and this run cannot resume");
     uint64_t mine[2];
     GT_TRY(gt_devstate_steps(ds, mine));
+    uint8_t wire[16];
+    gt_writer w = gt_writer_init_fixed(wire, sizeof wire);
+    GT_TRY(gt_writer_u64le(&w, mine[0]));
+    GT_TRY(gt_writer_u64le(&w, mine[1]));
     uint64_t *all = calloc((size_t)k->nranks, sizeof mine);
-    GT_ENSURE(all != NULL, GT_E_NOMEM, "out of memory");
-    gt_err err = k->allgather(k->ctx, mine, sizeof mine, all);
+    uint8_t *bytes = calloc((size_t)k->nranks, sizeof wire);
+    gt_err err = all && bytes ? k->allgather(k->ctx, wire, sizeof wire, bytes)
+                              : gt_errf(GT_E_NOMEM, "out of memory");
+    gt_reader rd = gt_reader_init(bytes, bytes ? (size_t)k->nranks * sizeof wire : 0);
+    for (int i = 0; i < 2 * k->nranks && gt_is_ok(err); i++) {
+        err = gt_reader_u64le(&rd, &all[i]);  // MPI carries them: read, not cast
+    }
+    free(bytes);
     bool none = true;
     for (int i = 0; i < 2 * k->nranks && gt_is_ok(err); i++) {
         none = none && all[i] == UINT64_MAX;
@@ -835,14 +845,29 @@ static gt_err ranks_model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, g
     return gt_err_wrap(k->start(k->ctx, cfg->dev, grads), "admitting the ranks");
 }
 
-// One rank's part of a round, as every rank sees it.
-typedef struct {
-    uint8_t kind;   // OUT_OK, OUT_CHUNK, OUT_HOLDER (failure_kind + 1), OUT_FATAL
-    uint8_t stop;   // this rank was asked to stop: the signal (0: not)
-    uint8_t pad[6];
-    uint64_t counted;  // OUT_OK: the tokens of its chunk that count
-} rank_outcome;
-enum { OUT_OK = 0, OUT_CHUNK = 1, OUT_HOLDER = 2, OUT_FATAL = 3 };
+void gt_collab_outcome_write(const gt_collab_outcome *o, uint8_t out[GT_COLLAB_OUTCOME_BYTES])
+{
+    out[0] = o->kind;
+    out[1] = o->stop;
+    for (int i = 0; i < 8; i++) {
+        out[2 + i] = (uint8_t)(o->counted >> (8 * i));
+    }
+}
+
+gt_err gt_collab_outcome_parse(gt_collab_outcome *o, const uint8_t *data, size_t len)
+{
+    memset(o, 0, sizeof *o);
+    gt_reader r = gt_reader_init(data, len);
+    GT_TRY(gt_reader_u8(&r, &o->kind));
+    GT_TRY(gt_reader_u8(&r, &o->stop));
+    GT_TRY(gt_reader_u64le(&r, &o->counted));
+    GT_ENSURE(gt_reader_left(&r) == 0, GT_E_FORMAT, "outcome: %zu trailing bytes",
+              gt_reader_left(&r));
+    GT_ENSURE(o->kind <= GT_COLLAB_OUT_FATAL, GT_E_FORMAT, "outcome: unknown kind %u", o->kind);
+    GT_ENSURE(o->kind == GT_COLLAB_OUT_OK || o->counted == 0, GT_E_FORMAT,
+              "outcome: a failed chunk counts %llu tokens", (unsigned long long)o->counted);
+    return GT_OK;
+}
 
 typedef struct {
     uint32_t h, c;
@@ -865,7 +890,8 @@ static gt_err rank_steps(collab_run *r, gt_dbuf buf, uint64_t counted, uint32_t 
     gt_lr_schedule lrs = {.kind = GT_LR_COSINE, .lr = a->learning_rate,
                           .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
                           .final_frac = 0.1f};
-    const uint32_t every = a->outputs.loss ? (a->outputs.loss_every ? a->outputs.loss_every : 1) : 0;
+    const uint32_t every =
+        a->outputs.loss ? (a->outputs.loss_every ? a->outputs.loss_every : 1) : 0;
     const uint64_t n = gt_gpt2_num_params(r->model);
     float *losses = calloc((size_t)rk->nranks, sizeof *losses);
     gt_err err = losses ? GT_OK : gt_errf(GT_E_NOMEM, "out of memory");
@@ -915,7 +941,7 @@ out:
 // use confirmed to this rank's holder. A kill before every rank sealed leaves the step
 // uncommitted everywhere: the resume goes back to the common checkpoint and drops the journal's
 // records of this round, and no holder has confirmed any of its uses (they are sent again).
-static gt_err rank_commit(collab_run *r, const round_pick *p, const rank_outcome *out,
+static gt_err rank_commit(collab_run *r, const round_pick *p, const gt_collab_outcome *out,
                           uint64_t step)
 {
     const gt_collab_ranks *k = r->cfg->ranks;
@@ -955,12 +981,12 @@ static bool round_picks(gt_schedule *sched, int nranks, round_pick *p)
 // excluded when the connection failed), nothing is trained or committed; the chunks of the
 // others go back to the schedule (their holders count them as sent and unconfirmed, which they
 // allow once more).
-static void round_failed(collab_run *r, const round_pick *p, const rank_outcome *out,
+static void round_failed(collab_run *r, const round_pick *p, const gt_collab_outcome *out,
                          const char *my_why)
 {
     const gt_collab_ranks *k = r->cfg->ranks;
     for (int i = 0; i < k->nranks; i++) {
-        if (out[i].kind == OUT_OK) {
+        if (out[i].kind == GT_COLLAB_OUT_OK) {
             continue;
         }
         char why[256];
@@ -969,23 +995,32 @@ static void round_failed(collab_run *r, const round_pick *p, const rank_outcome 
             snprintf(why, sizeof why, "its transfer to rank %d failed (that rank says why)", i);
         }
         failure_note(r->cfg, r->sched, r->report, p[i].h, p[i].c,
-                     out[i].kind == OUT_HOLDER ? FAIL_HOLDER : FAIL_CHUNK, why);
+                     out[i].kind == GT_COLLAB_OUT_HOLDER ? FAIL_HOLDER : FAIL_CHUNK, why);
     }
     event(r->cfg, "round at step %llu not trained: a rank had no chunk; the others' chunks "
           "are offered again", (unsigned long long)gt_gpt2_step(r->model));
 }
 
-// This round's outcomes on every rank; one of them fatal ends the run on every rank.
-static gt_err round_exchange(collab_run *r, const rank_outcome *mine, rank_outcome *out)
+// This round's outcomes on every rank (parsed: MPI carries them); one of them fatal ends the
+// run on every rank.
+static gt_err round_exchange(collab_run *r, const gt_collab_outcome *mine, gt_collab_outcome *out)
 {
     const gt_collab_ranks *k = r->cfg->ranks;
-    GT_TRY(k->allgather(k->ctx, mine, sizeof *mine, out));
-    for (int i = 0; i < k->nranks; i++) {
-        GT_ENSURE(out[i].kind <= OUT_FATAL, GT_E_FORMAT, "rank %d's outcome is unknown", i);
-        GT_ENSURE(out[i].kind != OUT_FATAL || i == k->rank, GT_E_PEER,
-                  "rank %d could not bring its chunk (that rank says why)", i);
+    uint8_t wire[GT_COLLAB_OUTCOME_BYTES];
+    gt_collab_outcome_write(mine, wire);
+    uint8_t *all = calloc((size_t)k->nranks, sizeof wire);
+    GT_ENSURE(all != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = k->allgather(k->ctx, wire, sizeof wire, all);
+    for (int i = 0; i < k->nranks && gt_is_ok(err); i++) {
+        err = gt_err_wrap(gt_collab_outcome_parse(&out[i], all + (size_t)i * sizeof wire,
+                                                  sizeof wire),
+                          "rank %d's outcome of the round", i);
+        if (gt_is_ok(err) && out[i].kind == GT_COLLAB_OUT_FATAL && i != k->rank) {
+            err = gt_errf(GT_E_PEER, "rank %d could not bring its chunk (that rank says why)", i);
+        }
     }
-    return GT_OK;
+    free(all);
+    return err;
 }
 
 // One round across ranks (see above). Sets *stop as use_next_chunk does.
@@ -995,7 +1030,7 @@ static gt_err rank_round(collab_run *r, uint64_t *step, float *loss, gt_collab_s
     const gt_collab_ranks *k = cfg->ranks;
     const gt_agreement *a = cfg->agreement;
     round_pick p[GT_AGREEMENT_MAX_RANKS];
-    rank_outcome out[GT_AGREEMENT_MAX_RANKS];
+    gt_collab_outcome out[GT_AGREEMENT_MAX_RANKS];
     if (!round_picks(r->sched, k->nranks, p)) {
         *stop = GT_COLLAB_STOP_NO_CHUNKS;
         return GT_OK;
@@ -1006,22 +1041,25 @@ static gt_err rank_round(collab_run *r, uint64_t *step, float *loss, gt_collab_s
     gt_device_trip *trip = NULL;
     gt_err got = chunk_bring(cfg, r->hs, mine->h, mine->c, r->served_trip, r->fetch, r->report,
                              &trip, &buf, &ntok);
-    rank_outcome me = {.kind = OUT_OK, .stop = cfg->stop != NULL ? (uint8_t)*cfg->stop : 0,
-                       .counted = mine->allowed < ntok ? mine->allowed : ntok};
+    gt_collab_outcome me = {.kind = GT_COLLAB_OUT_OK,
+                            .stop = cfg->stop != NULL ? (uint8_t)*cfg->stop : 0,
+                            .counted = mine->allowed < ntok ? mine->allowed : ntok};
     if (!gt_is_ok(got)) {
         failure_kind f = failure_of(cfg, got);
-        me.kind = f == FAIL_FATAL ? OUT_FATAL : f == FAIL_CHUNK ? OUT_CHUNK : OUT_HOLDER;
+        me.kind = f == FAIL_FATAL   ? GT_COLLAB_OUT_FATAL
+                  : f == FAIL_CHUNK ? GT_COLLAB_OUT_CHUNK
+                                    : GT_COLLAB_OUT_HOLDER;
         me.counted = 0;
     }
     gt_err err = round_exchange(r, &me, out);
-    if (!gt_is_ok(got) && (me.kind == OUT_FATAL || !gt_is_ok(err))) {
+    if (!gt_is_ok(got) && (me.kind == GT_COLLAB_OUT_FATAL || !gt_is_ok(err))) {
         return got;
     }
     bool failed = false;
     int stopping = 0;  // the first stopped rank's signal
     uint64_t per_step = (uint64_t)a->batch * a->seq, samples = UINT64_MAX;
     for (int i = 0; i < k->nranks && gt_is_ok(err); i++) {
-        failed = failed || out[i].kind != OUT_OK;
+        failed = failed || out[i].kind != GT_COLLAB_OUT_OK;
         stopping = stopping ? stopping : out[i].stop;
         uint64_t s = out[i].counted > per_step ? (out[i].counted - 1) / per_step : 0;
         samples = s < samples ? s : samples;
