@@ -269,21 +269,27 @@ typedef struct gt_collab_ranks {
 } gt_collab_ranks;
 
 // A rank's outcome of one round, as the ranks exchange it (MPI carries it: untrusted bytes).
-// Wire form: u8 kind, u8 stop, u64le counted.
+// Wire form: u8 kind, u8 stop, u64le counted, u8 reason length, the reason (printable ASCII,
+// what the failing rank was told: a holder's refusal, a lost connection), zero padding to
+// GT_COLLAB_OUTCOME_BYTES.
 typedef enum {
     GT_COLLAB_OUT_OK,      // its chunk is on its device
     GT_COLLAB_OUT_CHUNK,   // its chunk failed (skipped on every rank)
     GT_COLLAB_OUT_HOLDER,  // its holder went away (excluded on every rank)
     GT_COLLAB_OUT_FATAL,   // the run ends on every rank
 } gt_collab_out_kind;
-#define GT_COLLAB_OUTCOME_BYTES 10
+#define GT_COLLAB_REASON_BYTES 160
+#define GT_COLLAB_OUTCOME_BYTES (11 + GT_COLLAB_REASON_BYTES)
 typedef struct {
     uint8_t kind;      // gt_collab_out_kind
     uint8_t stop;      // the rank was asked to stop: the signal (0: not)
     uint64_t counted;  // OK: the tokens of its chunk that count
+    char reason[GT_COLLAB_REASON_BYTES + 1];  // a failure's text (NUL-terminated; "" when OK)
 } gt_collab_outcome;
 void gt_collab_outcome_write(const gt_collab_outcome *o, uint8_t out[GT_COLLAB_OUTCOME_BYTES]);
-// GT_E_FORMAT unless data is exactly one outcome with a known kind (counted 0 unless OK).
+// Writes reason cut to GT_COLLAB_REASON_BYTES, non-printable bytes as '?'.
+// GT_E_FORMAT unless data is exactly one outcome: a known kind, counted 0 unless OK, no reason
+// when OK, a printable reason, zero padding.
 GT_MUST_USE gt_err gt_collab_outcome_parse(gt_collab_outcome *o, const uint8_t *data, size_t len);
 
 // The newest checkpoint step every rank has: steps holds nranks rows of `per` steps each

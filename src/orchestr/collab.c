@@ -847,25 +847,47 @@ static gt_err ranks_model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, g
 
 void gt_collab_outcome_write(const gt_collab_outcome *o, uint8_t out[GT_COLLAB_OUTCOME_BYTES])
 {
+    memset(out, 0, GT_COLLAB_OUTCOME_BYTES);
     out[0] = o->kind;
     out[1] = o->stop;
     for (int i = 0; i < 8; i++) {
         out[2 + i] = (uint8_t)(o->counted >> (8 * i));
+    }
+    size_t n = strnlen(o->reason, GT_COLLAB_REASON_BYTES);
+    out[10] = (uint8_t)n;
+    for (size_t i = 0; i < n; i++) {
+        char c = o->reason[i];
+        out[11 + i] = (uint8_t)(c >= 0x20 && c < 0x7f ? c : '?');
     }
 }
 
 gt_err gt_collab_outcome_parse(gt_collab_outcome *o, const uint8_t *data, size_t len)
 {
     memset(o, 0, sizeof *o);
+    GT_ENSURE(len == GT_COLLAB_OUTCOME_BYTES, GT_E_FORMAT, "outcome: %zu bytes, not %d", len,
+              GT_COLLAB_OUTCOME_BYTES);
     gt_reader r = gt_reader_init(data, len);
+    uint8_t n = 0;
     GT_TRY(gt_reader_u8(&r, &o->kind));
     GT_TRY(gt_reader_u8(&r, &o->stop));
     GT_TRY(gt_reader_u64le(&r, &o->counted));
-    GT_ENSURE(gt_reader_left(&r) == 0, GT_E_FORMAT, "outcome: %zu trailing bytes",
-              gt_reader_left(&r));
+    GT_TRY(gt_reader_u8(&r, &n));
+    GT_ENSURE(n <= GT_COLLAB_REASON_BYTES, GT_E_FORMAT, "outcome: a reason of %u bytes", n);
+    GT_TRY(gt_reader_bytes(&r, o->reason, n));
+    for (uint8_t i = 0; i < n; i++) {
+        GT_ENSURE(o->reason[i] >= 0x20 && o->reason[i] < 0x7f, GT_E_FORMAT,
+                  "outcome: the reason is not printable ASCII");
+    }
+    while (gt_reader_left(&r) > 0) {
+        uint8_t pad = 0;
+        GT_TRY(gt_reader_u8(&r, &pad));
+        GT_ENSURE(pad == 0, GT_E_FORMAT, "outcome: padding is not zero");
+    }
     GT_ENSURE(o->kind <= GT_COLLAB_OUT_FATAL, GT_E_FORMAT, "outcome: unknown kind %u", o->kind);
     GT_ENSURE(o->kind == GT_COLLAB_OUT_OK || o->counted == 0, GT_E_FORMAT,
               "outcome: a failed chunk counts %llu tokens", (unsigned long long)o->counted);
+    GT_ENSURE(o->kind != GT_COLLAB_OUT_OK || n == 0, GT_E_FORMAT,
+              "outcome: a chunk that arrived has a failure reason");
     return GT_OK;
 }
 
@@ -989,10 +1011,11 @@ static void round_failed(collab_run *r, const round_pick *p, const gt_collab_out
         if (out[i].kind == GT_COLLAB_OUT_OK) {
             continue;
         }
-        char why[256];
-        snprintf(why, sizeof why, "%s", i == k->rank ? my_why : "");
-        if (i != k->rank) {
-            snprintf(why, sizeof why, "its transfer to rank %d failed (that rank says why)", i);
+        char why[512];
+        if (i == k->rank) {
+            snprintf(why, sizeof why, "%s", my_why);
+        } else {
+            snprintf(why, sizeof why, "rank %d: %s", i, out[i].reason);
         }
         failure_note(r->cfg, r->sched, r->report, p[i].h, p[i].c,
                      out[i].kind == GT_COLLAB_OUT_HOLDER ? FAIL_HOLDER : FAIL_CHUNK, why);
@@ -1016,7 +1039,8 @@ static gt_err round_exchange(collab_run *r, const gt_collab_outcome *mine, gt_co
                                                   sizeof wire),
                           "rank %d's outcome of the round", i);
         if (gt_is_ok(err) && out[i].kind == GT_COLLAB_OUT_FATAL && i != k->rank) {
-            err = gt_errf(GT_E_PEER, "rank %d could not bring its chunk (that rank says why)", i);
+            err = gt_errf(GT_E_PEER, "rank %d could not bring its chunk: %s", i,
+                          out[i].reason);
         }
     }
     free(all);
@@ -1050,6 +1074,10 @@ static gt_err rank_round(collab_run *r, uint64_t *step, float *loss, gt_collab_s
                   : f == FAIL_CHUNK ? GT_COLLAB_OUT_CHUNK
                                     : GT_COLLAB_OUT_HOLDER;
         me.counted = 0;
+        // released: every rank says it (cut to the slot)
+        size_t n = strnlen(got.msg, GT_COLLAB_REASON_BYTES);
+        memcpy(me.reason, got.msg, n);
+        me.reason[n] = '\0';
     }
     gt_err err = round_exchange(r, &me, out);
     if (!gt_is_ok(got) && (me.kind == GT_COLLAB_OUT_FATAL || !gt_is_ok(err))) {

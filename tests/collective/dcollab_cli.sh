@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # gputravel train --agreement A --distributed end to end at 2 ranks, cpu devices, two real
 # `gputravel holder` processes (docs/collaboration.md "Across ranks").
+#   skip    holder h1 refuses its chunk 0 to rank 1 (sent twice before, never confirmed) while
+#           rank 0's chunk arrives: neither rank trains that round, the refused chunk is skipped
+#           on both, rank 0's chunk is sent again and used once; 60 steps, 10 uses.
 #   travel  one devd per rank (own identity): each rank's chunks travel to its own devd; the
 #           losses equal the cpu run's with conventional-keyrelease; every holder's ledger has
 #           a session per rank naming that rank's devd export key, chunks granted once.
@@ -14,7 +17,7 @@
 #           on and the final weights equal an uninterrupted run's; the ledgers count 10 uses,
 #           none twice, and only the killed round's 2 chunks sent twice. Then ranks whose
 #           newest checkpoints differ resume from the newest one they have in common.
-# Usage: dcollab_cli.sh chunks|travel|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
+# Usage: dcollab_cli.sh chunks|skip|travel|resume DIR GPUTRAVEL FIXTURE MPIRUN [MPIRUN ARGS...]
 set -uo pipefail
 mode=$1 dir=$2 gputravel=$3 fixture=$4
 shift 4
@@ -29,9 +32,9 @@ stop_holders() {
 trap stop_holders EXIT
 fail() { echo "dcollab_cli: FAIL ($mode): $*"; exit 1; }
 "$fixture" "$dir" 2 "$steps" "$gputravel" || fail "fixture"
-read -r _ port0 key0 < <(sed -n 1p "$dir/holders.txt")
-read -r _ port1 key1 < <(sed -n 2p "$dir/holders.txt")
-ports=("$port0" "$port1") keys=("$key0" "$key1")
+read -r _ port0 key0 id0 < <(sed -n 1p "$dir/holders.txt")
+read -r _ port1 key1 id1 < <(sed -n 2p "$dir/holders.txt")
+ports=("$port0" "$port1") keys=("$key0" "$key1") ids=("$id0" "$id1")
 
 # Holders with ledgers named by run; returns once both listen.
 start_holders() {
@@ -112,6 +115,33 @@ if [ "$mode" = chunks ]; then
     done
     cmp "$dir/model0.bin" "$dir/model1.bin" || fail "the ranks' final weights differ"
     echo "dcollab_cli: ok: 10 chunks used once each across 2 ranks, both ranks in every ledger"
+    exit 0
+fi
+
+if [ "$mode" = skip ]; then
+    # h1's chunk 0 was sent twice before and never confirmed: h1 refuses it to rank 1 in the
+    # first round while rank 0's chunk (h0's 0) arrives. No rank trains that round; h1's chunk 0
+    # is skipped on both ranks, h0's chunk 0 is offered again (and sent a second time).
+    "$fixture" sent-twice "$dir" 1 0 "$dir/ledger-s-1" "${ids[1]}" || fail "fixture sent-twice"
+    start_holders s
+    train s "$dir/state-s" --json || { cat "$dir/s.txt"; fail "the run failed"; }
+    stop_holders
+    cat "$dir/s.txt"
+    grep -q "trained 60 step(s)" "$dir/s.txt" || fail "not 60 steps"
+    grep -q "chunk 0 of h1 skipped: rank 1: .*chunk 0 already sent 2 time(s) without a confirmed use" "$dir/s.txt" ||
+        fail "rank 0 does not say h1's chunk 0 was skipped"
+    grep -q "round at step 0 not trained" "$dir/s.txt" || fail "the first round was trained"
+    # the ledgers: h1's chunk 0 never used, h0's chunk 0 sent twice and used once; 10 uses
+    for h in 0 1; do
+        ledger_uses s $h >"$dir/uses-$h"
+        [ -z "$(awk '$1 == "use" {print $2}' "$dir/uses-$h" | sort | uniq -d)" ] || fail "holder $h: a chunk used twice"
+    done
+    grep -q "^use 0 " "$dir/uses-1" && fail "h1's refused chunk 0 was used"
+    [ "$(grep -c '^grant 0 dcollab.rank0' "$dir/uses-0")" -eq 2 ] || fail "h0's chunk 0 was not sent again"
+    [ "$(grep -c '^use 0 ' "$dir/uses-0")" -eq 1 ] || fail "h0's chunk 0 not used once"
+    [ $(( $(grep -c '^use' "$dir/uses-0") + $(grep -c '^use' "$dir/uses-1") )) -eq 10 ] || fail "not 10 uses"
+    tail -1 "$dir/s.txt" | grep -q '"name":"h1".*"skipped":1' || fail "the report does not count h1's skipped chunk"
+    echo "dcollab_cli: ok: one rank's chunk refused: the round skipped on both ranks, the other chunk sent again"
     exit 0
 fi
 

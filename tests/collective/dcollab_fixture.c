@@ -1,10 +1,15 @@
 // The world of dcollab_cli.sh (docs/collaboration.md "Across ranks"): two holders' keys and sealed
 // datasets, an agreement for RANKS trainer ranks accepting EXE, the appraisal policy and the sim
-// root (GT_SIM_ROOT, which must be set). Usage: gt_dcollab_fixture DIR RANKS STEPS EXE
-// Writes DIR/agreement.json, DIR/policy.json, DIR/keys{0,1}, DIR/ds{0,1}, and DIR/holders.txt:
-// one line per holder, "NAME PORT HOLDER_KEY_HEX".
+// root (GT_SIM_ROOT, which must be set). Usage:
+//   gt_dcollab_fixture DIR RANKS STEPS EXE   DIR/agreement.json, DIR/policy.json, DIR/keys{0,1},
+//                                            DIR/ds{0,1}, and DIR/holders.txt: one line per
+//                                            holder, "NAME PORT HOLDER_KEY_HEX DATASET_ID_HEX"
+//   gt_dcollab_fixture sent-twice DIR H C LEDGER   holder H's ledger says chunk C was sent twice
+//                                            and never confirmed (two crashed runs before): the
+//                                            holder refuses to send it again
 #include <gputravel/attest.h>
 #include <gputravel/data.h>
+#include <gputravel/holder.h>
 #include <gputravel/net.h>
 #include <gputravel/seal.h>
 #include <gputravel/train.h>
@@ -63,7 +68,7 @@ static gt_err holder_make(const char *dir, int h, char *json, size_t cap, FILE *
              "\"dataset_id\":\"%s\",\"token_budget\":100000,\"max_uses_per_chunk\":1,"
              "\"recipient_key\":\"%s\"}",
              h ? "," : "", h, key_hex, port, id_hex, rk_hex);
-    fprintf(list, "h%d %d %s\n", h, port, key_hex);
+    fprintf(list, "h%d %d %s %s\n", h, port, key_hex, id_hex);
     return GT_OK;
 }
 
@@ -108,8 +113,43 @@ static gt_err make(const char *dir, unsigned ranks, unsigned steps, const char *
     return gt_file_write_atomic(path, doc, (size_t)n, 0644);
 }
 
+// Two signed grant entries of chunk c of holder h's dataset, with no use after them.
+static gt_err sent_twice(const char *dir, int h, unsigned c, const char *ledger_path,
+                         const char *dataset_hex)
+{
+    char name[32], keydir[600];
+    snprintf(name, sizeof name, "keys%d", h);
+    GT_TRY(gt_path_join(keydir, sizeof keydir, dir, name));
+    gt_holder_keys keys;
+    GT_TRY(gt_keydir_load(keydir, &keys));
+    gt_ledger *l = NULL;
+    gt_err err = gt_ledger_open(&l, ledger_path, keys.holder_sec);
+    gt_holder_keys_wipe(&keys);
+    for (int i = 0; i < 2 && gt_is_ok(err); i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "dataset", dataset_hex);
+        cJSON_AddStringToObject(d, "trainer", "crashed");
+        cJSON_AddNumberToObject(d, "chunk", c);
+        cJSON_AddStringToObject(d, "mode", "conventional-keyrelease");
+        cJSON_AddNumberToObject(d, "tokens", 200);
+        cJSON_AddNumberToObject(d, "bytes", 456);
+        err = gt_ledger_append(l, "grant", d);
+        cJSON_Delete(d);
+    }
+    gt_ledger_close(l);
+    return err;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "sent-twice") == 0) {
+        gt_err e = sent_twice(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]), argv[5], argv[6]);
+        if (!gt_is_ok(e)) {
+            fprintf(stderr, "gt_dcollab_fixture: %s\n", e.msg);
+            return 1;
+        }
+        return 0;
+    }
     if (argc != 5) {
         fprintf(stderr, "usage: gt_dcollab_fixture DIR RANKS STEPS EXE\n");
         return 2;
