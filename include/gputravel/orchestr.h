@@ -55,6 +55,12 @@ uint32_t gt_schedule_uses(const gt_schedule *s, uint32_t holder, uint32_t chunk)
 // went away. Neither is journaled: they say nothing about uses.
 void gt_schedule_skip(gt_schedule *s, uint32_t holder, uint32_t chunk);
 void gt_schedule_exclude(gt_schedule *s, uint32_t holder);
+// Training across ranks: the chunks of one round, each held (not offered again, its tokens
+// counted against its holder's budget) until gt_schedule_unhold, so that gt_schedule_next hands
+// every rank a different one and no round's picks together cross a holder's budget (which the
+// holder would refuse).
+void gt_schedule_hold(gt_schedule *s, uint32_t holder, uint32_t chunk);
+void gt_schedule_unhold(gt_schedule *s);
 // Why a holder has no chunk to offer (or that it has: OPEN), the first limit that holds back
 // its unused chunks: USES every chunk used max_uses_per_chunk times (or it has none), FAILED
 // the rest failed in this run (skipped or the holder excluded), BUDGET none of the rest fits in
@@ -242,7 +248,54 @@ typedef struct {
     // journal, the holder's confirmation) when a step of it ran, the final output is not sealed,
     // and gt_collab_train returns GT_OK with report->interrupted set. Continue with resume.
     const volatile int *stop;
+    // Training across ranks (docs/collaboration.md "Across ranks"; NULL: one trainer). Every
+    // rank runs gt_collab_train with its own device, state_dir and trainer_name; the ranks take
+    // the schedule's chunks in rounds of one chunk each and train in lockstep on them, summing
+    // their gradients through `allreduce`.
+    const struct gt_collab_ranks *ranks;
 } gt_collab_config;
+
+// What a rank needs of the others; MPI carries these (cli/), orchestr/ only calls them.
+typedef struct gt_collab_ranks {
+    int rank, nranks;
+    void *ctx;
+    // Once the model exists: admission of every rank's device and the ring over grads.
+    gt_err (*start)(void *ctx, gt_device *dev, gt_dbuf grads);
+    // Every rank's `len` bytes, in rank order, into all (nranks * len bytes). Released values
+    // only: outcomes, steps, losses, run ids.
+    gt_err (*allgather)(void *ctx, const void *mine, size_t len, void *all);
+    // The gradient buffer's n floats summed over the ranks on the devices, for step.
+    gt_err (*allreduce)(void *ctx, uint64_t n, uint64_t step);
+} gt_collab_ranks;
+
+// A rank's outcome of one round, as the ranks exchange it (MPI carries it: untrusted bytes).
+// Wire form: u8 kind, u8 stop, u64le counted, u8 reason length, the reason (printable ASCII,
+// what the failing rank was told: a holder's refusal, a lost connection), zero padding to
+// GT_COLLAB_OUTCOME_BYTES.
+typedef enum {
+    GT_COLLAB_OUT_OK,      // its chunk is on its device
+    GT_COLLAB_OUT_CHUNK,   // its chunk failed (skipped on every rank)
+    GT_COLLAB_OUT_HOLDER,  // its holder went away (excluded on every rank)
+    GT_COLLAB_OUT_FATAL,   // the run ends on every rank
+} gt_collab_out_kind;
+#define GT_COLLAB_REASON_BYTES 160
+#define GT_COLLAB_OUTCOME_BYTES (11 + GT_COLLAB_REASON_BYTES)
+typedef struct {
+    uint8_t kind;      // gt_collab_out_kind
+    uint8_t stop;      // the rank was asked to stop: the signal (0: not)
+    uint64_t counted;  // OK: the tokens of its chunk that count
+    char reason[GT_COLLAB_REASON_BYTES + 1];  // a failure's text (NUL-terminated; "" when OK)
+} gt_collab_outcome;
+void gt_collab_outcome_write(const gt_collab_outcome *o, uint8_t out[GT_COLLAB_OUTCOME_BYTES]);
+// Writes reason cut to GT_COLLAB_REASON_BYTES, non-printable bytes as '?'.
+// GT_E_FORMAT unless data is exactly one outcome: a known kind, counted 0 unless OK, no reason
+// when OK, a printable reason, zero padding.
+GT_MUST_USE gt_err gt_collab_outcome_parse(gt_collab_outcome *o, const uint8_t *data, size_t len);
+
+// The newest checkpoint step every rank has: steps holds nranks rows of `per` steps each
+// (UINT64_MAX: none). GT_E_NOTFOUND when no step is in every row.
+GT_MUST_USE gt_err gt_collab_common_step(const uint64_t *steps, int nranks, int per,
+                                         uint64_t *common);
 
 // The program of one of gt_collab_train's steps under agreement a (kernels.h "programs"): what
 // training.program pins, as SHA-256 of these bytes.

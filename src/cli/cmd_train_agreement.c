@@ -1,5 +1,6 @@
 // gputravel train --agreement: collaborative training on the holders' data (orchestr.h).
 #include "cli.h"
+#include "train_dist.h"
 
 #include <math.h>
 
@@ -46,6 +47,12 @@ static void usage(void)
            "                       Intel TCB statuses other than UpToDate refused)\n"
            "  --root FILE          trust input for holders' evidence (repeatable)\n"
            "  --plot PNG           loss curve (default DIR/loss.png; 'none' skips)\n"
+           "  --distributed        one rank of 'mpirun -np N gputravel train --agreement A\n"
+           "                       --distributed ...' (N: the agreement's trainer.ranks): each\n"
+           "                       rank trains on its own chunks with its own device (\"%%r\" in\n"
+           "                       --device-socket is the rank), its state in DIR/rank<r>, its\n"
+           "                       name NAME.rank<r>; gradients summed by the encrypted ring\n"
+           "                       (docs/collaboration.md \"Across ranks\")\n"
            "  --json               the final summary as one JSON object on stdout, last line\n"
            "  --sealed-out FILE    where the checkpoint sealed for the agreement's recipients\n"
            "                       goes when training ends (default DIR/model.sealed; only with\n"
@@ -103,6 +110,8 @@ typedef struct {
     int root_count, threads;
     bool resume;
     bool json;  // --json: the final summary as one JSON object too
+    bool distributed;  // --distributed: a rank of mpirun -np N
+    const gt_collab_ranks *ranks;  // --distributed: this rank's part (train_dist_collab)
     bool transfer_given;  // --transfer; else the default the agreement allows (pick_transfer)
     gt_transfer_mode transfer;
     gt_device_kind kind;
@@ -165,6 +174,7 @@ static int parse_one(int c, ta_options *o)
     case 'P': o->plot = optarg; break;
     case 'O': o->sealed_out = optarg; break;
     case 'J': o->json = true; break;
+    case 'M': o->distributed = true; break;
     default: return gt_cli_usage(CMD, "unknown option");
     }
     return GT_EXIT_OK;
@@ -179,7 +189,7 @@ static const struct option opts[] = {
     {"tee", required_argument, NULL, 't'}, {"sim-root", required_argument, NULL, 's'},
     {"policy", required_argument, NULL, 'p'}, {"root", required_argument, NULL, 'r'},
     {"plot", required_argument, NULL, 'P'}, {"sealed-out", required_argument, NULL, 'O'},
-    {"json", no_argument, NULL, 'J'},
+    {"json", no_argument, NULL, 'J'}, {"distributed", no_argument, NULL, 'M'},
     {0}};
 static const char *const repeatable[] = {"root", NULL};
 
@@ -196,6 +206,10 @@ static int parse(int argc, char **argv, ta_options *o)
     }
     if (o->agreement_path == NULL || o->state_dir == NULL) {
         return gt_cli_usage(CMD, "--agreement and --state are required");
+    }
+    if (o->distributed && !gt_train_dist_under_mpirun()) {
+        return gt_cli_usage(CMD, "--distributed must be started under mpirun, e.g. mpirun -np 2 "
+                                 "gputravel train --agreement A.json --distributed ...");
     }
     if (o->kind == GT_DEVICE_SIM && o->socket == NULL) {
         return gt_cli_usage(CMD, "--device sim needs --device-socket PATH");
@@ -302,13 +316,16 @@ static gt_err run(ta_options *o, ta_run *r)
                            .policy = r->policy, .roots = r->root_files,
                            .root_count = (size_t)o->root_count, .agreement = &r->a,
                            .peer_role = GT_PEER_HOLDER};
-    print_agreement(o, &r->a);
+    const bool speaks = o->ranks == NULL || o->ranks->rank == 0;  // rank 0 prints
+    if (speaks) {
+        print_agreement(o, &r->a);
+    }
     gt_collab_config cfg = {
         .agreement = &r->a, .dev = r->dev, .transfer = o->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = o->name,
-        .state_dir = o->state_dir, .resume = o->resume, .on_step = on_step,
-        .on_event = on_event, .ctx = &r->cv, .device_address = socket,
-        .sealed_path = o->sealed_out, .stop = gt_interrupt_flag(),
+        .state_dir = o->state_dir, .resume = o->resume, .on_step = speaks ? on_step : NULL,
+        .on_event = speaks ? on_event : NULL, .ctx = &r->cv, .device_address = socket,
+        .sealed_path = o->sealed_out, .stop = gt_interrupt_flag(), .ranks = o->ranks,
     };
     return gt_collab_train(&cfg, &r->rep);
 }
@@ -455,6 +472,25 @@ static void ta_free(ta_run *r)
 static int train_exit(const ta_options *o, gt_err err, int stopped, bool failures,
                       uint32_t steps);
 
+// --distributed: MPI, this rank's folder, socket and name in o (train_dist_collab_init).
+static gt_err dist_begin(ta_options *o, train_dist_collab *t, int *argc,
+                                         char ***argv)
+{
+    GT_TRY(gt_train_dist_collab_init(t, argc, argv, o->agreement_path, o->state_dir, o->socket,
+                                     o->name));
+    o->state_dir = t->state_dir;
+    o->socket = o->socket != NULL ? t->socket : NULL;
+    o->name = t->name;
+    o->ranks = &t->ranks;
+    if (t->d.rank != 0) {
+        // Every rank seals its final weights (the same on every rank: a recipient can check
+        // that); only rank 0's go to --sealed-out, the others' stay in their folders.
+        o->plot = "none";
+        o->sealed_out = NULL;
+    }
+    return GT_OK;
+}
+
 int gt_cli_train_agreement(int argc, char **argv)
 {
     if (gt_cli_wants_help(argc, argv)) {
@@ -476,12 +512,24 @@ int gt_cli_train_agreement(int argc, char **argv)
     // Ctrl-C or SIGTERM stops at the next step with the use in progress committed (a second one
     // ends the process at once).
     gt_interrupt_install();
-    gt_err err = run(&o, r);
+    static train_dist_collab dist;  // --distributed: MPI and the ring (train_dist_agreement.c)
+    gt_err err = GT_OK;
+    if (o.distributed) {
+        err = dist_begin(&o, &dist, &argc, &argv);
+    }
     if (gt_is_ok(err)) {
+        err = run(&o, r);
+    }
+    const bool speaks = !o.distributed || dist.d.rank == 0;
+    if (gt_is_ok(err) && speaks) {
         err = print_report(&o, r);
     }
-    if (gt_is_ok(err) && o.json) {
+    if (gt_is_ok(err) && o.json && speaks) {
         print_report_json(r);
+    }
+    if (o.distributed) {
+        fflush(stdout);
+        gt_train_dist_collab_end(&dist, err);  // an error ends the job here
     }
     int stopped = gt_is_ok(err) ? r->rep.interrupted : 0;
     uint32_t steps = r->rep.steps_done;

@@ -35,8 +35,7 @@ gt_err gt_train_dist_init(train_dist *d, const char *agreement_path)
     return GT_OK;
 }
 
-// socket with every "%r" replaced by rank (one devd per rank).
-static gt_err rank_socket(char *out, size_t cap, const char *socket, int rank)
+gt_err gt_train_dist_rank_path(char *out, size_t cap, const char *socket, int rank)
 {
     size_t n = 0;
     for (const char *p = socket; *p != '\0'; p++) {
@@ -55,7 +54,7 @@ gt_err gt_train_dist_open_device(train_dist *d, gt_device_config *dc, const char
     const gt_agreement *a = d->agreement;
     char path[4096] = "";
     if (dc->kind == GT_DEVICE_SIM) {
-        GT_TRY(rank_socket(path, sizeof path, socket, d->rank));
+        GT_TRY(gt_train_dist_rank_path(path, sizeof path, socket, d->rank));
         dc->socket_path = path;
         gt_device_sim_options opt;
         memset(&opt, 0, sizeof opt);

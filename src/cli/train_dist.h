@@ -7,6 +7,7 @@
 #include <gputravel/device.h>
 #include <gputravel/collective.h>
 #include <gputravel/train.h>
+#include <gputravel/orchestr.h>
 #include <gputravel/travel.h>
 
 typedef struct {
@@ -20,6 +21,8 @@ typedef struct {
 
 // True when mpirun started this process (Open MPI's, PMIx's or PMI's rank variables).
 bool gt_train_dist_under_mpirun(void);
+// socket with every "%r" replaced by rank (one devd, one folder per rank).
+GT_MUST_USE gt_err gt_train_dist_rank_path(char *out, size_t cap, const char *socket, int rank);
 // Reads the agreement (GT_E_ARG unless trainer.ranks is the job's size).
 GT_MUST_USE gt_err gt_train_dist_init(train_dist *d, const char *agreement_path);
 // The rank's device: cpu, or sim at socket (every "%r" replaced by the rank) opened with the
@@ -37,5 +40,24 @@ GT_MUST_USE gt_err gt_train_dist_same_params(train_dist *d, gt_gpt2 *m, char hex
 // Ends the job (MPI_Abort) after giving the other ranks up to 2 s to print their own errors.
 void gt_train_dist_abort(int code);
 void gt_train_dist_free(train_dist *d);
+
+// ---- train --agreement A --distributed (train_dist_agreement.c) -----------------------------
+// A rank of collaborative training across ranks (docs/collaboration.md "Across ranks").
+typedef struct {
+    train_dist d;
+    gt_collab_ranks ranks;  // what orchestr/ calls: the ring's admission and sums, allgather
+    char state_dir[4200];   // DIR/rank<r>
+    char socket[4200];      // --device-socket with "%r" replaced by the rank
+    char name[160];         // NAME.rank<r>: the trainer each holder's ledger names
+} train_dist_collab;
+
+// MPI_Init, the agreement's trainer.ranks checked against the job, this rank's folder, socket
+// and name (socket may be NULL).
+GT_MUST_USE gt_err gt_train_dist_collab_init(train_dist_collab *t, int *argc, char ***argv,
+                                             const char *agreement, const char *state_dir,
+                                             const char *socket, const char *name);
+// The end of a rank: on an error, the error with the rank and the job ended (MPI_Abort, does
+// not return); else MPI_Finalize.
+void gt_train_dist_collab_end(train_dist_collab *t, gt_err err);
 
 #endif

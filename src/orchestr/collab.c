@@ -436,33 +436,53 @@ static bool refusal_of_chunk(const char *msg)
            (strncmp(reason, "chunk ", 6) == 0 && strstr(reason, " already sent ") != NULL);
 }
 
-// Bringing chunk c of holder h failed with `why`. An interrupted chunk (its trip failed, or it
-// was sent as often as it may be: refusal_of_chunk) is skipped; a failed connection (the
-// holder went away, a broken or stalled peer) skips every chunk of the holder for the rest of
-// the run. Either way nothing was used, and the run goes on with the other chunks. Any other
-// failure (a refusal is a verdict on this trainer or device), or a device that no longer
-// answers, ends the run: `why` is returned.
-static gt_err chunk_failed(const gt_collab_config *cfg, gt_schedule *sched,
-                           gt_collab_report *report, uint32_t h, uint32_t c, gt_err why)
+// What a failed transfer means for the run (chunk_failed).
+typedef enum { FAIL_FATAL, FAIL_CHUNK, FAIL_HOLDER } failure_kind;
+
+// An interrupted chunk (its trip failed, or it was sent as often as it may be:
+// refusal_of_chunk) is skipped; a failed connection (the holder went away, a broken or stalled
+// peer) skips every chunk of the holder for the rest of the run. Any other failure (a refusal
+// is a verdict on this trainer or device), or a device that no longer answers, ends the run.
+static failure_kind failure_of(const gt_collab_config *cfg, gt_err why)
 {
     const bool interrupted = why.code == GT_E_POLICY && refusal_of_chunk(why.msg);
     const bool lost = why.code == GT_E_PEER || why.code == GT_E_IO || why.code == GT_E_TIMEOUT ||
                       why.code == GT_E_TRUNCATED;
     if (!(interrupted || lost) || !device_answers(cfg->dev)) {
-        return why;
+        return FAIL_FATAL;
     }
+    return lost ? FAIL_HOLDER : FAIL_CHUNK;
+}
+
+// Counts a skipped chunk (kind FAIL_CHUNK or FAIL_HOLDER) in the schedule and the report.
+static void failure_note(const gt_collab_config *cfg, gt_schedule *sched,
+                         gt_collab_report *report, uint32_t h, uint32_t c, failure_kind kind,
+                         const char *why)
+{
     gt_collab_holder_report *hr = &report->holders[h];
     if (hr->skipped++ == 0) {
-        snprintf(hr->failure, sizeof hr->failure, "%s", why.msg);
+        snprintf(hr->failure, sizeof hr->failure, "%s", why);
     }
     gt_schedule_skip(sched, h, c);
-    if (lost) {
+    if (kind == FAIL_HOLDER) {
         gt_schedule_exclude(sched, h);
         hr->gone = true;
     }
-    event(cfg, "chunk %u of %s skipped: %s; %s", c, cfg->agreement->holders[h].name, why.msg,
-          lost ? "none of its chunks is asked for again in this run"
-               : "going on with the other chunks");
+    event(cfg, "chunk %u of %s skipped: %s; %s", c, cfg->agreement->holders[h].name, why,
+          kind == FAIL_HOLDER ? "none of its chunks is asked for again in this run"
+                              : "going on with the other chunks");
+}
+
+// Bringing chunk c of holder h failed with `why` (failure_of says what that means). Either way
+// nothing was used, and the run goes on with the other chunks, or `why` is returned.
+static gt_err chunk_failed(const gt_collab_config *cfg, gt_schedule *sched,
+                           gt_collab_report *report, uint32_t h, uint32_t c, gt_err why)
+{
+    failure_kind kind = failure_of(cfg, why);
+    if (kind == FAIL_FATAL) {
+        return why;
+    }
+    failure_note(cfg, sched, report, h, c, kind, why.msg);
     return GT_OK;
 }
 
@@ -598,6 +618,10 @@ static gt_err use_next_chunk(collab_run *r, uint64_t *step, float *loss, gt_coll
     return GT_OK;
 }
 
+static gt_err ranks_model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, gt_devstate *ds,
+                                uint64_t *step);
+static gt_err rank_round(collab_run *r, uint64_t *step, float *loss, gt_collab_stop *stop);
+
 gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
 {
     memset(report, 0, sizeof *report);
@@ -607,6 +631,12 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     const bool served_trip = gt_device_get_kind(cfg->dev) != GT_DEVICE_SIM;
     GT_TRY(device_measurement_check(cfg));
     GT_TRY(outputs_declare(cfg));
+    const gt_collab_ranks *ranks = cfg->ranks;
+    GT_ENSURE(ranks == NULL || (ranks->nranks >= 1 && ranks->nranks <= GT_AGREEMENT_MAX_RANKS &&
+                                (uint32_t)ranks->nranks == a->ranks && ranks->rank >= 0 &&
+                                ranks->rank < ranks->nranks),
+              GT_E_ARG, "%d ranks, but the agreement's trainer.ranks is %u",
+              ranks ? ranks->nranks : 1, a->ranks);
     char journal_path[4200];
     GT_TRY(gt_path_join(journal_path, sizeof journal_path, cfg->state_dir, "journal"));
 
@@ -623,7 +653,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     gt_devstate ds;
     GT_TRY_GOTO(err, run_keys(cfg, &ds, signing_secret, report->signing_key), out);
     uint64_t step = 0;
-    GT_TRY_GOTO(err, model_start(cfg, &model, &ds, &step), out);
+    GT_TRY_GOTO(err, ranks ? ranks_model_start(cfg, &model, &ds, &step)
+                           : model_start(cfg, &model, &ds, &step),
+                out);
     GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
     GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
     collab_run run = {.cfg = cfg, .hs = &hs, .sched = sched, .journal = journal, .ds = &ds,
@@ -633,7 +665,9 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     // STEPS until a use ends the run early (no chunk left, interrupted)
     gt_collab_stop stop = GT_COLLAB_STOP_STEPS;
     while (step < a->steps && stop == GT_COLLAB_STOP_STEPS) {
-        GT_TRY_GOTO(err, use_next_chunk(&run, &step, &loss, &stop), out);
+        GT_TRY_GOTO(err, ranks ? rank_round(&run, &step, &loss, &stop)
+                               : use_next_chunk(&run, &step, &loss, &stop),
+                    out);
     }
     report_finish(report, sched, a, step, loss, stop);
     if (report->stop != GT_COLLAB_STOP_STEPS) {
@@ -655,4 +689,430 @@ out:
     holders_close(&hs, a->holder_count);
     gt_gpt2_free(model);
     return err;
+}
+
+// ---- across ranks (docs/collaboration.md "Across ranks") ---------------------------------------
+// Every rank holds the same schedule and journal: in each round the schedule hands out one chunk
+// per rank (rank r the r-th), every rank brings its own from its holder onto its own device, the
+// outcomes are exchanged, and either all train on their chunks in lockstep (gradients summed by
+// the ring) and commit all N uses, or, when any rank's transfer failed, none trains in that
+// round: the failed chunks are skipped on every rank and the others go back to the schedule.
+
+gt_err gt_collab_common_step(const uint64_t *steps, int nranks, int per, uint64_t *common)
+{
+    bool found = false;
+    uint64_t best = 0;
+    for (int i = 0; i < per; i++) {
+        uint64_t s = steps[i];  // a candidate from rank 0's row: in every other row too?
+        bool everywhere = s != UINT64_MAX;
+        for (int r = 1; r < nranks && everywhere; r++) {
+            bool here = false;
+            for (int j = 0; j < per; j++) {
+                here = here || steps[(size_t)r * (size_t)per + (size_t)j] == s;
+            }
+            everywhere = here;
+        }
+        if (everywhere && (!found || s > best)) {
+            best = s;
+            found = true;
+        }
+    }
+    GT_ENSURE(found, GT_E_NOTFOUND, "no checkpoint step is common to every rank");
+    *common = best;
+    return GT_OK;
+}
+
+// The run's tag (16 random bytes rank 0 drew when the run began, kept in every rank's
+// state_dir/run.id): a fresh run agrees on rank 0's; a resumed one checks every rank has it.
+static gt_err ranks_run_tag(const gt_collab_config *cfg, uint8_t tag[16])
+{
+    const gt_collab_ranks *k = cfg->ranks;
+    char path[4200];
+    GT_TRY(gt_path_join(path, sizeof path, cfg->state_dir, "run.id"));
+    uint8_t mine[16] = {0};
+    if (cfg->resume) {
+        gt_buf b = {0};
+        GT_TRY(gt_err_wrap(gt_file_read_all(path, 64, &b), "--resume: this rank's run id"));
+        bool ok = b.len == 16;
+        if (ok) {
+            memcpy(mine, b.data, 16);
+        }
+        gt_buf_free_nowipe(&b);
+        GT_ENSURE(ok, GT_E_FORMAT, "%s: not a run id (16 bytes)", path);
+    } else {
+        GT_TRY(gt_random_bytes(mine, sizeof mine));
+    }
+    uint8_t *all = calloc((size_t)k->nranks, 16);
+    GT_ENSURE(all != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = k->allgather(k->ctx, mine, 16, all);
+    for (int r = 1; r < k->nranks && gt_is_ok(err) && cfg->resume; r++) {
+        if (memcmp(all + 16 * (size_t)r, all, 16) != 0) {
+            err = gt_errf(GT_E_STATE, "--resume: rank %d's state folder is of another run than "
+                          "rank 0's (their run ids differ)", r);
+        }
+    }
+    if (gt_is_ok(err)) {
+        memcpy(tag, all, 16);
+    }
+    free(all);
+    if (gt_is_ok(err) && !cfg->resume) {
+        err = gt_file_write_atomic(path, tag, 16, 0600);
+    }
+    return err;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+// Resume across ranks: the newest step every rank has sealed (a rank killed between its own
+// seal and another's may be one round ahead), loaded on every rank; none anywhere: a run killed
+// before its first commit starts over from the init. *step is where the run starts.
+static gt_err ranks_resume(const gt_collab_config *cfg, gt_devstate *ds, gt_gpt2 *model,
+                           uint64_t *step)
+{
+    const gt_collab_ranks *k = cfg->ranks;
+    GT_ENSURE(ds->resume_declared, GT_E_POLICY,
+              "the agreement declares no resume output, so the devices seal no resume state "
+              "and this run cannot resume");
+    uint64_t mine[2];
+    GT_TRY(gt_devstate_steps(ds, mine));
+    uint8_t wire[16];
+    gt_writer w = gt_writer_init_fixed(wire, sizeof wire);
+    GT_TRY(gt_writer_u64le(&w, mine[0]));
+    GT_TRY(gt_writer_u64le(&w, mine[1]));
+    uint64_t *all = calloc((size_t)k->nranks, sizeof mine);
+    uint8_t *bytes = calloc((size_t)k->nranks, sizeof wire);
+    gt_err err = all && bytes ? k->allgather(k->ctx, wire, sizeof wire, bytes)
+                              : gt_errf(GT_E_NOMEM, "out of memory");
+    gt_reader rd = gt_reader_init(bytes, bytes ? (size_t)k->nranks * sizeof wire : 0);
+    for (int i = 0; i < 2 * k->nranks && gt_is_ok(err); i++) {
+        err = gt_reader_u64le(&rd, &all[i]);  // MPI carries them: read, not cast
+    }
+    free(bytes);
+    bool none = true;
+    for (int i = 0; i < 2 * k->nranks && gt_is_ok(err); i++) {
+        none = none && all[i] == UINT64_MAX;
+    }
+    uint64_t common = 0;
+    if (gt_is_ok(err) && !none) {
+        err = gt_collab_common_step(all, k->nranks, 2, &common);
+    }
+    free(all);
+    GT_TRY(err);
+    if (none) {
+        event(cfg, "no rank has sealed a checkpoint yet: starting over from the init");
+        return gt_gpt2_init_random(model, cfg->agreement->init_seed);
+    }
+    GT_TRY(gt_devstate_at(ds, common));
+    GT_TRY(gt_devstate_load(ds, model));
+    *step = gt_gpt2_step(model);
+    GT_ENSURE(*step == common, GT_E_STATE, "%s holds step %llu, not %llu", ds->path,
+              (unsigned long long)*step, (unsigned long long)common);
+    event(cfg, "rank %d resumed from the device-sealed state %s at step %llu, the newest every "
+          "rank has (this rank's newest: %llu)", k->rank, ds->path,
+          (unsigned long long)common, (unsigned long long)mine[0]);
+    return GT_OK;
+}
+
+// model_start across ranks: the run's tag bound into every resume state, the start (fresh or
+// the common checkpoint), then the ring over the model's gradients.
+static gt_err ranks_model_start(const gt_collab_config *cfg, gt_gpt2 **modelp, gt_devstate *ds,
+                                uint64_t *step)
+{
+    const gt_collab_ranks *k = cfg->ranks;
+    uint8_t tag[16];
+    GT_TRY(ranks_run_tag(cfg, tag));
+    ds->bound = true;
+    ds->bind = (gt_resume_loader){.epoch = (uint64_t)k->nranks, .shard = (uint64_t)k->rank,
+                                  .seed = le64(tag), .sample_tokens = le64(tag + 8)};
+    gt_gpt2_config mc = model_config(cfg->agreement);
+    GT_TRY(gt_gpt2_create(modelp, cfg->dev, &mc));
+    *step = 0;
+    if (cfg->resume) {
+        GT_TRY(ranks_resume(cfg, ds, *modelp, step));
+    } else {
+        gt_devstate_prune(ds, UINT64_MAX, false);  // an earlier run's states: not this run's
+        GT_TRY(gt_gpt2_init_random(*modelp, cfg->agreement->init_seed));
+    }
+    gt_dbuf grads = 0;
+    GT_TRY(gt_gpt2_grads_buf(*modelp, &grads));
+    return gt_err_wrap(k->start(k->ctx, cfg->dev, grads), "admitting the ranks");
+}
+
+void gt_collab_outcome_write(const gt_collab_outcome *o, uint8_t out[GT_COLLAB_OUTCOME_BYTES])
+{
+    memset(out, 0, GT_COLLAB_OUTCOME_BYTES);
+    out[0] = o->kind;
+    out[1] = o->stop;
+    for (int i = 0; i < 8; i++) {
+        out[2 + i] = (uint8_t)(o->counted >> (8 * i));
+    }
+    size_t n = strnlen(o->reason, GT_COLLAB_REASON_BYTES);
+    out[10] = (uint8_t)n;
+    for (size_t i = 0; i < n; i++) {
+        char c = o->reason[i];
+        out[11 + i] = (uint8_t)(c >= 0x20 && c < 0x7f ? c : '?');
+    }
+}
+
+gt_err gt_collab_outcome_parse(gt_collab_outcome *o, const uint8_t *data, size_t len)
+{
+    memset(o, 0, sizeof *o);
+    GT_ENSURE(len == GT_COLLAB_OUTCOME_BYTES, GT_E_FORMAT, "outcome: %zu bytes, not %d", len,
+              GT_COLLAB_OUTCOME_BYTES);
+    gt_reader r = gt_reader_init(data, len);
+    uint8_t n = 0;
+    GT_TRY(gt_reader_u8(&r, &o->kind));
+    GT_TRY(gt_reader_u8(&r, &o->stop));
+    GT_TRY(gt_reader_u64le(&r, &o->counted));
+    GT_TRY(gt_reader_u8(&r, &n));
+    GT_ENSURE(n <= GT_COLLAB_REASON_BYTES, GT_E_FORMAT, "outcome: a reason of %u bytes", n);
+    GT_TRY(gt_reader_bytes(&r, o->reason, n));
+    for (uint8_t i = 0; i < n; i++) {
+        GT_ENSURE(o->reason[i] >= 0x20 && o->reason[i] < 0x7f, GT_E_FORMAT,
+                  "outcome: the reason is not printable ASCII");
+    }
+    while (gt_reader_left(&r) > 0) {
+        uint8_t pad = 0;
+        GT_TRY(gt_reader_u8(&r, &pad));
+        GT_ENSURE(pad == 0, GT_E_FORMAT, "outcome: padding is not zero");
+    }
+    GT_ENSURE(o->kind <= GT_COLLAB_OUT_FATAL, GT_E_FORMAT, "outcome: unknown kind %u", o->kind);
+    GT_ENSURE(o->kind == GT_COLLAB_OUT_OK || o->counted == 0, GT_E_FORMAT,
+              "outcome: a failed chunk counts %llu tokens", (unsigned long long)o->counted);
+    GT_ENSURE(o->kind != GT_COLLAB_OUT_OK || n == 0, GT_E_FORMAT,
+              "outcome: a chunk that arrived has a failure reason");
+    return GT_OK;
+}
+
+typedef struct {
+    uint32_t h, c;
+    uint64_t allowed;
+} round_pick;
+
+// The lockstep steps of a round on this rank's chunk: each step's gradients (the loss scaled by
+// 1/N) summed over the ranks before the update, the released loss the ranks' mean.
+static gt_err rank_steps(collab_run *r, gt_dbuf buf, uint64_t counted, uint32_t k,
+                         uint64_t *step, float *last_loss, const round_pick *mine)
+{
+    const gt_collab_config *cfg = r->cfg;
+    const gt_collab_ranks *rk = cfg->ranks;
+    const gt_agreement *a = cfg->agreement;
+    const int B = (int)a->batch, T = (int)a->seq;
+    gt_loader *loader = NULL;
+    uint64_t ntok = counted;
+    GT_TRY(gt_loader_create(&loader, cfg->dev, &buf, &ntok, 1, B, T, (int)a->vocab, false, 0));
+    gt_adamw opt = collab_adamw;
+    gt_lr_schedule lrs = {.kind = GT_LR_COSINE, .lr = a->learning_rate,
+                          .warmup = (int)(a->steps / 20 + 1), .total_steps = (int)a->steps,
+                          .final_frac = 0.1f};
+    const uint32_t every =
+        a->outputs.loss ? (a->outputs.loss_every ? a->outputs.loss_every : 1) : 0;
+    const uint64_t n = gt_gpt2_num_params(r->model);
+    float *losses = calloc((size_t)rk->nranks, sizeof *losses);
+    gt_err err = losses ? GT_OK : gt_errf(GT_E_NOMEM, "out of memory");
+    for (uint32_t s = 0; s < k && gt_is_ok(err); s++) {
+        double t0 = gt_now_seconds();
+        float loss = NAN;
+        bool release = every > 0 && (*step) % every == 0;
+        GT_TRY_GOTO(err, gt_loader_next(loader), out);
+        GT_TRY_GOTO(err, gt_gpt2_zero_grad(r->model), out);
+        GT_TRY_GOTO(err, gt_gpt2_forward_backward(r->model, gt_loader_inputs(loader),
+                                                  gt_loader_targets(loader), B, T,
+                                                  1.0f / (float)rk->nranks,
+                                                  release ? &loss : NULL),
+                    out);
+        GT_TRY_GOTO(err, gt_err_wrap(rk->allreduce(rk->ctx, n, *step), "gradients of step %llu",
+                                     (unsigned long long)*step + 1),
+                    out);
+        GT_TRY_GOTO(err, gt_gpt2_update(r->model, &opt, gt_lr_at(&lrs, (int)*step), NULL), out);
+        GT_TRY_GOTO(err, gt_device_sync(cfg->dev), out);
+        if (release) {
+            // Each rank's released loss is of its own batch, all of one size: their mean is the
+            // step's loss. The loss scale 1/N does not touch the released value.
+            GT_TRY_GOTO(err, rk->allgather(rk->ctx, &loss, sizeof loss, losses), out);
+            double sum = 0.0;
+            for (int i = 0; i < rk->nranks; i++) {
+                sum += losses[i];
+            }
+            loss = (float)(sum / rk->nranks);
+            *last_loss = loss;
+        }
+        (*step)++;
+        if (cfg->on_step != NULL) {
+            gt_collab_step st = {.step = (uint32_t)*step, .steps = a->steps, .loss = loss,
+                                 .ms = (gt_now_seconds() - t0) * 1e3, .holder = mine->h,
+                                 .chunk = mine->c};
+            cfg->on_step(cfg->ctx, &st);
+        }
+    }
+out:
+    free(losses);
+    gt_loader_free(loader);
+    return err;
+}
+
+// Commits a round at step: every rank's use journaled (the journal is the same on every rank),
+// then this rank's device-sealed state of the step, then, once every rank has sealed it, the
+// use confirmed to this rank's holder. A kill before every rank sealed leaves the step
+// uncommitted everywhere: the resume goes back to the common checkpoint and drops the journal's
+// records of this round, and no holder has confirmed any of its uses (they are sent again).
+static gt_err rank_commit(collab_run *r, const round_pick *p, const gt_collab_outcome *out,
+                          uint64_t step)
+{
+    const gt_collab_ranks *k = r->cfg->ranks;
+    for (int i = 0; i < k->nranks; i++) {
+        GT_TRY(gt_schedule_record(r->sched, p[i].h, p[i].c, out[i].counted));
+        GT_TRY(gt_journal_append_use(r->journal, step, p[i].h, p[i].c, out[i].counted));
+    }
+    GT_TRY(gt_devstate_at(r->ds, step));
+    GT_TRY(gt_devstate_save(r->ds, r->model));
+    gt_devstate_prune(r->ds, step, true);
+    uint8_t sealed = 1, *all = calloc((size_t)k->nranks, 1);
+    GT_ENSURE(all != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = k->allgather(k->ctx, &sealed, 1, all);
+    free(all);
+    GT_TRY(gt_err_wrap(err, "waiting for every rank's checkpoint of step %llu",
+                       (unsigned long long)step));
+    const round_pick *mine = &p[k->rank];
+    return gt_holder_confirm_use(r->hs->conns[mine->h], mine->c, out[k->rank].counted);
+}
+
+// The schedule's next N chunks, one per rank; false when fewer are left (then no rank trains:
+// a round needs a batch on every rank).
+static bool round_picks(gt_schedule *sched, int nranks, round_pick *p)
+{
+    int got = 0;
+    for (; got < nranks; got++) {
+        if (!gt_is_ok(gt_schedule_next(sched, &p[got].h, &p[got].c, &p[got].allowed))) {
+            break;
+        }
+        gt_schedule_hold(sched, p[got].h, p[got].c);
+    }
+    gt_schedule_unhold(sched);
+    return got == nranks;
+}
+
+// A round where some rank's transfer failed: its chunk is skipped on every rank (its holder
+// excluded when the connection failed), nothing is trained or committed; the chunks of the
+// others go back to the schedule (their holders count them as sent and unconfirmed, which they
+// allow once more).
+static void round_failed(collab_run *r, const round_pick *p, const gt_collab_outcome *out,
+                         const char *my_why)
+{
+    const gt_collab_ranks *k = r->cfg->ranks;
+    for (int i = 0; i < k->nranks; i++) {
+        if (out[i].kind == GT_COLLAB_OUT_OK) {
+            continue;
+        }
+        char why[512];
+        if (i == k->rank) {
+            snprintf(why, sizeof why, "%s", my_why);
+        } else {
+            snprintf(why, sizeof why, "rank %d: %s", i, out[i].reason);
+        }
+        failure_note(r->cfg, r->sched, r->report, p[i].h, p[i].c,
+                     out[i].kind == GT_COLLAB_OUT_HOLDER ? FAIL_HOLDER : FAIL_CHUNK, why);
+    }
+    event(r->cfg, "round at step %llu not trained: a rank had no chunk; the others' chunks "
+          "are offered again", (unsigned long long)gt_gpt2_step(r->model));
+}
+
+// This round's outcomes on every rank (parsed: MPI carries them); one of them fatal ends the
+// run on every rank.
+static gt_err round_exchange(collab_run *r, const gt_collab_outcome *mine, gt_collab_outcome *out)
+{
+    const gt_collab_ranks *k = r->cfg->ranks;
+    uint8_t wire[GT_COLLAB_OUTCOME_BYTES];
+    gt_collab_outcome_write(mine, wire);
+    uint8_t *all = calloc((size_t)k->nranks, sizeof wire);
+    GT_ENSURE(all != NULL, GT_E_NOMEM, "out of memory");
+    gt_err err = k->allgather(k->ctx, wire, sizeof wire, all);
+    for (int i = 0; i < k->nranks && gt_is_ok(err); i++) {
+        err = gt_err_wrap(gt_collab_outcome_parse(&out[i], all + (size_t)i * sizeof wire,
+                                                  sizeof wire),
+                          "rank %d's outcome of the round", i);
+        if (gt_is_ok(err) && out[i].kind == GT_COLLAB_OUT_FATAL && i != k->rank) {
+            err = gt_errf(GT_E_PEER, "rank %d could not bring its chunk: %s", i,
+                          out[i].reason);
+        }
+    }
+    free(all);
+    return err;
+}
+
+// One round across ranks (see above). Sets *stop as use_next_chunk does.
+static gt_err rank_round(collab_run *r, uint64_t *step, float *loss, gt_collab_stop *stop)
+{
+    const gt_collab_config *cfg = r->cfg;
+    const gt_collab_ranks *k = cfg->ranks;
+    const gt_agreement *a = cfg->agreement;
+    round_pick p[GT_AGREEMENT_MAX_RANKS];
+    gt_collab_outcome out[GT_AGREEMENT_MAX_RANKS];
+    if (!round_picks(r->sched, k->nranks, p)) {
+        *stop = GT_COLLAB_STOP_NO_CHUNKS;
+        return GT_OK;
+    }
+    const round_pick *mine = &p[k->rank];
+    gt_dbuf buf = 0;
+    uint64_t ntok = 0;
+    gt_device_trip *trip = NULL;
+    gt_err got = chunk_bring(cfg, r->hs, mine->h, mine->c, r->served_trip, r->fetch, r->report,
+                             &trip, &buf, &ntok);
+    gt_collab_outcome me = {.kind = GT_COLLAB_OUT_OK,
+                            .stop = cfg->stop != NULL ? (uint8_t)*cfg->stop : 0,
+                            .counted = mine->allowed < ntok ? mine->allowed : ntok};
+    if (!gt_is_ok(got)) {
+        failure_kind f = failure_of(cfg, got);
+        me.kind = f == FAIL_FATAL   ? GT_COLLAB_OUT_FATAL
+                  : f == FAIL_CHUNK ? GT_COLLAB_OUT_CHUNK
+                                    : GT_COLLAB_OUT_HOLDER;
+        me.counted = 0;
+        // released: every rank says it (cut to the slot)
+        size_t n = strnlen(got.msg, GT_COLLAB_REASON_BYTES);
+        memcpy(me.reason, got.msg, n);
+        me.reason[n] = '\0';
+    }
+    gt_err err = round_exchange(r, &me, out);
+    if (!gt_is_ok(got) && (me.kind == GT_COLLAB_OUT_FATAL || !gt_is_ok(err))) {
+        return got;
+    }
+    bool failed = false;
+    int stopping = 0;  // the first stopped rank's signal
+    uint64_t per_step = (uint64_t)a->batch * a->seq, samples = UINT64_MAX;
+    for (int i = 0; i < k->nranks && gt_is_ok(err); i++) {
+        failed = failed || out[i].kind != GT_COLLAB_OUT_OK;
+        stopping = stopping ? stopping : out[i].stop;
+        uint64_t s = out[i].counted > per_step ? (out[i].counted - 1) / per_step : 0;
+        samples = s < samples ? s : samples;
+    }
+    uint32_t kk = (uint32_t)(samples < a->steps - *step ? samples : a->steps - *step);
+    if (gt_is_ok(err) && !failed && !stopping) {
+        err = rank_steps(r, buf, out[k->rank].counted, kk, step, loss, mine);
+    }
+    // Erase the chunk whatever happened: it was lent for this use only.
+    gt_err erase = !gt_is_ok(got) ? GT_OK : trip ? gt_holder_trip_end(trip)
+                                                 : gt_device_free(cfg->dev, buf);
+    GT_TRY(err);
+    GT_TRY(erase);
+    if (failed) {
+        round_failed(r, p, out, got.msg);
+        return GT_OK;
+    }
+    if (stopping) {
+        r->report->interrupted = stopping;
+        *stop = GT_COLLAB_STOP_INTERRUPTED;
+        event(cfg, "stopping before training this round, as asked: its uses are not recorded");
+        return GT_OK;
+    }
+    GT_TRY(rank_commit(r, p, out, *step));
+    event(cfg, "round: %d ranks trained %u step(s) each on their chunks (this rank: chunk %u "
+          "of %s), erased, uses recorded", k->nranks, kk, mine->c, a->holders[mine->h].name);
+    return GT_OK;
 }

@@ -3,7 +3,12 @@
 // trainer's host only ever holds their ciphertext.
 #include "orchestr_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RESUME_MAX_BYTES ((size_t)1 << 36)  // what --resume reads back at most (64 GiB)
 
@@ -62,6 +67,9 @@ gt_err gt_devstate_save(gt_devstate *ds, gt_gpt2 *model)
     GT_TRY(resume_key(ds));
     gt_export_model x;
     GT_TRY(export_model(model, false, &x));
+    if (ds->bound) {
+        x.loader = ds->bind;
+    }
     gt_buf state = {0};
     gt_err err = gt_travel_export_resume(ds->dev, &x, &ds->local, &state);
     if (gt_is_ok(err)) {
@@ -72,6 +80,24 @@ gt_err gt_devstate_save(gt_devstate *ds, gt_gpt2 *model)
 }
 
 bool gt_devstate_exists(const gt_devstate *ds) { return gt_path_exists(ds->path); }
+
+// The rank, size and run a loaded state was sealed for must be this rank's of this run: a
+// state copied from another rank's folder or another run is refused (on sim its device id
+// already differs for another rank; on cpu a copied resume.key would not).
+static gt_err bind_check(const gt_devstate *ds, const gt_resume_loader *got)
+{
+    const gt_resume_loader *want = &ds->bind;
+    GT_ENSURE(got->epoch == want->epoch, GT_E_POLICY,
+              "it was sealed for a job of %llu ranks, this one has %llu",
+              (unsigned long long)got->epoch, (unsigned long long)want->epoch);
+    GT_ENSURE(got->shard == want->shard, GT_E_POLICY,
+              "it is rank %llu's, this is rank %llu", (unsigned long long)got->shard,
+              (unsigned long long)want->shard);
+    GT_ENSURE(got->seed == want->seed && got->sample_tokens == want->sample_tokens,
+              GT_E_POLICY, "it was sealed in another run (run tag %016llx, this run's %016llx)",
+              (unsigned long long)got->seed, (unsigned long long)want->seed);
+    return GT_OK;
+}
 
 gt_err gt_devstate_load(gt_devstate *ds, gt_gpt2 *model)
 {
@@ -86,11 +112,84 @@ gt_err gt_devstate_load(gt_devstate *ds, gt_gpt2 *model)
     if (gt_is_ok(err)) {
         err = gt_travel_import_resume(ds->dev, gt_buf_span(&state), &x, &ds->local);
     }
+    if (gt_is_ok(err) && ds->bound) {
+        err = bind_check(ds, &x.loader);
+    }
     if (gt_is_ok(err)) {
         gt_gpt2_step_set(model, x.step);
     }
     gt_buf_free_nowipe(&state);  // ciphertext
     return gt_err_wrap(err, "resume state %s refused", ds->path);
+}
+
+gt_err gt_devstate_at(gt_devstate *ds, uint64_t step)
+{
+    char name[64];
+    snprintf(name, sizeof name, "resume.%llu.sealed", (unsigned long long)step);
+    return gt_path_join(ds->path, sizeof ds->path, ds->state_dir, name);
+}
+
+// The step of a file named resume.<step>.sealed (false for any other name).
+static bool step_of(const char *name, uint64_t *step)
+{
+    const char *p = name + strlen("resume.");
+    if (strncmp(name, "resume.", 7) != 0 || *p < '0' || *p > '9') {
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno != 0 || end == NULL || strcmp(end, ".sealed") != 0) {
+        return false;
+    }
+    *step = v;
+    return true;
+}
+
+gt_err gt_devstate_steps(const gt_devstate *ds, uint64_t newest[2])
+{
+    newest[0] = newest[1] = UINT64_MAX;
+    DIR *d = opendir(ds->state_dir);
+    GT_ENSURE(d != NULL, GT_E_IO, "%s: %s", ds->state_dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint64_t s = 0;
+        if (!step_of(e->d_name, &s)) {
+            continue;
+        }
+        if (newest[0] == UINT64_MAX || s > newest[0]) {
+            newest[1] = newest[0];
+            newest[0] = s;
+        } else if (s != newest[0] && (newest[1] == UINT64_MAX || s > newest[1])) {
+            newest[1] = s;
+        }
+    }
+    closedir(d);
+    return GT_OK;
+}
+
+void gt_devstate_prune(const gt_devstate *ds, uint64_t keep, bool keep_before)
+{
+    DIR *d = opendir(ds->state_dir);
+    if (d == NULL) {
+        return;
+    }
+    uint64_t before = UINT64_MAX;  // the newest step under keep: kept too
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint64_t s = 0;
+        if (step_of(e->d_name, &s) && s < keep && (before == UINT64_MAX || s > before)) {
+            before = s;
+        }
+    }
+    rewinddir(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint64_t s = 0;
+        char path[4400];
+        if (step_of(e->d_name, &s) && s < keep && (s != before || !keep_before) &&
+            gt_is_ok(gt_path_join(path, sizeof path, ds->state_dir, e->d_name))) {
+            unlink(path);  // an old checkpoint left behind costs only disk
+        }
+    }
+    closedir(d);
 }
 
 gt_err gt_devstate_seal_final(gt_devstate *ds, gt_gpt2 *model, gt_buf *sealed)

@@ -22,6 +22,11 @@ typedef struct {
     bool resume_declared;        // the agreement lets a resume state out of the device
     char path[4300];             // state_dir/resume.sealed
     const char *state_dir;       // borrowed (the config's)
+    // Across ranks: the rank, the job's size and the run's tag, sealed into every resume state
+    // (its loader fields, which the device authenticates with the rest of the header) and
+    // required of one that is loaded.
+    bool bound;
+    gt_resume_loader bind;
 } gt_devstate;
 
 // sim: devd seals with its own keys; cpu / cuda: signing_secret (borrowed, the run's key) and
@@ -38,6 +43,13 @@ GT_MUST_USE gt_err gt_devstate_save(gt_devstate *ds, gt_gpt2 *model);
 bool gt_devstate_exists(const gt_devstate *ds);
 GT_MUST_USE gt_err gt_devstate_load(gt_devstate *ds, gt_gpt2 *model);
 // The final checkpoint sealed by the device for the agreement's recipients (sealed replaced).
+// Across ranks: the states are state_dir/resume.<step>.sealed, one per checkpoint step, the
+// newest two kept (the ranks' newest differ by at most one round). _at points ds->path at
+// step's; _steps lists the newest two steps there (UINT64_MAX: none); _prune removes those
+// under keep but (keep_before) the newest of them.
+GT_MUST_USE gt_err gt_devstate_at(gt_devstate *ds, uint64_t step);
+GT_MUST_USE gt_err gt_devstate_steps(const gt_devstate *ds, uint64_t newest[2]);
+void gt_devstate_prune(const gt_devstate *ds, uint64_t keep, bool keep_before);
 GT_MUST_USE gt_err gt_devstate_seal_final(gt_devstate *ds, gt_gpt2 *model, gt_buf *sealed);
 
 #endif

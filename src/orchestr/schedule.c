@@ -9,6 +9,8 @@ typedef struct {
     uint64_t *chunk_tokens;
     uint32_t *uses;
     bool *skipped;  // failed in this run (gt_schedule_skip): not offered again by it
+    bool *held;     // taken by another rank in this round (gt_schedule_hold)
+    uint64_t held_tokens;  // their tokens: the budget left to the round's other picks is less
     bool excluded;  // the holder failed in this run (gt_schedule_exclude)
     uint64_t tokens_used;
     uint64_t token_budget;
@@ -30,6 +32,7 @@ void gt_schedule_free(gt_schedule *s)
         free(s->holders[h].chunk_tokens);
         free(s->holders[h].uses);
         free(s->holders[h].skipped);
+        free(s->holders[h].held);
     }
     free(s->holders);
     free(s);
@@ -54,7 +57,9 @@ gt_err gt_schedule_create(gt_schedule **out, const gt_agreement *a, const uint32
         hs->chunk_tokens = calloc(n ? n : 1, sizeof *hs->chunk_tokens);
         hs->uses = calloc(n ? n : 1, sizeof *hs->uses);
         hs->skipped = calloc(n ? n : 1, sizeof *hs->skipped);
-        GT_ENSURE_GOTO(err, hs->chunk_tokens != NULL && hs->uses != NULL && hs->skipped != NULL,
+        hs->held = calloc(n ? n : 1, sizeof *hs->held);
+        GT_ENSURE_GOTO(err, hs->chunk_tokens != NULL && hs->uses != NULL && hs->skipped != NULL &&
+                                hs->held != NULL,
                        fail, GT_E_NOMEM,
                        "schedule: out of memory");
         if (n > 0) {
@@ -76,11 +81,14 @@ static uint32_t pick_chunk(const holder_state *hs)
     if (hs->excluded || hs->tokens_used >= hs->token_budget) {
         return UINT32_MAX;
     }
-    uint64_t left = hs->token_budget - hs->tokens_used;
+    if (hs->tokens_used + hs->held_tokens >= hs->token_budget) {
+        return UINT32_MAX;
+    }
+    uint64_t left = hs->token_budget - hs->tokens_used - hs->held_tokens;
     uint32_t best = UINT32_MAX;
     for (uint32_t c = 0; c < hs->chunk_count; c++) {
         if (hs->uses[c] < hs->max_uses && hs->chunk_tokens[c] > 0 && !hs->skipped[c] &&
-            hs->chunk_tokens[c] <= left &&
+            !hs->held[c] && hs->chunk_tokens[c] <= left &&
             (best == UINT32_MAX || hs->uses[c] < hs->uses[best])) {
             best = c;
         }
@@ -168,6 +176,23 @@ void gt_schedule_exclude(gt_schedule *s, uint32_t holder)
 {
     if (holder < s->holder_count) {
         s->holders[holder].excluded = true;
+    }
+}
+
+void gt_schedule_hold(gt_schedule *s, uint32_t holder, uint32_t chunk)
+{
+    if (holder < s->holder_count && chunk < s->holders[holder].chunk_count) {
+        holder_state *hs = &s->holders[holder];
+        hs->held_tokens += hs->held[chunk] ? 0 : hs->chunk_tokens[chunk];
+        hs->held[chunk] = true;
+    }
+}
+
+void gt_schedule_unhold(gt_schedule *s)
+{
+    for (uint32_t h = 0; h < s->holder_count; h++) {
+        memset(s->holders[h].held, 0, s->holders[h].chunk_count * sizeof *s->holders[h].held);
+        s->holders[h].held_tokens = 0;
     }
 }
 
