@@ -949,6 +949,18 @@ static gt_err run_clip_grads(const gt_op_args *u, const char *name)
     return GT_OK;
 }
 
+static gt_err run_sum_f64(const gt_op_args *u, const char *name)
+{
+    const gt_sum_f64_args *a = &u->sum_f64;
+    (void)name;
+    double s = 0.0;
+    for (int i = 0; i < a->N; i++) {
+        s += a->x[i];
+    }
+    *a->out = s;
+    return GT_OK;
+}
+
 typedef gt_err (*run_fn)(const gt_op_args *args, const char *name);
 
 static const run_fn runners[GT_OP_COUNT_] = {
@@ -962,6 +974,7 @@ static const run_fn runners[GT_OP_COUNT_] = {
     [GT_OP_ADAMW] = run_adamw,                 [GT_OP_TOKENS_GATHER] = run_tokens_gather,
     [GT_OP_TOKENS_CHECK] = run_tokens_check,   [GT_OP_LOSS_MEAN] = run_loss_mean,
     [GT_OP_NORM_RELEASE] = run_norm_release,   [GT_OP_CLIP_GRADS] = run_clip_grads,
+    [GT_OP_SUM_F64] = run_sum_f64,
 };
 
 // The profile: atomics, so devd's worker and a test's thread may both run ops while it is on.
