@@ -716,7 +716,7 @@ static gt_err run(const train_opts *o, train_run *r)
         char hex[17];
         GT_TRY(gt_train_dist_same_params(r->dist, r->m, hex));
         if (speaks(r)) {
-            printf("ranks %d | parameters identical on every rank (sha256 %s...) | all-reduce "
+            printf("ranks %d | parameters identical on every rank (sha256 %s...) | collectives "
                    "%.3f s in all\n", r->dist->nranks, hex, r->dist->ring_s);
         }
     }
