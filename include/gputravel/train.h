@@ -123,8 +123,8 @@ GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, flo
 // From now on gt_gpt2_update updates params [off, +len) only (this rank's shard, after the
 // caller's reduce-scatter of the gradients), with m and v of len floats allocated here: 1/N of
 // the optimizer memory. part of nparts: this rank of the job. Once, before the first update.
-// Without full moments the model's state file carries none (gt_train_state_save: moments 0), and
-// gt_gpt2_state_bufs_get(alloc_moments) is GT_E_STATE.
+// A sharded model has no state file (gt_train_state_save: GT_E_STATE; 1/N of the moments is not
+// the state), and gt_gpt2_state_bufs_get(alloc_moments) is GT_E_STATE.
 GT_MUST_USE gt_err gt_gpt2_zero_shard(gt_gpt2 *m, uint64_t off, uint64_t len, uint32_t part,
                                       uint32_t nparts);
 // With clipping or a norm: this shard's f64 sum of squares of the gradients into slot `part` of
@@ -133,6 +133,7 @@ GT_MUST_USE gt_err gt_gpt2_zero_shard(gt_gpt2 *m, uint64_t off, uint64_t len, ui
 // on the device (sum_f64): partial sums are not a declared output, so they never leave a device
 // but sealed to a peer device.
 GT_MUST_USE gt_err gt_gpt2_zero_partial(gt_gpt2 *m, gt_dbuf *partials);
+bool gt_gpt2_zero_sharded(const gt_gpt2 *m);  // gt_gpt2_zero_shard was called
 // Host copies of this rank's shard of m and v (len = the shard's floats each; unlabelled runs
 // only: copy_out's policy): the tests' view, and the hook a per-rank resume would export.
 GT_MUST_USE gt_err gt_gpt2_zero_moments_read(gt_gpt2 *m, float *mo, float *vo, size_t len);

@@ -376,6 +376,9 @@ static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out, bool bf16)
     char state[4200];
     GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
               "path too long: %s", out);
+    if (gt_gpt2_zero_sharded(m)) {  // this rank holds 1/N of the AdamW state: no state file
+        return bf16 ? gt_gpt2_save_bf16(m, out) : gt_gpt2_save(m, out);
+    }
     // The state first: killed in between, the state is one save ahead of the checkpoint and
     // says so (its "previous" hash), and a resume continues from the state (train.h).
     if (bf16) {
@@ -723,7 +726,9 @@ static gt_err run(const train_opts *o, train_run *r)
     if (o->out != NULL && !r->interrupted) {
         GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         if (!gt_cli.quiet) {
-            fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
+            fprintf(stderr, gt_gpt2_zero_sharded(r->m)
+                                ? "wrote %s (ZeRO-1: no %s.state; resume across ranks is not done)\n"
+                                : "wrote %s and %s.state\n", o->out, o->out);
         }
     }
     if (r->done > 0) {

@@ -576,6 +576,8 @@ gt_err gt_gpt2_zero_partial(gt_gpt2 *m, gt_dbuf *partials)
     return GT_OK;
 }
 
+bool gt_gpt2_zero_sharded(const gt_gpt2 *m) { return m->sharded; }
+
 gt_err gt_gpt2_zero_moments_read(gt_gpt2 *m, float *mo, float *vo, size_t len)
 {
     GT_ENSURE(m->sharded && len == m->shard_len, GT_E_ARG,

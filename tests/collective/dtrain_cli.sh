@@ -97,6 +97,8 @@ if [ "$mode" = zero ]; then
     done
     [ "$total" -eq "$n" ] || fail "the shards cover $total of $n parameters"
     [ -s "$work/ck.bin" ] || fail "rank 0 wrote no checkpoint"
+    [ -e "$work/ck.bin.state" ] && fail "a state file for 1/$np of the AdamW state was written"
+    grep -q "ZeRO-1: no $work/ck.bin.state" "$work/zero.txt" || fail "no word on the missing state file"
     echo "dtrain_cli: ok: $np ranks ZeRO-1 (${device[*]}) match one trainer and replicated ranks"
     exit 0
 fi
