@@ -80,11 +80,11 @@ static void usage(void)
         "  --peers A.json          with --distributed: the agreement that admits the ranks'\n"
         "                          devices (trainer.ranks = N, accepted trainer and device\n"
         "                          measurements, allow_simulation)\n"
+        "                          (--device sim: --device-socket may hold %%r, the rank)\n"
         "  --zero 0|1              with --distributed: 1 shards the AdamW state across the\n"
         "                          ranks (ZeRO-1: reduce-scatter the gradients, update this\n"
         "                          rank's 1/N, all-gather the parameters); 0 (default)\n"
         "                          keeps it replicated (all-reduce, every rank updates all)\n"
-        "                          (--device sim: --device-socket may hold %%r, the rank)\n"
         "\n"
         "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
         "and each validation: val N/M | val loss X\n");
