@@ -156,6 +156,29 @@ void gt_ring_free(gt_ring *r);
 GT_MUST_USE gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n,
                                      uint64_t step);
 
+// ZeRO-1's two halves, apart (docs/collective.md "ZeRO-1"), on the sharded layout: the n floats
+// are cut into nranks contiguous shards (gt_ring_shard; the first n % nranks one float longer),
+// and every bucket carries bucket_bytes / nranks / 4 floats of each shard, so that rank r owns
+// all of shard r. reduce_scatter: afterwards shard r of rank r's buffer is the sum over the ranks
+// (the floats outside it are partial sums: garbage). allgather: shard r of rank r's buffer is
+// copied (not added) over shard r of every other rank's. Failures as for gt_ring_allreduce.
+GT_MUST_USE gt_err gt_ring_reduce_scatter(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n,
+                                          uint64_t step);
+GT_MUST_USE gt_err gt_ring_allgather(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n,
+                                     uint64_t step);
+// Rank `rank`'s shard of n floats: [*off, *off + *len).
+void gt_ring_shard(uint64_t n, uint32_t nranks, uint32_t rank, uint64_t *off, uint64_t *len);
+
+// The phase is bound into every chunk: the header's hop field is phase << GT_RING_PHASE_SHIFT |
+// the hop within the ring pass, so a chunk of one collective kind never opens as another's
+// (it is in the AAD, and the receiver expects its own phase). Ranks are < 2^16, hops too.
+enum {
+    GT_RING_PHASE_ALLREDUCE = 0,       // hops 0..2N-3, bucket layout
+    GT_RING_PHASE_REDUCE_SCATTER = 1,  // hops 0..N-2 (add), sharded layout
+    GT_RING_PHASE_ALLGATHER = 2,       // hops N-1..2N-3 (copy), sharded layout
+};
+#define GT_RING_PHASE_SHIFT 16
+
 // The segment of bucket b that rank order gives to index k: [*off, *off + *len) in floats.
 void gt_ring_segment(uint64_t bucket_off, uint64_t bucket_len, uint32_t nranks, uint32_t k,
                      uint64_t *off, uint64_t *len);

@@ -73,6 +73,7 @@ typedef enum {
     GT_OP_LOSS_MEAN = 18,     // release op: "loss"
     GT_OP_NORM_RELEASE = 19,  // release op: "grad_norm"
     GT_OP_CLIP_GRADS = 20,
+    GT_OP_SUM_F64 = 21,       // ZeRO-1: the global sum of squares from the ranks' partials
     GT_OP_COUNT_
 } gt_op_kind;
 
@@ -295,6 +296,14 @@ typedef struct {
     float clip;
 } gt_clip_grads_args;
 
+// out f64 (1)= x[0] + x[1] + ... + x[N-1] (N f64), in index order: the ranks' partial sums of
+// squares (ZeRO-1), summed alike on every rank's device so that every rank clips alike.
+typedef struct {
+    double *out;
+    const double *x;
+    int N;
+} gt_sum_f64_args;
+
 typedef union {
     gt_encoder_fwd_args encoder_fwd;
     gt_encoder_bwd_args encoder_bwd;
@@ -316,6 +325,7 @@ typedef union {
     gt_loss_mean_args loss_mean;
     gt_norm_release_args norm_release;
     gt_clip_grads_args clip_grads;
+    gt_sum_f64_args sum_f64;
 } gt_op_args;
 
 // Turns a dref into a host pointer after checking that `bytes` bytes are available from that
@@ -363,6 +373,7 @@ gt_op gt_op_tokens_check(gt_dref data, int64_t N, int64_t V);
 gt_op gt_op_loss_mean(gt_dref out, gt_dref losses, int64_t N);      // bits: 23 (set by device)
 gt_op gt_op_norm_release(gt_dref out, gt_dref sumsq);               // bits: 23 (set by device)
 gt_op gt_op_clip_grads(gt_dref grads, gt_dref sumsq, int64_t N, float clip);
+gt_op gt_op_sum_f64(gt_dref out, gt_dref x, int64_t N);
 
 // Rounds f to `bits` mantissa bits (1..23), to nearest, ties to even; NaN and infinities as
 // they are. What release ops apply to what they let out.

@@ -119,6 +119,25 @@ typedef struct {
 // declared output.
 GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm);
 
+// ---- ZeRO-1: the AdamW state sharded across data-parallel ranks (docs/train.md "ZeRO-1") ------
+// From now on gt_gpt2_update updates params [off, +len) only (this rank's shard, after the
+// caller's reduce-scatter of the gradients), with m and v of len floats allocated here: 1/N of
+// the optimizer memory. part of nparts: this rank of the job. Once, before the first update.
+// A sharded model has no state file (gt_train_state_save: GT_E_STATE; 1/N of the moments is not
+// the state), and gt_gpt2_state_bufs_get(alloc_moments) is GT_E_STATE.
+GT_MUST_USE gt_err gt_gpt2_zero_shard(gt_gpt2 *m, uint64_t off, uint64_t len, uint32_t part,
+                                      uint32_t nparts);
+// With clipping or a norm: this shard's f64 sum of squares of the gradients into slot `part` of
+// *partials (nparts f64, i.e. 2 * nparts floats, a device buffer). The caller all-gathers it
+// across the ranks' devices before gt_gpt2_update, which sums the nparts partials in rank order
+// on the device (sum_f64): partial sums are not a declared output, so they never leave a device
+// but sealed to a peer device.
+GT_MUST_USE gt_err gt_gpt2_zero_partial(gt_gpt2 *m, gt_dbuf *partials);
+bool gt_gpt2_zero_sharded(const gt_gpt2 *m);  // gt_gpt2_zero_shard was called
+// Host copies of this rank's shard of m and v (len = the shard's floats each; unlabelled runs
+// only: copy_out's policy): the tests' view, and the hook a per-rank resume would export.
+GT_MUST_USE gt_err gt_gpt2_zero_moments_read(gt_gpt2 *m, float *mo, float *vo, size_t len);
+
 // The program of one training step (kernels.h "programs": what an agreement's training.program
 // pins) of a model of cfg on (B, T) batches from a loader, with opt: the ops one
 // gt_loader_next + gt_gpt2_zero_grad + gt_gpt2_forward_backward + gt_gpt2_update(opt, no norm)

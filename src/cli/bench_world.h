@@ -48,5 +48,8 @@ void gt_cmd_bench_holder_usage(void);
 // gputravel bench allreduce (cmd_bench_allreduce.c), under mpirun.
 int gt_cmd_bench_allreduce(int argc, char **argv);
 void gt_cmd_bench_allreduce_usage(void);
+// gputravel bench dtrain (cmd_bench_dtrain.c), under mpirun.
+int gt_cmd_bench_dtrain(int argc, char **argv);
+void gt_cmd_bench_dtrain_usage(void);
 
 #endif

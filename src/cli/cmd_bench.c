@@ -37,6 +37,7 @@ static void usage(void)
            "                                [--runs N] [--json] [--out DIR] [--no-link]\n"
            "       gputravel bench holder --help   (one holder under load and abuse)\n"
            "       gputravel bench allreduce --help   (encrypted ring vs MPI_Allreduce, mpirun)\n"
+           "       gputravel bench dtrain --help      (data-parallel step: encrypted vs plain, mpirun)\n"
            "\n"
            "Times how a holder's sealed chunk reaches the device's protected memory, every path\n"
            "side by side in one run (median, min, max of N runs):\n"
@@ -629,8 +630,17 @@ int gt_cmd_bench(int argc, char **argv)
         optind = 2;
         return gt_cmd_bench_allreduce(argc, argv);
     }
+    if (strcmp(argv[1], "dtrain") == 0) {
+        if (gt_cli_wants_help(argc, argv)) {
+            gt_cmd_bench_dtrain_usage();
+            return GT_EXIT_OK;
+        }
+        optind = 2;
+        return gt_cmd_bench_dtrain(argc, argv);
+    }
     if (strcmp(argv[1], "transfer") != 0) {
-        return gt_cli_usage(CMD, "unknown benchmark '%s' (transfer, holder, allreduce)", argv[1]);
+        return gt_cli_usage(CMD, "unknown benchmark '%s' (transfer, holder, allreduce, dtrain)",
+                            argv[1]);
     }
     if (gt_cli_wants_help(argc, argv)) {
         usage();

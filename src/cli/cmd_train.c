@@ -81,6 +81,10 @@ static void usage(void)
         "                          devices (trainer.ranks = N, accepted trainer and device\n"
         "                          measurements, allow_simulation)\n"
         "                          (--device sim: --device-socket may hold %%r, the rank)\n"
+        "  --zero 0|1              with --distributed: 1 shards the AdamW state across the\n"
+        "                          ranks (ZeRO-1: reduce-scatter the gradients, update this\n"
+        "                          rank's 1/N, all-gather the parameters); 0 (default)\n"
+        "                          keeps it replicated (all-reduce, every rank updates all)\n"
         "\n"
         "Each step prints: step N/M | loss X | lr X | [norm X |] X ms | X tok/s\n"
         "and each validation: val N/M | val loss X\n");
@@ -107,6 +111,7 @@ typedef struct {
     uint64_t page_bytes;
     bool distributed;           // a rank of mpirun -np N
     const char *peers;          // --peers: the agreement admitting the ranks
+    int zero;                   // --zero: ZeRO stage (0 replicated, 1 sharded AdamW state)
 } train_opts;
 
 // The message is train's own ("bad value ... for --FLAG"), so the flag is not named here.
@@ -134,7 +139,7 @@ enum {
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
     O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE, O_DISTRIBUTED,
-    O_PEERS,
+    O_PEERS, O_ZERO,
 };
 
 static const struct option long_opts[] = {
@@ -179,6 +184,7 @@ static const struct option long_opts[] = {
     {"page-size", required_argument, NULL, O_PAGE_SIZE},
     {"distributed", no_argument, NULL, O_DISTRIBUTED},
     {"peers", required_argument, NULL, O_PEERS},
+    {"zero", required_argument, NULL, O_ZERO},
     {NULL, 0, NULL, 0},
 };
 
@@ -243,6 +249,7 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
         break;
     case O_DISTRIBUTED: o->distributed = true; break;
     case O_PEERS: o->peers = optarg; break;
+    case O_ZERO: ok = parse_int(optarg, 0, 1, &o->zero); break;
     default: *unknown = true; break;
     }
     return ok;
@@ -279,6 +286,9 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     }
     if (o->distributed != (o->peers != NULL)) {
         return gt_cli_usage(CMD, "--distributed and --peers A.json go together");
+    }
+    if (o->zero != 0 && !o->distributed) {
+        return gt_cli_usage(CMD, "--zero shards across ranks: it needs --distributed");
     }
     if (o->distributed && o->resume != NULL) {
         return gt_cli_usage(CMD, "--resume across ranks is not done yet (docs/collective.md)");
@@ -366,6 +376,9 @@ static gt_err save_all(gt_gpt2 *m, gt_loader *l, const char *out, bool bf16)
     char state[4200];
     GT_ENSURE(snprintf(state, sizeof state, "%s.state", out) < (int)sizeof state, GT_E_LIMIT,
               "path too long: %s", out);
+    if (gt_gpt2_zero_sharded(m)) {  // this rank holds 1/N of the AdamW state: no state file
+        return bf16 ? gt_gpt2_save_bf16(m, out) : gt_gpt2_save(m, out);
+    }
     // The state first: killed in between, the state is one save ahead of the checkpoint and
     // says so (its "previous" hash), and a resume continues from the state (train.h).
     if (bf16) {
@@ -526,6 +539,7 @@ static gt_err setup(const train_opts *o, train_run *r)
         gt_dbuf grads = 0;
         GT_TRY(gt_gpt2_grads_buf(r->m, &grads));
         GT_TRY(gt_train_dist_start(r->dist, r->dev, grads));
+        GT_TRY(o->zero ? gt_train_dist_zero_start(r->dist, r->m) : GT_OK);
     }
     if (o->log_json) {
         r->log = fopen(o->log_json, o->resume ? "a" : "w");
@@ -622,7 +636,7 @@ static gt_err step_grads(const train_opts *o, train_run *r, int step, float *los
     if (r->dist == NULL) {
         return GT_OK;
     }
-    GT_TRY(gt_train_dist_allreduce(r->dist, gt_gpt2_num_params(r->m), (uint64_t)step));
+    GT_TRY(gt_train_dist_sum_grads(r->dist, r->m, (uint64_t)step, o->opt.grad_clip > 0.0f));
     return gt_train_dist_mean(r->dist, *loss, loss);
 }
 
@@ -634,6 +648,7 @@ static gt_err train_step(const train_opts *o, train_run *r, int step, step_resul
     GT_TRY(step_grads(o, r, step, &loss));
     float lr = gt_lr_at(&o->sched, step), norm = NAN;
     GT_TRY(gt_gpt2_update(r->m, &o->opt, lr, o->opt.grad_clip > 0.0f ? &norm : NULL));
+    GT_TRY(r->dist ? gt_train_dist_after_update(r->dist, (uint64_t)step) : GT_OK);
     double ms = (gt_now_seconds() - t0) * 1000.0;
     double tokens_per_step = (double)o->B * o->T * o->accum * (r->dist ? r->dist->nranks : 1);
     *out = (step_result){.step = step + 1, .loss = loss, .lr = lr, .norm = norm, .vloss = NAN,
@@ -704,14 +719,16 @@ static gt_err run(const train_opts *o, train_run *r)
         char hex[17];
         GT_TRY(gt_train_dist_same_params(r->dist, r->m, hex));
         if (speaks(r)) {
-            printf("ranks %d | parameters identical on every rank (sha256 %s...) | all-reduce "
+            printf("ranks %d | parameters identical on every rank (sha256 %s...) | collectives "
                    "%.3f s in all\n", r->dist->nranks, hex, r->dist->ring_s);
         }
     }
     if (o->out != NULL && !r->interrupted) {
         GT_TRY(save_all(r->m, r->train, o->out, o->out_bf16));
         if (!gt_cli.quiet) {
-            fprintf(stderr, "wrote %s and %s.state\n", o->out, o->out);
+            fprintf(stderr, gt_gpt2_zero_sharded(r->m)
+                                ? "wrote %s (ZeRO-1: no %s.state; resume across ranks is not done)\n"
+                                : "wrote %s and %s.state\n", o->out, o->out);
         }
     }
     if (r->done > 0) {

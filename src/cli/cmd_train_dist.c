@@ -87,10 +87,72 @@ gt_err gt_train_dist_start(train_dist *d, gt_device *dev, gt_dbuf grads)
 gt_err gt_train_dist_allreduce(train_dist *d, uint64_t n, uint64_t step)
 {
     double t0 = gt_now_seconds();
+    gt_ring_device_set_buffer(d->ep, d->grads);
     gt_ring_endpoint ep = gt_ring_device_endpoint(d->ep);
     gt_err err = gt_ring_allreduce(d->ring, &ep, n, step);
     d->ring_s += gt_now_seconds() - t0;
     return gt_err_wrap(err, "gradient all-reduce of step %llu", (unsigned long long)step + 1);
+}
+
+gt_err gt_train_dist_zero_start(train_dist *d, gt_gpt2 *m)
+{
+    d->zero = true;
+    d->model = m;
+    d->nparams = gt_gpt2_num_params(m);
+    gt_ring_shard(d->nparams, (uint32_t)d->nranks, (uint32_t)d->rank, &d->shard_off,
+                  &d->shard_len);
+    GT_TRY(gt_gpt2_zero_shard(m, d->shard_off, d->shard_len, (uint32_t)d->rank,
+                              (uint32_t)d->nranks));
+    gt_log_info("train: rank %d of %d: ZeRO-1, parameters [%llu, +%llu) of %llu, AdamW state "
+                "%llu bytes on this device (replicated: %llu)", d->rank, d->nranks,
+                (unsigned long long)d->shard_off, (unsigned long long)d->shard_len,
+                (unsigned long long)d->nparams, (unsigned long long)d->shard_len * 8,
+                (unsigned long long)d->nparams * 8);
+    return GT_OK;
+}
+
+// One collective of the ring over buf, timed.
+static gt_err ring_run(train_dist *d, gt_dbuf buf, uint64_t n, uint64_t step, uint32_t phase)
+{
+    double t0 = gt_now_seconds();
+    gt_ring_device_set_buffer(d->ep, buf);
+    gt_ring_endpoint ep = gt_ring_device_endpoint(d->ep);
+    gt_err err = phase == GT_RING_PHASE_REDUCE_SCATTER ? gt_ring_reduce_scatter(d->ring, &ep, n, step)
+                 : phase == GT_RING_PHASE_ALLGATHER    ? gt_ring_allgather(d->ring, &ep, n, step)
+                                                       : gt_ring_allreduce(d->ring, &ep, n, step);
+    d->ring_s += gt_now_seconds() - t0;
+    return err;
+}
+
+gt_err gt_train_dist_sum_grads(train_dist *d, gt_gpt2 *m, uint64_t step, bool need_norm)
+{
+    if (!d->zero) {
+        return gt_train_dist_allreduce(d, gt_gpt2_num_params(m), step);
+    }
+    GT_TRY(gt_err_wrap(ring_run(d, d->grads, d->nparams, step, GT_RING_PHASE_REDUCE_SCATTER),
+                       "gradient reduce-scatter of step %llu", (unsigned long long)step + 1));
+    if (!need_norm) {
+        return GT_OK;
+    }
+    gt_dbuf partials = 0;
+    GT_TRY(gt_gpt2_zero_partial(m, &partials));
+    // nranks f64 partials are 2 floats each: shard r of 2N floats is exactly rank r's partial,
+    // and the all-gather copies bits (it never adds), so every device gets every partial as is.
+    return gt_err_wrap(ring_run(d, partials, 2 * (uint64_t)d->nranks, step,
+                                GT_RING_PHASE_ALLGATHER),
+                       "all-gather of the partial sums of squares of step %llu",
+                       (unsigned long long)step + 1);
+}
+
+gt_err gt_train_dist_after_update(train_dist *d, uint64_t step)
+{
+    if (!d->zero) {
+        return GT_OK;
+    }
+    gt_gpt2_state_bufs sb;
+    GT_TRY(gt_gpt2_state_bufs_get(d->model, false, &sb));
+    return gt_err_wrap(ring_run(d, sb.params, d->nparams, step, GT_RING_PHASE_ALLGATHER),
+                       "parameter all-gather of step %llu", (unsigned long long)step + 1);
 }
 
 gt_err gt_train_dist_mean(train_dist *d, float local, float *mean)

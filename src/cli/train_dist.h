@@ -16,7 +16,12 @@ typedef struct {
     gt_ring_device *ep;
     gt_ring *ring;
     gt_dbuf grads;
-    double ring_s;            // seconds spent in the all-reduce, all steps
+    double ring_s;            // seconds spent in the collectives, all steps
+    // --zero 1: the AdamW state sharded (ZeRO-1). The gradients are reduce-scattered, this rank
+    // updates params [shard_off, +shard_len), then the parameters are all-gathered.
+    bool zero;
+    gt_gpt2 *model;           // borrowed (its parameters and partial sums of squares)
+    uint64_t nparams, shard_off, shard_len;
 } train_dist;
 
 // True when mpirun started this process (Open MPI's, PMIx's or PMI's rank variables).
@@ -33,6 +38,16 @@ GT_MUST_USE gt_err gt_train_dist_open_device(train_dist *d, gt_device_config *dc
 GT_MUST_USE gt_err gt_train_dist_start(train_dist *d, gt_device *dev, gt_dbuf grads);
 // The gradient buffer's n floats summed over the ranks, on the devices, for step.
 GT_MUST_USE gt_err gt_train_dist_allreduce(train_dist *d, uint64_t n, uint64_t step);
+// ZeRO-1 from now on: this rank's shard of m's parameters (gt_ring_shard), its AdamW state for
+// that shard only (gt_gpt2_zero_shard); logs the optimizer bytes this rank's device holds.
+GT_MUST_USE gt_err gt_train_dist_zero_start(train_dist *d, gt_gpt2 *m);
+// The step's gradients summed: all-reduced (replicated), or reduce-scattered (ZeRO-1; with
+// need_norm, then this shard's sum of squares all-gathered between the devices too).
+GT_MUST_USE gt_err gt_train_dist_sum_grads(train_dist *d, gt_gpt2 *m, uint64_t step,
+                                           bool need_norm);
+// After the update: ZeRO-1 all-gathers the parameters (each rank's updated shard copied to
+// every device); replicated: nothing to do.
+GT_MUST_USE gt_err gt_train_dist_after_update(train_dist *d, uint64_t step);
 // The mean of every rank's released loss (released scalars: plain MPI is fine).
 GT_MUST_USE gt_err gt_train_dist_mean(train_dist *d, float local, float *mean);
 // SHA-256 of the parameters compared across ranks; *hex receives the first 16 hex digits.

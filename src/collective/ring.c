@@ -68,6 +68,8 @@ static gt_err opts_fill(gt_ring_opts *o, const gt_ring_opts *given, int nranks)
               GT_E_ARG, "ring: bucket of %llu bytes for %d ranks",
               (unsigned long long)o->bucket_bytes, nranks);
     GT_ENSURE(o->timeout_ms > 0, GT_E_ARG, "ring: timeout %d ms", o->timeout_ms);
+    GT_ENSURE(nranks < 1 << (GT_RING_PHASE_SHIFT - 1), GT_E_ARG,
+              "ring: %d ranks (the hop field holds hops below 2^%d)", nranks, GT_RING_PHASE_SHIFT);
     return GT_OK;
 }
 
@@ -242,24 +244,46 @@ typedef struct {
     const gt_ring_endpoint *ep;
     uint64_t n, step, first_bucket;
     uint32_t count;  // buckets in this window
+    uint32_t phase;  // GT_RING_PHASE_*: which hops run, and the buffer's layout
 } window;
 
+void gt_ring_shard(uint64_t n, uint32_t nranks, uint32_t rank, uint64_t *off, uint64_t *len)
+{
+    gt_ring_segment(0, n, nranks, rank, off, len);
+}
 
-// The header of the chunk that `from` sends at hop h of bucket b (segment indices as in the
-// summation order of collective.h).
+// The sharded layout (reduce-scatter and all-gather alone): segment k of bucket b is the b-th
+// slice of `per` floats of shard k, so that everything a rank owns is one contiguous range.
+static void sharded_segment(const window *w, uint32_t b, uint32_t k, uint64_t *off, uint64_t *len)
+{
+    uint32_t N = (uint32_t)w->r->nranks;
+    uint64_t per = w->r->bucket_elems / N, soff = 0, slen = 0, at = (uint64_t)b * per;
+    gt_ring_shard(w->n, N, k, &soff, &slen);
+    *off = soff + (at < slen ? at : slen);
+    *len = at < slen ? (slen - at < per ? slen - at : per) : 0;
+}
+
+// The header of the chunk that `from` sends at hop h of bucket b (h within the ring pass:
+// 0..N-2 reduce-scatter, N-1..2N-3 all-gather; segment indices as in the summation order of
+// collective.h). The sharded layout shifts the segments by one, so that rank r ends the
+// reduce-scatter owning shard r (and sends shard r first in the all-gather).
 static gt_peer_hdr hop_hdr(const window *w, uint32_t b, uint32_t h, int from, int *mode)
 {
     const gt_ring *r = w->r;
     uint32_t N = (uint32_t)r->nranks;
-    uint64_t boff = b * r->bucket_elems;
-    uint64_t blen = w->n - boff < r->bucket_elems ? w->n - boff : r->bucket_elems;
-    bool rs = h < N - 1;
+    bool rs = h < N - 1, sharded = w->phase != GT_RING_PHASE_ALLREDUCE;
     uint32_t s = rs ? h : h - (N - 1);
     uint32_t seg = rs ? ((uint32_t)from + 2 * N - s) % N : ((uint32_t)from + 1 + 2 * N - s) % N;
-    gt_peer_hdr hd = {.step = w->step, .bucket = b, .hop = h, .src = (uint32_t)from,
-                      .dst = ((uint32_t)from + 1) % N};
+    gt_peer_hdr hd = {.step = w->step, .bucket = b, .hop = w->phase << GT_RING_PHASE_SHIFT | h,
+                      .src = (uint32_t)from, .dst = ((uint32_t)from + 1) % N};
     memcpy(hd.run, r->run, sizeof hd.run);
-    gt_ring_segment(boff, blen, N, seg, &hd.elem_off, &hd.nelem);
+    if (sharded) {
+        sharded_segment(w, b, (seg + N - 1) % N, &hd.elem_off, &hd.nelem);
+    } else {
+        uint64_t boff = b * r->bucket_elems;
+        uint64_t blen = w->n - boff < r->bucket_elems ? w->n - boff : r->bucket_elems;
+        gt_ring_segment(boff, blen, N, seg, &hd.elem_off, &hd.nelem);
+    }
     *mode = rs ? GT_PEER_ADD : GT_PEER_COPY;
     return hd;
 }
@@ -336,18 +360,26 @@ static gt_err open_round(const window *w)
     return GT_OK;
 }
 
+// The hops of the phase: [*first, *first + *count) of the ring pass.
+static void phase_hops(uint32_t phase, uint32_t N, uint32_t *first, uint32_t *count)
+{
+    *first = phase == GT_RING_PHASE_ALLGATHER ? N - 1 : 0;
+    *count = phase == GT_RING_PHASE_ALLREDUCE ? 2 * (N - 1) : N - 1;
+}
+
 static gt_err run_window(const window *w)
 {
-    uint32_t hops = 2 * ((uint32_t)w->r->nranks - 1);
+    uint32_t h0 = 0, hops = 0;
+    phase_hops(w->phase, (uint32_t)w->r->nranks, &h0, &hops);
     for (uint32_t s = 0; s < w->count; s++) {
-        GT_TRY(post_recv(w, s, 0));
-        GT_TRY(seal_send(w, s, 0));
+        GT_TRY(post_recv(w, s, h0));
+        GT_TRY(seal_send(w, s, h0));
     }
     for (uint32_t h = 1; h <= hops; h++) {
         GT_TRY(open_round(w));
         for (uint32_t s = 0; h < hops && s < w->count; s++) {
-            GT_TRY(post_recv(w, s, h));
-            GT_TRY(seal_send(w, s, h));
+            GT_TRY(post_recv(w, s, h0 + h));
+            GT_TRY(seal_send(w, s, h0 + h));
         }
     }
     return GT_OK;
@@ -408,19 +440,26 @@ static gt_err agree(gt_ring *r, gt_err mine)
     return GT_OK;
 }
 
-gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uint64_t step)
+static gt_err collective(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uint64_t step,
+                         uint32_t phase)
 {
     GT_ENSURE(!r->dead, GT_E_STATE, "ring: an earlier collective failed; admit a new run");
     if (r->nranks == 1) {
         return GT_OK;
     }
-    uint64_t nbuckets = (n + r->bucket_elems - 1) / r->bucket_elems;
+    // The sharded layout's buckets hold `per` floats of every shard; shard 0 is the longest.
+    uint64_t per = r->bucket_elems / (uint64_t)r->nranks, off0 = 0, len0 = 0;
+    gt_ring_shard(n, (uint32_t)r->nranks, 0, &off0, &len0);
+    uint64_t nbuckets = phase == GT_RING_PHASE_ALLREDUCE
+                            ? (n + r->bucket_elems - 1) / r->bucket_elems
+                            : (len0 + per - 1) / per;
     GT_ENSURE(nbuckets <= UINT32_MAX, GT_E_ARG, "ring: %llu buckets (a larger bucket, please)",
               (unsigned long long)nbuckets);
     gt_err err = GT_OK;
     for (uint64_t b = 0; b < nbuckets && gt_is_ok(err); b += r->opts.window) {
         uint64_t left = nbuckets - b;
-        window w = {r, ep, n, step, b, (uint32_t)(left < r->opts.window ? left : r->opts.window)};
+        window w = {r, ep, n, step, b, (uint32_t)(left < r->opts.window ? left : r->opts.window),
+                    phase};
         err = run_window(&w);
     }
     if (gt_is_ok(err)) {
@@ -434,4 +473,19 @@ gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uin
         drop_all(r);
     }
     return err;
+}
+
+gt_err gt_ring_allreduce(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uint64_t step)
+{
+    return collective(r, ep, n, step, GT_RING_PHASE_ALLREDUCE);
+}
+
+gt_err gt_ring_reduce_scatter(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uint64_t step)
+{
+    return collective(r, ep, n, step, GT_RING_PHASE_REDUCE_SCATTER);
+}
+
+gt_err gt_ring_allgather(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uint64_t step)
+{
+    return collective(r, ep, n, step, GT_RING_PHASE_ALLGATHER);
 }

@@ -680,7 +680,10 @@ static inline void adamw_one(float *p, float *m, float *v, float g, const adamw_
 }
 
 #if defined(__x86_64__)
-// The same operations in the same order as adamw_one, 16 lanes at a time.
+// The same operations in the same order as adamw_one, 16 lanes at a time; the last lanes of a
+// range masked, not left to adamw_one: inlined here, the compiler may contract its a*b + c into
+// an FMA, and then a float's bits would depend on where a range starts (ZeRO-1's shards must
+// give bit for bit what the whole range gives).
 GT_AVX512 static void adamw_avx512(float *p, float *m, float *v, const float *g, size_t lo,
                                    size_t hi, const adamw_hp *h)
 {
@@ -689,22 +692,20 @@ GT_AVX512 static void adamw_avx512(float *p, float *m, float *v, const float *g,
     const __m512 bc1 = _mm512_set1_ps(h->bc1), bc2 = _mm512_set1_ps(h->bc2);
     const __m512 eps = _mm512_set1_ps(h->eps), lr = _mm512_set1_ps(h->lr);
     const __m512 wd = _mm512_set1_ps(h->wd), gs = _mm512_set1_ps(h->grad_scale);
-    size_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(nb1, gi));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
+    for (size_t i = lo; i < hi; i += 16) {
+        __mmask16 k = hi - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hi - i)) - 1);
+        __m512 gi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), gs);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(k, m + i)),
+                                  _mm512_mul_ps(nb1, gi));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_maskz_loadu_ps(k, v + i)),
                                   _mm512_mul_ps(_mm512_mul_ps(nb2, gi), gi));
         __m512 mhat = _mm512_div_ps(mi, bc1), vhat = _mm512_div_ps(vi, bc2);
-        __m512 pi = _mm512_loadu_ps(p + i);
+        __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
         __m512 upd = _mm512_add_ps(_mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), eps)),
                                    _mm512_mul_ps(wd, pi));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(pi, _mm512_mul_ps(lr, upd)));
-    }
-    for (; i < hi; i++) {
-        adamw_one(p + i, m + i, v + i, g[i], h);
+        _mm512_mask_storeu_ps(m + i, k, mi);
+        _mm512_mask_storeu_ps(v + i, k, vi);
+        _mm512_mask_storeu_ps(p + i, k, _mm512_sub_ps(pi, _mm512_mul_ps(lr, upd)));
     }
 }
 #endif
@@ -949,6 +950,18 @@ static gt_err run_clip_grads(const gt_op_args *u, const char *name)
     return GT_OK;
 }
 
+static gt_err run_sum_f64(const gt_op_args *u, const char *name)
+{
+    const gt_sum_f64_args *a = &u->sum_f64;
+    (void)name;
+    double s = 0.0;
+    for (int i = 0; i < a->N; i++) {
+        s += a->x[i];
+    }
+    *a->out = s;
+    return GT_OK;
+}
+
 typedef gt_err (*run_fn)(const gt_op_args *args, const char *name);
 
 static const run_fn runners[GT_OP_COUNT_] = {
@@ -962,6 +975,7 @@ static const run_fn runners[GT_OP_COUNT_] = {
     [GT_OP_ADAMW] = run_adamw,                 [GT_OP_TOKENS_GATHER] = run_tokens_gather,
     [GT_OP_TOKENS_CHECK] = run_tokens_check,   [GT_OP_LOSS_MEAN] = run_loss_mean,
     [GT_OP_NORM_RELEASE] = run_norm_release,   [GT_OP_CLIP_GRADS] = run_clip_grads,
+    [GT_OP_SUM_F64] = run_sum_f64,
 };
 
 // The profile: atomics, so devd's worker and a test's thread may both run ops while it is on.

@@ -154,6 +154,11 @@ static const gt_op_descriptor descs[GT_OP_COUNT_] = {
         .refs = {REF(grads, F32, INPLACE, "N"), REF(sumsq, F64, READ, "")},
         .ints = {SHAPE(N)}, .floats = {FLT(clip)}},
 #undef ARGS
+#define ARGS gt_sum_f64_args
+    [GT_OP_SUM_F64] = {"sum_f64", 2, 1, 0, SIZE,
+        .refs = {REF(out, F64, WRITE, ""), REF(x, F64, READ, "N")},
+        .ints = {SHAPE(N)}},
+#undef ARGS
 };
 
 size_t gt_elem_size(gt_elem elem)
@@ -490,6 +495,11 @@ gt_op gt_op_norm_release(gt_dref out, gt_dref sumsq)
 gt_op gt_op_clip_grads(gt_dref grads, gt_dref sumsq, int64_t N, float clip)
 {
     return make(GT_OP_CLIP_GRADS, REFS(grads, sumsq), INTS(N), FLOATS(clip));
+}
+
+gt_op gt_op_sum_f64(gt_dref out, gt_dref x, int64_t N)
+{
+    return make(GT_OP_SUM_F64, REFS(out, x), INTS(N), NO_FLOATS);
 }
 
 float gt_round_mantissa(float f, int bits) { return gt_mantissa_round(f, bits); }

@@ -293,6 +293,9 @@ static gt_err state_header_build(gt_gpt2 *m, gt_loader_pos pos, bool has_moments
 
 static gt_err state_save(gt_gpt2 *m, gt_loader_pos pos, const char *path, bool bf16)
 {
+    GT_ENSURE(!gt_gpt2_zero_sharded(m), GT_E_STATE,
+              "%s: the AdamW state is sharded across ranks (ZeRO-1): this rank holds 1/N of "
+              "it, which no state file describes (resume across ranks is not done)", path);
     gt_dbuf mb = 0, vb = 0;
     GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, false));
     uint64_t n = gt_gpt2_num_params(m);

@@ -132,6 +132,13 @@ struct gt_gpt2 {
     bool have_dlogits;  // the last forward ran with grad
     gt_dbuf scalar;     // 8 bytes: sum of squares
     gt_dbuf released;   // 4 bytes: what a release op lets out (the mean loss, the norm)
+    // ZeRO-1 (gt_gpt2_zero_shard): AdamW updates params [shard_off, +shard_len) only, with m and
+    // v of shard_len floats; partials holds every rank's f64 sum of squares of its shard.
+    bool sharded;
+    uint64_t shard_off, shard_len;
+    uint32_t part, nparts;
+    gt_dbuf partials;
+    uint64_t partial_step;  // step + 1 whose partial was last written (0: none)
     // SHA-256 of the fp32 parameters when last read from or written to a file (resume checks)
     uint8_t file_sha[GT_WEIGHTS_SHA_BYTES];
     bool has_file_sha;
@@ -183,6 +190,7 @@ void gt_gpt2_free(gt_gpt2 *m)
     free_buf(m->dev, &m->acts);
     free_buf(m->dev, &m->scalar);
     free_buf(m->dev, &m->released);
+    free_buf(m->dev, &m->partials);
     free(m);
 }
 
@@ -192,6 +200,16 @@ uint64_t gt_gpt2_step(const gt_gpt2 *m) { return m->step; }
 
 gt_err gt_gpt2_internal_moments(gt_gpt2 *m, gt_dbuf *mbuf, gt_dbuf *vbuf, bool alloc)
 {
+    // A shard's moments are not the model's: a state file or an export of them would be 1/N
+    // of the state labelled as all of it. Without alloc, a sharded model has no full moments.
+    GT_ENSURE(!(m->sharded && alloc), GT_E_STATE,
+              "gpt2: the AdamW state is sharded across ranks (ZeRO-1); this rank holds floats "
+              "[%llu, +%llu) of it only", (unsigned long long)m->shard_off,
+              (unsigned long long)m->shard_len);
+    if (m->sharded) {
+        *mbuf = *vbuf = 0;
+        return GT_OK;
+    }
     if (alloc && m->m == 0) {
         GT_TRY(gt_device_alloc(m->dev, (uint64_t)m->nparams * 4, 0, &m->m));
         GT_TRY(gt_device_alloc(m->dev, (uint64_t)m->nparams * 4, 0, &m->v));
@@ -526,6 +544,82 @@ gt_err gt_gpt2_logits_read(gt_gpt2 *m, int b, int t, float *out, size_t n)
     return gt_device_copy_out(m->dev, out, m->acts, off, (uint64_t)Vp * 4);
 }
 
+// ---- ZeRO-1 -------------------------------------------------------------------------------------
+
+gt_err gt_gpt2_zero_shard(gt_gpt2 *m, uint64_t off, uint64_t len, uint32_t part, uint32_t nparts)
+{
+    GT_ENSURE(m->m == 0 && !m->sharded, GT_E_STATE,
+              "gpt2: ZeRO-1 sharding is set before the first update, once");
+    GT_ENSURE(len >= 1 && off <= m->nparams && len <= m->nparams - off && len <= INT32_MAX &&
+                  nparts >= 1 && part < nparts && nparts <= INT32_MAX / 8,
+              GT_E_ARG, "gpt2: shard [%llu, +%llu) of %zu parameters, part %u of %u",
+              (unsigned long long)off, (unsigned long long)len, m->nparams, part, nparts);
+    GT_TRY(gt_device_alloc(m->dev, (uint64_t)nparts * 8, 0, &m->partials));
+    GT_TRY(gt_device_alloc(m->dev, len * 4, 0, &m->m));
+    GT_TRY(gt_device_alloc(m->dev, len * 4, 0, &m->v));
+    m->sharded = true;
+    m->shard_off = off;
+    m->shard_len = len;
+    m->part = part;
+    m->nparts = nparts;
+    return GT_OK;
+}
+
+gt_err gt_gpt2_zero_partial(gt_gpt2 *m, gt_dbuf *partials)
+{
+    GT_ENSURE(m->sharded && m->grads != 0, GT_E_STATE,
+              "gpt2: a partial sum of squares needs a sharded model after a backward");
+    GT_TRY(launch(m, gt_op_sumsq((gt_dref){m->partials, (uint64_t)m->part * 8},
+                                 (gt_dref){m->grads, m->shard_off * 4}, (int64_t)m->shard_len)));
+    m->partial_step = m->step + 1;
+    *partials = m->partials;
+    return GT_OK;
+}
+
+bool gt_gpt2_zero_sharded(const gt_gpt2 *m) { return m->sharded; }
+
+gt_err gt_gpt2_zero_moments_read(gt_gpt2 *m, float *mo, float *vo, size_t len)
+{
+    GT_ENSURE(m->sharded && len == m->shard_len, GT_E_ARG,
+              "gpt2: %zu floats of moments asked, the shard has %llu", len,
+              (unsigned long long)m->shard_len);
+    GT_TRY(gt_device_copy_out(m->dev, mo, m->m, 0, (uint64_t)len * 4));
+    return gt_device_copy_out(m->dev, vo, m->v, 0, (uint64_t)len * 4);
+}
+
+// What one update works on: the whole model, or (ZeRO-1) its shard.
+typedef struct {
+    gt_dbuf mb, vb;
+    uint64_t off, len;  // floats of params and grads
+} update_range;
+
+static gt_err update_range_get(gt_gpt2 *m, update_range *u)
+{
+    if (!m->sharded) {
+        u->off = 0;
+        u->len = m->nparams;
+        return gt_gpt2_internal_moments(m, &u->mb, &u->vb, true);
+    }
+    *u = (update_range){m->m, m->v, m->shard_off, m->shard_len};
+    return GT_OK;
+}
+
+// The global sum of squares into m->scalar: one pass over the gradients, or (ZeRO-1) the sum of
+// the ranks' partials, which the caller all-gathered device to device (they are holder data:
+// no declared output), summed in rank order on every device so that every rank clips alike.
+static gt_err global_sumsq(gt_gpt2 *m)
+{
+    if (!m->sharded) {
+        return launch(m, gt_op_sumsq((gt_dref){m->scalar, 0}, (gt_dref){m->grads, 0},
+                                     (int64_t)m->nparams));
+    }
+    GT_ENSURE(m->partial_step == m->step + 1, GT_E_STATE,
+              "gpt2: ZeRO-1 clipping needs this step's partial sums of squares "
+              "(gt_gpt2_zero_partial, then their all-gather)");
+    return launch(m, gt_op_sum_f64((gt_dref){m->scalar, 0}, (gt_dref){m->partials, 0},
+                                   (int64_t)m->nparts));
+}
+
 gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm)
 {
     GT_ENSURE(m->grads != 0, GT_E_STATE, "gpt2: update before any backward");
@@ -534,28 +628,29 @@ gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_nor
                   opt->grad_clip >= 0.0f && isfinite(lr),
               GT_E_ARG, "adamw: beta1 %g beta2 %g eps %g weight_decay %g grad_clip %g lr %g",
               opt->beta1, opt->beta2, opt->eps, opt->weight_decay, opt->grad_clip, lr);
-    gt_dbuf mb = 0, vb = 0;
-    GT_TRY(gt_gpt2_internal_moments(m, &mb, &vb, true));
+    update_range u;
+    GT_TRY(update_range_get(m, &u));
     // Clipping runs on the device (the norm is computed from holder data); the norm itself
     // leaves only through its release op, when the caller asks for it.
     if (opt->grad_clip > 0.0f || grad_norm != NULL) {
         gt_dref sumsq = {m->scalar, 0};
-        GT_TRY(launch(m, gt_op_sumsq(sumsq, (gt_dref){m->grads, 0}, (int64_t)m->nparams)));
+        GT_TRY(global_sumsq(m));
         if (grad_norm != NULL) {
             GT_TRY(launch(m, gt_op_norm_release((gt_dref){m->released, 0}, sumsq)));
             GT_TRY(gt_device_copy_out(m->dev, grad_norm, m->released, 0, 4));
         }
         if (opt->grad_clip > 0.0f) {
-            GT_TRY(launch(m, gt_op_clip_grads((gt_dref){m->grads, 0}, sumsq,
-                                              (int64_t)m->nparams, opt->grad_clip)));
+            GT_TRY(launch(m, gt_op_clip_grads((gt_dref){m->grads, u.off * 4}, sumsq,
+                                              (int64_t)u.len, opt->grad_clip)));
         }
     }
     const float scale = 1.0f;  // applied by clip_grads
     uint64_t t = m->step + 1;
     float bc1 = 1.0f - powf(opt->beta1, (float)t), bc2 = 1.0f - powf(opt->beta2, (float)t);
-    GT_TRY(launch(m, gt_op_adamw((gt_dref){m->params, 0}, (gt_dref){mb, 0}, (gt_dref){vb, 0},
-                                 (gt_dref){m->grads, 0}, (int64_t)m->nparams, lr, opt->beta1,
-                                 opt->beta2, opt->eps, opt->weight_decay, bc1, bc2, scale)));
+    GT_TRY(launch(m, gt_op_adamw((gt_dref){m->params, u.off * 4}, (gt_dref){u.mb, 0},
+                                 (gt_dref){u.vb, 0}, (gt_dref){m->grads, u.off * 4},
+                                 (int64_t)u.len, lr, opt->beta1, opt->beta2, opt->eps,
+                                 opt->weight_decay, bc1, bc2, scale)));
     m->step = t;
     return GT_OK;
 }

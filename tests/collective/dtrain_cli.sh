@@ -12,7 +12,12 @@
 #            rank prints that rank 0's device refused rank 1's hello, naming the measurement.
 #   kill     the last rank is killed (SIGKILL) after a step: the job ends within 20 s, non-zero,
 #            mpirun naming the rank.
-# Usage: dtrain_cli.sh losses|sim|refused|kill NP FIXTURE_DIR GPUTRAVEL MPIRUN [MPIRUN ARGS...]
+#   zero     --zero 1 (ZeRO-1: reduce-scatter, shard update, all-gather of the parameters) against
+#            one trainer with --batch 2*NP and against NP replicated ranks: every step's loss and
+#            norm within 1e-5 relative of both; the parameters identical on every rank; each
+#            rank's device holds 1/NP of the AdamW state (its log line), checkpoint written.
+#   zerosim  the same on --device sim (devd seals, opens and updates in its own memory).
+# Usage: dtrain_cli.sh losses|sim|refused|kill|zero|zerosim NP FIXTURE_DIR GPUTRAVEL MPIRUN [ARGS...]
 set -uo pipefail
 mode=$1 np=$2 dir=$3 gputravel=$4
 shift 4
@@ -37,7 +42,7 @@ dist_cpu=("${dist[@]}" --device cpu)
 losses() { sed -E 's/^\{"step": ([0-9]+), "loss": ([^,]+),.*"grad_norm": ([^,}]+).*/\1 \2 \3/' "$1"; }
 
 device=(--device cpu)
-if [ "$mode" = sim ]; then
+if [ "$mode" = sim ] || [ "$mode" = zerosim ]; then
     for r in $(seq 0 $((np - 1))); do
         "$gputravel" --quiet devd --socket "$work/devd$r.sock" >"$work/devd$r.log" 2>&1 &
         devds+=($!)
@@ -47,7 +52,55 @@ if [ "$mode" = sim ]; then
         [ -S "$work/devd$r.sock" ] || { cat "$work/devd$r.log"; fail "devd $r did not start"; }
     done
     device=(--device sim --device-socket "$work/devd%r.sock")
-    mode=losses
+    [ "$mode" = sim ] && mode=losses || mode=zero
+fi
+
+# compare A B NAME: every step's loss and norm within 1e-5 relative
+compare() {
+    paste "$1" "$2" | awk '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        { r = rel($2, $5); g = rel($3, $6); if (r > worst) worst = r; if (g > worst) worst = g
+          printf "step %d: loss %s %s, zero-1 %s (%.2e); norm %s, %s (%.2e)\n",
+                 $1, name, $2, $5, r, $3, $6, g
+          if ($1 != $4 || r > 1e-5 || g > 1e-5) bad = 1 }
+        END { printf "worst relative difference against %s %.2e (tolerance 1e-5)\n", name, worst
+              exit bad }' name="$3"
+}
+
+if [ "$mode" = zero ]; then
+    "$gputravel" train "${common[@]}" --device cpu --batch $((2 * np)) --steps 6 --log-json "$work/one.json" \
+        >"$work/one.txt" 2>&1 || { cat "$work/one.txt"; fail "one trainer failed"; }
+    timeout 60 "$@" -np "$np" "$gputravel" "${dist[@]}" "${device[@]}" --steps 6 \
+        --log-json "$work/rep.json" >"$work/rep.txt" 2>&1 ||
+        { cat "$work/rep.txt"; fail "the replicated run failed"; }
+    timeout 60 "$@" -np "$np" "$gputravel" --verbose "${dist[@]}" "${device[@]}" --zero 1 --steps 6 \
+        --out "$work/ck.bin" --log-json "$work/zero.json" >"$work/zero.txt" 2>&1 ||
+        { cat "$work/zero.txt"; fail "the ZeRO-1 run failed"; }
+    grep -vE '^\[' "$work/zero.txt" | head -20
+    for f in one rep zero; do losses "$work/$f.json" >"$work/$f.l"; done
+    [ "$(wc -l <"$work/zero.l")" -eq 6 ] || fail "the ZeRO-1 run logged $(wc -l <"$work/zero.l") steps, not 6"
+    compare "$work/one.l" "$work/zero.l" "one trainer" || fail "ZeRO-1 differs from one trainer"
+    compare "$work/rep.l" "$work/zero.l" "replicated" || fail "ZeRO-1 differs from replicated ranks"
+    grep -q "ranks $np | parameters identical on every rank" "$work/zero.txt" ||
+        fail "no parameter check"
+    n=$(sed -nE 's/.*rank 0 of [0-9]+: ZeRO-1, parameters \[[0-9]+, \+[0-9]+\) of ([0-9]+),.*/\1/p' "$work/zero.txt")
+    [ -n "$n" ] || fail "rank 0 logged no shard"
+    total=0
+    for r in $(seq 0 $((np - 1))); do
+        line=$(grep -E "rank $r of $np: ZeRO-1, parameters" "$work/zero.txt") || fail "rank $r logged no shard"
+        len=$(echo "$line" | sed -nE 's/.*\+([0-9]+)\) of.*AdamW state ([0-9]+) bytes.*replicated: ([0-9]+)\).*/\1 \2 \3/p')
+        set -- $len
+        [ "$2" -eq $(( $1 * 8 )) ] && [ "$3" -eq $(( n * 8 )) ] || fail "rank $r: state bytes $2 for $1 floats"
+        [ "$1" -le $(( n / np + 1 )) ] || fail "rank $r's shard of $1 floats is more than 1/$np of $n"
+        total=$(( total + $1 ))
+        echo "rank $r: AdamW state $2 bytes (replicated: $3)"
+    done
+    [ "$total" -eq "$n" ] || fail "the shards cover $total of $n parameters"
+    [ -s "$work/ck.bin" ] || fail "rank 0 wrote no checkpoint"
+    [ -e "$work/ck.bin.state" ] && fail "a state file for 1/$np of the AdamW state was written"
+    grep -q "ZeRO-1: no $work/ck.bin.state" "$work/zero.txt" || fail "no word on the missing state file"
+    echo "dtrain_cli: ok: $np ranks ZeRO-1 (${device[*]}) match one trainer and replicated ranks"
+    exit 0
 fi
 
 if [ "$mode" = losses ]; then

@@ -11,12 +11,20 @@
 //   mpirun -np N gt_dtrain_test replay       rank 0 sends its hello of an earlier run: every
 //                                            rank's device admits what it gets, but the run ids
 //                                            differ and every rank stops saying so
+//   mpirun -np N gt_dtrain_test zero         ZeRO-1 against replicated state on the same batches, 4
+//                                            steps with clipping: the ranks' m and v shards
+//                                            concatenated equal the replicated m and v, and the
+//                                            parameters the replicated ones (within 1e-5 of the
+//                                            largest magnitude: the sums run in other orders)
 // Each rank prints "dtrain_test[r] CASE: ok" or why not; exit 0 only when all its checks held.
 #include <gputravel/attest.h>
 #include <gputravel/data.h>
 #include <gputravel/device.h>
 #include <gputravel/collective.h>
+#include <gputravel/train.h>
 #include <gputravel/travel.h>
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +269,217 @@ static int replay(void)
     return bad;
 }
 
+// ---- zero: ZeRO-1's shards against the replicated state -------------------------------------
+
+typedef struct {
+    gt_device *dev;
+    gt_ring_device *ep;
+    gt_ring *ring;
+    gt_gpt2 *rep, *zero;  // the same initial weights
+    gt_dbuf inp, tgt;
+} zworld;
+
+enum { ZB = 2, ZT = 8, ZSTEPS = 4 };
+
+static gt_err zworld_open(zworld *z)
+{
+    memset(z, 0, sizeof *z);
+    GT_TRY(open_dev(&z->dev, NULL));
+    gt_gpt2_config cfg = {.max_seq_len = 16, .vocab_size = 64, .padded_vocab_size = 64,
+                          .num_layers = 1, .num_heads = 2, .channels = 16};
+    GT_TRY(gt_gpt2_create(&z->rep, z->dev, &cfg));
+    GT_TRY(gt_gpt2_create(&z->zero, z->dev, &cfg));
+    GT_TRY(gt_gpt2_init_random(z->rep, 11));
+    GT_TRY(gt_gpt2_init_random(z->zero, 11));
+    GT_TRY(gt_device_alloc(z->dev, ZB * ZT * 4, 0, &z->inp));
+    GT_TRY(gt_device_alloc(z->dev, ZB * ZT * 4, 0, &z->tgt));
+    GT_TRY(gt_ring_device_admit(&z->ep, z->dev, MPI_COMM_WORLD, NULL));
+    uint8_t run[16];
+    gt_ring_device_run_id(z->ep, run);
+    gt_ring_opts ro = {.bucket_bytes = 16u << 10, .window = 2, .timeout_ms = 10000};
+    return gt_ring_new(&z->ring, MPI_COMM_WORLD, run, &ro);
+}
+
+static void zworld_close(zworld *z)
+{
+    gt_ring_free(z->ring);
+    gt_ring_device_free(z->ep);
+    gt_gpt2_free(z->rep);
+    gt_gpt2_free(z->zero);
+    gt_device_close(z->dev);
+}
+
+// This rank's batch of step s (its own tokens), forward and backward with the 1/N of the mean.
+static gt_err zbatch(zworld *z, gt_gpt2 *m, int s)
+{
+    int32_t tok[ZB * ZT + 1];
+    for (int i = 0; i <= ZB * ZT; i++) {
+        tok[i] = (int32_t)((i * 5 + rank * 17 + s * 3) % 64);
+    }
+    GT_TRY(gt_device_copy_in(z->dev, z->inp, 0, tok, ZB * ZT * 4));
+    GT_TRY(gt_device_copy_in(z->dev, z->tgt, 0, tok + 1, ZB * ZT * 4));
+    float loss = 0.0f;
+    GT_TRY(gt_gpt2_zero_grad(m));
+    return gt_gpt2_forward_backward(m, z->inp, z->tgt, ZB, ZT, 1.0f / (float)nranks, &loss);
+}
+
+static gt_err zring(zworld *z, gt_dbuf buf, uint64_t n, uint64_t step, int phase)
+{
+    gt_ring_device_set_buffer(z->ep, buf);
+    gt_ring_endpoint end = gt_ring_device_endpoint(z->ep);
+    return phase == GT_RING_PHASE_REDUCE_SCATTER ? gt_ring_reduce_scatter(z->ring, &end, n, step)
+           : phase == GT_RING_PHASE_ALLGATHER    ? gt_ring_allgather(z->ring, &end, n, step)
+                                                 : gt_ring_allreduce(z->ring, &end, n, step);
+}
+
+// Both models through ZSTEPS steps: replicated (all-reduce, full update) and ZeRO-1
+// (reduce-scatter, partial sums of squares all-gathered, shard update, parameter all-gather).
+static gt_err zsteps(zworld *z, uint64_t off, uint64_t len)
+{
+    gt_adamw opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                    .grad_clip = 0.5f};
+    uint64_t n = gt_gpt2_num_params(z->rep);
+    gt_dbuf grads = 0, partials = 0;
+    gt_gpt2_state_bufs sb;
+    GT_TRY(gt_gpt2_zero_shard(z->zero, off, len, (uint32_t)rank, (uint32_t)nranks));
+    for (int s = 0; s < ZSTEPS; s++) {
+        float norm_rep = 0.0f, norm_zero = 0.0f;
+        GT_TRY(zbatch(z, z->rep, s));
+        GT_TRY(gt_gpt2_grads_buf(z->rep, &grads));
+        GT_TRY(zring(z, grads, n, (uint64_t)s, GT_RING_PHASE_ALLREDUCE));
+        GT_TRY(gt_gpt2_update(z->rep, &opt, 1e-2f, &norm_rep));
+        GT_TRY(zbatch(z, z->zero, s));
+        GT_TRY(gt_gpt2_grads_buf(z->zero, &grads));
+        GT_TRY(zring(z, grads, n, (uint64_t)s, GT_RING_PHASE_REDUCE_SCATTER));
+        GT_TRY(gt_gpt2_zero_partial(z->zero, &partials));
+        GT_TRY(zring(z, partials, 2 * (uint64_t)nranks, (uint64_t)s, GT_RING_PHASE_ALLGATHER));
+        GT_TRY(gt_gpt2_update(z->zero, &opt, 1e-2f, &norm_zero));
+        GT_TRY(gt_gpt2_state_bufs_get(z->zero, false, &sb));
+        GT_TRY(zring(z, sb.params, n, (uint64_t)s, GT_RING_PHASE_ALLGATHER));
+        GT_ENSURE(fabsf(norm_rep - norm_zero) <= 1e-5f * norm_rep && norm_rep > 0.5f, GT_E_STATE,
+                  "step %d: norm %.9g replicated, %.9g ZeRO-1 (clipping must bite: > 0.5)", s,
+                  norm_rep, norm_zero);
+    }
+    return GT_OK;
+}
+
+// Largest |a - b| over n, against the largest |a|.
+static double zdiff(const float *a, const float *b, size_t n, double *mag)
+{
+    double d = 0.0;
+    *mag = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        *mag = fmax(*mag, fabs((double)a[i]));
+    }
+    return d;
+}
+
+// Rank 0 receives every rank's shard of m and v (test only: MPI carries plaintext here, on an
+// unlabelled toy model) and lays them end to end.
+static gt_err zgather(float *mine_m, float *mine_v, uint64_t len, float *all_m, float *all_v,
+                      uint64_t n)
+{
+    int *counts = calloc((size_t)nranks, sizeof *counts), *displs = calloc((size_t)nranks, sizeof *displs);
+    GT_ENSURE(counts && displs, GT_E_NOMEM, "out of memory");
+    for (int r = 0; r < nranks; r++) {
+        uint64_t o = 0, l = 0;
+        gt_ring_shard(n, (uint32_t)nranks, (uint32_t)r, &o, &l);
+        counts[r] = (int)l;
+        displs[r] = (int)o;
+    }
+    int rc = MPI_Gatherv(mine_m, (int)len, MPI_FLOAT, all_m, counts, displs, MPI_FLOAT, 0,
+                         MPI_COMM_WORLD);
+    rc |= MPI_Gatherv(mine_v, (int)len, MPI_FLOAT, all_v, counts, displs, MPI_FLOAT, 0,
+                      MPI_COMM_WORLD);
+    free(counts);
+    free(displs);
+    GT_ENSURE(rc == MPI_SUCCESS, GT_E_PEER, "MPI_Gatherv failed");
+    return GT_OK;
+}
+
+static gt_err zcompare(zworld *z, uint64_t off, uint64_t len, double worst[3])
+{
+    size_t n = gt_gpt2_num_params(z->rep);
+    float *buf = calloc(7 * n, sizeof *buf);
+    GT_ENSURE(buf != NULL, GT_E_NOMEM, "out of memory");
+    float *rm = buf, *rv = buf + n, *zm = buf + 2 * n, *zv = buf + 3 * n, *am = buf + 4 * n,
+          *av = buf + 5 * n, *p = buf + 6 * n;
+    gt_gpt2_state_bufs sb;
+    gt_err e = gt_gpt2_state_bufs_get(z->rep, false, &sb);
+    if (gt_is_ok(e)) {
+        e = gt_device_copy_out(z->dev, rm, sb.m, 0, n * 4);
+    }
+    if (gt_is_ok(e)) {
+        e = gt_device_copy_out(z->dev, rv, sb.v, 0, n * 4);
+    }
+    if (gt_is_ok(e)) {
+        e = gt_gpt2_zero_moments_read(z->zero, zm, zv, len);
+    }
+    if (gt_is_ok(e)) {
+        e = zgather(zm, zv, len, am, av, n);
+    }
+    double mag = 0.0;
+    for (int i = 0; i < 3; i++) {
+        worst[i] = 0.0;
+    }
+    if (gt_is_ok(e) && rank == 0) {  // the shards end to end against the replicated state
+        worst[0] = zdiff(rm, am, n, &mag) / mag;
+        worst[1] = zdiff(rv, av, n, &mag) / mag;
+    }
+    if (gt_is_ok(e)) {  // and every rank's parameters against its replicated ones
+        e = gt_gpt2_params_read(z->rep, rm, n);
+    }
+    if (gt_is_ok(e)) {
+        e = gt_gpt2_params_read(z->zero, p, n);
+    }
+    if (gt_is_ok(e)) {
+        worst[2] = zdiff(rm, p, n, &mag) / mag;
+    }
+    (void)off;
+    free(buf);
+    return e;
+}
+
+static int zero_case(void)
+{
+    const char *c = "zero";
+    zworld z;
+    gt_err e = zworld_open(&z);
+    uint64_t off = 0, len = 0;
+    if (gt_is_ok(e)) {
+        gt_ring_shard(gt_gpt2_num_params(z.rep), (uint32_t)nranks, (uint32_t)rank, &off, &len);
+        e = zsteps(&z, off, len);
+    }
+    double worst[3] = {0};
+    if (gt_is_ok(e)) {
+        e = zcompare(&z, off, len, worst);
+    }
+    // A model whose AdamW state is sharded has no full moments to save or export.
+    gt_gpt2_state_bufs sb;
+    gt_err full = gt_is_ok(e) ? gt_gpt2_state_bufs_get(z.zero, true, &sb) : GT_OK;
+    zworld_close(&z);
+    if (!gt_is_ok(e)) {
+        return fail(c, "the two runs", e);
+    }
+    if (full.code != GT_E_STATE) {
+        return fail(c, "a sharded model's full moments were not refused", full);
+    }
+    if (worst[0] > 1e-5 || worst[1] > 1e-5 || worst[2] > 1e-5) {
+        printf("dtrain_test[%d] %s: FAIL: m %.3g, v %.3g, params %.3g of the largest (1e-5)\n",
+               rank, c, worst[0], worst[1], worst[2]);
+        return 1;
+    }
+    if (rank == 0) {
+        printf("dtrain_test[0] %s: ok: every rank's m and v shard end to end within %.2g, %.2g "
+               "of the replicated m and v's largest magnitude (1e-5)\n", c, worst[0], worst[1]);
+    }
+    printf("dtrain_test[%d] %s: ok: shard [%llu, +%llu); parameters within %.2g of the "
+           "replicated ones' largest magnitude (1e-5)\n", rank, c, (unsigned long long)off,
+           (unsigned long long)len, worst[2]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "fixture") == 0) {
@@ -273,6 +492,7 @@ int main(int argc, char **argv)
     int bad = strcmp(c, "labelled") == 0  ? labelled()
               : strcmp(c, "refused") == 0 ? refused()
               : strcmp(c, "replay") == 0  ? replay()
+              : strcmp(c, "zero") == 0    ? zero_case()
                                           : fail(c, "unknown case", GT_OK);
     fflush(stdout);
     int any = 0;

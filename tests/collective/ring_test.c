@@ -12,6 +12,11 @@
 //   oldstep    a chunk of step 7 delivered in step 8
 //   samestep   a chunk of one collective replayed in a second one with the same step number:
 //              only the direction's sequence number tells them apart
+//   shard      reduce-scatter then all-gather apart (ZeRO-1): after the reduce-scatter rank r's
+//              shard r is the sum in the stated order (bit for bit); the all-gather copies each
+//              owner's shard over everything else (garbage written there first must be gone)
+//   phase      an all-gather's chunk delivered into a reduce-scatter of the same step: refused
+//              by its phase-bound hop field
 //   kill       the last rank exits mid-collective: the job ends at once (mpirun), no hang
 //   stall      the last rank stops answering mid-collective: every other rank stops with a
 //              clear error within the timeout (tests/collective/ring_kill.sh checks output and time)
@@ -147,11 +152,71 @@ static void case_sum(void)
     printf("ring_test[%d] sum: ok (%d ranks)\n", rank, nranks);
 }
 
+// ---- reduce-scatter and all-gather apart (ZeRO-1) -----------------------------------------
+
+// Shard k's stated order: ((x_{k+1} + x_{k+2}) + ...) + x_k, the owner's own floats added last.
+static float shard_sum(uint64_t seed, uint32_t k, uint64_t i)
+{
+    float s = input_of(seed, (int)((k + 1) % (uint32_t)nranks), i);
+    for (int j = 2; j <= nranks; j++) {
+        s += input_of(seed, (int)((k + (uint32_t)j) % (uint32_t)nranks), i);
+    }
+    return s;
+}
+
+static void case_shard(void)
+{
+    static const struct {
+        uint64_t n, bucket_bytes;
+        uint32_t window;
+    } rows[] = {
+        {1000, 0, 0},        // one bucket
+        {10007, 4096, 2},    // many buckets, shards one float apart, a short last bucket
+        {10007, 4096, 3},    // a window that does not divide the bucket count
+        {3, 16, 2},          // fewer floats than ranks: empty shards
+    };
+    for (size_t t = 0; t < sizeof rows / sizeof rows[0]; t++) {
+        gt_ring_opts o = {.bucket_bytes = rows[t].bucket_bytes, .window = rows[t].window,
+                          .timeout_ms = 10000};
+        world w;
+        world_open(&w, rows[t].n, &o);
+        uint64_t off = 0, len = 0;
+        gt_ring_shard(w.n, (uint32_t)nranks, (uint32_t)rank, &off, &len);
+        for (uint64_t step = 0; step < 2; step++) {
+            uint64_t seed = 500 + 10 * t + step;
+            world_fill(&w, seed);
+            CHECK_OK(gt_ring_reduce_scatter(w.ring, &w.ep, w.n, step));
+            for (uint64_t i = off; i < off + len; i++) {
+                float want = shard_sum(seed, (uint32_t)rank, i);
+                CHECK(memcmp(&want, &w.data[i], sizeof want) == 0,
+                      "row %zu elem %llu of my shard: %.9g, stated order gives %.9g", t,
+                      (unsigned long long)i, w.data[i], want);
+            }
+            for (uint64_t i = 0; i < w.n; i++) {  // the all-gather must copy, not add
+                w.data[i] = i >= off && i < off + len ? w.data[i] : 1e30f;
+            }
+            CHECK_OK(gt_ring_allgather(w.ring, &w.ep, w.n, step));
+            for (uint32_t k = 0; k < (uint32_t)nranks; k++) {
+                uint64_t ko = 0, kl = 0;
+                gt_ring_shard(w.n, (uint32_t)nranks, k, &ko, &kl);
+                for (uint64_t i = ko; i < ko + kl; i++) {
+                    float want = shard_sum(seed, k, i);
+                    CHECK(memcmp(&want, &w.data[i], sizeof want) == 0,
+                          "row %zu elem %llu (shard %u) after the all-gather: %.9g, want %.9g", t,
+                          (unsigned long long)i, k, w.data[i], want);
+                }
+            }
+        }
+        world_close(&w);
+    }
+    printf("ring_test[%d] shard: ok (%d ranks)\n", rank, nranks);
+}
+
 // ---- the wire hook's attacks ----------------------------------------------------------------
 
 typedef enum {
     ATK_FLIP, ATK_REPLAY, ATK_REORDER, ATK_MISROUTE, ATK_OLDSTEP, ATK_SAMESTEP, ATK_KILL,
-    ATK_STALL
+    ATK_STALL, ATK_PHASE
 } attack;
 
 typedef struct {
@@ -249,6 +314,7 @@ static void on_arrived(void *ctx, gt_ring_arrival *arr, size_t n)
         break;
     case ATK_OLDSTEP:   // collective 0's first chunk, delivered in collective 1
     case ATK_SAMESTEP:
+    case ATK_PHASE:
         if (a->coll == 0 && a->saved_len == 0) {
             save(a, arr[0].bytes, arr[0].len);
         } else if (a->coll == 1) {
@@ -291,10 +357,16 @@ static gt_err attacked_run(attacker *a, world *w, uint64_t n, const gt_ring_opts
     gt_err e = GT_OK;
     for (int s = 0; s < steps && gt_is_ok(e); s++) {
         // The same step twice: a caller's bug or a restart; the sequence number still differs.
-        a->step = first_step + (a->kind == ATK_SAMESTEP ? 0 : (uint64_t)s);
+        bool same = a->kind == ATK_SAMESTEP || a->kind == ATK_PHASE;
+        a->step = first_step + (same ? 0 : (uint64_t)s);
         a->coll = s;
         a->rounds = 0;
         world_fill(w, a->step);
+        if (a->kind == ATK_PHASE) {  // an all-gather, then a reduce-scatter of the same step
+            e = s == 0 ? gt_ring_allgather(w->ring, &w->ep, n, a->step)
+                       : gt_ring_reduce_scatter(w->ring, &w->ep, n, a->step);
+            continue;
+        }
         e = gt_ring_allreduce(w->ring, &w->ep, n, a->step);
     }
     return e;
@@ -431,7 +503,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     CHECK(argc == 2, "usage: mpirun -np N gt_ring_test sum|flip|replay|reorder|misroute|"
-                     "oldstep|samestep|kill|stall");
+                     "oldstep|samestep|shard|phase|kill|stall");
     CHECK(nranks >= 2, "run under mpirun with at least 2 ranks");
     gt_log_set_level(GT_LOG_WARN);
     const char *c = argv[1];
@@ -450,6 +522,10 @@ int main(int argc, char **argv)
         case_attack(ATK_OLDSTEP, c, "step 7, expected 8", 2);
     } else if (strcmp(c, "samestep") == 0) {
         case_attack(ATK_SAMESTEP, c, "sequence number", 2);
+    } else if (strcmp(c, "shard") == 0) {
+        case_shard();
+    } else if (strcmp(c, "phase") == 0) {
+        case_attack(ATK_PHASE, c, "hop 13107", 2);  // (2 << 16 | N-1), expected 1 << 16 | 0
     } else if (strcmp(c, "kill") == 0) {
         case_dead_rank(ATK_KILL);
     } else if (strcmp(c, "stall") == 0) {

@@ -554,6 +554,26 @@ static void test_chunk_from_earlier_step_rejected(void **state)
     assert_unchanged(w->dev[1], g1, 2);
 }
 
+// ZeRO-1's phases (collective.h: the hop field's high bits): a chunk sealed as an all-gather's
+// (phase 2) opened where a reduce-scatter's (phase 1) is expected, with the same step, bucket,
+// hop within the pass, range and the very sequence number expected: refused by the phase alone,
+// nothing added; the same chunk then opens where it belongs (sequence unspent).
+static void test_chunk_of_another_phase_rejected(void **state)
+{
+    world *w = *state;
+    admit_all(w, 2);
+    gt_dbuf g0 = floats(w->dev[0], 1, false), g1 = floats(w->dev[1], 2, false);
+    gt_peer_hdr gather = hdr(w, 3, 0, 0, 1), scatter = gather;
+    gather.hop = 2u << 16 | 1;
+    scatter.hop = 1u << 16 | 1;
+    chunk_buf c;
+    seal(w, 0, &gather, g0, &c);
+    GT_ASSERT_ERR(gt_device_peer_open(w->dev[1], &scatter, c.b, c.len, g1, GT_PEER_ADD),
+                  GT_E_AUTH, "header");
+    assert_unchanged(w->dev[1], g1, 2);
+    GT_ASSERT_OK(gt_device_peer_open(w->dev[1], &gather, c.b, c.len, g1, GT_PEER_COPY));
+}
+
 // Rank 1's trainer runs an executable the agreement does not list: refused, naming why.
 static void test_unapproved_measurement_refused(void **state)
 {
@@ -732,6 +752,7 @@ int main(void)
         CASE(test_reordered_chunks_rejected),
         CASE(test_misrouted_chunk_rejected),
         CASE(test_chunk_from_earlier_step_rejected),
+        CASE(test_chunk_of_another_phase_rejected),
         CASE(test_unapproved_measurement_refused),
         CASE(test_unapproved_device_refused),
         CASE(test_hello_of_another_agreement_refused),

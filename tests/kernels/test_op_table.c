@@ -198,6 +198,7 @@ static const sized by_hand[] = {
     {GT_OP_LOSS_MEAN, {6, 23}, {4, 24}},
     {GT_OP_NORM_RELEASE, {23}, {4, 8}},
     {GT_OP_CLIP_GRADS, {6}, {24, 8}},
+    {GT_OP_SUM_F64, {3}, {8, 24}},
 };
 
 static void sizes_by_hand(void **state)

@@ -523,6 +523,62 @@ static void adamw_and_sumsq(void **state)
     gt_device_close(dev);
 }
 
+// ZeRO-1's update: the adamw op on a sub-range (params and grads referenced at an offset, m and v
+// buffers of the shard only) gives bit for bit what the full-range op gives on those floats, for
+// shards at odd offsets and of odd lengths (the vector body and the scalar tail split elsewhere),
+// with 2 threads. And sum_f64 adds the partials in index order.
+static void adamw_shards_equal_full_range(void **state)
+{
+    (void)state;
+    gt_device *dev = open_cpu();
+    size_t N = 70001;  // above the op's thread threshold; shards cut it at odd points
+    float *p = randv(N, 1.0f), *g = randv(N, 0.1f), *m = randv(N, 0.01f), *v = randv(N, 0.01f);
+    for (size_t i = 0; i < N; i++) {
+        v[i] = fabsf(v[i]);
+    }
+    float hp[8] = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f - powf(0.9f, 4.0f),
+                   1.0f - powf(0.95f, 4.0f), 1.0f};
+    gt_dbuf pf = upload(dev, p, N * 4), gf = upload(dev, g, N * 4), mf = upload(dev, m, N * 4);
+    gt_dbuf vf = upload(dev, v, N * 4);
+    gt_op full = {.kind = GT_OP_ADAMW, .refs = {{pf, 0}, {mf, 0}, {vf, 0}, {gf, 0}},
+                  .ints = {(int64_t)N}};
+    memcpy(full.floats, hp, sizeof hp);
+    GT_ASSERT_OK(gt_device_launch(dev, &full));
+    float *pw = malloc(N * 4), *mw = malloc(N * 4), *vw = malloc(N * 4);
+    download(dev, pw, pf, N * 4);
+    download(dev, mw, mf, N * 4);
+    download(dev, vw, vf, N * 4);
+    const size_t cuts[] = {0, 1, 17, 23335, 46669, 69999, N};  // 6 shards, lengths 1..23334
+    gt_dbuf ps = upload(dev, p, N * 4), gs = upload(dev, g, N * 4);
+    float *got = malloc(N * 4);
+    for (size_t s = 0; s + 1 < sizeof cuts / sizeof cuts[0]; s++) {
+        size_t off = cuts[s], len = cuts[s + 1] - cuts[s];
+        gt_dbuf ms = upload(dev, m + off, len * 4), vs = upload(dev, v + off, len * 4);
+        gt_op part = {.kind = GT_OP_ADAMW,
+                      .refs = {{ps, off * 4}, {ms, 0}, {vs, 0}, {gs, off * 4}},
+                      .ints = {(int64_t)len}};
+        memcpy(part.floats, hp, sizeof hp);
+        GT_ASSERT_OK(gt_device_launch(dev, &part));
+        download(dev, got, ms, len * 4);
+        assert_memory_equal(got, mw + off, len * 4);
+        download(dev, got, vs, len * 4);
+        assert_memory_equal(got, vw + off, len * 4);
+        GT_ASSERT_OK(gt_device_free(dev, ms));
+        GT_ASSERT_OK(gt_device_free(dev, vs));
+    }
+    download(dev, got, ps, N * 4);
+    assert_memory_equal(got, pw, N * 4);
+    double parts[3] = {0.1, 1e20, -1e20}, sum = 1.0;
+    gt_dbuf xb = upload(dev, parts, sizeof parts), sb = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, 8, 0, &sb));
+    GT_ASSERT_OK(gt_device_launch(dev, &(gt_op){.kind = GT_OP_SUM_F64, .refs = {{sb, 0}, {xb, 0}},
+                                                .ints = {3}}));
+    download(dev, &sum, sb, 8);
+    assert_true(sum == (0.1 + 1e20) + -1e20);  // index order: 0, not 0.1
+    free(p); free(g); free(m); free(v); free(pw); free(mw); free(vw); free(got);
+    gt_device_close(dev);
+}
+
 // The per-op profile (bench_train's breakdown) counts exactly the ops run while it is on, under
 // their own kind, and a take starts the counts again at zero.
 static void profile_counts_ops_by_kind(void **state)
@@ -569,6 +625,7 @@ int main(void)
         cmocka_unit_test(fd_gelu_residual_encoder),
         cmocka_unit_test(fd_softmax_crossentropy),
         cmocka_unit_test(adamw_and_sumsq),
+        cmocka_unit_test(adamw_shards_equal_full_range),
         cmocka_unit_test(profile_counts_ops_by_kind),
     };
     int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);

@@ -195,6 +195,8 @@ gt_err gt_ops_cuda_run(gt_cuda_ctx *cx, const gt_op *op, gt_dref_resolve_fn reso
     case GT_OP_NORM_RELEASE:
     case GT_OP_CLIP_GRADS:
         return ran(run_elementwise(cx, op->kind, &args), name);
+    case GT_OP_SUM_F64:  // ZeRO-1's partial sums; cuda peers are not done (docs/collective.md)
+        return gt_errf(GT_E_UNSUPPORTED, "%s: not on cuda yet (ZeRO-1 runs on cpu and sim)", name);
     case GT_OP_NONE_:
     case GT_OP_COUNT_:
     default:
