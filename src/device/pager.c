@@ -103,6 +103,8 @@ struct gt_pager {
     uint32_t *plan, plan_n, plan_head, plan_now, wcur, reserve;
     uint64_t plan_gen;
     bool plan_full;  // the plan reached the cap: memory is short
+    uint64_t idle_gen;  // the worker found nothing more to do in this plan
+    bool test_sync;     // tests: each launch waits until the worker is done with its plan
 };
 
 // ---- the hash tree over page versions ---------------------------------------------------------
@@ -346,25 +348,38 @@ static void page_drop(gt_pager *pg, uint32_t p)
     m->prefetched = false;
 }
 
-static void pager_wipe_all(gt_pager *pg)
+// Every resident page wiped (pinned: all of them, or only the unpinned ones, which the caller is
+// not using now), and the store emptied.
+static void pager_wipe(gt_pager *pg, bool pinned)
 {
-    while (pg->lru_head != NO_PAGE) {
-        uint32_t p = pg->lru_head;
-        page_drop(pg, p);
-        pg->pages[p].state = PG_ZERO;
+    for (uint32_t p = pg->lru_head, next; p != NO_PAGE; p = next) {
+        next = pg->pages[p].next;
+        if (pinned || pg->pages[p].pin != pg->epoch) {
+            page_drop(pg, p);
+            pg->pages[p].state = PG_ZERO;
+        }
     }
     if (pg->store_fd >= 0) {
         (void)ftruncate(pg->store_fd, 0);
     }
 }
 
+static void pager_wipe_all(gt_pager *pg) { pager_wipe(pg, true); }
+
+static bool on_worker(const gt_pager *pg)
+{
+    return pg->has_worker && pthread_equal(pthread_self(), pg->worker);
+}
+
 // A check failed: nothing of this pager is trusted any more. Everything resident is wiped now
-// (a page the other thread is moving is wiped when it takes the lock back and finds this); the
-// owner ends the session (and releases the buffers).
+// but for what the caller holds when the worker found it (a launch running on its pages): the
+// caller wipes those itself as soon as it is back in the pager (caller_failed). A page the other
+// thread is moving is wiped when it takes the lock back and finds this. The owner ends the
+// session (and releases the buffers).
 static gt_err pager_fail(gt_pager *pg, uint32_t p, gt_err why)
 {
     pg->failed = true;
-    pager_wipe_all(pg);
+    pager_wipe(pg, !on_worker(pg));
     const page_meta *m = &pg->pages[p];
     return gt_errf(GT_E_AUTH,
                    "paging: device session torn down: page %llu of buffer %#llx failed its "
@@ -376,6 +391,13 @@ static gt_err failed_err(void)
 {
     return gt_errf(GT_E_AUTH, "paging: the untrusted store failed a check earlier; the device "
                               "session is torn down");
+}
+
+// The caller finds the pager failed (lock held): what it still held is wiped now.
+static gt_err caller_failed(gt_pager *pg)
+{
+    pager_wipe_all(pg);
+    return failed_err();
 }
 
 static void move_begin(gt_pager *pg, page_meta *m)
@@ -519,6 +541,10 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
     uint64_t version = 0;
     bool sealed = m->state == PG_SEALED;
     gt_err err = GT_OK;
+    if (pg->failed) {  // the other thread tore it down while this one made room
+        frame_free(pg, f);
+        return failed_err();
+    }
     if (sealed) {  // a zero page needs nothing: a free frame is zeros
         err = tree_check(pg, p, &version, sib);
         err = gt_is_ok(err) && version == 0
@@ -545,6 +571,7 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
         }
         frame_free(pg, f);
         m->state = PG_ZERO;
+        pg->nsealed -= sealed;
         return failed_err();
     }
     if (!gt_is_ok(err)) {
@@ -704,6 +731,8 @@ static void *worker_main(void *arg)
     lock(pg);
     while (!pg->stop) {
         if (pg->failed || !worker_step(pg)) {
+            pg->idle_gen = pg->plan_gen;
+            pthread_cond_broadcast(&pg->moved);
             pthread_cond_wait(&pg->wake, &pg->mu);
         }
     }
@@ -1035,6 +1064,9 @@ gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes, u
 static void release_locked(gt_pager *pg, uint64_t off)
 {
     quiesce(pg);  // none of its pages is moving, and the worker has no plan to move them
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
     uint32_t first = (uint32_t)(off / pg->page);
     size_t i = 0;
     while (i < pg->nextents && pg->extents[i].first != first) {
@@ -1101,7 +1133,7 @@ static gt_err hold_check(gt_pager *pg, uint64_t lo, uint64_t hi)
 static gt_err hold_locked(gt_pager *pg, uint64_t off, uint64_t len, bool write)
 {
     if (pg->failed) {
-        return failed_err();
+        return caller_failed(pg);
     }
     if (len == 0) {
         return GT_OK;
@@ -1116,6 +1148,9 @@ gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write)
 {
     lock(pg);
     gt_err err = hold_locked(pg, off, len, write);
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
     unlock(pg);
     return err;
 }
@@ -1129,6 +1164,7 @@ static void plan_range(gt_pager *pg, uint64_t lo, uint64_t hi)
     plan_begin(pg);
     pg->plan_now = 1;
     plan_add(pg, (uint32_t)lo, (uint32_t)hi);
+    pg->plan_full = false;  // in order, used once: nothing to keep frames free for
     plan_publish(pg);
 }
 
@@ -1146,6 +1182,9 @@ gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pa
             planned_to = p + pg->cap_pages < last ? p + pg->cap_pages : last;
         }
         gt_err err = hold_locked(pg, at, n, write);
+        if (pg->failed) {
+            pager_wipe_all(pg);
+        }
         unlock(pg);
         GT_TRY(err);
         GT_TRY(fn(ctx, pg->base + at, done, n));
@@ -1243,13 +1282,24 @@ static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
         return GT_OK;
     }
     lock(pg);
+    if (pg->failed) {
+        gt_err err = caller_failed(pg);
+        unlock(pg);
+        return err;
+    }
     pg->epoch++;
     if (pg->has_worker) {
         plan_launch(pg, r, nr);
+        while (pg->test_sync && pg->idle_gen != pg->plan_gen && !pg->failed) {
+            pthread_cond_wait(&pg->moved, &pg->mu);
+        }
     }
     gt_err err = GT_OK;
     for (int i = 0; i < nr && gt_is_ok(err); i++) {
         err = need_pages(pg, r[i].lo, r[i].hi, r[i].write);
+    }
+    if (pg->failed) {
+        pager_wipe_all(pg);
     }
     unlock(pg);
     GT_TRY(err);
@@ -1323,7 +1373,10 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                        gt_pager_run_fn run, void *ctx)
 {
     if (pg->failed) {
-        return failed_err();
+        lock(pg);
+        gt_err err = caller_failed(pg);
+        unlock(pg);
+        return err;
     }
     bool fits = false;
     GT_TRY(launch_fit(pg, op, where, run, ctx, &fits));
@@ -1379,3 +1432,18 @@ uint64_t gt_pager_test_page_of(const gt_pager *pg, uint64_t arena_off)
     return arena_off / pg->page;
 }
 
+void gt_pager_test_sync_prefetch(gt_pager *pg, bool on)
+{
+    lock(pg);
+    pg->test_sync = on;
+    unlock(pg);
+}
+
+void gt_pager_test_settle(gt_pager *pg)
+{
+    lock(pg);
+    while (pg->has_worker && (pg->idle_gen != pg->plan_gen || pg->busy > 0)) {
+        pthread_cond_wait(&pg->moved, &pg->mu);
+    }
+    unlock(pg);
+}
