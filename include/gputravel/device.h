@@ -506,7 +506,8 @@ typedef struct {
     uint64_t page_outs;       // pages sealed out
     uint64_t clean_drops;     // pages evicted unchanged: dropped, their blob still current
     uint64_t fault_ins;       // pages read back (from the store, or fresh zero pages)
-    // prefetch (all 0 without): fault-ins split by who did them and why
+    // fault-ins split by who did them and why (all but demand_faults 0 without prefetch)
+    bool prefetch;             // the pager runs a prefetch worker
     uint64_t demand_faults;    // by the caller's thread, waiting for the page
     uint64_t prefetch_issued;  // by the worker, for a launch or piece predicted ahead
     uint64_t prefetch_hits;    // of those, found resident when the caller needed them

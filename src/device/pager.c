@@ -1403,6 +1403,7 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .evicted_bytes = pg->nsealed * pg->page,
                            .page_outs = pg->page_outs, .fault_ins = pg->fault_ins,
                            .clean_drops = pg->clean_drops, .demand_faults = pg->demand_faults,
+                           .prefetch = pg->has_worker,
                            .prefetch_issued = pg->prefetch_issued,
                            .prefetch_hits = pg->prefetch_hits,
                            .prefetch_wasted = pg->prefetch_wasted,
