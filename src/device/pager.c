@@ -917,7 +917,9 @@ gt_err gt_pager_new(gt_pager **out, const gt_pager_config *cfg)
     // most 64 pages (a few MiB of seals the caller does not wait for).
     pg->reserve = (uint32_t)(pg->cap_pages / 8 < 64 ? pg->cap_pages / 8 : 64);
     if (gt_is_ok(err) && cfg->prefetch) {
+        lock(pg);  // the worker starts once pg->worker is written (it reads it: on_worker)
         pg->has_worker = pthread_create(&pg->worker, NULL, worker_main, pg) == 0;
+        unlock(pg);
         err = pg->has_worker ? GT_OK : gt_errf(GT_E_NOMEM, "paging: cannot start the prefetcher");
     }
     if (!gt_is_ok(err)) {
