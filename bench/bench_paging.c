@@ -1,12 +1,14 @@
 // bench_paging: the pager (docs/paging.md) on the cpu backend, side by side in one run.
 //  1. A small GPT-2 (4 layers, 128 channels, vocab 512, B=4, T=64) trained without a pager, with
-//     a pager that never evicts, and capped at 50%, 25% and 12.5% of what a step touches: median
-//     step time of 5 steps after one warm-up, page-outs and fault-ins per step, and whether the
-//     losses are bit for bit those of the run without a pager.
+//     a pager that never evicts, and capped at 50%, 25% and 12.5% of what a step touches, each
+//     with the prefetcher off and on, one after the other: median step time of 5 steps after one
+//     warm-up (the step in which the op stream is learnt), per step page-outs, fault-ins, demand
+//     faults, prefetch hits of those issued, and whether the losses are bit for bit those of the
+//     run without a pager.
 //  2. Paging throughput: a 64 MiB buffer under an 8 MiB cap read back (copy_out: every page
 //     faulted in, one GCM open, while an unchanged one is dropped) against one AES-256-GCM open
 //     pass over the same bytes in pages of the same size; and rewritten (copy_in: every page in,
-//     and one changed page sealed out) against one seal + open pass.
+//     and one changed page sealed out) against one seal + open pass; prefetch off and on.
 // The table goes to stdout, the step-time curve to a PNG (argv[1], default bench_paging.png).
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
@@ -35,10 +37,11 @@ static void ok(const char *what, gt_err e)
     }
 }
 
-static gt_device *open_dev(const char *store, uint64_t cap)
+static gt_device *open_dev(const char *store, uint64_t cap, bool prefetch)
 {
     gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 2, .mem_limit = cap,
-                            .paging_store = cap ? store : NULL, .page_bytes = PAGE};
+                            .paging_store = cap ? store : NULL, .page_bytes = PAGE,
+                            .paging_prefetch = prefetch};
     gt_device *dev = NULL;
     ok("open", gt_device_open(&dev, &cfg));
     return dev;
@@ -47,7 +50,7 @@ static gt_device *open_dev(const char *store, uint64_t cap)
 typedef struct {
     double step_ms;
     float loss[STEPS + 1];
-    gt_pager_stats st;
+    gt_pager_stats st, first;  // after all steps; after the warm-up (the stream learnt)
     bool refused;
     char why[200];
 } run_result;
@@ -85,6 +88,8 @@ static void train_run(gt_device *dev, run_result *r)
             snprintf(r->why, sizeof r->why, "%s", e.msg);
         } else if (s > 0) {
             t[s - 1] = (gt_now_seconds() - t0) * 1e3;
+        } else {
+            ok("stats", gt_device_paging_stats(dev, &r->first));
         }
     }
     r->step_ms = r->refused ? 0 : bench_median(t, STEPS);
@@ -115,6 +120,23 @@ static double gcm_pass(uint8_t *pt, uint8_t *ct, size_t n, bool open_only)
     return gt_now_seconds() - t0;
 }
 
+typedef struct {
+    double rd, wr;  // seconds: read back, rewrite
+} tp_round;
+
+// One round of read back and rewrite of b (n bytes) on dev.
+static tp_round tp_once(gt_device *dev, gt_dbuf b, uint8_t *back, const uint8_t *pt, size_t n)
+{
+    tp_round r;
+    double t0 = gt_now_seconds();
+    ok("copy_out", gt_device_copy_out(dev, back, b, 0, n));  // fault-ins + clean drops
+    r.rd = gt_now_seconds() - t0;
+    t0 = gt_now_seconds();
+    ok("copy_in", gt_device_copy_in(dev, b, 0, pt, n));  // fault-ins + reseals
+    r.wr = gt_now_seconds() - t0;
+    return r;
+}
+
 static void throughput(const char *store)
 {
     const size_t n = 64u << 20;
@@ -125,37 +147,113 @@ static void throughput(const char *store)
     for (size_t i = 0; i < n; i++) {
         pt[i] = (uint8_t)(i * 131 + (i >> 13));
     }
-    gt_device *dev = open_dev(store, 8u << 20);
-    gt_dbuf b = 0;
-    ok("alloc", gt_device_alloc(dev, n, 0, &b));
-    ok("copy_in", gt_device_copy_in(dev, b, 0, pt, n));
-    ok("copy_out", gt_device_copy_out(dev, back, b, 0, n));  // now every page is sealed, clean
-    double rd[3], wr[3], both[3], open1[3];
+    gt_device *dev[2];  // without and with the prefetcher (read ahead on its second thread)
+    gt_dbuf b[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        dev[k] = open_dev(store, 8u << 20, k == 1);
+        ok("alloc", gt_device_alloc(dev[k], n, 0, &b[k]));
+        ok("copy_in", gt_device_copy_in(dev[k], b[k], 0, pt, n));
+        ok("copy_out", gt_device_copy_out(dev[k], back, b[k], 0, n));  // all sealed, clean
+    }
+    double rd[2][3], wr[2][3], both[3], open1[3];
     for (int i = 0; i < 3; i++) {  // side by side, round by round
-        double t0 = gt_now_seconds();
-        ok("copy_out", gt_device_copy_out(dev, back, b, 0, n));  // fault-ins + clean drops
-        rd[i] = gt_now_seconds() - t0;
-        t0 = gt_now_seconds();
-        ok("copy_in", gt_device_copy_in(dev, b, 0, pt, n));  // fault-ins + reseals
-        wr[i] = gt_now_seconds() - t0;
+        for (int k = 0; k < 2; k++) {
+            tp_round r = tp_once(dev[k], b[k], back, pt, n);
+            rd[k][i] = r.rd;
+            wr[k][i] = r.wr;
+            if (memcmp(back, pt, n) != 0) {
+                die("throughput", gt_errf(GT_E_STATE, "read back differs"));
+            }
+        }
         both[i] = gcm_pass(pt, ct, n, false);
         open1[i] = gcm_pass(pt, ct, n, true);
     }
-    if (memcmp(back, pt, n) != 0) {
-        die("throughput", gt_errf(GT_E_STATE, "read back differs"));
-    }
-    double mb = (double)n / 1e6, r = bench_median(rd, 3), w = bench_median(wr, 3);
-    double s = bench_median(both, 3), o = bench_median(open1, 3);
+    double mb = (double)n / 1e6, s = bench_median(both, 3), o = bench_median(open1, 3);
     printf("\npaging throughput, a 64 MiB buffer under an 8 MiB cap (64 KiB pages, median of 3 "
-           "rounds; GCM passes in pages of 64 KiB, same rounds):\n");
-    printf("| read back (page-in) | GCM open | ratio | rewrite (page-in + page-out) | "
-           "GCM seal + open | ratio |\n|---|---|---|---|---|---|\n");
-    printf("| %.0f MB/s | %.0f MB/s | %.2fx | %.0f MB/s | %.0f MB/s | %.2fx |\n", mb / r, mb / o,
-           o / r, mb / w, mb / s, s / w);
-    gt_device_close(dev);
+           "rounds; GCM passes in pages of 64 KiB on one thread, same rounds):\n");
+    printf("| prefetch | read back (page-in) | GCM open | ratio | rewrite (page-in + page-out) | "
+           "GCM seal + open | ratio |\n|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < 2; k++) {
+        double r = bench_median(rd[k], 3), w = bench_median(wr[k], 3);
+        printf("| %s | %.0f MB/s | %.0f MB/s | %.2fx | %.0f MB/s | %.0f MB/s | %.2fx |\n",
+               k ? "on" : "off", mb / r, mb / o, o / r, mb / w, mb / s, s / w);
+        gt_device_close(dev[k]);
+    }
     free(pt);
     free(ct);
     free(back);
+}
+
+static void row(const char *cap, const char *pf, const run_result *r, const run_result *base)
+{
+    if (r->refused) {
+        printf("| %s | %s | refused: %s |\n", cap, pf, r->why);
+        return;
+    }
+    // Per step after the warm-up (the step in which the stream is learnt).
+    double f = (double)(r->st.fault_ins - r->first.fault_ins) / STEPS;
+    double d = (double)(r->st.demand_faults - r->first.demand_faults) / STEPS;
+    double iss = (double)(r->st.prefetch_issued - r->first.prefetch_issued) / STEPS;
+    double hit = (double)(r->st.prefetch_hits - r->first.prefetch_hits) / STEPS;
+    double as = (double)(r->st.assist_faults - r->first.assist_faults) / STEPS;
+    double po = (double)(r->st.page_outs - r->first.page_outs) / STEPS;
+    double mis = (double)(r->st.mispredicts - r->first.mispredicts) / STEPS;
+    bool same = memcmp(r->loss, base->loss, sizeof base->loss) == 0;
+    printf("| %s | %s | %.1f | %.2fx | %.0f | %.0f | %.0f | %.0f / %.0f | %.0f | %.1f | %.1f MiB | %s |\n",
+           cap, pf, r->step_ms, r->step_ms / base->step_ms, po, f, d, hit, iss, as, mis,
+           (double)r->st.peak_resident / (1 << 20), same ? "yes" : "NO");
+}
+
+// Part 1: the step-time curve, prefetch off and on side by side at each cap.
+static void train_table(const char *store, const char *png)
+{
+    static run_result none[2], paged[4][2];
+    gt_device *dev = open_dev(store, 0, false);
+    train_run(dev, &none[0]);
+    gt_device_close(dev);
+    dev = open_dev(store, 1u << 30, false);  // paging, nothing evicted: the size a step touches
+    run_result probe = {0};
+    train_run(dev, &probe);
+    gt_device_close(dev);
+    uint64_t touched = probe.st.peak_resident;
+    const double frac[4] = {1.0, 0.5, 0.25, 0.125};
+    for (int i = 0; i < 4; i++) {
+        uint64_t cap = i == 0 ? 1u << 30 : (uint64_t)((double)touched * frac[i]) / PAGE * PAGE;
+        for (int k = 0; k < 2; k++) {  // off, on: paired, one after the other
+            dev = open_dev(store, cap, k == 1);
+            train_run(dev, &paged[i][k]);
+            gt_device_close(dev);
+        }
+    }
+    dev = open_dev(store, 0, false);  // no pager again, last: how much the machine moved
+    train_run(dev, &none[1]);
+    gt_device_close(dev);
+    printf("small GPT-2 (4 layers, 128 channels, vocab 512, B=4 T=64), cpu backend, 2 threads, "
+           "64 KiB pages; a step touches %.1f MiB; counts per step after the warm-up\n",
+           (double)touched / (1 << 20));
+    printf("| cap | prefetch | step ms (median of %d) | vs no pager | page-outs | fault-ins | "
+           "demand faults | prefetch hits / issued | assisted | mispredicted launches | "
+           "peak resident | losses as without a pager |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n", STEPS);
+    row("none", "-", &none[0], &none[0]);
+    double x[4], y[2][4];
+    for (int i = 0; i < 4; i++) {
+        char cap[32];
+        snprintf(cap, sizeof cap, "%.1f%%", 100 * frac[i]);
+        for (int k = 0; k < 2; k++) {
+            row(cap, k ? "on" : "off", &paged[i][k], &none[0]);
+            y[k][i] = paged[i][k].refused ? 0 : paged[i][k].step_ms / none[0].step_ms;
+        }
+        x[i] = 100 * frac[i];
+    }
+    row("none, again", "-", &none[1], &none[0]);
+    gt_plot_series s[2] = {{.name = "prefetch off", .x = x, .y = y[0], .n = 4},
+                           {.name = "prefetch on", .x = x, .y = y[1], .n = 4}};
+    gt_plot_style st = {.title = "paging: small GPT-2 step time under a memory cap (cpu)",
+                        .xlabel = "cap, % of what a step touches", .ylabel = "x no pager",
+                        .points = true};
+    gt_err e = gt_plot_lines(png, &st, s, 2);
+    printf("\nplot: %s\n", gt_is_ok(e) ? png : e.msg);
 }
 
 int main(int argc, char **argv)
@@ -186,58 +284,8 @@ int main(int argc, char **argv)
         rmdir(store);
         return 0;
     }
-    static run_result r[6];
-    gt_device *dev = open_dev(store, 0);
-    train_run(dev, &r[0]);
-    gt_device_close(dev);
-    dev = open_dev(store, 1u << 30);  // paging, nothing evicted: the size a step touches
-    train_run(dev, &r[1]);
-    gt_device_close(dev);
-    uint64_t touched = r[1].st.peak_resident;
-    const double frac[6] = {0, 1.0, 0.5, 0.25, 0.125, 0};
-    for (int i = 2; i < 5; i++) {
-        dev = open_dev(store, (uint64_t)((double)touched * frac[i]) / PAGE * PAGE);
-        train_run(dev, &r[i]);
-        gt_device_close(dev);
-    }
-    dev = open_dev(store, 0);  // no pager again, last: how much the machine moved meanwhile
-    train_run(dev, &r[5]);
-    gt_device_close(dev);
-    printf("small GPT-2 (4 layers, 128 channels, vocab 512, B=4 T=64), cpu backend, 2 threads, "
-           "64 KiB pages; a step touches %.1f MiB\n", (double)touched / (1 << 20));
-    printf("| cap | step ms (median of %d) | vs no pager | page-outs/step | clean drops/step | "
-           "fault-ins/step | peak resident | losses as without a pager |\n"
-           "|---|---|---|---|---|---|---|---|\n", STEPS);
-    double x[4], y[4];
-    int np = 0;
-    for (int i = 0; i < 6; i++) {
-        char cap[32] = "none";
-        if (i == 5) {
-            snprintf(cap, sizeof cap, "none, again");
-        } else if (i > 0) {
-            snprintf(cap, sizeof cap, "%.1f%%", 100 * frac[i]);
-        }
-        if (r[i].refused) {
-            printf("| %s | refused: %s |\n", cap, r[i].why);
-            continue;
-        }
-        bool same = memcmp(r[i].loss, r[0].loss, sizeof r[0].loss) == 0;
-        printf("| %s | %.2f | %.2fx | %.0f | %.0f | %.0f | %.1f MiB | %s |\n", cap,
-               r[i].step_ms, r[i].step_ms / r[0].step_ms, (double)r[i].st.page_outs / (STEPS + 1),
-               (double)r[i].st.clean_drops / (STEPS + 1), (double)r[i].st.fault_ins / (STEPS + 1),
-               (double)r[i].st.peak_resident / (1 << 20), same ? "yes" : "NO");
-        if (i > 0 && i < 5) {
-            x[np] = 100 * frac[i];
-            y[np++] = r[i].step_ms / r[0].step_ms;
-        }
-    }
+    train_table(store, png);
     throughput(store);
     rmdir(store);
-    gt_plot_series s = {.name = "step time / no pager", .x = x, .y = y, .n = (size_t)np};
-    gt_plot_style st = {.title = "paging: small GPT-2 step time under a memory cap (cpu)",
-                        .xlabel = "cap, % of what a step touches", .ylabel = "x no pager",
-                        .points = true};
-    gt_err e = gt_plot_lines(png, &st, &s, 1);
-    printf("\nplot: %s\n", gt_is_ok(e) ? png : e.msg);
     return 0;
 }

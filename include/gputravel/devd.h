@@ -20,6 +20,7 @@ typedef struct {
     const char *paging_store;  // page beyond mem_limit into this directory (NULL: refuse past
                                // it); mem_limit then caps resident memory (docs/paging.md)
     uint32_t page_bytes;       // paging: 0 = GT_PAGER_PAGE_BYTES
+    bool prefetch;             // paging: the pager's prefetch thread (gt_pager_config)
     uint32_t slot_count;       // bounce slots (0: 4)
     uint32_t slot_bytes;       // bytes per slot (0: 4 MiB)
     int threads;               // OpenMP threads for launched ops (0: OpenMP's default)

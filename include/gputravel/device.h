@@ -42,6 +42,7 @@ typedef struct {
     // past the limit); docs/paging.md. page_bytes 0: GT_PAGER_PAGE_BYTES.
     const char *paging_store;
     uint32_t page_bytes;
+    bool paging_prefetch;  // paged: a second thread prefetches from the op stream (gt_pager_config)
 } gt_device_config;
 
 typedef struct gt_device gt_device;  // opaque
@@ -478,7 +479,8 @@ GT_MUST_USE gt_err gt_peer_hdr_bytes(const gt_peer_hdr *h, uint64_t *offset, uin
 // in the untrusted store whose root stays in the pager (protected memory); a fault-in checks the
 // version against the root and the blob against its tag, so a stale, replayed, swapped,
 // truncated, deleted or altered page is refused with GT_E_AUTH, after which the pager is failed
-// (gt_pager_failed) and its owner tears the session down. Not thread-safe (one per device).
+// (gt_pager_failed) and its owner tears the session down. One caller thread at a time (one per
+// device); with `prefetch` the pager runs its own worker thread beside it (docs/paging.md).
 #define GT_PAGER_PAGE_BYTES (64u << 10)  // the default page: docs/paging.md says why
 
 typedef struct gt_pager gt_pager;  // opaque
@@ -488,7 +490,11 @@ typedef struct {
     uint64_t virt;          // bytes all buffers may take, >= cap (0: 16 x cap, >= 256 MiB)
     uint32_t page_bytes;    // 0: GT_PAGER_PAGE_BYTES; a power of two from 4 KiB to 1 MiB
     const char *store_dir;  // an existing directory for the untrusted store's two files
-    const gt_buftab *tab;   // the buffers' labels, read when a page is sealed out
+    const gt_buftab *tab;   // the buffers' labels, read (by the caller's thread) on each write hold
+    // A worker thread that learns the op stream of launches (a step repeats) and pre-loads the
+    // pages of the next launches, evicting first what the recorded stream does not need soon;
+    // copy_in / copy_out pieces are read ahead in order. Every fault-in is checked as always.
+    bool prefetch;
 } gt_pager_config;
 
 typedef struct {
@@ -500,6 +506,15 @@ typedef struct {
     uint64_t page_outs;       // pages sealed out
     uint64_t clean_drops;     // pages evicted unchanged: dropped, their blob still current
     uint64_t fault_ins;       // pages read back (from the store, or fresh zero pages)
+    // fault-ins split by who did them and why (all but demand_faults 0 without prefetch)
+    bool prefetch;             // the pager runs a prefetch worker
+    uint64_t demand_faults;    // by the caller's thread, waiting for the page
+    uint64_t prefetch_issued;  // by the worker, for a launch or piece predicted ahead
+    uint64_t prefetch_hits;    // of those, found resident when the caller needed them
+    uint64_t prefetch_wasted;  // of those, evicted again before any use
+    uint64_t assist_faults;    // by the worker, for the current launch (in parallel with it)
+    uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
+    uint64_t mispredicts;      // launches other than the op stream predicted
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).

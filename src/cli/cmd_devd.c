@@ -24,7 +24,7 @@ static void usage(void)
            "                      [--slots N] [--slot-size BYTES] [--max-sessions N]\n"
            "                      [--idle-timeout SECONDS] [--identity DIR] [--vendor-root DIR]\n"
            "                      [--admit-policy P.json] [--client-root PEM]\n"
-           "                      [--paging-store DIR [--page-size BYTES]]\n"
+           "                      [--paging-store DIR [--page-size BYTES] [--prefetch]]\n"
            "\n"
            "Runs the emulated confidential GPU: a separate process that owns all device memory,\n"
            "attests itself (a P-384 identity key certified by a simulated vendor root; evidence is\n"
@@ -38,6 +38,8 @@ static void usage(void)
            "                         (AES-256-GCM, version tree) into files under DIR, which is\n"
            "                         untrusted (docs/paging.md)\n"
            "  --page-size BYTES      paging unit, a power of two 4KiB..1MiB (default 64KiB)\n"
+           "  --prefetch             paging: a second thread learns the op stream and loads\n"
+           "                         pages ahead of the launch that needs them\n"
            "  --threads N            OpenMP threads for launched ops (default: all cores)\n"
            "  --slots N              bounce slots per session (default 4)\n"
            "  --slot-size BYTES      bytes per bounce slot (default 4MiB)\n"
@@ -103,6 +105,7 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
         {"vendor-root", required_argument, NULL, 'V'}, {"admit-policy", required_argument, NULL, 'P'},
         {"client-root", required_argument, NULL, 'R'},
         {"paging-store", required_argument, NULL, 'S'}, {"page-size", required_argument, NULL, 'g'},
+        {"prefetch", no_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     memset(cfg, 0, sizeof *cfg);
@@ -118,6 +121,7 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
         case 'P': cfg->admit_policy = optarg; break;
         case 'R': cfg->client_root = optarg; break;
         case 'S': cfg->paging_store = optarg; break;
+        case 'F': cfg->prefetch = true; break;
         case 'm':
         case 'g':
         case 'z': rc = parse_size_flag(c, cfg); break;
@@ -139,6 +143,9 @@ static int parse(int argc, char **argv, gt_devd_config *cfg)
     }
     if (cfg->page_bytes != 0 && cfg->paging_store == NULL) {
         return gt_cli_usage("devd", "--page-size needs --paging-store DIR");
+    }
+    if (cfg->prefetch && cfg->paging_store == NULL) {
+        return gt_cli_usage("devd", "--prefetch needs --paging-store DIR");
     }
     return GT_EXIT_OK;
 }

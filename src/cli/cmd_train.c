@@ -58,6 +58,8 @@ static void usage(void)
         "  --paging-store DIR      paged: buffers may total more, at most BYTES resident, cold\n"
         "                          pages sealed into DIR (docs/paging.md; sim: devd's own flags)\n"
         "  --page-size BYTES       paging unit (default 64KiB)\n"
+        "  --prefetch              paged: a second thread learns the step's op stream and loads\n"
+        "                          pages ahead of the launch that needs them\n"
         "  --out CKPT              write CKPT (llm.c) and CKPT.state at the end\n"
         "  --save-every N          also write them every N steps\n"
         "  --out-bf16              CKPT as llm.c version 5 (bf16 weights, train_gpt2cu's\n"
@@ -109,6 +111,7 @@ typedef struct {
     uint64_t mem_limit;         // cpu: bytes (0: none)
     const char *paging_store;   // cpu: page beyond mem_limit into this directory
     uint64_t page_bytes;
+    bool prefetch;              // cpu, paged: the pager's prefetch thread
     bool distributed;           // a rank of mpirun -np N
     const char *peers;          // --peers: the agreement admitting the ranks
     int zero;                   // --zero: ZeRO stage (0 replicated, 1 sharded AdamW state)
@@ -138,8 +141,8 @@ enum {
     O_SEED, O_DATA, O_VAL, O_VAL_EVERY, O_VAL_BATCHES, O_SHUFFLE, O_BATCH, O_SEQ, O_ACCUM,
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
-    O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE, O_DISTRIBUTED,
-    O_PEERS, O_ZERO,
+    O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE, O_PREFETCH,
+    O_DISTRIBUTED, O_PEERS, O_ZERO,
 };
 
 static const struct option long_opts[] = {
@@ -182,6 +185,7 @@ static const struct option long_opts[] = {
     {"mem-limit", required_argument, NULL, O_MEM_LIMIT},
     {"paging-store", required_argument, NULL, O_PAGING_STORE},
     {"page-size", required_argument, NULL, O_PAGE_SIZE},
+    {"prefetch", no_argument, NULL, O_PREFETCH},
     {"distributed", no_argument, NULL, O_DISTRIBUTED},
     {"peers", required_argument, NULL, O_PEERS},
     {"zero", required_argument, NULL, O_ZERO},
@@ -247,6 +251,7 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_PAGE_SIZE:
         ok = gt_is_ok(gt_parse_size(optarg, &o->page_bytes)) && o->page_bytes <= (1u << 20);
         break;
+    case O_PREFETCH: o->prefetch = true; break;
     case O_DISTRIBUTED: o->distributed = true; break;
     case O_PEERS: o->peers = optarg; break;
     case O_ZERO: ok = parse_int(optarg, 0, 1, &o->zero); break;
@@ -280,6 +285,9 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     }
     if (o->paging_store != NULL && o->mem_limit == 0) {
         return gt_cli_usage(CMD, "--paging-store needs --mem-limit BYTES (the resident cap)");
+    }
+    if (o->prefetch && o->paging_store == NULL) {
+        return gt_cli_usage(CMD, "--prefetch needs --paging-store DIR");
     }
     if (o->page_bytes != 0 && o->paging_store == NULL) {
         return gt_cli_usage(CMD, "--page-size needs --paging-store DIR");
@@ -456,7 +464,8 @@ static gt_err open_model(const train_opts *o, train_run *r)
 {
     gt_device_config dc = {.kind = o->device, .threads = o->threads,
                            .socket_path = o->device_socket, .mem_limit = o->mem_limit,
-                           .paging_store = o->paging_store, .page_bytes = (uint32_t)o->page_bytes};
+                           .paging_store = o->paging_store, .page_bytes = (uint32_t)o->page_bytes,
+                           .paging_prefetch = o->prefetch};
     if (r->dist != NULL) {
         GT_TRY(gt_train_dist_open_device(r->dist, &dc, o->device_socket, &r->dev));
     } else {
@@ -758,6 +767,13 @@ static void paging_report(gt_device *dev)
     printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu unchanged "
            "pages dropped, %llu fault-ins\n", cap, peak, (unsigned long long)st.page_outs,
            (unsigned long long)st.clean_drops, (unsigned long long)st.fault_ins);
+    if (st.prefetch) {
+        printf("paging: prefetch: %llu pages loaded ahead, %llu of them used (hit), %llu wasted, "
+               "%llu loaded beside the caller, %llu demand faults, %llu mispredicted launches\n",
+               (unsigned long long)st.prefetch_issued, (unsigned long long)st.prefetch_hits,
+               (unsigned long long)st.prefetch_wasted, (unsigned long long)st.assist_faults,
+               (unsigned long long)st.demand_faults, (unsigned long long)st.mispredicts);
+    }
 }
 
 static void train_free(train_run *r)

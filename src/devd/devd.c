@@ -1931,7 +1931,8 @@ static gt_err arena_create(devd *d)
 static gt_err pager_create(devd *d)
 {
     gt_pager_config pc = {.cap = d->arena_bytes, .page_bytes = d->cfg->page_bytes,
-                          .store_dir = d->cfg->paging_store, .tab = d->tab};
+                          .store_dir = d->cfg->paging_store, .tab = d->tab,
+                          .prefetch = d->cfg->prefetch};
     GT_TRY(gt_pager_new(&d->pg, &pc));
     d->arena = gt_pager_base(d->pg);
     gt_pager_stats st;

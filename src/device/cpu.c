@@ -69,10 +69,13 @@ static gt_err paged_each(cpu_dev *d, const gt_buftab_entry *e, uint64_t off, uin
     return paged(d, gt_pager_each(d->pg, arena_off(d, e) + off, len, write, fn, &job));
 }
 
-static gt_err torn(const cpu_dev *d)
+// The prefetcher may find a tampered page between calls: the next call tears down as well.
+static gt_err torn(cpu_dev *d)
 {
-    GT_ENSURE(d->pg == NULL || !gt_pager_failed(d->pg), GT_E_AUTH,
-              "device: torn down after a paging integrity failure");
+    if (d->pg != NULL && gt_pager_failed(d->pg)) {
+        teardown(d);
+        return gt_errf(GT_E_AUTH, "device: torn down after a paging integrity failure");
+    }
     return GT_OK;
 }
 
@@ -284,7 +287,8 @@ gt_err gt_device_cpu_open(const gt_device_config *cfg, void **impl, const gt_dev
     gt_err e = gt_buftab_new(&d->tab, &tc);
     if (gt_is_ok(e) && paging) {
         gt_pager_config pc = {.cap = cfg->mem_limit, .page_bytes = cfg->page_bytes,
-                              .store_dir = cfg->paging_store, .tab = d->tab};
+                              .store_dir = cfg->paging_store, .tab = d->tab,
+                              .prefetch = cfg->paging_prefetch};
         e = cfg->mem_limit ? gt_pager_new(&d->pg, &pc)
                            : gt_errf(GT_E_ARG, "device: paging needs a memory limit");
     }

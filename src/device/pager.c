@@ -7,29 +7,39 @@
 // tree's top levels (root included) stay here. A fault-in recomputes the path from the leaf and
 // its stored siblings to the first node kept here, and opens the blob with the version, the
 // buffer, the page and its label in the AAD: a stale, replayed, swapped, truncated, deleted or
-// altered page fails, and the pager is then failed for good.
+// altered page fails, and the pager is then failed for good. With prefetch, a worker thread
+// moves pages too (ahead of the caller, from the op stream it records): all shared state is
+// under one lock, and a page being moved is PG_MOVING, owned by the thread moving it.
 #include <gputravel/crypto.h>
 #include <gputravel/device.h>
 
 #include <assert.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "opstream.h"
 #include "pager_test.h"
 
-enum { PG_FREE = 0, PG_ZERO, PG_RESIDENT, PG_SEALED };
+enum { PG_FREE = 0, PG_ZERO, PG_RESIDENT, PG_SEALED, PG_MOVING };
+enum { LOAD_DEMAND, LOAD_AHEAD, LOAD_ASSIST };  // who brought a page in, and why
 
 #define NO_PAGE UINT32_MAX
+#define NO_FRAME UINT32_MAX
 #define TREE_HASH GT_SHA256_BYTES
 #define TREE_MAX_LEVELS 32
 #define PAGER_MAX_PAGES (1u << 26)
 #define PAGER_MIN_CAP_PAGES 4u
 #define PAGER_AAD_BYTES 48
 #define TREE_CACHE_NODES (1u << 13)  // 256 KiB of the tree's top kept here (14 levels)
+#define VICTIM_SCAN 512u              // resident pages looked at for one eviction, oldest first
+#define PLAN_MAX_LAUNCHES 256u        // launches predicted ahead at most (and the cap's pages)
+#define OPSTREAM_LAUNCHES (1u << 14)  // launches remembered: more than a GPT-2 step has
 
 typedef struct {
     uint64_t handle, owner;  // the buffer it belongs to (handle 0: not placed)
@@ -39,8 +49,12 @@ typedef struct {
     uint8_t state;
     bool dirty;              // resident and maybe changed since it came in: reseal to evict
     bool has_blob;           // the store holds its newest version (it was sealed before)
+    bool prefetched;         // brought in ahead by the worker, not used since
     uint64_t pin;            // the hold it was last needed by: never evicted during it
     gt_label sealed_label;   // the label bound into its blob's AAD
+    gt_label live_label;     // its buffer's label at its last write: what a seal binds
+    uint64_t plan_gen;       // the plan that lists it (pg->plan_gen: the current one) ...
+    uint32_t plan_pos;       // ... at this position
 } page_meta;
 
 typedef struct {
@@ -70,8 +84,27 @@ struct gt_pager {
     char store_path[600], tree_path[600];
     const gt_buftab *tab;
     uint64_t epoch;
-    bool failed;
+    atomic_bool failed;  // read by the owner without the lock (gt_pager_failed)
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
+    uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
+    uint64_t pre_evictions;
+    // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
+    // frame, which only its mover touches. busy: pages moving now (both threads).
+    pthread_mutex_t mu;
+    pthread_cond_t wake;   // the worker: a new plan, or stop
+    pthread_cond_t moved;  // a page finished moving, or a frame came free
+    pthread_t worker;
+    bool has_worker, stop, sync_made;
+    uint32_t busy;
+    uint8_t *wstage;  // the worker's sealed page
+    // The plan: pages in the order the caller will need them (plan_now first: the current
+    // access; then predicted). plan_head: where the caller is; wcur: where the worker is.
+    gt_opstream *os;
+    uint32_t *plan, plan_n, plan_head, plan_now, wcur, reserve;
+    uint64_t plan_gen;
+    bool plan_full;  // the plan reached the cap: memory is short
+    uint64_t idle_gen;  // the worker found nothing more to do in this plan
+    bool test_sync;     // tests: each launch waits until the worker is done with its plan
 };
 
 // ---- the hash tree over page versions ---------------------------------------------------------
@@ -248,9 +281,18 @@ static void lru_push(gt_pager *pg, uint32_t p)
     pg->lru_tail = p;
 }
 
+
 // ---- one page in and out ----------------------------------------------------------------------
+// Both threads move pages the same way, holding the lock except around the crypto, the store's
+// blob I/O and the wipe: the page is PG_MOVING meanwhile (in no list, touched by no one else),
+// and its frame is the mover's alone. What the tree check and the tree update read and write
+// (the cached top, the tree file) is only touched with the lock held.
+
+static void lock(gt_pager *pg) { pthread_mutex_lock(&pg->mu); }
+static void unlock(gt_pager *pg) { pthread_mutex_unlock(&pg->mu); }
 
 static uint8_t *page_addr(const gt_pager *pg, uint32_t p) { return pg->base + p * pg->page; }
+static uint8_t *frame_addr(const gt_pager *pg, uint32_t f) { return pg->pool + f * pg->page; }
 
 static uint64_t blob_at(const gt_pager *pg, uint32_t p)
 {
@@ -276,41 +318,68 @@ static void page_aad(const gt_pager *pg, uint32_t p, uint64_t version, gt_label 
     put_le64(iv + 4, version);
 }
 
-// Gone from readable memory: its frame wiped and back in the pool, the address mapped to
-// nothing (PROT_NONE), so a stray access is a crash.
-static void page_drop(gt_pager *pg, uint32_t p)
+// The address mapped to nothing (PROT_NONE), so a stray access is a crash.
+static void page_unmap(gt_pager *pg, uint32_t p)
 {
     uint8_t *a = page_addr(pg, p);
-    uint32_t f = pg->pages[p].frame;
-    gt_secure_zero(pg->pool + (uint64_t)f * pg->page, pg->page);
     void *r = mmap(a, pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
                    MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) {  // out of mappings: the frame stays mapped, but unreadable
         (void)mprotect(a, pg->page, PROT_NONE);
     }
-    pg->free_frames[pg->nfree++] = f;
-    lru_remove(pg, p);
-    pg->nresident--;
 }
 
-static void pager_wipe_all(gt_pager *pg)
+static void frame_free(gt_pager *pg, uint32_t f)
 {
-    while (pg->lru_head != NO_PAGE) {
-        uint32_t p = pg->lru_head;
-        page_drop(pg, p);
-        pg->pages[p].state = PG_ZERO;
+    pg->free_frames[pg->nfree++] = f;
+    pthread_cond_broadcast(&pg->moved);  // a caller may wait for a frame
+}
+
+// Gone from readable memory at once (lock held): its frame wiped and back in the pool.
+static void page_drop(gt_pager *pg, uint32_t p)
+{
+    page_meta *m = &pg->pages[p];
+    page_unmap(pg, p);
+    gt_secure_zero(frame_addr(pg, m->frame), pg->page);
+    frame_free(pg, m->frame);
+    lru_remove(pg, p);
+    pg->nresident--;
+    pg->prefetch_wasted += m->prefetched;
+    m->prefetched = false;
+}
+
+// Every resident page wiped (pinned: all of them, or only the unpinned ones, which the caller is
+// not using now), and the store emptied.
+static void pager_wipe(gt_pager *pg, bool pinned)
+{
+    for (uint32_t p = pg->lru_head, next; p != NO_PAGE; p = next) {
+        next = pg->pages[p].next;
+        if (pinned || pg->pages[p].pin != pg->epoch) {
+            page_drop(pg, p);
+            pg->pages[p].state = PG_ZERO;
+        }
     }
     if (pg->store_fd >= 0) {
         (void)ftruncate(pg->store_fd, 0);
     }
 }
 
-// A check failed: nothing of this pager is trusted any more. Everything resident is wiped now;
-// the owner ends the session (and releases the buffers).
+static void pager_wipe_all(gt_pager *pg) { pager_wipe(pg, true); }
+
+static bool on_worker(const gt_pager *pg)
+{
+    return pg->has_worker && pthread_equal(pthread_self(), pg->worker);
+}
+
+// A check failed: nothing of this pager is trusted any more. Everything resident is wiped now
+// but for what the caller holds when the worker found it (a launch running on its pages): the
+// caller wipes those itself as soon as it is back in the pager (caller_failed). A page the other
+// thread is moving is wiped when it takes the lock back and finds this. The owner ends the
+// session (and releases the buffers).
 static gt_err pager_fail(gt_pager *pg, uint32_t p, gt_err why)
 {
     pg->failed = true;
-    pager_wipe_all(pg);
+    pager_wipe(pg, !on_worker(pg));
     const page_meta *m = &pg->pages[p];
     return gt_errf(GT_E_AUTH,
                    "paging: device session torn down: page %llu of buffer %#llx failed its "
@@ -318,114 +387,398 @@ static gt_err pager_fail(gt_pager *pg, uint32_t p, gt_err why)
                    (unsigned long long)(p - m->first), (unsigned long long)m->handle, why.msg);
 }
 
-static gt_err page_out(gt_pager *pg, uint32_t p)
+static gt_err failed_err(void)
 {
-    page_meta *m = &pg->pages[p];
-    if (!m->dirty) {  // unchanged: what the store (or a zero page) holds is still its content
-        page_drop(pg, p);
-        m->state = m->has_blob ? PG_SEALED : PG_ZERO;
-        pg->nsealed += m->has_blob;
-        pg->clean_drops++;
-        return GT_OK;
-    }
-    gt_buftab_entry *e = NULL;
-    GT_TRY(gt_buftab_find(pg->tab, m->handle, m->owner, &e));
-    uint8_t sib[TREE_MAX_LEVELS][TREE_HASH], aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    uint64_t version = 0;
-    gt_err err = tree_check(pg, p, &version, sib);
-    if (!gt_is_ok(err)) {
-        return pager_fail(pg, p, err);
-    }
-    version++;
-    page_aad(pg, p, version, e->label, aad, iv);
+    return gt_errf(GT_E_AUTH, "paging: the untrusted store failed a check earlier; the device "
+                              "session is torn down");
+}
+
+// The caller finds the pager failed (lock held): what it still held is wiped now.
+static gt_err caller_failed(gt_pager *pg)
+{
+    pager_wipe_all(pg);
+    return failed_err();
+}
+
+static void move_begin(gt_pager *pg, page_meta *m)
+{
+    m->state = PG_MOVING;
+    pg->busy++;
+    unlock(pg);
+}
+
+static void move_end(gt_pager *pg)
+{
+    lock(pg);
+    pg->busy--;
+    pthread_cond_broadcast(&pg->moved);
+}
+
+// Seals page p (plaintext at its address, which no one writes while it moves) at version into
+// stage and writes the blob to the store. Lock not held.
+static gt_err seal_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage)
+{
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
     size_t n = 0;
-    GT_TRY(gt_aead_seal(pg->stage, pg->page + GT_AEAD_TAG_BYTES, &n, page_addr(pg, p), pg->page,
-                        aad, sizeof aad, iv, pg->key));
-    GT_TRY(store_write(pg->store_fd, pg->stage, n, blob_at(pg, p)));
-    GT_TRY(tree_set(pg, p, version, sib));
-    page_drop(pg, p);
-    m->state = PG_SEALED;
-    m->dirty = false;
-    m->has_blob = true;
-    m->sealed_label = e->label;
-    pg->nsealed++;
-    pg->page_outs++;
+    page_aad(pg, p, version, label, aad, iv);
+    GT_TRY(gt_aead_seal(stage, pg->page + GT_AEAD_TAG_BYTES, &n, page_addr(pg, p), pg->page, aad,
+                        sizeof aad, iv, pg->key));
+    return store_write(pg->store_fd, stage, n, blob_at(pg, p));
+}
+
+// After the seal (lock held again): the version checked once more against the root with fresh
+// siblings (other pages' updates changed them meanwhile), then set one higher.
+static gt_err seal_commit(gt_pager *pg, uint32_t p, uint64_t version)
+{
+    uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
+    uint64_t now = 0;
+    GT_TRY(tree_check(pg, p, &now, sib));
+    GT_ENSURE(now + 1 == version, GT_E_AUTH, "paging: a page's version changed in the store");
+    return tree_set(pg, p, version, sib);
+}
+
+// Page v (resident, unpinned) out of protected memory, lock held: sealed into the store when it
+// may have changed since it came in, else dropped (its blob, or a zero page, is still its
+// content). Its wiped frame goes to *frame (NULL: back to the pool).
+static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
+{
+    page_meta *m = &pg->pages[v];
+    uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
+    uint64_t version = 0;
+    if (m->dirty) {  // checked before sealing: the version must be the root's, or an IV repeats
+        gt_err err = tree_check(pg, v, &version, sib);
+        if (!gt_is_ok(err)) {
+            return pager_fail(pg, v, err);
+        }
+        version++;
+    }
+    bool dirty = m->dirty;
+    uint32_t f = m->frame;
+    lru_remove(pg, v);
+    pg->nresident--;
+    pg->prefetch_wasted += m->prefetched;
+    m->prefetched = false;
+    move_begin(pg, m);
+    gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, stage) : GT_OK;
+    page_unmap(pg, v);
+    gt_secure_zero(frame_addr(pg, f), pg->page);
+    move_end(pg);
+    if (gt_is_ok(err) && dirty && !pg->failed) {
+        err = seal_commit(pg, v, version);
+    }
+    if (frame != NULL && gt_is_ok(err) && !pg->failed) {
+        *frame = f;
+    } else {
+        frame_free(pg, f);
+    }
+    m->state = m->has_blob || dirty ? PG_SEALED : PG_ZERO;
+    if (pg->failed) {
+        m->state = PG_ZERO;
+        return failed_err();
+    }
+    if (!gt_is_ok(err)) {  // its content is gone with the frame: the session cannot go on
+        return pager_fail(pg, v, err);
+    }
+    pg->nsealed += m->state == PG_SEALED;
+    if (dirty) {
+        m->dirty = false;
+        m->has_blob = true;
+        m->sealed_label = m->live_label;
+        pg->page_outs++;
+    } else {
+        pg->clean_drops++;
+    }
     return GT_OK;
 }
 
-// Page p's newest blob, checked and opened into dst (its frame).
-static gt_err page_open(gt_pager *pg, uint32_t p, uint8_t *dst)
+// Opens page p's blob at version (checked against the root just before) into frame f. Lock not
+// held: the blob is read after the check, but a blob other than that version's fails the tag.
+static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage,
+                        uint8_t *dst)
 {
-    page_meta *m = &pg->pages[p];
-    uint8_t sib[TREE_MAX_LEVELS][TREE_HASH], aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    uint64_t version = 0;
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
     size_t blob = pg->page + GT_AEAD_TAG_BYTES, n = 0;
-    GT_TRY(tree_check(pg, p, &version, sib));
-    GT_ENSURE(version > 0, GT_E_AUTH, "paging: a sealed page at version 0");
-    GT_TRY(store_read(pg->store_fd, pg->stage, blob, blob_at(pg, p), "a page"));
-    page_aad(pg, p, version, m->sealed_label, aad, iv);
-    return gt_aead_open(dst, pg->page, &n, pg->stage, blob, aad, sizeof aad, iv, pg->key);
+    GT_TRY(store_read(pg->store_fd, stage, blob, blob_at(pg, p), "a page"));
+    page_aad(pg, p, version, label, aad, iv);
+    return gt_aead_open(dst, pg->page, &n, stage, blob, aad, sizeof aad, iv, pg->key);
 }
 
-static gt_err page_in(gt_pager *pg, uint32_t p)
+// Maps frame f at page p's address: no frame is allocated or zeroed by the kernel here, and
+// MAP_POPULATE sets its entries in the same call rather than one fault per 4 KiB.
+static gt_err frame_map(gt_pager *pg, uint32_t p, uint32_t f)
 {
-    page_meta *m = &pg->pages[p];
-    assert(pg->nfree > 0);  // nresident < cap_pages
-    uint32_t f = pg->free_frames[pg->nfree - 1];
-    uint8_t *frame = pg->pool + (uint64_t)f * pg->page;
-    if (m->state == PG_SEALED) {  // a zero page needs nothing: a free frame is zeros
-        gt_err err = page_open(pg, p, frame);
-        if (!gt_is_ok(err)) {
-            gt_secure_zero(frame, pg->page);
-            return pager_fail(pg, p, err);
-        }
-    }
-    // The frame at the page's address: no frame is allocated or zeroed by the kernel here, and
-    // MAP_POPULATE sets its entries in the same call rather than one fault per 4 KiB.
     void *r = mmap(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED | MAP_POPULATE, pg->pool_fd, (off_t)f * (off_t)pg->page);
-    if (r == MAP_FAILED) {
-        gt_secure_zero(frame, pg->page);
-        return gt_errf(GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
-    }
+    GT_ENSURE(r != MAP_FAILED, GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
     (void)madvise(r, pg->page, MADV_DONTDUMP);
-    pg->nfree--;
+    return GT_OK;
+}
+
+static void load_done(gt_pager *pg, uint32_t p, uint32_t f, bool sealed, int why)
+{
+    page_meta *m = &pg->pages[p];
     m->frame = f;
-    pg->nsealed -= m->state == PG_SEALED;
-    m->has_blob = m->state == PG_SEALED;
+    pg->nsealed -= sealed;
+    m->has_blob = sealed;
     m->dirty = false;
     m->state = PG_RESIDENT;
+    m->prefetched = why == LOAD_AHEAD;
     lru_push(pg, p);
     pg->nresident++;
     pg->fault_ins++;
-    pg->peak = pg->nresident > pg->peak ? pg->nresident : pg->peak;
+    pg->demand_faults += why == LOAD_DEMAND;
+    pg->prefetch_issued += why == LOAD_AHEAD;
+    pg->assist_faults += why == LOAD_ASSIST;
+    uint64_t used = pg->cap_pages - pg->nfree;  // frames holding plaintext, moving ones too
+    pg->peak = used > pg->peak ? used : pg->peak;
+}
+
+// Page p (sealed or zero) into frame f, lock held: checked against the root, opened, mapped.
+static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why)
+{
+    page_meta *m = &pg->pages[p];
+    uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
+    uint64_t version = 0;
+    bool sealed = m->state == PG_SEALED;
+    gt_err err = GT_OK;
+    if (pg->failed) {  // the other thread tore it down while this one made room
+        frame_free(pg, f);
+        return failed_err();
+    }
+    if (sealed) {  // a zero page needs nothing: a free frame is zeros
+        err = tree_check(pg, p, &version, sib);
+        err = gt_is_ok(err) && version == 0
+                  ? gt_errf(GT_E_AUTH, "paging: a sealed page at version 0") : err;
+        if (!gt_is_ok(err)) {
+            frame_free(pg, f);
+            return pager_fail(pg, p, err);
+        }
+    }
+    uint8_t state = m->state;
+    move_begin(pg, m);
+    err = sealed ? open_blob(pg, p, version, m->sealed_label, stage, frame_addr(pg, f)) : GT_OK;
+    bool auth = !gt_is_ok(err);
+    err = gt_is_ok(err) ? frame_map(pg, p, f) : err;
+    if (!gt_is_ok(err)) {
+        gt_secure_zero(frame_addr(pg, f), pg->page);
+    }
+    move_end(pg);
+    m->state = state;
+    if (pg->failed) {  // torn down meanwhile by the other thread: this page goes too
+        if (gt_is_ok(err)) {
+            page_unmap(pg, p);
+            gt_secure_zero(frame_addr(pg, f), pg->page);
+        }
+        frame_free(pg, f);
+        m->state = PG_ZERO;
+        pg->nsealed -= sealed;
+        return failed_err();
+    }
+    if (!gt_is_ok(err)) {
+        frame_free(pg, f);
+        return auth ? pager_fail(pg, p, err) : err;
+    }
+    load_done(pg, p, f, sealed, why);
     return GT_OK;
 }
 
-// Page p resident and pinned for the current hold, evicting the coldest unpinned pages.
-static gt_err page_need(gt_pager *pg, uint32_t p, bool write)
+// ---- choosing what leaves: the recorded future first, then LRU -------------------------------
+// The plan (below) lists the pages the next accesses need, in order. A page not in the rest of
+// the plan is needed later than all of it (or never again): those go first, oldest first; else
+// the page needed last (Belady's choice, within the scan). Pinned and moving pages never go.
+
+static bool in_plan(const gt_pager *pg, const page_meta *m)
 {
-    page_meta *m = &pg->pages[p];
-    assert(m->state != PG_FREE);
-    if (m->state == PG_RESIDENT) {
-        lru_remove(pg, p);
-        lru_push(pg, p);
-        m->pin = pg->epoch;
-        m->dirty |= write;
+    return m->plan_gen == pg->plan_gen && m->plan_pos >= pg->plan_head;
+}
+
+// A resident, unpinned page to evict for a page needed at plan position `pos` (UINT32_MAX: a
+// demand, anything may go): NO_PAGE when every candidate is needed sooner.
+static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
+{
+    uint32_t best = NO_PAGE, best_pos = 0, seen = 0;
+    for (uint32_t v = pg->lru_head; v != NO_PAGE && seen < VICTIM_SCAN; v = pg->pages[v].next) {
+        const page_meta *m = &pg->pages[v];
+        if (m->pin == pg->epoch) {
+            continue;
+        }
+        seen++;
+        if (!in_plan(pg, m)) {
+            return v;
+        }
+        if (!only_unplanned && (best == NO_PAGE || m->plan_pos > best_pos)) {
+            best = v;
+            best_pos = m->plan_pos;
+        }
+    }
+    return best != NO_PAGE && (pos == UINT32_MAX || best_pos > pos) ? best : NO_PAGE;
+}
+
+// A frame for the caller's fault-in, lock held; *f stays NO_FRAME when the caller has to look
+// again (it waited for the worker, which may have moved the page it wants meanwhile).
+static gt_err take_frame(gt_pager *pg, uint32_t *f)
+{
+    if (pg->nfree > 0) {
+        *f = pg->free_frames[--pg->nfree];
         return GT_OK;
     }
-    while (pg->nresident >= pg->cap_pages) {
-        uint32_t v = pg->lru_head;
-        while (v != NO_PAGE && pg->pages[v].pin == pg->epoch) {
-            v = pg->pages[v].next;
-        }
-        GT_ENSURE(v != NO_PAGE, GT_E_LIMIT, "paging: every resident page is in use");
-        GT_TRY(page_out(pg, v));
+    uint32_t v = pick_victim(pg, UINT32_MAX, false);
+    if (v == NO_PAGE) {
+        GT_ENSURE(pg->busy > 0, GT_E_LIMIT, "paging: every resident page is in use");
+        pthread_cond_wait(&pg->moved, &pg->mu);
+        return GT_OK;
     }
-    GT_TRY(page_in(pg, p));
+    return evict(pg, v, pg->stage, f);
+}
+
+// Page p resident and pinned for the current hold (lock held). label: its buffer's label now,
+// bound into its blob when it is sealed after a write.
+static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
+{
+    page_meta *m = &pg->pages[p];
+    uint32_t f = NO_FRAME;
+    for (;;) {
+        while (m->state == PG_MOVING) {
+            pthread_cond_wait(&pg->moved, &pg->mu);
+        }
+        if (pg->failed) {
+            if (f != NO_FRAME) {
+                frame_free(pg, f);
+            }
+            return failed_err();
+        }
+        assert(m->state != PG_FREE);
+        if (m->state == PG_RESIDENT) {
+            if (f != NO_FRAME) {  // the worker brought it in while this thread made room
+                frame_free(pg, f);
+            }
+            pg->prefetch_hits += m->prefetched;
+            m->prefetched = false;
+            lru_remove(pg, p);
+            lru_push(pg, p);
+            break;
+        }
+        if (f == NO_FRAME) {
+            GT_TRY(take_frame(pg, &f));
+            continue;
+        }
+        GT_TRY(load(pg, p, f, pg->stage, LOAD_DEMAND));
+        break;
+    }
     m->pin = pg->epoch;
-    m->dirty = write;
+    if (write) {
+        m->dirty = true;
+        m->live_label = label;
+    }
     return GT_OK;
+}
+
+// ---- the worker: pages of the plan in ahead of the caller ------------------------------------
+
+// The next page of the plan the worker can bring in, at or after its cursor; NO_PAGE if none.
+static uint32_t next_wanted(gt_pager *pg)
+{
+    uint32_t end = pg->plan_n, reach = pg->plan_head + (uint32_t)pg->cap_pages;
+    end = end < reach ? end : reach;
+    pg->wcur = pg->wcur < pg->plan_head ? pg->plan_head : pg->wcur;
+    for (; pg->wcur < end; pg->wcur++) {
+        uint8_t s = pg->pages[pg->plan[pg->wcur]].state;
+        if (s == PG_SEALED || s == PG_ZERO) {
+            return pg->plan[pg->wcur];
+        }
+    }
+    return NO_PAGE;
+}
+
+// One piece of work, lock held: false when there is none until the plan changes.
+static bool worker_step(gt_pager *pg)
+{
+    uint64_t gen = pg->plan_gen;
+    uint32_t p = next_wanted(pg), pos = pg->wcur, f = NO_FRAME;
+    if (p == NO_PAGE) {
+        // Under pressure, keep a few frames free for the caller's next faults: it then does not
+        // wait for a seal. Only pages the plan does not need go.
+        uint32_t v = pg->plan_full && pg->nfree < pg->reserve ? pick_victim(pg, 0, true) : NO_PAGE;
+        if (v == NO_PAGE) {
+            return false;
+        }
+        pg->pre_evictions++;
+        return gt_is_ok(evict(pg, v, pg->wstage, NULL));
+    }
+    if (pg->nfree > 0) {
+        f = pg->free_frames[--pg->nfree];
+    } else {
+        uint32_t v = pick_victim(pg, pos, false);
+        if (v == NO_PAGE) {
+            return false;
+        }
+        pg->pre_evictions++;
+        if (!gt_is_ok(evict(pg, v, pg->wstage, &f))) {
+            return false;
+        }
+    }
+    uint8_t s = pg->pages[p].state;
+    if (gen != pg->plan_gen || (s != PG_SEALED && s != PG_ZERO)) {
+        frame_free(pg, f);  // the plan moved on meanwhile, or the caller took the page
+        return true;
+    }
+    return gt_is_ok(load(pg, p, f, pg->wstage, pos < pg->plan_now ? LOAD_ASSIST : LOAD_AHEAD));
+}
+
+static void *worker_main(void *arg)
+{
+    gt_pager *pg = arg;
+    lock(pg);
+    while (!pg->stop) {
+        if (pg->failed || !worker_step(pg)) {
+            pg->idle_gen = pg->plan_gen;
+            pthread_cond_broadcast(&pg->moved);
+            pthread_cond_wait(&pg->wake, &pg->mu);
+        }
+    }
+    unlock(pg);
+    return NULL;
+}
+
+// A new plan (lock held): the pages of [plan_now first, the rest predicted), in order of need.
+static void plan_begin(gt_pager *pg)
+{
+    pg->plan_gen++;
+    pg->plan_n = pg->plan_head = pg->plan_now = pg->wcur = 0;
+    pg->plan_full = false;
+}
+
+static bool plan_add(gt_pager *pg, uint32_t lo, uint32_t hi)
+{
+    for (uint32_t p = lo; p < hi; p++) {
+        if (pg->plan_n >= pg->cap_pages) {
+            pg->plan_full = true;
+            return false;
+        }
+        page_meta *m = &pg->pages[p];
+        if (m->plan_gen != pg->plan_gen) {
+            m->plan_gen = pg->plan_gen;
+            m->plan_pos = pg->plan_n;
+            pg->plan[pg->plan_n++] = p;
+        }
+    }
+    return true;
+}
+
+static void plan_publish(gt_pager *pg)
+{
+    if (pg->has_worker) {
+        pthread_cond_signal(&pg->wake);
+    }
+}
+
+// No page moves and no plan is left (lock held): buffers may be placed, released, rekeyed.
+static void quiesce(gt_pager *pg)
+{
+    plan_begin(pg);
+    while (pg->busy > 0) {
+        pthread_cond_wait(&pg->moved, &pg->mu);
+    }
 }
 
 // ---- the pager --------------------------------------------------------------------------------
@@ -517,8 +870,11 @@ static gt_err pager_memory(gt_pager *pg)
     pg->stage = malloc(pg->page + GT_AEAD_TAG_BYTES);
     pg->cache = calloc(pg->cache_n, sizeof *pg->cache);
     pg->free_frames = calloc(pg->cap_pages, sizeof *pg->free_frames);
+    pg->plan = calloc(pg->cap_pages, sizeof *pg->plan);
+    pg->wstage = malloc(pg->page + GT_AEAD_TAG_BYTES);
     GT_ENSURE(pg->pages != NULL && pg->stage != NULL && pg->cache != NULL &&
-                  pg->free_frames != NULL, GT_E_NOMEM, "paging: out of memory");
+                  pg->free_frames != NULL && pg->plan != NULL && pg->wstage != NULL,
+              GT_E_NOMEM, "paging: out of memory");
     for (uint32_t p = 0; p < pg->npages; p++) {
         pg->pages[p].prev = pg->pages[p].next = NO_PAGE;
     }
@@ -540,15 +896,31 @@ gt_err gt_pager_new(gt_pager **out, const gt_pager_config *cfg)
     pg->store_fd = pg->tree_fd = pg->pool_fd = -1;
     pg->lru_head = pg->lru_tail = NO_PAGE;
     pg->tab = cfg->tab;
+    GT_ENSURE(pthread_mutex_init(&pg->mu, NULL) == 0, GT_E_NOMEM, "paging: no lock");
+    pthread_cond_init(&pg->wake, NULL);
+    pthread_cond_init(&pg->moved, NULL);
+    pg->sync_made = true;
     gt_err err = pager_sizes(pg, cfg);
     if (gt_is_ok(err)) {
         err = pager_memory(pg);
+    }
+    if (gt_is_ok(err)) {
+        err = gt_opstream_new(&pg->os, OPSTREAM_LAUNCHES);
     }
     if (gt_is_ok(err)) {
         err = pager_store(pg, cfg->store_dir);
     }
     if (gt_is_ok(err)) {
         err = gt_pager_rekey(pg);
+    }
+    // Keep frames free for the caller's faults while memory is short: an eighth of the cap, at
+    // most 64 pages (a few MiB of seals the caller does not wait for).
+    pg->reserve = (uint32_t)(pg->cap_pages / 8 < 64 ? pg->cap_pages / 8 : 64);
+    if (gt_is_ok(err) && cfg->prefetch) {
+        lock(pg);  // the worker starts once pg->worker is written (it reads it: on_worker)
+        pg->has_worker = pthread_create(&pg->worker, NULL, worker_main, pg) == 0;
+        unlock(pg);
+        err = pg->has_worker ? GT_OK : gt_errf(GT_E_NOMEM, "paging: cannot start the prefetcher");
     }
     if (!gt_is_ok(err)) {
         gt_pager_free(pg);
@@ -572,6 +944,14 @@ void gt_pager_free(gt_pager *pg)
     if (pg == NULL) {
         return;
     }
+    if (pg->has_worker) {
+        lock(pg);
+        quiesce(pg);
+        pg->stop = true;
+        pthread_cond_signal(&pg->wake);
+        unlock(pg);
+        pthread_join(pg->worker, NULL);
+    }
     if (pg->base != NULL && pg->pool != NULL) {
         pager_wipe_all(pg);
     }
@@ -591,14 +971,24 @@ void gt_pager_free(gt_pager *pg)
     free(pg->extents);
     free(pg->cache);
     free(pg->free_frames);
+    free(pg->plan);
+    free(pg->wstage);
+    gt_opstream_free(pg->os);
+    if (pg->sync_made) {
+        pthread_cond_destroy(&pg->wake);
+        pthread_cond_destroy(&pg->moved);
+        pthread_mutex_destroy(&pg->mu);
+    }
     gt_secure_zero(pg, sizeof *pg);
     free(pg);
 }
 
-gt_err gt_pager_rekey(gt_pager *pg)
+static gt_err rekey_locked(gt_pager *pg)
 {
     assert(pg->nextents == 0);
     GT_ENSURE(pg->nextents == 0, GT_E_STATE, "paging: rekey with buffers placed");
+    quiesce(pg);
+    gt_opstream_reset(pg->os);  // a new session: its stream is learnt anew
     uint64_t blobs = (uint64_t)pg->npages * (pg->page + GT_AEAD_TAG_BYTES);
     uint64_t tree = (uint64_t)pg->nleaves * (TREE_HASH + 8);
     GT_ENSURE(ftruncate(pg->store_fd, 0) == 0 && ftruncate(pg->store_fd, (off_t)blobs) == 0 &&
@@ -610,15 +1000,17 @@ gt_err gt_pager_rekey(gt_pager *pg)
     return tree_init(pg);
 }
 
+gt_err gt_pager_rekey(gt_pager *pg)
+{
+    lock(pg);
+    gt_err err = rekey_locked(pg);
+    unlock(pg);
+    return err;
+}
+
 uint8_t *gt_pager_base(gt_pager *pg) { return pg->base; }
 
 bool gt_pager_failed(const gt_pager *pg) { return pg->failed; }
-
-static gt_err failed_err(void)
-{
-    return gt_errf(GT_E_AUTH, "paging: the untrusted store failed a check earlier; the device "
-                              "session is torn down");
-}
 
 static gt_err extents_room(gt_pager *pg)
 {
@@ -633,7 +1025,8 @@ static gt_err extents_room(gt_pager *pg)
     return GT_OK;
 }
 
-gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes, uint64_t *off)
+static gt_err place_locked(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes,
+                           uint64_t *off)
 {
     GT_ENSURE(!pg->failed, GT_E_AUTH, "paging: the device session is torn down");
     uint64_t want = (bytes + pg->page - 1) / pg->page, prev_end = 0;
@@ -662,8 +1055,20 @@ gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes, u
     return GT_OK;
 }
 
-void gt_pager_release(gt_pager *pg, uint64_t off)
+gt_err gt_pager_place(gt_pager *pg, gt_dbuf h, uint64_t owner, uint64_t bytes, uint64_t *off)
 {
+    lock(pg);
+    gt_err err = place_locked(pg, h, owner, bytes, off);
+    unlock(pg);
+    return err;
+}
+
+static void release_locked(gt_pager *pg, uint64_t off)
+{
+    quiesce(pg);  // none of its pages is moving, and the worker has no plan to move them
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
     uint32_t first = (uint32_t)(off / pg->page);
     size_t i = 0;
     while (i < pg->nextents && pg->extents[i].first != first) {
@@ -689,40 +1094,101 @@ void gt_pager_release(gt_pager *pg, uint64_t off)
     pg->nextents--;
 }
 
-// Pages [lo, hi) resident and pinned, within the hold already begun (pg->epoch).
+void gt_pager_release(gt_pager *pg, uint64_t off)
+{
+    lock(pg);
+    release_locked(pg, off);
+    unlock(pg);
+}
+
+// Pages [lo, hi) resident and pinned, within the hold already begun (pg->epoch); lock held.
 static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
 {
+    uint64_t handle = 0;
+    gt_label label = 0;
     for (uint64_t p = lo; p < hi; p++) {
-        GT_TRY(page_need(pg, (uint32_t)p, write));
+        const page_meta *m = &pg->pages[p];
+        if (write && m->handle != handle) {  // the label a write leaves: read here, not by the worker
+            gt_buftab_entry *e = NULL;
+            GT_TRY(gt_buftab_find(pg->tab, m->handle, m->owner, &e));
+            handle = m->handle;
+            label = e->label;
+        }
+        if (pg->plan_gen == m->plan_gen && m->plan_pos >= pg->plan_head) {
+            pg->plan_head = m->plan_pos;  // the worker's reach moves with the caller
+        }
+        GT_TRY(page_need(pg, (uint32_t)p, write, label));
     }
     return GT_OK;
 }
 
-gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write)
+static gt_err hold_check(gt_pager *pg, uint64_t lo, uint64_t hi)
 {
-    if (pg->failed) {
-        return failed_err();
-    }
-    if (len == 0) {
-        return GT_OK;
-    }
-    uint64_t lo = off / pg->page, hi = (off + len + pg->page - 1) / pg->page;
     char need[32], cap[32];
     gt_format_size(need, sizeof need, (hi - lo) * pg->page);
     gt_format_size(cap, sizeof cap, pg->cap_pages * pg->page);
     GT_ENSURE(hi - lo <= pg->cap_pages, GT_E_LIMIT,
               "device: this access needs %s resident at once, the memory limit is %s", need, cap);
+    return GT_OK;
+}
+
+static gt_err hold_locked(gt_pager *pg, uint64_t off, uint64_t len, bool write)
+{
+    if (pg->failed) {
+        return caller_failed(pg);
+    }
+    if (len == 0) {
+        return GT_OK;
+    }
+    uint64_t lo = off / pg->page, hi = (off + len + pg->page - 1) / pg->page;
+    GT_TRY(hold_check(pg, lo, hi));
     pg->epoch++;
     return need_pages(pg, lo, hi, write);
+}
+
+gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write)
+{
+    lock(pg);
+    gt_err err = hold_locked(pg, off, len, write);
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
+    unlock(pg);
+    return err;
+}
+
+// Read ahead for a piecewise access: the pages from `at` on, in order, as far as the cap reaches.
+static void plan_range(gt_pager *pg, uint64_t lo, uint64_t hi)
+{
+    if (!pg->has_worker) {
+        return;
+    }
+    plan_begin(pg);
+    pg->plan_now = 1;
+    plan_add(pg, (uint32_t)lo, (uint32_t)hi);
+    pg->plan_full = false;  // in order, used once: nothing to keep frames free for
+    plan_publish(pg);
 }
 
 gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pager_piece_fn fn,
                      void *ctx)
 {
+    uint64_t planned_to = 0;  // the plan covers pages up to here
     for (uint64_t done = 0; done < len;) {
         uint64_t at = off + done, n = pg->page - at % pg->page;
         n = n < len - done ? n : len - done;
-        GT_TRY(gt_pager_hold(pg, at, n, write));
+        lock(pg);
+        uint64_t p = at / pg->page, last = (off + len + pg->page - 1) / pg->page;
+        if (p + pg->cap_pages / 2 >= planned_to && planned_to < last) {  // half used: plan on
+            plan_range(pg, p, last);
+            planned_to = p + pg->cap_pages < last ? p + pg->cap_pages : last;
+        }
+        gt_err err = hold_locked(pg, at, n, write);
+        if (pg->failed) {
+            pager_wipe_all(pg);
+        }
+        unlock(pg);
+        GT_TRY(err);
         GT_TRY(fn(ctx, pg->base + at, done, n));
         done += n;
     }
@@ -778,12 +1244,32 @@ static gt_err op_pages(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, v
     return GT_OK;
 }
 
-// Element i of every N-shaped ref depends only on element i of the others and on whole scalar
-// refs: any split in multiples of 16 elements gives the same bytes (the kernels' vector blocks).
-static bool op_elementwise(uint32_t kind)
+// This launch into the op stream, and the plan it predicts (lock held): its own pages first
+// (the worker faults them in beside the caller), then those of the launches that followed it
+// last time, as far as the cap reaches. A launch other than the predicted one is counted; the
+// plan then comes from wherever the stream finds it, or is only this launch's own pages.
+static void plan_launch(gt_pager *pg, const page_range *r, int nr)
 {
-    return kind == GT_OP_GELU_FWD || kind == GT_OP_GELU_BWD || kind == GT_OP_RESIDUAL_FWD ||
-           kind == GT_OP_RESIDUAL_BWD || kind == GT_OP_ADAMW || kind == GT_OP_CLIP_GRADS;
+    gt_page_span s[GT_OP_MAX_REFS];
+    for (int i = 0; i < nr; i++) {
+        s[i] = (gt_page_span){(uint32_t)r[i].lo, (uint32_t)r[i].hi};
+    }
+    (void)gt_opstream_launch(pg->os, s, nr);
+    plan_begin(pg);
+    for (int i = 0; i < nr; i++) {
+        plan_add(pg, s[i].lo, s[i].hi);
+    }
+    pg->plan_now = pg->plan_n;
+    bool room = true;
+    for (uint32_t k = 1; room && k <= PLAN_MAX_LAUNCHES; k++) {
+        const gt_page_span *a = NULL;
+        int n = gt_opstream_ahead(pg->os, k, &a);
+        for (int i = 0; i < n && room; i++) {
+            room = plan_add(pg, a[i].lo, a[i].hi);
+        }
+        room = room && n >= 0;
+    }
+    plan_publish(pg);
 }
 
 static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
@@ -797,11 +1283,35 @@ static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     if (!*fits) {
         return GT_OK;
     }
-    pg->epoch++;
-    for (int i = 0; i < nr; i++) {
-        GT_TRY(need_pages(pg, r[i].lo, r[i].hi, r[i].write));
+    lock(pg);
+    if (pg->failed) {
+        gt_err err = caller_failed(pg);
+        unlock(pg);
+        return err;
     }
-    return run(ctx, op);
+    pg->epoch++;
+    if (pg->has_worker) {
+        plan_launch(pg, r, nr);
+        while (pg->test_sync && pg->idle_gen != pg->plan_gen && !pg->failed) {
+            pthread_cond_wait(&pg->moved, &pg->mu);
+        }
+    }
+    gt_err err = GT_OK;
+    for (int i = 0; i < nr && gt_is_ok(err); i++) {
+        err = need_pages(pg, r[i].lo, r[i].hi, r[i].write);
+    }
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
+    unlock(pg);
+    GT_TRY(err);
+    return run(ctx, op);  // on its pinned pages, while the worker loads the next launches'
+}
+
+static bool op_elementwise(uint32_t kind)
+{
+    return kind == GT_OP_GELU_FWD || kind == GT_OP_GELU_BWD || kind == GT_OP_RESIDUAL_FWD ||
+           kind == GT_OP_RESIDUAL_BWD || kind == GT_OP_ADAMW || kind == GT_OP_CLIP_GRADS;
 }
 
 static gt_err op_too_big(const gt_pager *pg, const gt_op *op, uint64_t pages)
@@ -865,7 +1375,10 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                        gt_pager_run_fn run, void *ctx)
 {
     if (pg->failed) {
-        return failed_err();
+        lock(pg);
+        gt_err err = caller_failed(pg);
+        unlock(pg);
+        return err;
     }
     bool fits = false;
     GT_TRY(launch_fit(pg, op, where, run, ctx, &fits));
@@ -882,14 +1395,24 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     return launch_split(pg, op, where, run, ctx, total);
 }
 
-void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st)
+void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
 {
+    gt_pager *pg = (gt_pager *)cpg;  // the lock is not the pager's state
+    lock(pg);
     *st = (gt_pager_stats){.page_bytes = pg->page, .cap = pg->cap_pages * pg->page,
                            .resident_bytes = pg->nresident * pg->page,
                            .peak_resident = pg->peak * pg->page,
                            .evicted_bytes = pg->nsealed * pg->page,
                            .page_outs = pg->page_outs, .fault_ins = pg->fault_ins,
-                           .clean_drops = pg->clean_drops};
+                           .clean_drops = pg->clean_drops, .demand_faults = pg->demand_faults,
+                           .prefetch = pg->has_worker,
+                           .prefetch_issued = pg->prefetch_issued,
+                           .prefetch_hits = pg->prefetch_hits,
+                           .prefetch_wasted = pg->prefetch_wasted,
+                           .assist_faults = pg->assist_faults,
+                           .pre_evictions = pg->pre_evictions,
+                           .mispredicts = gt_opstream_mispredicts(pg->os)};
+    unlock(pg);
 }
 
 // ---- test hooks (pager_test.h) ----------------------------------------------------------------
@@ -910,4 +1433,20 @@ uint64_t gt_pager_test_blob_bytes(const gt_pager *pg) { return pg->page + GT_AEA
 uint64_t gt_pager_test_page_of(const gt_pager *pg, uint64_t arena_off)
 {
     return arena_off / pg->page;
+}
+
+void gt_pager_test_sync_prefetch(gt_pager *pg, bool on)
+{
+    lock(pg);
+    pg->test_sync = on;
+    unlock(pg);
+}
+
+void gt_pager_test_settle(gt_pager *pg)
+{
+    lock(pg);
+    while (pg->has_worker && (pg->idle_gen != pg->plan_gen || pg->busy > 0)) {
+        pthread_cond_wait(&pg->moved, &pg->mu);
+    }
+    unlock(pg);
 }

@@ -15,5 +15,10 @@ uint64_t gt_pager_test_blob_bytes(const gt_pager *pg);  // page bytes + tag
 // The arena page holding byte `offset` of the buffer at arena offset buf_off (what
 // gt_pager_place returned; cpu: the entry's host pointer minus gt_pager_base).
 uint64_t gt_pager_test_page_of(const gt_pager *pg, uint64_t arena_off);
+// With prefetch: each launch first waits until the worker has done what it can of its plan, so
+// that counts of prefetch hits do not depend on how the two threads were scheduled.
+void gt_pager_test_sync_prefetch(gt_pager *pg, bool on);
+// Returns once the worker has nothing left to do in its plan (and nothing is moving).
+void gt_pager_test_settle(gt_pager *pg);
 
 #endif

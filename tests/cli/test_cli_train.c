@@ -441,7 +441,7 @@ static void train_under_memory_cap(void **state)
                           "--data", shard, "--batch", "2", "--seq", "8", "--steps", "3",
                           "--threads", "1", "--plot", "none"};
     enum { NB = sizeof base / sizeof base[0] };
-    const char *plain[NB + 1], *capped[NB + 7], *refused[NB + 3];
+    const char *plain[NB + 1], *capped[NB + 7], *refused[NB + 3], *ahead[NB + 8];
     memcpy(plain, base, sizeof base);
     plain[NB] = NULL;
     memcpy(capped, base, sizeof base);
@@ -450,7 +450,10 @@ static void train_under_memory_cap(void **state)
     memcpy(capped + NB, extra, sizeof extra);
     memcpy(refused, capped, (NB + 2) * sizeof *refused);
     refused[NB + 2] = NULL;
-    gt_buf a = {0}, b = {0}, c = {0};
+    memcpy(ahead, capped, (NB + 6) * sizeof *ahead);
+    ahead[NB + 6] = "--prefetch";
+    ahead[NB + 7] = NULL;
+    gt_buf a = {0}, b = {0}, c = {0}, d = {0};
     assert_int_equal(gt_test_run_cli(&a, plain), 0);
     int rc = gt_test_run_cli(&b, capped);
     if (rc != 0) {
@@ -462,6 +465,15 @@ static void train_under_memory_cap(void **state)
     assert_true(strlen(la) > 10);
     assert_string_equal(la, lb);
     assert_non_null(strstr((char *)b.data, "paging: memory capped at 80.0 KiB"));
+    rc = gt_test_run_cli(&d, ahead);  // with the prefetcher: the same losses, and its counts
+    if (rc != 0) {
+        fail_msg("exit %d: %s", rc, (char *)d.data);
+    }
+    char ld[256];
+    losses_of((char *)d.data, ld, sizeof ld);
+    assert_string_equal(la, ld);
+    assert_non_null(strstr((char *)d.data, "paging: prefetch: "));
+    gt_buf_free(&d);
     assert_int_not_equal(gt_test_run_cli(&c, refused), 0);
     assert_non_null(strstr((char *)c.data, "--paging-store"));
     assert_int_equal(gt_test_count_files(store), 0);  // the store goes with the device

@@ -22,18 +22,23 @@ typedef struct {
     pid_t pid;
 } fixture;
 
-static int setup(void **state)
+static int setup_with(void **state, bool prefetch)
 {
     fixture *f = calloc(1, sizeof *f);
     gt_test_tmpdir(f->dir, sizeof f->dir);
     snprintf(f->store, sizeof f->store, "%s/store", f->dir);
     assert_int_equal(mkdir(f->store, 0700), 0);
     const char *args[] = {"--mem-limit", "40KiB", "--page-size", "4KiB", "--paging-store",
-                          f->store, "--threads", "1", NULL};
+                          f->store, "--threads", "1", prefetch ? "--prefetch" : NULL, NULL};
     f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
     *state = f;
     return 0;
 }
+
+static int setup(void **state) { return setup_with(state, false); }
+
+// devd --prefetch: the pager's worker thread runs beside devd's requests.
+static int setup_prefetch(void **state) { return setup_with(state, true); }
 
 static int teardown(void **state)
 {
@@ -188,6 +193,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(train_capped_matches_cpu, setup, teardown),
         cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup, teardown),
         cmocka_unit_test(unpaged_refusal_names_paging),
+        cmocka_unit_test_setup_teardown(train_capped_matches_cpu, setup_prefetch, teardown),
+        cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup_prefetch,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
