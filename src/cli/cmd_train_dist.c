@@ -24,10 +24,10 @@ gt_err gt_train_dist_init(train_dist *d, const char *agreement_path)
     GT_ENSURE(d->nranks >= 2, GT_E_ARG, "--distributed needs at least 2 ranks (mpirun -np 2)");
     d->agreement = calloc(1, sizeof *d->agreement);
     GT_ENSURE(d->agreement != NULL, GT_E_NOMEM, "out of memory");
-    GT_TRY(gt_err_wrap(gt_agreement_load(d->agreement, agreement_path), "--peers %s",
+    GT_TRY(gt_err_wrap(gt_agreement_load(d->agreement, agreement_path), "agreement %s",
                        agreement_path));
     GT_ENSURE(d->agreement->ranks == (uint32_t)d->nranks, GT_E_ARG,
-              "--peers %s: trainer.ranks is %u, but mpirun started %d ranks", agreement_path,
+              "agreement %s: trainer.ranks is %u, but mpirun started %d ranks", agreement_path,
               d->agreement->ranks, d->nranks);
     // Every rank says who it is (a killed rank can then be named, and its process found).
     fprintf(stderr, "gputravel train: rank %d of %d, pid %ld\n", d->rank, d->nranks,
