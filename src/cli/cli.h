@@ -42,6 +42,9 @@ GT_MUST_USE gt_err gt_cli_parse_double(const char *flag, const char *s, double m
 // The sim root for this process (the library's gt_sim_root_set) and for the processes it
 // starts (GT_SIM_ROOT): a command's --sim-root, or a demo's own directory.
 GT_MUST_USE gt_err gt_cli_sim_root_use(const char *dir);
+// A benchmark's output folder in dir[cap]: `out` (--out, made if missing), or a fresh
+// /tmp/gputravel-bench-NAME-XXXXXX.
+GT_MUST_USE gt_err gt_cli_bench_dir(char *dir, size_t cap, const char *out, const char *name);
 
 // `gputravel train --agreement ...` (collaborative training), in cmd_train_agreement.c.
 int gt_cli_train_agreement(int argc, char **argv);

@@ -1,11 +1,13 @@
 // Shared command-line helpers (cli.h): strict number parsing for flags (the whole string must be a number in
-// range; "12x", "", " 3", "-1" for an unsigned flag, and overflow are errors naming the flag.
+// range; "12x", "", " 3", "-1" for an unsigned flag, and overflow are errors naming the flag),
+// and the output folder of a benchmark.
 #include "cli.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 gt_err gt_cli_parse_u64(const char *flag, const char *s, uint64_t min, uint64_t max,
                         uint64_t *out)
@@ -71,4 +73,15 @@ int gt_cli_print_json(cJSON *o)
     printf("%s\n", text);
     free(text);
     return GT_EXIT_OK;
+}
+
+gt_err gt_cli_bench_dir(char *dir, size_t cap, const char *out, const char *name)
+{
+    int n = out != NULL ? snprintf(dir, cap, "%s", out)
+                        : snprintf(dir, cap, "/tmp/gputravel-bench-%s-XXXXXX", name);
+    GT_ENSURE(n > 0 && (size_t)n < cap, GT_E_ARG, "--out: path too long");
+    if (out == NULL) {
+        GT_ENSURE(mkdtemp(dir) != NULL, GT_E_IO, "mkdtemp %s: %s", dir, strerror(errno));
+    }
+    return gt_mkdir_p(dir, 0700);
 }

@@ -550,13 +550,7 @@ static gt_err run_links(const options *o, results *res, const char *sim_root, co
 
 static gt_err run(const options *o, results *res)
 {
-    if (o->out != NULL) {
-        snprintf(res->dir, sizeof res->dir, "%s", o->out);
-    } else {
-        snprintf(res->dir, sizeof res->dir, "/tmp/gputravel-bench-XXXXXX");
-        GT_ENSURE(mkdtemp(res->dir) != NULL, GT_E_IO, "mkdtemp failed");
-    }
-    GT_TRY(gt_mkdir_p(res->dir, 0700));
+    GT_TRY(gt_cli_bench_dir(res->dir, sizeof res->dir, o->out, "transfer"));
     char sim_root[2100], socket[2100], devd_log[2100];
     snprintf(sim_root, sizeof sim_root, "%s/sim-root", res->dir);
     snprintf(socket, sizeof socket, "%s/devd.sock", res->dir);

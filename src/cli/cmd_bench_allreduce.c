@@ -228,14 +228,7 @@ static void plot(const options *o, const size_result *res, const char *dir, int 
 static gt_err report(const options *o, const size_result *res, int nranks)
 {
     char dir[1024];
-    if (o->out != NULL) {
-        GT_ENSURE(strlen(o->out) < sizeof dir, GT_E_ARG, "--out: path too long");
-        strcpy(dir, o->out);
-        GT_TRY(gt_mkdir_p(dir, 0755));
-    } else {
-        strcpy(dir, "/tmp/gputravel-bench-allreduce-XXXXXX");
-        GT_ENSURE(mkdtemp(dir) != NULL, GT_E_IO, "mkdtemp failed");
-    }
+    GT_TRY(gt_cli_bench_dir(dir, sizeof dir, o->out, "allreduce"));
     print_table(o, res, nranks, stdout);
     char path[1100];
     snprintf(path, sizeof path, "%s/allreduce-np%d.txt", dir, nranks);

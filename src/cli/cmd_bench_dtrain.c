@@ -363,14 +363,7 @@ static void scaling(const char *dir)
 static gt_err report(const options *o, const results *r, int nranks)
 {
     char dir[1024];
-    if (o->out != NULL) {
-        GT_ENSURE(strlen(o->out) < sizeof dir, GT_E_ARG, "--out: path too long");
-        strcpy(dir, o->out);
-        GT_TRY(gt_mkdir_p(dir, 0755));
-    } else {
-        strcpy(dir, "/tmp/gputravel-bench-dtrain-XXXXXX");
-        GT_ENSURE(mkdtemp(dir) != NULL, GT_E_IO, "mkdtemp failed");
-    }
+    GT_TRY(gt_cli_bench_dir(dir, sizeof dir, o->out, "dtrain"));
     print_table(o, r, nranks, stdout);
     char path[1100];
     snprintf(path, sizeof path, "%s/dtrain-np%d.txt", dir, nranks);

@@ -475,13 +475,7 @@ static gt_err world_make(world *w, const options *o, const char *dir)
 
 static gt_err run(const options *o, char *dir, size_t dir_cap)
 {
-    if (o->out != NULL) {
-        snprintf(dir, dir_cap, "%s", o->out);
-    } else {
-        snprintf(dir, dir_cap, "/tmp/gputravel-bench-holder-XXXXXX");
-        GT_ENSURE(mkdtemp(dir) != NULL, GT_E_IO, "mkdtemp failed");
-    }
-    GT_TRY(gt_mkdir_p(dir, 0700));
+    GT_TRY(gt_cli_bench_dir(dir, dir_cap, o->out, "holder"));
     world *w = calloc(1, sizeof *w);
     GT_ENSURE(w != NULL, GT_E_NOMEM, "out of memory");
     scenario sc[2 * MAX_LEVELS];
