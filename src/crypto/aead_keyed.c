@@ -8,22 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct gt_aead_keyed {
-    EVP_CIPHER_CTX *ctx;
-    bool encrypt;
-};
+gt_err gt_crypto_aead_keyed_init(struct gt_aead_keyed *k, bool encrypt,
+                                 const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    k->encrypt = encrypt;
+    k->ctx = EVP_CIPHER_CTX_new();
+    if (k->ctx == NULL ||
+        EVP_CipherInit_ex(k->ctx, EVP_aes_256_gcm(), NULL, key, NULL, encrypt ? 1 : 0) != 1) {
+        EVP_CIPHER_CTX_free(k->ctx);
+        k->ctx = NULL;
+        return gt_crypto_openssl_err("aead: keying");
+    }
+    return GT_OK;
+}
 
 gt_err gt_aead_keyed_new(gt_aead_keyed **out, bool encrypt, const uint8_t key[GT_AEAD_KEY_BYTES])
 {
     *out = NULL;
     gt_aead_keyed *k = calloc(1, sizeof *k);
     GT_ENSURE(k != NULL, GT_E_NOMEM, "aead: out of memory");
-    k->encrypt = encrypt;
-    k->ctx = EVP_CIPHER_CTX_new();
-    if (k->ctx == NULL ||
-        EVP_CipherInit_ex(k->ctx, EVP_aes_256_gcm(), NULL, key, NULL, encrypt ? 1 : 0) != 1) {
-        gt_aead_keyed_free(k);
-        return gt_crypto_openssl_err("aead: keying");
+    gt_err err = gt_crypto_aead_keyed_init(k, encrypt, key);
+    if (!gt_is_ok(err)) {
+        free(k);
+        return err;
     }
     *out = k;
     return GT_OK;

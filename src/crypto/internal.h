@@ -12,6 +12,15 @@ struct gt_pkey {
     EVP_PKEY *pkey;  // owned
 };
 
+// AES-256-GCM keyed once (aead_keyed.c); aead.c's one-shot calls use one on the stack.
+struct gt_aead_keyed {
+    EVP_CIPHER_CTX *ctx;  // owned; freeing it wipes the key schedule
+    bool encrypt;
+};
+// Keys k (k->ctx is NULL on failure, nothing to free).
+GT_MUST_USE gt_err gt_crypto_aead_keyed_init(struct gt_aead_keyed *k, bool encrypt,
+                                             const uint8_t key[GT_AEAD_KEY_BYTES]);
+
 struct gt_x509 {
     X509 *cert;  // owned
 };
