@@ -8,6 +8,7 @@
 #include <gputravel/train.h>
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,12 +72,24 @@ typedef struct {
     size_t n, cap;
 } curve;
 
+// A test's fixed point (tests/collective/dcollab_cli.sh): with GPUTRAVEL_TEST_STOP_AFTER_STEP=N
+// the printing rank stops itself (SIGSTOP) once step N is printed, so the test can kill another
+// rank at a known step instead of racing the training. It pauses this process and nothing else.
+static void test_stop_point(unsigned step)
+{
+    const char *at = getenv("GPUTRAVEL_TEST_STOP_AFTER_STEP");
+    if (at != NULL && strtoul(at, NULL, 10) == step) {
+        raise(SIGSTOP);
+    }
+}
+
 static void on_step(void *ctx, const gt_collab_step *s)
 {
     curve *c = ctx;
     printf("step %u/%u | loss %.6f | %.1f ms | holder %u chunk %u\n", s->step, s->steps,
            (double)s->loss, s->ms, s->holder, s->chunk);
     fflush(stdout);
+    test_stop_point(s->step);
     if (c->n == c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 256;
         double *a = realloc(c->steps, cap * sizeof *a);

@@ -57,7 +57,9 @@ start_holders() {
 train() {
     local name=$1 state=$2
     shift 2
-    timeout 120 "${MPIRUN[@]}" -np 2 "$gputravel" train --agreement "$dir/agreement.json" --distributed \
+    local pass=()
+    [ -z "${GPUTRAVEL_TEST_STOP_AFTER_STEP:-}" ] || pass=(-x GPUTRAVEL_TEST_STOP_AFTER_STEP)
+    timeout 120 "${MPIRUN[@]}" "${pass[@]}" -np 2 "$gputravel" train --agreement "$dir/agreement.json" --distributed \
         --state "$state" --device cpu --transfer conventional-keyrelease --threads 1 --plot none \
         --name dcollab --sim-root "$GT_SIM_ROOT" --policy "$dir/policy.json" \
         --root "$GT_SIM_ROOT/root-pub.pem" "$@" >"$dir/$name.txt" 2>&1
@@ -191,6 +193,27 @@ if [ "$mode" = travel ]; then
     exit 0
 fi
 
+# Runs job NAME (state STATE) until rank 0 stops itself after step STEP
+# (GPUTRAVEL_TEST_STOP_AFTER_STEP), then kills rank 1 and lets rank 0 go on to fail: so rank 1
+# dies at a known step, whatever the load. Leaves the job's status in $rc.
+train_kill_rank1_after() {
+    local name=$1 state=$2 step=$3 p0="" p1="" st=""
+    GPUTRAVEL_TEST_STOP_AFTER_STEP=$step train "$name" "$state" &
+    local job=$!
+    for _ in $(seq 1 1200); do
+        p0=$(sed -nE 's/^gputravel train: rank 0 of 2, pid ([0-9]+)$/\1/p' "$dir/$name.txt")
+        [ -n "$p0" ] && st=$(awk '{print $3}' "/proc/$p0/stat" 2>/dev/null) && [ "$st" = T ] && break
+        kill -0 "$job" 2>/dev/null || break
+        sleep 0.05
+    done
+    p1=$(sed -nE 's/^gputravel train: rank 1 of 2, pid ([0-9]+)$/\1/p' "$dir/$name.txt")
+    [ "$st" = T ] && [ -n "$p1" ] || { cat "$dir/$name.txt"; fail "rank 0 never stopped after step $step"; }
+    kill -KILL "$p1"
+    kill -CONT "$p0"
+    rc=0
+    wait "$job" || rc=$?
+}
+
 # resume: the uninterrupted run first
 start_holders ref
 train ref "$dir/state-ref" || { cat "$dir/ref.txt"; fail "the uninterrupted run failed"; }
@@ -199,17 +222,7 @@ losses "$dir/ref.txt" >"$dir/ref.l"
 [ "$(wc -l <"$dir/ref.l")" -eq "$steps" ] || fail "the uninterrupted run printed no $steps steps"
 
 start_holders k
-train k "$dir/state-k" &
-job=$!
-for _ in $(seq 1 600); do
-    grep -qE '^step 14/' "$dir/k.txt" 2>/dev/null && break
-    sleep 0.05
-done
-pid=$(sed -nE 's/^gputravel train: rank 1 of 2, pid ([0-9]+)$/\1/p' "$dir/k.txt")
-[ -n "$pid" ] || { cat "$dir/k.txt"; fail "no pid for rank 1"; }
-kill -KILL "$pid"
-wait "$job"
-rc=$?
+train_kill_rank1_after k "$dir/state-k" 14
 tail -n 5 "$dir/k.txt"
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the killed job ended with status $rc"
 ls "$dir/state-k/rank0" "$dir/state-k/rank1"
@@ -278,16 +291,7 @@ echo "dcollab_cli: ok: resumed from step $from (rank 1's newest $newest), losses
 # Every rank must resume from the newest step both have, rank 0's journal dropping the rest.
 steps_of() { ls "$1" | sed -nE 's/^resume\.([0-9]+)\.sealed$/\1/p' | sort -n; }
 start_holders c
-train c "$dir/state-c" &
-job=$!
-for _ in $(seq 1 600); do
-    grep -qE '^step 26/' "$dir/c.txt" 2>/dev/null && break
-    sleep 0.05
-done
-pid=$(sed -nE 's/^gputravel train: rank 1 of 2, pid ([0-9]+)$/\1/p' "$dir/c.txt")
-[ -n "$pid" ] || { cat "$dir/c.txt"; fail "no pid for rank 1"; }
-kill -KILL "$pid"
-wait "$job"
+train_kill_rank1_after c "$dir/state-c" 26
 stop_holders
 n0=$(steps_of "$dir/state-c/rank0" | tail -1) n1=$(steps_of "$dir/state-c/rank1" | tail -1)
 [ -n "$n0" ] && [ -n "$n1" ] || fail "a rank sealed no checkpoint"
