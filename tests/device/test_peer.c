@@ -1,6 +1,8 @@
 // device/: peers (device.h "peers"; issue 16). Devices of a data-parallel run admit each other
 // by attestation and move labelled gradient chunks sealed by the device: cpu + cpu in this
-// process; sim + sim with two (three) devd processes this test starts. Each attack is one case
+// process; sim + sim with two (three) devd processes this test starts; with a GPU (cuda builds),
+// cuda + cpu both ways in this process: a chunk the GPU sealed opens on a cpu peer and the
+// reverse, so the two backends' wire bytes interoperate. Each attack is one case
 // and asserts the refusal and that nothing was added: the destination holds what it held, and
 // the honest chunk still opens afterwards (the receiver's sequence did not move).
 #include "testlib.h"
@@ -8,6 +10,9 @@
 #include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/travel.h>
+#ifdef GT_HAVE_CUDA
+#include <gputravel/device_cuda.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@ static const uint8_t DATASET[GT_LABEL_ID_BYTES] = {0xd5, 0x7a, 0x5e, 0x70, 0x11,
 
 typedef struct {
     gt_device_kind kind;
+    gt_device_kind kinds[MAX_DEV];  // each device's backend (mixed worlds: cuda and cpu)
     char dir[512];
     char sock[MAX_DEV][600];
     pid_t devd[MAX_DEV];
@@ -93,7 +99,7 @@ static const gt_device_attester other_trainer = {.produce = produce_other};
 // Device i of the world, declared with agreement a (its outputs and peer rules).
 static gt_device *open_dev(world *w, int i, const gt_agreement *a, const gt_device_attester *att)
 {
-    gt_device_config cfg = {.kind = w->kind, .threads = 1, .mem_limit = 16u << 20,
+    gt_device_config cfg = {.kind = w->kinds[i], .threads = 1, .mem_limit = 16u << 20,
                             .socket_path = w->sock[i], .attester = att};
     if (w->paged && w->kind == GT_DEVICE_CPU) {  // sim: devd's own flags (setup_sim_paged)
         snprintf(w->pages[i], sizeof w->pages[i], "%s/pages%d", w->dir, i);
@@ -134,6 +140,9 @@ static int setup_kind_paged(void **state, gt_device_kind kind, bool paged)
     world *w = calloc(1, sizeof *w);
     assert_non_null(w);
     w->kind = kind;
+    for (int i = 0; i < MAX_DEV; i++) {
+        w->kinds[i] = kind;
+    }
     w->paged = paged;
     gt_test_tmpdir(w->dir, sizeof w->dir);
     char root[700];
@@ -162,6 +171,22 @@ static int setup_cpu(void **state) { return setup_kind_paged(state, GT_DEVICE_CP
 static int setup_cpu_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_CPU, true); }
 static int setup_sim(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, false); }
 static int setup_sim_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, true); }
+
+#ifdef GT_HAVE_CUDA
+// Ranks alternate between the GPU and the cpu backend, starting with `first` (rank 0).
+static int setup_mixed(void **state, gt_device_kind first)
+{
+    setup_kind_paged(state, GT_DEVICE_CPU, false);
+    world *w = *state;
+    for (int i = 0; i < MAX_DEV; i++) {
+        w->kinds[i] = i % 2 == 0 ? first : (first == GT_DEVICE_CUDA ? GT_DEVICE_CPU
+                                                                     : GT_DEVICE_CUDA);
+    }
+    return 0;
+}
+static int setup_cuda_cpu(void **state) { return setup_mixed(state, GT_DEVICE_CUDA); }
+static int setup_cpu_cuda(void **state) { return setup_mixed(state, GT_DEVICE_CPU); }
+#endif
 
 static int teardown(void **state)
 {
@@ -321,7 +346,7 @@ static void test_pair_moves_labelled_chunk(void **state)
     GT_ASSERT_OK(gt_device_label_get(w->dev[1], l1, &count, ids, 2));
     assert_int_equal(count, 1);
     assert_memory_equal(ids[0], DATASET, GT_LABEL_ID_BYTES);
-    if (w->kind == GT_DEVICE_CPU) {  // the sum there too (sim never hands labelled bytes out)
+    if (w->kind != GT_DEVICE_SIM) {  // the sum there too (sim never hands labelled bytes out)
         GT_ASSERT_OK(gt_device_inproc_read(w->dev[1], v, l1, 0, sizeof v));
         for (int i = 0; i < N; i++) {
             int want = (int)value(i, 5) + (i >= OFF && i < OFF + CHUNK ? (int)value(i, 4) : 0);
@@ -761,7 +786,6 @@ int main(void)
         CASE(test_received_buffer_copy_out_refused),
         CASE(test_devd_ignores_the_clients_rules),
     };
-    int failed = cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
     const struct CMUnitTest paged[] = {
         CASE(test_pair_moves_labelled_chunk),
         CASE(test_paged_out_buffers_seal_and_open),
@@ -769,8 +793,45 @@ int main(void)
         CASE(test_replayed_chunk_rejected),
         CASE(test_misrouted_chunk_rejected),
     };
-    failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
-    if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL) {
+    // GT_TEST_PEER_CUDA_ONLY (scripts/gpu_check.sh): only the cuda groups; 77 without a GPU.
+    bool cuda_only = getenv("GT_TEST_PEER_CUDA_ONLY") != NULL;
+    int failed = 0;
+    if (!cuda_only) {
+        failed += cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
+        failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
+    }
+#ifdef GT_HAVE_CUDA
+    // cuda ranks next to cpu ranks (both kinds are the trainer's process: the same agreement).
+    // Compile-checked only where no GPU was ever present: without one, said and skipped.
+    char why[256];
+    if (gt_cuda_probe(why, sizeof why)) {
+        const struct CMUnitTest mixed[] = {
+            CASE(test_pair_moves_labelled_chunk),
+            CASE(test_large_chunk_sum_exact),
+            CASE(test_bit_flip_anywhere_rejected),
+            CASE(test_replayed_chunk_rejected),
+            CASE(test_reordered_chunks_rejected),
+            CASE(test_misrouted_chunk_rejected),
+            CASE(test_chunk_from_earlier_step_rejected),
+            CASE(test_chunk_of_another_phase_rejected),
+            CASE(test_seal_to_non_admitted_peer_refused),
+            CASE(test_received_buffer_copy_out_refused),
+        };
+        failed += cmocka_run_group_tests_name("cuda-cpu", mixed, setup_cuda_cpu, teardown);
+        failed += cmocka_run_group_tests_name("cpu-cuda", mixed, setup_cpu_cuda, teardown);
+    } else {
+        printf("device/peer: cuda-cpu and cpu-cuda groups skipped: %s\n", why);
+        if (cuda_only) {
+            return 77;
+        }
+    }
+#else
+    if (cuda_only) {
+        printf("device/peer: not a cuda build: no cuda groups\n");
+        return 77;
+    }
+#endif
+    if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL && !cuda_only) {
         failed += cmocka_run_group_tests_name("sim", tests, setup_sim, teardown);
         failed += cmocka_run_group_tests_name("sim-paged", paged, setup_sim_paged, teardown);
     }
