@@ -113,6 +113,14 @@ for n in cuda_nvml cuda_aes_model kernel_contract cuda_ops cuda_aes_gcm cuda_ipc
     GT_NAME=test_$n run 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$t/test_$n"
 done
 
+step "peers: cuda and cpu ranks seal and open each other's chunks (device/peer, cuda groups)"
+# test_peer's cuda-cpu and cpu-cuda groups: a chunk the GPU sealed (GCM on the device) opens on a
+# cpu peer (OpenSSL) and the reverse, added or copied on the device only after its tag verified;
+# every sampled bit flip, a replay, a reorder, a misroute, another step or phase refused with the
+# destination unchanged. GT_TEST_PEER_CUDA_ONLY: only those groups; 77 without a GPU.
+GT_NAME="device/peer cuda<->cpu" run 120 env GT_TEST_PEER_CUDA_ONLY=1 \
+    CMOCKA_MESSAGE_OUTPUT=stdout "$t/test_peer"
+
 step "gputravel train --agreement --device cuda --transfer travel (2 holder processes, < 60 s)"
 # test_cli_trip builds its own sealed datasets, keys and agreement, starts two `gputravel holder`
 # processes, trains 40 steps by trainer-served trips on the GPU (each holder decrypts on its own

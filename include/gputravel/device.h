@@ -459,6 +459,30 @@ GT_MUST_USE gt_err gt_peer_core_hello(gt_peer_core *pc, const gt_device_peer_rul
                                       uint8_t *hello, size_t cap, size_t *len);
 GT_MUST_USE gt_err gt_peer_core_admit(gt_peer_core *pc, uint32_t peer_rank, gt_span hello);
 GT_MUST_USE gt_err gt_peer_core_run_id(gt_peer_core *pc, uint8_t run[16]);
+// What a backend gives the core for one chunk's floats in its own memory (host, or GPU memory on
+// cuda): the core checks, writes header || label block (the AAD), picks the IV and the key, and
+// keeps the sequence numbers, so every backend's wire bytes are the same for the same inputs.
+typedef struct {
+    // ct_tag (host, len + GT_AEAD_TAG_BYTES) = AES-256-GCM(key, iv, aad) of the range's len bytes.
+    gt_err (*seal)(void *ctx, uint8_t *ct_tag, uint64_t len, const uint8_t *aad, size_t aad_len,
+                   const uint8_t iv[GT_AEAD_IV_BYTES], const uint8_t key[GT_AEAD_KEY_BYTES]);
+    // Authenticates ct_tag (host, len + GT_AEAD_TAG_BYTES) and decrypts it into the range's own
+    // staging; writes nothing in the destination. GT_E_AUTH when the tag does not verify.
+    gt_err (*open)(void *ctx, const uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                   size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                   const uint8_t key[GT_AEAD_KEY_BYTES]);
+    // After open succeeded and the labels were added: dst += staging (GT_PEER_ADD) or = (COPY).
+    gt_err (*apply)(void *ctx, int mode);
+    void *ctx;
+} gt_peer_range;
+GT_MUST_USE gt_err gt_peer_core_seal_range(gt_peer_core *pc, const gt_buftab *tab,
+                                           gt_label label, const gt_peer_hdr *h,
+                                           const gt_peer_range *r, uint8_t *out, size_t cap,
+                                           size_t *outlen);
+GT_MUST_USE gt_err gt_peer_core_open_range(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst,
+                                           const gt_peer_hdr *h, gt_span chunk,
+                                           const gt_peer_range *r, int mode);
+// The host range (OpenSSL's GCM on host memory; the cpu backend and devd):
 // plain: the nelem floats (h->elem_off already applied); label: the source buffer's label in tab.
 GT_MUST_USE gt_err gt_peer_core_seal(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
                                      const gt_peer_hdr *h, const uint8_t *plain, uint8_t *out,

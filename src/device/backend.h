@@ -57,6 +57,12 @@ gt_err gt_cuda_backend_ipc_import(void *impl, const gt_cuda_ipc_desc *desc, uint
 gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t len,
                                     const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
                                     const uint8_t tag[16], const uint8_t key[32]);
+// gt_device_peer_seal / _open on cuda: pc's checks, wire format and keys (peer.c) over h's
+// floats of buf in GPU memory, encrypted and authenticated by the GCM kernels on the device.
+gt_err gt_cuda_backend_peer_seal(void *impl, gt_peer_core *pc, const gt_peer_hdr *h, gt_dbuf buf,
+                                 uint8_t *out, size_t cap, size_t *outlen);
+gt_err gt_cuda_backend_peer_open(void *impl, gt_peer_core *pc, const gt_peer_hdr *h,
+                                 gt_span chunk, gt_dbuf buf, int mode);
 #endif
 
 // The cpu executor (gt_ops_cpu_run, gt_ops_cpu_set_threads) is in gputravel/kernels.h.

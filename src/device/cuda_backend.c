@@ -517,6 +517,157 @@ out:
     return err;
 }
 
+// ---- peers: GPU memory as the peer core's range (peer.c) -------------------------------------
+// Keys, admission, sequence numbers and the wire bytes are peer.c's, as on cpu (the trainer's
+// attested process owns this GPU); only the floats' side is here. Seal: the CTR pass encrypts
+// the floats into device staging, the tag is computed over that ciphertext on the device, and
+// only ciphertext || tag reach the host. Open: the ciphertext goes to device staging, its tag is
+// computed there and compared before the CTR pass decrypts it in staging; the add (or copy) into
+// the destination runs on the device after the core has added the labels. Plaintext never
+// crosses PCIe. Staging is one cudaMalloc per chunk, wiped before it is freed.
+typedef struct {
+    cuda_dev *d;
+    uint8_t *floats;  // the chunk's floats in the buffer (device)
+    uint8_t *stage;   // len bytes (device): ciphertext; on open, then plaintext
+    uint32_t *dkey;   // the round keys' room (device); the launchers wipe it
+    uint64_t len;
+} gpu_range;
+
+static void gpu_range_end(gpu_range *g)
+{
+    cudaStream_t st = g->d->cx.stream;
+    if (g->stage != NULL) {
+        (void)cudaMemsetAsync(g->stage, 0, (size_t)g->len, st);
+    }
+    if (g->dkey != NULL) {
+        (void)cudaMemsetAsync(g->dkey, 0, GT_CUDA_AES256_RK_WORDS * 4, st);
+    }
+    (void)cudaStreamSynchronize(st);
+    (void)cudaFree(g->stage);
+    (void)cudaFree(g->dkey);
+    g->stage = NULL;
+    g->dkey = NULL;
+}
+
+static gt_err gpu_range_begin(gpu_range *g, cuda_dev *d, gt_dbuf buf, const gt_peer_hdr *h,
+                              const char *what, gt_buftab_entry **e)
+{
+    memset(g, 0, sizeof *g);
+    g->d = d;
+    uint64_t off = 0;
+    GT_TRY(gt_peer_hdr_bytes(h, &off, &g->len));
+    GT_TRY(gt_buftab_access(d->tab, buf, 0, off, g->len, what, e));
+    g->floats = (*e)->at.device + off;
+    cudaError_t ce = cudaMalloc((void **)&g->stage, (size_t)g->len);
+    if (ce == cudaSuccess) {
+        ce = cudaMalloc((void **)&g->dkey, GT_CUDA_AES256_RK_WORDS * 4);
+    }
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();  // as in alloc_buf: not sticky, but not to be reported later
+        gpu_range_end(g);
+        return gt_errf(ce == cudaErrorMemoryAllocation ? GT_E_LIMIT : GT_E_IO,
+                       "cuda: %s: no room for %llu bytes of staging: %s", what,
+                       (unsigned long long)g->len, cudaGetErrorString(ce));
+    }
+    return GT_OK;
+}
+
+static gt_err gpu_seal(void *ctx, uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                       size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                       const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    gpu_range *g = ctx;
+    gt_cuda_ctx *cx = &g->d->cx;
+    uint32_t rk[GT_CUDA_AES256_RK_WORDS];
+    gt_cuda_aes256_expand_key(rk, key);
+    // Same stream as the launches: the gradient kernels queued before have written the floats.
+    gt_err err = ran(gt_cuda_aes_gcm_ctr(cx, g->stage, g->floats, (size_t)len, iv, rk, g->dkey),
+                     "peer seal (ctr)");
+    if (gt_is_ok(err)) {
+        err = ran(gt_cuda_aes_gcm_tag(cx, ct_tag + len, g->stage, (size_t)len, aad, aad_len, iv,
+                                      rk, g->dkey),
+                  "peer seal (tag)");
+    }
+    gt_secure_zero(rk, sizeof rk);
+    if (gt_is_ok(err)) {
+        CUDA_TRY(cudaMemcpyAsync(ct_tag, g->stage, (size_t)len, cudaMemcpyDeviceToHost,
+                                 cx->stream),
+                 "peer seal (ciphertext out)");
+        CUDA_TRY(cudaStreamSynchronize(cx->stream), "peer seal (ciphertext out)");
+    }
+    return err;
+}
+
+static gt_err gpu_open(void *ctx, const uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                       size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                       const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    gpu_range *g = ctx;
+    gt_cuda_ctx *cx = &g->d->cx;
+    CUDA_TRY(cudaMemcpyAsync(g->stage, ct_tag, (size_t)len, cudaMemcpyHostToDevice, cx->stream),
+             "peer open (ciphertext in)");
+    uint32_t rk[GT_CUDA_AES256_RK_WORDS];
+    uint8_t got[GT_AEAD_TAG_BYTES] = {0};
+    gt_cuda_aes256_expand_key(rk, key);
+    gt_err err = ran(gt_cuda_aes_gcm_tag(cx, got, g->stage, (size_t)len, aad, aad_len, iv, rk,
+                                         g->dkey),
+                     "peer open (tag)");
+    // The tag decides before any plaintext exists on the device.
+    if (gt_is_ok(err) && !gt_ct_equal(got, ct_tag + len, GT_AEAD_TAG_BYTES)) {
+        err = gt_errf(GT_E_AUTH, "authentication failed");
+    }
+    if (gt_is_ok(err)) {
+        err = ran(gt_cuda_aes_gcm_ctr(cx, g->stage, g->stage, (size_t)len, iv, rk, g->dkey),
+                  "peer open (ctr)");
+    }
+    gt_secure_zero(rk, sizeof rk);
+    return err;
+}
+
+static gt_err gpu_apply(void *ctx, int mode)
+{
+    gpu_range *g = ctx;
+    gt_cuda_ctx *cx = &g->d->cx;
+    if (mode == GT_PEER_COPY) {
+        CUDA_TRY(cudaMemcpyAsync(g->floats, g->stage, (size_t)g->len, cudaMemcpyDeviceToDevice,
+                                 cx->stream),
+                 "peer open (copy)");
+    } else {
+        // dst = dst + chunk, one fp32 add per float: the cpu backend's sum, bit for bit.
+        float *dst = (float *)(void *)g->floats;
+        GT_TRY(ran(gt_cuda_residual_forward(cx, dst, dst, (const float *)(void *)g->stage,
+                                            (size_t)g->len / 4),
+                   "peer open (add)"));
+    }
+    CUDA_TRY(cudaStreamSynchronize(cx->stream), "peer open");
+    return GT_OK;
+}
+
+gt_err gt_cuda_backend_peer_seal(void *impl, gt_peer_core *pc, const gt_peer_hdr *h, gt_dbuf buf,
+                                 uint8_t *out, size_t cap, size_t *outlen)
+{
+    *outlen = 0;
+    gpu_range g;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gpu_range_begin(&g, impl, buf, h, "peer_seal", &e));
+    gt_peer_range r = {.seal = gpu_seal, .ctx = &g};
+    gt_err err = gt_peer_core_seal_range(pc, g.d->tab, e->label, h, &r, out, cap, outlen);
+    gpu_range_end(&g);
+    return err;
+}
+
+gt_err gt_cuda_backend_peer_open(void *impl, gt_peer_core *pc, const gt_peer_hdr *h,
+                                 gt_span chunk, gt_dbuf buf, int mode)
+{
+    gpu_range g;
+    gt_buftab_entry *e = NULL;
+    GT_TRY(gpu_range_begin(&g, impl, buf, h, "peer_open", &e));
+    gt_peer_range r = {.open = gpu_open, .apply = gpu_apply, .ctx = &g};
+    gt_err err = gt_peer_core_open_range(pc, g.d->tab, buf, h, chunk, &r, mode);
+    gpu_range_end(&g);
+    return err;
+}
+
 // As the cpu backend's: for sealing in the trainer's process (travel/export.c). The CPU TEE that
 // runs the trainer is in the trusted base on cuda (docs/security.md), so reading its own GPU's
 // memory grants nothing it could not already do.

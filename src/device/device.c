@@ -407,14 +407,16 @@ gt_err gt_device_sim_reattach(gt_device *holder, const uint8_t ticket[GT_SIM_TIC
 }
 
 // ---- peers (issue 16) -----------------------------------------------------------------------------
-// cpu: the trainer's attested process is the device (as for declared outputs), so the peer core
-// runs here on the buffer table's host memory; sim sends each call to devd, which runs the same
-// core on its arena. cuda's memory is not host memory: not yet (GT_E_UNSUPPORTED).
+// cpu and cuda: the trainer's attested process owns the device (as for declared outputs), so the
+// peer core (hellos, admission, keys, sequence numbers, the wire format) runs here; cpu seals and
+// opens the buffer table's host memory with OpenSSL, cuda hands the core a range of GPU memory
+// that its GCM kernels encrypt and authenticate on the device (cuda_backend.c). sim sends each
+// call to devd, which runs the same core on its arena.
 
 static gt_err peer_local(gt_device *dev, const char *what)
 {
-    GT_ENSURE(dev->kind == GT_DEVICE_CPU, GT_E_UNSUPPORTED, "device: %s on %s is not built yet "
-              "(cpu and sim have peers)", what, gt_device_kind_name(dev->kind));
+    GT_ENSURE(dev->kind == GT_DEVICE_CPU || dev->kind == GT_DEVICE_CUDA, GT_E_UNSUPPORTED,
+              "device: %s on %s has no peers", what, gt_device_kind_name(dev->kind));
     if (dev->peer == NULL) {
         GT_TRY(gt_peer_core_new(&dev->peer));
     }
@@ -479,6 +481,12 @@ gt_err gt_device_peer_seal(gt_device *dev, const gt_peer_hdr *h, gt_dbuf buf, ui
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_peer_seal(dev->impl, h, buf, out, cap, outlen);
     }
+#ifdef GT_HAVE_CUDA
+    if (dev->kind == GT_DEVICE_CUDA) {
+        GT_TRY(peer_local(dev, "peer_seal"));
+        return gt_cuda_backend_peer_seal(dev->impl, dev->peer, h, buf, out, cap, outlen);
+    }
+#endif
     gt_buftab_entry *e = NULL;
     uint8_t *floats = NULL;
     GT_TRY(peer_floats(dev, h, buf, "peer_seal", false, &e, &floats));
@@ -491,6 +499,12 @@ gt_err gt_device_peer_open(gt_device *dev, const gt_peer_hdr *h, const uint8_t *
     if (dev->ops->local == NULL) {
         return gt_device_sim_impl_peer_open(dev->impl, h, in, len, buf, mode);
     }
+#ifdef GT_HAVE_CUDA
+    if (dev->kind == GT_DEVICE_CUDA) {
+        GT_TRY(peer_local(dev, "peer_open"));
+        return gt_cuda_backend_peer_open(dev->impl, dev->peer, h, (gt_span){in, len}, buf, mode);
+    }
+#endif
     gt_buftab_entry *e = NULL;
     uint8_t *floats = NULL;
     GT_TRY(peer_floats(dev, h, buf, "peer_open", true, &e, &floats));

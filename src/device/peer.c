@@ -468,9 +468,12 @@ static gt_err run_check(gt_peer_core *pc, const gt_peer_hdr *h)
     return GT_OK;
 }
 
-gt_err gt_peer_core_seal(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
-                         const gt_peer_hdr *h, const uint8_t *plain, uint8_t *out, size_t cap,
-                         size_t *outlen)
+// The checks, the AAD (header || label block), the IV and the key are the core's; the range only
+// encrypts its own memory. The sequence number is spent once the range was asked to encrypt,
+// whatever it answered: an IV a backend may have used is never offered again.
+gt_err gt_peer_core_seal_range(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
+                               const gt_peer_hdr *h, const gt_peer_range *r, uint8_t *out,
+                               size_t cap, size_t *outlen)
 {
     *outlen = 0;
     GT_ENSURE(pc->active && h->src == pc->rank && h->dst < pc->nranks && h->dst != pc->rank &&
@@ -495,11 +498,10 @@ gt_err gt_peer_core_seal(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
     GT_TRY(gt_writer_bytes(&w, ids, n * GT_LABEL_ID_BYTES));
     uint8_t iv[GT_AEAD_IV_BYTES];
     chunk_iv(iv, h->src, h->dst, s->send_seq);
-    size_t ct_len = 0;
-    GT_TRY(gt_aead_seal(out + aad_len, cap - aad_len, &ct_len, plain, (size_t)len, out, aad_len,
-                        iv, s->key_send));
+    gt_err err = r->seal(r->ctx, out + aad_len, len, out, aad_len, iv, s->key_send);
     s->send_seq++;  // never reused, whatever the caller does with the chunk
-    *outlen = aad_len + ct_len;
+    GT_TRY(err);
+    *outlen = aad_len + len + GT_AEAD_TAG_BYTES;
     return GT_OK;
 }
 
@@ -508,19 +510,6 @@ static bool hdr_equal(const gt_peer_hdr *a, const gt_peer_hdr *b)
     return gt_ct_equal(a->run, b->run, sizeof a->run) && a->step == b->step &&
            a->bucket == b->bucket && a->hop == b->hop && a->src == b->src && a->dst == b->dst &&
            a->elem_off == b->elem_off && a->nelem == b->nelem;
-}
-
-static void chunk_apply(uint8_t *dst, const uint8_t *plain, uint64_t nelem, int mode)
-{
-    if (mode == GT_PEER_COPY) {
-        memcpy(dst, plain, (size_t)nelem * 4);
-        return;
-    }
-    float *d = (float *)(void *)dst;
-    const float *p = (const float *)(const void *)plain;
-    for (uint64_t i = 0; i < nelem; i++) {
-        d[i] += p[i];
-    }
 }
 
 static gt_err open_checks(gt_peer_core *pc, const gt_peer_hdr *h, int mode)
@@ -537,8 +526,12 @@ static gt_err open_checks(gt_peer_core *pc, const gt_peer_hdr *h, int mode)
     return run_check(pc, h);
 }
 
-gt_err gt_peer_core_open(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst, const gt_peer_hdr *h,
-                         gt_span chunk, uint8_t *dst, int mode)
+// Header, sequence and tag first (the range authenticates and decrypts into its own staging,
+// nothing in the destination); then the labels (they only grow); only then the range lands the
+// floats. The range's staging is the caller's to wipe.
+gt_err gt_peer_core_open_range(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst,
+                               const gt_peer_hdr *h, gt_span chunk, const gt_peer_range *r,
+                               int mode)
 {
     GT_TRY(open_checks(pc, h, mode));
     gt_peer_chunk_msg m;
@@ -549,25 +542,89 @@ gt_err gt_peer_core_open(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst, const 
     GT_ENSURE(m.seq == s->recv_seq, GT_E_AUTH, "device: chunk from rank %u refused: sequence "
               "%llu, expected %llu (replayed or reordered)", h->src, (unsigned long long)m.seq,
               (unsigned long long)s->recv_seq);
-    size_t len = (size_t)h->nelem * 4, got = 0;
-    uint8_t *plain = malloc(len);
-    GT_ENSURE(plain != NULL, GT_E_NOMEM, "device: out of memory (chunk staging)");
     uint8_t iv[GT_AEAD_IV_BYTES];
     chunk_iv(iv, h->src, h->dst, m.seq);
-    gt_err err = gt_aead_open(plain, len, &got, m.ct.data, m.ct.len, chunk.data, m.aad_len, iv,
-                              s->key_recv);
-    if (!gt_is_ok(err)) {
+    gt_err err = r->open(r->ctx, m.ct.data, h->nelem * 4, chunk.data, m.aad_len, iv,
+                         s->key_recv);
+    if (err.code == GT_E_AUTH) {
         err = gt_errf(GT_E_AUTH, "device: chunk from rank %u refused: authentication failed "
                       "(tampered)", h->src);
     }
-    for (uint32_t i = 0; i < m.nlabels && gt_is_ok(err); i++) {
-        err = gt_buftab_label_add(tab, h_dst, m.labels[i]);  // labels only grow: first
+    GT_TRY(err);
+    for (uint32_t i = 0; i < m.nlabels; i++) {
+        GT_TRY(gt_buftab_label_add(tab, h_dst, m.labels[i]));  // labels only grow: first
     }
-    if (gt_is_ok(err)) {
-        chunk_apply(dst, plain, h->nelem, mode);
-        s->recv_seq++;
+    GT_TRY(r->apply(r->ctx, mode));
+    s->recv_seq++;
+    return GT_OK;
+}
+
+// ---- the host range: floats in host memory (cpu backend, devd's arena), OpenSSL's GCM ------------
+
+typedef struct {
+    const uint8_t *src;  // seal: the floats
+    uint8_t *dst;        // open: the destination floats
+    uint8_t *plain;      // open: the authenticated plaintext, until applied
+    size_t len;
+} host_range;
+
+static gt_err host_seal(void *ctx, uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                        size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                        const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    host_range *hr = ctx;
+    size_t ct_len = 0;
+    return gt_aead_seal(ct_tag, (size_t)len + GT_AEAD_TAG_BYTES, &ct_len, hr->src, (size_t)len,
+                        aad, aad_len, iv, key);
+}
+
+static gt_err host_open(void *ctx, const uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                        size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                        const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    host_range *hr = ctx;
+    hr->len = (size_t)len;
+    hr->plain = malloc(hr->len);
+    GT_ENSURE(hr->plain != NULL, GT_E_NOMEM, "device: out of memory (chunk staging)");
+    size_t got = 0;
+    gt_err err = gt_aead_open(hr->plain, hr->len, &got, ct_tag, hr->len + GT_AEAD_TAG_BYTES, aad,
+                              aad_len, iv, key);
+    return gt_is_ok(err) ? GT_OK : gt_errf(GT_E_AUTH, "authentication failed");
+}
+
+static gt_err host_apply(void *ctx, int mode)
+{
+    host_range *hr = ctx;
+    if (mode == GT_PEER_COPY) {
+        memcpy(hr->dst, hr->plain, hr->len);
+        return GT_OK;
     }
-    gt_secure_zero(plain, len);
-    free(plain);
+    float *d = (float *)(void *)hr->dst;
+    const float *p = (const float *)(const void *)hr->plain;
+    for (size_t i = 0; i < hr->len / 4; i++) {
+        d[i] += p[i];
+    }
+    return GT_OK;
+}
+
+gt_err gt_peer_core_seal(gt_peer_core *pc, const gt_buftab *tab, gt_label label,
+                         const gt_peer_hdr *h, const uint8_t *plain, uint8_t *out, size_t cap,
+                         size_t *outlen)
+{
+    host_range hr = {.src = plain};
+    gt_peer_range r = {.seal = host_seal, .ctx = &hr};
+    return gt_peer_core_seal_range(pc, tab, label, h, &r, out, cap, outlen);
+}
+
+gt_err gt_peer_core_open(gt_peer_core *pc, gt_buftab *tab, gt_dbuf h_dst, const gt_peer_hdr *h,
+                         gt_span chunk, uint8_t *dst, int mode)
+{
+    host_range hr = {.dst = dst};
+    gt_peer_range r = {.open = host_open, .apply = host_apply, .ctx = &hr};
+    gt_err err = gt_peer_core_open_range(pc, tab, h_dst, h, chunk, &r, mode);
+    if (hr.plain != NULL) {
+        gt_secure_zero(hr.plain, hr.len);
+        free(hr.plain);
+    }
     return err;
 }

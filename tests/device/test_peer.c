@@ -1,6 +1,8 @@
 // device/: peers (device.h "peers"; issue 16). Devices of a data-parallel run admit each other
 // by attestation and move labelled gradient chunks sealed by the device: cpu + cpu in this
-// process; sim + sim with two (three) devd processes this test starts. Each attack is one case
+// process; sim + sim with two (three) devd processes this test starts; with a GPU (cuda builds),
+// cuda + cpu both ways in this process: a chunk the GPU sealed opens on a cpu peer and the
+// reverse, so the two backends' wire bytes interoperate. Each attack is one case
 // and asserts the refusal and that nothing was added: the destination holds what it held, and
 // the honest chunk still opens afterwards (the receiver's sequence did not move).
 #include "testlib.h"
@@ -8,6 +10,9 @@
 #include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/travel.h>
+#ifdef GT_HAVE_CUDA
+#include <gputravel/device_cuda.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@ static const uint8_t DATASET[GT_LABEL_ID_BYTES] = {0xd5, 0x7a, 0x5e, 0x70, 0x11,
 
 typedef struct {
     gt_device_kind kind;
+    gt_device_kind kinds[MAX_DEV];  // each device's backend (mixed worlds: cuda and cpu)
     char dir[512];
     char sock[MAX_DEV][600];
     pid_t devd[MAX_DEV];
@@ -93,7 +99,7 @@ static const gt_device_attester other_trainer = {.produce = produce_other};
 // Device i of the world, declared with agreement a (its outputs and peer rules).
 static gt_device *open_dev(world *w, int i, const gt_agreement *a, const gt_device_attester *att)
 {
-    gt_device_config cfg = {.kind = w->kind, .threads = 1, .mem_limit = 16u << 20,
+    gt_device_config cfg = {.kind = w->kinds[i], .threads = 1, .mem_limit = 16u << 20,
                             .socket_path = w->sock[i], .attester = att};
     if (w->paged && w->kind == GT_DEVICE_CPU) {  // sim: devd's own flags (setup_sim_paged)
         snprintf(w->pages[i], sizeof w->pages[i], "%s/pages%d", w->dir, i);
@@ -134,6 +140,9 @@ static int setup_kind_paged(void **state, gt_device_kind kind, bool paged)
     world *w = calloc(1, sizeof *w);
     assert_non_null(w);
     w->kind = kind;
+    for (int i = 0; i < MAX_DEV; i++) {
+        w->kinds[i] = kind;
+    }
     w->paged = paged;
     gt_test_tmpdir(w->dir, sizeof w->dir);
     char root[700];
@@ -162,6 +171,22 @@ static int setup_cpu(void **state) { return setup_kind_paged(state, GT_DEVICE_CP
 static int setup_cpu_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_CPU, true); }
 static int setup_sim(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, false); }
 static int setup_sim_paged(void **state) { return setup_kind_paged(state, GT_DEVICE_SIM, true); }
+
+#ifdef GT_HAVE_CUDA
+// Ranks alternate between the GPU and the cpu backend, starting with `first` (rank 0).
+static int setup_mixed(void **state, gt_device_kind first)
+{
+    setup_kind_paged(state, GT_DEVICE_CPU, false);
+    world *w = *state;
+    for (int i = 0; i < MAX_DEV; i++) {
+        w->kinds[i] = i % 2 == 0 ? first : (first == GT_DEVICE_CUDA ? GT_DEVICE_CPU
+                                                                     : GT_DEVICE_CUDA);
+    }
+    return 0;
+}
+static int setup_cuda_cpu(void **state) { return setup_mixed(state, GT_DEVICE_CUDA); }
+static int setup_cpu_cuda(void **state) { return setup_mixed(state, GT_DEVICE_CPU); }
+#endif
 
 static int teardown(void **state)
 {
@@ -321,7 +346,7 @@ static void test_pair_moves_labelled_chunk(void **state)
     GT_ASSERT_OK(gt_device_label_get(w->dev[1], l1, &count, ids, 2));
     assert_int_equal(count, 1);
     assert_memory_equal(ids[0], DATASET, GT_LABEL_ID_BYTES);
-    if (w->kind == GT_DEVICE_CPU) {  // the sum there too (sim never hands labelled bytes out)
+    if (w->kind != GT_DEVICE_SIM) {  // the sum there too (sim never hands labelled bytes out)
         GT_ASSERT_OK(gt_device_inproc_read(w->dev[1], v, l1, 0, sizeof v));
         for (int i = 0; i < N; i++) {
             int want = (int)value(i, 5) + (i >= OFF && i < OFF + CHUNK ? (int)value(i, 4) : 0);
@@ -705,6 +730,139 @@ static void test_received_buffer_copy_out_refused(void **state)
     }
 }
 
+// ---- the core's contract with a backend's range (gt_peer_range: cpu, devd and cuda give one) -----
+
+// A range as a backend would give it: OpenSSL into its own staging, and a record of what the
+// core asked, when. fail_seal / fail_open: the backend's primitive fails (a GPU error, a tag
+// mismatch).
+typedef struct {
+    bool fail_seal, fail_open;
+    const uint8_t *src;
+    uint8_t stage[CHUNK * 4], dst[CHUNK * 4];
+    int opens, applies;
+    size_t labels_at_apply;
+    const gt_buftab *tab;
+    gt_dbuf h_dst;
+} fake_range;
+
+static gt_err fake_seal(void *ctx, uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                        size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                        const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    fake_range *f = ctx;
+    size_t n = 0;
+    GT_ENSURE(!f->fail_seal, GT_E_IO, "fake: the backend's encryption failed");
+    return gt_aead_seal(ct_tag, (size_t)len + 16, &n, f->src, (size_t)len, aad, aad_len, iv, key);
+}
+
+static gt_err fake_open(void *ctx, const uint8_t *ct_tag, uint64_t len, const uint8_t *aad,
+                        size_t aad_len, const uint8_t iv[GT_AEAD_IV_BYTES],
+                        const uint8_t key[GT_AEAD_KEY_BYTES])
+{
+    fake_range *f = ctx;
+    f->opens++;
+    size_t n = 0;
+    GT_ENSURE(!f->fail_open, GT_E_AUTH, "fake: tag mismatch");
+    return gt_aead_open(f->stage, sizeof f->stage, &n, ct_tag, (size_t)len + 16, aad, aad_len, iv,
+                        key);
+}
+
+static size_t label_count(const gt_buftab *tab, gt_dbuf h)
+{
+    gt_buftab_entry *e = NULL;
+    GT_ASSERT_OK(gt_buftab_find(tab, h, 0, &e));
+    uint8_t ids[4][GT_LABEL_ID_BYTES];
+    return gt_buftab_label_ids(tab, e->label, ids, 4);
+}
+
+static gt_err fake_apply(void *ctx, int mode)
+{
+    fake_range *f = ctx;
+    f->applies++;
+    f->labels_at_apply = label_count(f->tab, f->h_dst);
+    assert_int_equal(mode, GT_PEER_COPY);
+    memcpy(f->dst, f->stage, sizeof f->dst);
+    return GT_OK;
+}
+
+// Two cores driven directly, as device.c drives them for cpu and cuda. A range whose open fails
+// (the GPU's tag compare) gets no apply: no labels join, the sequence is unspent and the chunk
+// then opens through another range; apply comes after the labels joined. A range whose seal
+// fails still spends its sequence number (an IV the backend may have used is never offered
+// again): the receiver then refuses the next chunk as out of sequence.
+static void test_core_drives_ranges_in_order(void **state)
+{
+    world *w = *state;
+    if (w->kind != GT_DEVICE_CPU) {
+        return;  // no device involved: once is enough
+    }
+    agreement_make(&w->a, "peers", 2);
+    gt_device_outputs o;
+    gt_agreement_device_outputs(&w->a, &o);
+    gt_peer_identity id = {.kind = GT_PEER_KIND_INPROC, .produce = gt_sim_default_client_produce};
+    gt_peer_core *pc[2] = {NULL, NULL};
+    gt_buftab *tab[2] = {NULL, NULL};
+    gt_dbuf hb[2];
+    gt_buftab_entry *e[2];
+    static hello_buf hl[2];
+    gt_buftab_config tc = {0};
+    for (uint32_t r = 0; r < 2; r++) {
+        GT_ASSERT_OK(gt_peer_core_new(&pc[r]));
+        GT_ASSERT_OK(gt_peer_core_hello(pc[r], &o.peers, &id, r, 2, hl[r].b, sizeof hl[r].b,
+                                        &hl[r].len));
+        GT_ASSERT_OK(gt_buftab_new(&tab[r], &tc));
+        GT_ASSERT_OK(gt_buftab_alloc(tab[r], N * 4, 0, 0, &hb[r], &e[r]));
+    }
+    GT_ASSERT_OK(gt_peer_core_admit(pc[0], 1, (gt_span){hl[1].b, hl[1].len}));
+    GT_ASSERT_OK(gt_peer_core_admit(pc[1], 0, (gt_span){hl[0].b, hl[0].len}));
+    GT_ASSERT_OK(gt_peer_core_run_id(pc[0], w->run));
+    GT_ASSERT_OK(gt_buftab_label_add(tab[0], hb[0], DATASET));
+    float plain[CHUNK];
+    for (int i = 0; i < CHUNK; i++) {
+        plain[i] = value(i, 1);
+    }
+    gt_peer_hdr h = hdr(w, 0, 0, 0, 1);
+    static chunk_buf c0, c1, c2;
+    fake_range fs = {.src = (const uint8_t *)plain};
+    gt_peer_range rs = {.seal = fake_seal, .ctx = &fs};
+    GT_ASSERT_OK(gt_peer_core_seal_range(pc[0], tab[0], e[0]->label, &h, &rs, c0.b, sizeof c0.b,
+                                         &c0.len));
+    fs.fail_seal = true;
+    GT_ASSERT_ERR(gt_peer_core_seal_range(pc[0], tab[0], e[0]->label, &h, &rs, c1.b,
+                                          sizeof c1.b, &c1.len), GT_E_IO, "encryption failed");
+    GT_ASSERT_OK(gt_peer_core_seal(pc[0], tab[0], e[0]->label, &h, (const uint8_t *)plain, c2.b,
+                                   sizeof c2.b, &c2.len));
+    gt_peer_chunk_msg m;
+    GT_ASSERT_OK(gt_peer_chunk_parse((gt_span){c2.b, c2.len}, &m));
+    assert_int_equal(m.seq, 2);  // sequence 1 went to the failed seal
+    // The fake's seal and the host range's frame the same way: header, one label, ct, tag.
+    assert_int_equal(c0.len, c2.len);
+    assert_memory_equal(c0.b + 16, c2.b + 16, GT_PEER_HDR_BYTES - 16 - 8);
+    assert_memory_equal(c0.b + GT_PEER_HDR_BYTES, c2.b + GT_PEER_HDR_BYTES, 4 + 16);
+
+    fake_range fo = {.fail_open = true, .tab = tab[1], .h_dst = hb[1]};
+    gt_peer_range ro = {.open = fake_open, .apply = fake_apply, .ctx = &fo};
+    GT_ASSERT_ERR(gt_peer_core_open_range(pc[1], tab[1], hb[1], &h, (gt_span){c0.b, c0.len}, &ro,
+                                          GT_PEER_COPY), GT_E_AUTH, "authentication failed");
+    assert_int_equal(fo.opens, 1);
+    assert_int_equal(fo.applies, 0);
+    assert_int_equal(label_count(tab[1], hb[1]), 0);
+    fo.fail_open = false;
+    GT_ASSERT_OK(gt_peer_core_open_range(pc[1], tab[1], hb[1], &h, (gt_span){c0.b, c0.len}, &ro,
+                                         GT_PEER_COPY));
+    assert_int_equal(fo.applies, 1);
+    assert_int_equal(fo.labels_at_apply, 1);
+    assert_memory_equal(fo.dst, plain, sizeof plain);
+    GT_ASSERT_ERR(gt_peer_core_open_range(pc[1], tab[1], hb[1], &h, (gt_span){c2.b, c2.len}, &ro,
+                                          GT_PEER_COPY), GT_E_AUTH, "sequence 2, expected 1");
+    assert_int_equal(fo.applies, 1);
+    for (int r = 0; r < 2; r++) {
+        gt_buftab_release(tab[r], hb[r]);
+        gt_buftab_free(tab[r]);
+        gt_peer_core_free(pc[r]);
+    }
+}
+
 // sim only: devd takes its peer rules from its own parse of the declared agreement, never from
 // the client. A client that declares forged rules (3 ranks, any measurement) gets neither: devd
 // holds it to the agreement's 2 ranks and still refuses a trainer the agreement does not list.
@@ -760,8 +918,8 @@ int main(void)
         CASE(test_seal_to_non_admitted_peer_refused),
         CASE(test_received_buffer_copy_out_refused),
         CASE(test_devd_ignores_the_clients_rules),
+        CASE(test_core_drives_ranges_in_order),
     };
-    int failed = cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
     const struct CMUnitTest paged[] = {
         CASE(test_pair_moves_labelled_chunk),
         CASE(test_paged_out_buffers_seal_and_open),
@@ -769,8 +927,45 @@ int main(void)
         CASE(test_replayed_chunk_rejected),
         CASE(test_misrouted_chunk_rejected),
     };
-    failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
-    if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL) {
+    // GT_TEST_PEER_CUDA_ONLY (scripts/gpu_check.sh): only the cuda groups; 77 without a GPU.
+    bool cuda_only = getenv("GT_TEST_PEER_CUDA_ONLY") != NULL;
+    int failed = 0;
+    if (!cuda_only) {
+        failed += cmocka_run_group_tests_name("cpu", tests, setup_cpu, teardown);
+        failed += cmocka_run_group_tests_name("cpu-paged", paged, setup_cpu_paged, teardown);
+    }
+#ifdef GT_HAVE_CUDA
+    // cuda ranks next to cpu ranks (both kinds are the trainer's process: the same agreement).
+    // Compile-checked only where no GPU was ever present: without one, said and skipped.
+    char why[256];
+    if (gt_cuda_probe(why, sizeof why)) {
+        const struct CMUnitTest mixed[] = {
+            CASE(test_pair_moves_labelled_chunk),
+            CASE(test_large_chunk_sum_exact),
+            CASE(test_bit_flip_anywhere_rejected),
+            CASE(test_replayed_chunk_rejected),
+            CASE(test_reordered_chunks_rejected),
+            CASE(test_misrouted_chunk_rejected),
+            CASE(test_chunk_from_earlier_step_rejected),
+            CASE(test_chunk_of_another_phase_rejected),
+            CASE(test_seal_to_non_admitted_peer_refused),
+            CASE(test_received_buffer_copy_out_refused),
+        };
+        failed += cmocka_run_group_tests_name("cuda-cpu", mixed, setup_cuda_cpu, teardown);
+        failed += cmocka_run_group_tests_name("cpu-cuda", mixed, setup_cpu_cuda, teardown);
+    } else {
+        printf("device/peer: cuda-cpu and cpu-cuda groups skipped: %s\n", why);
+        if (cuda_only) {
+            return 77;
+        }
+    }
+#else
+    if (cuda_only) {
+        printf("device/peer: not a cuda build: no cuda groups\n");
+        return 77;
+    }
+#endif
+    if (getenv("GT_TEST_PEER_CPU_ONLY") == NULL && !cuda_only) {
         failed += cmocka_run_group_tests_name("sim", tests, setup_sim, teardown);
         failed += cmocka_run_group_tests_name("sim-paged", paged, setup_sim_paged, teardown);
     }
