@@ -471,6 +471,15 @@ static void test_device_appraised_in_enclave(void **state)
     size_t n = agreement_doc(forged, sizeof forged, "forged", NULL);
     lie.ap.agreement = (gt_span){(const uint8_t *)forged, n};
     GT_ASSERT_ERR(RELEASE(he, 0, lie, w), GT_E_POLICY, "appraisal refused the device");
+    // 4b. ... with a real devd session under that forged agreement (its hellos name it)
+    binding forged_session;
+    binding_make_for(&forged_session, NULL);  // "enclave-test" again: same doc, so re-make
+    n = agreement_doc(forged_session.doc, sizeof forged_session.doc, "forged", NULL);
+    forged_session.ap.agreement = (gt_span){(const uint8_t *)forged_session.doc, n};
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, forged_session.agreement, forged_session.doc, n));
+    hellos_make(&forged_session, "devd-identity", NULL, forged_session.dev_pub);
+    GT_ASSERT_ERR(RELEASE(he, 0, forged_session, w), GT_E_POLICY, "appraisal refused the device");
+    binding_free(&forged_session);
     // the honest release of the same chunk still goes (nothing above counted a use)
     GT_ASSERT_OK(RELEASE(he, 0, b, w));
     assert_true(device_opens(&b, w, 0, im.ki_masked[0]));
