@@ -479,6 +479,10 @@ static void test_device_appraised_in_enclave(void **state)
     GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, forged_session.agreement, forged_session.doc, n));
     hellos_make(&forged_session, "devd-identity", NULL, forged_session.dev_pub);
     GT_ASSERT_ERR(RELEASE(he, 0, forged_session, w), GT_E_POLICY, "appraisal refused the device");
+    // 4c. the real agreement's bytes, but devd's session is under the forged one
+    memcpy(forged_session.doc, b.doc, sizeof b.doc);
+    forged_session.ap.agreement = b.ap.agreement;
+    GT_ASSERT_ERR(RELEASE(he, 0, forged_session, w), GT_E_POLICY, "appraisal refused the device");
     binding_free(&forged_session);
     // the honest release of the same chunk still goes (nothing above counted a use)
     GT_ASSERT_OK(RELEASE(he, 0, b, w));
