@@ -153,6 +153,7 @@ static gt_err map_bounce(gt_sim_conn *c, int bounce_fd, const gt_sim_server_hell
     return GT_OK;
 }
 
+// long: the client handshake in wire order (challenge, hello, appraisal, keys, bounce), one exit
 static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
 {
     gt_err (*produce)(void *, const uint8_t *, gt_buf *) = opt->attester.produce;
