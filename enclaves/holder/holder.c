@@ -4,7 +4,8 @@
 // docs/holder-enclave.md. The key arrives once (IMPORT) and is kept sealed under the MRSIGNER
 // policy, so a later version of this enclave by the same signer opens it and no other signer's
 // enclave does. A chunk key K_i leaves only through the wrap leaf, wrapped to the device key
-// the host names, bound to the agreement, dataset, chunk, trip and device.
+// the host names, bound to the agreement, dataset, chunk, trip and device, and only after the
+// wrap leaf has appraised that device itself (its attested hellos against the agreement bytes).
 #include "gtsdk.h"
 #include "holder_enclave_abi.h"  // src/holder/, on the include path (CMakeLists.txt)
 
@@ -142,7 +143,7 @@ static long ecall_terms(const uint8_t *in, size_t in_len, uint8_t *out, size_t o
 
 // The decision (as the host agent's decide(), docs/holder.md): uses, resends, budget. On a
 // grant the release is counted before the key is wrapped (a failed wrap stays counted:
-// stricter, never looser).
+// stricter, never looser; only a device the wrap leaf refused before deriving is uncounted).
 static long decide(uint32_t c)
 {
     if (c >= g_terms.chunks) {
@@ -167,7 +168,7 @@ static long ecall_release(const uint8_t *in, size_t in_len, uint8_t *out, size_t
                           size_t *out_len)
 {
     *out_len = 0;
-    if (in_len != 4 + 32 + 32 + 32) {
+    if (in_len < HOLDER_RELEASE_FIXED || in_len > HOLDER_RELEASE_MAX) {
         return HOLDER_E_FORMAT;
     }
     if (!g_have_key || !g_terms.set) {
@@ -180,7 +181,10 @@ static long ecall_release(const uint8_t *in, size_t in_len, uint8_t *out, size_t
     }
     // The wrap leaf's input: ikm | salt | info | recipient | aad (enclave.h)
     static const char info[] = HOLDER_CHUNK_KEY_INFO;
-    static uint8_t w[32 + 16 + 2 + sizeof info - 1 + 4 + 32 + 2 + HOLDER_WRAP_AAD_BYTES];
+    // ... | the appraisal bytes as given: the leaf appraises the device from them, and they
+    // cannot bind the key elsewhere (the AAD above is the enclave's)
+    static uint8_t w[32 + 16 + 2 + sizeof info - 1 + 4 + 32 + 2 + HOLDER_WRAP_AAD_BYTES +
+                     HOLDER_RELEASE_MAX];
     uint8_t *p = w;
     memcpy(p, g_key, 32), p += 32;
     memcpy(p, g_terms.dataset, 16), p += 16;
@@ -194,8 +198,17 @@ static long ecall_release(const uint8_t *in, size_t in_len, uint8_t *out, size_t
     memcpy(p, g_terms.dataset, 16), p += 16;
     st32(p, c), p += 4;
     memcpy(p, in + 36, 64), p += 64;  // trip id, device id
+    memcpy(p, in + HOLDER_RELEASE_FIXED, in_len - HOLDER_RELEASE_FIXED);
+    p += in_len - HOLDER_RELEASE_FIXED;
     uint64_t rax = leaf(GTSDK_ENCLU_GT_WRAP, 0, w, (size_t)(p - w), out, out_cap, out_len);
     gtsdk_wipe(w, sizeof w);
+    if (rax == GTSDK_WRAP_E_DEVICE) {
+        // The leaf refused the device before deriving anything: nothing left, nothing counted
+        // (so a host naming a bad device cannot spend the holder's releases either).
+        g_terms.releases[c]--;
+        g_terms.tokens_released -= g_terms.tokens[c];
+        return HOLDER_E_DEVICE;
+    }
     return rax == 0 ? HOLDER_OK : HOLDER_E_WRAP;
 }
 

@@ -685,6 +685,10 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed_wrapped(gt_device *holder, gt_dbuf 
 GT_MUST_USE gt_err gt_device_sim_session_binding(gt_device *holder,
                                                  uint8_t server_pub[GT_X25519_BYTES],
                                                  uint8_t server_hello_hash[GT_SHA256_BYTES]);
+// The session's CLIENT_HELLO and SERVER_HELLO bodies as they crossed (borrowed until the device
+// is closed): what a holder enclave appraises devd from itself before it wraps a key to it.
+GT_MUST_USE gt_err gt_device_sim_session_hellos(gt_device *holder, gt_span *client_hello,
+                                                gt_span *server_hello);
 // Holder: ends the trip; the loaded buffers become the trainer's, the rest of the trip's buffers
 // are wiped, the ticket is dead. The holder session is over (gt_device_close it). Closing a
 // holder device without return fails the trip (everything it loaded is wiped).

@@ -601,6 +601,8 @@ typedef struct {
     uint32_t slot_count, slot_bytes;
     uint64_t mem_limit;
     gt_buf device_evidence;
+    // Both hello bodies as sent: what a holder enclave's wrap leaf appraises devd from itself.
+    gt_buf client_hello, server_hello;
     uint8_t device_report_data[GT_REPORT_DATA_BYTES];
     uint8_t device_measurement[GT_MEASUREMENT_BYTES];
     bool has_measurement;  // the default appraisal ran and kept the evidence's measurement

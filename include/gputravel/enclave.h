@@ -590,12 +590,16 @@ void gt_enclave_seal_request_encode(const gt_enclave_seal_request *q,
                                     uint8_t out[GT_ENCLAVE_SEAL_REQUEST_BYTES]);
 
 // gputravel's wrap leaf (ENCLU 0x47540003; not SGX's): the request is the seal leaves' 64-byte
-// layout (KEYPOLICY 0), its `in` this input, its `out` GT_KEYWRAP_BYTES. The runtime derives
-// K = HKDF-SHA256(ikm, salt, info) and writes gt_x25519_wrap(K, recipient, aad): K never enters
-// enclave memory or leaves the enclave process unwrapped (src/enclave/wrap_leaf.c).
-// Layout: ikm 32 | salt 16 | u16 info_len | info | recipient 32 | u16 aad_len | aad.
+// layout (KEYPOLICY 0), its `in` this input, its `out` GT_KEYWRAP_BYTES. The runtime first has
+// the recipient appraised (the wrap appraiser below: the device's own evidence, from the hellos
+// of its attested session, against the agreement whose bytes come with the request), then
+// derives K = HKDF-SHA256(ikm, salt, info) and writes gt_x25519_wrap(K, recipient, aad): K never
+// enters enclave memory or leaves the enclave process unwrapped (src/enclave/wrap_leaf.c).
+// Layout: ikm 32 | salt 16 | u16 info_len | info | recipient 32 | u16 aad_len | aad
+//   | u32 n, agreement document | u32 n, CLIENT_HELLO body | u32 n, SERVER_HELLO body.
 #define GT_ENCLAVE_WRAP_INFO_MAX 64
 #define GT_ENCLAVE_WRAP_AAD_MAX 256
+#define GT_ENCLAVE_WRAP_APPRAISAL_MAX 32768  // each of the three: what one ECALL can carry
 typedef struct {
     uint8_t ikm[32];
     uint8_t salt[16];
@@ -604,12 +608,25 @@ typedef struct {
     uint8_t recipient[GT_X25519_BYTES];
     size_t aad_len;
     uint8_t aad[GT_ENCLAVE_WRAP_AAD_MAX];
+    // What the recipient is appraised from; borrowed from the parsed bytes.
+    gt_span agreement, client_hello, server_hello;
 } gt_enclave_wrap_input;
 // GT_E_FORMAT / GT_E_TRUNCATED: too long, short, or bytes left over.
 GT_MUST_USE gt_err gt_enclave_wrap_input_parse(const uint8_t *data, size_t len,
                                                gt_enclave_wrap_input *w);
 GT_MUST_USE gt_err gt_enclave_wrap_input_encode(gt_writer *wr, const gt_enclave_wrap_input *w);
-// Parse, derive, wrap (what the runtime does for the leaf); key material wiped.
+// The wrap appraiser: OK only if recipient is the X25519 key a device's attested session binds
+// and that device is one the agreement accepts, with the AAD naming that agreement and session.
+// It lives above this layer (travel: gt_release_wrap_appraise, which parses agreements and
+// device evidence); the enclave process installs it (tools/enclave_process.c). Without one the
+// wrap leaf wraps nothing.
+typedef gt_err (*gt_enclave_wrap_appraiser)(gt_span agreement, gt_span client_hello,
+                                            gt_span server_hello,
+                                            const uint8_t recipient[GT_X25519_BYTES],
+                                            const uint8_t *aad, size_t aad_len);
+void gt_enclave_set_wrap_appraiser(gt_enclave_wrap_appraiser fn);
+// Parse, appraise, derive, wrap (what the runtime does for the leaf); key material wiped.
+// GT_E_POLICY / GT_E_AUTH: the appraisal refused the recipient (nothing derived).
 GT_MUST_USE gt_err gt_enclave_wrap_derived(uint8_t out[GT_KEYWRAP_BYTES], const uint8_t *in,
                                            size_t in_len);
 

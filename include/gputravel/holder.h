@@ -264,13 +264,22 @@ typedef struct {
 // Fixed once per enclave run: a second call is refused (GT_E_STATE).
 GT_MUST_USE gt_err gt_holder_enclave_set_terms(gt_holder_enclave *he,
                                                const gt_holder_enclave_terms *t);
-// The release decision in the enclave: GT_E_POLICY with the reason on a refusal; on a grant,
+// What the enclave's wrap leaf appraises the device from (travel.h gt_release_wrap_appraise):
+// the agreement document (its hash must be TERMS's) and devd's session hellos as they crossed
+// (gt_device_sim_session_hellos).
+typedef struct {
+    gt_span agreement, client_hello, server_hello;
+} gt_holder_enclave_appraisal;
+// The release decision in the enclave: GT_E_POLICY with the reason on a refusal; on a grant the
+// wrap leaf appraises the device (GT_E_POLICY "the device is refused" when the agreement bytes,
+// hellos, device_pub or device_id do not hold together or the device is not accepted), then
 // wrapped = K_chunk wrapped to device_pub under gt_release_aad_build(agreement, dataset, chunk,
 // trip_id, device_id).
 GT_MUST_USE gt_err gt_holder_enclave_release(gt_holder_enclave *he, uint32_t chunk,
                                              const uint8_t device_pub[GT_X25519_BYTES],
                                              const uint8_t trip_id[GT_SHA256_BYTES],
                                              const uint8_t device_id[GT_SHA256_BYTES],
+                                             const gt_holder_enclave_appraisal *appraisal,
                                              uint8_t wrapped[GT_KEYWRAP_BYTES]);
 GT_MUST_USE gt_err gt_holder_enclave_used(gt_holder_enclave *he, uint32_t chunk);
 

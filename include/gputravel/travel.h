@@ -572,5 +572,17 @@ GT_MUST_USE gt_err gt_release_trip_id(uint8_t id[GT_SHA256_BYTES], const uint8_t
 GT_MUST_USE gt_err gt_release_unwrap(uint8_t key[GT_AEAD_KEY_BYTES], const uint8_t *wrapped,
                                      size_t len, const uint8_t device_sec[GT_X25519_BYTES],
                                      const uint8_t aad[GT_RELEASE_AAD_BYTES]);
+// The holder enclave's wrap appraiser (the enclave process installs it as the wrap leaf's,
+// enclave.h gt_enclave_wrap_appraiser): before a key is wrapped to `recipient` it must hold that
+// agreement_doc parses (strict parser) and its SHA-256 is the AAD's agreement hash; the client
+// hello names that agreement; the server hello's X25519 key is `recipient` and its SHA-256 the
+// AAD's device id; the server hello's device evidence verifies (vendor root: the sim root of
+// this process), binds that hello to the client hello, says devd holds the memory, and its
+// measurement is one the agreement accepts (any, when it lists none). GT_E_POLICY / GT_E_AUTH /
+// GT_E_FORMAT naming what failed.
+GT_MUST_USE gt_err gt_release_wrap_appraise(gt_span agreement_doc, gt_span client_hello,
+                                            gt_span server_hello,
+                                            const uint8_t recipient[GT_X25519_BYTES],
+                                            const uint8_t *aad, size_t aad_len);
 
 #endif

@@ -96,6 +96,9 @@ static void sim_root_from_environment(void)
                                        : gt_errf(GT_E_LIMIT, "sim root: path too long");
     if (!gt_is_ok(e)) {
         gt_log_warn("%s", e.msg);
+    } else {
+        // children (the enclave process's device appraisal, devd) find the same root
+        setenv("GT_SIM_ROOT", dir, 0);
     }
 }
 

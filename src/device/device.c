@@ -388,6 +388,14 @@ gt_err gt_device_sim_session_binding(gt_device *holder, uint8_t server_pub[GT_X2
     return GT_OK;
 }
 
+gt_err gt_device_sim_session_hellos(gt_device *holder, gt_span *client_hello,
+                                    gt_span *server_hello)
+{
+    GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
+    gt_device_sim_impl_session_hellos(holder->impl, client_hello, server_hello);
+    return GT_OK;
+}
+
 gt_err gt_device_sim_return(gt_device *holder)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");

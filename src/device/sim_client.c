@@ -427,6 +427,13 @@ void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519
     memcpy(server_hello_hash, c->keys.server_hello_hash, GT_SHA256_BYTES);
 }
 
+void gt_device_sim_impl_session_hellos(void *impl, gt_span *client_hello, gt_span *server_hello)
+{
+    gt_sim_conn *c = impl;
+    *client_hello = gt_buf_span(&c->client_hello);
+    *server_hello = gt_buf_span(&c->server_hello);
+}
+
 // ---- labels and declared outputs (device.h) ---------------------------------------------------
 
 gt_err gt_device_sim_impl_label_add(void *impl, gt_dbuf buf, const uint8_t id[GT_LABEL_ID_BYTES])

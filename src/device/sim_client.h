@@ -39,6 +39,7 @@ GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf ds
                                                           const uint8_t iv[GT_AEAD_IV_BYTES],
                                                           const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                                           const uint8_t wrapped[GT_KEYWRAP_BYTES]);
+void gt_device_sim_impl_session_hellos(void *impl, gt_span *client_hello, gt_span *server_hello);
 void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],
                                         uint8_t server_hello_hash[GT_SHA256_BYTES]);
 GT_MUST_USE gt_err gt_device_sim_impl_return(void *impl);

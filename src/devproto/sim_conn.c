@@ -153,6 +153,7 @@ static gt_err map_bounce(gt_sim_conn *c, int bounce_fd, const gt_sim_server_hell
     return GT_OK;
 }
 
+// long: the client handshake in wire order (challenge, hello, appraisal, keys, bounce), one exit
 static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
 {
     gt_err (*produce)(void *, const uint8_t *, gt_buf *) = opt->attester.produce;
@@ -225,6 +226,8 @@ static gt_err handshake(gt_sim_conn *c, const gt_device_sim_options *opt)
     memcpy(c->keys.server_pub, sh.pub, sizeof sh.pub);
     GT_TRY_GOTO(err, map_bounce(c, bounce_fd, &sh), out);
     GT_TRY_GOTO(err, gt_buf_append(&c->device_evidence, sh.evidence.data, sh.evidence.len), out);
+    GT_TRY_GOTO(err, gt_buf_append(&c->client_hello, w.data, w.len), out);
+    GT_TRY_GOTO(err, gt_buf_append(&c->server_hello, rx, rx_len), out);
 out:
     if (bounce_fd >= 0) {
         close(bounce_fd);  // the mapping stays
@@ -275,6 +278,8 @@ void gt_sim_conn_close(gt_sim_conn *c)
         close(c->fd);
     }
     gt_buf_free_nowipe(&c->device_evidence);
+    gt_buf_free_nowipe(&c->client_hello);
+    gt_buf_free_nowipe(&c->server_hello);
     gt_secure_zero(c, sizeof *c);
     c->fd = -1;
 }

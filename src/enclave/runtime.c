@@ -254,8 +254,13 @@ static uint64_t emulate_wrap(uint64_t rbx)
         fatal("wrap leaf: a buffer outside the enclave (#GP)");
     }
     uint8_t wrapped[GT_KEYWRAP_BYTES];
-    uint64_t rax = gt_is_ok(gt_enclave_wrap_derived(wrapped, in, q.in_len)) ? 0
-                                                                             : GTSDK_SEAL_E_REFUSED;
+    gt_err err = gt_enclave_wrap_derived(wrapped, in, q.in_len);
+    uint64_t rax = gt_is_ok(err) ? 0
+                   : err.code == GT_E_POLICY || err.code == GT_E_AUTH ? GTSDK_WRAP_E_DEVICE
+                                                                      : GTSDK_SEAL_E_REFUSED;
+    if (!gt_is_ok(err)) {
+        fprintf(stderr, "enclave process: wrap leaf refused: %s\n", err.msg);
+    }
     if (rax == 0 && q.out_cap < sizeof wrapped) {
         rax = GTSDK_SEAL_E_SPACE;
     }

@@ -47,6 +47,7 @@ typedef struct {
 #define GTSDK_ENCLU_GT_WRAP 0x47540003u
 #define GTSDK_SEAL_E_SPACE 1
 #define GTSDK_SEAL_E_REFUSED 2
+#define GTSDK_WRAP_E_DEVICE 3  // the wrap leaf: the recipient is not a device the agreement accepts
 // gputravel's report-verification leaf (gtsdk.h gtsdk_verify_report): RBX = a REPORT (432 bytes,
 // 512-aligned) in enclave memory; RAX back 0 when its MAC verifies under this enclave's own
 // report key, GTSDK_VERIFY_E_REFUSED otherwise (another target, any byte changed, reserved bytes

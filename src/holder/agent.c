@@ -543,8 +543,11 @@ static gt_err enclave_load(gt_holder_agent *a, gt_device *dev,
 {
     uint8_t devd_pub[GT_X25519_BYTES], hello_hash[GT_SHA256_BYTES];
     uint8_t wrapped[GT_KEYWRAP_BYTES];
+    gt_holder_enclave_appraisal ap = {
+        .agreement = {a->cfg.agreement->doc, a->cfg.agreement->doc_len}};
     GT_TRY(gt_device_sim_session_binding(dev, devd_pub, hello_hash));
-    GT_TRY(gt_holder_enclave_release(a->cfg.enclave, chunk, devd_pub, trip_id, hello_hash,
+    GT_TRY(gt_device_sim_session_hellos(dev, &ap.client_hello, &ap.server_hello));
+    GT_TRY(gt_holder_enclave_release(a->cfg.enclave, chunk, devd_pub, trip_id, hello_hash, &ap,
                                      wrapped));
     return gt_device_sim_load_sealed_wrapped(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
                                              file_len - GT_CHUNK_HEADER_BYTES,

@@ -26,6 +26,9 @@ static const char *status_text(int64_t s)
                                   "signer, another platform, or changed bytes)";
     case HOLDER_E_STATE: return "no key or no terms yet, or the terms are already fixed";
     case HOLDER_E_WRAP: return "the chunk key could not be wrapped to that device key";
+    case HOLDER_E_DEVICE: return "the enclave's appraisal refused the device (not the attested "
+                                 "session's key, another agreement, or a device the agreement "
+                                 "does not accept; the enclave process's log says which)";
     case HOLDER_REFUSE_USES: return "the chunk's uses under the agreement are spent";
     case HOLDER_REFUSE_RESENDS: return "the chunk was already sent max_uses_per_chunk + 1 times "
                                        "without confirmed uses";
@@ -49,7 +52,7 @@ static gt_err call(gt_holder_enclave *he, uint64_t n, const void *in, size_t len
     if (status == HOLDER_OK) {
         return GT_OK;
     }
-    gt_code code = status >= HOLDER_REFUSE_USES ? GT_E_POLICY
+    gt_code code = status >= HOLDER_REFUSE_USES || status == HOLDER_E_DEVICE ? GT_E_POLICY
                        : status == HOLDER_E_REFUSED ? GT_E_AUTH
                        : status == HOLDER_E_STATE   ? GT_E_STATE
                                                     : GT_E_FORMAT;
@@ -147,24 +150,36 @@ gt_err gt_holder_enclave_release(gt_holder_enclave *he, uint32_t chunk,
                                  const uint8_t device_pub[GT_X25519_BYTES],
                                  const uint8_t trip_id[GT_SHA256_BYTES],
                                  const uint8_t device_id[GT_SHA256_BYTES],
+                                 const gt_holder_enclave_appraisal *ap,
                                  uint8_t wrapped[GT_KEYWRAP_BYTES])
 {
-    uint8_t in[4 + GT_X25519_BYTES + 2 * GT_SHA256_BYTES];
-    gt_store_u32le(in, chunk);
-    memcpy(in + 4, device_pub, GT_X25519_BYTES);
-    memcpy(in + 4 + GT_X25519_BYTES, trip_id, GT_SHA256_BYTES);
-    memcpy(in + 4 + GT_X25519_BYTES + GT_SHA256_BYTES, device_id, GT_SHA256_BYTES);
+    gt_writer w = gt_writer_init_dynamic();
     gt_buf out = {0};
+    gt_err err = GT_OK;
+    GT_TRY_GOTO(err, gt_writer_u32le(&w, chunk), done);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, device_pub, GT_X25519_BYTES), done);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, trip_id, GT_SHA256_BYTES), done);
+    GT_TRY_GOTO(err, gt_writer_bytes(&w, device_id, GT_SHA256_BYTES), done);
+    const gt_span parts[] = {ap->agreement, ap->client_hello, ap->server_hello};
+    for (size_t i = 0; i < 3; i++) {
+        GT_TRY_GOTO(err, gt_writer_u32le(&w, (uint32_t)parts[i].len), done);
+        GT_TRY_GOTO(err, gt_writer_bytes(&w, parts[i].data, parts[i].len), done);
+    }
+    GT_ENSURE_GOTO(err, w.len <= HOLDER_RELEASE_MAX, done, GT_E_LIMIT,
+                   "holder enclave: the agreement and devd's hellos take %zu bytes; enclave mode "
+                   "carries at most %d in one release", w.len, HOLDER_RELEASE_MAX);
     char what[48];
     snprintf(what, sizeof what, "releasing chunk %u", chunk);
-    gt_err err = call(he, HOLDER_ECALL_RELEASE, in, sizeof in, &out, what);
+    err = call(he, HOLDER_ECALL_RELEASE, w.data, w.len, &out, what);
     if (gt_is_ok(err) && out.len != GT_KEYWRAP_BYTES) {
         err = gt_errf(GT_E_FORMAT, "holder enclave: a wrapped key of %zu bytes", out.len);
     }
     if (gt_is_ok(err)) {
         memcpy(wrapped, out.data, GT_KEYWRAP_BYTES);
     }
+done:
     gt_buf_free_nowipe(&out);  // a wrapped key: no secret
+    gt_writer_free(&w);
     return err;
 }
 

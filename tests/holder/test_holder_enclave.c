@@ -6,7 +6,9 @@
 
 #include <gputravel/holder.h>
 
+#include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -199,18 +201,105 @@ static void test_sealed_key_mrsigner(void **state)
     gt_holder_enclave_stop(again);
 }
 
+// An agreement document for the tests: any device, or only `device_hex` (a measurement).
+static size_t agreement_doc(char *doc, size_t cap, const char *name, const char *device_hex)
+{
+    char device[160] = "{}";
+    if (device_hex != NULL) {
+        snprintf(device, sizeof device, "{\"accepted_measurements\":[\"%s\"]}", device_hex);
+    }
+    int n = snprintf(doc, cap,
+                     "{\"version\":1,\"name\":\"%s\",\"model\":{\"layers\":1,\"channels\":16,"
+                     "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":"
+                     "{\"steps\":2,\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":"
+                     "[{\"name\":\"h0\",\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\","
+                     "\"dataset_id\":\"d1d2d30405060708090a0b0c0d0e0f10\",\"token_budget\":1000,"
+                     "\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":%s,"
+                     "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
+                     name, 0, device);
+    assert_true(n > 0 && (size_t)n < cap);
+    return (size_t)n;
+}
+
+// A devd session as the holder's host sees it: the agreement it is under, both hellos (the
+// server's with sim device evidence from a sim identity, bound as devd binds it), devd's key,
+// and the release binding (trip; device id = SHA-256 of the server hello).
 typedef struct {
     uint8_t agreement[32], trip[32], device_id[32];
     uint8_t dev_pub[GT_X25519_BYTES], dev_sec[GT_X25519_BYTES];
+    char doc[2048];
+    gt_buf ch, sh;
+    gt_holder_enclave_appraisal ap;
 } binding;
+
+static char g_dir[256];  // this test's sim root (vendor root of the devices) and identities
+
+static void hellos_make(binding *b, const char *identity, const char *vendor,
+                        const uint8_t evidence_pub[32])
+{
+    gt_sim_client_hello ch = {.version = GT_SIM_VERSION};
+    GT_ASSERT_OK(gt_random_bytes(ch.nonce, sizeof ch.nonce));
+    GT_ASSERT_OK(gt_random_bytes(ch.server_nonce, sizeof ch.server_nonce));
+    GT_ASSERT_OK(gt_random_bytes(ch.pub, sizeof ch.pub));
+    memcpy(ch.agreement, b->agreement, 32);
+    ch.evidence = (gt_span){(const uint8_t *)"client evidence", 15};
+    gt_writer w = gt_writer_init_dynamic();
+    GT_ASSERT_OK(gt_sim_client_hello_write(&w, &ch));
+    gt_buf_free_nowipe(&b->ch);
+    GT_ASSERT_OK(gt_buf_append(&b->ch, w.data, w.len));
+    gt_writer_free(&w);
+    // the evidence binds evidence_pub; the hello names dev_pub (they differ in an attack)
+    gt_sim_server_hello sh = {.version = GT_SIM_VERSION, .slot_count = 2, .slot_bytes = 4096,
+                              .mem_limit = 1u << 20};
+    memcpy(sh.pub, evidence_pub, 32);
+    uint8_t rd[GT_REPORT_DATA_BYTES];
+    GT_ASSERT_OK(gt_sim_device_report_data(rd, ch.nonce, &sh, gt_buf_span(&b->ch)));
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, identity);
+    gt_sim_identity *id = NULL;
+    GT_ASSERT_OK(gt_sim_identity_open(&id, dir, vendor));
+    gt_buf ev = {0};
+    GT_ASSERT_OK(gt_sim_identity_produce(id, rd, &ev));
+    gt_sim_identity_free(id);
+    memcpy(sh.pub, b->dev_pub, 32);
+    sh.evidence = gt_buf_span(&ev);
+    w = gt_writer_init_dynamic();
+    GT_ASSERT_OK(gt_sim_server_hello_write(&w, &sh));
+    gt_buf_free_nowipe(&b->sh);
+    GT_ASSERT_OK(gt_buf_append(&b->sh, w.data, w.len));
+    gt_writer_free(&w);
+    gt_buf_free_nowipe(&ev);
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, b->device_id, b->sh.data, b->sh.len));
+    b->ap.client_hello = gt_buf_span(&b->ch);
+    b->ap.server_hello = gt_buf_span(&b->sh);
+}
+
+static void binding_make_for(binding *b, const char *device_hex)
+{
+    memset(b, 0, sizeof *b);
+    size_t n = agreement_doc(b->doc, sizeof b->doc, "enclave-test", device_hex);
+    static gt_agreement ag;
+    GT_ASSERT_OK(gt_agreement_parse(&ag, (const uint8_t *)b->doc, n));
+    memcpy(b->agreement, ag.hash, 32);
+    b->ap.agreement = (gt_span){(const uint8_t *)b->doc, n};
+    GT_ASSERT_OK(gt_random_bytes(b->trip, 32));
+    GT_ASSERT_OK(gt_x25519_keypair(b->dev_pub, b->dev_sec));
+    hellos_make(b, "devd-identity", NULL, b->dev_pub);
+}
 
 static void binding_make(binding *b)
 {
-    GT_ASSERT_OK(gt_random_bytes(b->agreement, 32));
-    GT_ASSERT_OK(gt_random_bytes(b->trip, 32));
-    GT_ASSERT_OK(gt_random_bytes(b->device_id, 32));
-    GT_ASSERT_OK(gt_x25519_keypair(b->dev_pub, b->dev_sec));
+    binding_make_for(b, NULL);
 }
+
+static void binding_free(binding *b)
+{
+    gt_buf_free_nowipe(&b->ch);
+    gt_buf_free_nowipe(&b->sh);
+}
+
+#define RELEASE(he, c, b, w) \
+    gt_holder_enclave_release((he), (c), (b).dev_pub, (b).trip, (b).device_id, &(b).ap, (w))
 
 // What devd does with a wrapped key: unwrap under the binding it knows. Compares the result
 // with the expected K_i under the mask and wipes it; true when it opened and matched.
@@ -241,26 +330,27 @@ static void test_release_decision(void **state)
     binding b;
     binding_make(&b);
     uint8_t w[GT_KEYWRAP_BYTES];
-    GT_ASSERT_CODE(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_CODE(RELEASE(he, 0, b, w),
                    GT_E_STATE);  // no key, no terms
     GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
     set_terms(he, b.agreement);
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(RELEASE(he, 0, b, w));
     assert_true(device_opens(&b, w, 0, im.ki_masked[0]));
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));  // resend
-    GT_ASSERT_ERR(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_OK(RELEASE(he, 0, b, w));  // resend
+    GT_ASSERT_ERR(RELEASE(he, 0, b, w),
                   GT_E_POLICY, "max_uses_per_chunk + 1");
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(RELEASE(he, 1, b, w));
     GT_ASSERT_OK(gt_holder_enclave_used(he, 1));
     GT_ASSERT_CODE(gt_holder_enclave_used(he, 1), GT_E_POLICY);  // only one use was released
-    GT_ASSERT_ERR(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_ERR(RELEASE(he, 1, b, w),
                   GT_E_POLICY, "uses");
-    GT_ASSERT_ERR(gt_holder_enclave_release(he, 3, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_ERR(RELEASE(he, 3, b, w),
                   GT_E_POLICY, "token budget");  // 5000 > 1000
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 2, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(RELEASE(he, 2, b, w));
     assert_true(device_opens(&b, w, 2, im.ki_masked[2]));
-    GT_ASSERT_ERR(gt_holder_enclave_release(he, 4, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_ERR(RELEASE(he, 4, b, w),
                   GT_E_POLICY, "no such chunk");
+    binding_free(&b);
     gt_holder_enclave_stop(he);
 }
 
@@ -278,7 +368,7 @@ static void test_wrapped_key_bound(void **state)
     GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
     set_terms(he, b.agreement);
     uint8_t w[GT_KEYWRAP_BYTES];
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 1, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(RELEASE(he, 1, b, w));
     assert_true(device_opens(&b, w, 1, im.ki_masked[1]));
     binding other = b;
     GT_ASSERT_OK(gt_x25519_keypair(other.dev_pub, other.dev_sec));  // another devd
@@ -301,13 +391,13 @@ static void test_wrapped_key_bound(void **state)
             fail_msg("bit %zu of the wrapped key flipped: it opened", bit);
         }
     }
+    binding_free(&b);
     gt_holder_enclave_stop(he);
 }
 
 // A host that lies: new terms (a forged agreement, counts reset) once the run's are fixed are
-// refused and the counts stand; a key released under a forged agreement hash does not open at a
-// device whose session is under the real agreement; a use claimed for a chunk never sent is
-// refused.
+// refused and the counts stand; terms under a forged agreement hash get no key wrapped (the
+// agreement bytes do not hash to it); a use claimed for a chunk never sent is refused.
 static void test_lying_host(void **state)
 {
     (void)state;
@@ -321,15 +411,15 @@ static void test_lying_host(void **state)
     GT_ASSERT_CODE(gt_holder_enclave_used(he, 0), GT_E_POLICY);  // before any terms
     set_terms(he, b.agreement);
     uint8_t w[GT_KEYWRAP_BYTES];
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
+    GT_ASSERT_OK(RELEASE(he, 0, b, w));
+    GT_ASSERT_OK(RELEASE(he, 0, b, w));
     // new terms: a more generous forged agreement with the counts at zero
     gt_holder_enclave_terms forged = {.max_uses_per_chunk = 100, .token_budget = 1u << 30,
                                       .chunk_count = 4, .tokens = TOKENS};
     memcpy(forged.agreement_hash, b.agreement, 32);
     memcpy(forged.dataset_id, DATASET_ID, sizeof DATASET_ID);
     GT_ASSERT_CODE(gt_holder_enclave_set_terms(he, &forged), GT_E_STATE);
-    GT_ASSERT_CODE(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w),
+    GT_ASSERT_CODE(RELEASE(he, 0, b, w),
                    GT_E_POLICY);
     GT_ASSERT_CODE(gt_holder_enclave_used(he, 2), GT_E_POLICY);  // never sent
     gt_holder_enclave_stop(he);
@@ -338,9 +428,117 @@ static void test_lying_host(void **state)
     GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
     forged.agreement_hash[0] ^= 1;
     GT_ASSERT_OK(gt_holder_enclave_set_terms(he, &forged));
-    GT_ASSERT_OK(gt_holder_enclave_release(he, 0, b.dev_pub, b.trip, b.device_id, w));
-    assert_false(device_opens(&b, w, 0, im.ki_masked[0]));
+    // the enclave's wrap leaf sees that the agreement given does not hash to the terms' hash
+    GT_ASSERT_ERR(RELEASE(he, 0, b, w), GT_E_POLICY, "appraisal refused the device");
+    binding_free(&b);
     gt_holder_enclave_stop(he);
+}
+
+// Device appraisal inside the enclave's trust boundary (the wrap leaf): a host that lies about
+// the device gets nothing wrapped. Each attack alone; the honest release beside them works.
+static void test_device_appraised_in_enclave(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    imported im;
+    import_in_child(&pf, &im);
+    binding b;
+    binding_make(&b);
+    gt_holder_enclave *he = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, b.agreement);
+    uint8_t w[GT_KEYWRAP_BYTES];
+    // 1. the host names an X25519 key of its own (the hellos are devd's)
+    binding lie = b;
+    uint8_t host_sec[GT_X25519_BYTES];
+    GT_ASSERT_OK(gt_x25519_keypair(lie.dev_pub, host_sec));
+    GT_ASSERT_ERR(RELEASE(he, 0, lie, w), GT_E_POLICY, "appraisal refused the device");
+    // 2. a server hello with the host's key whose evidence binds devd's key (not the host's)
+    lie = b;
+    memset(&lie.ch, 0, sizeof lie.ch);
+    memset(&lie.sh, 0, sizeof lie.sh);
+    GT_ASSERT_OK(gt_x25519_keypair(lie.dev_pub, host_sec));
+    hellos_make(&lie, "devd-identity", NULL, b.dev_pub);
+    GT_ASSERT_ERR(RELEASE(he, 0, lie, w), GT_E_POLICY, "appraisal refused the device");
+    binding_free(&lie);
+    // 3. the device id in the AAD is not the hello's (another session's binding)
+    lie = b;
+    lie.device_id[0] ^= 1;
+    GT_ASSERT_ERR(RELEASE(he, 0, lie, w), GT_E_POLICY, "appraisal refused the device");
+    // 4. another agreement's bytes (a host-forged document): not the terms' hash
+    lie = b;
+    char forged[2048];
+    size_t n = agreement_doc(forged, sizeof forged, "forged", NULL);
+    lie.ap.agreement = (gt_span){(const uint8_t *)forged, n};
+    GT_ASSERT_ERR(RELEASE(he, 0, lie, w), GT_E_POLICY, "appraisal refused the device");
+    // 4b. ... with a real devd session under that forged agreement (its hellos name it)
+    binding forged_session;
+    binding_make_for(&forged_session, NULL);  // "enclave-test" again: same doc, so re-make
+    n = agreement_doc(forged_session.doc, sizeof forged_session.doc, "forged", NULL);
+    forged_session.ap.agreement = (gt_span){(const uint8_t *)forged_session.doc, n};
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, forged_session.agreement, forged_session.doc, n));
+    hellos_make(&forged_session, "devd-identity", NULL, forged_session.dev_pub);
+    GT_ASSERT_ERR(RELEASE(he, 0, forged_session, w), GT_E_POLICY, "appraisal refused the device");
+    // 4c. the real agreement's bytes, but devd's session is under the forged one
+    memcpy(forged_session.doc, b.doc, sizeof b.doc);
+    forged_session.ap.agreement = b.ap.agreement;
+    GT_ASSERT_ERR(RELEASE(he, 0, forged_session, w), GT_E_POLICY, "appraisal refused the device");
+    binding_free(&forged_session);
+    // the honest release of the same chunk still goes (nothing above counted a use)
+    GT_ASSERT_OK(RELEASE(he, 0, b, w));
+    assert_true(device_opens(&b, w, 0, im.ki_masked[0]));
+    gt_holder_enclave_stop(he);
+
+    // 5. a device whose measurement the agreement does not accept
+    binding strict;
+    binding_make_for(&strict, "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
+                              "2122232425262728292a2b2c2d2e2f30");
+    he = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, strict.agreement);
+    GT_ASSERT_ERR(RELEASE(he, 0, strict, w), GT_E_POLICY, "appraisal refused the device");
+    gt_holder_enclave_stop(he);
+    binding_free(&strict);
+
+    // ... and one whose measurement it does accept (this executable's: the sim device's)
+    cJSON *claims = NULL;
+    gt_sim_device_bundle bundle;
+    gt_sim_server_hello sh;
+    GT_ASSERT_OK(gt_sim_server_hello_parse(gt_buf_span(&b.sh), &sh));
+    GT_ASSERT_OK(gt_sim_device_bundle_parse(sh.evidence, &bundle));
+    uint8_t rd[GT_REPORT_DATA_BYTES];
+    gt_sim_client_hello ch;
+    GT_ASSERT_OK(gt_sim_client_hello_parse(gt_buf_span(&b.ch), &ch));
+    GT_ASSERT_OK(gt_sim_device_report_data(rd, ch.nonce, &sh, gt_buf_span(&b.ch)));
+    GT_ASSERT_OK(gt_sim_device_evidence_appraise(sh.evidence, rd, NULL, NULL, &claims));
+    char m[2 * GT_MEASUREMENT_BYTES + 1];
+    snprintf(m, sizeof m, "%s",
+             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(claims, "measurement")));
+    cJSON_Delete(claims);
+    binding ok;
+    binding_make_for(&ok, m);
+    he = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, ok.agreement);
+    GT_ASSERT_OK(RELEASE(he, 1, ok, w));
+    assert_true(device_opens(&ok, w, 1, im.ki_masked[1]));
+    gt_holder_enclave_stop(he);
+    binding_free(&ok);
+
+    // 6. evidence from a device identity the vendor root never certified
+    binding rogue = b;
+    memset(&rogue.ch, 0, sizeof rogue.ch);
+    memset(&rogue.sh, 0, sizeof rogue.sh);
+    char other_root[300];
+    snprintf(other_root, sizeof other_root, "%s/other-vendor", g_dir);
+    hellos_make(&rogue, "rogue-identity", other_root, b.dev_pub);
+    he = start("holder", &pf);
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, im.sealed, im.sealed_len));
+    set_terms(he, b.agreement);
+    GT_ASSERT_ERR(RELEASE(he, 2, rogue, w), GT_E_POLICY, "appraisal refused the device");
+    gt_holder_enclave_stop(he);
+    binding_free(&rogue);
+    binding_free(&b);
 }
 
 // After a key import (in a child), an open and releases, this process (the holder's host side)
@@ -359,7 +557,7 @@ static void test_host_memory_holds_no_key(void **state)
     set_terms(he, b.agreement);
     uint8_t w[GT_KEYWRAP_BYTES];
     for (uint32_t c = 0; c < 3; c++) {
-        GT_ASSERT_OK(gt_holder_enclave_release(he, c, b.dev_pub, b.trip, b.device_id, w));
+        GT_ASSERT_OK(RELEASE(he, c, b, w));
     }
     assert_false(memory_holds(im.key_masked, sizeof im.key_masked));
     for (uint32_t c = 0; c < 4; c++) {
@@ -372,16 +570,24 @@ static void test_host_memory_holds_no_key(void **state)
         control_masked[i] = control[i] ^ MASK;
     }
     assert_true(memory_holds(control_masked, sizeof control_masked));
+    binding_free(&b);
     gt_holder_enclave_stop(he);
 }
 
 int main(void)
 {
+    // The devices' vendor root (the sim root): the enclave process inherits GT_SIM_ROOT.
+    snprintf(g_dir, sizeof g_dir, "/tmp/gt-holder-enclave-XXXXXX");
+    if (mkdtemp(g_dir) == NULL || setenv("GT_SIM_ROOT", g_dir, 1) != 0 ||
+        !gt_is_ok(gt_sim_root_set(g_dir))) {
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sealed_key_mrsigner),
         cmocka_unit_test(test_release_decision),
         cmocka_unit_test(test_wrapped_key_bound),
         cmocka_unit_test(test_lying_host),
+        cmocka_unit_test(test_device_appraised_in_enclave),
         cmocka_unit_test(test_host_memory_holds_no_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
