@@ -291,8 +291,12 @@ GT_MUST_USE gt_err gt_hp_travel_write(gt_writer *w, const gt_hp_travel *m);
 GT_MUST_USE gt_err gt_hp_used_write(gt_writer *w, const gt_hp_used *m);
 // REFUSE: u32le gt_code | text (the refusal's message, cut to fit GT_HP_MAX_CONTROL).
 GT_MUST_USE gt_err gt_hp_refuse_write(gt_writer *w, gt_err why);
-// A REFUSE body as the trainer reports it: GT_E_POLICY (whatever code the holder named) with
-// "holder NAME refused: TEXT" (TEXT cut to 180 bytes); a malformed body is its parse error.
+// REFUSE's code GT_E_RETRY says the refusal is about this one attempt at this chunk (its trip
+// failed, or it was sent as often as it may be without a confirmed use): the trainer skips the
+// chunk and goes on. Any other code is a verdict on the trainer or its device.
+// A REFUSE body as the trainer reports it: GT_E_RETRY when the holder named it, else GT_E_POLICY
+// (whatever code the holder named), with "holder NAME refused: TEXT" (TEXT cut to 180 bytes); a
+// malformed body is its parse error.
 gt_err gt_hp_refuse_error(gt_span body, const char *holder);
 // TRAVELLED: u64le bytes loaded.
 GT_MUST_USE gt_err gt_hp_travelled_write(gt_writer *w, uint64_t bytes_loaded);

@@ -32,7 +32,8 @@
     X(GT_E_NOTFOUND, "not found")                                \
     X(GT_E_LIMIT, "limit exceeded")                              \
     X(GT_E_PEER, "peer failed or went away")                     \
-    X(GT_E_TIMEOUT, "timed out")
+    X(GT_E_TIMEOUT, "timed out")                                 \
+    X(GT_E_RETRY, "this attempt was interrupted; it may be retried")
 
 #define GT_CODE_ENUM(code, text) code,
 typedef enum { GT_E_NONE = 0, GT_ERR_CODES(GT_CODE_ENUM) GT_E_COUNT_ } gt_code;

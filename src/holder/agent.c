@@ -361,7 +361,8 @@ static gt_err decide(gt_holder_agent *a, uint32_t chunk, uint64_t *tokens)
         err = gt_errf(GT_E_POLICY, "chunk %u already used %u time(s); the agreement allows %u",
                       chunk, a->uses[chunk], a->me->max_uses_per_chunk);
     } else if (a->releases[chunk] >= a->me->max_uses_per_chunk + 1u) {
-        err = gt_errf(GT_E_POLICY, "chunk %u already sent %u time(s) without a confirmed use",
+        // GT_E_RETRY: a refusal of this chunk's resend, not a verdict on the trainer (travel.h).
+        err = gt_errf(GT_E_RETRY, "chunk %u already sent %u time(s) without a confirmed use",
                       chunk, a->releases[chunk]);
     } else if (a->tokens_released + chunk_tokens(&a->manifest, chunk) > a->me->token_budget) {
         // A hard cap: a chunk that would cross the budget is refused whole (it is never cut).
@@ -740,7 +741,7 @@ static gt_err serve_travel(gt_holder_agent *a, gt_channel *ch, const gt_buf *bod
         ledger_note(a, "trip-failed", &(ledger_detail){.trainer = trainer, .chunk = chunk,
                                                        .mode = mode, .device = k.device,
                                                        .reason = err.msg});
-        return send_refuse(ch, gt_err_wrap(err, "trip failed"));
+        return send_refuse(ch, gt_errf(GT_E_RETRY, "trip failed: %s", err.msg));
     }
     return travel_done(a, ch, carrier, trainer, chunk, tokens, loaded);
 }

@@ -52,7 +52,9 @@ static gt_err call(gt_holder_enclave *he, uint64_t n, const void *in, size_t len
     if (status == HOLDER_OK) {
         return GT_OK;
     }
-    gt_code code = status >= HOLDER_REFUSE_USES || status == HOLDER_E_DEVICE ? GT_E_POLICY
+    // A resend refusal is about this chunk only (GT_E_RETRY, travel.h REFUSE), as in plain mode.
+    gt_code code = status == HOLDER_REFUSE_RESENDS                              ? GT_E_RETRY
+                   : status >= HOLDER_REFUSE_USES || status == HOLDER_E_DEVICE ? GT_E_POLICY
                        : status == HOLDER_E_REFUSED ? GT_E_AUTH
                        : status == HOLDER_E_STATE   ? GT_E_STATE
                                                     : GT_E_FORMAT;

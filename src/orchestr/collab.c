@@ -421,31 +421,16 @@ static bool device_answers(gt_device *dev)
     return gt_is_ok(gt_device_free(dev, probe));
 }
 
-// Whether a holder's refusal (travel's "holder NAME refused: REASON") is about this one chunk's
-// interruption, not a verdict on this trainer or its device: the trip failed (the holder's
-// agent says "trip failed: ..."), or the chunk was already sent as often as it may be without
-// a confirmed use (interrupted before). These are the holder agent's own reasons (holder/agent.c).
-static bool refusal_of_chunk(const char *msg)
-{
-    const char *reason = strstr(msg, " refused: ");
-    if (reason == NULL) {
-        return false;
-    }
-    reason += strlen(" refused: ");
-    return strncmp(reason, "trip failed: ", 13) == 0 ||
-           (strncmp(reason, "chunk ", 6) == 0 && strstr(reason, " already sent ") != NULL);
-}
-
 // What a failed transfer means for the run (chunk_failed).
 typedef enum { FAIL_FATAL, FAIL_CHUNK, FAIL_HOLDER } failure_kind;
 
-// An interrupted chunk (its trip failed, or it was sent as often as it may be:
-// refusal_of_chunk) is skipped; a failed connection (the holder went away, a broken or stalled
+// An interrupted chunk (its trip failed, or it was sent as often as it may be: the holder's
+// REFUSE says GT_E_RETRY, travel.h) is skipped; a failed connection (the holder went away, a broken or stalled
 // peer) skips every chunk of the holder for the rest of the run. Any other failure (a refusal
 // is a verdict on this trainer or device), or a device that no longer answers, ends the run.
 static failure_kind failure_of(const gt_collab_config *cfg, gt_err why)
 {
-    const bool interrupted = why.code == GT_E_POLICY && refusal_of_chunk(why.msg);
+    const bool interrupted = why.code == GT_E_RETRY;
     const bool lost = why.code == GT_E_PEER || why.code == GT_E_IO || why.code == GT_E_TIMEOUT ||
                       why.code == GT_E_TRUNCATED;
     if (!(interrupted || lost) || !device_answers(cfg->dev)) {

@@ -127,7 +127,8 @@ gt_err gt_hp_refuse_error(gt_span body, const char *holder)
     uint32_t code = 0;
     GT_TRY(gt_reader_u32le(&r, &code));
     size_t n = gt_reader_left(&r);
-    return gt_errf(GT_E_POLICY, "holder %s refused: %.*s", holder, (int)(n > 180 ? 180 : n),
+    gt_code kind = code == (uint32_t)GT_E_RETRY ? GT_E_RETRY : GT_E_POLICY;
+    return gt_errf(kind, "holder %s refused: %.*s", holder, (int)(n > 180 ? 180 : n),
                    (const char *)body.data + r.pos);
 }
 

@@ -84,6 +84,17 @@ static void refuse_and_travelled(void **state)
     assert_string_equal(e.msg, "holder bank refused: budget spent");
     GT_ASSERT_CODE(gt_hp_refuse_error((gt_span){buf, 3}, "bank"), GT_E_TRUNCATED);
 
+    // The refusal's scope is its code, never its wording: a verdict worded like an interruption
+    // stays a verdict, and GT_E_RETRY (this chunk only) survives whatever the text says.
+    w = gt_writer_init_fixed(buf, sizeof buf);
+    GT_ASSERT_OK(gt_hp_refuse_write(&w, gt_errf(GT_E_POLICY, "trip failed: or so it says")));
+    assert_int_equal(gt_hp_refuse_error(written(&w), "bank").code, GT_E_POLICY);
+    w = gt_writer_init_fixed(buf, sizeof buf);
+    GT_ASSERT_OK(gt_hp_refuse_write(&w, gt_errf(GT_E_RETRY, "chunk 3 already sent 2 time(s)")));
+    e = gt_hp_refuse_error(written(&w), "bank");
+    assert_int_equal(e.code, GT_E_RETRY);
+    assert_string_equal(e.msg, "holder bank refused: chunk 3 already sent 2 time(s)");
+
     w = gt_writer_init_fixed(buf, 8);
     GT_ASSERT_OK(gt_hp_travelled_write(&w, 123456));
     uint64_t n = 0;
