@@ -75,7 +75,7 @@ static dataset_stats *dataset_of(status *st, const char *id)
         return NULL;
     }
     dataset_stats *d = &st->ds[st->nds++];
-    snprintf(d->id, sizeof d->id, "%s", id);
+    memcpy(d->id, id, 2 * GT_DATASET_ID_BYTES + 1);  // its length checked above
     return d;
 }
 

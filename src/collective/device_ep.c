@@ -58,9 +58,10 @@ void gt_ring_verdict_encode(uint8_t out[GT_RING_VERDICT_BYTES], const gt_ring_ve
     memcpy(out + 1, v->run, 16);
     out[17] = (uint8_t)(n & 0xff);
     out[18] = (uint8_t)(n >> 8);
+    uint8_t *text = out + 19;  // GT_RING_REASON_MAX bytes, n of them used
+    memcpy(text, v->reason, n);
     for (size_t i = 0; i < n; i++) {  // only printable ASCII travels: the others print it
-        char c = v->reason[i];
-        out[19 + i] = (uint8_t)(c >= 0x20 && c < 0x7f ? c : '?');
+        text[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
     }
 }
 

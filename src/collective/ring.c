@@ -37,6 +37,7 @@ struct gt_ring {
     uint8_t vote_in[VOTE_BYTES];
     uint64_t coll;   // collectives begun on this ring (the vote's index)
     int oks;         // ok votes counted for collective `coll`
+    int oks_next;    // ... for `coll` + 1: a rank with only empty chunks finishes it early
     char what_send[48], what_recv[48];  // "chunk from rank 3", for timeouts
     struct gt_ring *next_dead;
     bool dead;
@@ -210,6 +211,7 @@ static gt_err check_votes(gt_ring *r)
         GT_ENSURE(reason[0] == '\0', GT_E_PEER, "rank %d aborted the collective: %s",
                   st.MPI_SOURCE, reason);
         r->oks += coll == r->coll ? 1 : 0;
+        r->oks_next += coll == r->coll + 1 ? 1 : 0;  // kept, not lost: it is never sent again
     }
 }
 
@@ -467,7 +469,8 @@ static gt_err collective(gt_ring *r, const gt_ring_endpoint *ep, uint64_t n, uin
     }
     err = agree(r, err);
     r->coll++;
-    r->oks = 0;
+    r->oks = r->oks_next;
+    r->oks_next = 0;
     if (!gt_is_ok(err)) {
         r->dead = true;
         drop_all(r);

@@ -425,8 +425,8 @@ static bool device_answers(gt_device *dev)
 typedef enum { FAIL_FATAL, FAIL_CHUNK, FAIL_HOLDER } failure_kind;
 
 // An interrupted chunk (its trip failed, or it was sent as often as it may be: the holder's
-// REFUSE says GT_E_RETRY, travel.h) is skipped; a failed connection (the holder went away, a broken or stalled
-// peer) skips every chunk of the holder for the rest of the run. Any other failure (a refusal
+// REFUSE says GT_E_RETRY, travel.h) is skipped; a failed connection (the holder went away, a
+// broken or stalled peer) skips every chunk of the holder for the rest of the run. Any other failure (a refusal
 // is a verdict on this trainer or device), or a device that no longer answers, ends the run.
 static failure_kind failure_of(const gt_collab_config *cfg, gt_err why)
 {
@@ -445,8 +445,10 @@ static void failure_note(const gt_collab_config *cfg, gt_schedule *sched,
                          const char *why)
 {
     gt_collab_holder_report *hr = &report->holders[h];
-    if (hr->skipped++ == 0) {
-        snprintf(hr->failure, sizeof hr->failure, "%s", why);
+    if (hr->skipped++ == 0) {  // the first reason, cut to fit (not snprintf: -O3 warns of it)
+        size_t n = strnlen(why, sizeof hr->failure - 1);
+        memcpy(hr->failure, why, n);
+        hr->failure[n] = '\0';
     }
     gt_schedule_skip(sched, h, c);
     if (kind == FAIL_HOLDER) {
