@@ -133,9 +133,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     default: {
-        // A holder's refusal, as the trainer reports it: always a policy error or a parse error.
+        // A holder's refusal, as the trainer reports it: a policy error, this chunk's retry
+        // (exactly when the holder named GT_E_RETRY), or a parse error.
         gt_err e = gt_hp_refuse_error(body, "h");
-        if (e.code != GT_E_POLICY && e.code != GT_E_TRUNCATED) {
+        bool retry = body.len >= 4 && body.data[0] == (uint8_t)GT_E_RETRY && body.data[1] == 0 &&
+                     body.data[2] == 0 && body.data[3] == 0;  // u32le code GT_E_RETRY
+        if (e.code != (retry ? GT_E_RETRY : GT_E_POLICY) && e.code != GT_E_TRUNCATED) {
             __builtin_trap();
         }
         break;
