@@ -376,26 +376,43 @@ gt_err gt_device_sim_impl_reattach(void *impl, const uint8_t ticket[GT_SIM_TICKE
     return err;
 }
 
+// LOAD_SEALED_FD and LOAD_SEALED_WRAPPED: req carries its type and key material; the chunk's
+// ciphertext || tag (len bytes) is read by devd from fd. req is wiped (it may hold a key).
+static gt_err load_from_file(gt_sim_conn *c, gt_sim_msg *req, gt_dbuf dst, uint64_t dst_offset,
+                             int fd, uint64_t file_offset, uint64_t len,
+                             const uint8_t iv[GT_AEAD_IV_BYTES],
+                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES])
+{
+    gt_err err = GT_OK;
+    if (len < GT_AEAD_TAG_BYTES) {
+        err = gt_errf(GT_E_ARG, "sim device: a sealed chunk of %llu bytes has no tag",
+                      (unsigned long long)len);
+    } else if (fd < 0) {
+        err = gt_errf(GT_E_ARG, "sim device: loading a sealed chunk: no file");
+    } else {
+        req->handle = dst;
+        req->offset = dst_offset;
+        req->len = len - GT_AEAD_TAG_BYTES;
+        req->file_offset = file_offset;
+        memcpy(req->iv, iv, sizeof req->iv);
+        memcpy(req->aad, aad, sizeof req->aad);
+        err = gt_sim_conn_send_fd(c, req, fd);
+    }
+    gt_secure_zero(req, sizeof *req);
+    GT_TRY(err);
+    gt_sim_msg m;
+    return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
+}
+
 gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_offset, int fd,
                                          uint64_t file_offset, uint64_t len,
                                          const uint8_t iv[GT_AEAD_IV_BYTES],
                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                          const uint8_t key[GT_AEAD_KEY_BYTES])
 {
-    gt_sim_conn *c = impl;
-    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
-              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
-    GT_ENSURE(fd >= 0, GT_E_ARG, "sim device: load_sealed_fd: no file");
-    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_FD, .handle = dst, .offset = dst_offset,
-                      .len = len - GT_AEAD_TAG_BYTES, .file_offset = file_offset};
-    memcpy(req.iv, iv, sizeof req.iv);
-    memcpy(req.aad, aad, sizeof req.aad);
+    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_FD};
     memcpy(req.key, key, sizeof req.key);
-    gt_err err = gt_sim_conn_send_fd(c, &req, fd);
-    gt_secure_zero(&req, sizeof req);
-    GT_TRY(err);
-    gt_sim_msg m;
-    return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
+    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad);
 }
 
 gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst, uint64_t dst_offset,
@@ -404,19 +421,9 @@ gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst, uint64_t 
                                               const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
                                               const uint8_t wrapped[GT_KEYWRAP_BYTES])
 {
-    gt_sim_conn *c = impl;
-    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
-              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
-    GT_ENSURE(fd >= 0, GT_E_ARG, "sim device: load_sealed_wrapped: no file");
-    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_WRAPPED, .handle = dst,
-                      .offset = dst_offset, .len = len - GT_AEAD_TAG_BYTES,
-                      .file_offset = file_offset};
-    memcpy(req.iv, iv, sizeof req.iv);
-    memcpy(req.aad, aad, sizeof req.aad);
+    gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_WRAPPED};
     memcpy(req.wrapped, wrapped, sizeof req.wrapped);
-    GT_TRY(gt_sim_conn_send_fd(c, &req, fd));
-    gt_sim_msg m;
-    return gt_sim_conn_recv_reply(c, GT_SIM_REP_STATUS, &m);
+    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad);
 }
 
 void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],
