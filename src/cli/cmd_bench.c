@@ -315,6 +315,23 @@ static void print_json(const options *o, const results *res, int L, int s)
            res->first_trip[L][s]);
 }
 
+// What bounds travel/tls on a shaped link, from this run's own numbers: the TLS push cannot beat
+// the link's line rate, and travel (which does not cross the link) cannot beat one decryption
+// pass, which is one AES-256-GCM message per chunk and so one core. The ceiling of travel/tls on
+// this machine is therefore the push's time over the decryption pass's.
+static void print_link_bound(const options *o, const results *res, const char *const *labels)
+{
+    printf("bound:");
+    for (int s = 0; s < o->nsizes; s++) {
+        double floor_s = (double)o->sizes[s] * 8.0 / (double)o->link_bps;
+        double tls = res->st[1][s][TLS_PUSH].median, dec = res->st[1][s][3].median;
+        printf("%s %s tls-push at %.0f%% of line rate (floor %.3f s), travel/tls ceiling at one "
+               "decryption pass %.2fx", s ? ";" : "", labels[s], 100.0 * floor_s / tls, floor_s,
+               dec > 0 ? tls / dec : 0.0);
+    }
+    printf("\n");
+}
+
 static void print_table(const options *o, const results *res, int L, const char *title,
                         const char *const *labels)
 {
@@ -335,6 +352,9 @@ static void print_table(const options *o, const results *res, int L, const char 
         }
         printf(" %11.2fx %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2],
                res->ratios[L][s][3]);
+    }
+    if (L == 1) {
+        print_link_bound(o, res, labels);
     }
     printf("first trip (with the holder's attested attach to devd; later trips reuse "
            "its session):");
