@@ -59,6 +59,26 @@ static gt_err verify_by_type(gt_attest_check *c, const gt_evidence *ev, const gt
     }
 }
 
+// Evidence that is not authentic: the claims say nothing, so no policy reason is added on top.
+// The verifier's refusals (e.g. an unsupported TCB level) still count: every reason, and one
+// naming what failed when the verifier gave none.
+static gt_err invalid_reasons(const gt_attest_check *c, gt_tee_type type, gt_strlist *reasons)
+{
+    for (size_t i = 0; i < c->invalid.count; i++) {
+        GT_TRY(gt_strlist_addf(reasons, "%s", c->invalid.items[i]));
+    }
+    for (size_t i = 0; i < c->rejected.count; i++) {
+        GT_TRY(gt_strlist_addf(reasons, "%s", c->rejected.items[i]));
+    }
+    if (reasons->count == 0) {
+        GT_TRY(gt_strlist_addf(reasons, "%s: evidence %s", gt_tee_type_name(type),
+                               !c->parsed            ? "did not parse"
+                               : !c->signature_valid ? "signature not verified"
+                                                     : "chain not verified"));
+    }
+    return GT_OK;
+}
+
 gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_policy *policy,
                           const gt_appraise_params *params)
 {
@@ -96,21 +116,7 @@ gt_err gt_attest_appraise(gt_appraisal *out, const gt_evidence *ev, const gt_pol
         GT_TRY_GOTO(err, gt_strlist_addf(&warnings, "%s", c.warnings.items[i]), out);
     }
     if (c.invalid.count > 0 || !c.parsed || !c.signature_valid || !c.chain_valid) {
-        // Not authentic: the claims say nothing, so no policy reason is added on top.
-        // The verifier's refusals (e.g. an unsupported TCB level) still count: every reason.
-        for (size_t i = 0; i < c.invalid.count; i++) {
-            GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.invalid.items[i]), out);
-        }
-        for (size_t i = 0; i < c.rejected.count; i++) {
-            GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s", c.rejected.items[i]), out);
-        }
-        if (reasons.count == 0) {
-            GT_TRY_GOTO(err, gt_strlist_addf(&reasons, "%s: evidence %s", gt_tee_type_name(ev->type),
-                                             !c.parsed ? "did not parse"
-                                             : !c.signature_valid ? "signature not verified"
-                                                                  : "chain not verified"),
-                        out);
-        }
+        GT_TRY_GOTO(err, invalid_reasons(&c, ev->type, &reasons), out);
         out->verdict = GT_VERDICT_INVALID;
     } else {
         for (size_t i = 0; i < c.rejected.count; i++) {

@@ -78,6 +78,64 @@ static bool intel_tcb_refusal(const char *reason)
            strstr(reason, "TCB status Revoked") != NULL;
 }
 
+// The given collateral files into coll by kind; a file that is not collateral, or does not parse,
+// is a reason in c->invalid (only running out of memory is an error).
+static gt_err intel_collateral_load(gt_attest_check *c, const gt_appraise_params *p,
+                                    gt_intel_collateral *coll)
+{
+    for (size_t i = 0; i < p->collateral_count; i++) {
+        gt_intel_coll_kind kind = GT_INTEL_COLL_TCB_INFO;
+        gt_err kerr = intel_coll_kind(&p->collateral[i], &kind, &c->invalid);
+        if (kerr.code == GT_E_NOMEM) {
+            return kerr;
+        }
+        if (!gt_is_ok(kerr)) {
+            continue;  // the reason is already listed
+        }
+        gt_err aerr = gt_intel_collateral_add(coll, kind, p->collateral[i].data.data,
+                                              p->collateral[i].data.len);
+        if (!gt_is_ok(aerr)) {
+            GT_TRY(gt_strlist_addf(&c->invalid, "collateral %s: %s",
+                                   gt_attest_file_name(&p->collateral[i]), aerr.msg));
+        }
+    }
+    return GT_OK;
+}
+
+// What the verdict says, into the check: validity, TCB status, each reason (a TCB refusal of an
+// authentic quote is a rejection, everything else makes the evidence invalid), advisories as
+// warnings, the FMSPC claim.
+static gt_err intel_verdict_report(gt_attest_check *c, const gt_intel_verdict *v, const char *name)
+{
+    c->signature_valid = v->signature_valid;
+    c->chain_valid = v->chain_valid;
+    snprintf(c->tcb_status, sizeof c->tcb_status, "%s", v->tcb_status ? v->tcb_status : "");
+    size_t stored = v->reason_count < GT_INTEL_MAX_REASONS ? v->reason_count : GT_INTEL_MAX_REASONS;
+    bool authentic = v->signature_valid && v->chain_valid && v->pck_ext_valid;
+    for (size_t i = 0; i < stored; i++) {
+        bool refusal = authentic && intel_tcb_refusal(v->reasons[i]);
+        GT_TRY(gt_strlist_addf(refusal ? &c->rejected : &c->invalid, "%s: %s", name,
+                               v->reasons[i]));
+    }
+    if (v->reason_count > stored) {
+        GT_TRY(gt_strlist_addf(&c->invalid, "%s: %zu more reasons", name,
+                               v->reason_count - stored));
+    }
+    if (v->advisory_count > 0) {
+        char list[256] = "";
+        for (size_t i = 0; i < v->advisory_count; i++) {
+            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+            strncat(list, v->advisories[i], sizeof list - strlen(list) - 1);
+        }
+        GT_TRY(gt_strlist_addf(&c->warnings, "%s: TCB %s, advisories: %s", name,
+                               c->tcb_status[0] ? c->tcb_status : "n/a", list));
+    }
+    if (v->pck_ext_valid) {
+        GT_TRY(gt_claims_add_hex(c->claims, "fmspc", v->pck.fmspc, sizeof v->pck.fmspc));
+    }
+    return GT_OK;
+}
+
 gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
 {
     const char *name = gt_tee_type_name(ev->type);
@@ -108,24 +166,7 @@ gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence *ev, const g
                                          name),
                     out);
     }
-    for (size_t i = 0; i < p->collateral_count; i++) {
-        gt_intel_coll_kind kind = GT_INTEL_COLL_TCB_INFO;
-        gt_err kerr = intel_coll_kind(&p->collateral[i], &kind, &c->invalid);
-        if (kerr.code == GT_E_NOMEM) {
-            err = kerr;
-            goto out;
-        }
-        if (!gt_is_ok(kerr)) {
-            continue;  // the reason is already listed
-        }
-        gt_err aerr = gt_intel_collateral_add(&coll, kind, p->collateral[i].data.data,
-                                              p->collateral[i].data.len);
-        if (!gt_is_ok(aerr)) {
-            GT_TRY_GOTO(err, gt_strlist_addf(&c->invalid, "collateral %s: %s",
-                                             gt_attest_file_name(&p->collateral[i]), aerr.msg),
-                        out);
-        }
-    }
+    GT_TRY_GOTO(err, intel_collateral_load(c, p, &coll), out);
     gt_intel_verify_params vp = {
         .roots = (const gt_x509 *const *)roots.v,
         .root_count = roots.n,
@@ -137,36 +178,7 @@ gt_err gt_attest_verify_intel(gt_attest_check *c, const gt_evidence *ev, const g
         err = verr;
         goto out;
     }
-    c->signature_valid = v->signature_valid;
-    c->chain_valid = v->chain_valid;
-    snprintf(c->tcb_status, sizeof c->tcb_status, "%s", v->tcb_status ? v->tcb_status : "");
-    size_t stored = v->reason_count < GT_INTEL_MAX_REASONS ? v->reason_count : GT_INTEL_MAX_REASONS;
-    bool authentic = v->signature_valid && v->chain_valid && v->pck_ext_valid;
-    for (size_t i = 0; i < stored; i++) {
-        bool refusal = authentic && intel_tcb_refusal(v->reasons[i]);
-        GT_TRY_GOTO(err, gt_strlist_addf(refusal ? &c->rejected : &c->invalid, "%s: %s", name,
-                                         v->reasons[i]),
-                    out);
-    }
-    if (v->reason_count > stored) {
-        GT_TRY_GOTO(err, gt_strlist_addf(&c->invalid, "%s: %zu more reasons", name,
-                                         v->reason_count - stored),
-                    out);
-    }
-    if (v->advisory_count > 0) {
-        char list[256] = "";
-        for (size_t i = 0; i < v->advisory_count; i++) {
-            strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-            strncat(list, v->advisories[i], sizeof list - strlen(list) - 1);
-        }
-        GT_TRY_GOTO(err, gt_strlist_addf(&c->warnings, "%s: TCB %s, advisories: %s", name,
-                                         c->tcb_status[0] ? c->tcb_status : "n/a", list),
-                    out);
-    }
-    if (v->pck_ext_valid) {
-        GT_TRY_GOTO(err, gt_claims_add_hex(c->claims, "fmspc", v->pck.fmspc, sizeof v->pck.fmspc),
-                    out);
-    }
+    err = intel_verdict_report(c, v, name);
 out:
     free(v);
     gt_intel_collateral_free(&coll);

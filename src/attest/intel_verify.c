@@ -264,9 +264,10 @@ static gt_err tdx_module_check(gt_intel_verdict *v, const cJSON *info, const gt_
                    td->tee_tcb_svn[0]);
 }
 
-// TCB info: id, version, dates, FMSPC / PCE-ID, then the platform level (and TDX module).
-static void tcb_info_check(gt_intel_verdict *v, const gt_intel_quote *q, const cJSON *info,
-                           int64_t at)
+// TCB info's own fields: version and id fitting the quote, dates, tcbType. False (a reason in
+// v) when the rest cannot be matched.
+static bool tcb_info_header_ok(gt_intel_verdict *v, const gt_intel_quote *q, const cJSON *info,
+                               int64_t at)
 {
     bool tdx = gt_intel_quote_is_tdx(q);
     const char *id = "SGX";
@@ -274,27 +275,39 @@ static void tcb_info_check(gt_intel_verdict *v, const gt_intel_quote *q, const c
     gt_err e = gt_json_get_u64(info, "version", &version);
     if (!gt_is_ok(e)) {
         reason(v, "TCB info: %s", e.msg);
-        return;
+        return false;
     }
     if (version >= 3) {
         e = gt_json_get_string(info, "id", &id);
         if (!gt_is_ok(e)) {
             reason(v, "TCB info: %s", e.msg);
-            return;
+            return false;
         }
     }
     if (strcmp(id, tdx ? "TDX" : "SGX") != 0 || version < 2 || version > 3 || (tdx && version < 3)) {
         reason(v, "TCB info: id %.8s version %llu does not fit a %s quote", id,
                (unsigned long long)version, tdx ? "TDX" : "SGX");
-        return;
+        return false;
     }
     check_dates(v, info, "TCB info", at);
     uint64_t tcb_type = 0;
     if (cJSON_GetObjectItemCaseSensitive(info, "tcbType") != NULL &&
         (!gt_is_ok(gt_json_get_u64(info, "tcbType", &tcb_type)) || tcb_type != 0)) {
         reason(v, "TCB info: tcbType is not 0 (the only type defined)");
+        return false;
+    }
+    return true;
+}
+
+// TCB info: id, version, dates, FMSPC / PCE-ID, then the platform level (and TDX module).
+static void tcb_info_check(gt_intel_verdict *v, const gt_intel_quote *q, const cJSON *info,
+                           int64_t at)
+{
+    bool tdx = gt_intel_quote_is_tdx(q);
+    if (!tcb_info_header_ok(v, q, info, at)) {
         return;
     }
+    gt_err e;
     if (!v->pck_ext_valid) {
         reason(v, "TCB info: cannot match without the PCK certificate's SGX extensions");
         return;
@@ -345,6 +358,32 @@ static void tcb_info_check(gt_intel_verdict *v, const gt_intel_quote *q, const c
             reason(v, "%s", e.msg);
         }
     }
+}
+
+// The QE's TCB level: the first level (highest first) whose ISVSVN the QE's reaches.
+static void qe_tcb_level(gt_intel_verdict *v, const gt_sgx_report *qe, const cJSON *ident)
+{
+    gt_err e;
+    const cJSON *levels = cJSON_GetObjectItemCaseSensitive(ident, "tcbLevels");
+    const cJSON *level = NULL;
+    cJSON_ArrayForEach(level, levels)
+    {
+        uint64_t isvsvn = 0;
+        e = gt_json_get_u64(cJSON_GetObjectItemCaseSensitive(level, "tcb"), "isvsvn", &isvsvn);
+        if (!gt_is_ok(e)) {
+            reason(v, "QE identity: %s", e.msg);
+            return;
+        }
+        if (qe->isv_svn >= isvsvn) {
+            e = level_status(level, &v->qe_tcb_status);
+            if (!gt_is_ok(e)) {
+                reason(v, "QE identity: %s", e.msg);
+            }
+            advisories_add(v, level);
+            return;
+        }
+    }
+    v->qe_tcb_status = status_lookup("Revoked");  // below every level: QVL reports it revoked
 }
 
 // QE identity: id, dates, MRSIGNER, ISVPRODID, MISCSELECT/ATTRIBUTES under masks, ISVSVN level.
@@ -409,26 +448,7 @@ static void qe_identity_check(gt_intel_verdict *v, const gt_intel_quote *q, cons
     if (!attr_ok) {
         reason(v, "QE identity: QE ATTRIBUTES do not match under the mask");
     }
-    const cJSON *levels = cJSON_GetObjectItemCaseSensitive(ident, "tcbLevels");
-    const cJSON *level = NULL;
-    cJSON_ArrayForEach(level, levels)
-    {
-        uint64_t isvsvn = 0;
-        e = gt_json_get_u64(cJSON_GetObjectItemCaseSensitive(level, "tcb"), "isvsvn", &isvsvn);
-        if (!gt_is_ok(e)) {
-            reason(v, "QE identity: %s", e.msg);
-            return;
-        }
-        if (qe->isv_svn >= isvsvn) {
-            e = level_status(level, &v->qe_tcb_status);
-            if (!gt_is_ok(e)) {
-                reason(v, "QE identity: %s", e.msg);
-            }
-            advisories_add(v, level);
-            return;
-        }
-    }
-    v->qe_tcb_status = status_lookup("Revoked");  // below every level: QVL reports it revoked
+    qe_tcb_level(v, qe, ident);
 }
 
 // Parses and signature-checks one signed collateral body; returns the parsed doc or NULL.
@@ -546,33 +566,12 @@ static bool qe_binding_ok(const gt_intel_quote *q)
            gt_ct_equal(zeros, q->qe_report.report_data + 32, 32);
 }
 
-gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel_verify_params *p,
-                             gt_intel_verdict *v)
+// Step 3 of gt_intel_quote_verify: the PCK chain to a trusted root (with the collateral's CRLs),
+// the PCK leaf's signature over the QE report, the leaf's SGX extensions, then step 4 (the
+// collateral). Every failure is a reason in v; returns whether the QE report signature verified.
+static bool pck_chain_check(gt_intel_verdict *v, const gt_intel_quote *q,
+                            const gt_intel_verify_params *p)
 {
-    memset(v, 0, sizeof *v);
-    GT_ENSURE(p != NULL && p->roots != NULL && p->root_count > 0, GT_E_ARG,
-              "intel quote: verify needs at least one trusted root");
-    GT_ENSURE(q->signed_region.data != NULL && q->pck_chain_pem.data != NULL, GT_E_ARG,
-              "intel quote: verify needs a parsed quote");
-
-    // 0. Only Intel's quoting enclaves are verified here (their QE identity, PCK chain).
-    static const uint8_t intel_qe_vendor[16] = {0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9,
-                                                0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07};
-    if (memcmp(q->header.qe_vendor_id, intel_qe_vendor, sizeof intel_qe_vendor) != 0) {
-        reason(v, "QE vendor id is not Intel's");
-    }
-    // 1. The attestation key signed header || body.
-    bool sig_ok = gt_is_ok(gt_intel_quote_verify_signature(q));
-    if (!sig_ok) {
-        reason(v, "quote signature by the attestation key does not verify");
-    }
-    // 2. The QE report binds the attestation key.
-    bool bind_ok = qe_binding_ok(q);
-    if (!bind_ok) {
-        reason(v, "QE report data does not bind the attestation key");
-    }
-
-    // 3. The PCK chain, and the PCK leaf signed the QE report.
     gt_x509 **certs = NULL;
     size_t count = 0;
     bool qe_sig_ok = false;
@@ -635,6 +634,37 @@ gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel_verify_para
         gt_x509_free(certs[i]);
     }
     free(certs);
+    return qe_sig_ok;
+}
+
+gt_err gt_intel_quote_verify(const gt_intel_quote *q, const gt_intel_verify_params *p,
+                             gt_intel_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    GT_ENSURE(p != NULL && p->roots != NULL && p->root_count > 0, GT_E_ARG,
+              "intel quote: verify needs at least one trusted root");
+    GT_ENSURE(q->signed_region.data != NULL && q->pck_chain_pem.data != NULL, GT_E_ARG,
+              "intel quote: verify needs a parsed quote");
+
+    // 0. Only Intel's quoting enclaves are verified here (their QE identity, PCK chain).
+    static const uint8_t intel_qe_vendor[16] = {0x93, 0x9a, 0x72, 0x33, 0xf7, 0x9c, 0x4c, 0xa9,
+                                                0x94, 0x0a, 0x0d, 0xb3, 0x95, 0x7f, 0x06, 0x07};
+    if (memcmp(q->header.qe_vendor_id, intel_qe_vendor, sizeof intel_qe_vendor) != 0) {
+        reason(v, "QE vendor id is not Intel's");
+    }
+    // 1. The attestation key signed header || body.
+    bool sig_ok = gt_is_ok(gt_intel_quote_verify_signature(q));
+    if (!sig_ok) {
+        reason(v, "quote signature by the attestation key does not verify");
+    }
+    // 2. The QE report binds the attestation key.
+    bool bind_ok = qe_binding_ok(q);
+    if (!bind_ok) {
+        reason(v, "QE report data does not bind the attestation key");
+    }
+
+    // 3. The PCK chain, and the PCK leaf signed the QE report; 4. the collateral.
+    bool qe_sig_ok = pck_chain_check(v, q, p);
     v->signature_valid = sig_ok && bind_ok && qe_sig_ok;
 
     // 5. The final TCB status: the platform level converged with the module and QE levels.

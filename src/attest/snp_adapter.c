@@ -62,6 +62,21 @@ static gt_err snp_cert_table(const gt_buf *aux, gt_certvec *vek, gt_certvec *int
     return gt_strlist_addf(bad, "snp certificate table: more than %d entries", SNP_CERT_TABLE_MAX);
 }
 
+// The verdict into the check: validity, and every reason (each makes the evidence invalid).
+static gt_err snp_verdict_report(gt_attest_check *c, const gt_snp_verdict *v)
+{
+    c->signature_valid = v->signature_valid;
+    c->chain_valid = v->chain_valid;
+    size_t stored = v->reason_count < GT_SNP_MAX_REASONS ? v->reason_count : GT_SNP_MAX_REASONS;
+    for (size_t i = 0; i < stored; i++) {
+        GT_TRY(gt_strlist_addf(&c->invalid, "snp: %s", v->reasons[i]));
+    }
+    if (v->reason_count > stored) {
+        GT_TRY(gt_strlist_addf(&c->invalid, "snp: %zu more reasons", v->reason_count - stored));
+    }
+    return GT_OK;
+}
+
 gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_attest_ctx *ctx)
 {
     gt_snp_report rep;
@@ -127,17 +142,7 @@ gt_err gt_attest_verify_snp(gt_attest_check *c, const gt_evidence *ev, const gt_
     if (!gt_is_ok(err)) {
         goto out;
     }
-    c->signature_valid = v.signature_valid;
-    c->chain_valid = v.chain_valid;
-    size_t stored = v.reason_count < GT_SNP_MAX_REASONS ? v.reason_count : GT_SNP_MAX_REASONS;
-    for (size_t i = 0; i < stored; i++) {
-        GT_TRY_GOTO(err, gt_strlist_addf(&c->invalid, "snp: %s", v.reasons[i]), out);
-    }
-    if (v.reason_count > stored) {
-        GT_TRY_GOTO(err, gt_strlist_addf(&c->invalid, "snp: %zu more reasons",
-                                         v.reason_count - stored),
-                    out);
-    }
+    err = snp_verdict_report(c, &v);
 out:
     free(inter);
     gt_certvec_free(&roots);
