@@ -336,6 +336,7 @@ static gt_err run(ta_options *o, ta_run *r)
     gt_collab_config cfg = {
         .agreement = &r->a, .dev = r->dev, .transfer = o->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = o->name,
+        .holder_roots = r->root_files, .holder_root_count = (size_t)o->root_count,
         .state_dir = o->state_dir, .resume = o->resume, .on_step = speaks ? on_step : NULL,
         .on_event = speaks ? on_event : NULL, .ctx = &r->cv, .device_address = socket,
         .sealed_path = o->sealed_out, .stop = gt_interrupt_flag(), .ranks = o->ranks,
