@@ -263,6 +263,13 @@ static void bound_to_session_agreement_and_key(void **state)
     // replayed into another session: the same quote, another channel binding
     enclave_quote(a->hash, F.identity_key, F.binding, &ev);
     GT_ASSERT_OK(appraise(a, F.binding, &ev, F.pub, &seen));
+    const char *corpus = getenv("GT_WRITE_CORPUS");  // the fuzz corpus's real message
+    if (corpus != NULL) {
+        gt_writer w = gt_writer_init_dynamic();
+        GT_ASSERT_OK(gt_hp_enclave_quote_write(&w, gt_buf_span(&ev)));
+        GT_ASSERT_OK(gt_file_write_atomic(corpus, w.data, w.len, 0644));
+        gt_writer_free(&w);
+    }
     uint8_t other_binding[GT_NET_BINDING_BYTES];
     memcpy(other_binding, F.binding, sizeof other_binding);
     other_binding[5] ^= 1;
