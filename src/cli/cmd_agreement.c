@@ -219,6 +219,14 @@ static void explain(const gt_cli_agreement_spec *s, bool measured)
                                  : "loss_only: only losses leave the TEE");
 }
 
+static gt_err enclave_option(init_options *o, const char *value)
+{
+    GT_ENSURE(o->enclave_count < GT_AGREEMENT_MAX_HOLDERS, GT_E_ARG,
+              "at most %d --holder-enclave", GT_AGREEMENT_MAX_HOLDERS);
+    o->enclaves[o->enclave_count++] = value;
+    return GT_OK;
+}
+
 static int parse_init(int argc, char **argv, init_options *o)
 {
     static const struct option opts[] = {
@@ -245,13 +253,7 @@ static int parse_init(int argc, char **argv, init_options *o)
             }
             o->holders[o->holder_count++] = optarg;
             break;
-        case 'X':
-            if (o->enclave_count == GT_AGREEMENT_MAX_HOLDERS) {
-                return gt_cli_usage("agreement", "at most %d --holder-enclave",
-                                    GT_AGREEMENT_MAX_HOLDERS);
-            }
-            o->enclaves[o->enclave_count++] = optarg;
-            break;
+        case 'X': e = enclave_option(o, optarg); break;
         case 'o': o->out = optarg; break;
         case 'n': o->name = optarg; break;
         case 'f': o->force = true; break;

@@ -398,6 +398,19 @@ static void print_report_json(const ta_run *r)
         if (h->skipped > 0) {
             cJSON_AddStringToObject(o, "failure", h->failure);
         }
+        if (h->enclave_verified) {  // a holder named by enclave: what its quote proved
+            char mrs[65], mre[65];
+            gt_hex_encode(mrs, sizeof mrs, h->enclave.mrsigner, 32);
+            gt_hex_encode(mre, sizeof mre, h->enclave.mrenclave, 32);
+            cJSON *e = cJSON_AddObjectToObject(o, "enclave");
+            cJSON_AddStringToObject(e, "mrsigner", mrs);
+            cJSON_AddStringToObject(e, "mrenclave", mre);
+            cJSON_AddNumberToObject(e, "isvprodid", h->enclave.isvprodid);
+            cJSON_AddNumberToObject(e, "isvsvn", h->enclave.isvsvn);
+            cJSON_AddBoolToObject(e, "debug", h->enclave.debug);
+            cJSON_AddStringToObject(e, "host", h->enclave.host);
+            cJSON_AddBoolToObject(e, "insecure_simulation", h->enclave.insecure_simulation);
+        }
         cJSON_AddItemToArray(hs, o);
     }
     cJSON_AddBoolToObject(j, "sealed", rep->sealed);

@@ -854,7 +854,8 @@ static gt_err send_enclave_quote(gt_holder_agent *a, gt_channel *ch)
     return err;
 }
 
-// This connection's HEAD: the ledger's head now, a fresh nonce, signed with the identity key.
+// This connection's HEAD: the ledger's head now, a fresh nonce, signed with the identity key;
+// then, for a holder named by enclave, its ENCLAVE_QUOTE.
 static gt_err send_head(gt_holder_agent *a, gt_channel *ch, gt_hp_head *h)
 {
     memset(h, 0, sizeof *h);
@@ -872,7 +873,8 @@ static gt_err send_head(gt_holder_agent *a, gt_channel *ch, gt_hp_head *h)
     uint8_t body[GT_HP_HEAD_BYTES];
     gt_writer w = gt_writer_init_fixed(body, sizeof body);
     GT_TRY(gt_hp_head_write(&w, h));
-    return gt_channel_send(ch, GT_HP_HEAD, w.data, w.len);
+    GT_TRY(gt_channel_send(ch, GT_HP_HEAD, w.data, w.len));
+    return quotes_enclave(a) ? send_enclave_quote(a, ch) : GT_OK;
 }
 
 // WITNESS_REQ: another holder's HEAD. Answers what this holder had witnessed of it, bound to
@@ -1106,9 +1108,6 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
     ws = calloc(1, sizeof *ws);
     GT_ENSURE_GOTO(err, ws != NULL, out, GT_E_NOMEM, "out of memory");
     GT_TRY_GOTO(err, send_head(a, ch, &ws->mine), out);
-    if (quotes_enclave(a)) {
-        GT_TRY_GOTO(err, send_enclave_quote(a, ch), out);
-    }
     for (;;) {
         GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
         if (type == GT_HP_BYE) {
