@@ -68,6 +68,7 @@ static int init(const char *path, const char *value, gt_buf *out)
     char holder[2000], named[700];
     snprintf(holder, sizeof holder, "h0=%s,%s,127.0.0.1:%d", keys, ds, port);
     snprintf(named, sizeof named, "h0=%s", value);
+    gt_buf_free(out);  // gt_test_run_cli appends
     return gt_test_run_cli(out, (const char *[]){
         "agreement", "init", "--holder", holder, "--holder-enclave", named, "--out", path,
         "--steps", "2", "--batch", "1", "--seq", "8", "--layers", "1", "--channels", "16",
@@ -117,10 +118,12 @@ static void named_by_enclave_end_to_end(void **state)
     assert_int_not_equal(init(wrong, "nosuch.sig", &out), 0);
 
     // the plain key folder: check refuses it, and the holder does not start in plain mode
+    gt_buf_free(&out);
     assert_int_equal(gt_test_run_cli(&out, (const char *[]){"agreement", "check", right,
                                                             "--key", keys, NULL}), 1);
     GT_ASSERT_OK(gt_buf_append(&out, "", 1));
     assert_non_null(strstr((char *)out.data, "is not enclave-sealed"));
+    gt_buf_free(&out);
     assert_int_not_equal(gt_test_run_cli(&out, (const char *[]){
         "holder", "--dataset", ds, "--key", keys, "--agreement", right, "--policy", policy,
         "--sim-root", simroot, "--root", rootpem, NULL}), 0);
@@ -131,6 +134,7 @@ static void named_by_enclave_end_to_end(void **state)
     assert_int_equal(gt_test_run_cli(NULL, (const char *[]){
         "holder", "enclave-keys", "import", "--key", keys, "--enclave-platform", pf,
         "--enclave", GT_ENCLAVE_DIR, "--sim-root", simroot, NULL}), 0);
+    gt_buf_free(&out);
     assert_int_equal(gt_test_run_cli(&out, (const char *[]){"agreement", "check", right,
                                                             "--key", keys, NULL}), 0);
 
