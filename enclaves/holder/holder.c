@@ -229,4 +229,28 @@ static long ecall_used(const uint8_t *in, size_t in_len, uint8_t *out, size_t ou
     return HOLDER_OK;
 }
 
-GTSDK_ECALLS(ecall_import, ecall_open, ecall_terms, ecall_release, ecall_used);
+// A REPORT for the vQE whose REPORTDATA starts with the agreement hash of this run's terms: a
+// host cannot get a quote of this enclave for an agreement it did not fix at TERMS.
+static long ecall_quote(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                        size_t *out_len)
+{
+    *out_len = 0;
+    if (in_len != HOLDER_QUOTE_IN_BYTES || out_cap < HOLDER_QUOTE_OUT_BYTES) {
+        return HOLDER_E_FORMAT;
+    }
+    if (!g_terms.set) {
+        return HOLDER_E_STATE;
+    }
+    static gtsdk_targetinfo ti;
+    static gtsdk_reportdata data;
+    static gtsdk_report report;
+    memcpy(ti.bytes, in, sizeof ti.bytes);
+    memcpy(data.bytes, g_terms.agreement, 32);
+    memcpy(data.bytes + 32, in + 512, 32);
+    gtsdk_ereport(&ti, &data, &report);
+    memcpy(out, report.bytes, HOLDER_QUOTE_OUT_BYTES);
+    *out_len = HOLDER_QUOTE_OUT_BYTES;
+    return HOLDER_OK;
+}
+
+GTSDK_ECALLS(ecall_import, ecall_open, ecall_terms, ecall_release, ecall_used, ecall_quote);

@@ -236,6 +236,12 @@ typedef struct {
     const char *platform_dir;
     const gt_sgx_platform_options *platform_options;
     const gt_sgx_platform *platform;
+    // The virtual QE that quotes this enclave for trainers (a holder the agreement names by
+    // enclave, travel.h): its key folder (NULL: platform_dir; neither: no quotes) and how it
+    // collects the host TEE's evidence (NULL: platform_options' host and sim root, or sim with
+    // the process-wide sim root for a caller-held platform).
+    const char *vqe_dir;
+    const gt_collect_params *vqe_host;
 } gt_holder_enclave_config;
 GT_MUST_USE gt_err gt_holder_enclave_start(gt_holder_enclave **out,
                                            const gt_holder_enclave_config *cfg);
@@ -282,5 +288,11 @@ GT_MUST_USE gt_err gt_holder_enclave_release(gt_holder_enclave *he, uint32_t chu
                                              const gt_holder_enclave_appraisal *appraisal,
                                              uint8_t wrapped[GT_KEYWRAP_BYTES]);
 GT_MUST_USE gt_err gt_holder_enclave_used(gt_holder_enclave *he, uint32_t chunk);
+// A vsgx quote (the evidence envelope appended to evidence) of the enclave's own EREPORT for the
+// vQE, REPORTDATA = the agreement hash its TERMS fixed | session (gt_holder_quote_session).
+// GT_E_STATE without a vQE (gt_holder_enclave_config.vqe_dir) or before TERMS.
+GT_MUST_USE gt_err gt_holder_enclave_quote(gt_holder_enclave *he,
+                                           const uint8_t session[GT_SHA256_BYTES],
+                                           gt_buf *evidence);
 
 #endif

@@ -87,6 +87,11 @@ GT_MUST_USE gt_err gt_channel_set_timeout(gt_channel *ch, int timeout_ms);
 // something else (e.g. a trip the peer should attach to). Read nothing from it directly; bytes
 // OpenSSL already buffered are not seen by poll().
 int gt_channel_fd(const gt_channel *ch);
+// The binding of this channel for the evidence of `role` (the value above): both ends compute
+// the same bytes, no other TLS session has them. For messages that must be tied to this very
+// connection after the handshake (e.g. an enclave quote sent inside it).
+GT_MUST_USE gt_err gt_channel_binding(const gt_channel *ch, gt_net_role role,
+                                      uint8_t out[GT_NET_BINDING_BYTES]);
 void gt_channel_close(gt_channel *ch);
 
 #endif

@@ -103,6 +103,15 @@ GT_MUST_USE gt_err gt_holder_connect(gt_holder_conn **c, const gt_agreement *a,
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c);
 // The holder's signed ledger head for this session (checked at connect: its agreement key).
 const gt_hp_head *gt_holder_conn_head(const gt_holder_conn *c);
+// A holder the agreement names by enclave (holders[i].enclave) announced and sent its enclave
+// quote at connect (else connect refused it); this appraises it (travel.h
+// gt_holder_quote_appraise: roots, the agreement's fields, this channel's binding). Until it
+// passes, fetch, travel and trip refuse that holder (GT_E_STATE). Holders not named by enclave:
+// GT_OK, nothing checked.
+GT_MUST_USE gt_err gt_holder_conn_enclave_verify(gt_holder_conn *c, const gt_attest_file *roots,
+                                                 size_t root_count);
+// The verified enclave identity, or NULL (not named by enclave, or not verified).
+const gt_holder_enclave_seen *gt_holder_conn_enclave(const gt_holder_conn *c);
 // The co-holder witness round (travel.h), once every holder is connected: when any HEAD asks for
 // witnesses (and there are two or more holders), each holder witnesses every other's head and
 // each gets its co-holders' witnesses. A holder's refusal is the error, with its reason.
@@ -183,6 +192,9 @@ typedef struct {
     bool gone;  // the holder's connection failed: none of its chunks was offered after that
     char failure[192];
     gt_schedule_left left;  // at the end: why it had no chunk left to offer (OPEN: it had)
+    // A holder the agreement names by enclave: the enclave identity its quote proved at connect.
+    bool enclave_verified;
+    gt_holder_enclave_seen enclave;
 } gt_collab_holder_report;
 
 // Which limit ended a run (gt_collab_report.stop; its text in stop_message).
@@ -219,6 +231,10 @@ typedef struct {
     gt_device *dev;
     gt_transfer_mode transfer;  // one the agreement lists (gt_collab_transfer_check)
     gt_net_attestor attestor;  // the trainer's attestor for holder channels (borrowed)
+    // Trust roots for the enclave quotes of holders named by enclave (the sim root, or the host
+    // TEE's CAs; usually the attestor's): gt_holder_conn_enclave_verify.
+    const gt_attest_file *holder_roots;
+    size_t holder_root_count;
     const char *trainer_name;
     const char *state_dir;     // resume.sealed (resume.key on cpu / cuda) and journal live here
     // travel: where holders reach the device: devd's socket (sim device), or the socket the

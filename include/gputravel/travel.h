@@ -23,6 +23,20 @@
 #define GT_AGREEMENT_NAME_BYTES 64
 #define GT_AGREEMENT_MAX_BYTES 65536  // a document: 64 holders with keys take about 30 KiB
 
+// holders[i].enclave: the holder named by the SGX identity of the enclave that holds its dataset
+// key and makes its release decisions (docs/holder-enclave.md "Named by enclave"). The trainer
+// asks that holder for nothing until a vsgx quote of that enclave, bound to the agreement, the
+// holder's identity key and the channel, passes an sgx_enclave policy of these fields.
+typedef struct {
+    bool present;
+    bool has_mrsigner, has_mrenclave;  // at least one
+    uint8_t mrsigner[32], mrenclave[32];
+    bool has_isvprodid;  // absent: any ISVPRODID
+    uint16_t isvprodid;
+    uint16_t min_isvsvn;  // default 0
+    bool debug;           // true: a DEBUG enclave is acceptable too (default false: refused)
+} gt_agreement_enclave;
+
 typedef struct {
     char name[GT_AGREEMENT_NAME_BYTES];
     uint8_t identity_key[GT_ED25519_PUBLIC_BYTES];  // the holder's Ed25519 key (ledger, manifest)
@@ -33,6 +47,7 @@ typedef struct {
     // X25519 key a sealed checkpoint is wrapped to ("recipient_key"); required for recipients.
     uint8_t recipient_key[GT_X25519_BYTES];
     bool has_recipient_key;
+    gt_agreement_enclave enclave;  // "enclave" (optional)
 } gt_agreement_holder;
 
 typedef struct {
@@ -250,6 +265,8 @@ enum {
     GT_HP_WITNESS_OK,   // holder -> trainer: the witnesses agree with its ledger: its HEAD,
                         // signed again as confirmed
     GT_HP_WITNESS_CONFIRM,  // trainer -> holder: a co-holder's confirmed HEAD (no answer)
+    GT_HP_ENCLAVE_QUOTE,    // holder -> trainer, right after HEAD when its flags say so: a vsgx
+                            // quote of the holder enclave (below, "A holder named by enclave")
 };
 #define GT_HP_MAX_CONTROL 4096
 #define GT_HP_MAX_MANIFEST (GT_MANIFEST_HEADER_BYTES + GT_MANIFEST_ENTRY_BYTES * 65536ull + 1024)
@@ -310,6 +327,7 @@ GT_MUST_USE gt_err gt_hp_travelled_parse(gt_span body, uint64_t *bytes_loaded);
 #define GT_HP_HEAD_BYTES (1 + 1 + 32 + 32 + 32 + 8 + 32 + 64)
 #define GT_HP_WITNESS_BYTES (1 + 32 + 32 + 32 + 32 + 8 + 32 + 64)
 #define GT_HP_HEAD_WITNESSES_REQUIRED 0x01u
+#define GT_HP_HEAD_ENCLAVE_QUOTE 0x02u  // an ENCLAVE_QUOTE follows this HEAD
 typedef struct {
     uint8_t flags;
     uint8_t holder_key[GT_ED25519_PUBLIC_BYTES];
@@ -349,6 +367,54 @@ GT_MUST_USE gt_err gt_hp_witnesses_parse(gt_span body, gt_hp_witness *out, size_
 #define GT_HP_FETCH_BYTES 5
 #define GT_HP_TRAVEL_MAX_BYTES (4 + 32 + 2 + 255)
 #define GT_HP_USED_BYTES 12
+
+// ---- a holder named by enclave (holders[i].enclave; docs/holder-enclave.md) ----------------
+// A holder the agreement names by enclave runs in enclave mode and, in every session, sets
+// GT_HP_HEAD_ENCLAVE_QUOTE in its HEAD and sends ENCLAVE_QUOTE right after it:
+//   u8 version 1 | u32le n | n bytes: a vsgx evidence envelope (attest.h), nothing after.
+// The quote is the vQE's quote of the holder enclave's own EREPORT, whose REPORTDATA is
+//   agreement hash (32: the one TERMS fixed in the enclave, copied by the enclave itself) ||
+//   SHA-256("gputravel/holder-enclave-quote/v1" NUL || identity key (32) || channel binding (64))
+// with the channel binding of this TLS connection for the holder's (server's) evidence
+// (net.h gt_channel_binding): no other session, holder key or agreement has that REPORTDATA.
+#define GT_HP_ENCLAVE_QUOTE_MAX 65536
+#define GT_HOLDER_QUOTE_TAG "gputravel/holder-enclave-quote/v1"
+GT_MUST_USE gt_err gt_hp_enclave_quote_write(gt_writer *w, gt_span evidence);
+// *evidence borrows body. GT_E_FORMAT / GT_E_TRUNCATED / GT_E_UNSUPPORTED; nothing after.
+GT_MUST_USE gt_err gt_hp_enclave_quote_parse(gt_span body, gt_span *evidence);
+// The second half of the REPORTDATA above (what the host hands the enclave to report).
+GT_MUST_USE gt_err gt_holder_quote_session(uint8_t out[GT_SHA256_BYTES],
+                                           const uint8_t identity_key[GT_ED25519_PUBLIC_BYTES],
+                                           const uint8_t binding[GT_NET_BINDING_BYTES]);
+// The whole 64-byte REPORTDATA.
+GT_MUST_USE gt_err gt_holder_quote_reportdata(uint8_t out[GT_REPORT_DATA_BYTES],
+                                              const uint8_t agreement[GT_SHA256_BYTES],
+                                              const uint8_t identity_key[GT_ED25519_PUBLIC_BYTES],
+                                              const uint8_t binding[GT_NET_BINDING_BYTES]);
+
+// The enclave identity a trainer verified (its quote's claims).
+typedef struct {
+    uint8_t mrenclave[32], mrsigner[32];
+    uint16_t isvprodid, isvsvn;
+    bool debug;
+    char host[16];             // the host TEE under the vQE: "sim", "tdx", "snp"
+    bool insecure_simulation;  // host sim
+} gt_holder_enclave_seen;
+// The sgx_enclave policy (docs/attestation.md) of an agreement's holders[i].enclave, and the host
+// level: vsgx on a sim (only with allow_simulation), tdx or snp host, the host's debug refused.
+// json: NUL-terminated (cap >= 512).
+GT_MUST_USE gt_err gt_holder_quote_policy_json(const gt_agreement_enclave *e,
+                                               bool allow_simulation, char *json, size_t cap);
+// The trainer's check of holder `holder`'s ENCLAVE_QUOTE evidence (the envelope) received on a
+// channel with `binding` (gt_channel_binding, server role): verified under roots (the sim root,
+// or the CAs of the host TEE), appraised under gt_holder_quote_policy_json, its REPORTDATA
+// exactly gt_holder_quote_reportdata(agreement hash, the holder's identity_key, binding).
+// GT_E_POLICY naming the holder and the agreement field that did not match, or the binding part
+// (another agreement; another session or identity key); *seen filled on success only.
+GT_MUST_USE gt_err gt_holder_quote_appraise(const gt_agreement *a, uint32_t holder,
+                                            const uint8_t binding[GT_NET_BINDING_BYTES],
+                                            gt_span evidence, const gt_attest_file *roots,
+                                            size_t root_count, gt_holder_enclave_seen *seen);
 
 // ---- a trip served by the trainer itself (docs/cuda.md "The trip with a real GPU") ----------
 // With a cuda (or cpu) device there is no devd: the trainer's process is the far end of the

@@ -2,6 +2,8 @@
 // that parties comparing their copies by eye (or diff) see the same thing.
 #include "agreement_doc.h"
 
+#include <gputravel/enclave.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +49,60 @@ static gt_err put_measurements(gt_buf *out, const char *section, const gt_measur
     return put(out, "},\n");
 }
 
+// holders[i].enclave, when the holder is named by enclave (every member written explicitly).
+static gt_err put_enclave(gt_buf *out, const gt_agreement_enclave *e)
+{
+    if (!e->present) {
+        return GT_OK;
+    }
+    char hex[2 * 32 + 1];
+    GT_TRY(put(out, ",\n     \"enclave\": {"));
+    const char *sep = "";
+    if (e->has_mrsigner) {
+        gt_hex_encode(hex, sizeof hex, e->mrsigner, 32);
+        GT_TRY(put(out, "\"mrsigner\": \"%s\"", hex));
+        sep = ", ";
+    }
+    if (e->has_mrenclave) {
+        gt_hex_encode(hex, sizeof hex, e->mrenclave, 32);
+        GT_TRY(put(out, "%s\"mrenclave\": \"%s\"", sep, hex));
+    }
+    if (e->has_isvprodid) {
+        GT_TRY(put(out, ", \"isvprodid\": %u", e->isvprodid));
+    }
+    return put(out, ", \"min_isvsvn\": %u, \"debug\": %s}", e->min_isvsvn,
+               e->debug ? "true" : "false");
+}
+
+gt_err gt_cli_agreement_enclave_from_sig(const char *path, bool with_mrenclave,
+                                         gt_agreement_enclave *out)
+{
+    memset(out, 0, sizeof *out);
+    gt_buf data = {0};
+    GT_TRY(gt_file_read_all(path, GT_ENCLAVE_IMAGE_MAX_BYTES, &data));
+    gt_sgx_sigstruct sig;
+    gt_sgx_sigstruct_checks checks;
+    size_t offset = 0;
+    gt_err err = gt_err_wrap(gt_sgx_sigstruct_find(data.data, data.len, &sig, &offset), "%s",
+                             path);
+    gt_buf_free_nowipe(&data);
+    GT_TRY(err);
+    GT_TRY(gt_sgx_sigstruct_verify(&sig, &checks));
+    GT_ENSURE(checks.all_ok, GT_E_AUTH, "%s: the SIGSTRUCT does not verify (its signature, q1/q2 "
+              "or header): no identity is taken from it", path);
+    out->present = true;
+    out->has_mrsigner = true;
+    memcpy(out->mrsigner, checks.mrsigner, 32);
+    out->has_mrenclave = with_mrenclave;
+    if (with_mrenclave) {
+        memcpy(out->mrenclave, sig.enclavehash, 32);
+    }
+    out->has_isvprodid = true;
+    out->isvprodid = sig.isvprodid;
+    out->min_isvsvn = sig.isvsvn;
+    return GT_OK;
+}
+
 gt_err gt_cli_agreement_format(const gt_cli_agreement_spec *s, gt_buf *out)
 {
     out->len = 0;
@@ -77,6 +133,7 @@ gt_err gt_cli_agreement_format(const gt_cli_agreement_spec *s, gt_buf *out)
             gt_hex_encode(rkey, sizeof rkey, h->recipient_key, sizeof h->recipient_key);
             GT_TRY(put(out, ",\n     \"recipient_key\": \"%s\"", rkey));
         }
+        GT_TRY(put_enclave(out, &h->enclave));
         GT_TRY(put(out, "}"));
     }
     GT_TRY(put(out, "\n  ],\n"));

@@ -14,7 +14,15 @@ typedef struct {
     uint32_t max_uses_per_chunk;
     bool has_recipient_key;
     uint8_t recipient_key[GT_X25519_BYTES];
+    gt_agreement_enclave enclave;  // present: the holder named by enclave ("enclave")
 } gt_cli_agreement_holder;
+
+// holders[i].enclave from an enclave's SIGSTRUCT (a raw 1808-byte .sig, or a file that holds
+// one, enclave.h gt_sgx_sigstruct_find): its MRSIGNER and ISVPRODID, min_isvsvn its ISVSVN,
+// with_mrenclave: its ENCLAVEHASH too (pins this build; without it, any version by that signer).
+// GT_E_AUTH when the SIGSTRUCT's signature does not verify.
+GT_MUST_USE gt_err gt_cli_agreement_enclave_from_sig(const char *path, bool with_mrenclave,
+                                                     gt_agreement_enclave *out);
 
 typedef struct {
     const char *name;

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <gputravel/attest.h>
+#include <gputravel/holder.h>
 #include <gputravel/seal.h>
 #include <gputravel/travel.h>
 
@@ -44,6 +45,13 @@ static void usage(void)
            "                      then be listed: add them to the file)\n"
            "  --any-measurement   leave the measurement lists empty (simulation only)\n"
            "  --ranks N           trainer.ranks: data-parallel trainer ranks (default 1)\n"
+           "  --holder-enclave NAME=SIG[,mrenclave]   name holder NAME by its enclave: MRSIGNER,\n"
+           "                      ISVPRODID and (as min_isvsvn) ISVSVN from the SIGSTRUCT SIG\n"
+           "                      (the holder enclave's holder.sig, or a file holding one; its\n"
+           "                      signature must verify); ',mrenclave' pins its MRENCLAVE too.\n"
+           "                      NAME=mrsigner:HEX or NAME=mrenclave:HEX: that value alone.\n"
+           "                      The trainer then asks that holder for nothing until a quote\n"
+           "                      of that enclave verifies (docs/holder-enclave.md)\n"
            "\n"
            "check validates A.json strictly and prints its full hash and every problem found:\n"
            "the document's shape and rules, each endpoint (resolvable, a valid port), the\n"
@@ -52,6 +60,7 @@ static void usage(void)
            "its vocabulary against the model and its chunk sizes against the budget (a chunk\n"
            "larger than the budget is never released); with --policy, that the policy parses\n"
            "and admits a trainer of this build in simulation when the agreement allows it.\n"
+           "A holder named by enclave whose --key folder is not enclave-sealed is a problem.\n"
            "Exit 0 when a run could start (warnings allowed), 1 with the list of problems.\n"
            "  --name NAME         the holder --key and --dataset belong to (default: the holder\n"
            "                      with the key folder's identity key, or the dataset's id)\n"
@@ -71,6 +80,8 @@ typedef struct {
     uint32_t transfers;
     const char *holders[GT_AGREEMENT_MAX_HOLDERS];
     uint32_t holder_count;
+    const char *enclaves[GT_AGREEMENT_MAX_HOLDERS];  // --holder-enclave NAME=...
+    uint32_t enclave_count;
 } init_options;
 
 static bool plain_name(const char *s)
@@ -135,6 +146,42 @@ static gt_err holder_from_spec(const char *spec, const init_options *o, gt_cli_a
     return err;
 }
 
+// --holder-enclave NAME=SIG[,mrenclave] | NAME=mrsigner:HEX | NAME=mrenclave:HEX
+static gt_err enclave_from_spec(const char *spec, gt_cli_agreement_holder *holders, uint32_t n)
+{
+    char buf[4096];
+    GT_ENSURE(strlen(spec) < sizeof buf, GT_E_ARG, "--holder-enclave: too long");
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *eq = strchr(buf, '=');
+    GT_ENSURE(eq != NULL && eq[1] != '\0', GT_E_ARG,
+              "--holder-enclave '%.60s': expected NAME=SIG[,mrenclave], NAME=mrsigner:HEX or "
+              "NAME=mrenclave:HEX", spec);
+    *eq = '\0';
+    const char *value = eq + 1;
+    gt_cli_agreement_holder *h = NULL;
+    for (uint32_t i = 0; i < n && h == NULL; i++) {
+        h = strcmp(holders[i].name, buf) == 0 ? &holders[i] : NULL;
+    }
+    GT_ENSURE(h != NULL, GT_E_ARG, "--holder-enclave %.63s: no --holder of that name", buf);
+    GT_ENSURE(!h->enclave.present, GT_E_ARG, "--holder-enclave %s: given twice", h->name);
+    gt_agreement_enclave *e = &h->enclave;
+    if (strncmp(value, "mrsigner:", 9) == 0 || strncmp(value, "mrenclave:", 10) == 0) {
+        bool signer = value[2] == 's';
+        *e = (gt_agreement_enclave){.present = true, .has_mrsigner = signer,
+                                    .has_mrenclave = !signer};
+        return gt_err_wrap(gt_hex_decode_exact(signer ? e->mrsigner : e->mrenclave, 32,
+                                               strchr(value, ':') + 1),
+                           "--holder-enclave %s: 64 hex digits", h->name);
+    }
+    char *comma = strrchr(eq + 1, ',');
+    bool pin = comma != NULL && strcmp(comma, ",mrenclave") == 0;
+    if (pin) {
+        *comma = '\0';
+    }
+    return gt_err_wrap(gt_cli_agreement_enclave_from_sig(value, pin, e), "--holder-enclave %s",
+                       h->name);
+}
+
 static void explain(const gt_cli_agreement_spec *s, bool measured)
 {
     if (gt_cli.quiet) {
@@ -172,6 +219,14 @@ static void explain(const gt_cli_agreement_spec *s, bool measured)
                                  : "loss_only: only losses leave the TEE");
 }
 
+static gt_err enclave_option(init_options *o, const char *value)
+{
+    GT_ENSURE(o->enclave_count < GT_AGREEMENT_MAX_HOLDERS, GT_E_ARG,
+              "at most %d --holder-enclave", GT_AGREEMENT_MAX_HOLDERS);
+    o->enclaves[o->enclave_count++] = value;
+    return GT_OK;
+}
+
 static int parse_init(int argc, char **argv, init_options *o)
 {
     static const struct option opts[] = {
@@ -184,7 +239,8 @@ static int parse_init(int argc, char **argv, init_options *o)
         {"budget", required_argument, NULL, 'B'}, {"max-uses", required_argument, NULL, 'u'},
         {"transfer", required_argument, NULL, 't'}, {"loss-only", no_argument, NULL, 'l'},
         {"no-simulation", no_argument, NULL, 'N'}, {"any-measurement", no_argument, NULL, 'A'},
-        {"ranks", required_argument, NULL, 'R'}, {0}};
+        {"ranks", required_argument, NULL, 'R'},
+        {"holder-enclave", required_argument, NULL, 'X'}, {0}};
     *o = (init_options){.name = "collab", .steps = 200, .batch = 8, .seq = 0, .layers = 4,
                         .channels = 128, .heads = 4, .max_seq = 64, .max_uses = 1, .lr = 0.001, .ranks = 1};
     int c;
@@ -197,6 +253,7 @@ static int parse_init(int argc, char **argv, init_options *o)
             }
             o->holders[o->holder_count++] = optarg;
             break;
+        case 'X': e = enclave_option(o, optarg); break;
         case 'o': o->out = optarg; break;
         case 'n': o->name = optarg; break;
         case 'f': o->force = true; break;
@@ -263,6 +320,9 @@ static gt_err run_init(const init_options *o, gt_cli_agreement_holder *holders,
         if (holders[i].has_recipient_key) {
             recipients[nrec++] = holders[i].name;
         }
+    }
+    for (uint32_t i = 0; i < o->enclave_count; i++) {
+        GT_TRY(enclave_from_spec(o->enclaves[i], holders, o->holder_count));
     }
     gt_cli_agreement_spec s = {
         .name = o->name, .layers = o->layers, .channels = o->channels, .heads = o->heads,
@@ -463,6 +523,31 @@ static bool is_recipient(const gt_agreement *a, const char *name)
     return false;
 }
 
+// A holder named by enclave serves only in enclave mode: its dataset key must be the one sealed
+// in the holder enclave (holder enclave-keys import), not a plain file.
+static void check_enclave_sealed(findings *f, const gt_agreement_holder *h, const char *dir)
+{
+    if (!h->enclave.present) {
+        return;
+    }
+    char sealed[4200], plain[4200];
+    bool has_sealed = gt_is_ok(gt_path_join(sealed, sizeof sealed, dir,
+                                            GT_HOLDER_ENCLAVE_SEALED_KEY)) &&
+                      gt_path_exists(sealed);
+    bool has_plain = gt_is_ok(gt_path_join(plain, sizeof plain, dir, GT_KEYDIR_DATASET_KEY)) &&
+                     gt_path_exists(plain);
+    if (!has_sealed) {
+        problem(f, "holder %s is named by enclave (its \"enclave\" entry), but key folder %s is "
+                   "not enclave-sealed (no %s): 'gputravel holder enclave-keys import --key %s', "
+                   "then run the holder with --enclave-platform", h->name, dir,
+                GT_HOLDER_ENCLAVE_SEALED_KEY, dir);
+    } else if (has_plain) {
+        warning(f, "holder %s: key folder %s still holds a plain %s beside the enclave-sealed "
+                   "key: the enclave guarantee the agreement names means nothing while it exists",
+                h->name, dir, GT_KEYDIR_DATASET_KEY);
+    }
+}
+
 static void check_key(findings *f, const gt_agreement *a, const check_options *o,
                       const gt_agreement_holder **me, uint8_t key[GT_ED25519_PUBLIC_BYTES])
 {
@@ -494,6 +579,7 @@ static void check_key(findings *f, const gt_agreement *a, const check_options *o
     } else if (!h->has_recipient_key && is_recipient(a, h->name)) {
         problem(f, "holder %s is a recipient without a recipient_key", h->name);
     }
+    check_enclave_sealed(f, h, o->key);
 }
 
 static void check_dataset(findings *f, const gt_agreement *a, const check_options *o,

@@ -232,6 +232,12 @@ static gt_err open_agent(options *o, holder_run *r)
     }
     GT_TRY(gt_agreement_load(&r->agreement, o->agreement));
     GT_TRY(find_me(o, r));
+    // Named by enclave: the trainer will ask for a quote of the holder enclave; without enclave
+    // mode there is none, and it would refuse this holder after the handshake.
+    GT_ENSURE(!r->me->enclave.present || r->enclave != NULL, GT_E_POLICY,
+              "the agreement names holder %s by its enclave (holders[].enclave): run it in "
+              "enclave mode (--enclave-platform PFDIR, after 'gputravel holder enclave-keys "
+              "import')", r->me->name);
     if (o->policy != NULL) {
         GT_TRY(gt_policy_load_file(&r->policy, o->policy));
     } else {

@@ -336,6 +336,7 @@ static gt_err run(ta_options *o, ta_run *r)
     gt_collab_config cfg = {
         .agreement = &r->a, .dev = r->dev, .transfer = o->transfer,
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = o->name,
+        .holder_roots = r->root_files, .holder_root_count = (size_t)o->root_count,
         .state_dir = o->state_dir, .resume = o->resume, .on_step = speaks ? on_step : NULL,
         .on_event = speaks ? on_event : NULL, .ctx = &r->cv, .device_address = socket,
         .sealed_path = o->sealed_out, .stop = gt_interrupt_flag(), .ranks = o->ranks,
@@ -396,6 +397,19 @@ static void print_report_json(const ta_run *r)
         cJSON_AddStringToObject(o, "left", holder_left_name(h->left));
         if (h->skipped > 0) {
             cJSON_AddStringToObject(o, "failure", h->failure);
+        }
+        if (h->enclave_verified) {  // a holder named by enclave: what its quote proved
+            char mrs[65], mre[65];
+            gt_hex_encode(mrs, sizeof mrs, h->enclave.mrsigner, 32);
+            gt_hex_encode(mre, sizeof mre, h->enclave.mrenclave, 32);
+            cJSON *e = cJSON_AddObjectToObject(o, "enclave");
+            cJSON_AddStringToObject(e, "mrsigner", mrs);
+            cJSON_AddStringToObject(e, "mrenclave", mre);
+            cJSON_AddNumberToObject(e, "isvprodid", h->enclave.isvprodid);
+            cJSON_AddNumberToObject(e, "isvsvn", h->enclave.isvsvn);
+            cJSON_AddBoolToObject(e, "debug", h->enclave.debug);
+            cJSON_AddStringToObject(e, "host", h->enclave.host);
+            cJSON_AddBoolToObject(e, "insecure_simulation", h->enclave.insecure_simulation);
         }
         cJSON_AddItemToArray(hs, o);
     }

@@ -13,6 +13,24 @@ static gt_err free_port(int *port)
     return GT_OK;
 }
 
+// The enclave-mode holder is named by the MRSIGNER (and ISVPRODID, min ISVSVN) of the holder
+// enclave this build signed: the trainer will ask it for nothing before a quote of such an
+// enclave verifies. Read from the SIGSTRUCT beside the program, whose signature must verify.
+static gt_err enclave_holder_named(demo *d, gt_cli_agreement_holder *e)
+{
+    char dir[4096], sig[4200];
+    GT_TRY(gt_cli_holder_enclave_dir(NULL, dir, sizeof dir));
+    GT_TRY(gt_path_join(sig, sizeof sig, dir, "holder.sig"));
+    GT_TRY(gt_cli_agreement_enclave_from_sig(sig, false, &e->enclave));
+    char mrs[65];
+    gt_hex_encode(mrs, sizeof mrs, e->enclave.mrsigner, 32);
+    say(d, "    holder %s is named by its enclave: MRSIGNER %.16s... (ISVPRODID %u, ISVSVN >= %u)\n"
+           "    of the holder enclave this build signed (%s); the trainer asks it for nothing\n"
+           "    before a quote of such an enclave, bound to this agreement and session, verifies.\n",
+        e->name, mrs, e->enclave.isvprodid, e->enclave.min_isvsvn, sig);
+    return GT_OK;
+}
+
 gt_err demo_step_agreement(demo *d)
 {
     step_begin(d, 4, "The parties sign up to one training agreement");
@@ -30,6 +48,9 @@ gt_err demo_step_agreement(demo *d)
         snprintf(e->endpoint, sizeof e->endpoint, "127.0.0.1:%d", h->port);
         e->token_budget = h->tokens;
         e->max_uses_per_chunk = 1;
+    }
+    if (d->transfer == GT_TRANSFER_TRAVEL) {
+        GT_TRY(enclave_holder_named(d, &holders[DEMO_ENCLAVE_HOLDER]));
     }
     gt_cli_agreement_spec spec = {
         .name = "gputravel-demo", .layers = 4, .channels = 128, .heads = 4, .vocab = 256,

@@ -81,6 +81,28 @@ static void try_read_back(void *ctx, gt_device *dev, gt_dbuf chunk, uint64_t tok
     free(out);
 }
 
+// The holder the agreement names by enclave: the trainer must have verified its quote (the demo
+// fails otherwise: that check is the point of naming it so).
+static gt_err enclave_holder_verified(demo *d, const gt_collab_report *rep)
+{
+    for (uint32_t i = 0; i < d->agreement.holder_count; i++) {
+        if (!d->agreement.holders[i].enclave.present) {
+            continue;
+        }
+        const gt_collab_holder_report *h = &rep->holders[i];
+        GT_ENSURE(h->enclave_verified, GT_E_STATE, "holder %s is named by enclave, and the "
+                  "trainer did not verify its enclave quote", d->agreement.holders[i].name);
+        char mrs[65];
+        gt_hex_encode(mrs, sizeof mrs, h->enclave.mrsigner, 32);
+        say(d, "    The trainer verified holder %s's enclave before asking it for any chunk: a\n"
+               "    vsgx quote of MRSIGNER %.16s... (the agreement's), ISVSVN %u, bound to this\n"
+               "    agreement, the holder's identity key and the channel; host %s%s.\n",
+            d->agreement.holders[i].name, mrs, h->enclave.isvsvn, h->enclave.host,
+            h->enclave.insecure_simulation ? " (" GT_INSECURE_SIMULATION ")" : "");
+    }
+    return GT_OK;
+}
+
 gt_err demo_step_train(demo *d, gt_collab_report *rep)
 {
     step_begin(d, 6, "The trainer attests to every holder and trains on all their data");
@@ -107,6 +129,7 @@ gt_err demo_step_train(demo *d, gt_collab_report *rep)
         .attestor = gt_tee_attestor_bind(&att), .trainer_name = "demo-trainer",
         .state_dir = d->state, .on_step = on_step, .on_event = on_event, .ctx = d,
         .device_address = d->socket, .sealed_path = d->sealed, .on_chunk = try_read_back,
+        .holder_roots = &rf, .holder_root_count = 1,
     };
     if (d->transfer == GT_TRANSFER_TRAVEL) {
         say(d, "    GPU travelling: for each chunk the trainer lends the device to its holder;\n"
@@ -122,6 +145,7 @@ gt_err demo_step_train(demo *d, gt_collab_report *rep)
     say(d, "    Each chunk lands in device memory as a NO_READBACK buffer, is trained on once,\n"
            "    then erased; the use is checkpointed, journaled and confirmed to its holder.\n");
     GT_TRY_GOTO(err, gt_collab_train(&cfg, rep), out);
+    GT_TRY_GOTO(err, enclave_holder_verified(d, rep), out);
     say(d, "    %-9s %12s %12s %6s %12s\n", "holder", "tokens used", "budget", "chunks",
         "transfer s");
     for (int i = 0; i < HOLDERS; i++) {

@@ -816,11 +816,53 @@ typedef struct {
     bool has_pending[GT_AGREEMENT_MAX_HOLDERS];
 } witness_session;
 
-// This connection's HEAD: the ledger's head now, a fresh nonce, signed with the identity key.
+// A holder the agreement names by enclave proves it in every session (travel.h), when it runs
+// in enclave mode; a plain one cannot, and the trainer refuses it.
+static bool quotes_enclave(const gt_holder_agent *a)
+{
+    return a->cfg.enclave != NULL && a->me->enclave.present;
+}
+
+// ENCLAVE_QUOTE, after HEAD: the holder enclave's quote bound to this agreement (the enclave's
+// TERMS), this holder's identity key and this connection (its binding for our evidence). A
+// quote that cannot be made is a REFUSE in its place.
+static gt_err send_enclave_quote(gt_holder_agent *a, gt_channel *ch)
+{
+    uint8_t binding[GT_NET_BINDING_BYTES], session[GT_SHA256_BYTES];
+    gt_buf ev = {0};
+    gt_writer w = gt_writer_init_dynamic();
+    gt_err err = gt_channel_binding(ch, GT_NET_ROLE_SERVER, binding);
+    if (gt_is_ok(err)) {
+        err = gt_holder_quote_session(session, a->cfg.keys->holder_pub, binding);
+    }
+    if (gt_is_ok(err)) {
+        err = gt_holder_enclave_quote(a->cfg.enclave, session, &ev);
+    }
+    if (gt_is_ok(err)) {
+        err = gt_hp_enclave_quote_write(&w, gt_buf_span(&ev));
+    }
+    if (gt_is_ok(err)) {
+        err = gt_channel_send(ch, GT_HP_ENCLAVE_QUOTE, w.data, w.len);
+    } else {
+        gt_log_error("holder %s: no enclave quote for this session: %s", a->me->name, err.msg);
+        gt_err ignored = send_refuse(ch, gt_errf(err.code, "the holder could not quote its "
+                                                           "enclave: %s", err.msg));
+        (void)ignored;
+    }
+    gt_writer_free(&w);
+    gt_buf_free_nowipe(&ev);
+    return err;
+}
+
+// This connection's HEAD: the ledger's head now, a fresh nonce, signed with the identity key;
+// then, for a holder named by enclave, its ENCLAVE_QUOTE.
 static gt_err send_head(gt_holder_agent *a, gt_channel *ch, gt_hp_head *h)
 {
     memset(h, 0, sizeof *h);
     h->flags = a->cfg.require_witnesses ? GT_HP_HEAD_WITNESSES_REQUIRED : 0;
+    if (quotes_enclave(a)) {
+        h->flags |= GT_HP_HEAD_ENCLAVE_QUOTE;
+    }
     memcpy(h->holder_key, a->cfg.keys->holder_pub, sizeof h->holder_key);
     memcpy(h->agreement, a->cfg.agreement->hash, sizeof h->agreement);
     GT_TRY(gt_random_bytes(h->nonce, sizeof h->nonce));
@@ -831,7 +873,8 @@ static gt_err send_head(gt_holder_agent *a, gt_channel *ch, gt_hp_head *h)
     uint8_t body[GT_HP_HEAD_BYTES];
     gt_writer w = gt_writer_init_fixed(body, sizeof body);
     GT_TRY(gt_hp_head_write(&w, h));
-    return gt_channel_send(ch, GT_HP_HEAD, w.data, w.len);
+    GT_TRY(gt_channel_send(ch, GT_HP_HEAD, w.data, w.len));
+    return quotes_enclave(a) ? send_enclave_quote(a, ch) : GT_OK;
 }
 
 // WITNESS_REQ: another holder's HEAD. Answers what this holder had witnessed of it, bound to

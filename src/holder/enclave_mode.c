@@ -15,6 +15,7 @@ _Static_assert(HOLDER_WRAP_AAD_BYTES == GT_RELEASE_AAD_BYTES,
 
 struct gt_holder_enclave {
     gt_enclave *e;
+    gt_vqe *vqe;  // NULL: this enclave is not quoted
     pthread_mutex_t lock;  // one ECALL at a time: the agent's connection threads share it
 };
 
@@ -62,6 +63,32 @@ static gt_err call(gt_holder_enclave *he, uint64_t n, const void *in, size_t len
                    (long long)status);
 }
 
+// The vQE on the enclave's own platform (the same root: it verifies the enclave's REPORT MAC).
+static gt_err vqe_open(gt_holder_enclave *he, const gt_holder_enclave_config *cfg)
+{
+    const char *dir = cfg->vqe_dir ? cfg->vqe_dir : cfg->platform_dir;
+    if (dir == NULL) {
+        return GT_OK;
+    }
+    const gt_sgx_platform_options *po = cfg->platform_options;
+    gt_collect_params host = {.type = po ? po->host : GT_TEE_SIM,
+                              .sim_root = po ? po->sim_root : NULL};
+    if (cfg->vqe_host != NULL) {
+        host = *cfg->vqe_host;
+    }
+    gt_sgx_platform pf;
+    gt_err err = GT_OK;
+    if (cfg->platform != NULL) {
+        pf = *cfg->platform;
+    } else {
+        GT_TRY_GOTO(err, gt_sgx_platform_open(cfg->platform_dir, po, &pf, NULL), out);
+    }
+    err = gt_err_wrap(gt_vqe_open(&he->vqe, dir, &pf, &host), "holder enclave: its quoting enclave");
+out:
+    gt_secure_zero(&pf, sizeof pf);
+    return err;
+}
+
 gt_err gt_holder_enclave_start(gt_holder_enclave **out, const gt_holder_enclave_config *cfg)
 {
     *out = NULL;
@@ -80,6 +107,12 @@ gt_err gt_holder_enclave_start(gt_holder_enclave **out, const gt_holder_enclave_
                             .platform = cfg->platform};
     GT_TRY_GOTO(err, gt_err_wrap(gt_enclave_start(&he->e, &spec), "holder enclave"), out);
     pthread_mutex_init(&he->lock, NULL);
+    err = vqe_open(he, cfg);
+    if (!gt_is_ok(err)) {
+        gt_holder_enclave_stop(he);
+        he = NULL;
+        goto out;
+    }
     *out = he;
     he = NULL;
 out:
@@ -93,6 +126,7 @@ void gt_holder_enclave_stop(gt_holder_enclave *he)
 {
     if (he != NULL) {
         gt_enclave_stop(he->e);
+        gt_vqe_free(he->vqe);
         pthread_mutex_destroy(&he->lock);
         free(he);
     }
@@ -190,4 +224,31 @@ gt_err gt_holder_enclave_used(gt_holder_enclave *he, uint32_t chunk)
     uint8_t in[4];
     gt_store_u32le(in, chunk);
     return call(he, HOLDER_ECALL_USED, in, sizeof in, NULL, "counting a use");
+}
+
+gt_err gt_holder_enclave_quote(gt_holder_enclave *he, const uint8_t session[GT_SHA256_BYTES],
+                               gt_buf *evidence)
+{
+    GT_ENSURE(he->vqe != NULL, GT_E_STATE, "holder enclave: no quoting enclave was opened (its "
+              "platform folder is the vQE's)");
+    _Static_assert(HOLDER_QUOTE_IN_BYTES == GT_SGX_TARGETINFO_BYTES + GT_SHA256_BYTES, "layout");
+    _Static_assert(HOLDER_QUOTE_OUT_BYTES == GT_SGX_REPORT_BYTES, "a REPORT");
+    uint8_t in[HOLDER_QUOTE_IN_BYTES];
+    gt_sgx_targetinfo ti;
+    gt_vqe_targetinfo(he->vqe, &ti);
+    gt_sgx_targetinfo_encode(&ti, in);
+    memcpy(in + GT_SGX_TARGETINFO_BYTES, session, GT_SHA256_BYTES);
+    gt_buf report = {0};
+    gt_evidence ev = {0};
+    gt_err err = call(he, HOLDER_ECALL_QUOTE, in, sizeof in, &report, "reporting for a quote");
+    if (gt_is_ok(err)) {
+        err = gt_err_wrap(gt_vqe_quote_report(he->vqe, report.data, report.len, &ev),
+                          "holder enclave: quoting its REPORT");
+    }
+    if (gt_is_ok(err)) {
+        err = gt_evidence_encode(&ev, evidence);
+    }
+    gt_evidence_free(&ev);
+    gt_buf_free_nowipe(&report);  // a REPORT: public
+    return err;
 }

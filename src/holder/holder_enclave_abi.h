@@ -18,11 +18,19 @@
 //   K_chunk wrapped to the device key (GT_KEYWRAP_BYTES) under HOLDER_WRAP_AAD; otherwise status
 //   says why (HOLDER_E_DEVICE: the appraisal refused) and nothing is derived.
 // 4 USED: in = u32 chunk: one confirmed use of a chunk that was released and not yet counted used.
+// 5 QUOTE: in = the vQE's TARGETINFO 512 | session 32. out = REPORT 432 (ENCLU[EREPORT] for that
+//   target) with REPORTDATA = the agreement hash TERMS fixed | session: the enclave itself says
+//   which agreement it runs under; the host names the session (travel.h gt_holder_quote_session:
+//   the holder's identity key and the channel binding, which the enclave has no SHA-256 to hash
+//   itself). HOLDER_E_STATE before TERMS.
 #define HOLDER_ECALL_IMPORT 0
 #define HOLDER_ECALL_OPEN 1
 #define HOLDER_ECALL_TERMS 2
 #define HOLDER_ECALL_RELEASE 3
 #define HOLDER_ECALL_USED 4
+#define HOLDER_ECALL_QUOTE 5
+#define HOLDER_QUOTE_IN_BYTES (512 + 32)
+#define HOLDER_QUOTE_OUT_BYTES 432
 
 #define HOLDER_OK 0
 #define HOLDER_E_FORMAT 1       // an input of the wrong shape

@@ -213,6 +213,15 @@ static gt_err compute_binding(SSL *ssl, gt_net_role role, bool own, uint8_t out[
     return GT_OK;
 }
 
+gt_err gt_channel_binding(const gt_channel *ch, gt_net_role role,
+                          uint8_t out[GT_NET_BINDING_BYTES])
+{
+    GT_ENSURE(ch != NULL && ch->ssl != NULL, GT_E_STATE, "tls: no channel");
+    // "own" is whether role is this end's: the server's SSL object knows it is the server.
+    gt_net_role me = SSL_is_server(ch->ssl) ? GT_NET_ROLE_SERVER : GT_NET_ROLE_CLIENT;
+    return compute_binding(ch->ssl, role, role == me, out);
+}
+
 static gt_err send_evidence(gt_channel *ch, const gt_net_attestor *att, gt_net_role me)
 {
     uint8_t binding[64];

@@ -43,13 +43,37 @@ static void holders_close(holders *h, uint32_t n)
     }
 }
 
+// A holder named by enclave: its quote appraised before anything is asked of it; the identity
+// verified goes into the run's report and the event stream.
+static gt_err holder_enclave_check(const gt_collab_config *cfg, gt_holder_conn *c, uint32_t i,
+                                   gt_collab_holder_report *rep)
+{
+    GT_TRY(gt_holder_conn_enclave_verify(c, cfg->holder_roots, cfg->holder_root_count));
+    const gt_holder_enclave_seen *e = gt_holder_conn_enclave(c);
+    if (e == NULL) {
+        return GT_OK;
+    }
+    rep->enclave_verified = true;
+    rep->enclave = *e;
+    char mrs[65], mre[65];
+    gt_hex_encode(mrs, sizeof mrs, e->mrsigner, 32);
+    gt_hex_encode(mre, sizeof mre, e->mrenclave, 32);
+    event(cfg, "holder %s: enclave identity verified (vsgx quote bound to this agreement, its "
+          "identity key and this channel): MRSIGNER %.16s... MRENCLAVE %.16s... ISVPRODID %u "
+          "ISVSVN %u, host %s%s", cfg->agreement->holders[i].name, mrs, mre, e->isvprodid,
+          e->isvsvn, e->host, e->insecure_simulation ? " (" GT_INSECURE_SIMULATION ")" : "");
+    return GT_OK;
+}
+
 static gt_err holders_open(holders *h, const gt_collab_config *cfg,
-                           const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES])
+                           const uint8_t signing_key[GT_ED25519_PUBLIC_BYTES],
+                           gt_collab_report *report)
 {
     const gt_agreement *a = cfg->agreement;
     for (uint32_t i = 0; i < a->holder_count; i++) {
         GT_TRY(gt_holder_connect(&h->conns[i], a, i, &cfg->attestor, cfg->trainer_name,
                                  signing_key));
+        GT_TRY(holder_enclave_check(cfg, h->conns[i], i, &report->holders[i]));
         const gt_manifest *m = gt_holder_conn_manifest(h->conns[i]);
         h->counts[i] = m->chunk_count;
         h->tokens[i] = calloc(m->chunk_count ? m->chunk_count : 1, sizeof *h->tokens[i]);
@@ -643,7 +667,7 @@ gt_err gt_collab_train(const gt_collab_config *cfg, gt_collab_report *report)
     GT_TRY_GOTO(err, ranks ? ranks_model_start(cfg, &model, &ds, &step)
                            : model_start(cfg, &model, &ds, &step),
                 out);
-    GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key), out);
+    GT_TRY_GOTO(err, holders_open(&hs, cfg, report->signing_key, report), out);
     GT_TRY_GOTO(err, schedule_open(cfg, &hs, step, journal_path, &sched, &journal), out);
     collab_run run = {.cfg = cfg, .hs = &hs, .sched = sched, .journal = journal, .ds = &ds,
                       .model = model, .report = report, .served_trip = served_trip,

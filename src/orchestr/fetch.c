@@ -14,7 +14,72 @@ struct gt_holder_conn {
     gt_manifest manifest;
     gt_hp_head head;  // the holder's signed ledger head for this session
     char name[GT_AGREEMENT_NAME_BYTES];
+    // A holder the agreement names by enclave (holders[i].enclave): its ENCLAVE_QUOTE as
+    // received and this channel's binding, until gt_holder_conn_enclave_verify accepts it; no
+    // chunk is asked of it before.
+    const gt_agreement *agreement;
+    uint32_t index;
+    bool enclave_required, enclave_verified;
+    gt_buf enclave_quote;
+    uint8_t binding[GT_NET_BINDING_BYTES];
+    gt_holder_enclave_seen enclave;
 };
+
+// What the trainer needs before it asks a holder named by enclave for anything.
+gt_err gt_holder_conn_enclave_gate(const gt_holder_conn *c)
+{
+    GT_ENSURE(!c->enclave_required || c->enclave_verified, GT_E_STATE,
+              "holder %s: named by enclave, and its enclave quote was not verified yet "
+              "(gt_holder_conn_enclave_verify): nothing is asked of it", c->name);
+    return GT_OK;
+}
+
+const gt_holder_enclave_seen *gt_holder_conn_enclave(const gt_holder_conn *c)
+{
+    return c->enclave_verified ? &c->enclave : NULL;
+}
+
+gt_err gt_holder_conn_enclave_verify(gt_holder_conn *c, const gt_attest_file *roots,
+                                     size_t root_count)
+{
+    if (!c->enclave_required) {
+        return GT_OK;
+    }
+    GT_ENSURE(c->enclave_quote.len > 0, GT_E_POLICY, "holder %s: no enclave quote", c->name);
+    GT_TRY(gt_holder_quote_appraise(c->agreement, c->index, c->binding,
+                                    gt_buf_span(&c->enclave_quote), roots, root_count,
+                                    &c->enclave));
+    c->enclave_verified = true;
+    return GT_OK;
+}
+
+// After HEAD: the ENCLAVE_QUOTE its flags announce (kept for the verify), and a holder the
+// agreement names by enclave that announces none is refused here.
+static gt_err enclave_quote_recv(gt_holder_conn *c, const gt_agreement_holder *h, gt_buf *body)
+{
+    c->enclave_required = h->enclave.present;
+    if ((c->head.flags & GT_HP_HEAD_ENCLAVE_QUOTE) == 0) {
+        GT_ENSURE(!c->enclave_required, GT_E_POLICY,
+                  "holder %s: the agreement names it by enclave identity (holders[%u].enclave) "
+                  "but it sent no enclave quote: it does not run in enclave mode", h->name,
+                  c->index);
+        return GT_OK;
+    }
+    uint32_t type = 0;
+    GT_TRY(gt_channel_recv(c->ch, &type, body, GT_HP_ENCLAVE_QUOTE_MAX + 5));
+    if (type == GT_HP_REFUSE) {
+        return gt_hp_refuse_error(gt_buf_span(body), h->name);
+    }
+    GT_ENSURE(type == GT_HP_ENCLAVE_QUOTE, GT_E_FORMAT,
+              "holder %s: expected its ENCLAVE_QUOTE, got %#x", h->name, type);
+    gt_span ev = {0};
+    GT_TRY(gt_hp_enclave_quote_parse(gt_buf_span(body), &ev));
+    if (!c->enclave_required) {
+        return GT_OK;  // not asked for: nothing to check it against
+    }
+    GT_TRY(gt_channel_binding(c->ch, GT_NET_ROLE_SERVER, c->binding));
+    return gt_buf_append(&c->enclave_quote, ev.data, ev.len);
+}
 
 const gt_manifest *gt_holder_conn_manifest(const gt_holder_conn *c) { return &c->manifest; }
 const gt_hp_head *gt_holder_conn_head(const gt_holder_conn *c) { return &c->head; }
@@ -71,6 +136,9 @@ gt_err gt_holder_connect(gt_holder_conn **out, const gt_agreement *a, uint32_t h
     GT_ENSURE_GOTO(err, gt_ct_equal(c->head.holder_key, h->identity_key, GT_ED25519_PUBLIC_BYTES),
                    fail, GT_E_POLICY, "holder %s: its ledger head names another key", h->name);
     GT_TRY_GOTO(err, gt_hp_head_verify(&c->head, false), fail);
+    c->agreement = a;
+    c->index = holder_index;
+    GT_TRY_GOTO(err, enclave_quote_recv(c, h, &body), fail);
     gt_buf_free_nowipe(&body);
     *out = c;
     return GT_OK;
@@ -90,6 +158,7 @@ gt_err gt_holder_travel(gt_holder_conn *c, uint32_t chunk, gt_device *dev,
 {
     *out = 0;
     *tokens = 0;
+    GT_TRY(gt_holder_conn_enclave_gate(c));
     GT_ENSURE(chunk < c->manifest.chunk_count, GT_E_ARG, "holder %s has no chunk %u", c->name,
               chunk);
     size_t alen = strlen(device_address);
@@ -237,6 +306,7 @@ void gt_holder_disconnect(gt_holder_conn *c)
         gt_channel_close(c->ch);
     }
     gt_manifest_free(&c->manifest);
+    gt_buf_free_nowipe(&c->enclave_quote);
     free(c);
 }
 
@@ -263,6 +333,7 @@ gt_err gt_holder_fetch(gt_holder_conn *c, uint32_t chunk, gt_fetch_mode mode, gt
 {
     *out = 0;
     *tokens = 0;
+    GT_TRY(gt_holder_conn_enclave_gate(c));
     GT_ENSURE(chunk < c->manifest.chunk_count, GT_E_ARG, "holder %s has no chunk %u", c->name,
               chunk);
     uint8_t req[GT_HP_FETCH_BYTES];

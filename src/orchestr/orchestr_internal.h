@@ -6,6 +6,8 @@
 
 gt_channel *gt_holder_conn_channel(gt_holder_conn *c);
 const char *gt_holder_conn_name(const gt_holder_conn *c);
+// GT_E_STATE for a holder named by enclave whose quote is not verified (fetch, travel, trip).
+GT_MUST_USE gt_err gt_holder_conn_enclave_gate(const gt_holder_conn *c);
 
 // ---- the device-sealed run state (devstate.c) --------------------------------------------------
 // In an agreement run the weights carry holder labels: the run's state is the resume state the

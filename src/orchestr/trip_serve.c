@@ -20,6 +20,7 @@ gt_err gt_holder_trip(gt_holder_conn *c, uint32_t chunk, gt_device *dev, const c
     const gt_manifest *m = gt_holder_conn_manifest(c);
     const char *name = gt_holder_conn_name(c);
     gt_channel *ch = gt_holder_conn_channel(c);
+    GT_TRY(gt_holder_conn_enclave_gate(c));
     GT_ENSURE(chunk < m->chunk_count, GT_E_ARG, "holder %s has no chunk %u", name, chunk);
     const uint64_t pt_len = m->chunks[chunk].plaintext_len;
     uint8_t aad[GT_CHUNK_AAD_BYTES];

@@ -57,6 +57,43 @@ static gt_err get_measurements(const cJSON *obj, const char *field, gt_measureme
     return GT_OK;
 }
 
+// holders[i].enclave (the strict shape check ran first: known members, each once, of its type).
+static gt_err parse_enclave(const cJSON *h, gt_agreement_enclave *out)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(h, "enclave");
+    if (e == NULL) {
+        return GT_OK;
+    }
+    GT_ENSURE(cJSON_IsObject(e), GT_E_FORMAT, "enclave: expected an object");
+    out->present = true;
+    out->has_mrsigner = cJSON_GetObjectItemCaseSensitive(e, "mrsigner") != NULL;
+    out->has_mrenclave = cJSON_GetObjectItemCaseSensitive(e, "mrenclave") != NULL;
+    GT_ENSURE(out->has_mrsigner || out->has_mrenclave, GT_E_FORMAT,
+              "enclave: names neither mrsigner nor mrenclave (at least one is required)");
+    if (out->has_mrsigner) {
+        GT_TRY(gt_err_wrap(gt_json_get_hex(e, "mrsigner", out->mrsigner, 32),
+                           "enclave.mrsigner (64 hex digits)"));
+    }
+    if (out->has_mrenclave) {
+        GT_TRY(gt_err_wrap(gt_json_get_hex(e, "mrenclave", out->mrenclave, 32),
+                           "enclave.mrenclave (64 hex digits)"));
+    }
+    uint32_t v = 0;
+    if (cJSON_GetObjectItemCaseSensitive(e, "isvprodid") != NULL) {
+        GT_TRY(gt_err_wrap(get_u32(e, "isvprodid", 0, 65535, &v), "enclave"));
+        out->isvprodid = (uint16_t)v;
+        out->has_isvprodid = true;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(e, "min_isvsvn") != NULL) {
+        GT_TRY(gt_err_wrap(get_u32(e, "min_isvsvn", 0, 65535, &v), "enclave"));
+        out->min_isvsvn = (uint16_t)v;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(e, "debug") != NULL) {
+        GT_TRY(gt_err_wrap(gt_json_get_bool(e, "debug", &out->debug), "enclave"));
+    }
+    return GT_OK;
+}
+
 static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
 {
     GT_ENSURE(cJSON_IsObject(h), GT_E_FORMAT, "a holder must be an object");
@@ -81,7 +118,7 @@ static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
                                            sizeof out->recipient_key), "holder %s", out->name));
         out->has_recipient_key = true;
     }
-    return GT_OK;
+    return gt_err_wrap(parse_enclave(h, &out->enclave), "holder %s", out->name);
 }
 
 // The holders: no two share a name, a dataset or (where given) a recipient key.

@@ -37,11 +37,16 @@ static const field training_fields[] = {
     {"steps", T_INT, true, NULL, 0},          {"batch", T_INT, true, NULL, 0},
     {"seq", T_INT, true, NULL, 0},            {"learning_rate", T_NUMBER, true, NULL, 0},
     {"program", T_STRING, false, NULL, 0},    {NULL, 0, false, NULL, 0}};
+static const field enclave_fields[] = {
+    {"mrsigner", T_STRING, false, NULL, 0},  {"mrenclave", T_STRING, false, NULL, 0},
+    {"isvprodid", T_INT, false, NULL, 0},    {"min_isvsvn", T_INT, false, NULL, 0},
+    {"debug", T_BOOL, false, NULL, 0},       {NULL, 0, false, NULL, 0}};
 static const field holder_fields[] = {
     {"name", T_STRING, true, NULL, 0},          {"identity_key", T_STRING, true, NULL, 0},
     {"endpoint", T_STRING, true, NULL, 0},      {"dataset_id", T_STRING, true, NULL, 0},
     {"token_budget", T_U64, true, NULL, 0},     {"max_uses_per_chunk", T_INT, true, NULL, 0},
-    {"recipient_key", T_STRING, false, NULL, 0}, {NULL, 0, false, NULL, 0}};
+    {"recipient_key", T_STRING, false, NULL, 0}, {"enclave", T_OBJECT, false, enclave_fields, 0},
+    {NULL, 0, false, NULL, 0}};
 static const field party_fields[] = {
     {"accepted_measurements", T_ARRAY, false, NULL, T_STRING}, {NULL, 0, false, NULL, 0}};
 static const field trainer_fields[] = {

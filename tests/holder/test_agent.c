@@ -60,6 +60,9 @@ static int teardown(void **state)
 }
 
 // transfer: the agreement's "transfer" value (JSON), or NULL for none (the default list).
+// holders[0].enclave for the next agreement_with, as JSON (NULL: alice is not named by enclave).
+static const char *alice_enclave;
+
 static void agreement_with(gt_agreement *a, int port, uint64_t budget, uint32_t uses,
                            const char *transfer)
 {
@@ -74,9 +77,10 @@ static void agreement_with(gt_agreement *a, int port, uint64_t budget, uint32_t 
              "\"vocab\":256,\"max_seq\":16,\"init_seed\":1},\"training\":{\"steps\":1,"
              "\"batch\":1,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"alice\","
              "\"identity_key\":\"%s\",\"endpoint\":\"127.0.0.1:%d\",\"dataset_id\":\"%s\","
-             "\"token_budget\":%llu,\"max_uses_per_chunk\":%u}],\"trainer\":{},\"device\":{},"
-             "\"allow_simulation\":true,%s%s%s\"output\":{\"kind\":\"loss_only\"}}",
+             "\"token_budget\":%llu,\"max_uses_per_chunk\":%u%s%s}],\"trainer\":{},"
+             "\"device\":{},\"allow_simulation\":true,%s%s%s\"output\":{\"kind\":\"loss_only\"}}",
              key_hex, port, id_hex, (unsigned long long)budget, uses,
+             alice_enclave ? ",\"enclave\":" : "", alice_enclave ? alice_enclave : "",
              transfer ? "\"transfer\":" : "", transfer ? transfer : "", transfer ? "," : "");
     GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
 }
@@ -572,6 +576,75 @@ static void enclave_mode_refuses_fetch(void **state)
     gt_holder_keys_wipe(&identity_only);
 }
 
+// A holder the agreement names by enclave, over a real attested channel: a plain agent sends no
+// quote and connect refuses it; an enclave-mode agent's quote (bound to the channel binding both
+// ends compute) verifies, and before it does nothing is fetched from that holder.
+static void named_by_enclave_over_the_channel(void **state)
+{
+    (void)state;
+    unlink(ledger_path);
+    gt_sgx_platform pf;
+    memset(&pf, 0x43, sizeof pf);
+    char image[512], sig[512], vqe[600], simroot[600], pub[700];
+    snprintf(image, sizeof image, "%s/holder.bin", GT_ENCLAVE_DIR);
+    snprintf(sig, sizeof sig, "%s/holder.sig", GT_ENCLAVE_DIR);
+    GT_ASSERT_OK(gt_path_join(vqe, sizeof vqe, dir, "vqe"));
+    GT_ASSERT_OK(gt_path_join(simroot, sizeof simroot, dir, "simroot"));
+    GT_ASSERT_OK(gt_mkdir_p(vqe, 0700));
+    gt_pkey *rk = NULL;
+    GT_ASSERT_OK(gt_sim_root_open(&rk, pub, sizeof pub, simroot, true));
+    gt_pkey_free(rk);
+    gt_collect_params host = {.type = GT_TEE_SIM, .sim_root = simroot};
+    gt_holder_enclave_config ec = {.image_path = image, .sigstruct_path = sig,
+                                   .process_path = GT_ENCLAVE_PROCESS_PATH, .platform = &pf,
+                                   .vqe_dir = vqe, .vqe_host = &host};
+    gt_holder_enclave *he = NULL;
+    GT_ASSERT_OK(gt_holder_enclave_start(&he, &ec));
+    char encl[128], hex[65];
+    gt_hex_encode(hex, sizeof hex, gt_holder_enclave_identity(he)->mrsigner, 32);
+    snprintf(encl, sizeof encl, "{\"mrsigner\":\"%s\"}", hex);
+    alice_enclave = encl;
+    gt_net_attestor att = gt_test_toy_attestor(&trainer_ok);
+    uint8_t k[GT_ED25519_PUBLIC_BYTES];
+    memset(k, 0x57, sizeof k);
+    gt_holder_conn *c = NULL;
+
+    agent_run r = {0};  // plain: no quote
+    start_agent(&r, 1000000, 1);
+    GT_ASSERT_ERR(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k), GT_E_POLICY,
+                  "sent no enclave quote");
+    stop_agent(&r);
+
+    gt_buf sealed = {0};
+    GT_ASSERT_OK(gt_holder_enclave_import(he, keys.dataset_key, &sealed));
+    GT_ASSERT_OK(gt_holder_enclave_open_key(he, sealed.data, sealed.len));
+    identity_only = keys;
+    memset(identity_only.dataset_key, 0, sizeof identity_only.dataset_key);
+    agent_enclave = he;
+    unlink(ledger_path);
+    start_agent(&r, 1000000, 1);
+    GT_ASSERT_OK(gt_holder_connect(&c, &r.a, 0, &att, "trainer-1", k));
+    gt_dbuf buf = 0;
+    uint64_t n = 0;
+    GT_ASSERT_ERR(gt_holder_fetch(c, 0, GT_FETCH_KEYRELEASE, r.dev, GT_DBUF_NO_READBACK, &buf,
+                                  &n),
+                  GT_E_STATE, "not verified");
+    assert_null(gt_holder_conn_enclave(c));
+    gt_attest_file root = {.path = pub};
+    GT_ASSERT_OK(gt_holder_conn_enclave_verify(c, &root, 1));
+    const gt_holder_enclave_seen *seen = gt_holder_conn_enclave(c);
+    assert_non_null(seen);
+    assert_memory_equal(seen->mrsigner, gt_holder_enclave_identity(he)->mrsigner, 32);
+    gt_holder_disconnect(c);
+    stop_agent(&r);
+    gt_device_close(r.dev);
+    agent_enclave = NULL;
+    alice_enclave = NULL;
+    gt_buf_free(&sealed);
+    gt_holder_enclave_stop(he);
+    gt_holder_keys_wipe(&identity_only);
+}
+
 // The host-memory trip (a cpu trainer's ipc-cpu: address) is not travel: under the default
 // list it is refused before the holder attaches (the trainer's wait ends at once), recorded with
 // its mode; under an agreement listing insecure-host-trip it is served, and the ledger names the
@@ -951,6 +1024,7 @@ int main(void)
         cmocka_unit_test(unrecorded_grant_is_refused),
         cmocka_unit_test(plain_fetch_outside_the_agreement),
         cmocka_unit_test(enclave_mode_refuses_fetch),
+        cmocka_unit_test(named_by_enclave_over_the_channel),
         cmocka_unit_test(host_trip_needs_its_own_mode),
         cmocka_unit_test(host_trip_posing_as_travel),
         cmocka_unit_test(slowloris_and_flood_do_not_block_a_trainer),

@@ -415,6 +415,75 @@ static void truncations_and_flips(void **state)
     free(a);
 }
 
+// holders[i].enclave: accepted with either identity, parsed into the holder; refused (naming the
+// member) when unknown, repeated, of bad hex or length, out of range, or naming neither
+// identity; and the agreement's hash changes with it.
+#define MRS "ab" "000000000000000000000000000000000000000000000000000000000000cd"
+static void holder_enclave_field(void **state)
+{
+    (void)state;
+    char base[4096], doc[4096];
+    make_doc(base, sizeof base, NULL, NULL, NULL, NULL);
+    gt_agreement *a = calloc(1, sizeof *a), *plain = calloc(1, sizeof *plain);
+    assert_non_null(a);
+    assert_non_null(plain);
+    GT_ASSERT_OK(gt_agreement_parse(plain, (const uint8_t *)base, strlen(base)));
+    assert_false(plain->holders[0].enclave.present);
+    snprintf(doc, sizeof doc, "%s", base);
+    patch(doc, sizeof doc, "\"max_uses_per_chunk\":2,",
+          "\"max_uses_per_chunk\":2,\"enclave\":{\"mrsigner\":\"" MRS "\",\"isvprodid\":7,"
+          "\"min_isvsvn\":3,\"debug\":true},");
+    GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
+    const gt_agreement_enclave *e = &a->holders[0].enclave;
+    assert_true(e->present && e->has_mrsigner && !e->has_mrenclave && e->has_isvprodid);
+    assert_int_equal(e->mrsigner[0], 0xab);
+    assert_int_equal(e->mrsigner[31], 0xcd);
+    assert_int_equal(e->isvprodid, 7);
+    assert_int_equal(e->min_isvsvn, 3);
+    assert_true(e->debug);
+    assert_false(a->holders[1].enclave.present);
+    assert_memory_not_equal(a->hash, plain->hash, 32);  // part of what every party signs
+    // mrenclave alone, defaults for the rest
+    snprintf(doc, sizeof doc, "%s", base);
+    patch(doc, sizeof doc, "\"max_uses_per_chunk\":1}",
+          "\"max_uses_per_chunk\":1,\"enclave\":{\"mrenclave\":\"" MRS "\"}}");
+    GT_ASSERT_OK(gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc)));
+    e = &a->holders[1].enclave;
+    assert_true(e->present && !e->has_mrsigner && e->has_mrenclave && !e->has_isvprodid);
+    assert_false(e->debug);
+    assert_int_equal(e->min_isvsvn, 0);
+    struct {
+        const char *enclave, *says;
+    } bad[] = {
+        {"{\"mrsigner\":\"" MRS "\",\"mrsignr\":1}",
+         "holders[0].enclave.mrsignr: unknown field (did you mean mrsigner?)"},
+        {"{\"mrsigner\":\"" MRS "\",\"mrsigner\":\"" MRS "\"}",
+         "holders[0].enclave.mrsigner: field given twice"},
+        {"{\"mrsigner\":\"zz" MRS "\"}", "enclave.mrsigner (64 hex digits)"},
+        {"{\"mrsigner\":\"abcd\"}", "enclave.mrsigner (64 hex digits)"},
+        {"{\"mrenclave\":\"" MRS "00\"}", "enclave.mrenclave (64 hex digits)"},
+        {"{\"isvprodid\":1}", "names neither mrsigner nor mrenclave"},
+        {"{}", "names neither mrsigner nor mrenclave"},
+        {"{\"mrsigner\":\"" MRS "\",\"isvprodid\":70000}", "'isvprodid' is 70000"},
+        {"{\"mrsigner\":\"" MRS "\",\"min_isvsvn\":-1}", "enclave.min_isvsvn: expected a whole"},
+        {"{\"mrsigner\":\"" MRS "\",\"debug\":1}", "enclave.debug: expected a bool"},
+        {"\"" MRS "\"", "holders[0].enclave: expected an object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char to[512];
+        snprintf(to, sizeof to, "\"max_uses_per_chunk\":2,\"enclave\":%s,", bad[i].enclave);
+        snprintf(doc, sizeof doc, "%s", base);
+        patch(doc, sizeof doc, "\"max_uses_per_chunk\":2,", to);
+        gt_err err = gt_agreement_parse(a, (const uint8_t *)doc, strlen(doc));
+        if (gt_is_ok(err) || strstr(err.msg, bad[i].says) == NULL) {
+            fail_msg("row %zu: %s -> %s (wanted '%s')", i, bad[i].enclave,
+                     gt_is_ok(err) ? "accepted" : err.msg, bad[i].says);
+        }
+    }
+    free(a);
+    free(plain);
+}
+
 int main(void)
 
 
@@ -428,6 +497,7 @@ int main(void)
         cmocka_unit_test(strict_shape),
         cmocka_unit_test(lint_lists_every_problem),
         cmocka_unit_test(truncations_and_flips),
+        cmocka_unit_test(holder_enclave_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
