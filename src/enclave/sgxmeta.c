@@ -39,7 +39,17 @@
 #define TCS_OGS_BASE 56
 #define META_VERSION_1_3 ((1ull << 32) | 3)  // SDK 1.5's metadata: one extra page (below)
 #define META_MAJOR_MAX 10                   // above: elrange metadata (not supported)
-#define ENCLAVE_SIZE_MAX (64ull << 30)      // the SDK's 64-bit enclave limit
+// SECS.SIZE is bounded by the 47-bit user address space, not by a smaller "SDK limit": sgx_sign
+// checks the laid-out content against 0x1fffffffff and then rounds SIZE up to a power of two, so
+// real SDK 2.17 enclaves are 128 GiB (a large EDMM heap reserved, little of it added).
+#define ENCLAVE_SIZE_MAX (1ull << 47)
+// The work is bounded apart from SIZE, in SHA-256 blocks: at most what a 64 GiB enclave whose
+// every page is EEXTENDed costs (EADD 1 block, EEXTEND 16 x (1 + 4)). An EADD-only heap page
+// costs one block, so 128 GiB of SDK heap fits.
+#define PAGE_BLOCKS_EADD 1ull
+#define PAGE_BLOCKS_EXTENDED (1ull + 16 * 5)
+#define WORK_PAGES_MAX ((64ull << 30) / GT_SGX_PAGE_BYTES)
+#define WORK_BLOCKS_MAX (WORK_PAGES_MAX * PAGE_BLOCKS_EXTENDED)
 #define GROUP_DEPTH_MAX 4
 
 typedef struct {
@@ -251,7 +261,8 @@ typedef struct {
     size_t image_len;
     const uint8_t *meta;    // metadata_t bytes
     size_t meta_len;
-    uint64_t pages_left;    // a bound on work: no more pages than the enclave can hold
+    uint64_t pages_left;    // no more pages than the enclave can hold
+    uint64_t blocks_left;   // a bound on work (WORK_BLOCKS_MAX)
     uint64_t visits_left;   // and no more layout entries laid out than it has pages (+ slack)
 } builder;
 
@@ -264,6 +275,12 @@ static gt_err add_pages(builder *b, uint64_t rva, uint64_t count, uint64_t flags
               "sgx metadata: more pages than an enclave of 0x%llx bytes holds",
               (unsigned long long)b->m->size);
     b->pages_left -= count;
+    uint64_t per_page = (attr & PAGE_ATTR_EEXTEND) != 0 ? PAGE_BLOCKS_EXTENDED : PAGE_BLOCKS_EADD;
+    GT_ENSURE(count <= b->blocks_left / per_page, GT_E_LIMIT,
+              "sgx metadata: measuring it would hash more than %llu blocks (64 GiB of"
+              " measured pages), the most this measurer does",
+              (unsigned long long)WORK_BLOCKS_MAX);
+    b->blocks_left -= count * per_page;
     for (uint64_t i = 0; i < count; i++) {
         GT_TRY(gt_sgx_measurer_page(b->mz, rva + i * GT_SGX_PAGE_BYTES, flags, page,
                                     (attr & PAGE_ATTR_EEXTEND) != 0));
@@ -509,7 +526,7 @@ gt_err gt_sgx_measure_signed_so(const uint8_t *elf, size_t len, gt_sgx_measureme
         *meta_out = meta;
     }
     GT_ENSURE(meta.enclave_size <= ENCLAVE_SIZE_MAX, GT_E_LIMIT,
-              "sgx metadata: enclave size 0x%llx is above 64 GiB",
+              "sgx metadata: enclave size 0x%llx is above the 47-bit address space",
               (unsigned long long)meta.enclave_size);
     ehdr h;
     GT_TRY(read_ehdr(elf, len, &h));
@@ -527,9 +544,10 @@ gt_err gt_sgx_measure_signed_so(const uint8_t *elf, size_t len, gt_sgx_measureme
     GT_TRY_GOTO(err, apply_patches(image, len, &meta, md, meta.size), out_free);
     GT_TRY_GOTO(err, gt_sgx_measurer_new(&mz, out, meta.ssa_frame_size, meta.enclave_size),
                 out_free);
+    uint64_t pages = meta.enclave_size / GT_SGX_PAGE_BYTES;
     builder b = {.mz = mz, .m = out, .image = image, .image_len = len, .meta = md,
-                 .meta_len = meta.size, .pages_left = meta.enclave_size / GT_SGX_PAGE_BYTES,
-                 .visits_left = meta.enclave_size / GT_SGX_PAGE_BYTES + 4096};
+                 .meta_len = meta.size, .pages_left = pages, .blocks_left = WORK_BLOCKS_MAX,
+                 .visits_left = (pages < WORK_PAGES_MAX ? pages : WORK_PAGES_MAX) + 4096};
     GT_TRY_GOTO(err, segments(&b, &h, &meta), out_free);
     GT_TRY_GOTO(err, contexts(&b, &meta, 0, meta.layout_count, 0, 0), out_free);
     for (unsigned i = 0; i < h.e_phnum; i++) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-# Writes the synthetic corpus files: sgx_metadata/synthetic_v23.so and synthetic_v13.so, small
+# Writes the synthetic corpus files: sgx_metadata/synthetic_v23.so, synthetic_v13.so and
+# synthetic_v23_128g.so (SECS.SIZE 128 GiB), small
 # ELF64 SDK enclaves whose .note.sgxmeta metadata_t has a patch, heap, guard, stack, TCS, SSA, a
 # thread group and an initial-content entry (the layout tests/enclave/test_measure.c builds), and
 # sigstruct/oe_signed.elf, an Open Enclave-style signed ELF.
@@ -9,7 +10,7 @@ import os, struct
 NOTE, META_SIZE, PATCH, LAYOUT = 0x3000, 2400, 1888, 1888 + 32
 TCS, CONTENT, PSRC, SIZE = 2200, 2300, 2290, 0x40c0
 
-def elf(version):
+def elf(version, enclave_size=0x100000):
     f = bytearray((i * 7 + 1) & 0xff for i in range(0x2400)) + bytearray(SIZE - 0x2400)
     f[0:0x100] = bytes(0x100)
     f[0:7] = b'\x7fELF\x02\x01\x01'
@@ -21,7 +22,7 @@ def elf(version):
     m = NOTE + 25
     struct.pack_into('<QQI', f, m, 0x86A80294635D0E4C, version, META_SIZE)
     struct.pack_into('<I', f, m + 24, 1)
-    struct.pack_into('<Q', f, m + 40, 0x100000)
+    struct.pack_into('<Q', f, m + 40, enclave_size)
     struct.pack_into('<IIII', f, m + 1872, PATCH, 32, LAYOUT, 32 * 7)
     struct.pack_into('<QII', f, m + PATCH, 0x1010, PSRC, 8)
     f[m + PSRC:m + PSRC + 8] = b'\x5a' * 8
@@ -46,6 +47,9 @@ def elf(version):
 here = os.path.dirname(os.path.abspath(__file__))
 for name, v in (('synthetic_v23.so', (2 << 32) | 3), ('synthetic_v13.so', (1 << 32) | 3)):
     open(os.path.join(here, 'sgx_metadata', name), 'wb').write(elf(v))
+# synthetic_v23_128g.so: the same in a 128 GiB enclave, as SDK 2.17 signs large-heap enclaves
+open(os.path.join(here, 'sgx_metadata', 'synthetic_v23_128g.so'), 'wb').write(
+    elf((2 << 32) | 3, 128 << 30))
 
 # sigstruct/oe_signed.elf: an Open Enclave-style signed ELF, the SIGSTRUCT (enarx_encl.ss) at the
 # end of a 1960-byte oe_sgx_enclave_properties_t in .oeinfo, before its 8-byte end marker.
