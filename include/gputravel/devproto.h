@@ -64,9 +64,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 3u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
+#define GT_SIM_VERSION 4u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
                            // 3: peers (PEER_* requests, issue 16) and STAT with the pager's
-                           //    counters (issue 17)
+                           //    counters (issue 17); 4: STAT with the prefetcher's counters
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -257,7 +257,10 @@ enum {
     GT_SIM_REP_STAT = 0x0304,      // u64 sessions served, u64 bytes in use, u64 bytes wiped,
                                    // u64 buffers live, u64 mem_limit; then (version 3) the
                                    // pager: u64 page_bytes (0: no paging), cap, resident,
-                                   // peak resident, evicted, page-outs, fault-ins, clean drops
+                                   // peak resident, evicted, page-outs, fault-ins, clean drops;
+                                   // then (version 4) the prefetcher: u64 prefetch (0 or 1),
+                                   // demand faults, prefetch issued, hits, wasted, assisted,
+                                   // pre-evictions, mispredicted launches
     GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
@@ -314,6 +317,9 @@ typedef struct {
     // devd --paging-store: docs/paging.md (all 0 without paging)
     uint64_t page_bytes, paging_cap, resident, peak_resident, evicted, page_outs, fault_ins,
         clean_drops;
+    // devd --prefetch (version 4): device.h gt_pager_stats' fields of the same names
+    uint64_t prefetch, demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted,
+        assist_faults, pre_evictions, mispredicts;
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

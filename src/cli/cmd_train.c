@@ -757,8 +757,19 @@ static gt_err run(const train_opts *o, train_run *r)
 // What paging did, said plainly at the end (docs/paging.md).
 static void paging_report(gt_device *dev)
 {
-    gt_pager_stats st;
-    if (dev == NULL || !gt_is_ok(gt_device_paging_stats(dev, &st)) || st.page_bytes == 0) {
+    gt_pager_stats st = {0};
+    gt_device_sim_stat sim;
+    if (dev == NULL) {
+        return;
+    }
+    if (gt_device_get_kind(dev) == GT_DEVICE_SIM) {  // devd's pager, through its STAT reply
+        if (gt_is_ok(gt_device_sim_stat_get(dev, &sim))) {
+            st = sim.paging;
+        }
+    } else if (!gt_is_ok(gt_device_paging_stats(dev, &st))) {
+        return;
+    }
+    if (st.page_bytes == 0) {
         return;
     }
     char cap[32], peak[32];

@@ -335,7 +335,11 @@ static gt_sim_stat stat_of(const devd *d)
                          .paging_cap = p.cap, .resident = p.resident_bytes,
                          .peak_resident = p.peak_resident, .evicted = p.evicted_bytes,
                          .page_outs = p.page_outs, .fault_ins = p.fault_ins,
-                         .clean_drops = p.clean_drops};
+                         .clean_drops = p.clean_drops, .prefetch = p.prefetch,
+                         .demand_faults = p.demand_faults, .prefetch_issued = p.prefetch_issued,
+                         .prefetch_hits = p.prefetch_hits, .prefetch_wasted = p.prefetch_wasted,
+                         .assist_faults = p.assist_faults, .pre_evictions = p.pre_evictions,
+                         .mispredicts = p.mispredicts};
 }
 
 // ---- records ----------------------------------------------------------------------------------

@@ -217,7 +217,15 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                             .evicted_bytes = rep.stat.evicted,
                                             .page_outs = rep.stat.page_outs,
                                             .fault_ins = rep.stat.fault_ins,
-                                            .clean_drops = rep.stat.clean_drops}};
+                                            .clean_drops = rep.stat.clean_drops,
+                                            .prefetch = rep.stat.prefetch != 0,
+                                            .demand_faults = rep.stat.demand_faults,
+                                            .prefetch_issued = rep.stat.prefetch_issued,
+                                            .prefetch_hits = rep.stat.prefetch_hits,
+                                            .prefetch_wasted = rep.stat.prefetch_wasted,
+                                            .assist_faults = rep.stat.assist_faults,
+                                            .pre_evictions = rep.stat.pre_evictions,
+                                            .mispredicts = rep.stat.mispredicts}};
     return GT_OK;
 }
 

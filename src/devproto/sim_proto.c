@@ -129,24 +129,40 @@ static gt_err status_write(gt_writer *w, uint32_t code, const char *msg)
     return GT_OK;
 }
 
-// STAT's pager counters (version 3), in the order of gt_sim_stat.
+// STAT's pager counters (version 3) and the prefetcher's (version 4), in the order of
+// gt_sim_stat: one list, so that writer and parser cannot disagree.
+#define STAT_PAGING_FIELDS 16
+
+static void stat_paging_fields(gt_sim_stat *st, uint64_t *v[STAT_PAGING_FIELDS])
+{
+    uint64_t *f[STAT_PAGING_FIELDS] = {
+        &st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident, &st->evicted,
+        &st->page_outs, &st->fault_ins, &st->clean_drops, &st->prefetch, &st->demand_faults,
+        &st->prefetch_issued, &st->prefetch_hits, &st->prefetch_wasted, &st->assist_faults,
+        &st->pre_evictions, &st->mispredicts};
+    memcpy(v, f, sizeof f);
+}
+
 static gt_err stat_paging_write(gt_writer *w, const gt_sim_stat *st)
 {
-    const uint64_t v[8] = {st->page_bytes, st->paging_cap, st->resident, st->peak_resident,
-                           st->evicted, st->page_outs, st->fault_ins, st->clean_drops};
-    for (int i = 0; i < 8; i++) {
-        GT_TRY(gt_writer_u64le(w, v[i]));
+    gt_sim_stat copy = *st;
+    uint64_t *v[STAT_PAGING_FIELDS];
+    stat_paging_fields(&copy, v);
+    for (int i = 0; i < STAT_PAGING_FIELDS; i++) {
+        GT_TRY(gt_writer_u64le(w, *v[i]));
     }
     return GT_OK;
 }
 
 static gt_err stat_paging_parse(gt_reader *r, gt_sim_stat *st)
 {
-    uint64_t *v[8] = {&st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident,
-                      &st->evicted, &st->page_outs, &st->fault_ins, &st->clean_drops};
-    for (int i = 0; i < 8; i++) {
+    uint64_t *v[STAT_PAGING_FIELDS];
+    stat_paging_fields(st, v);
+    for (int i = 0; i < STAT_PAGING_FIELDS; i++) {
         GT_TRY(gt_reader_u64le(r, v[i]));
     }
+    GT_ENSURE(st->prefetch <= 1, GT_E_FORMAT, "stat_reply: prefetch flag %llu",
+              (unsigned long long)st->prefetch);
     return GT_OK;
 }
 

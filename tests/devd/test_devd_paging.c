@@ -20,6 +20,7 @@
 typedef struct {
     char dir[512], store[600], sock[600];
     pid_t pid;
+    bool prefetch;  // devd runs --prefetch
 } fixture;
 
 static int setup_with(void **state, bool prefetch)
@@ -31,6 +32,7 @@ static int setup_with(void **state, bool prefetch)
     const char *args[] = {"--mem-limit", "40KiB", "--page-size", "4KiB", "--paging-store",
                           f->store, "--threads", "1", prefetch ? "--prefetch" : NULL, NULL};
     f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
+    f->prefetch = prefetch;
     *state = f;
     return 0;
 }
@@ -100,6 +102,18 @@ static void train_capped_matches_cpu(void **state)
     assert_true(st.paging.peak_resident <= CAP && st.paging.resident_bytes <= CAP);
     assert_true(st.paging.evicted_bytes > 0);
     assert_int_equal(st.paging.peak_resident, CAP);  // it filled the cap (and needed more)
+    // STAT version 4: who faulted the pages in; every fault-in is counted once, by one cause.
+    assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +
+                         st.paging.assist_faults, st.paging.fault_ins);
+    assert_int_equal(st.paging.prefetch, f->prefetch);
+    if (f->prefetch) {  // the toy's steps repeat: from the second one on, pages come ahead
+        assert_true(st.paging.prefetch_issued > 0 && st.paging.prefetch_hits > 0);
+        assert_true(st.paging.prefetch_hits <= st.paging.prefetch_issued);
+        assert_true(st.paging.demand_faults < st.paging.fault_ins);
+    } else {
+        assert_int_equal(st.paging.demand_faults, st.paging.fault_ins);
+        assert_int_equal(st.paging.prefetch_issued + st.paging.mispredicts, 0);
+    }
 }
 
 // The one *.pages file of the store.
