@@ -12,6 +12,9 @@
 // very same inputs and compare first losses.
 //
 //   bench_train [a|b|all] [--steps N] [--warmup N] [--threads N] [--peer-dir DIR]
+// GPUTRAVEL_CPU_ISA=avx512|avx2|scalar chooses the kernels' path (default: the best the CPU has)
+// and OPENBLAS_CORETYPE OpenBLAS's (its sgemm peak below is measured on that same core); the
+// header says which ran, and the table's last column repeats it.
 //   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M (L=12 C=768 NH=12) B=4 T=64
 // llm.c's CPU trainer on the reference machine (2 threads, median): (a) 273 tok/s, (b) 35 tok/s.
 #include <gputravel/device.h>
@@ -333,14 +336,25 @@ int main(int argc, char **argv)
     if (steps < 1) {
         steps = 1;
     }
+    const char *isa_env = getenv("GPUTRAVEL_CPU_ISA");
+    gt_err ie = gt_ops_cpu_select_isa(isa_env);
+    if (!gt_is_ok(ie)) {
+        fprintf(stderr, "bench_train: GPUTRAVEL_CPU_ISA=%s: %s\n", isa_env, ie.msg);
+        return 64;
+    }
+    char isa_line[160];
+    gt_ops_cpu_describe(isa_line, sizeof isa_line);
+    const char *isa = gt_cpu_isa_name(gt_ops_cpu_isa());
     double peak = sgemm_peak_in_child(threads);
     printf("GPT-2 training step on the cpu device, %d threads, median of %d steps (%d warmup)\n",
            threads, steps, warmup);
-    printf("OpenBLAS sgemm peak, %d threads, 2048^3, best of 5: %.1f GFLOP/s\n", threads, peak);
+    printf("%s\n", isa_line);
+    printf("OpenBLAS sgemm peak, %d threads, 2048^3, best of 5, core %s: %.1f GFLOP/s\n", threads,
+           openblas_get_corename(), peak);
     printf("| cfg | L | C | NH | B | T | params | step ms (median/min) | cpu ms/step | fwd ms | "
            "adamw ms | tok/s | llm.c tok/s | speedup | GFLOP/s | of sgemm peak | peak RSS | "
-           "params+grads+adam+acts | ratio |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "params+grads+adam+acts | ratio | isa |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     char profiles[2][4096] = {{0}};
     double step_ms[2] = {0};
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
@@ -379,10 +393,10 @@ int main(int argc, char **argv)
         }
         double rss = (double)ru.ru_maxrss * 1024.0;
         printf("| %s | %d | %d | %d | %d | %d | %.1fM | %.0f / %.0f | %.0f | %.0f | %.0f | %.0f | "
-               "%.0f | %.2fx | %.1f | %.0f%% | %.0f MiB | %.0f MiB | %.2f |\n",
+               "%.0f | %.2fx | %.1f | %.0f%% | %.0f MiB | %.0f MiB | %.2f | %s |\n",
                name, L, C, NH, B, T, np / 1e6, med, mn, cpu, fwd, upd, tok_s, c->llmc_tok_s,
                tok_s / c->llmc_tok_s, gflops, peak > 0 ? 100.0 * gflops / peak : 0.0,
-               rss / 1048576.0, model_bytes / 1048576.0, rss / (double)model_bytes);
+               rss / 1048576.0, model_bytes / 1048576.0, rss / (double)model_bytes, isa);
         fflush(stdout);
         snprintf(profiles[k], sizeof profiles[k], "%s", buf);
         step_ms[k] = med;

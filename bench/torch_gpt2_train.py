@@ -5,13 +5,15 @@ wants CPU speed would run it, on the same llm.c checkpoint and the same unshuffl
   torch_gpt2_train.py --checkpoint model.bin --tokens tokens.u16 --B 4 --T 256 --steps 5
                       [--warmup 1] [--threads 2] [--lr 1e-4]
 
-Prints one line per step, "step I loss L ms M", then "median_ms M". The model is llm.c's layout
+Prints "capability C openblas_core K" (ATen's CPU capability, OpenBLAS's core), one line per
+step, "step I loss L ms M", then "median_ms M". The model is llm.c's layout
 (16 tensors, tied lm-head, tanh GELU, layernorm eps 1e-5, loss over the first V of Vp logits);
 batch i is tokens [i*B*T, (i+1)*B*T] as llm.c's unshuffled loader reads them; AdamW with
 weight decay 0 (torch.optim.AdamW, foreach). Run with OMP_WAIT_POLICY=PASSIVE and malloc trimming
 off (bench/train_vs_torch.sh sets both) - the settings that made PyTorch fastest here.
 """
 import argparse
+import ctypes
 import math
 import struct
 import time
@@ -78,6 +80,16 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-4)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    # What ran, so the caller can check that ATEN_CPU_CAPABILITY / OPENBLAS_CORETYPE took effect.
+    cap = [l.split(":", 1)[1].strip() for l in torch.__config__.show().splitlines()
+           if "CPU capability usage" in l]
+    try:
+        blas = ctypes.CDLL("libopenblas.so.0")
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+        core = blas.openblas_get_corename().decode()
+    except OSError:
+        core = "none"
+    print("capability %s openblas_core %s" % (cap[0] if cap else "unknown", core), flush=True)
     cfg, p = load_checkpoint(a.checkpoint)
     tokens = torch.tensor(np.fromfile(a.tokens, dtype="<u2").astype(np.int64))
     bt = a.B * a.T

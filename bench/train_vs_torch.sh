@@ -6,11 +6,15 @@
 # same load. Checks that every step's loss agrees (first losses equal), prints a table with the
 # per-round ratios, and draws bench-train-vs-torch.png.
 #   bench/train_vs_torch.sh [a|b|all] [--rounds N] [--steps N] [--threads N] [--build DIR]
-#                           [--png FILE]   (default ./bench-train-vs-torch.png)
+#                           [--isa avx512|avx2] [--png FILE]   (default ./bench-train-vs-torch.png)
 #   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M, B=4 T=64
+#   --isa forces all three onto one instruction set: ours (GPUTRAVEL_CPU_ISA), OpenBLAS for
+#   both (OPENBLAS_CORETYPE=Haswell for avx2, SkylakeX for avx512) and PyTorch's own kernels
+#   (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); each run's report of what it ran is checked.
+#   Without --isa each picks its default (here: ours avx512, OpenBLAS Cooperlake, ATen AVX2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-which=all rounds=3 steps=5 threads=2 build=build png=bench-train-vs-torch.png
+which=all rounds=3 steps=5 threads=2 build=build png=bench-train-vs-torch.png isa=
 while [ $# -gt 0 ]; do
     case "$1" in
         a|b|all) which=$1 ;;
@@ -19,7 +23,8 @@ while [ $# -gt 0 ]; do
         --threads) threads=$2; shift ;;
         --build) build=$2; shift ;;
         --png) png=$2; shift ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        --isa) isa=$2; shift ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) echo "train_vs_torch: unknown argument $1 (see --help)" >&2; exit 64 ;;
     esac
     shift
@@ -31,6 +36,18 @@ done
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
         python3-torch python3-numpy >/dev/null
 }
+ours_env=() torch_isa_env=() want_core="" want_cap=""
+case "$isa" in
+    "") ;;
+    avx2) want_core=Haswell want_cap=AVX2 ;;
+    avx512) want_core=SkylakeX want_cap=AVX512 ;;
+    *) echo "train_vs_torch: --isa $isa: not avx2 or avx512" >&2; exit 64 ;;
+esac
+if [ -n "$isa" ]; then
+    ours_env=(GPUTRAVEL_CPU_ISA="$isa" OPENBLAS_CORETYPE="$want_core")
+    torch_isa_env=(ATEN_CPU_CAPABILITY="$isa" ONEDNN_MAX_CPU_ISA="${want_cap/AVX512/AVX512_CORE}"
+                   OPENBLAS_CORETYPE="$want_core")
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # PyTorch as tuned as we could make it here: its threads, passive OpenMP waiting, no malloc trim.
@@ -42,25 +59,38 @@ for c in "${cfgs[@]}"; do
     read -r B T <<<"${BT[$c]}"
     for r in $(seq 1 "$rounds"); do
         dir=$work/$c-$r; mkdir -p "$dir"
-        ours=$("$build/bench_train" "$c" --steps "$steps" --warmup 1 --threads "$threads" \
-               --peer-dir "$dir" | awk -F'|' -v c="$c" '$2 ~ " "c" " {split($9, m, "/"); print m[1]+0}')
-        torch=$(env "${torch_env[@]}" /usr/bin/python3 bench/torch_gpt2_train.py \
+        env "${ours_env[@]}" "$build/bench_train" "$c" --steps "$steps" --warmup 1 \
+            --threads "$threads" --peer-dir "$dir" >"$dir/ours.txt"
+        ours=$(awk -F'|' -v c="$c" '$2 ~ " "c" " {split($9, m, "/"); print m[1]+0}' "$dir/ours.txt")
+        ours_ran=$(grep -m1 '^cpu kernels:' "$dir/ours.txt")
+        peak=$(sed -n 's/^OpenBLAS sgemm peak.*: \([0-9.]*\) GFLOP\/s/\1/p' "$dir/ours.txt")
+        of_peak=$(awk -F'|' -v c="$c" '$2 ~ " "c" " {gsub(/ /, "", $17); print $17}' "$dir/ours.txt")
+        torch=$(env "${torch_env[@]}" "${torch_isa_env[@]}" /usr/bin/python3 bench/torch_gpt2_train.py \
                 --checkpoint "$dir/model.bin" --tokens "$dir/tokens.u16" --B "$B" --T "$T" \
                 --steps "$steps" --warmup 1 --threads "$threads" | tee "$dir/torch_steps.txt" |
                 awk '/^median_ms/ {print $2}')
+        torch_ran=$(grep -m1 '^capability' "$dir/torch_steps.txt")
+        if [ -n "$isa" ]; then  # did every override take?
+            case "$ours_ran" in *"cpu kernels: $isa "*"OpenBLAS core $want_core"*) ;;
+                *) echo "train_vs_torch: ours ran '$ours_ran', not $isa/$want_core" >&2; exit 1 ;; esac
+            [ "$torch_ran" = "capability $want_cap openblas_core $want_core" ] ||
+                { echo "train_vs_torch: PyTorch ran '$torch_ran', not $want_cap/$want_core" >&2; exit 1; }
+        fi
+        [ "$r" -gt 1 ] || echo "config $c: ours: $ours_ran; PyTorch: $torch_ran" >&2
         # Every step's loss, ours against PyTorch's (same weights, data and optimizer).
         worst=$(paste <(awk '/^step/ {print $4}' "$dir/ours_steps.txt") \
                       <(awk '/^step/ {print $4}' "$dir/torch_steps.txt") |
                 awk '{d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d} END {printf "%.2g", w}')
-        echo "$c $r $ours $torch $worst" >>"$results"
-        echo "config $c round $r: ours ${ours} ms, PyTorch ${torch} ms, ratio" \
+        echo "$c $r $ours $torch $worst $peak $of_peak" >>"$results"
+        echo "config $c round $r: ours ${ours} ms (${of_peak} of sgemm peak ${peak}), PyTorch ${torch} ms, ratio" \
              "$(awk -v o="$ours" -v t="$torch" 'BEGIN {printf "%.2fx", t / o}'), largest loss difference $worst" >&2
     done
 done
 echo "CPU training step, gputravel cpu device vs PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $threads threads, median of $steps steps per run, $rounds alternating rounds"
-echo "| cfg | round | gputravel ms | PyTorch ms | speed ratio (PyTorch / ours) | largest loss difference |"
-echo "|---|---:|---:|---:|---:|---:|"
-awk '{printf "| %s | %d | %.0f | %.0f | %.2fx | %s |\n", $1, $2, $3, $4, $4 / $3, $5}' "$results"
+echo "isa: ${isa:-each its default}; ours: $ours_ran; PyTorch: $torch_ran; $(uptime | sed 's/.*load/load/')"
+echo "| cfg | round | gputravel ms | PyTorch ms | speed ratio (PyTorch / ours) | ours of sgemm peak | sgemm peak GFLOP/s | largest loss difference |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+awk '{printf "| %s | %d | %.0f | %.0f | %.2fx | %s | %s | %s |\n", $1, $2, $3, $4, $4 / $3, $7, $6, $5}' "$results"
 for c in "${cfgs[@]}"; do
     awk -v c="$c" '$1 == c {print $4 / $3}' "$results" | sort -g |
         awk -v c="$c" '{v[NR] = $1} END {printf "config %s: median ratio %.2fx over %d rounds (goal: >= 1.5x)\n", c, v[int((NR + 1) / 2)], NR}'

@@ -419,9 +419,38 @@ GT_MUST_USE gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, v
 
 // Process-wide settings of the cpu kernels; call before any launch, from the thread that
 // launches. Threads: OpenMP threads (0 keeps OpenMP's default), OpenBLAS held at one thread (the
-// kernels split matmuls across OpenMP threads themselves). SIMD: false forces the scalar twins of
-// the AVX-512 paths (on by default; the CLI reads GT_CPU_SIMD=off).
+// kernels split matmuls across OpenMP threads themselves).
 void gt_ops_cpu_set_threads(int threads);
+
+// The instruction-set path of the cpu kernels' own loops (exp, softmax, GELU, layernorm, AdamW,
+// attention's row loops; matmuls are OpenBLAS's, which picks its own kernels: OPENBLAS_CORETYPE).
+// By default the best the CPU has, detected at run time: AVX-512 needs avx512f, AVX2 needs avx2
+// and fma. AVX2 and AVX-512 give the same bits; scalar differs from them in the last bits of
+// what passes through exp (it calls libm's expf).
+typedef enum {
+    GT_CPU_ISA_SCALAR = 0,
+    GT_CPU_ISA_AVX2 = 1,
+    GT_CPU_ISA_AVX512 = 2,
+    GT_CPU_ISA_COUNT_
+} gt_cpu_isa;
+
+const char *gt_cpu_isa_name(gt_cpu_isa isa);  // "scalar", "avx2", "avx512"
+// "scalar", "avx2", "avx512" (GPUTRAVEL_CPU_ISA's values); anything else GT_E_ARG.
+GT_MUST_USE gt_err gt_cpu_isa_parse(const char *name, gt_cpu_isa *out);
+bool gt_cpu_isa_supported(gt_cpu_isa isa);  // by this CPU
+gt_cpu_isa gt_cpu_isa_best(void);           // the best path this CPU supports
+// Chooses the path; GT_E_UNSUPPORTED (naming the missing feature) if this CPU lacks it, and
+// then the path stays as it was.
+GT_MUST_USE gt_err gt_ops_cpu_set_isa(gt_cpu_isa isa);
+gt_cpu_isa gt_ops_cpu_isa(void);  // the path the kernels take now
+// What a program does with GPUTRAVEL_CPU_ISA's value (the caller reads the environment; the
+// library never does): NULL or "" keeps the best path, a name is parsed and set.
+GT_MUST_USE gt_err gt_ops_cpu_select_isa(const char *name);
+// One line for a program's startup log: the path, whether it was forced, what the CPU has, and
+// OpenBLAS's core (OPENBLAS_CORETYPE changes it), e.g. "cpu kernels: avx2 (forced; cpu has
+// avx512), OpenBLAS 0.3.21 core Haswell".
+void gt_ops_cpu_describe(char *out, size_t cap);
+// The old switch: false is gt_ops_cpu_set_isa(GT_CPU_ISA_SCALAR), true the best path.
 void gt_ops_cpu_set_simd(bool on);
 
 // Where a step's time goes (bench_train's per-op breakdown): wall time and calls of

@@ -64,7 +64,11 @@ static void usage(FILE *out)
             "  XDG_DATA_HOME  without GT_SIM_ROOT: $XDG_DATA_HOME/gputravel/sim-root\n"
             "  HOME           without either: $HOME/.local/share/gputravel/sim-root\n"
             "  (with none of them, commands that need a sim root fail and say what to set)\n"
-            "  GT_CPU_SIMD    off: the cpu kernels take their scalar paths (every command)\n"
+            "  GPUTRAVEL_CPU_ISA  avx512, avx2 or scalar: the path of the cpu kernels' own loops\n"
+            "                 (default: the best this CPU has; a path it lacks is refused). The\n"
+            "                 processes a command starts inherit it. OpenBLAS's matmuls follow\n"
+            "                 OPENBLAS_CORETYPE (e.g. Haswell for AVX2) instead\n"
+            "  GT_CPU_SIMD    off: the same as GPUTRAVEL_CPU_ISA=scalar (the older switch)\n"
             "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
 
@@ -148,14 +152,38 @@ int gt_cmd_version(int argc, char **argv)
     return GT_EXIT_OK;
 }
 
+// GPUTRAVEL_CPU_ISA, else the older GT_CPU_SIMD=off; false (said on stderr) for a path this CPU
+// lacks or a name that is none.
+static bool cpu_isa_from_environment(void)
+{
+    const char *isa = getenv("GPUTRAVEL_CPU_ISA"), *simd = getenv("GT_CPU_SIMD");
+    if ((isa == NULL || isa[0] == '\0') && simd != NULL && strcmp(simd, "off") == 0) {
+        isa = "scalar";
+    }
+    gt_err e = gt_ops_cpu_select_isa(isa);
+    if (!gt_is_ok(e)) {
+        fprintf(stderr, "gputravel: GPUTRAVEL_CPU_ISA=%s: %s\n", isa, e.msg);
+        return false;
+    }
+    return true;
+}
+
+// Programs that run the cpu kernels say once, at startup, which path they take.
+static bool runs_cpu_kernels(const char *name)
+{
+    return strncmp(name, "train", 5) == 0 || strcmp(name, "devd") == 0 ||
+           strncmp(name, "bench", 5) == 0 || strcmp(name, "demo") == 0;
+}
+
 int main(int argc, char **argv)
 {
     // A peer that disconnects mid-write must surface as an error from write(), not kill us.
     signal(SIGPIPE, SIG_IGN);
-    // GT_CPU_SIMD=off forces the cpu kernels' scalar paths, for every subcommand (devd's too):
-    // the environment is read here, never inside the library.
-    const char *simd = getenv("GT_CPU_SIMD");
-    gt_ops_cpu_set_simd(simd == NULL || strcmp(simd, "off") != 0);
+    // The cpu kernels' path, for every subcommand (devd's too): the environment is read here,
+    // never inside the library.
+    if (!cpu_isa_from_environment()) {
+        return GT_EXIT_USAGE;
+    }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
@@ -193,6 +221,11 @@ int main(int argc, char **argv)
     }
     gt_log_set_level(gt_cli.verbose ? GT_LOG_DEBUG : gt_cli.quiet ? GT_LOG_WARN : GT_LOG_INFO);
     sim_root_from_environment();
+    if (runs_cpu_kernels(name)) {
+        char line[160];
+        gt_ops_cpu_describe(line, sizeof line);
+        gt_log_info("%s", line);
+    }
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         if (command_is(commands[c].name, name)) {
             optind = 1;  // each command runs its own getopt_long over argv[i..]

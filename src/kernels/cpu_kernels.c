@@ -8,12 +8,15 @@
 // Parallelism: OpenMP over independent rows/heads/channel blocks; every reduction runs in an
 // order fixed by the shapes, never by the thread count or schedule, so results are bit-identical
 // run to run. Matmuls call single-threaded OpenBLAS sgemm on per-thread slices of the output.
+//
+// Instruction sets: the row loops are cpu_simd.c's (scalar, AVX2+FMA, AVX-512F); each kernel
+// reads the chosen path once (gt_simd_isa) and hands it to every thread, so one call never mixes
+// paths.
 #include <gputravel/kernels.h>
 
+#include "cpu_simd.h"
+
 #include <cblas.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <math.h>
 #include <omp.h>
 #include <stdatomic.h>
@@ -97,27 +100,11 @@ static void encoder_backward(float *dwte, float *dwpe, const float *dout, const 
 static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int N, int C)
 {
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float m = 0.0f;
-        for (int c = 0; c < C; c++) {
-            m += x[c];
-        }
-        m /= C;
-        float v = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            v += d * d;
-        }
-        v /= C;
-        float s = 1.0f / sqrtf(v + LN_EPS);
-        float *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) {
-            o[c] = (s * (x[c] - m)) * weight[c] + bias[c];
-        }
-        mean[n] = m;
-        rstd[n] = s;
+        gt_simd_layernorm_row(isa, out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C,
+                              weight, bias, C, LN_EPS);
     }
 }
 
@@ -126,40 +113,20 @@ static void layernorm_backward(float *dinp, float *dweight, float *dbias, const 
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int N, int C)
 {
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel for schedule(static) if (PAR((size_t)N * C))
     for (int n = 0; n < N; n++) {
-        const float *d = dout + (size_t)n * C;
-        const float *x = inp + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s;
-            float dnorm = weight[c] * d[c];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * norm;
-        }
-        dnorm_mean /= C;
-        dnorm_norm_mean /= C;
-        float *di = dinp + (size_t)n * C;
-        for (int c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s;
-            float dnorm = weight[c] * d[c];
-            di[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-        }
+        gt_simd_layernorm_bwd_row(isa, dinp + (size_t)n * C, dout + (size_t)n * C,
+                                  inp + (size_t)n * C, weight, mean[n], rstd[n], C);
     }
     // Parameter gradients: each thread owns a block of channels and sums rows in order.
 #pragma omp parallel if (PAR((size_t)N * C))
     {
         int lo = 0, hi = 0;
         slice(C, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * C;
-            const float *x = inp + (size_t)n * C;
-            float m = mean[n], s = rstd[n];
-            for (int c = lo; c < hi; c++) {
-                dbias[c] += d[c];
-                dweight[c] += (x[c] - m) * s * d[c];
-            }
+        for (int n = 0; n < N && lo < hi; n++) {
+            gt_simd_layernorm_param_row(isa, dweight, dbias, dout + (size_t)n * C,
+                                        inp + (size_t)n * C, mean[n], rstd[n], lo, hi);
         }
     }
 }
@@ -240,161 +207,6 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
     }
 }
 
-// ---- vector math ----------------------------------------------------------------------------
-// exp on 16 lanes (AVX-512F) where the CPU has it, else scalar expf: Cody-Waite reduction
-// x = n ln2 + r, |r| <= ln2/2, a degree-7 polynomial for e^r (Cephes' expf coefficients, ~1 ulp),
-// and 2^n applied by vscalefps. Each vector routine has a scalar twin with the same summation
-// order; which one runs depends only on the CPU, so one machine always gets the same bits.
-
-// gt_ops_cpu_set_simd(false) forces the scalar paths (tests run both). Atomic: devd's worker and
-// a test's main thread may both touch it.
-static atomic_bool simd_on = true;
-
-void gt_ops_cpu_set_simd(bool on) { atomic_store_explicit(&simd_on, on, memory_order_relaxed); }
-
-static bool have_avx512(void)
-{
-#if defined(__x86_64__)
-    if (!atomic_load_explicit(&simd_on, memory_order_relaxed)) {
-        return false;
-    }
-    return __builtin_cpu_supports("avx512f");
-#else
-    return false;
-#endif
-}
-
-#if defined(__x86_64__)
-#define GT_AVX512 __attribute__((target("avx512f")))
-
-GT_AVX512 static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)),
-                      _mm512_set1_ps(-103.972084f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
-// out[i] = exp(x[i] - shift); returns the sum of out in 16 lane sums added in a fixed order.
-GT_AVX512 static float exp_shift_sum_avx512(float *out, const float *x, int n, float shift)
-{
-    __m512 s = _mm512_set1_ps(shift), acc = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-        if (out != NULL) {
-            _mm512_storeu_ps(out + i, e);
-        }
-        acc = _mm512_add_ps(acc, e);
-    }
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), s));
-        e = _mm512_maskz_mov_ps(k, e);
-        if (out != NULL) {
-            _mm512_mask_storeu_ps(out + i, k, e);
-        }
-        acc = _mm512_add_ps(acc, e);
-    }
-    float lanes[16];
-    _mm512_storeu_ps(lanes, acc);
-    float sum = 0.0f;
-    for (int l = 0; l < 16; l++) {
-        sum += lanes[l];
-    }
-    return sum;
-}
-
-GT_AVX512 static float max_avx512(const float *x, int n)
-{
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-    }
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
-    }
-    return _mm512_reduce_max_ps(m);
-}
-
-GT_AVX512 static void scale_avx512(float *x, int n, float a)
-{
-    __m512 s = _mm512_set1_ps(a);
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
-    }
-    for (; i < n; i++) {
-        x[i] *= a;
-    }
-}
-#endif
-
-static float exp_shift_sum(float *out, const float *x, int n, float shift, bool vec)
-{
-#if defined(__x86_64__)
-    if (vec) {
-        return exp_shift_sum_avx512(out, x, n, shift);
-    }
-#endif
-    (void)vec;
-    float lanes[16] = {0};  // the same 16-lane summation order as the vector path
-    for (int i = 0; i < n; i++) {
-        float e = expf(x[i] - shift);
-        if (out != NULL) {
-            out[i] = e;
-        }
-        lanes[i % 16] += e;
-    }
-    float sum = 0.0f;
-    for (int l = 0; l < 16; l++) {
-        sum += lanes[l];
-    }
-    return sum;
-}
-
-static float max_of(const float *x, int n, bool vec)
-{
-#if defined(__x86_64__)
-    if (vec) {
-        return max_avx512(x, n);
-    }
-#endif
-    (void)vec;
-    float m = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        m = x[i] > m ? x[i] : m;
-    }
-    return m;
-}
-
-static void scale_by(float *x, int n, float a, bool vec)
-{
-#if defined(__x86_64__)
-    if (vec) {
-        scale_avx512(x, n, a);
-        return;
-    }
-#endif
-    (void)vec;
-    for (int i = 0; i < n; i++) {
-        x[i] *= a;
-    }
-}
-
 // ---- attention ------------------------------------------------------------------------------
 // Per (b, h): preatt = scale Q K^T and out = att V as single-threaded sgemms (the upper triangle
 // is computed and then masked: half the multiply-adds are wasted, but sgemm runs ~30x faster
@@ -407,7 +219,7 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    bool vec = have_avx512();
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)B * T * T * C >> 5))
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -417,9 +229,9 @@ static void attention_forward(float *out, float *att, const float *inp, int B, i
                     0.0f, a, T);
         for (int t = 0; t < T; t++) {
             float *row = a + (size_t)t * T;
-            float mx = max_of(row, t + 1, vec);
-            float sum = exp_shift_sum(row, row, t + 1, mx, vec);
-            scale_by(row, t + 1, 1.0f / sum, vec);
+            float mx = gt_simd_max(isa, row, t + 1);
+            float sum = gt_simd_exp_shift_sum(isa, row, row, t + 1, mx);
+            gt_simd_scale(isa, row, t + 1, 1.0f / sum);
             for (int t2 = t + 1; t2 < T; t2++) {
                 row[t2] = 0.0f;
             }
@@ -441,6 +253,7 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
 {
     int C3 = 3 * C, hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel if (PAR((size_t)B * T * T * C >> 4))
     {
         float *d = malloc(sizeof(float) * (size_t)T * T);
@@ -462,18 +275,9 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
                         0.0f, d, T);
             for (int t = 0; t < T; t++) {
-                const float *ar = a + (size_t)t * T;
                 float *dr = d + (size_t)t * T;
-                float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    dot += ar[t2] * dr[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    dr[t2] = ar[t2] * (dr[t2] - dot);
-                }
-                for (int t2 = t + 1; t2 < T; t2++) {
-                    dr[t2] = 0.0f;
-                }
+                gt_simd_softmax_bwd_row(isa, dr, a + (size_t)t * T, t + 1);
+                memset(dr + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, d, T, k, C3,
                         0.0f, dq, C3);
@@ -487,101 +291,31 @@ static void attention_backward(float *dinp, const float *dout, const float *inp,
 // ---- GELU (tanh approximation), residual ---------------------------------------------------
 // 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3).
 
-#define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
-
-#if defined(__x86_64__)
-GT_AVX512 static void gelu_forward_avx512(float *out, const float *inp, size_t lo, size_t hi)
-{
-    const __m512 c = _mm512_set1_ps(0.044715f), s = _mm512_set1_ps(-2.0f * GELU_SCALE);
-    const __m512 one = _mm512_set1_ps(1.0f);
-    size_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 x = _mm512_loadu_ps(inp + i);
-        __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(c, x), _mm512_mul_ps(x, x), x);
-        __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_mul_ps(s, u))));
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(x, sig));
-    }
-    for (; i < hi; i++) {
-        float x = inp[i], u = x + 0.044715f * x * x * x;
-        out[i] = x / (1.0f + expf(-2.0f * GELU_SCALE * u));
-    }
-}
-
-GT_AVX512 static void gelu_backward_avx512(float *dinp, const float *inp, const float *dout,
-                                           size_t lo, size_t hi)
-{
-    const __m512 c = _mm512_set1_ps(0.044715f), c3 = _mm512_set1_ps(3.0f * 0.044715f);
-    const __m512 s = _mm512_set1_ps(-2.0f * GELU_SCALE), g = _mm512_set1_ps(GELU_SCALE);
-    const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-    size_t i = lo;
-    for (; i + 16 <= hi; i += 16) {
-        __m512 x = _mm512_loadu_ps(inp + i), x2 = _mm512_mul_ps(x, x);
-        __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(c, x), x2, x);
-        __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_mul_ps(s, u))));
-        // d/dx [x sig(2u)] = sig + x * 2 sig (1 - sig) * u'(x), u' = g (1 + 3c x^2)
-        __m512 du = _mm512_mul_ps(g, _mm512_fmadd_ps(c3, x2, one));
-        __m512 ds = _mm512_mul_ps(_mm512_mul_ps(two, sig), _mm512_sub_ps(one, sig));
-        __m512 local = _mm512_fmadd_ps(_mm512_mul_ps(x, ds), du, sig);
-        _mm512_storeu_ps(dinp + i, _mm512_mul_ps(local, _mm512_loadu_ps(dout + i)));
-    }
-    for (; i < hi; i++) {
-        float x = inp[i], u = x + 0.044715f * x * x * x;
-        float sig = 1.0f / (1.0f + expf(-2.0f * GELU_SCALE * u));
-        float local = sig + x * 2.0f * sig * (1.0f - sig) * GELU_SCALE *
-                                (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = local * dout[i];
-    }
-}
-#endif
-
+// Threads take slices of whole 16-element blocks: which elements the vector body takes (and
+// so their bits) depends on N only, not on the thread count.
 static void gelu_forward(float *out, const float *inp, size_t N)
 {
-    bool vec = have_avx512();
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel if (PAR(N * 8))
     {
         int lo = 0, hi = 0;
         slice((int)((N + 15) / 16), omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
         size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
-#if defined(__x86_64__)
-        if (vec) {
-            gelu_forward_avx512(out, inp, a, z);
-        } else
-#endif
-        {
-            for (size_t i = a; i < z; i++) {
-                float x = inp[i], u = x + 0.044715f * x * x * x;
-                out[i] = x / (1.0f + expf(-2.0f * GELU_SCALE * u));
-            }
-        }
+        gt_simd_gelu_fwd(isa, out, inp, a, z);
     }
-    (void)vec;
 }
 
 // dinp = gelu'(inp) * dout (dinp may alias dout)
 static void gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
 {
-    bool vec = have_avx512();
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel if (PAR(N * 8))
     {
         int lo = 0, hi = 0;
         slice((int)((N + 15) / 16), omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
         size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
-#if defined(__x86_64__)
-        if (vec) {
-            gelu_backward_avx512(dinp, inp, dout, a, z);
-        } else
-#endif
-        {
-            for (size_t i = a; i < z; i++) {
-                float x = inp[i], u = x + 0.044715f * x * x * x;
-                float sig = 1.0f / (1.0f + expf(-2.0f * GELU_SCALE * u));
-                float local = sig + x * 2.0f * sig * (1.0f - sig) * GELU_SCALE *
-                                        (1.0f + 3.0f * 0.044715f * x * x);
-                dinp[i] = local * dout[i];
-            }
-        }
+        gt_simd_gelu_bwd(isa, dinp, inp, dout, a, z);
     }
-    (void)vec;
 }
 
 static void residual_forward(float *out, const float *inp1, const float *inp2, size_t N)
@@ -607,16 +341,16 @@ static void residual_backward(float *dinp1, float *dinp2, const float *dout, siz
 static void softmax_crossentropy(float *losses, float *logits, const int32_t *targets, int BT,
                                  int V, int Vp, int grad, float dloss)
 {
-    bool vec = have_avx512();
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel for schedule(static) if (PAR((size_t)BT * V))
     for (int n = 0; n < BT; n++) {
         float *l = logits + (size_t)n * Vp;
         int tgt = targets[n];
         float ltgt = l[tgt];
-        float maxv = max_of(l, V, vec);
-        float sum = exp_shift_sum(grad ? l : NULL, l, V, maxv, vec);
+        float maxv = gt_simd_max(isa, l, V);
+        float sum = gt_simd_exp_shift_sum(isa, grad ? l : NULL, l, V, maxv);
         if (grad) {
-            scale_by(l, V, dloss / sum, vec);
+            gt_simd_scale(isa, l, V, dloss / sum);
             l[tgt] -= dloss;
             for (int i = V; i < Vp; i++) {
                 l[i] = 0.0f;
@@ -664,74 +398,18 @@ static void sum_of_squares(double *out, const float *x, size_t N)
     *out = total;
 }
 
-typedef struct {
-    float lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale;
-} adamw_hp;
-
-static inline void adamw_one(float *p, float *m, float *v, float g, const adamw_hp *h)
-{
-    g *= h->grad_scale;
-    float mi = h->beta1 * *m + (1.0f - h->beta1) * g;
-    float vi = h->beta2 * *v + (1.0f - h->beta2) * g * g;
-    float mhat = mi / h->bc1, vhat = vi / h->bc2;
-    *m = mi;
-    *v = vi;
-    *p -= h->lr * (mhat / (sqrtf(vhat) + h->eps) + h->wd * *p);
-}
-
-#if defined(__x86_64__)
-// The same operations in the same order as adamw_one, 16 lanes at a time; the last lanes of a
-// range masked, not left to adamw_one: inlined here, the compiler may contract its a*b + c into
-// an FMA, and then a float's bits would depend on where a range starts (ZeRO-1's shards must
-// give bit for bit what the whole range gives).
-GT_AVX512 static void adamw_avx512(float *p, float *m, float *v, const float *g, size_t lo,
-                                   size_t hi, const adamw_hp *h)
-{
-    const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
-    const __m512 nb1 = _mm512_set1_ps(1.0f - h->beta1), nb2 = _mm512_set1_ps(1.0f - h->beta2);
-    const __m512 bc1 = _mm512_set1_ps(h->bc1), bc2 = _mm512_set1_ps(h->bc2);
-    const __m512 eps = _mm512_set1_ps(h->eps), lr = _mm512_set1_ps(h->lr);
-    const __m512 wd = _mm512_set1_ps(h->wd), gs = _mm512_set1_ps(h->grad_scale);
-    for (size_t i = lo; i < hi; i += 16) {
-        __mmask16 k = hi - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hi - i)) - 1);
-        __m512 gi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), gs);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(k, m + i)),
-                                  _mm512_mul_ps(nb1, gi));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_maskz_loadu_ps(k, v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(nb2, gi), gi));
-        __m512 mhat = _mm512_div_ps(mi, bc1), vhat = _mm512_div_ps(vi, bc2);
-        __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
-        __m512 upd = _mm512_add_ps(_mm512_div_ps(mhat, _mm512_add_ps(_mm512_sqrt_ps(vhat), eps)),
-                                   _mm512_mul_ps(wd, pi));
-        _mm512_mask_storeu_ps(m + i, k, mi);
-        _mm512_mask_storeu_ps(v + i, k, vi);
-        _mm512_mask_storeu_ps(p + i, k, _mm512_sub_ps(pi, _mm512_mul_ps(lr, upd)));
-    }
-}
-#endif
-
 static void adamw(float *params, float *m, float *v, const float *grads, size_t N,
-                  const adamw_hp *h)
+                  const gt_simd_adamw_hp *h)
 {
-    bool vec = have_avx512();
+    gt_cpu_isa isa = gt_simd_isa();
 #pragma omp parallel if (PAR(N))
     {
         int lo = 0, hi = 0;
         size_t nblk = (N + 15) / 16;
         slice((int)nblk, omp_get_num_threads(), omp_get_thread_num(), 1, &lo, &hi);
         size_t a = (size_t)lo * 16, z = (size_t)hi * 16 < N ? (size_t)hi * 16 : N;
-#if defined(__x86_64__)
-        if (vec) {
-            adamw_avx512(params, m, v, grads, a, z, h);
-        } else
-#endif
-        {
-            for (size_t i = a; i < z; i++) {
-                adamw_one(params + i, m + i, v + i, grads[i], h);
-            }
-        }
+        gt_simd_adamw(isa, params, m, v, grads, a, z, h);
     }
-    (void)vec;
 }
 
 // ---- tokens ---------------------------------------------------------------------------------
@@ -886,7 +564,7 @@ static gt_err run_adamw(const gt_op_args *u, const char *name)
 {
     const gt_adamw_args *a = &u->adamw;
     (void)name;
-    adamw_hp h = {a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
+    gt_simd_adamw_hp h = {a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->bc1, a->bc2,
                   a->grad_scale};
     adamw(a->params, a->m, a->v, a->grads, (size_t)a->N, &h);
     return GT_OK;

@@ -628,8 +628,15 @@ int main(void)
         cmocka_unit_test(adamw_shards_equal_full_range),
         cmocka_unit_test(profile_counts_ops_by_kind),
     };
-    int failed = cmocka_run_group_tests_name("simd (when the cpu has it)", tests, NULL, NULL);
-    gt_ops_cpu_set_simd(false);  // and again on the scalar paths
-    failed += cmocka_run_group_tests_name("scalar", tests, NULL, NULL);
+    // Every check on every path this CPU has (avx512, avx2, scalar), best first.
+    int failed = 0;
+    for (int isa = GT_CPU_ISA_COUNT_ - 1; isa >= 0; isa--) {
+        if (!gt_cpu_isa_supported((gt_cpu_isa)isa)) {
+            print_message("path %s: not on this cpu, skipped\n", gt_cpu_isa_name((gt_cpu_isa)isa));
+            continue;
+        }
+        GT_ASSERT_OK(gt_ops_cpu_set_isa((gt_cpu_isa)isa));
+        failed += cmocka_run_group_tests_name(gt_cpu_isa_name((gt_cpu_isa)isa), tests, NULL, NULL);
+    }
     return failed;
 }
