@@ -44,25 +44,25 @@ def load_checkpoint(path):
     return dict(maxT=maxT, V=V, L=L, NH=NH, C=C, Vp=Vp), params
 
 
-def forward(cfg, p, x, y):
+def forward(cfg, p, layers, x, y):
     B, T = x.shape
     C, NH, L, V = cfg["C"], cfg["NH"], cfg["L"], cfg["V"]
     hs = C // NH
-    h = p["wte"][x] + p["wpe"][:T]
+    h = F.embedding(x, p["wte"]) + p["wpe"][:T]
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(L):
-        a = F.layer_norm(h, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
-        q, k, v = F.linear(a, p["qkvw"][l], p["qkvb"][l]).split(C, dim=-1)
+        a = F.layer_norm(h, (C,), layers[l]["ln1w"], layers[l]["ln1b"], eps=1e-5)
+        q, k, v = F.linear(a, layers[l]["qkvw"], layers[l]["qkvb"]).split(C, dim=-1)
         q = q.view(B, T, NH, hs).transpose(1, 2)
         k = k.view(B, T, NH, hs).transpose(1, 2)
         v = v.view(B, T, NH, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         yy = (att @ v).transpose(1, 2).reshape(B, T, C)
-        h = h + F.linear(yy, p["attprojw"][l], p["attprojb"][l])
-        a = F.layer_norm(h, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
-        f = F.gelu(F.linear(a, p["fcw"][l], p["fcb"][l]), approximate="tanh")
-        h = h + F.linear(f, p["fcprojw"][l], p["fcprojb"][l])
+        h = h + F.linear(yy, layers[l]["attprojw"], layers[l]["attprojb"])
+        a = F.layer_norm(h, (C,), layers[l]["ln2w"], layers[l]["ln2b"], eps=1e-5)
+        f = F.gelu(F.linear(a, layers[l]["fcw"], layers[l]["fcb"]), approximate="tanh")
+        h = h + F.linear(f, layers[l]["fcprojw"], layers[l]["fcprojb"])
     h = F.layer_norm(h, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
     logits = h @ p["wte"].T
     return F.cross_entropy(logits[..., :V].reshape(-1, V), y.reshape(-1))
@@ -97,7 +97,16 @@ def main():
         raise SystemExit("%s: %d tokens, %d steps of B*T=%d need %d"
                          % (a.tokens, tokens.numel(), a.steps + a.warmup, bt,
                             bt * (a.steps + a.warmup) + 1))
-    opt = torch.optim.AdamW(list(p.values()), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
+    # Each layer's parameters are leaves of their own: indexing one stacked [L, ...] tensor per
+    # layer would make autograd build a zero-filled gradient of the whole stack for every layer
+    # (select's backward), L times the traffic a tuned model has. wte/wpe and the final layernorm
+    # stay as they are.
+    per_layer = [k for k in p if p[k].dim() > 0 and p[k].shape[0] == cfg["L"] and k not in
+                 ("wte", "wpe", "lnfw", "lnfb")]
+    layers = [{k: p[k][l].detach().clone().requires_grad_(True) for k in per_layer}
+              for l in range(cfg["L"])]
+    params = [p[k] for k in p if k not in per_layer] + [t for d in layers for t in d.values()]
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0, foreach=True)
     times = []
     for s in range(a.warmup + a.steps):
@@ -105,7 +114,7 @@ def main():
         y = tokens[s * bt + 1:(s + 1) * bt + 1].view(a.B, a.T)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = forward(cfg, p, x, y)
+        loss = forward(cfg, p, layers, x, y)
         loss.backward()
         opt.step()
         ms = (time.perf_counter() - t0) * 1e3
