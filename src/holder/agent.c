@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TRAINER_NAME_BYTES sizeof(((gt_hp_hello *)0)->trainer)  // NUL included
+
 typedef struct holder_conn_slot conn_slot;
 
 struct gt_holder_agent {
@@ -1055,6 +1057,51 @@ static gt_err witnesses_admit(gt_holder_agent *a, bool witnessed)
     return GT_OK;
 }
 
+// The connection's opening: the trainer's HELLO under this holder's agreement, the trainer
+// admitted, the session in the ledger. A refusal is sent to the trainer (and returned).
+static gt_err conn_open(gt_holder_agent *a, gt_channel *ch, const char *appraisal,
+                        conn_slot *self, gt_buf *body, char trainer[TRAINER_NAME_BYTES])
+{
+    uint32_t type = 0;
+    uint8_t agreement[32];
+    GT_TRY(gt_channel_recv(ch, &type, body, GT_HP_MAX_CONTROL));
+    GT_ENSURE(type == GT_HP_HELLO, GT_E_FORMAT, "expected HELLO, got %#x", type);
+    gt_hp_hello hello;
+    GT_TRY(gt_hp_hello_parse(gt_buf_span(body), &hello));
+    memcpy(agreement, hello.agreement, sizeof agreement);
+    memcpy(trainer, hello.trainer, TRAINER_NAME_BYTES);
+    if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
+        char ours[2 * GT_SHA256_BYTES + 1], theirs[2 * GT_SHA256_BYTES + 1];
+        gt_hex_encode(ours, sizeof ours, a->cfg.agreement->hash, GT_SHA256_BYTES);
+        gt_hex_encode(theirs, sizeof theirs, agreement, GT_SHA256_BYTES);
+        gt_err err = gt_errf(GT_E_POLICY,
+                             "trainer runs under another agreement than this holder's "
+                             "(different agreement: ours %.16s..., the trainer's %.16s...)",
+                             ours, theirs);
+        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
+                                                  .reason = err.msg});
+        gt_err ignored = send_refuse(ch, err);
+        (void)ignored;
+        return err;
+    }
+    gt_err err = trainer_admit(a, self, trainer);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("holder %s: %s", a->me->name, err.msg);
+        gt_err ignored = send_refuse(ch, err);
+        (void)ignored;
+        return err;
+    }
+    err = ledger_session(a, &hello, appraisal);
+    if (!gt_is_ok(err)) {
+        gt_log_error("holder %s: %s", a->me->name, err.msg);
+        gt_err ignored = send_refuse(ch, gt_errf(err.code, "the holder cannot record this "
+                                                           "session in its ledger"));
+        (void)ignored;
+        return err;
+    }
+    return GT_OK;
+}
+
 // appraisal: what the attestor said of this trainer when it accepted it (may be NULL); self:
 // this connection's slot in the serving loop (NULL for gt_holder_agent_handle).
 static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *appraisal,
@@ -1064,44 +1111,10 @@ static gt_err handle_conn(gt_holder_agent *a, gt_channel *ch, const char *apprai
                                                                   : 300000));
     gt_buf body = {0};
     uint32_t type = 0;
-    uint8_t agreement[32];
-    char trainer[64] = "";
+    char trainer[TRAINER_NAME_BYTES] = "";
     witness_session *ws = NULL;
     gt_err err = GT_OK;
-    GT_TRY_GOTO(err, gt_channel_recv(ch, &type, &body, GT_HP_MAX_CONTROL), out);
-    GT_ENSURE_GOTO(err, type == GT_HP_HELLO, out, GT_E_FORMAT, "expected HELLO, got %#x", type);
-    gt_hp_hello hello;
-    GT_TRY_GOTO(err, gt_hp_hello_parse(gt_buf_span(&body), &hello), out);
-    memcpy(agreement, hello.agreement, sizeof agreement);
-    memcpy(trainer, hello.trainer, sizeof trainer);
-    if (!gt_ct_equal(agreement, a->cfg.agreement->hash, sizeof agreement)) {
-        char ours[2 * GT_SHA256_BYTES + 1], theirs[2 * GT_SHA256_BYTES + 1];
-        gt_hex_encode(ours, sizeof ours, a->cfg.agreement->hash, GT_SHA256_BYTES);
-        gt_hex_encode(theirs, sizeof theirs, agreement, GT_SHA256_BYTES);
-        err = gt_errf(GT_E_POLICY, "trainer runs under another agreement than this holder's "
-                      "(different agreement: ours %.16s..., the trainer's %.16s...)", ours,
-                      theirs);
-        ledger_note(a, "refuse", &(ledger_detail){.trainer = trainer, .chunk = -1,
-                                                  .reason = err.msg});
-        gt_err ignored = send_refuse(ch, err);
-        (void)ignored;
-        goto out;
-    }
-    err = trainer_admit(a, self, trainer);
-    if (!gt_is_ok(err)) {
-        gt_log_warn("holder %s: %s", a->me->name, err.msg);
-        gt_err ignored = send_refuse(ch, err);
-        (void)ignored;
-        goto out;
-    }
-    err = ledger_session(a, &hello, appraisal);
-    if (!gt_is_ok(err)) {
-        gt_log_error("holder %s: %s", a->me->name, err.msg);
-        gt_err ignored = send_refuse(ch, gt_errf(err.code, "the holder cannot record this "
-                                                           "session in its ledger"));
-        (void)ignored;
-        goto out;
-    }
+    GT_TRY_GOTO(err, conn_open(a, ch, appraisal, self, &body, trainer), out);
     GT_TRY_GOTO(err, gt_channel_send(ch, GT_HP_WELCOME, a->manifest_bytes.data,
                                      a->manifest_bytes.len),
                 out);
