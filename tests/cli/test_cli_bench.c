@@ -16,7 +16,7 @@ static void transfer_bench_reports_every_path(void **state)
     int rc = gt_test_run_cli(&log, (const char *[]){"bench", "transfer", "--sizes", "64K,1M",
                                                     "--runs", "2", "--json", "--out", out, NULL});
     if (rc != 0) {
-        fail_msg("bench failed (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "bench failed (%d)", rc);
     }
     const char *text = (const char *)log.data;
     const char *paths[] = {"\"conventional\"", "\"conventional-keyrelease\"", "\"travel\"",
@@ -50,7 +50,7 @@ static void holder_bench_runs_clean(void **state)
                                                     "--chunk", "4K", "--json", "--out", out,
                                                     NULL});
     if (rc != 0) {
-        fail_msg("bench failed (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "bench failed (%d)", rc);
     }
     const char *text = (const char *)log.data;
     assert_non_null(strstr(text, "{\"trainers\":3,\"abuse\":false,"));

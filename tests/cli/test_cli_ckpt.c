@@ -184,7 +184,7 @@ static void recipient_opens(void **state)
         strstr((char *)log.data, "matches --agreement") == NULL ||
         strstr((char *)log.data, ": the trainer 'trainer-x' this holder served") == NULL ||
         strstr((char *)log.data, "entry 1; appraised: sim measurement 00 (test)") == NULL) {
-        fail_msg("open-checkpoint failed (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "open-checkpoint failed (%d)", rc);
     }
     gt_buf got = {0};
     GT_ASSERT_OK(gt_file_read_all(out, 1 << 20, &got));
@@ -200,7 +200,7 @@ static void recipient_opens(void **state)
                                     "--force", NULL});
     assert_int_equal(rc, 0);
     if (strstr((char *)log.data, "was NOT checked against any ledger") == NULL) {
-        fail_msg("no ledger, no warning:\n%s", (char *)log.data);
+        gt_test_fail_log(&log, NULL, "no ledger, no warning");
     }
     unlink(out);
     // inspect shows the header without a key
@@ -295,8 +295,8 @@ static void bad_input_matrix(void **state)
         args[n] = NULL;
         int rc = run(&log, args);
         if (rc != rows[i].rc || strstr((char *)log.data, rows[i].says) == NULL) {
-            fail_msg("row %zu: expected %d '%s', got %d:\n%s", i, rows[i].rc, rows[i].says, rc,
-                     (char *)log.data);
+            gt_test_fail_log(&log, NULL, "row %zu: expected %d '%s', got %d", i, rows[i].rc,
+                             rows[i].says, rc);
         }
         if (gt_test_count_files(out_dir) != 0) {
             fail_msg("row %zu left a file in %s", i, out_dir);
@@ -307,7 +307,7 @@ static void bad_input_matrix(void **state)
     int rc = run(&log, (const char *[]){"open-checkpoint", forged, "-k", kd_alice, "-o", out,
                                         NULL});
     if (rc != 0 || strstr((char *)log.data, "NOT checked against any ledger") == NULL) {
-        fail_msg("forged, unchecked (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "forged, unchecked (%d)", rc);
     }
     unlink(out);
     rc = run(&log, (const char *[]){"open-checkpoint", sealed, "-k", kd_alice, "-o", out,

@@ -16,13 +16,14 @@ static void demo_runs_end_to_end(void **state)
     gt_buf log = {0};
     int rc = gt_test_run_cli(&log, (const char *[]){"demo", "--out", out, "--steps", "12", NULL});
     if (rc != 0 || strstr((char *)log.data, "demo OK: 12 steps on 3 holders' data") == NULL) {
-        fail_msg("demo failed (%d):\n%s", rc, (char *)log.data);
+        char logs[600];
+        snprintf(logs, sizeof logs, "%s/logs", out);
+        gt_test_fail_log(&log, logs, "demo failed (%d)", rc);
     }
     // Each holder's ledger head is anchored in a software TPM's counter (swtpm, which the test
     // command installs: a CVM's vTPM in production).
     if (strstr((char *)log.data, "its head anchored in a TPM counter (swtpm)") == NULL) {
-        fail_msg("the demo's holders ran without their TPM rollback guard:\n%s",
-                 (char *)log.data);
+        gt_test_fail_log(&log, NULL, "the demo's holders ran without their TPM rollback guard");
     }
     assert_non_null(strstr((char *)log.data, "insecure-simulation"));
     // the trainer's three tries to read a travelled chunk back, each refused, naming its label
@@ -53,7 +54,7 @@ static void demo_runs_end_to_end(void **state)
                                                  "--out", opened, "--ledger", ledger, NULL});
     if (rc != 0 || strstr((char *)log.data, "the trainer 'demo-trainer' this holder served") ==
                        NULL) {
-        fail_msg("bank could not open the demo's checkpoint (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "bank could not open the demo's checkpoint (%d)", rc);
     }
     gt_buf_free(&log);
     const char *names[] = {"hospital", "bank", "lab"};
@@ -76,7 +77,7 @@ static void demo_runs_end_to_end(void **state)
     rc = gt_test_run_cli(&log, (const char *[]){"inspect", p, NULL});
     if (rc != 0 || strstr((char *)log.data, "device-sealed resume state") == NULL ||
         strstr((char *)log.data, "none is plaintext model data") == NULL) {
-        fail_msg("inspect of the trainer's state folder (%d):\n%s", rc, (char *)log.data);
+        gt_test_fail_log(&log, NULL, "inspect of the trainer's state folder (%d)", rc);
     }
     gt_buf_free(&log);
     snprintf(p, sizeof p, "%s/model.sealed", out);

@@ -67,6 +67,35 @@ int gt_test_count_files(const char *dir)
     return n;
 }
 
+void gt_test_fail_log(const gt_buf *log, const char *logs_dir, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "---- %s; the whole output (%zu bytes):\n%.*s\n---- end of output\n", msg,
+            log->len, (int)log->len, (const char *)log->data);
+    DIR *d = logs_dir != NULL ? opendir(logs_dir) : NULL;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        char path[1024];
+        gt_buf f = {0};
+        if (e->d_name[0] == '.' || !gt_is_ok(gt_path_join(path, sizeof path, logs_dir, e->d_name)) ||
+            !gt_is_ok(gt_file_read_all(path, 1 << 20, &f))) {
+            continue;
+        }
+        fprintf(stderr, "---- %s (%zu bytes):\n%.*s\n", path, f.len, (int)f.len,
+                (const char *)f.data);
+        gt_buf_free(&f);
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    fflush(stderr);
+    fail_msg("%s (the output is above)", msg);
+    abort();  // fail_msg does not return; this says so to the compiler
+}
+
 int gt_test_run_cli(gt_buf *out, const char *const *args)
 {
     int pipefd[2];

@@ -58,6 +58,12 @@ int gt_test_count_files(const char *dir);
 // would add a SIGTERM to one still running) and returns its wait status.
 int gt_test_proc_wait(gt_proc *p, int timeout_ms);
 
+// Fails the test with a short message after writing all of log to stderr, and then every file in
+// logs_dir (may be NULL): cmocka cuts a failure message at 1 KiB, which hides the end of a long
+// log, where the error is.
+_Noreturn void gt_test_fail_log(const gt_buf *log, const char *logs_dir, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // Runs the gputravel binary with the given NULL-terminated arguments; returns its exit status
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
 int gt_test_run_cli(gt_buf *out, const char *const *args);
