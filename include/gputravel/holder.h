@@ -72,7 +72,8 @@ void gt_rollback_guard_close(gt_rollback_guard *g);  // NULL is fine
 
 // A software TPM for a guard (Debian's swtpm: what tests and the demo use in place of a CVM's
 // vTPM): started on state_dir (created if missing) with a command port P and control port P+1
-// that were free, logging to log, ready once both ports accept. *proc is the process (stop it with
+// (bound here and inherited, so only P can be taken before swtpm binds it: then it is tried
+// again on another pair), logging to log, ready once both ports accept. *proc is the process (stop it with
 // gt_proc_stop: swtpm keeps its NV state in state_dir), spec the guard spec that reaches it
 // ("tpm:swtpm:host=127.0.0.1,port=P"). GT_E_NOTFOUND when swtpm is not installed.
 GT_MUST_USE gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *proc,

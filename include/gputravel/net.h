@@ -44,9 +44,13 @@ typedef struct {
 typedef struct gt_channel gt_channel;    // opaque
 typedef struct gt_listener gt_listener;  // opaque
 
-// addr: "HOST:PORT" (numeric or name; port 0 picks a free port, see gt_listener_port).
+// addr: "HOST:PORT" (numeric or name; port 0 picks a free port, see gt_listener_port), or
+// "fd:N": serve on descriptor N, a listening TCP socket this process inherited (its parent bound
+// it, so the port never stood free between choosing it and serving on it).
 GT_MUST_USE gt_err gt_listener_open(gt_listener **l, const char *addr);
 int gt_listener_port(const gt_listener *l);
+// The listening socket, to hand to a child process that serves on it as "fd:N".
+int gt_listener_fd(const gt_listener *l);
 // Accepts one connection and runs the TLS handshake and the evidence exchange. timeout_ms < 0
 // waits forever. GT_E_TIMEOUT when no connection came in time or a signal interrupted the wait.
 GT_MUST_USE gt_err gt_listener_accept(gt_listener *l, const gt_net_attestor *att, int timeout_ms,

@@ -377,6 +377,8 @@ typedef struct {
     bool log_append;           // with log_path: append instead of truncating
     const char *const *env;    // NULL, or NULL-terminated "NAME=VALUE" set (or replaced) for
                                // the child only
+    const int *inherit_fds;    // descriptors (> 2) the child keeps open under the same numbers,
+    size_t inherit_count;      // e.g. a listening socket it serves on ("fd:N"); all others close
 } gt_proc_spec;
 
 typedef struct {

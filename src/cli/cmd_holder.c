@@ -32,7 +32,9 @@ static void usage(void)
            "  --agreement FILE    training agreement (docs/agreement.md)\n"
            "  --name NAME         this holder's name in the agreement (default: the holder\n"
            "                      whose identity key is this key folder's)\n"
-           "  --listen HOST:PORT  address to serve on (default: the agreement's endpoint)\n"
+           "  --listen HOST:PORT  address to serve on (default: the agreement's endpoint);\n"
+           "                      fd:N serves on inherited descriptor N, a listening TCP socket\n"
+           "                      its parent bound (the port is never free to be taken)\n"
            "  --policy FILE       appraisal policy for trainers (docs/attestation.md; default\n"
            "                      and unless it relaxes them: sim, debug TEEs and Intel TCB\n"
            "                      statuses other than UpToDate refused)\n"
@@ -277,8 +279,9 @@ static gt_err run(options *o, holder_run *r)
     GT_TRY(open_agent(o, r));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    printf("holder %s: serving dataset %s on %s (ledger %s)%s\n", r->me->name, o->dataset,
-           o->listen ? o->listen : r->me->endpoint, o->ledger,
+    printf("holder %s: serving dataset %s on %s (port %d; ledger %s)%s\n", r->me->name,
+           o->dataset, o->listen ? o->listen : r->me->endpoint, gt_listener_port(r->listener),
+           o->ledger,
            o->tee == GT_TEE_SIM ? "; proving itself with insecure-simulation evidence" : "");
     if (r->enclave != NULL) {
         printf("holder %s: enclave mode: the dataset key and the release decision are in the "

@@ -7,6 +7,7 @@
 
 #include <gputravel/data.h>
 #include <gputravel/holder.h>
+#include <gputravel/net.h>
 #include <gputravel/orchestr.h>
 #include <gputravel/seal.h>
 #include <gputravel/train.h>
@@ -30,6 +31,7 @@ typedef struct {
     uint64_t tokens;
     uint32_t chunks;
     int port;
+    gt_listener *listener;  // bound when the agreement names its port; the holder inherits it
     gt_proc proc;
     gt_proc tpm;          // its software TPM (the rollback guard's counter), when swtpm exists
     char tpm_spec[128];   // --rollback-guard for the holder ("none" without swtpm)

@@ -4,12 +4,12 @@
 
 #include <string.h>
 
-static gt_err free_port(int *port)
+// The holder's port is bound now and held until its agent takes the socket over: a port closed
+// after choosing it could be taken (by any process's next connection) before the agent binds.
+static gt_err holder_listen(demo_holder *h)
 {
-    gt_listener *l = NULL;
-    GT_TRY(gt_listener_open(&l, "127.0.0.1:0"));
-    *port = gt_listener_port(l);
-    gt_listener_close(l);
+    GT_TRY(gt_listener_open(&h->listener, "127.0.0.1:0"));
+    h->port = gt_listener_port(h->listener);
     return GT_OK;
 }
 
@@ -39,7 +39,7 @@ gt_err demo_step_agreement(demo *d)
     for (int i = 0; i < HOLDERS; i++) {
         demo_holder *h = &d->h[i];
         gt_cli_agreement_holder *e = &holders[i];
-        GT_TRY(free_port(&h->port));
+        GT_TRY(holder_listen(h));
         GT_TRY(gt_recipient_pub_load(h->keys, e->recipient_key));
         e->has_recipient_key = true;
         snprintf(e->name, sizeof e->name, "%s", holder_names[i]);

@@ -4,10 +4,14 @@
 
 #include <signal.h>
 
-// Starts argv logging to log and waits until the log says "serving" (15 s at most).
-static gt_err start_one(gt_proc *p, const char *log, char *const argv[], const char *what)
+// Starts argv logging to log and waits until the log says "serving" (15 s at most). A child
+// given a listener (NULL: none) inherits its socket.
+static gt_err start_one(gt_proc *p, const char *log, char *const argv[], const char *what,
+                        const gt_listener *l)
 {
-    gt_proc_spec spec = {.argv = argv, .log_path = log};
+    int fd = l != NULL ? gt_listener_fd(l) : -1;
+    gt_proc_spec spec = {.argv = argv, .log_path = log, .inherit_fds = &fd,
+                         .inherit_count = l != NULL};
     GT_TRY(gt_proc_spawn(p, &spec));
     gt_proc_ready r = {.kind = GT_PROC_READY_LOG_LINE, .path = log, .text = "serving",
                        .timeout_ms = 15000, .what = what};
@@ -37,7 +41,7 @@ gt_err demo_step_start(demo *d)
 {
     step_begin(d, 5, "The emulated confidential GPU and the holders' agents start");
     char *devd_argv[] = {d->self, "devd", "--socket", d->socket, "--mem-limit", "512MiB", NULL};
-    GT_TRY(start_one(&d->devd, d->devd_log, devd_argv, "devd"));
+    GT_TRY(start_one(&d->devd, d->devd_log, devd_argv, "devd", NULL));
     say(d, "    devd (pid %d): 512 MiB of device memory reserved, identity key certified by the\n"
            "    simulated vendor root; reachable only through attested, encrypted sessions.\n",
         (int)d->devd.pid);
@@ -56,19 +60,24 @@ gt_err demo_step_start(demo *d)
             say(d, "    (no software TPM for %s: %s; its ledger is not anchored)\n",
                 holder_names[i], t.msg);
         }
+        char listen[32];
+        snprintf(listen, sizeof listen, "fd:%d", gt_listener_fd(h->listener));
         char *argv[] = {d->self, "holder", "--dataset", h->dataset, "--key", h->keys,
                         "--agreement", d->agreement_path, "--policy", d->policy,
                         "--ledger", h->ledger, "--root", d->root_pub,
-                        "--rollback-guard", h->tpm_spec, NULL, NULL, NULL, NULL, NULL};
+                        "--rollback-guard", h->tpm_spec, "--listen", listen,
+                        NULL, NULL, NULL, NULL, NULL};
         char platform[4200];
         if (i == DEMO_ENCLAVE_HOLDER && d->transfer == GT_TRANSFER_TRAVEL) {
             GT_TRY(enclave_holder_prepare(d, h, platform, sizeof platform));
-            argv[16] = "--enclave-platform";
-            argv[17] = platform;
-            argv[18] = "--sim-root";
-            argv[19] = d->sim_root;
+            argv[18] = "--enclave-platform";
+            argv[19] = platform;
+            argv[20] = "--sim-root";
+            argv[21] = d->sim_root;
         }
-        GT_TRY(start_one(&h->proc, h->log, argv, holder_names[i]));
+        GT_TRY(start_one(&h->proc, h->log, argv, holder_names[i], h->listener));
+        gt_listener_close(h->listener);  // the agent serves on its own copy
+        h->listener = NULL;
         say(d, "    holder %-9s (pid %d) serves on 127.0.0.1:%d, ledger %s%s\n", holder_names[i],
             (int)h->proc.pid, h->port, h->ledger,
             gt_is_ok(t) ? ", its head anchored in a TPM counter (swtpm)" : "");
@@ -94,6 +103,8 @@ void demo_stop_processes(demo *d)
     }
     // The TPMs last: a holder's close may still increment its counter.
     for (int i = 0; i < HOLDERS; i++) {
+        gt_listener_close(d->h[i].listener);  // a holder that never started
+        d->h[i].listener = NULL;
         if (d->h[i].tpm.pid > 0) {
             gt_proc_stop(&d->h[i].tpm, 5000);
         }

@@ -466,32 +466,56 @@ static bool port_accepts(int port)
     return ok;
 }
 
-static bool port_free(int port)
-{
-    gt_listener *l = NULL;
-    char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    if (!gt_is_ok(gt_listener_open(&l, addr))) {
-        return false;
-    }
-    gt_listener_close(l);
-    return true;
-}
-
-// P and P+1 both free: P from the kernel's pick, P+1 checked.
-static gt_err free_port_pair(int *port)
+// P from the kernel's pick and P+1, both free; P+1 is returned bound and listening (swtpm takes
+// it over as its control socket), P closed again: swtpm's command socket must bind it itself
+// (its fd= form is for a connected socket, not a listening one).
+static gt_err port_pair(int *port, gt_listener **ctrl)
 {
     for (int tries = 0; tries < 50; tries++) {
         gt_listener *l = NULL;
         GT_TRY(gt_listener_open(&l, "127.0.0.1:0"));
         int p = gt_listener_port(l);
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", p + 1);
+        bool ok = p < 65535 && gt_is_ok(gt_listener_open(ctrl, addr));
         gt_listener_close(l);
-        if (p < 65535 && port_free(p + 1)) {
+        if (ok) {
             *port = p;
             return GT_OK;
         }
     }
     return gt_errf(GT_E_IO, "swtpm: no two adjacent free TCP ports");
+}
+
+// One try: swtpm on command port *port (bound by swtpm) and the control socket ctrl (inherited).
+// GT_E_RETRY when swtpm exited at start: the command port was taken meanwhile.
+static gt_err swtpm_try(const char *exe, const char *state_dir, const char *log, gt_proc *proc,
+                        int port, gt_listener *ctrl)
+{
+    char state[4200], server[64], ctrl_arg[64];
+    int ctrl_fd = gt_listener_fd(ctrl);
+    snprintf(state, sizeof state, "dir=%s", state_dir);
+    snprintf(server, sizeof server, "type=tcp,port=%d", port);
+    snprintf(ctrl_arg, sizeof ctrl_arg, "type=tcp,fd=%d", ctrl_fd);
+    // not-need-init,startup-clear: the TPM comes up started, as a platform's firmware leaves it.
+    char *argv[] = {(char *)exe, "socket", "--tpm2", "--tpmstate", state, "--server", server,
+                    "--ctrl", ctrl_arg, "--flags", "not-need-init,startup-clear", NULL};
+    gt_proc_spec ps = {.argv = argv, .log_path = log, .log_append = true,
+                       .inherit_fds = &ctrl_fd, .inherit_count = 1};
+    GT_TRY(gt_proc_spawn(proc, &ps));
+    // Ready once both ports take a connection (swtpm treats a connect-and-close as a client gone).
+    for (int i = 0; i < 200; i++) {
+        if (port_accepts(port + 1) && port_accepts(port)) {
+            return GT_OK;
+        }
+        if (!gt_proc_alive(proc)) {
+            return gt_errf(GT_E_RETRY, "swtpm exited at start (log %s)", log);
+        }
+        usleep(20000);
+    }
+    gt_proc_stop(proc, 1000);
+    return gt_errf(GT_E_TIMEOUT, "swtpm did not listen on ports %d and %d within 4 s (log %s)",
+                   port, port + 1, log);
 }
 
 gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *proc, int *port,
@@ -502,26 +526,18 @@ gt_err gt_rollback_swtpm_start(const char *state_dir, const char *log, gt_proc *
               "swtpm is not installed (Debian packages swtpm swtpm-tools; scripts/deps.sh "
               "installs them)");
     GT_TRY(gt_mkdir_p(state_dir, 0700));
-    GT_TRY(free_port_pair(port));
-    snprintf(spec, spec_cap, "tpm:swtpm:host=127.0.0.1,port=%d", *port);
-    char state[4200], server[64], ctrl[64];
-    snprintf(state, sizeof state, "dir=%s", state_dir);
-    snprintf(server, sizeof server, "type=tcp,port=%d", *port);
-    snprintf(ctrl, sizeof ctrl, "type=tcp,port=%d", *port + 1);
-    // not-need-init,startup-clear: the TPM comes up started, as a platform's firmware leaves it.
-    char *argv[] = {exe, "socket", "--tpm2", "--tpmstate", state, "--server", server,
-                    "--ctrl", ctrl, "--flags", "not-need-init,startup-clear", NULL};
-    gt_proc_spec ps = {.argv = argv, .log_path = log, .log_append = true};
-    GT_TRY(gt_proc_spawn(proc, &ps));
-    // Ready once both ports take a connection (swtpm treats a connect-and-close as a client gone).
-    for (int i = 0; i < 200; i++) {
-        if (port_accepts(*port + 1) && port_accepts(*port)) {
-            return GT_OK;
+    gt_err err = GT_OK;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        gt_listener *ctrl = NULL;
+        GT_TRY(port_pair(port, &ctrl));
+        err = swtpm_try(exe, state_dir, log, proc, *port, ctrl);
+        gt_listener_close(ctrl);  // swtpm holds its own copy
+        if (err.code != GT_E_RETRY) {
+            break;
         }
-        GT_ENSURE(gt_proc_alive(proc), GT_E_PEER, "swtpm exited at start (log %s)", log);
-        usleep(20000);
     }
-    gt_proc_stop(proc, 1000);
-    return gt_errf(GT_E_TIMEOUT, "swtpm did not listen on ports %d and %d within 4 s (log %s)",
-                   *port, *port + 1, log);
+    GT_ENSURE(err.code != GT_E_RETRY, GT_E_PEER, "%s, five times", err.msg);
+    GT_TRY(err);
+    snprintf(spec, spec_cap, "tpm:swtpm:host=127.0.0.1,port=%d", *port);
+    return GT_OK;
 }

@@ -2,6 +2,7 @@
 #include <gputravel/net.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -63,9 +64,58 @@ static gt_err split_addr(const char *addr, char *host, size_t cap, char *port, s
     return GT_OK;
 }
 
+static gt_err listener_wrap(gt_listener **out, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    gt_listener *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        close(fd);
+        return gt_errf(GT_E_NOMEM, "listener: out of memory");
+    }
+    l->fd = fd;
+    l->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = l;
+    return GT_OK;
+}
+
+// "fd:N": a listening TCP socket inherited from the parent, which bound it.
+static gt_err listener_adopt(gt_listener **out, const char *addr)
+{
+    const char *digits = addr + 3;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(digits, &end, 10);
+    GT_ENSURE(digits[0] >= '0' && digits[0] <= '9' && *end == '\0' && errno == 0 && n > 2 &&
+                  n < 1 << 20,
+              GT_E_ARG, "listen address '%s': fd:N needs a descriptor number above 2", addr);
+    int fd = (int)n, type = 0, listening = 0, domain = 0;
+    socklen_t len = sizeof type;
+    GT_ENSURE(getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, GT_E_ARG,
+              "listen address '%s': descriptor %d is not an open socket (%s)", addr, fd,
+              strerror(errno));
+    len = sizeof listening;
+    GT_ENSURE(getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+                  listening == 1 && type == SOCK_STREAM,
+              GT_E_ARG, "listen address '%s': descriptor %d is not a listening stream socket",
+              addr, fd);
+    len = sizeof domain;
+    GT_ENSURE(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+                  (domain == AF_INET || domain == AF_INET6),
+              GT_E_ARG, "listen address '%s': descriptor %d is not a TCP socket", addr, fd);
+    // Ours now: no further child inherits it.
+    GT_ENSURE(fcntl(fd, F_SETFD, FD_CLOEXEC) == 0, GT_E_IO, "fd %d: %s", fd, strerror(errno));
+    return listener_wrap(out, fd);
+}
+
 gt_err gt_listener_open(gt_listener **out, const char *addr)
 {
     *out = NULL;
+    if (strncmp(addr, "fd:", 3) == 0) {
+        return listener_adopt(out, addr);
+    }
     char host[256], port[16];
     GT_TRY(split_addr(addr, host, sizeof host, port, sizeof port));
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -85,22 +135,12 @@ gt_err gt_listener_open(gt_listener **out, const char *addr)
         return err;
     }
     freeaddrinfo(res);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    gt_listener *l = calloc(1, sizeof *l);
-    if (l == NULL) {
-        close(fd);
-        return gt_errf(GT_E_NOMEM, "listener: out of memory");
-    }
-    l->fd = fd;
-    l->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                             : ((struct sockaddr_in *)&ss)->sin_port);
-    *out = l;
-    return GT_OK;
+    return listener_wrap(out, fd);
 }
 
 int gt_listener_port(const gt_listener *l) { return l->port; }
+
+int gt_listener_fd(const gt_listener *l) { return l->fd; }
 
 void gt_listener_close(gt_listener *l)
 {

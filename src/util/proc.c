@@ -100,6 +100,12 @@ gt_err gt_proc_spawn(gt_proc *p, const gt_proc_spec *spec)
         if (fd >= 0 && fd <= STDERR_FILENO) {
             fcntl(fd, F_SETFD, 0);  // dup2 onto itself keeps O_CLOEXEC: the log would close
         }
+        for (size_t i = 0; i < spec->inherit_count; i++) {
+            int keep = spec->inherit_fds[i];
+            if (keep <= STDERR_FILENO || fcntl(keep, F_SETFD, 0) != 0) {
+                _exit(127);
+            }
+        }
         execve(spec->argv[0], spec->argv, env);
         _exit(127);
     }

@@ -4,7 +4,13 @@
 
 #include <gputravel/net.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +158,65 @@ static void refused_peers_fail_on_both_sides(void **state)
     gt_listener_close(c.l);
 }
 
+// "fd:N" serves on an inherited listening TCP socket; anything else under that name is refused
+// with a message naming the descriptor, and nothing of it is taken over.
+static void listener_on_inherited_descriptor(void **state)
+{
+    (void)state;
+    gt_listener *bound = NULL, *l = NULL;
+    GT_ASSERT_OK(gt_listener_open(&bound, "127.0.0.1:0"));
+    int fd = dup(gt_listener_fd(bound));  // a copy, as a child holds after exec
+    char addr[32];
+    snprintf(addr, sizeof addr, "fd:%d", fd);
+    GT_ASSERT_OK(gt_listener_open(&l, addr));
+    assert_int_equal(gt_listener_port(l), gt_listener_port(bound));
+    assert_int_equal(gt_listener_fd(l), fd);
+    // it serves: a connection to the port comes off its queue
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)gt_listener_port(l))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+    int got = -1;
+    char peer[GT_NET_PEER_MAX];
+    GT_ASSERT_OK(gt_listener_accept_fd(l, 2000, &got, peer));
+    close(got);
+    close(c);
+    gt_listener_close(l);
+    gt_listener_close(bound);
+
+    const char *bad_numbers[] = {"fd:",   "fd:2",  "fd:0",          "fd:-5",
+                                 "fd:+7", "fd:7x", "fd:99999999999"};
+    for (size_t i = 0; i < sizeof bad_numbers / sizeof bad_numbers[0]; i++) {
+        GT_ASSERT_ERR(gt_listener_open(&l, bad_numbers[i]), GT_E_ARG, "descriptor number");
+    }
+    int file = open("/dev/null", O_RDONLY);
+    int unbound_tcp = socket(AF_INET, SOCK_STREAM, 0);  // not listening
+    int udp = socket(AF_INET, SOCK_DGRAM, 0);
+    int unix_listening = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un un = {.sun_family = AF_UNIX};  // abstract name: nothing on disk
+    snprintf(un.sun_path + 1, sizeof un.sun_path - 1, "gt-test-listener-%d", (int)getpid());
+    assert_int_equal(bind(unix_listening, (struct sockaddr *)&un, sizeof un), 0);
+    assert_int_equal(listen(unix_listening, 1), 0);
+    struct {
+        int fd;
+        const char *says;
+    } refused[] = {{file, "not an open socket"},
+                   {unbound_tcp, "not a listening stream socket"},
+                   {udp, "not a listening stream socket"},
+                   {unix_listening, "not a TCP socket"},
+                   {1000, "not an open socket"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(addr, sizeof addr, "fd:%d", refused[i].fd);
+        GT_ASSERT_ERR(gt_listener_open(&l, addr), GT_E_ARG, refused[i].says);
+        assert_null(l);
+        if (refused[i].fd != 1000) {  // still open: a refused descriptor is not taken over
+            assert_int_equal(fcntl(refused[i].fd, F_GETFD), 0);
+            close(refused[i].fd);
+        }
+    }
+}
+
 static void limits_and_timeouts(void **state)
 {
     (void)state;
@@ -187,6 +252,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(attested_exchange_and_bulk_stream),
         cmocka_unit_test(refused_peers_fail_on_both_sides),
+        cmocka_unit_test(listener_on_inherited_descriptor),
         cmocka_unit_test(limits_and_timeouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,7 +80,8 @@ void gt_test_fail_log(const gt_buf *log, const char *logs_dir, const char *fmt, 
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
         char path[1024];
         gt_buf f = {0};
-        if (e->d_name[0] == '.' || !gt_is_ok(gt_path_join(path, sizeof path, logs_dir, e->d_name)) ||
+        if (e->d_name[0] == '.' ||
+            !gt_is_ok(gt_path_join(path, sizeof path, logs_dir, e->d_name)) ||
             !gt_is_ok(gt_file_read_all(path, 1 << 20, &f))) {
             continue;
         }

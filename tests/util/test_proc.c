@@ -1,6 +1,7 @@
 // util/proc.c: spawn, readiness, stop (TERM, then KILL), and the scratch-root guard of rm -rf.
 #include "testlib.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,42 @@ static void test_env_and_log_modes(void **state)
     unsetenv("GT_PROC_TEST_B");
 }
 
+// inherit_fds: the child keeps those descriptors (under their numbers), and no other: a
+// close-on-exec descriptor it was not given stays closed in it.
+static void test_inherited_descriptors(void **state)
+{
+    (void)state;
+    int given = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int other = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    assert_true(given > 2 && other > 2);
+    char script[128], log[320];
+    snprintf(log, sizeof log, "%s/fds.log", dir);
+    snprintf(script, sizeof script, "test -e /proc/self/fd/%d && echo given; "
+             "test -e /proc/self/fd/%d && echo other; exit 0", given, other);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    gt_proc_spec s = {.argv = argv, .log_path = log, .inherit_fds = &given, .inherit_count = 1};
+    gt_proc p;
+    GT_ASSERT_OK(gt_proc_spawn(&p, &s));
+    wait_exit(&p);
+    gt_buf b = {0};
+    GT_ASSERT_OK(gt_file_read_all(log, 4096, &b));
+    assert_int_equal(b.len, strlen("given\n"));
+    assert_memory_equal(b.data, "given\n", b.len);
+    gt_buf_free_nowipe(&b);
+    // ...and the parent's copy stays close-on-exec: spawning did not change it
+    assert_int_equal(fcntl(given, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+    // stdin, stdout and stderr are no descriptors to "inherit": the child fails to start
+    int std_fd = 1;
+    s.inherit_fds = &std_fd;
+    GT_ASSERT_OK(gt_proc_spawn(&p, &s));
+    for (int i = 0; i < 5000 && gt_proc_alive(&p); i++) {
+        usleep(1000);
+    }
+    assert_true(p.exited && WIFEXITED(p.status) && WEXITSTATUS(p.status) == 127);
+    close(given);
+    close(other);
+}
+
 static int unix_socket(const char *path, bool do_listen)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -253,6 +290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout_leaves_it_running, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_and_log_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_socket_readiness, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inherited_descriptors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rmtree_below, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
