@@ -48,10 +48,7 @@ static int setup(void **state)
     gt_seal_result res;
     GT_ASSERT_OK(gt_seal(&sp, &k, &res));
     gt_holder_keys_wipe(&k);
-    gt_listener *probe = NULL;
-    GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
-    port = gt_listener_port(probe);
-    gt_listener_close(probe);
+    port = gt_test_free_port();
     return 0;
 }
 

@@ -39,10 +39,7 @@ static void make_holder_inputs(void)
                          .chunk_size = 1000, .vocab_size = 256};
     gt_seal_result res;
     GT_ASSERT_OK(gt_seal(&sp, &keys, &res));
-    gt_listener *probe = NULL;
-    GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
-    int port = gt_listener_port(probe);
-    gt_listener_close(probe);
+    int port = gt_test_free_port();
     char key_hex[65], id_hex[33], doc[2048];
     gt_hex_encode(key_hex, sizeof key_hex, keys.holder_pub, 32);
     gt_hex_encode(id_hex, sizeof id_hex, res.dataset_id, 16);

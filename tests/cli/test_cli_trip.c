@@ -67,10 +67,7 @@ static int setup(void **state)
                              .chunk_size = 400, .vocab_size = 256};
         gt_seal_result res;
         GT_ASSERT_OK(gt_seal(&sp, &keys, &res));
-        gt_listener *probe = NULL;  // a free port: bind, read it, release it
-        GT_ASSERT_OK(gt_listener_open(&probe, "127.0.0.1:0"));
-        int port = gt_listener_port(probe);
-        gt_listener_close(probe);
+        int port = gt_test_free_port();
         char id_hex[33], rk_hex[65];
         uint8_t rk[GT_X25519_BYTES];
         GT_ASSERT_OK(gt_recipient_pub_load(keydir[h], rk));

@@ -23,15 +23,6 @@ static void sh_blocks(const char *md, gt_buf *script, int *blocks)
     }
 }
 
-static int free_port(void)
-{
-    gt_listener *l = NULL;
-    GT_ASSERT_OK(gt_listener_open(&l, "127.0.0.1:0"));
-    int port = gt_listener_port(l);
-    gt_listener_close(l);
-    return port;
-}
-
 static void quickstart_runs_as_written(void **state)
 {
     (void)state;
@@ -61,8 +52,8 @@ static void quickstart_runs_as_written(void **state)
     snprintf(log, sizeof log, "%s/quickstart.log", dir);
     char path_env[4200], alice[64], bob[64];
     snprintf(path_env, sizeof path_env, "PATH=%s:%s", bin, getenv("PATH") ? getenv("PATH") : "");
-    snprintf(alice, sizeof alice, "ALICE_PORT=%d", free_port());
-    snprintf(bob, sizeof bob, "BOB_PORT=%d", free_port());
+    snprintf(alice, sizeof alice, "ALICE_PORT=%d", gt_test_free_port());
+    snprintf(bob, sizeof bob, "BOB_PORT=%d", gt_test_free_port());
     const char *env[] = {path_env, alice, bob, NULL};
     gt_proc p;
     gt_proc_spec spec = {.argv = (char *[]){"/bin/sh", script_path, NULL}, .log_path = log,

@@ -97,6 +97,37 @@ void gt_test_fail_log(const gt_buf *log, const char *logs_dir, const char *fmt, 
     abort();  // fail_msg does not return; this says so to the compiler
 }
 
+int gt_test_free_port(void)
+{
+    int low = 32768;  // the range's first port; Linux's default
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d", &low) != 1) {
+            low = 32768;
+        }
+        fclose(f);
+    }
+    bool below = low > 11024;  // else no room below the range: take what the kernel picks
+    static unsigned seed;
+    if (seed == 0) {
+        seed = (unsigned)getpid() * 2654435761u;  // tests running side by side pick apart
+    }
+    for (int tries = 0; tries < 200; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = below ? 10000 + (int)((seed >> 8) % (unsigned)(low - 10000)) : 0;
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+        gt_listener *l = NULL;
+        if (gt_is_ok(gt_listener_open(&l, addr))) {
+            port = gt_listener_port(l);
+            gt_listener_close(l);
+            return port;
+        }
+    }
+    fail_msg("no free TCP port below %d", low);
+    return -1;
+}
+
 int gt_test_run_cli(gt_buf *out, const char *const *args)
 {
     int pipefd[2];

@@ -64,6 +64,11 @@ int gt_test_proc_wait(gt_proc *p, int timeout_ms);
 _Noreturn void gt_test_fail_log(const gt_buf *log, const char *logs_dir, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+// A free TCP port on 127.0.0.1 for a server the test starts later, chosen below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): a port-0 pick that is closed again can be
+// taken as the local port of any process's next connection before the server binds it.
+int gt_test_free_port(void);
+
 // Runs the gputravel binary with the given NULL-terminated arguments; returns its exit status
 // and, when out is not NULL, its stdout and stderr together (caller frees with gt_buf_free).
 int gt_test_run_cli(gt_buf *out, const char *const *args);
