@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "opstream.h"
@@ -40,6 +41,7 @@ enum { LOAD_DEMAND, LOAD_AHEAD, LOAD_ASSIST };  // who brought a page in, and wh
 #define VICTIM_SCAN 512u              // resident pages looked at for one eviction, oldest first
 #define PLAN_MAX_LAUNCHES 256u        // launches predicted ahead at most (and the cap's pages)
 #define OPSTREAM_LAUNCHES (1u << 14)  // launches remembered: more than a GPT-2 step has
+#define EACH_RUN_PAGES 32u            // pages a piecewise access holds at once, at most
 
 typedef struct {
     uint64_t handle, owner;  // the buffer it belongs to (handle 0: not placed)
@@ -50,6 +52,7 @@ typedef struct {
     bool dirty;              // resident and maybe changed since it came in: reseal to evict
     bool has_blob;           // the store holds its newest version (it was sealed before)
     bool prefetched;         // brought in ahead by the worker, not used since
+    bool mapped;             // its address maps its frame (else PROT_NONE): see map_range
     uint64_t pin;            // the hold it was last needed by: never evicted during it
     gt_label sealed_label;   // the label bound into its blob's AAD
     gt_label live_label;     // its buffer's label at its last write: what a seal binds
@@ -60,6 +63,11 @@ typedef struct {
 typedef struct {
     uint32_t first, count;
 } extent;
+
+// One thread's GCM key schedules (the caller's, the worker's): made once per key, not per page.
+typedef struct {
+    gt_aead_keyed *seal, *open;
+} mover;
 
 struct gt_pager {
     uint8_t key[GT_AEAD_KEY_BYTES];
@@ -74,12 +82,15 @@ struct gt_pager {
     uint32_t lru_head, lru_tail;
     extent *extents;  // placed buffers, sorted by first page
     size_t nextents, cap_extents;
-    uint8_t *stage;  // one sealed page: ciphertext || tag (never plaintext)
+    mover mv[2];  // [0] the caller's, [1] the worker's
     // The frames: cap_pages pages of a memfd, the only memory a resident page can have. A
     // resident page maps its frame; a free frame is all zeros (wiped when its page left).
     int pool_fd;
     uint8_t *pool;  // all frames, mapped once: where pages are opened and wiped
     uint32_t *free_frames, nfree;
+    // Victims of one batch (room_for) whose frames are wiped but still mapped at their
+    // addresses: unmapped together, in runs, before any of those frames is used again.
+    uint32_t *pend, npend;
     int store_fd, tree_fd;
     char store_path[600], tree_path[600];
     const gt_buftab *tab;
@@ -96,7 +107,6 @@ struct gt_pager {
     pthread_t worker;
     bool has_worker, stop, sync_made;
     uint32_t busy;
-    uint8_t *wstage;  // the worker's sealed page
     // The plan: pages in the order the caller will need them (plan_now first: the current
     // access; then predicted). plan_head: where the caller is; wcur: where the worker is.
     gt_opstream *os;
@@ -318,14 +328,26 @@ static void page_aad(const gt_pager *pg, uint32_t p, uint64_t version, gt_label 
     put_le64(iv + 4, version);
 }
 
-// The address mapped to nothing (PROT_NONE), so a stray access is a crash.
-static void page_unmap(gt_pager *pg, uint32_t p)
+// Pages [p, p + n) mapped to nothing (PROT_NONE), so a stray access is a crash: one call for a
+// run of pages (the kernel's cost is mostly per call: the mapping's split, the TLB flush of
+// every thread).
+static void run_unmap(gt_pager *pg, uint32_t p, uint32_t n)
 {
     uint8_t *a = page_addr(pg, p);
-    void *r = mmap(a, pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+    void *r = mmap(a, (size_t)n * pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
                    MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED) {  // out of mappings: the frame stays mapped, but unreadable
-        (void)mprotect(a, pg->page, PROT_NONE);
+    if (r == MAP_FAILED) {  // out of mappings: the frames stay mapped, but unreadable
+        (void)mprotect(a, (size_t)n * pg->page, PROT_NONE);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        pg->pages[p + i].mapped = false;
+    }
+}
+
+static void page_unmap(gt_pager *pg, uint32_t p)
+{
+    if (pg->pages[p].mapped) {
+        run_unmap(pg, p, 1);
     }
 }
 
@@ -414,16 +436,22 @@ static void move_end(gt_pager *pg)
     pthread_cond_broadcast(&pg->moved);
 }
 
-// Seals page p (plaintext at its address, which no one writes while it moves) at version into
-// stage and writes the blob to the store. Lock not held.
-static gt_err seal_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage)
+// Seals page p (plaintext in its frame, which no one writes while it moves) at version in
+// place, frame and tag written to the store as its blob with one call. The frame then holds
+// ciphertext, wiped next. Lock not held.
+static gt_err seal_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, mover *mv,
+                        uint8_t *frame)
 {
-    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    size_t n = 0;
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES], tag[GT_AEAD_TAG_BYTES];
     page_aad(pg, p, version, label, aad, iv);
-    GT_TRY(gt_aead_seal(stage, pg->page + GT_AEAD_TAG_BYTES, &n, page_addr(pg, p), pg->page, aad,
-                        sizeof aad, iv, pg->key));
-    return store_write(pg->store_fd, stage, n, blob_at(pg, p));
+    GT_TRY(gt_aead_keyed_seal_detached(mv->seal, frame, frame, pg->page, aad, sizeof aad, iv,
+                                       tag));
+    struct iovec io[2] = {{frame, pg->page}, {tag, sizeof tag}};
+    ssize_t put = pwritev(pg->store_fd, io, 2, (off_t)blob_at(pg, p));
+    GT_ENSURE(put == (ssize_t)(pg->page + sizeof tag), GT_E_IO,
+              "paging: cannot write the store (%zd of %llu bytes)", put,
+              (unsigned long long)(pg->page + sizeof tag));
+    return GT_OK;
 }
 
 // After the seal (lock held again): the version checked once more against the root with fresh
@@ -439,8 +467,10 @@ static gt_err seal_commit(gt_pager *pg, uint32_t p, uint64_t version)
 
 // Page v (resident, unpinned) out of protected memory, lock held: sealed into the store when it
 // may have changed since it came in, else dropped (its blob, or a zero page, is still its
-// content). Its wiped frame goes to *frame (NULL: back to the pool).
-static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
+// content). Its wiped frame goes to *frame (NULL: back to the pool). defer (the caller's batch,
+// room_for): a mapped page's address keeps mapping its wiped frame, and both go to pg->pend,
+// unmapped and freed by pend_flush before any frame is handed out again.
+static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool defer)
 {
     page_meta *m = &pg->pages[v];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
@@ -458,15 +488,20 @@ static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
     pg->nresident--;
     pg->prefetch_wasted += m->prefetched;
     m->prefetched = false;
+    defer = defer && m->mapped;
     move_begin(pg, m);
-    gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, stage) : GT_OK;
-    page_unmap(pg, v);
+    gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, mv, frame_addr(pg, f)) : GT_OK;
+    if (!defer) {
+        page_unmap(pg, v);
+    }
     gt_secure_zero(frame_addr(pg, f), pg->page);
     move_end(pg);
     if (gt_is_ok(err) && dirty && !pg->failed) {
         err = seal_commit(pg, v, version);
     }
-    if (frame != NULL && gt_is_ok(err) && !pg->failed) {
+    if (defer) {
+        pg->pend[pg->npend++] = v;  // m->frame and m->mapped stay until pend_flush
+    } else if (frame != NULL && gt_is_ok(err) && !pg->failed) {
         *frame = f;
     } else {
         frame_free(pg, f);
@@ -491,26 +526,59 @@ static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
     return GT_OK;
 }
 
-// Opens page p's blob at version (checked against the root just before) into frame f. Lock not
+// Opens page p's blob at version (checked against the root just before) in frame dst. Lock not
 // held: the blob is read after the check, but a blob other than that version's fails the tag.
-static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage,
+// The ciphertext is read into the frame (protected memory) first and opened there, in place: a
+// host changing the store during the open cannot change what the tag is checked over. On a
+// failure the frame holds ciphertext or zeros, and the caller wipes it.
+static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, mover *mv,
                         uint8_t *dst)
 {
-    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    size_t blob = pg->page + GT_AEAD_TAG_BYTES, n = 0;
-    GT_TRY(store_read(pg->store_fd, stage, blob, blob_at(pg, p), "a page"));
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES], tag[GT_AEAD_TAG_BYTES];
+    struct iovec io[2] = {{dst, pg->page}, {tag, sizeof tag}};
+    ssize_t got = preadv(pg->store_fd, io, 2, (off_t)blob_at(pg, p));
+    GT_ENSURE(got == (ssize_t)(pg->page + sizeof tag), GT_E_AUTH,
+              "paging: the untrusted store is short at a page");
     page_aad(pg, p, version, label, aad, iv);
-    return gt_aead_open(dst, pg->page, &n, stage, blob, aad, sizeof aad, iv, pg->key);
+    return gt_aead_keyed_open_detached(mv->open, dst, dst, pg->page, aad, sizeof aad, iv, tag);
 }
 
-// Maps frame f at page p's address: no frame is allocated or zeroed by the kernel here, and
-// MAP_POPULATE sets its entries in the same call rather than one fault per 4 KiB.
-static gt_err frame_map(gt_pager *pg, uint32_t p, uint32_t f)
+// Maps frames f .. f + n - 1 at pages p .. p + n - 1 with one call: no frame is allocated or
+// zeroed by the kernel here, and MAP_POPULATE sets their entries in the same call rather than
+// one fault per 4 KiB. Lock held.
+static gt_err run_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
 {
-    void *r = mmap(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE,
+    size_t len = (size_t)n * pg->page;
+    void *r = mmap(page_addr(pg, p), len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED | MAP_POPULATE, pg->pool_fd, (off_t)f * (off_t)pg->page);
     GT_ENSURE(r != MAP_FAILED, GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
-    (void)madvise(r, pg->page, MADV_DONTDUMP);
+    (void)madvise(r, len, MADV_DONTDUMP);
+    for (uint32_t i = 0; i < n; i++) {
+        pg->pages[p + i].mapped = true;
+    }
+    return GT_OK;
+}
+
+// The resident pages of [lo, hi) that are not mapped yet mapped at their addresses (lock held),
+// one call per run of consecutive pages in consecutive frames. A fault-in only opens a page
+// into its frame: it is mapped here, by the caller, when a hold needs it (a page the worker
+// brought in ahead stays unaddressable until then, and costs no call if it leaves unused).
+static gt_err map_range(gt_pager *pg, uint64_t lo, uint64_t hi)
+{
+    for (uint64_t p = lo; p < hi;) {
+        const page_meta *m = &pg->pages[p];
+        if (m->state != PG_RESIDENT || m->mapped) {
+            p++;
+            continue;
+        }
+        uint32_t n = 1;
+        while (p + n < hi && pg->pages[p + n].state == PG_RESIDENT && !pg->pages[p + n].mapped &&
+               pg->pages[p + n].frame == m->frame + n) {
+            n++;
+        }
+        GT_TRY(run_map(pg, (uint32_t)p, m->frame, n));
+        p += n;
+    }
     return GT_OK;
 }
 
@@ -523,6 +591,7 @@ static void load_done(gt_pager *pg, uint32_t p, uint32_t f, bool sealed, int why
     m->dirty = false;
     m->state = PG_RESIDENT;
     m->prefetched = why == LOAD_AHEAD;
+    m->mapped = false;
     lru_push(pg, p);
     pg->nresident++;
     pg->fault_ins++;
@@ -533,8 +602,9 @@ static void load_done(gt_pager *pg, uint32_t p, uint32_t f, bool sealed, int why
     pg->peak = used > pg->peak ? used : pg->peak;
 }
 
-// Page p (sealed or zero) into frame f, lock held: checked against the root, opened, mapped.
-static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why)
+// Page p (sealed or zero) into frame f, lock held: checked against the root and opened in the
+// frame (mapped by map_range when a hold needs it).
+static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, mover *mv, int why)
 {
     page_meta *m = &pg->pages[p];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
@@ -556,9 +626,8 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
     }
     uint8_t state = m->state;
     move_begin(pg, m);
-    err = sealed ? open_blob(pg, p, version, m->sealed_label, stage, frame_addr(pg, f)) : GT_OK;
+    err = sealed ? open_blob(pg, p, version, m->sealed_label, mv, frame_addr(pg, f)) : GT_OK;
     bool auth = !gt_is_ok(err);
-    err = gt_is_ok(err) ? frame_map(pg, p, f) : err;
     if (!gt_is_ok(err)) {
         gt_secure_zero(frame_addr(pg, f), pg->page);
     }
@@ -566,7 +635,6 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
     m->state = state;
     if (pg->failed) {  // torn down meanwhile by the other thread: this page goes too
         if (gt_is_ok(err)) {
-            page_unmap(pg, p);
             gt_secure_zero(frame_addr(pg, f), pg->page);
         }
         frame_free(pg, f);
@@ -628,7 +696,7 @@ static gt_err take_frame(gt_pager *pg, uint32_t *f)
         pthread_cond_wait(&pg->moved, &pg->mu);
         return GT_OK;
     }
-    return evict(pg, v, pg->stage, f);
+    return evict(pg, v, &pg->mv[0], f, false);
 }
 
 // Page p resident and pinned for the current hold (lock held). label: its buffer's label now,
@@ -662,7 +730,7 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
             GT_TRY(take_frame(pg, &f));
             continue;
         }
-        GT_TRY(load(pg, p, f, pg->stage, LOAD_DEMAND));
+        GT_TRY(load(pg, p, f, &pg->mv[0], LOAD_DEMAND));
         break;
     }
     m->pin = pg->epoch;
@@ -675,6 +743,13 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
 
 // ---- the worker: pages of the plan in ahead of the caller ------------------------------------
 
+// Out of protected memory, and its address no longer maps a frame (not a victim of the caller's
+// batch still waiting for pend_flush).
+static bool loadable(const page_meta *m)
+{
+    return (m->state == PG_SEALED || m->state == PG_ZERO) && !m->mapped;
+}
+
 // The next page of the plan the worker can bring in, at or after its cursor; NO_PAGE if none.
 static uint32_t next_wanted(gt_pager *pg)
 {
@@ -682,8 +757,7 @@ static uint32_t next_wanted(gt_pager *pg)
     end = end < reach ? end : reach;
     pg->wcur = pg->wcur < pg->plan_head ? pg->plan_head : pg->wcur;
     for (; pg->wcur < end; pg->wcur++) {
-        uint8_t s = pg->pages[pg->plan[pg->wcur]].state;
-        if (s == PG_SEALED || s == PG_ZERO) {
+        if (loadable(&pg->pages[pg->plan[pg->wcur]])) {
             return pg->plan[pg->wcur];
         }
     }
@@ -703,7 +777,7 @@ static bool worker_step(gt_pager *pg)
             return false;
         }
         pg->pre_evictions++;
-        return gt_is_ok(evict(pg, v, pg->wstage, NULL));
+        return gt_is_ok(evict(pg, v, &pg->mv[1], NULL, false));
     }
     if (pg->nfree > 0) {
         f = pg->free_frames[--pg->nfree];
@@ -713,16 +787,15 @@ static bool worker_step(gt_pager *pg)
             return false;
         }
         pg->pre_evictions++;
-        if (!gt_is_ok(evict(pg, v, pg->wstage, &f))) {
+        if (!gt_is_ok(evict(pg, v, &pg->mv[1], &f, false))) {
             return false;
         }
     }
-    uint8_t s = pg->pages[p].state;
-    if (gen != pg->plan_gen || (s != PG_SEALED && s != PG_ZERO)) {
+    if (gen != pg->plan_gen || !loadable(&pg->pages[p])) {
         frame_free(pg, f);  // the plan moved on meanwhile, or the caller took the page
         return true;
     }
-    return gt_is_ok(load(pg, p, f, pg->wstage, pos < pg->plan_now ? LOAD_ASSIST : LOAD_AHEAD));
+    return gt_is_ok(load(pg, p, f, &pg->mv[1], pos < pg->plan_now ? LOAD_ASSIST : LOAD_AHEAD));
 }
 
 static void *worker_main(void *arg)
@@ -867,13 +940,12 @@ static gt_err pager_pool(gt_pager *pg)
 static gt_err pager_memory(gt_pager *pg)
 {
     pg->pages = calloc(pg->npages, sizeof *pg->pages);
-    pg->stage = malloc(pg->page + GT_AEAD_TAG_BYTES);
     pg->cache = calloc(pg->cache_n, sizeof *pg->cache);
     pg->free_frames = calloc(pg->cap_pages, sizeof *pg->free_frames);
     pg->plan = calloc(pg->cap_pages, sizeof *pg->plan);
-    pg->wstage = malloc(pg->page + GT_AEAD_TAG_BYTES);
-    GT_ENSURE(pg->pages != NULL && pg->stage != NULL && pg->cache != NULL &&
-                  pg->free_frames != NULL && pg->plan != NULL && pg->wstage != NULL,
+    pg->pend = calloc(pg->cap_pages, sizeof *pg->pend);
+    GT_ENSURE(pg->pages != NULL && pg->cache != NULL && pg->free_frames != NULL &&
+                  pg->plan != NULL && pg->pend != NULL,
               GT_E_NOMEM, "paging: out of memory");
     for (uint32_t p = 0; p < pg->npages; p++) {
         pg->pages[p].prev = pg->pages[p].next = NO_PAGE;
@@ -885,6 +957,26 @@ static gt_err pager_memory(gt_pager *pg)
               (unsigned long long)pg->virt);
     pg->base = a;
     (void)madvise(a, pg->virt, MADV_DONTDUMP);
+    return GT_OK;
+}
+
+static void movers_free(gt_pager *pg)
+{
+    for (int i = 0; i < 2; i++) {
+        gt_aead_keyed_free(pg->mv[i].seal);
+        gt_aead_keyed_free(pg->mv[i].open);
+        pg->mv[i] = (mover){NULL, NULL};
+    }
+}
+
+// Both threads' key schedules for pg->key (no page moves: quiesced).
+static gt_err movers_key(gt_pager *pg)
+{
+    movers_free(pg);
+    for (int i = 0; i < 2; i++) {
+        GT_TRY(gt_aead_keyed_new(&pg->mv[i].seal, true, pg->key));
+        GT_TRY(gt_aead_keyed_new(&pg->mv[i].open, false, pg->key));
+    }
     return GT_OK;
 }
 
@@ -967,12 +1059,12 @@ void gt_pager_free(gt_pager *pg)
     store_close(pg->store_fd, pg->store_path);
     store_close(pg->tree_fd, pg->tree_path);
     free(pg->pages);
-    free(pg->stage);
+    free(pg->pend);
+    movers_free(pg);
     free(pg->extents);
     free(pg->cache);
     free(pg->free_frames);
     free(pg->plan);
-    free(pg->wstage);
     gt_opstream_free(pg->os);
     if (pg->sync_made) {
         pthread_cond_destroy(&pg->wake);
@@ -995,6 +1087,7 @@ static gt_err rekey_locked(gt_pager *pg)
                   ftruncate(pg->tree_fd, 0) == 0 && ftruncate(pg->tree_fd, (off_t)tree) == 0,
               GT_E_IO, "paging: cannot reset the store");
     GT_TRY(gt_random_bytes(pg->key, sizeof pg->key));
+    GT_TRY(movers_key(pg));
     pg->failed = false;
     pg->nsealed = 0;
     return tree_init(pg);
@@ -1101,9 +1194,68 @@ void gt_pager_release(gt_pager *pg, uint64_t off)
     unlock(pg);
 }
 
-// Pages [lo, hi) resident and pinned, within the hold already begun (pg->epoch); lock held.
+static int u32_desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int u32_asc(const void *a, const void *b) { return -u32_desc(a, b); }
+
+// The batch's victims (pg->pend) unmapped, one call per run of consecutive pages, then their
+// wiped frames back in the pool, highest first, so that the next fault-ins (taking the last
+// freed first) give consecutive pages consecutive frames and map_range maps them in one call.
+static void pend_flush(gt_pager *pg)
+{
+    qsort(pg->pend, pg->npend, sizeof *pg->pend, u32_asc);
+    for (uint32_t i = 0, n = 1; i < pg->npend; i += n, n = 1) {
+        while (i + n < pg->npend && pg->pend[i + n] == pg->pend[i] + n) {
+            n++;
+        }
+        run_unmap(pg, pg->pend[i], n);
+    }
+    for (uint32_t i = 0; i < pg->npend; i++) {
+        pg->pend[i] = pg->pages[pg->pend[i]].frame;
+    }
+    qsort(pg->pend, pg->npend, sizeof *pg->pend, u32_desc);
+    for (uint32_t i = 0; i < pg->npend; i++) {
+        frame_free(pg, pg->pend[i]);
+    }
+    pg->npend = 0;
+}
+
+// Room for the pages of [lo, hi) that are out, made at once (lock held): what is already in is
+// pinned first (not a victim), then as many victims as frames are missing are evicted, their
+// addresses unmapped together (pend_flush) rather than one call per page. The victims' frames
+// are wiped before pend_flush, and are handed out only after it, so no address ever maps a frame
+// that holds another page.
+static gt_err room_for(gt_pager *pg, uint64_t lo, uint64_t hi)
+{
+    uint32_t out = 0;
+    for (uint64_t p = lo; p < hi; p++) {
+        page_meta *m = &pg->pages[p];
+        if (m->state == PG_RESIDENT) {
+            m->pin = pg->epoch;
+        }
+        out += m->state == PG_SEALED || m->state == PG_ZERO;
+    }
+    gt_err err = GT_OK;
+    while (gt_is_ok(err) && pg->nfree + pg->npend < out && !pg->failed) {
+        uint32_t v = pick_victim(pg, UINT32_MAX, false);
+        if (v == NO_PAGE) {
+            break;  // the rest is the worker's to free, or page_need's to wait for
+        }
+        err = evict(pg, v, &pg->mv[0], NULL, true);
+    }
+    pend_flush(pg);
+    return err;
+}
+
+// Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
+// held.
 static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
 {
+    GT_TRY(room_for(pg, lo, hi));
     uint64_t handle = 0;
     gt_label label = 0;
     for (uint64_t p = lo; p < hi; p++) {
@@ -1119,7 +1271,7 @@ static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
         }
         GT_TRY(page_need(pg, (uint32_t)p, write, label));
     }
-    return GT_OK;
+    return map_range(pg, lo, hi);
 }
 
 static gt_err hold_check(gt_pager *pg, uint64_t lo, uint64_t hi)
@@ -1170,27 +1322,40 @@ static void plan_range(gt_pager *pg, uint64_t lo, uint64_t hi)
     plan_publish(pg);
 }
 
+// Pages a piecewise access holds at once: enough to fault them in and map them as runs (one
+// call per run instead of per page), few enough to leave most of the cap to the rest.
+static uint64_t each_run(const gt_pager *pg)
+{
+    uint64_t n = pg->cap_pages / 4;
+    return n < 1 ? 1 : n > EACH_RUN_PAGES ? EACH_RUN_PAGES : n;
+}
+
 gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pager_piece_fn fn,
                      void *ctx)
 {
     uint64_t planned_to = 0;  // the plan covers pages up to here
     for (uint64_t done = 0; done < len;) {
-        uint64_t at = off + done, n = pg->page - at % pg->page;
-        n = n < len - done ? n : len - done;
+        uint64_t at = off + done, p = at / pg->page;
+        uint64_t run = (p + each_run(pg)) * pg->page - at;  // to a page boundary
+        run = run < len - done ? run : len - done;
         lock(pg);
-        uint64_t p = at / pg->page, last = (off + len + pg->page - 1) / pg->page;
+        uint64_t last = (off + len + pg->page - 1) / pg->page;
         if (p + pg->cap_pages / 2 >= planned_to && planned_to < last) {  // half used: plan on
             plan_range(pg, p, last);
             planned_to = p + pg->cap_pages < last ? p + pg->cap_pages : last;
         }
-        gt_err err = hold_locked(pg, at, n, write);
+        gt_err err = hold_locked(pg, at, run, write);
         if (pg->failed) {
             pager_wipe_all(pg);
         }
         unlock(pg);
         GT_TRY(err);
-        GT_TRY(fn(ctx, pg->base + at, done, n));
-        done += n;
+        for (uint64_t end = done + run; done < end;) {  // the pieces: a page each, as before
+            uint64_t a = off + done, n = pg->page - a % pg->page;
+            n = n < end - done ? n : end - done;
+            GT_TRY(fn(ctx, pg->base + a, done, n));
+            done += n;
+        }
     }
     return GT_OK;
 }
