@@ -1253,24 +1253,42 @@ static gt_err room_for(gt_pager *pg, uint64_t lo, uint64_t hi)
 
 // Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
 // held.
-static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
+// The pages of [lo, hi) through page_need (lock held): with `only_out`, only those out of
+// protected memory and not being moved, else all of them.
+static gt_err need_pass(gt_pager *pg, uint64_t lo, uint64_t hi, bool write, bool only_out)
 {
-    GT_TRY(room_for(pg, lo, hi));
     uint64_t handle = 0;
     gt_label label = 0;
     for (uint64_t p = lo; p < hi; p++) {
         const page_meta *m = &pg->pages[p];
+        if (only_out && !loadable(m)) {
+            continue;
+        }
         if (write && m->handle != handle) {  // the label a write leaves: read here, not by the worker
             gt_buftab_entry *e = NULL;
             GT_TRY(gt_buftab_find(pg->tab, m->handle, m->owner, &e));
             handle = m->handle;
             label = e->label;
         }
-        if (pg->plan_gen == m->plan_gen && m->plan_pos >= pg->plan_head) {
+        if (!only_out && pg->plan_gen == m->plan_gen && m->plan_pos >= pg->plan_head) {
             pg->plan_head = m->plan_pos;  // the worker's reach moves with the caller
         }
         GT_TRY(page_need(pg, (uint32_t)p, write, label));
     }
+    return GT_OK;
+}
+
+// Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
+// held. With the worker, the caller first faults in what is still out and not moving, skipping
+// the pages the worker is opening, so that both threads open pages of the range at once; then
+// it waits for the worker's (the second pass).
+static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
+{
+    GT_TRY(room_for(pg, lo, hi));
+    if (pg->has_worker) {
+        GT_TRY(need_pass(pg, lo, hi, write, true));
+    }
+    GT_TRY(need_pass(pg, lo, hi, write, false));
     return map_range(pg, lo, hi);
 }
 
