@@ -539,6 +539,7 @@ typedef struct {
     uint64_t assist_faults;    // by the worker, for the current launch (in parallel with it)
     uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
     uint64_t mispredicts;      // launches other than the op stream predicted
+    uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).
@@ -558,7 +559,9 @@ void gt_pager_release(gt_pager *pg, uint64_t off);
 // when it has to make room: its blob in the store is still its newest version).
 GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write);
 // Calls fn on [off, off + len) one page-sized piece at a time, each resident while fn runs
-// (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size.
+// (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size. The
+// pages are held in runs of up to 32 (a quarter of the cap at most), faulted in and mapped as
+// runs.
 typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64_t n);
 GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
                                  gt_pager_piece_fn fn, void *ctx);

@@ -53,6 +53,7 @@ typedef struct {
     bool has_blob;           // the store holds its newest version (it was sealed before)
     bool prefetched;         // brought in ahead by the worker, not used since
     bool mapped;             // its address maps its frame (else PROT_NONE): see map_range
+    bool claimed;            // chosen for a batch of evictions (evict_batch): no one else's victim
     uint64_t pin;            // the hold it was last needed by: never evicted during it
     gt_label sealed_label;   // the label bound into its blob's AAD
     gt_label live_label;     // its buffer's label at its last write: what a seal binds
@@ -88,9 +89,12 @@ struct gt_pager {
     int pool_fd;
     uint8_t *pool;  // all frames, mapped once: where pages are opened and wiped
     uint32_t *free_frames, nfree;
-    // Victims of one batch (room_for) whose frames are wiped but still mapped at their
-    // addresses: unmapped together, in runs, before any of those frames is used again.
-    uint32_t *pend, npend;
+    uint32_t *free_at;  // frame f's index in free_frames, NO_FRAME when it is not free
+    // Victims of one batch (per thread: [0] the caller's room_for, [1] the worker's) whose
+    // frames are wiped but still mapped at their addresses: unmapped together, in runs, before
+    // any of those frames is used again (pend_flush).
+    uint32_t *pend[2], npend[2];
+    uint32_t *claim[2];  // the victims a thread's evict_batch chose, before it evicts them
     int store_fd, tree_fd;
     char store_path[600], tree_path[600];
     const gt_buftab *tab;
@@ -99,6 +103,7 @@ struct gt_pager {
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
     uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
     uint64_t pre_evictions;
+    atomic_uint_least64_t map_calls;  // counted by either thread, with or without the lock
     // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
     // frame, which only its mover touches. busy: pages moving now (both threads).
     pthread_mutex_t mu;
@@ -336,6 +341,7 @@ static void run_unmap(gt_pager *pg, uint32_t p, uint32_t n)
     uint8_t *a = page_addr(pg, p);
     void *r = mmap(a, (size_t)n * pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
                    MAP_NORESERVE, -1, 0);
+    atomic_fetch_add_explicit(&pg->map_calls, 1, memory_order_relaxed);
     if (r == MAP_FAILED) {  // out of mappings: the frames stay mapped, but unreadable
         (void)mprotect(a, (size_t)n * pg->page, PROT_NONE);
     }
@@ -353,8 +359,31 @@ static void page_unmap(gt_pager *pg, uint32_t p)
 
 static void frame_free(gt_pager *pg, uint32_t f)
 {
+    pg->free_at[f] = pg->nfree;
     pg->free_frames[pg->nfree++] = f;
     pthread_cond_broadcast(&pg->moved);  // a caller may wait for a frame
+}
+
+// A free frame for page p (lock held, nfree > 0): the one after its left neighbour's when that
+// is free, so that consecutive pages sit in consecutive frames whoever of the two threads
+// brings them in (map_range then maps them with one call); else the last one freed.
+static uint32_t frame_take(gt_pager *pg, uint32_t p)
+{
+    uint32_t f = pg->free_frames[pg->nfree - 1];
+    if (p > 0) {
+        const page_meta *l = &pg->pages[p - 1];
+        uint32_t want = l->frame + 1;
+        if ((l->state == PG_RESIDENT || l->state == PG_MOVING) && want < pg->cap_pages &&
+            pg->free_at[want] != NO_FRAME) {
+            f = want;
+        }
+    }
+    uint32_t i = pg->free_at[f], top = pg->free_frames[pg->nfree - 1];
+    pg->free_frames[i] = top;
+    pg->free_at[top] = i;
+    pg->nfree--;
+    pg->free_at[f] = NO_FRAME;
+    return f;
 }
 
 // Gone from readable memory at once (lock held): its frame wiped and back in the pool.
@@ -468,8 +497,9 @@ static gt_err seal_commit(gt_pager *pg, uint32_t p, uint64_t version)
 // Page v (resident, unpinned) out of protected memory, lock held: sealed into the store when it
 // may have changed since it came in, else dropped (its blob, or a zero page, is still its
 // content). Its wiped frame goes to *frame (NULL: back to the pool). defer (the caller's batch,
-// room_for): a mapped page's address keeps mapping its wiped frame, and both go to pg->pend,
-// unmapped and freed by pend_flush before any frame is handed out again.
+// room_for, the worker's batches): a mapped page's address keeps mapping its wiped frame, and
+// both go to the mover's pg->pend, unmapped and freed by pend_flush before any frame is handed
+// out again.
 static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool defer)
 {
     page_meta *m = &pg->pages[v];
@@ -500,7 +530,8 @@ static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool d
         err = seal_commit(pg, v, version);
     }
     if (defer) {
-        pg->pend[pg->npend++] = v;  // m->frame and m->mapped stay until pend_flush
+        int who = (int)(mv - pg->mv);
+        pg->pend[who][pg->npend[who]++] = v;  // m->frame and m->mapped stay until pend_flush
     } else if (frame != NULL && gt_is_ok(err) && !pg->failed) {
         *frame = f;
     } else {
@@ -551,6 +582,7 @@ static gt_err run_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
     size_t len = (size_t)n * pg->page;
     void *r = mmap(page_addr(pg, p), len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED | MAP_POPULATE, pg->pool_fd, (off_t)f * (off_t)pg->page);
+    atomic_fetch_add_explicit(&pg->map_calls, 1, memory_order_relaxed);
     GT_ENSURE(r != MAP_FAILED, GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
     (void)madvise(r, len, MADV_DONTDUMP);
     for (uint32_t i = 0; i < n; i++) {
@@ -625,6 +657,7 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, mover *mv, int why)
         }
     }
     uint8_t state = m->state;
+    m->frame = f;  // seen by the next page's frame_take while this one moves
     move_begin(pg, m);
     err = sealed ? open_blob(pg, p, version, m->sealed_label, mv, frame_addr(pg, f)) : GT_OK;
     bool auth = !gt_is_ok(err);
@@ -650,6 +683,52 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, mover *mv, int why)
     return GT_OK;
 }
 
+// Pages a piecewise access holds at once: enough to fault them in and map them as runs (one
+// call per run instead of per page), few enough to leave most of the cap to the rest.
+static uint64_t each_run(const gt_pager *pg)
+{
+    uint64_t n = pg->cap_pages / 4;
+    return n < 1 ? 1 : n > EACH_RUN_PAGES ? EACH_RUN_PAGES : n;
+}
+
+// Victims evicted together when a thread runs out of frames: half a piecewise run.
+static uint32_t batch_pages(const gt_pager *pg)
+{
+    return (uint32_t)(each_run(pg) / 2 > 0 ? each_run(pg) / 2 : 1);
+}
+
+static int u32_desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int u32_asc(const void *a, const void *b) { return -u32_desc(a, b); }
+
+// A batch's victims (pg->pend[who]) unmapped, one call per run of consecutive pages, then their
+// wiped frames back in the pool, highest first, so that the next fault-ins (taking the last
+// freed first) give consecutive pages consecutive frames and map_range maps them in one call.
+// Lock held.
+static void pend_flush(gt_pager *pg, int who)
+{
+    uint32_t *v = pg->pend[who], n = pg->npend[who];
+    qsort(v, n, sizeof *v, u32_asc);
+    for (uint32_t i = 0, k = 1; i < n; i += k, k = 1) {
+        while (i + k < n && v[i + k] == v[i] + k) {
+            k++;
+        }
+        run_unmap(pg, v[i], k);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = pg->pages[v[i]].frame;
+    }
+    qsort(v, n, sizeof *v, u32_desc);
+    for (uint32_t i = 0; i < n; i++) {
+        frame_free(pg, v[i]);
+    }
+    pg->npend[who] = 0;
+}
+
 // ---- choosing what leaves: the recorded future first, then LRU -------------------------------
 // The plan (below) lists the pages the next accesses need, in order. A page not in the rest of
 // the plan is needed later than all of it (or never again): those go first, oldest first; else
@@ -667,7 +746,7 @@ static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
     uint32_t best = NO_PAGE, best_pos = 0, seen = 0;
     for (uint32_t v = pg->lru_head; v != NO_PAGE && seen < VICTIM_SCAN; v = pg->pages[v].next) {
         const page_meta *m = &pg->pages[v];
-        if (m->pin == pg->epoch) {
+        if (m->pin == pg->epoch || m->claimed) {
             continue;
         }
         seen++;
@@ -682,21 +761,55 @@ static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
     return best != NO_PAGE && (pos == UINT32_MAX || best_pos > pos) ? best : NO_PAGE;
 }
 
+// Up to `want` victims for thread `who` (lock held): all chosen first (claimed: the other thread
+// neither chooses nor evicts them while this one seals and wipes), the first needed later than
+// plan position pos (or, first_unused, not needed by the plan at all), the rest likewise or
+// (rest_unused) not needed by the plan at all; then
+// evicted one by one, their addresses unmapped together at the end (pend_flush), in runs. A
+// claimed page a new hold pinned meanwhile, or that left already, is skipped.
+static gt_err evict_batch(gt_pager *pg, int who, uint32_t pos, bool first_unused,
+                          bool rest_unused, uint32_t want, uint32_t *done)
+{
+    uint32_t *v = pg->claim[who], n = 0;
+    while (n < want) {
+        uint32_t x = pick_victim(pg, pos, n > 0 ? rest_unused : first_unused);
+        if (x == NO_PAGE) {
+            break;
+        }
+        pg->pages[x].claimed = true;
+        v[n++] = x;
+    }
+    gt_err err = GT_OK;
+    *done = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        page_meta *m = &pg->pages[v[i]];
+        m->claimed = false;
+        if (gt_is_ok(err) && !pg->failed && m->state == PG_RESIDENT && m->pin != pg->epoch) {
+            err = evict(pg, v[i], &pg->mv[who], NULL, true);
+            (*done)++;
+        }
+    }
+    pend_flush(pg, who);
+    return err;
+}
+
 // A frame for the caller's fault-in, lock held; *f stays NO_FRAME when the caller has to look
 // again (it waited for the worker, which may have moved the page it wants meanwhile).
-static gt_err take_frame(gt_pager *pg, uint32_t *f)
+static gt_err take_frame(gt_pager *pg, uint32_t p, uint32_t *f)
 {
     if (pg->nfree > 0) {
-        *f = pg->free_frames[--pg->nfree];
+        *f = frame_take(pg, p);
         return GT_OK;
     }
-    uint32_t v = pick_victim(pg, UINT32_MAX, false);
-    if (v == NO_PAGE) {
+    // A batch: one victim, and pages no plan needs (the used ones), unmapped together. The
+    // frame is taken on the caller's next look.
+    uint32_t done = 0;
+    gt_err err = evict_batch(pg, 0, UINT32_MAX, false, true, batch_pages(pg), &done);
+    if (gt_is_ok(err) && done == 0 && pg->nfree == 0) {
         GT_ENSURE(pg->busy > 0, GT_E_LIMIT, "paging: every resident page is in use");
         pthread_cond_wait(&pg->moved, &pg->mu);
-        return GT_OK;
     }
-    return evict(pg, v, &pg->mv[0], f, false);
+    return err;
 }
 
 // Page p resident and pinned for the current hold (lock held). label: its buffer's label now,
@@ -706,7 +819,8 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
     page_meta *m = &pg->pages[p];
     uint32_t f = NO_FRAME;
     for (;;) {
-        while (m->state == PG_MOVING) {
+        // Moving, or a victim of the worker's batch whose address is not unmapped yet.
+        while (m->state == PG_MOVING || (m->state != PG_RESIDENT && m->mapped)) {
             pthread_cond_wait(&pg->moved, &pg->mu);
         }
         if (pg->failed) {
@@ -727,7 +841,7 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
             break;
         }
         if (f == NO_FRAME) {
-            GT_TRY(take_frame(pg, &f));
+            GT_TRY(take_frame(pg, p, &f));
             continue;
         }
         GT_TRY(load(pg, p, f, &pg->mv[0], LOAD_DEMAND));
@@ -765,32 +879,36 @@ static uint32_t next_wanted(gt_pager *pg)
 }
 
 // One piece of work, lock held: false when there is none until the plan changes.
+// Up to `want` victims evicted by the worker (lock held), needed later than plan position pos
+// (only_unplanned: not needed by the plan at all), their addresses unmapped in runs: false when
+// none could go or an eviction failed.
+static bool worker_evict(gt_pager *pg, uint32_t pos, bool only_unplanned, uint32_t want)
+{
+    uint32_t done = 0;
+    gt_err err = evict_batch(pg, 1, pos, only_unplanned, true, want, &done);
+    pg->pre_evictions += done;
+    return done > 0 && gt_is_ok(err);
+}
+
 static bool worker_step(gt_pager *pg)
 {
     uint64_t gen = pg->plan_gen;
     uint32_t p = next_wanted(pg), pos = pg->wcur, f = NO_FRAME;
+    uint32_t batch = batch_pages(pg);
     if (p == NO_PAGE) {
         // Under pressure, keep a few frames free for the caller's next faults: it then does not
-        // wait for a seal. Only pages the plan does not need go.
-        uint32_t v = pg->plan_full && pg->nfree < pg->reserve ? pick_victim(pg, 0, true) : NO_PAGE;
-        if (v == NO_PAGE) {
+        // wait for a seal. Only pages the plan does not need go, a batch at a time once half
+        // the reserve is used (not one page per page the caller takes).
+        if (!pg->plan_full || pg->nfree >= (pg->reserve + 1) / 2) {
             return false;
         }
-        pg->pre_evictions++;
-        return gt_is_ok(evict(pg, v, &pg->mv[1], NULL, false));
+        uint32_t want = pg->reserve - pg->nfree;
+        return worker_evict(pg, 0, true, want < batch ? want : batch);
     }
-    if (pg->nfree > 0) {
-        f = pg->free_frames[--pg->nfree];
-    } else {
-        uint32_t v = pick_victim(pg, pos, false);
-        if (v == NO_PAGE) {
-            return false;
-        }
-        pg->pre_evictions++;
-        if (!gt_is_ok(evict(pg, v, &pg->mv[1], &f, false))) {
-            return false;
-        }
+    if (pg->nfree == 0) {  // a batch of victims: their unmaps in runs, their frames in order
+        return worker_evict(pg, pos, false, batch);
     }
+    f = frame_take(pg, p);
     if (gen != pg->plan_gen || !loadable(&pg->pages[p])) {
         frame_free(pg, f);  // the plan moved on meanwhile, or the caller took the page
         return true;
@@ -932,6 +1050,7 @@ static gt_err pager_pool(gt_pager *pg)
     (void)madvise(a, bytes, MADV_DONTFORK);
     for (uint64_t i = 0; i < pg->cap_pages; i++) {
         pg->free_frames[i] = (uint32_t)(pg->cap_pages - 1 - i);
+        pg->free_at[pg->cap_pages - 1 - i] = (uint32_t)i;
     }
     pg->nfree = (uint32_t)pg->cap_pages;
     return GT_OK;
@@ -942,10 +1061,16 @@ static gt_err pager_memory(gt_pager *pg)
     pg->pages = calloc(pg->npages, sizeof *pg->pages);
     pg->cache = calloc(pg->cache_n, sizeof *pg->cache);
     pg->free_frames = calloc(pg->cap_pages, sizeof *pg->free_frames);
+    pg->free_at = calloc(pg->cap_pages, sizeof *pg->free_at);
     pg->plan = calloc(pg->cap_pages, sizeof *pg->plan);
-    pg->pend = calloc(pg->cap_pages, sizeof *pg->pend);
+    pg->pend[0] = calloc(pg->cap_pages, sizeof *pg->pend[0]);
+    pg->pend[1] = calloc(pg->cap_pages, sizeof *pg->pend[1]);
+    pg->claim[0] = calloc(pg->cap_pages, sizeof *pg->claim[0]);
+    pg->claim[1] = calloc(pg->cap_pages, sizeof *pg->claim[1]);
     GT_ENSURE(pg->pages != NULL && pg->cache != NULL && pg->free_frames != NULL &&
-                  pg->plan != NULL && pg->pend != NULL,
+                  pg->free_at != NULL &&
+                  pg->plan != NULL && pg->pend[0] != NULL && pg->pend[1] != NULL &&
+                  pg->claim[0] != NULL && pg->claim[1] != NULL,
               GT_E_NOMEM, "paging: out of memory");
     for (uint32_t p = 0; p < pg->npages; p++) {
         pg->pages[p].prev = pg->pages[p].next = NO_PAGE;
@@ -1059,11 +1184,15 @@ void gt_pager_free(gt_pager *pg)
     store_close(pg->store_fd, pg->store_path);
     store_close(pg->tree_fd, pg->tree_path);
     free(pg->pages);
-    free(pg->pend);
+    free(pg->pend[0]);
+    free(pg->pend[1]);
+    free(pg->claim[0]);
+    free(pg->claim[1]);
     movers_free(pg);
     free(pg->extents);
     free(pg->cache);
     free(pg->free_frames);
+    free(pg->free_at);
     free(pg->plan);
     gt_opstream_free(pg->os);
     if (pg->sync_made) {
@@ -1194,36 +1323,6 @@ void gt_pager_release(gt_pager *pg, uint64_t off)
     unlock(pg);
 }
 
-static int u32_desc(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-static int u32_asc(const void *a, const void *b) { return -u32_desc(a, b); }
-
-// The batch's victims (pg->pend) unmapped, one call per run of consecutive pages, then their
-// wiped frames back in the pool, highest first, so that the next fault-ins (taking the last
-// freed first) give consecutive pages consecutive frames and map_range maps them in one call.
-static void pend_flush(gt_pager *pg)
-{
-    qsort(pg->pend, pg->npend, sizeof *pg->pend, u32_asc);
-    for (uint32_t i = 0, n = 1; i < pg->npend; i += n, n = 1) {
-        while (i + n < pg->npend && pg->pend[i + n] == pg->pend[i] + n) {
-            n++;
-        }
-        run_unmap(pg, pg->pend[i], n);
-    }
-    for (uint32_t i = 0; i < pg->npend; i++) {
-        pg->pend[i] = pg->pages[pg->pend[i]].frame;
-    }
-    qsort(pg->pend, pg->npend, sizeof *pg->pend, u32_desc);
-    for (uint32_t i = 0; i < pg->npend; i++) {
-        frame_free(pg, pg->pend[i]);
-    }
-    pg->npend = 0;
-}
-
 // Room for the pages of [lo, hi) that are out, made at once (lock held): what is already in is
 // pinned first (not a victim), then as many victims as frames are missing are evicted, their
 // addresses unmapped together (pend_flush) rather than one call per page. The victims' frames
@@ -1239,16 +1338,12 @@ static gt_err room_for(gt_pager *pg, uint64_t lo, uint64_t hi)
         }
         out += m->state == PG_SEALED || m->state == PG_ZERO;
     }
-    gt_err err = GT_OK;
-    while (gt_is_ok(err) && pg->nfree + pg->npend < out && !pg->failed) {
-        uint32_t v = pick_victim(pg, UINT32_MAX, false);
-        if (v == NO_PAGE) {
-            break;  // the rest is the worker's to free, or page_need's to wait for
-        }
-        err = evict(pg, v, &pg->mv[0], NULL, true);
+    if (pg->nfree >= out) {
+        return GT_OK;
     }
-    pend_flush(pg);
-    return err;
+    // Short of that, page_need waits for the worker or evicts more.
+    uint32_t done = 0;
+    return evict_batch(pg, 0, UINT32_MAX, false, false, out - pg->nfree, &done);
 }
 
 // Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
@@ -1261,8 +1356,8 @@ static gt_err need_pass(gt_pager *pg, uint64_t lo, uint64_t hi, bool write, bool
     gt_label label = 0;
     for (uint64_t p = lo; p < hi; p++) {
         const page_meta *m = &pg->pages[p];
-        if (only_out && !loadable(m)) {
-            continue;
+        if (only_out && (!loadable(m) || pg->nfree == 0)) {
+            continue;  // moving (the worker's), in already, or no frame free: the second pass's
         }
         if (write && m->handle != handle) {  // the label a write leaves: read here, not by the worker
             gt_buftab_entry *e = NULL;
@@ -1338,14 +1433,6 @@ static void plan_range(gt_pager *pg, uint64_t lo, uint64_t hi)
     plan_add(pg, (uint32_t)lo, (uint32_t)hi);
     pg->plan_full = false;  // in order, used once: nothing to keep frames free for
     plan_publish(pg);
-}
-
-// Pages a piecewise access holds at once: enough to fault them in and map them as runs (one
-// call per run instead of per page), few enough to leave most of the cap to the rest.
-static uint64_t each_run(const gt_pager *pg)
-{
-    uint64_t n = pg->cap_pages / 4;
-    return n < 1 ? 1 : n > EACH_RUN_PAGES ? EACH_RUN_PAGES : n;
 }
 
 gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pager_piece_fn fn,
@@ -1594,7 +1681,8 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .prefetch_wasted = pg->prefetch_wasted,
                            .assist_faults = pg->assist_faults,
                            .pre_evictions = pg->pre_evictions,
-                           .mispredicts = gt_opstream_mispredicts(pg->os)};
+                           .mispredicts = gt_opstream_mispredicts(pg->os),
+                           .map_calls = atomic_load(&pg->map_calls)};
     unlock(pg);
 }
 
