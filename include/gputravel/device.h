@@ -574,6 +574,10 @@ typedef gt_err (*gt_pager_run_fn)(void *ctx, const gt_op *op);
 GT_MUST_USE gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                                    gt_pager_run_fn run, void *ctx);
 void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st);
+// The most bytes an access a page at a time should hold at once, from a page boundary: 32 pages,
+// a quarter of the cap at most (one page at least). Holding a run lets the pager fault it in
+// and map it with one call instead of one per page (gt_pager_each does so; devd's copies too).
+uint64_t gt_pager_run_bytes(const gt_pager *pg);
 bool gt_pager_failed(const gt_pager *pg);  // a page failed its check: tear the session down
 // With nothing placed: a fresh key, tree and store (a new device session starts clean).
 GT_MUST_USE gt_err gt_pager_rekey(gt_pager *pg);

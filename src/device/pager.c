@@ -1686,6 +1686,8 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
     unlock(pg);
 }
 
+uint64_t gt_pager_run_bytes(const gt_pager *pg) { return each_run(pg) * pg->page; }
+
 // ---- test hooks (pager_test.h) ----------------------------------------------------------------
 
 void gt_pager_test_paths(const gt_pager *pg, const char **pages, const char **tree)
