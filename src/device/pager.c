@@ -496,11 +496,10 @@ static gt_err seal_commit(gt_pager *pg, uint32_t p, uint64_t version)
 
 // Page v (resident, unpinned) out of protected memory, lock held: sealed into the store when it
 // may have changed since it came in, else dropped (its blob, or a zero page, is still its
-// content). Its wiped frame goes to *frame (NULL: back to the pool). defer (the caller's batch,
-// room_for, the worker's batches): a mapped page's address keeps mapping its wiped frame, and
-// both go to the mover's pg->pend, unmapped and freed by pend_flush before any frame is handed
-// out again.
-static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool defer)
+// content); its frame wiped. Evictions come in batches (evict_batch): a mapped page's address
+// keeps mapping its wiped frame, and both go to the mover's pg->pend, unmapped and freed by
+// pend_flush before any frame is handed out again; an unmapped one's frame is freed at once.
+static gt_err evict(gt_pager *pg, uint32_t v, mover *mv)
 {
     page_meta *m = &pg->pages[v];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
@@ -518,12 +517,9 @@ static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool d
     pg->nresident--;
     pg->prefetch_wasted += m->prefetched;
     m->prefetched = false;
-    defer = defer && m->mapped;
+    bool defer = m->mapped;  // not mapped: the worker's, in ahead and never held
     move_begin(pg, m);
     gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, mv, frame_addr(pg, f)) : GT_OK;
-    if (!defer) {
-        page_unmap(pg, v);
-    }
     gt_secure_zero(frame_addr(pg, f), pg->page);
     move_end(pg);
     if (gt_is_ok(err) && dirty && !pg->failed) {
@@ -532,8 +528,6 @@ static gt_err evict(gt_pager *pg, uint32_t v, mover *mv, uint32_t *frame, bool d
     if (defer) {
         int who = (int)(mv - pg->mv);
         pg->pend[who][pg->npend[who]++] = v;  // m->frame and m->mapped stay until pend_flush
-    } else if (frame != NULL && gt_is_ok(err) && !pg->failed) {
-        *frame = f;
     } else {
         frame_free(pg, f);
     }
@@ -763,10 +757,10 @@ static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
 
 // Up to `want` victims for thread `who` (lock held): all chosen first (claimed: the other thread
 // neither chooses nor evicts them while this one seals and wipes), the first needed later than
-// plan position pos (or, first_unused, not needed by the plan at all), the rest likewise or
-// (rest_unused) not needed by the plan at all; then
-// evicted one by one, their addresses unmapped together at the end (pend_flush), in runs. A
-// claimed page a new hold pinned meanwhile, or that left already, is skipped.
+// plan position pos (first_unused: not needed by the plan at all), the rest likewise (or, with
+// rest_unused, not needed by the plan at all); then evicted one by one, their addresses
+// unmapped together at the end (pend_flush), in runs. A claimed page that a new hold pinned
+// meanwhile, or that left already, is skipped.
 static gt_err evict_batch(gt_pager *pg, int who, uint32_t pos, bool first_unused,
                           bool rest_unused, uint32_t want, uint32_t *done)
 {
@@ -785,7 +779,7 @@ static gt_err evict_batch(gt_pager *pg, int who, uint32_t pos, bool first_unused
         page_meta *m = &pg->pages[v[i]];
         m->claimed = false;
         if (gt_is_ok(err) && !pg->failed && m->state == PG_RESIDENT && m->pin != pg->epoch) {
-            err = evict(pg, v[i], &pg->mv[who], NULL, true);
+            err = evict(pg, v[i], &pg->mv[who]);
             (*done)++;
         }
     }
