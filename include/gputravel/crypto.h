@@ -85,6 +85,18 @@ GT_MUST_USE gt_err gt_aead_keyed_open(gt_aead_keyed *k, uint8_t *pt, size_t pt_c
                                       const uint8_t *aad, size_t aad_len,
                                       const uint8_t iv[GT_AEAD_IV_BYTES]);
 void gt_aead_keyed_free(gt_aead_keyed *k);  // wipes the key schedule; NULL is fine
+// The same with the tag kept apart from the text, and in place allowed (out == in): for a
+// buffer with no room after it for a tag (the pager's frames). seal: out gets the ciphertext,
+// tag its tag. open: out gets the plaintext only if tag matches; on any failure out is zeroed
+// and GT_E_AUTH comes back with no detail.
+GT_MUST_USE gt_err gt_aead_keyed_seal_detached(gt_aead_keyed *k, uint8_t *out, const uint8_t *in,
+                                               size_t len, const uint8_t *aad, size_t aad_len,
+                                               const uint8_t iv[GT_AEAD_IV_BYTES],
+                                               uint8_t tag[GT_AEAD_TAG_BYTES]);
+GT_MUST_USE gt_err gt_aead_keyed_open_detached(gt_aead_keyed *k, uint8_t *out, const uint8_t *in,
+                                               size_t len, const uint8_t *aad, size_t aad_len,
+                                               const uint8_t iv[GT_AEAD_IV_BYTES],
+                                               const uint8_t tag[GT_AEAD_TAG_BYTES]);
 
 // ---- AES-256-GCM, streaming -----------------------------------------------------------------
 // For data larger than memory. Decryption releases plaintext before the tag is checked

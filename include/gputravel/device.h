@@ -539,6 +539,7 @@ typedef struct {
     uint64_t assist_faults;    // by the worker, for the current launch (in parallel with it)
     uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
     uint64_t mispredicts;      // launches other than the op stream predicted
+    uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).
@@ -558,7 +559,9 @@ void gt_pager_release(gt_pager *pg, uint64_t off);
 // when it has to make room: its blob in the store is still its newest version).
 GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool write);
 // Calls fn on [off, off + len) one page-sized piece at a time, each resident while fn runs
-// (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size.
+// (`done`: bytes of the range before this piece): copy_in, copy_out, memset of any size. The
+// pages are held in runs of up to 32 (a quarter of the cap at most), faulted in and mapped as
+// runs.
 typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64_t n);
 GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
                                  gt_pager_piece_fn fn, void *ctx);
@@ -571,6 +574,10 @@ typedef gt_err (*gt_pager_run_fn)(void *ctx, const gt_op *op);
 GT_MUST_USE gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                                    gt_pager_run_fn run, void *ctx);
 void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st);
+// The most bytes an access a page at a time should hold at once, from a page boundary: 32 pages,
+// a quarter of the cap at most (one page at least). Holding a run lets the pager fault it in
+// and map it with one call instead of one per page (gt_pager_each does so; devd's copies too).
+uint64_t gt_pager_run_bytes(const gt_pager *pg);
 bool gt_pager_failed(const gt_pager *pg);  // a page failed its check: tear the session down
 // With nothing placed: a fresh key, tree and store (a new device session starts clean).
 GT_MUST_USE gt_err gt_pager_rekey(gt_pager *pg);

@@ -89,6 +89,47 @@ gt_err gt_aead_keyed_open(gt_aead_keyed *k, uint8_t *pt, size_t pt_cap, size_t *
     return GT_OK;
 }
 
+gt_err gt_aead_keyed_seal_detached(gt_aead_keyed *k, uint8_t *out, const uint8_t *in, size_t len,
+                                   const uint8_t *aad, size_t aad_len,
+                                   const uint8_t iv[GT_AEAD_IV_BYTES],
+                                   uint8_t tag[GT_AEAD_TAG_BYTES])
+{
+    GT_ENSURE(k->encrypt, GT_E_ARG, "aead: a decrypting key cannot seal");
+    int outl = 0;
+    uint8_t end[16];
+    if (EVP_CipherInit_ex(k->ctx, NULL, NULL, NULL, iv, 1) != 1 ||
+        gt_crypto_gcm_update(k->ctx, NULL, aad, aad_len) != 1 ||
+        gt_crypto_gcm_update(k->ctx, out, in, len) != 1 ||
+        EVP_EncryptFinal_ex(k->ctx, end, &outl) != 1 || outl != 0 ||
+        EVP_CIPHER_CTX_ctrl(k->ctx, EVP_CTRL_GCM_GET_TAG, GT_AEAD_TAG_BYTES, tag) != 1) {
+        gt_secure_zero(out, len);
+        gt_secure_zero(tag, GT_AEAD_TAG_BYTES);
+        return gt_crypto_openssl_err("aead: seal");
+    }
+    return GT_OK;
+}
+
+gt_err gt_aead_keyed_open_detached(gt_aead_keyed *k, uint8_t *out, const uint8_t *in, size_t len,
+                                   const uint8_t *aad, size_t aad_len,
+                                   const uint8_t iv[GT_AEAD_IV_BYTES],
+                                   const uint8_t tag[GT_AEAD_TAG_BYTES])
+{
+    GT_ENSURE(!k->encrypt, GT_E_ARG, "aead: an encrypting key cannot open");
+    uint8_t t[GT_AEAD_TAG_BYTES], end[16];
+    memcpy(t, tag, sizeof t);  // OpenSSL takes a non-const pointer
+    int outl = 0;
+    if (EVP_CipherInit_ex(k->ctx, NULL, NULL, NULL, iv, 0) != 1 ||
+        gt_crypto_gcm_update(k->ctx, NULL, aad, aad_len) != 1 ||
+        gt_crypto_gcm_update(k->ctx, out, in, len) != 1 ||
+        EVP_CIPHER_CTX_ctrl(k->ctx, EVP_CTRL_GCM_SET_TAG, GT_AEAD_TAG_BYTES, t) != 1 ||
+        EVP_DecryptFinal_ex(k->ctx, end, &outl) != 1 || outl != 0) {
+        ERR_clear_error();
+        gt_secure_zero(out, len);  // whatever was decrypted is unauthenticated
+        return gt_errf(GT_E_AUTH, "aead: authentication failed");
+    }
+    return GT_OK;
+}
+
 void gt_aead_keyed_free(gt_aead_keyed *k)
 {
     if (k == NULL) {

@@ -239,7 +239,8 @@ static gt_err arena_hold(devd *d, uint64_t off, uint64_t len, bool write)
     return d->pg != NULL ? gt_pager_hold(d->pg, off, len, write) : GT_OK;
 }
 
-// The longest piece from off on that one hold covers: to the end of its page when paging.
+// The longest piece from off on that one hold covers: when paging, to the end of a run of
+// pages (gt_pager_run_bytes from its page's start), which the pager faults in and maps as one.
 static uint64_t arena_piece(const devd *d, uint64_t off, uint64_t len)
 {
     if (d->pg == NULL) {
@@ -247,12 +248,12 @@ static uint64_t arena_piece(const devd *d, uint64_t off, uint64_t len)
     }
     gt_pager_stats st;
     gt_pager_stats_get(d->pg, &st);
-    uint64_t n = st.page_bytes - off % st.page_bytes;
+    uint64_t n = gt_pager_run_bytes(d->pg) - off % st.page_bytes;
     return n < len ? n : len;
 }
 
 // AEAD stream update from in into the arena at off (in != NULL), or from the arena at off into
-// out, a page at a time when paging.
+// out, a run of pages at a time when paging.
 static gt_err arena_crypt(devd *d, gt_aead_stream *as, uint64_t off, const uint8_t *in,
                           uint8_t *out, uint64_t len)
 {
@@ -279,8 +280,8 @@ static gt_err arena_fill(devd *d, uint64_t off, int value, uint64_t len)
     return GT_OK;
 }
 
-// Plain copies between the arena at off and memory (in != NULL: into the arena), a page at a
-// time when paging.
+// Plain copies between the arena at off and memory (in != NULL: into the arena), a run of pages
+// at a time when paging.
 static gt_err arena_copy(devd *d, uint64_t off, const uint8_t *in, uint8_t *out, uint64_t len)
 {
     for (uint64_t done = 0; done < len;) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "opstream.h"
@@ -40,6 +41,7 @@ enum { LOAD_DEMAND, LOAD_AHEAD, LOAD_ASSIST };  // who brought a page in, and wh
 #define VICTIM_SCAN 512u              // resident pages looked at for one eviction, oldest first
 #define PLAN_MAX_LAUNCHES 256u        // launches predicted ahead at most (and the cap's pages)
 #define OPSTREAM_LAUNCHES (1u << 14)  // launches remembered: more than a GPT-2 step has
+#define EACH_RUN_PAGES 32u            // pages a piecewise access holds at once, at most
 
 typedef struct {
     uint64_t handle, owner;  // the buffer it belongs to (handle 0: not placed)
@@ -50,6 +52,8 @@ typedef struct {
     bool dirty;              // resident and maybe changed since it came in: reseal to evict
     bool has_blob;           // the store holds its newest version (it was sealed before)
     bool prefetched;         // brought in ahead by the worker, not used since
+    bool mapped;             // its address maps its frame (else PROT_NONE): see map_range
+    bool claimed;            // chosen for a batch of evictions (evict_batch): no one else's victim
     uint64_t pin;            // the hold it was last needed by: never evicted during it
     gt_label sealed_label;   // the label bound into its blob's AAD
     gt_label live_label;     // its buffer's label at its last write: what a seal binds
@@ -60,6 +64,11 @@ typedef struct {
 typedef struct {
     uint32_t first, count;
 } extent;
+
+// One thread's GCM key schedules (the caller's, the worker's): made once per key, not per page.
+typedef struct {
+    gt_aead_keyed *seal, *open;
+} mover;
 
 struct gt_pager {
     uint8_t key[GT_AEAD_KEY_BYTES];
@@ -74,12 +83,18 @@ struct gt_pager {
     uint32_t lru_head, lru_tail;
     extent *extents;  // placed buffers, sorted by first page
     size_t nextents, cap_extents;
-    uint8_t *stage;  // one sealed page: ciphertext || tag (never plaintext)
+    mover mv[2];  // [0] the caller's, [1] the worker's
     // The frames: cap_pages pages of a memfd, the only memory a resident page can have. A
     // resident page maps its frame; a free frame is all zeros (wiped when its page left).
     int pool_fd;
     uint8_t *pool;  // all frames, mapped once: where pages are opened and wiped
     uint32_t *free_frames, nfree;
+    uint32_t *free_at;  // frame f's index in free_frames, NO_FRAME when it is not free
+    // Victims of one batch (per thread: [0] the caller's room_for, [1] the worker's) whose
+    // frames are wiped but still mapped at their addresses: unmapped together, in runs, before
+    // any of those frames is used again (pend_flush).
+    uint32_t *pend[2], npend[2];
+    uint32_t *claim[2];  // the victims a thread's evict_batch chose, before it evicts them
     int store_fd, tree_fd;
     char store_path[600], tree_path[600];
     const gt_buftab *tab;
@@ -88,6 +103,7 @@ struct gt_pager {
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
     uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
     uint64_t pre_evictions;
+    atomic_uint_least64_t map_calls;  // counted by either thread, with or without the lock
     // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
     // frame, which only its mover touches. busy: pages moving now (both threads).
     pthread_mutex_t mu;
@@ -96,7 +112,6 @@ struct gt_pager {
     pthread_t worker;
     bool has_worker, stop, sync_made;
     uint32_t busy;
-    uint8_t *wstage;  // the worker's sealed page
     // The plan: pages in the order the caller will need them (plan_now first: the current
     // access; then predicted). plan_head: where the caller is; wcur: where the worker is.
     gt_opstream *os;
@@ -318,21 +333,57 @@ static void page_aad(const gt_pager *pg, uint32_t p, uint64_t version, gt_label 
     put_le64(iv + 4, version);
 }
 
-// The address mapped to nothing (PROT_NONE), so a stray access is a crash.
-static void page_unmap(gt_pager *pg, uint32_t p)
+// Pages [p, p + n) mapped to nothing (PROT_NONE), so a stray access is a crash: one call for a
+// run of pages (the kernel's cost is mostly per call: the mapping's split, the TLB flush of
+// every thread).
+static void run_unmap(gt_pager *pg, uint32_t p, uint32_t n)
 {
     uint8_t *a = page_addr(pg, p);
-    void *r = mmap(a, pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+    void *r = mmap(a, (size_t)n * pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
                    MAP_NORESERVE, -1, 0);
-    if (r == MAP_FAILED) {  // out of mappings: the frame stays mapped, but unreadable
-        (void)mprotect(a, pg->page, PROT_NONE);
+    atomic_fetch_add_explicit(&pg->map_calls, 1, memory_order_relaxed);
+    if (r == MAP_FAILED) {  // out of mappings: the frames stay mapped, but unreadable
+        (void)mprotect(a, (size_t)n * pg->page, PROT_NONE);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        pg->pages[p + i].mapped = false;
+    }
+}
+
+static void page_unmap(gt_pager *pg, uint32_t p)
+{
+    if (pg->pages[p].mapped) {
+        run_unmap(pg, p, 1);
     }
 }
 
 static void frame_free(gt_pager *pg, uint32_t f)
 {
+    pg->free_at[f] = pg->nfree;
     pg->free_frames[pg->nfree++] = f;
     pthread_cond_broadcast(&pg->moved);  // a caller may wait for a frame
+}
+
+// A free frame for page p (lock held, nfree > 0): the one after its left neighbour's when that
+// is free, so that consecutive pages sit in consecutive frames whoever of the two threads
+// brings them in (map_range then maps them with one call); else the last one freed.
+static uint32_t frame_take(gt_pager *pg, uint32_t p)
+{
+    uint32_t f = pg->free_frames[pg->nfree - 1];
+    if (p > 0) {
+        const page_meta *l = &pg->pages[p - 1];
+        uint32_t want = l->frame + 1;
+        if ((l->state == PG_RESIDENT || l->state == PG_MOVING) && want < pg->cap_pages &&
+            pg->free_at[want] != NO_FRAME) {
+            f = want;
+        }
+    }
+    uint32_t i = pg->free_at[f], top = pg->free_frames[pg->nfree - 1];
+    pg->free_frames[i] = top;
+    pg->free_at[top] = i;
+    pg->nfree--;
+    pg->free_at[f] = NO_FRAME;
+    return f;
 }
 
 // Gone from readable memory at once (lock held): its frame wiped and back in the pool.
@@ -414,16 +465,22 @@ static void move_end(gt_pager *pg)
     pthread_cond_broadcast(&pg->moved);
 }
 
-// Seals page p (plaintext at its address, which no one writes while it moves) at version into
-// stage and writes the blob to the store. Lock not held.
-static gt_err seal_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage)
+// Seals page p (plaintext in its frame, which no one writes while it moves) at version in
+// place, frame and tag written to the store as its blob with one call. The frame then holds
+// ciphertext, wiped next. Lock not held.
+static gt_err seal_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, mover *mv,
+                        uint8_t *frame)
 {
-    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    size_t n = 0;
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES], tag[GT_AEAD_TAG_BYTES];
     page_aad(pg, p, version, label, aad, iv);
-    GT_TRY(gt_aead_seal(stage, pg->page + GT_AEAD_TAG_BYTES, &n, page_addr(pg, p), pg->page, aad,
-                        sizeof aad, iv, pg->key));
-    return store_write(pg->store_fd, stage, n, blob_at(pg, p));
+    GT_TRY(gt_aead_keyed_seal_detached(mv->seal, frame, frame, pg->page, aad, sizeof aad, iv,
+                                       tag));
+    struct iovec io[2] = {{frame, pg->page}, {tag, sizeof tag}};
+    ssize_t put = pwritev(pg->store_fd, io, 2, (off_t)blob_at(pg, p));
+    GT_ENSURE(put == (ssize_t)(pg->page + sizeof tag), GT_E_IO,
+              "paging: cannot write the store (%zd of %llu bytes)", put,
+              (unsigned long long)(pg->page + sizeof tag));
+    return GT_OK;
 }
 
 // After the seal (lock held again): the version checked once more against the root with fresh
@@ -439,8 +496,10 @@ static gt_err seal_commit(gt_pager *pg, uint32_t p, uint64_t version)
 
 // Page v (resident, unpinned) out of protected memory, lock held: sealed into the store when it
 // may have changed since it came in, else dropped (its blob, or a zero page, is still its
-// content). Its wiped frame goes to *frame (NULL: back to the pool).
-static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
+// content); its frame wiped. Evictions come in batches (evict_batch): a mapped page's address
+// keeps mapping its wiped frame, and both go to the mover's pg->pend, unmapped and freed by
+// pend_flush before any frame is handed out again; an unmapped one's frame is freed at once.
+static gt_err evict(gt_pager *pg, uint32_t v, mover *mv)
 {
     page_meta *m = &pg->pages[v];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
@@ -458,16 +517,17 @@ static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
     pg->nresident--;
     pg->prefetch_wasted += m->prefetched;
     m->prefetched = false;
+    bool defer = m->mapped;  // not mapped: the worker's, in ahead and never held
     move_begin(pg, m);
-    gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, stage) : GT_OK;
-    page_unmap(pg, v);
+    gt_err err = dirty ? seal_blob(pg, v, version, m->live_label, mv, frame_addr(pg, f)) : GT_OK;
     gt_secure_zero(frame_addr(pg, f), pg->page);
     move_end(pg);
     if (gt_is_ok(err) && dirty && !pg->failed) {
         err = seal_commit(pg, v, version);
     }
-    if (frame != NULL && gt_is_ok(err) && !pg->failed) {
-        *frame = f;
+    if (defer) {
+        int who = (int)(mv - pg->mv);
+        pg->pend[who][pg->npend[who]++] = v;  // m->frame and m->mapped stay until pend_flush
     } else {
         frame_free(pg, f);
     }
@@ -491,26 +551,60 @@ static gt_err evict(gt_pager *pg, uint32_t v, uint8_t *stage, uint32_t *frame)
     return GT_OK;
 }
 
-// Opens page p's blob at version (checked against the root just before) into frame f. Lock not
+// Opens page p's blob at version (checked against the root just before) in frame dst. Lock not
 // held: the blob is read after the check, but a blob other than that version's fails the tag.
-static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, uint8_t *stage,
+// The ciphertext is read into the frame (protected memory) first and opened there, in place: a
+// host changing the store during the open cannot change what the tag is checked over. On a
+// failure the frame holds ciphertext or zeros, and the caller wipes it.
+static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label label, mover *mv,
                         uint8_t *dst)
 {
-    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES];
-    size_t blob = pg->page + GT_AEAD_TAG_BYTES, n = 0;
-    GT_TRY(store_read(pg->store_fd, stage, blob, blob_at(pg, p), "a page"));
+    uint8_t aad[PAGER_AAD_BYTES], iv[GT_AEAD_IV_BYTES], tag[GT_AEAD_TAG_BYTES];
+    struct iovec io[2] = {{dst, pg->page}, {tag, sizeof tag}};
+    ssize_t got = preadv(pg->store_fd, io, 2, (off_t)blob_at(pg, p));
+    GT_ENSURE(got == (ssize_t)(pg->page + sizeof tag), GT_E_AUTH,
+              "paging: the untrusted store is short at a page");
     page_aad(pg, p, version, label, aad, iv);
-    return gt_aead_open(dst, pg->page, &n, stage, blob, aad, sizeof aad, iv, pg->key);
+    return gt_aead_keyed_open_detached(mv->open, dst, dst, pg->page, aad, sizeof aad, iv, tag);
 }
 
-// Maps frame f at page p's address: no frame is allocated or zeroed by the kernel here, and
-// MAP_POPULATE sets its entries in the same call rather than one fault per 4 KiB.
-static gt_err frame_map(gt_pager *pg, uint32_t p, uint32_t f)
+// Maps frames f .. f + n - 1 at pages p .. p + n - 1 with one call: no frame is allocated or
+// zeroed by the kernel here, and MAP_POPULATE sets their entries in the same call rather than
+// one fault per 4 KiB. Lock held.
+static gt_err run_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
 {
-    void *r = mmap(page_addr(pg, p), pg->page, PROT_READ | PROT_WRITE,
+    size_t len = (size_t)n * pg->page;
+    void *r = mmap(page_addr(pg, p), len, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED | MAP_POPULATE, pg->pool_fd, (off_t)f * (off_t)pg->page);
+    atomic_fetch_add_explicit(&pg->map_calls, 1, memory_order_relaxed);
     GT_ENSURE(r != MAP_FAILED, GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
-    (void)madvise(r, pg->page, MADV_DONTDUMP);
+    (void)madvise(r, len, MADV_DONTDUMP);
+    for (uint32_t i = 0; i < n; i++) {
+        pg->pages[p + i].mapped = true;
+    }
+    return GT_OK;
+}
+
+// The resident pages of [lo, hi) that are not mapped yet mapped at their addresses (lock held),
+// one call per run of consecutive pages in consecutive frames. A fault-in only opens a page
+// into its frame: it is mapped here, by the caller, when a hold needs it (a page the worker
+// brought in ahead stays unaddressable until then, and costs no call if it leaves unused).
+static gt_err map_range(gt_pager *pg, uint64_t lo, uint64_t hi)
+{
+    for (uint64_t p = lo; p < hi;) {
+        const page_meta *m = &pg->pages[p];
+        if (m->state != PG_RESIDENT || m->mapped) {
+            p++;
+            continue;
+        }
+        uint32_t n = 1;
+        while (p + n < hi && pg->pages[p + n].state == PG_RESIDENT && !pg->pages[p + n].mapped &&
+               pg->pages[p + n].frame == m->frame + n) {
+            n++;
+        }
+        GT_TRY(run_map(pg, (uint32_t)p, m->frame, n));
+        p += n;
+    }
     return GT_OK;
 }
 
@@ -523,6 +617,7 @@ static void load_done(gt_pager *pg, uint32_t p, uint32_t f, bool sealed, int why
     m->dirty = false;
     m->state = PG_RESIDENT;
     m->prefetched = why == LOAD_AHEAD;
+    m->mapped = false;
     lru_push(pg, p);
     pg->nresident++;
     pg->fault_ins++;
@@ -533,8 +628,9 @@ static void load_done(gt_pager *pg, uint32_t p, uint32_t f, bool sealed, int why
     pg->peak = used > pg->peak ? used : pg->peak;
 }
 
-// Page p (sealed or zero) into frame f, lock held: checked against the root, opened, mapped.
-static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why)
+// Page p (sealed or zero) into frame f, lock held: checked against the root and opened in the
+// frame (mapped by map_range when a hold needs it).
+static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, mover *mv, int why)
 {
     page_meta *m = &pg->pages[p];
     uint8_t sib[TREE_MAX_LEVELS][TREE_HASH];
@@ -555,10 +651,10 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
         }
     }
     uint8_t state = m->state;
+    m->frame = f;  // seen by the next page's frame_take while this one moves
     move_begin(pg, m);
-    err = sealed ? open_blob(pg, p, version, m->sealed_label, stage, frame_addr(pg, f)) : GT_OK;
+    err = sealed ? open_blob(pg, p, version, m->sealed_label, mv, frame_addr(pg, f)) : GT_OK;
     bool auth = !gt_is_ok(err);
-    err = gt_is_ok(err) ? frame_map(pg, p, f) : err;
     if (!gt_is_ok(err)) {
         gt_secure_zero(frame_addr(pg, f), pg->page);
     }
@@ -566,7 +662,6 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
     m->state = state;
     if (pg->failed) {  // torn down meanwhile by the other thread: this page goes too
         if (gt_is_ok(err)) {
-            page_unmap(pg, p);
             gt_secure_zero(frame_addr(pg, f), pg->page);
         }
         frame_free(pg, f);
@@ -580,6 +675,52 @@ static gt_err load(gt_pager *pg, uint32_t p, uint32_t f, uint8_t *stage, int why
     }
     load_done(pg, p, f, sealed, why);
     return GT_OK;
+}
+
+// Pages a piecewise access holds at once: enough to fault them in and map them as runs (one
+// call per run instead of per page), few enough to leave most of the cap to the rest.
+static uint64_t each_run(const gt_pager *pg)
+{
+    uint64_t n = pg->cap_pages / 4;
+    return n < 1 ? 1 : n > EACH_RUN_PAGES ? EACH_RUN_PAGES : n;
+}
+
+// Victims evicted together when a thread runs out of frames: half a piecewise run.
+static uint32_t batch_pages(const gt_pager *pg)
+{
+    return (uint32_t)(each_run(pg) / 2 > 0 ? each_run(pg) / 2 : 1);
+}
+
+static int u32_desc(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int u32_asc(const void *a, const void *b) { return -u32_desc(a, b); }
+
+// A batch's victims (pg->pend[who]) unmapped, one call per run of consecutive pages, then their
+// wiped frames back in the pool, highest first, so that the next fault-ins (taking the last
+// freed first) give consecutive pages consecutive frames and map_range maps them in one call.
+// Lock held.
+static void pend_flush(gt_pager *pg, int who)
+{
+    uint32_t *v = pg->pend[who], n = pg->npend[who];
+    qsort(v, n, sizeof *v, u32_asc);
+    for (uint32_t i = 0, k = 1; i < n; i += k, k = 1) {
+        while (i + k < n && v[i + k] == v[i] + k) {
+            k++;
+        }
+        run_unmap(pg, v[i], k);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = pg->pages[v[i]].frame;
+    }
+    qsort(v, n, sizeof *v, u32_desc);
+    for (uint32_t i = 0; i < n; i++) {
+        frame_free(pg, v[i]);
+    }
+    pg->npend[who] = 0;
 }
 
 // ---- choosing what leaves: the recorded future first, then LRU -------------------------------
@@ -599,7 +740,7 @@ static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
     uint32_t best = NO_PAGE, best_pos = 0, seen = 0;
     for (uint32_t v = pg->lru_head; v != NO_PAGE && seen < VICTIM_SCAN; v = pg->pages[v].next) {
         const page_meta *m = &pg->pages[v];
-        if (m->pin == pg->epoch) {
+        if (m->pin == pg->epoch || m->claimed) {
             continue;
         }
         seen++;
@@ -614,21 +755,55 @@ static uint32_t pick_victim(gt_pager *pg, uint32_t pos, bool only_unplanned)
     return best != NO_PAGE && (pos == UINT32_MAX || best_pos > pos) ? best : NO_PAGE;
 }
 
+// Up to `want` victims for thread `who` (lock held): all chosen first (claimed: the other thread
+// neither chooses nor evicts them while this one seals and wipes), the first needed later than
+// plan position pos (first_unused: not needed by the plan at all), the rest likewise (or, with
+// rest_unused, not needed by the plan at all); then evicted one by one, their addresses
+// unmapped together at the end (pend_flush), in runs. A claimed page that a new hold pinned
+// meanwhile, or that left already, is skipped.
+static gt_err evict_batch(gt_pager *pg, int who, uint32_t pos, bool first_unused,
+                          bool rest_unused, uint32_t want, uint32_t *done)
+{
+    uint32_t *v = pg->claim[who], n = 0;
+    while (n < want) {
+        uint32_t x = pick_victim(pg, pos, n > 0 ? rest_unused : first_unused);
+        if (x == NO_PAGE) {
+            break;
+        }
+        pg->pages[x].claimed = true;
+        v[n++] = x;
+    }
+    gt_err err = GT_OK;
+    *done = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        page_meta *m = &pg->pages[v[i]];
+        m->claimed = false;
+        if (gt_is_ok(err) && !pg->failed && m->state == PG_RESIDENT && m->pin != pg->epoch) {
+            err = evict(pg, v[i], &pg->mv[who]);
+            (*done)++;
+        }
+    }
+    pend_flush(pg, who);
+    return err;
+}
+
 // A frame for the caller's fault-in, lock held; *f stays NO_FRAME when the caller has to look
 // again (it waited for the worker, which may have moved the page it wants meanwhile).
-static gt_err take_frame(gt_pager *pg, uint32_t *f)
+static gt_err take_frame(gt_pager *pg, uint32_t p, uint32_t *f)
 {
     if (pg->nfree > 0) {
-        *f = pg->free_frames[--pg->nfree];
+        *f = frame_take(pg, p);
         return GT_OK;
     }
-    uint32_t v = pick_victim(pg, UINT32_MAX, false);
-    if (v == NO_PAGE) {
+    // A batch: one victim, and pages no plan needs (the used ones), unmapped together. The
+    // frame is taken on the caller's next look.
+    uint32_t done = 0;
+    gt_err err = evict_batch(pg, 0, UINT32_MAX, false, true, batch_pages(pg), &done);
+    if (gt_is_ok(err) && done == 0 && pg->nfree == 0) {
         GT_ENSURE(pg->busy > 0, GT_E_LIMIT, "paging: every resident page is in use");
         pthread_cond_wait(&pg->moved, &pg->mu);
-        return GT_OK;
     }
-    return evict(pg, v, pg->stage, f);
+    return err;
 }
 
 // Page p resident and pinned for the current hold (lock held). label: its buffer's label now,
@@ -638,7 +813,8 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
     page_meta *m = &pg->pages[p];
     uint32_t f = NO_FRAME;
     for (;;) {
-        while (m->state == PG_MOVING) {
+        // Moving, or a victim of the worker's batch whose address is not unmapped yet.
+        while (m->state == PG_MOVING || (m->state != PG_RESIDENT && m->mapped)) {
             pthread_cond_wait(&pg->moved, &pg->mu);
         }
         if (pg->failed) {
@@ -659,10 +835,10 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
             break;
         }
         if (f == NO_FRAME) {
-            GT_TRY(take_frame(pg, &f));
+            GT_TRY(take_frame(pg, p, &f));
             continue;
         }
-        GT_TRY(load(pg, p, f, pg->stage, LOAD_DEMAND));
+        GT_TRY(load(pg, p, f, &pg->mv[0], LOAD_DEMAND));
         break;
     }
     m->pin = pg->epoch;
@@ -675,6 +851,13 @@ static gt_err page_need(gt_pager *pg, uint32_t p, bool write, gt_label label)
 
 // ---- the worker: pages of the plan in ahead of the caller ------------------------------------
 
+// Out of protected memory, and its address no longer maps a frame (not a victim of the caller's
+// batch still waiting for pend_flush).
+static bool loadable(const page_meta *m)
+{
+    return (m->state == PG_SEALED || m->state == PG_ZERO) && !m->mapped;
+}
+
 // The next page of the plan the worker can bring in, at or after its cursor; NO_PAGE if none.
 static uint32_t next_wanted(gt_pager *pg)
 {
@@ -682,8 +865,7 @@ static uint32_t next_wanted(gt_pager *pg)
     end = end < reach ? end : reach;
     pg->wcur = pg->wcur < pg->plan_head ? pg->plan_head : pg->wcur;
     for (; pg->wcur < end; pg->wcur++) {
-        uint8_t s = pg->pages[pg->plan[pg->wcur]].state;
-        if (s == PG_SEALED || s == PG_ZERO) {
+        if (loadable(&pg->pages[pg->plan[pg->wcur]])) {
             return pg->plan[pg->wcur];
         }
     }
@@ -691,38 +873,41 @@ static uint32_t next_wanted(gt_pager *pg)
 }
 
 // One piece of work, lock held: false when there is none until the plan changes.
+// Up to `want` victims evicted by the worker (lock held), needed later than plan position pos
+// (only_unplanned: not needed by the plan at all), their addresses unmapped in runs: false when
+// none could go or an eviction failed.
+static bool worker_evict(gt_pager *pg, uint32_t pos, bool only_unplanned, uint32_t want)
+{
+    uint32_t done = 0;
+    gt_err err = evict_batch(pg, 1, pos, only_unplanned, true, want, &done);
+    pg->pre_evictions += done;
+    return done > 0 && gt_is_ok(err);
+}
+
 static bool worker_step(gt_pager *pg)
 {
     uint64_t gen = pg->plan_gen;
     uint32_t p = next_wanted(pg), pos = pg->wcur, f = NO_FRAME;
+    uint32_t batch = batch_pages(pg);
     if (p == NO_PAGE) {
         // Under pressure, keep a few frames free for the caller's next faults: it then does not
-        // wait for a seal. Only pages the plan does not need go.
-        uint32_t v = pg->plan_full && pg->nfree < pg->reserve ? pick_victim(pg, 0, true) : NO_PAGE;
-        if (v == NO_PAGE) {
+        // wait for a seal. Only pages the plan does not need go, a batch at a time once half
+        // the reserve is used (not one page per page the caller takes).
+        if (!pg->plan_full || pg->nfree >= (pg->reserve + 1) / 2) {
             return false;
         }
-        pg->pre_evictions++;
-        return gt_is_ok(evict(pg, v, pg->wstage, NULL));
+        uint32_t want = pg->reserve - pg->nfree;
+        return worker_evict(pg, 0, true, want < batch ? want : batch);
     }
-    if (pg->nfree > 0) {
-        f = pg->free_frames[--pg->nfree];
-    } else {
-        uint32_t v = pick_victim(pg, pos, false);
-        if (v == NO_PAGE) {
-            return false;
-        }
-        pg->pre_evictions++;
-        if (!gt_is_ok(evict(pg, v, pg->wstage, &f))) {
-            return false;
-        }
+    if (pg->nfree == 0) {  // a batch of victims: their unmaps in runs, their frames in order
+        return worker_evict(pg, pos, false, batch);
     }
-    uint8_t s = pg->pages[p].state;
-    if (gen != pg->plan_gen || (s != PG_SEALED && s != PG_ZERO)) {
+    f = frame_take(pg, p);
+    if (gen != pg->plan_gen || !loadable(&pg->pages[p])) {
         frame_free(pg, f);  // the plan moved on meanwhile, or the caller took the page
         return true;
     }
-    return gt_is_ok(load(pg, p, f, pg->wstage, pos < pg->plan_now ? LOAD_ASSIST : LOAD_AHEAD));
+    return gt_is_ok(load(pg, p, f, &pg->mv[1], pos < pg->plan_now ? LOAD_ASSIST : LOAD_AHEAD));
 }
 
 static void *worker_main(void *arg)
@@ -859,6 +1044,7 @@ static gt_err pager_pool(gt_pager *pg)
     (void)madvise(a, bytes, MADV_DONTFORK);
     for (uint64_t i = 0; i < pg->cap_pages; i++) {
         pg->free_frames[i] = (uint32_t)(pg->cap_pages - 1 - i);
+        pg->free_at[pg->cap_pages - 1 - i] = (uint32_t)i;
     }
     pg->nfree = (uint32_t)pg->cap_pages;
     return GT_OK;
@@ -867,13 +1053,18 @@ static gt_err pager_pool(gt_pager *pg)
 static gt_err pager_memory(gt_pager *pg)
 {
     pg->pages = calloc(pg->npages, sizeof *pg->pages);
-    pg->stage = malloc(pg->page + GT_AEAD_TAG_BYTES);
     pg->cache = calloc(pg->cache_n, sizeof *pg->cache);
     pg->free_frames = calloc(pg->cap_pages, sizeof *pg->free_frames);
+    pg->free_at = calloc(pg->cap_pages, sizeof *pg->free_at);
     pg->plan = calloc(pg->cap_pages, sizeof *pg->plan);
-    pg->wstage = malloc(pg->page + GT_AEAD_TAG_BYTES);
-    GT_ENSURE(pg->pages != NULL && pg->stage != NULL && pg->cache != NULL &&
-                  pg->free_frames != NULL && pg->plan != NULL && pg->wstage != NULL,
+    pg->pend[0] = calloc(pg->cap_pages, sizeof *pg->pend[0]);
+    pg->pend[1] = calloc(pg->cap_pages, sizeof *pg->pend[1]);
+    pg->claim[0] = calloc(pg->cap_pages, sizeof *pg->claim[0]);
+    pg->claim[1] = calloc(pg->cap_pages, sizeof *pg->claim[1]);
+    GT_ENSURE(pg->pages != NULL && pg->cache != NULL && pg->free_frames != NULL &&
+                  pg->free_at != NULL &&
+                  pg->plan != NULL && pg->pend[0] != NULL && pg->pend[1] != NULL &&
+                  pg->claim[0] != NULL && pg->claim[1] != NULL,
               GT_E_NOMEM, "paging: out of memory");
     for (uint32_t p = 0; p < pg->npages; p++) {
         pg->pages[p].prev = pg->pages[p].next = NO_PAGE;
@@ -885,6 +1076,26 @@ static gt_err pager_memory(gt_pager *pg)
               (unsigned long long)pg->virt);
     pg->base = a;
     (void)madvise(a, pg->virt, MADV_DONTDUMP);
+    return GT_OK;
+}
+
+static void movers_free(gt_pager *pg)
+{
+    for (int i = 0; i < 2; i++) {
+        gt_aead_keyed_free(pg->mv[i].seal);
+        gt_aead_keyed_free(pg->mv[i].open);
+        pg->mv[i] = (mover){NULL, NULL};
+    }
+}
+
+// Both threads' key schedules for pg->key (no page moves: quiesced).
+static gt_err movers_key(gt_pager *pg)
+{
+    movers_free(pg);
+    for (int i = 0; i < 2; i++) {
+        GT_TRY(gt_aead_keyed_new(&pg->mv[i].seal, true, pg->key));
+        GT_TRY(gt_aead_keyed_new(&pg->mv[i].open, false, pg->key));
+    }
     return GT_OK;
 }
 
@@ -967,12 +1178,16 @@ void gt_pager_free(gt_pager *pg)
     store_close(pg->store_fd, pg->store_path);
     store_close(pg->tree_fd, pg->tree_path);
     free(pg->pages);
-    free(pg->stage);
+    free(pg->pend[0]);
+    free(pg->pend[1]);
+    free(pg->claim[0]);
+    free(pg->claim[1]);
+    movers_free(pg);
     free(pg->extents);
     free(pg->cache);
     free(pg->free_frames);
+    free(pg->free_at);
     free(pg->plan);
-    free(pg->wstage);
     gt_opstream_free(pg->os);
     if (pg->sync_made) {
         pthread_cond_destroy(&pg->wake);
@@ -995,6 +1210,7 @@ static gt_err rekey_locked(gt_pager *pg)
                   ftruncate(pg->tree_fd, 0) == 0 && ftruncate(pg->tree_fd, (off_t)tree) == 0,
               GT_E_IO, "paging: cannot reset the store");
     GT_TRY(gt_random_bytes(pg->key, sizeof pg->key));
+    GT_TRY(movers_key(pg));
     pg->failed = false;
     pg->nsealed = 0;
     return tree_init(pg);
@@ -1101,25 +1317,68 @@ void gt_pager_release(gt_pager *pg, uint64_t off)
     unlock(pg);
 }
 
-// Pages [lo, hi) resident and pinned, within the hold already begun (pg->epoch); lock held.
-static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
+// Room for the pages of [lo, hi) that are out, made at once (lock held): what is already in is
+// pinned first (not a victim), then as many victims as frames are missing are evicted, their
+// addresses unmapped together (pend_flush) rather than one call per page. The victims' frames
+// are wiped before pend_flush, and are handed out only after it, so no address ever maps a frame
+// that holds another page.
+static gt_err room_for(gt_pager *pg, uint64_t lo, uint64_t hi)
+{
+    uint32_t out = 0;
+    for (uint64_t p = lo; p < hi; p++) {
+        page_meta *m = &pg->pages[p];
+        if (m->state == PG_RESIDENT) {
+            m->pin = pg->epoch;
+        }
+        out += m->state == PG_SEALED || m->state == PG_ZERO;
+    }
+    if (pg->nfree >= out) {
+        return GT_OK;
+    }
+    // Short of that, page_need waits for the worker or evicts more.
+    uint32_t done = 0;
+    return evict_batch(pg, 0, UINT32_MAX, false, false, out - pg->nfree, &done);
+}
+
+// Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
+// held.
+// The pages of [lo, hi) through page_need (lock held): with `only_out`, only those out of
+// protected memory and not being moved, else all of them.
+static gt_err need_pass(gt_pager *pg, uint64_t lo, uint64_t hi, bool write, bool only_out)
 {
     uint64_t handle = 0;
     gt_label label = 0;
     for (uint64_t p = lo; p < hi; p++) {
         const page_meta *m = &pg->pages[p];
+        if (only_out && (!loadable(m) || pg->nfree == 0)) {
+            continue;  // moving (the worker's), in already, or no frame free: the second pass's
+        }
         if (write && m->handle != handle) {  // the label a write leaves: read here, not by the worker
             gt_buftab_entry *e = NULL;
             GT_TRY(gt_buftab_find(pg->tab, m->handle, m->owner, &e));
             handle = m->handle;
             label = e->label;
         }
-        if (pg->plan_gen == m->plan_gen && m->plan_pos >= pg->plan_head) {
+        if (!only_out && pg->plan_gen == m->plan_gen && m->plan_pos >= pg->plan_head) {
             pg->plan_head = m->plan_pos;  // the worker's reach moves with the caller
         }
         GT_TRY(page_need(pg, (uint32_t)p, write, label));
     }
     return GT_OK;
+}
+
+// Pages [lo, hi) resident, pinned and mapped, within the hold already begun (pg->epoch); lock
+// held. With the worker, the caller first faults in what is still out and not moving, skipping
+// the pages the worker is opening, so that both threads open pages of the range at once; then
+// it waits for the worker's (the second pass).
+static gt_err need_pages(gt_pager *pg, uint64_t lo, uint64_t hi, bool write)
+{
+    GT_TRY(room_for(pg, lo, hi));
+    if (pg->has_worker) {
+        GT_TRY(need_pass(pg, lo, hi, write, true));
+    }
+    GT_TRY(need_pass(pg, lo, hi, write, false));
+    return map_range(pg, lo, hi);
 }
 
 static gt_err hold_check(gt_pager *pg, uint64_t lo, uint64_t hi)
@@ -1175,22 +1434,27 @@ gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pa
 {
     uint64_t planned_to = 0;  // the plan covers pages up to here
     for (uint64_t done = 0; done < len;) {
-        uint64_t at = off + done, n = pg->page - at % pg->page;
-        n = n < len - done ? n : len - done;
+        uint64_t at = off + done, p = at / pg->page;
+        uint64_t run = (p + each_run(pg)) * pg->page - at;  // to a page boundary
+        run = run < len - done ? run : len - done;
         lock(pg);
-        uint64_t p = at / pg->page, last = (off + len + pg->page - 1) / pg->page;
+        uint64_t last = (off + len + pg->page - 1) / pg->page;
         if (p + pg->cap_pages / 2 >= planned_to && planned_to < last) {  // half used: plan on
             plan_range(pg, p, last);
             planned_to = p + pg->cap_pages < last ? p + pg->cap_pages : last;
         }
-        gt_err err = hold_locked(pg, at, n, write);
+        gt_err err = hold_locked(pg, at, run, write);
         if (pg->failed) {
             pager_wipe_all(pg);
         }
         unlock(pg);
         GT_TRY(err);
-        GT_TRY(fn(ctx, pg->base + at, done, n));
-        done += n;
+        for (uint64_t end = done + run; done < end;) {  // the pieces: a page each, as before
+            uint64_t a = off + done, n = pg->page - a % pg->page;
+            n = n < end - done ? n : end - done;
+            GT_TRY(fn(ctx, pg->base + a, done, n));
+            done += n;
+        }
     }
     return GT_OK;
 }
@@ -1411,9 +1675,12 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .prefetch_wasted = pg->prefetch_wasted,
                            .assist_faults = pg->assist_faults,
                            .pre_evictions = pg->pre_evictions,
-                           .mispredicts = gt_opstream_mispredicts(pg->os)};
+                           .mispredicts = gt_opstream_mispredicts(pg->os),
+                           .map_calls = atomic_load(&pg->map_calls)};
     unlock(pg);
 }
+
+uint64_t gt_pager_run_bytes(const gt_pager *pg) { return each_run(pg) * pg->page; }
 
 // ---- test hooks (pager_test.h) ----------------------------------------------------------------
 

@@ -293,6 +293,46 @@ static void gcm_keyed_matches_one_shot(void **state)
     }
 }
 
+// The detached calls (tag apart, in place): the published ciphertext and tag, in place in one
+// buffer; a flipped text byte or tag byte refused with the buffer zeroed; the good one opens.
+static void gcm_keyed_detached_in_place(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof gcm_rows / sizeof gcm_rows[0]; i++) {
+        gcm_case c = load_row(&gcm_rows[i]);
+        gt_aead_keyed *enc = NULL, *dec = NULL;
+        GT_ASSERT_OK(gt_aead_keyed_new(&enc, true, c.key));
+        GT_ASSERT_OK(gt_aead_keyed_new(&dec, false, c.key));
+        for (int round = 0; round < 2; round++) {  // round 1: a flipped tag byte
+            uint8_t buf[80], tag[16];
+            memcpy(buf, c.pt, c.pt_len);
+            GT_ASSERT_OK(gt_aead_keyed_seal_detached(enc, buf, buf, c.pt_len, c.aad, c.aad_len,
+                                                     c.iv, tag));
+            assert_memory_equal(buf, c.ct, c.pt_len);
+            assert_memory_equal(tag, c.ct + c.pt_len, 16);
+            uint8_t bad[80], badtag[16];
+            memcpy(bad, buf, c.pt_len);
+            memcpy(badtag, tag, 16);
+            if (round == 0 && c.pt_len > 0) {
+                bad[c.pt_len - 1] ^= 0x80;
+            } else {
+                badtag[15] ^= 0x01;
+            }
+            GT_ASSERT_CODE(gt_aead_keyed_open_detached(dec, bad, bad, c.pt_len, c.aad, c.aad_len,
+                                                       c.iv, badtag), GT_E_AUTH);
+            assert_true(all_zero(bad, c.pt_len));
+            GT_ASSERT_OK(gt_aead_keyed_open_detached(dec, buf, buf, c.pt_len, c.aad, c.aad_len,
+                                                     c.iv, tag));
+            assert_memory_equal(buf, c.pt, c.pt_len);
+        }
+        uint8_t tag[16], b[1] = {0};
+        GT_ASSERT_CODE(gt_aead_keyed_seal_detached(dec, b, b, 0, NULL, 0, c.iv, tag), GT_E_ARG);
+        GT_ASSERT_CODE(gt_aead_keyed_open_detached(enc, b, b, 0, NULL, 0, c.iv, tag), GT_E_ARG);
+        gt_aead_keyed_free(enc);
+        gt_aead_keyed_free(dec);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +340,7 @@ int main(void)
         cmocka_unit_test(gcm_tampering_is_refused),
         cmocka_unit_test(gcm_stream_matches_one_shot),
         cmocka_unit_test(gcm_keyed_matches_one_shot),
+        cmocka_unit_test(gcm_keyed_detached_in_place),
         cmocka_unit_test(gcm_large_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
