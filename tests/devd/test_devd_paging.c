@@ -106,10 +106,12 @@ static void train_capped_matches_cpu(void **state)
     assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +
                          st.paging.assist_faults, st.paging.fault_ins);
     assert_int_equal(st.paging.prefetch, f->prefetch);
-    if (f->prefetch) {  // the toy's steps repeat: from the second one on, pages come ahead
-        assert_true(st.paging.prefetch_issued > 0 && st.paging.prefetch_hits > 0);
+    if (f->prefetch) {
+        // How many pages the worker brings ahead here depends on how the two threads were
+        // scheduled (on a loaded machine the caller can take every page first), so only the
+        // counts' consistency is asserted; that the toy's repeated steps are predicted and
+        // prefetched is device/paging's prefetch_same_losses_and_hits, with the worker in step.
         assert_true(st.paging.prefetch_hits <= st.paging.prefetch_issued);
-        assert_true(st.paging.demand_faults < st.paging.fault_ins);
     } else {
         assert_int_equal(st.paging.demand_faults, st.paging.fault_ins);
         assert_int_equal(st.paging.prefetch_issued + st.paging.mispredicts, 0);
