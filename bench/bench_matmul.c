@@ -61,22 +61,30 @@ static gt_dref R(gt_dbuf b)
 }
 
 typedef struct {
-    double best, median;
+    double best, median, cpu;  // wall s (best, median); process CPU s, best
 } timing;
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 typedef void (*bench_fn)(void *ctx);
 
 static timing time_it(bench_fn fn, void *ctx, int reps)
 {
-    double t[64];
+    double t[64] = {0}, cpu[64] = {0};
     reps = reps > 64 ? 64 : reps;
     fn(ctx);  // warm-up: pages touched, OpenBLAS buffers allocated
     for (int r = 0; r < reps; r++) {
-        double t0 = gt_now_seconds();
+        double t0 = gt_now_seconds(), c0 = cpu_now();
         fn(ctx);
         t[r] = gt_now_seconds() - t0;
+        cpu[r] = cpu_now() - c0;
     }
-    timing out = {bench_best(t, reps), 0.0};
+    timing out = {bench_best(t, reps), 0.0, bench_best(cpu, reps)};
     out.median = bench_median(t, reps);
     return out;
 }
@@ -147,17 +155,18 @@ static void row(const char *shape, const char *what, double flops, timing t, dou
                 int per_step)
 {
     double g = flops / t.best / 1e9;
-    printf("| %s | %s | %.2f | %.2f | %.1f | %.0f%% | %.1f |\n", shape, what, t.best * 1e3,
-           t.median * 1e3, g, 100.0 * g / peak, t.best * 1e3 * per_step);
+    printf("| %s | %s | %.2f | %.2f | %.2f | %.1f | %.0f%% | %.1f |\n", shape, what, t.best * 1e3,
+           t.median * 1e3, t.cpu * 1e3, g, 100.0 * g / peak, t.best * 1e3 * per_step);
 }
 
 typedef struct {
     double op_fwd, op_bwd, ideal_fwd, ideal_bwd;  // ms per step, summed over shapes
+    double cpu_fwd, cpu_bwd, cpu_ideal_fwd, cpu_ideal_bwd;  // CPU ms per step, all threads
 } totals;
 
 static timing per_op(timing t, int n)
 {
-    return (timing){t.best / n, t.median / n};
+    return (timing){t.best / n, t.median / n, t.cpu / n};
 }
 
 // The step's buffers of one shape: `copies` sets, so that a round over them leaves each set's
@@ -217,10 +226,12 @@ static void bench_shape(gt_device *dev, const mm_shape *s, int N, int threads, i
     timing t = per_op(time_it(run_ops, &c, reps), c.nops);
     row(shape, "fwd op, as in a step", f, t, peak, s->per_step);
     tot->op_fwd += t.best * 1e3 * s->per_step;
+    tot->cpu_fwd += t.cpu * 1e3 * s->per_step;
     c.blas_threads = 1;
     t = time_it(fwd_blas, &c, reps);
     row(shape, "fwd 1 sgemm, 1 thread, hot", f, t, peak / threads, s->per_step);
     tot->ideal_fwd += t.best * 1e3 * s->per_step / threads;
+    tot->cpu_ideal_fwd += t.cpu * 1e3 * s->per_step;
     c.blas_threads = threads;
     row(shape, "fwd 1 sgemm, OpenBLAS threads, hot", f, time_it(fwd_blas, &c, reps), peak,
         s->per_step);
@@ -236,10 +247,12 @@ static void bench_shape(gt_device *dev, const mm_shape *s, int N, int threads, i
     t = per_op(time_it(run_ops, &c, reps), c.nops);
     row(shape, "bwd op, as in a step", 2 * f, t, peak, s->per_step);
     tot->op_bwd += t.best * 1e3 * s->per_step;
+    tot->cpu_bwd += t.cpu * 1e3 * s->per_step;
     c.blas_threads = 1;
     t = time_it(bwd_blas, &c, reps);
     row(shape, "bwd 2 sgemm, 1 thread, hot", 2 * f, t, peak / threads, s->per_step);
     tot->ideal_bwd += t.best * 1e3 * s->per_step / threads;
+    tot->cpu_ideal_bwd += t.cpu * 1e3 * s->per_step;
     c.blas_threads = threads;
     row(shape, "bwd 2 sgemm, OpenBLAS threads, hot", 2 * f, time_it(bwd_blas, &c, reps), peak,
         s->per_step);
@@ -324,8 +337,8 @@ int main(int argc, char **argv)
            big ? "124M" : "config a", N, threads, reps, isa);
     printf("OpenBLAS sgemm peak, %d threads, 2048^3: %.1f GFLOP/s (1-thread rows: of peak/%d)\n",
            threads, peak, threads);
-    printf("| shape NxCxOC | what | best ms | median ms | GFLOP/s | of peak | ms/step (x calls) "
-           "|\n|---|---|---:|---:|---:|---:|---:|\n");
+    printf("| shape NxCxOC | what | best ms | median ms | cpu ms | GFLOP/s | of peak | "
+           "ms/step (x calls) |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     totals tot = {0};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         bench_shape(dev, &shapes[k], N, threads, reps, peak, &tot);
@@ -334,6 +347,9 @@ int main(int argc, char **argv)
     printf("\nper step (best times x calls): forward ops as in a step %.0f ms (hot 1-thread sgemm "
            "/ %d: %.0f ms), backward ops %.0f ms (%.0f ms)\n",
            tot.op_fwd, threads, tot.ideal_fwd, tot.op_bwd, tot.ideal_bwd);
+    printf("CPU ms per step, all threads (load-proof with OMP_WAIT_POLICY=passive): forward ops "
+           "%.0f (1-thread sgemm %.0f), backward ops %.0f (%.0f)\n",
+           tot.cpu_fwd, tot.cpu_ideal_fwd, tot.cpu_bwd, tot.cpu_ideal_bwd);
     gt_device_close(dev);
     return 0;
 }
