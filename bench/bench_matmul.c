@@ -1,13 +1,16 @@
 // Per-shape profile of the training matmuls (issue 18 goal 2): for each (kind, N, C, OC) of a
 // GPT-2 step, the time of the real op (gt_device_launch on the cpu device, the kernels' tiling)
 // against the same product as plain OpenBLAS calls, each as GFLOP/s and as a share of OpenBLAS's
-// own sgemm peak measured in the same run. The plain calls say what the op loses and where:
-//   1x1   one single-threaded sgemm of the whole product (what one core does with no tiling);
-//         x threads is the best a split could reach
-//   blasN one sgemm on OpenBLAS's own N threads (its split, its packing)
-//   parts (backward) dinp and dweight timed as separate ops of their own, so the slow half shows
-// Timings are the best of --reps after one warm-up (the best is what the shape costs when the
-// machine lets it run; under load medians drift with other work) and the median beside it.
+// own sgemm peak measured in the same run (2048^3 on its own threads, as bench_train does).
+//   op, hot              one op on the same buffers again and again (everything cached)
+//   op, as in a step     the op on each of the shape's per-step copies in turn (12 layers'
+//                        weights and gradients, so each is as cold as a step leaves it)
+//   1 sgemm, 1 thread    the whole product as one single-threaded sgemm (no tiling at all):
+//                        its time / threads is the best any split could reach
+//   1 sgemm, OpenBLAS    the whole product on OpenBLAS's own threads (its split, its packing)
+// Wall times are the best of --reps after one warm-up, with the median beside them; "cpu ms" is
+// the process CPU time (best), which with OMP_WAIT_POLICY=passive counts the work alone and so
+// survives a machine shared with other work: compare the op's cpu ms with the 1-thread sgemm's.
 //
 //   bench_matmul [--threads N] [--reps N] [--bt N] [--cfg a|b]
 #include <gputravel/device.h>
@@ -193,7 +196,7 @@ static void free_set(gt_device *dev, const mm_bufs *s)
     }
 }
 
-// long: one shape's table rows (forward and backward, hot and cold, and the plain-BLAS
+// One shape's table rows (forward and backward, hot and cold, and the plain-BLAS
 // baselines), each timed on buffers of its own
 static void bench_shape(gt_device *dev, const mm_shape *s, int N, int threads, int reps,
                         double peak, totals *tot)
