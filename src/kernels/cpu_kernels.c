@@ -172,9 +172,13 @@ static void matmul_backward(float *dinp, float *dweight, float *dbias, const flo
                             int dinp_accumulate)
 {
     // dinp: a few tiles (each packs a whole operand: weight for row tiles, dout for column
-    // tiles, so tile the dimension whose tiles pack less); dweight: tiles of output channels
+    // tiles, so tile the dimension whose tiles pack less); dweight: tiles of output channels.
+    // Column tiles come two to a product: each repacks all of dout (51 MB at the 124M lm-head),
+    // and halving the repacking took 2-6% off the backward's CPU time (bench_matmul,
+    // docs/train.md); row tiles measured no better in two than in four. Splitting columns leaves
+    // each element's sum over OC to the same sgemm loop: the 124M shapes gave four tiles' bits.
     bool by_rows = N >= C;
-    int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 4);
+    int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 2);
     int nrow = by_rows ? (N + rs - 1) / rs : (C + rs - 1) / rs;
     int ws = tile_size(OC, 128, 16), nw = (OC + ws - 1) / ws;
     float beta = dinp_accumulate ? 1.0f : 0.0f;
