@@ -774,6 +774,24 @@ static void seal_result_fill(gt_seal_result *result, const gt_manifest *m, uint6
     }
 }
 
+// The manifest's fields that the plan decided (the chunk table and ids come after).
+static void manifest_start(gt_manifest *m, const gt_seal_params *p, const gt_holder_keys *keys,
+                           uint64_t total_tokens, uint64_t chunk_size, uint64_t chunk_count)
+{
+    int format = p->format ? p->format : GT_SEAL_DEFAULT_FORMAT;
+    m->segment_bytes = format == 2 ? (p->segment_bytes ? p->segment_bytes
+                                                       : GT_CHUNK_SEG_DEFAULT_BYTES)
+                                   : 0;
+    m->version = format == 2 ? GT_MANIFEST_VERSION_SEGMENTED : GT_MANIFEST_VERSION;
+    m->suite = GT_SUITE_AES256GCM_HKDF_SHA256;
+    m->token_dtype = GT_DTYPE_U16LE;
+    m->vocab_size = p->vocab_size;
+    m->token_count = total_tokens;
+    m->chunk_size = chunk_size;
+    m->chunk_count = (uint32_t)chunk_count;
+    memcpy(m->holder_pub, keys->holder_pub, sizeof m->holder_pub);
+}
+
 gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_result *result)
 {
     memset(result, 0, sizeof *result);
@@ -800,18 +818,7 @@ gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_resu
     GT_ENSURE(out_len + 16 < sizeof staging, GT_E_LIMIT, "path too long: %s", p->out_dir);
     snprintf(staging, sizeof staging, "%.*s.tmp-XXXXXX", (int)out_len, p->out_dir);
 
-    int format = p->format ? p->format : GT_SEAL_DEFAULT_FORMAT;
-    m.segment_bytes = format == 2 ? (p->segment_bytes ? p->segment_bytes
-                                                      : GT_CHUNK_SEG_DEFAULT_BYTES)
-                                  : 0;
-    m.version = format == 2 ? GT_MANIFEST_VERSION_SEGMENTED : GT_MANIFEST_VERSION;
-    m.suite = GT_SUITE_AES256GCM_HKDF_SHA256;
-    m.token_dtype = GT_DTYPE_U16LE;
-    m.vocab_size = p->vocab_size;
-    m.token_count = total_tokens;
-    m.chunk_size = chunk_size;
-    m.chunk_count = (uint32_t)chunk_count;
-    memcpy(m.holder_pub, keys->holder_pub, sizeof m.holder_pub);
+    manifest_start(&m, p, keys, total_tokens, chunk_size, chunk_count);
     m.chunks = calloc(m.chunk_count, sizeof *m.chunks);
     GT_ENSURE_GOTO(err, m.chunks != NULL, out, GT_E_NOMEM, "seal: out of memory");
     GT_TRY_GOTO(err, ring_alloc(&buf), out);
