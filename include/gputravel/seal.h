@@ -81,6 +81,9 @@ GT_MUST_USE gt_err gt_chunk_seg_check(uint32_t seg_bytes);
 uint64_t gt_chunk_seg_count(uint64_t pt_len, uint32_t seg_bytes);
 // Bytes of the body (ciphertext and tags) of such a chunk.
 uint64_t gt_chunk_body_bytes(uint64_t pt_len, uint32_t seg_bytes);
+// The plaintext bytes of a body of body_len bytes (the inverse of gt_chunk_body_bytes; GT_E_ARG
+// when no plaintext length gives that body).
+GT_MUST_USE gt_err gt_chunk_plain_bytes(uint64_t body_len, uint32_t seg_bytes, uint64_t *pt_len);
 // Plaintext bytes of segment j, and where its ciphertext starts in the body.
 uint64_t gt_chunk_seg_plain_bytes(uint64_t pt_len, uint32_t seg_bytes, uint64_t j);
 uint64_t gt_chunk_seg_body_offset(uint32_t seg_bytes, uint64_t j);

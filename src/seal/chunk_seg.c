@@ -30,6 +30,20 @@ uint64_t gt_chunk_body_bytes(uint64_t pt_len, uint32_t seg_bytes)
     return pt_len + GT_AEAD_TAG_BYTES * gt_chunk_seg_count(pt_len, seg_bytes);
 }
 
+gt_err gt_chunk_plain_bytes(uint64_t body_len, uint32_t seg_bytes, uint64_t *pt_len)
+{
+    *pt_len = 0;
+    GT_TRY(gt_chunk_seg_check(seg_bytes));
+    uint64_t step = (uint64_t)seg_bytes + GT_AEAD_TAG_BYTES;
+    uint64_t nseg = seg_bytes == 0 ? 1 : (body_len + step - 1) / step;
+    uint64_t tags = GT_AEAD_TAG_BYTES * nseg;
+    GT_ENSURE(body_len >= tags && gt_chunk_body_bytes(body_len - tags, seg_bytes) == body_len,
+              GT_E_ARG, "a chunk body of %llu bytes is no whole number of segments of %u",
+              (unsigned long long)body_len, seg_bytes);
+    *pt_len = body_len - tags;
+    return GT_OK;
+}
+
 uint64_t gt_chunk_seg_plain_bytes(uint64_t pt_len, uint32_t seg_bytes, uint64_t j)
 {
     if (seg_bytes == 0) {

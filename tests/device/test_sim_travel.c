@@ -172,7 +172,7 @@ static gt_err load_chunk(gt_device *holder, gt_dbuf dst, uint32_t i, const uint8
     }
     return gt_device_sim_load_sealed(holder, dst, 0, ct_and_tag,
                                      file->len - GT_CHUNK_HEADER_BYTES, g_sealed.m.chunks[i].iv,
-                                     aad, g_sealed.key[i]);
+                                     aad, g_sealed.key[i], g_sealed.m.segment_bytes);
 }
 
 static gt_device_sim_stat stat_of(gt_device *dev)
@@ -415,7 +415,8 @@ static void test_tampered_chunk(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
     GT_ASSERT_CODE(gt_device_sim_load_sealed(h, b, 0, g_sealed.file[0].data + 40,
                                              g_sealed.file[0].len - 40, g_sealed.m.chunks[0].iv,
-                                             g_sealed.file[0].data + 8, g_sealed.key[1]),
+                                             g_sealed.file[0].data + 8, g_sealed.key[1],
+                                             g_sealed.m.segment_bytes),
                    GT_E_AUTH);
     // the session goes on: the genuine chunk loads
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
@@ -562,17 +563,19 @@ static void test_load_from_file(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
     // a file too short for the claimed length, and a pipe: refused, nothing loaded, session goes on
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES + 1, flen,
-                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                                g_sealed.m.segment_bytes),
                    GT_E_ARG);
     int pp[2];
     assert_int_equal(pipe(pp), 0);
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, pp[0], 0, flen, g_sealed.m.chunks[0].iv,
-                                                aad, g_sealed.key[0]),
+                                                aad, g_sealed.key[0], g_sealed.m.segment_bytes),
                    GT_E_ARG);
     close(pp[0]);
     close(pp[1]);
     GT_ASSERT_OK(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
-                                              g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]));
+                                              g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                              g_sealed.m.segment_bytes));
     close(fd);
     // a tampered copy of the file: GT_E_AUTH, the buffer wiped and freed
     snprintf(badpath, sizeof badpath, "%s/bad.gtc", f->dir);
@@ -586,7 +589,8 @@ static void test_load_from_file(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &x));
     uint64_t live = stat_of(h).buffers_live;
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, x, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
-                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                                g_sealed.m.segment_bytes),
                    GT_E_AUTH);
     close(fd);
     assert_int_equal(stat_of(h).buffers_live, live - 1);
@@ -631,7 +635,7 @@ static gt_err wrapped_load(gt_device *h, gt_dbuf b, int fd, const uint8_t wrappe
     return gt_device_sim_load_sealed_wrapped(h, b, 0, fd, GT_CHUNK_HEADER_BYTES,
                                              g_sealed.file[0].len - GT_CHUNK_HEADER_BYTES,
                                              g_sealed.m.chunks[0].iv, g_sealed.file[0].data + 8,
-                                             wrapped);
+                                             wrapped, g_sealed.m.segment_bytes);
 }
 
 static void wrap_for(uint8_t out[GT_KEYWRAP_BYTES], const uint8_t pub[32],
@@ -954,7 +958,7 @@ static void test_messages_exact_sizes(void **state)
     in[8].file_offset = 40;
     in[9].type = GT_SIM_REQ_RECALL;
     in[10].type = GT_SIM_REQ_RETURN_STAY;
-    const size_t sizes[11] = {6, 2, 34, 102, 2, 34, 14, 18, 110, 2, 2};
+    const size_t sizes[11] = {6, 2, 34, 106, 2, 34, 14, 18, 114, 2, 2};  // loads: + u32 seg_bytes
     for (int i = 0; i < 11; i++) {
         uint8_t buf[256];
         gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
