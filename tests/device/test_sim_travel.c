@@ -39,6 +39,10 @@ typedef struct {
     uint8_t key[2][GT_AEAD_KEY_BYTES];
 } sealed;
 static sealed g_sealed;
+// `test_sim_travel v2` (CTest device/sim_travel_v2): every trip below on GTCHUNK2 chunks of
+// 64 KiB segments (7 and 4 of them), which devd opens on two threads from a file.
+static int g_format = 1;
+#define V2_SEG (64u << 10)
 
 typedef gt_test_devd fixture;
 
@@ -66,7 +70,8 @@ static int group_setup(void **state)
     GT_ASSERT_OK(gt_keydir_generate(keydir, false, &g_keys));
     const char *shards[] = {shard};
     gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = g_ds,
-                        .chunk_size = CHUNK_BYTES, .vocab_size = VOCAB};
+                        .chunk_size = CHUNK_BYTES, .vocab_size = VOCAB, .format = g_format,
+                        .segment_bytes = g_format == 2 ? V2_SEG : 0};
     gt_seal_result r;
     GT_ASSERT_OK(gt_seal(&p, &g_keys, &r));
     assert_int_equal(r.chunk_count, 2);
@@ -996,8 +1001,69 @@ static void test_messages_exact_sizes(void **state)
     GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
 }
 
-int main(void)
+// GTCHUNK2 through devd's two-thread file path: segments 1 and 2 of chunk 0 swapped (same
+// sizes, so only the per-segment nonce and AAD can tell), then the last segment's tag flipped
+// (the worker thread's half): GT_E_AUTH each time, the buffer wiped and freed, the session on.
+static void test_segments_attacked_in_file(void **state)
 {
+    fixture *f = *state;
+    if (g_format != 2) {
+        skip();
+    }
+    gt_device *tr = NULL;
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
+    const gt_buf *file = &g_sealed.file[0];
+    const size_t step = V2_SEG + GT_AEAD_TAG_BYTES;
+    uint64_t body = file->len - GT_CHUNK_HEADER_BYTES;
+    char badpath[700];
+    snprintf(badpath, sizeof badpath, "%s/bad.gtc", f->dir);
+    uint8_t *bad = malloc(file->len);
+    for (int attack = 0; attack < 2; attack++) {
+        memcpy(bad, file->data, file->len);
+        if (attack == 0) {
+            memcpy(bad + GT_CHUNK_HEADER_BYTES + step, file->data + GT_CHUNK_HEADER_BYTES + 2 * step,
+                   step);
+            memcpy(bad + GT_CHUNK_HEADER_BYTES + 2 * step, file->data + GT_CHUNK_HEADER_BYTES + step,
+                   step);
+        } else {
+            bad[file->len - 1] ^= 0x40;
+        }
+        GT_ASSERT_OK(gt_file_write_atomic(badpath, bad, file->len, 0600));
+        int fd = open(badpath, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        gt_dbuf x = 0;
+        GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &x));
+        uint64_t live = stat_of(h).buffers_live;
+        GT_ASSERT_ERR(gt_device_sim_load_sealed_fd(h, x, 0, fd, GT_CHUNK_HEADER_BYTES, body,
+                                                   g_sealed.m.chunks[0].iv, file->data + 8,
+                                                   g_sealed.key[0], V2_SEG),
+                      GT_E_AUTH, "wiped and freed");
+        close(fd);
+        assert_int_equal(stat_of(h).buffers_live, live - 1);
+        GT_ASSERT_CODE(gt_device_buf_size(h, x, &(uint64_t){0}), GT_E_NOTFOUND);
+    }
+    free(bad);
+    // the genuine file still loads in the same session
+    char path[700];
+    GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, 0));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
+    GT_ASSERT_OK(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES, body,
+                                              g_sealed.m.chunks[0].iv, file->data + 8,
+                                              g_sealed.key[0], V2_SEG));
+    close(fd);
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_close(tr);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "v2") == 0) {
+        g_format = 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_messages_exact_sizes),
         cmocka_unit_test_setup_teardown(test_full_trip, setup, gt_test_devd_teardown),
@@ -1010,6 +1076,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_load_from_file, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_load_wrapped_key, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_segments_attacked_in_file, setup,
+                                        gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, gt_test_devd_teardown),
