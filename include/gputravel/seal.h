@@ -49,7 +49,7 @@
 #define GT_SUITE_AES256GCM_HKDF_SHA256 1  // AES-256-GCM, HKDF-SHA256, SHA-256, Ed25519
 #define GT_DTYPE_U16LE 1
 #define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
-#define GT_SEAL_DEFAULT_FORMAT 1
+#define GT_SEAL_DEFAULT_FORMAT 2
 #define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
 // Datasets stream through GT_SEAL_PIPE_SLOTS buffers of GT_SEAL_PIPE_BYTES shared by the
