@@ -25,7 +25,9 @@
 // A chunk file is a 40-byte header (magic, then exactly those AAD bytes) followed by
 // ciphertext || tag; so one chunk can be opened by anyone given (K_i, IV_i, the header's AAD,
 // ciphertext || tag) alone: gt_aead_open(pt, ..., ct_and_tag, len, aad, 32, iv, K_i). That is how a
-// travelling device decrypts a chunk whose key alone was wrapped to it.
+// travelling device decrypts a chunk whose key alone was wrapped to it. That is GTCHUNK1
+// (manifest version 1); GTCHUNK2 (version 2, seal's default) is the same but its body is
+// independently tagged segments (below), which a device opens on several cores.
 //
 // Keyless checks (verify-dataset): manifest signature, then each chunk file's size, header and
 // SHA-256. Keyed checks (unseal): the same manifest, the key check value (wrong key), each
@@ -36,7 +38,7 @@
 #define GT_DATASET_ID_BYTES 16
 #define GT_KEY_CHECK_BYTES 32
 #define GT_CHUNK_AAD_BYTES 32     // dataset id 16 || index u32le || count u32le || pt length u64le
-#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" || AAD
+#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" or "GTCHUNK2" || AAD
 #define GT_CHUNK_MAGIC "GTCHUNK1"
 #define GT_CHUNK_V2_MAGIC "GTCHUNK2"  // segmented: independently tagged segments (below)
 #define GT_MANIFEST_MAGIC "GTSEALMF"
