@@ -26,9 +26,9 @@ static void usage(void)
            "      --threads N        0: the pipeline (default: the cipher reads the mapped input,\n"
            "                         hashing and writing on two more threads); 1: one thread,\n"
            "                         read() and encrypt in place (the reference; same bytes)\n"
-           "      --format N         chunk files: 1 = GTCHUNK1, one GCM message per chunk\n"
-           "                         (default); 2 = GTCHUNK2, independently tagged segments\n"
-           "                         that a device opens on several cores (docs/formats.md)\n"
+           "      --format N         chunk files: 2 = GTCHUNK2 (default), independently tagged\n"
+           "                         segments that a device opens on several cores; 1 =\n"
+           "                         GTCHUNK1, one GCM message per chunk (docs/formats.md)\n"
            "      --segment-size S   format 2: plaintext bytes per segment, a multiple of 4KiB\n"
            "                         up to 1GiB (default 4MiB)\n"
            "  -h, --help             this help\n");
