@@ -132,20 +132,20 @@ int main(int argc, char **argv)
         }
         check("file load warm-up", gt_device_sim_load_sealed_fd(h, hbuf, 0, cfd, 0,
                                                                 n + GT_AEAD_TAG_BYTES, iv, aad,
-                                                                key));
+                                                                key, 0));
         check("load warm-up", gt_device_sim_load_sealed(h, hbuf, 0, ct, n + GT_AEAD_TAG_BYTES,
-                                                        iv, aad, key));
+                                                        iv, aad, key, 0));
         for (int r = 0; r < REPS; r++) {
             double a = gt_now_seconds();
             check("load_sealed", gt_device_sim_load_sealed(h, hbuf, 0, ct, n + GT_AEAD_TAG_BYTES,
-                                                           iv, aad, key));
+                                                           iv, aad, key, 0));
             double b = gt_now_seconds();
             check("decrypt", gt_aead_open(pt, n, &l, ct, n + GT_AEAD_TAG_BYTES, aad, sizeof aad,
                                           iv, key));
             double c = gt_now_seconds();
             check("load_sealed_fd", gt_device_sim_load_sealed_fd(h, hbuf, 0, cfd, 0,
                                                                  n + GT_AEAD_TAG_BYTES, iv, aad,
-                                                                 key));
+                                                                 key, 0));
             tl[r] = b - a;
             td[r] = c - b;
             tf[r] = gt_now_seconds() - c;

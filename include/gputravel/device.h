@@ -666,7 +666,11 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uin
                                              const uint8_t *ct_and_tag, uint64_t len,
                                              const uint8_t iv[GT_AEAD_IV_BYTES],
                                              const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                             const uint8_t key[GT_AEAD_KEY_BYTES]);
+                                             const uint8_t key[GT_AEAD_KEY_BYTES],
+                                             uint32_t seg_bytes);
+// seg_bytes (every load): 0 for a GTCHUNK1 chunk (one GCM message, len = plaintext + 16), else
+// the GTCHUNK2 segment size of its manifest (len = plaintext + 16 per segment; seal.h); devd
+// opens the segments on two threads where it reads the file itself (seal.h's nonce and AAD).
 // Holder: the same from a file: ciphertext || tag (len bytes, tag included) at file_offset of fd
 // (a regular file: the chunk file itself, at GT_CHUNK_HEADER_BYTES). The descriptor is passed to
 // devd, which reads the bytes into its own memory and decrypts them: no copy in the holder, no
@@ -676,7 +680,8 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, 
                                                 int fd, uint64_t file_offset, uint64_t len,
                                                 const uint8_t iv[GT_AEAD_IV_BYTES],
                                                 const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                                const uint8_t key[GT_AEAD_KEY_BYTES]);
+                                                const uint8_t key[GT_AEAD_KEY_BYTES],
+                                                uint32_t seg_bytes);
 // Holder in enclave mode: as gt_device_sim_load_sealed_fd, with the chunk key wrapped
 // (gt_x25519_wrap) by the holder's enclave to this session's devd key under travel.h's
 // gt_release_aad_build(session agreement, the AAD's dataset and chunk, this trip, this session's
@@ -686,7 +691,8 @@ GT_MUST_USE gt_err gt_device_sim_load_sealed_wrapped(gt_device *holder, gt_dbuf 
                                                      uint64_t file_offset, uint64_t len,
                                                      const uint8_t iv[GT_AEAD_IV_BYTES],
                                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                                     const uint8_t wrapped[GT_KEYWRAP_BYTES]);
+                                                     const uint8_t wrapped[GT_KEYWRAP_BYTES],
+                                                     uint32_t seg_bytes);
 // The attested session's binding a key is wrapped to: devd's X25519 key (its evidence binds it)
 // and SHA-256 of its server hello.
 GT_MUST_USE gt_err gt_device_sim_session_binding(gt_device *holder,

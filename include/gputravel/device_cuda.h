@@ -72,5 +72,11 @@ GT_MUST_USE gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_db
                                                uint64_t len, const uint8_t *aad, size_t aad_len,
                                                const uint8_t iv[12], const uint8_t tag[16],
                                                const uint8_t key[32]);
+// The same over bytes [off, off + len) of both buffers (one GCM message there: a GTCHUNK2
+// segment opened in place at its plaintext offset).
+GT_MUST_USE gt_err gt_device_cuda_aes_gcm_open_at(gt_device *dev, gt_dbuf pt, gt_dbuf ct,
+                                                  uint64_t off, uint64_t len, const uint8_t *aad,
+                                                  size_t aad_len, const uint8_t iv[12],
+                                                  const uint8_t tag[16], const uint8_t key[32]);
 
 #endif

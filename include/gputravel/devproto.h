@@ -64,9 +64,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 4u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
+#define GT_SIM_VERSION 5u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
                            // 3: peers (PEER_* requests, issue 16) and STAT with the pager's
-                           //    counters (issue 17); 4: STAT with the prefetcher's counters
+                           //    counters (issue 17); 4: STAT with the prefetcher's counters;
+                           // 5: LOAD_SEALED* carry the chunk's segment size (GTCHUNK2)
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -195,8 +196,10 @@ enum {
     GT_SIM_REQ_TRIP_STATUS = 0x010c, // trainer: empty -> TRIP (+ count x LOADED when ended)
     GT_SIM_REQ_ATTACH = 0x010d,    // holder, first record: ticket[32] -> STATUS
     GT_SIM_REQ_LOAD_SEALED = 0x010e, // holder: u64 handle, u64 offset, u64 len (ciphertext bytes,
-                                   // tag excluded), iv[12], aad[32], key[32] -> STATUS, then
-                                   // len + 16 raw bytes (ciphertext || tag) through the slots
+                                   // tags excluded), iv[12], aad[32], u32 seg_bytes (0:
+                                   // GTCHUNK1, one tag; else the GTCHUNK2 segment size, a tag
+                                   // per segment), key[32] -> STATUS, then the body (len bytes
+                                   // and the tags, ciphertext || tag as stored) through the slots
                                    // (CHUNK / SLOT_FREE as copy_in), then STATUS
     GT_SIM_REQ_RETURN = 0x010f,    // holder: empty -> STATUS, then devd ends the holder session
     GT_SIM_REQ_RECALL = 0x0111,    // trainer, while lent: empty -> STATUS; ends a trip no holder
@@ -360,6 +363,7 @@ typedef struct {
     uint8_t iv[GT_AEAD_IV_BYTES];          // LOAD_SEALED
     uint8_t aad[GT_SIM_LOAD_AAD_BYTES];    // LOAD_SEALED
     uint8_t key[GT_AEAD_KEY_BYTES];        // LOAD_SEALED: the chunk key (wipe the message)
+    uint32_t seg_bytes;                    // LOAD_SEALED*: 0 = GTCHUNK1, else its segment size
     uint8_t wrapped[GT_KEYWRAP_BYTES];     // LOAD_SEALED_WRAPPED: the chunk key, wrapped
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];    // RETURN_IPC (aad: the chunk's AAD)
     // exports: handle/offset/len as above, and

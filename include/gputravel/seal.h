@@ -25,7 +25,9 @@
 // A chunk file is a 40-byte header (magic, then exactly those AAD bytes) followed by
 // ciphertext || tag; so one chunk can be opened by anyone given (K_i, IV_i, the header's AAD,
 // ciphertext || tag) alone: gt_aead_open(pt, ..., ct_and_tag, len, aad, 32, iv, K_i). That is how a
-// travelling device decrypts a chunk whose key alone was wrapped to it.
+// travelling device decrypts a chunk whose key alone was wrapped to it. That is GTCHUNK1
+// (manifest version 1); GTCHUNK2 (version 2, seal's default) is the same but its body is
+// independently tagged segments (below), which a device opens on several cores.
 //
 // Keyless checks (verify-dataset): manifest signature, then each chunk file's size, header and
 // SHA-256. Keyed checks (unseal): the same manifest, the key check value (wrong key), each
@@ -36,10 +38,12 @@
 #define GT_DATASET_ID_BYTES 16
 #define GT_KEY_CHECK_BYTES 32
 #define GT_CHUNK_AAD_BYTES 32     // dataset id 16 || index u32le || count u32le || pt length u64le
-#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" || AAD
+#define GT_CHUNK_HEADER_BYTES 40  // magic "GTCHUNK1" or "GTCHUNK2" || AAD
 #define GT_CHUNK_MAGIC "GTCHUNK1"
+#define GT_CHUNK_V2_MAGIC "GTCHUNK2"  // segmented: independently tagged segments (below)
 #define GT_MANIFEST_MAGIC "GTSEALMF"
-#define GT_MANIFEST_VERSION 1
+#define GT_MANIFEST_VERSION 1     // GTCHUNK1 chunks: one GCM message each
+#define GT_MANIFEST_VERSION_SEGMENTED 2  // GTCHUNK2 chunks; the header's u32 at 124 = segment size
 #define GT_MANIFEST_HEADER_BYTES 128
 #define GT_MANIFEST_ENTRY_BYTES 68  // plaintext length u64 || IV 12 || tag 16 || SHA-256 32
 #define GT_MANIFEST_FILE "manifest.gtm"
@@ -47,6 +51,7 @@
 #define GT_SUITE_AES256GCM_HKDF_SHA256 1  // AES-256-GCM, HKDF-SHA256, SHA-256, Ed25519
 #define GT_DTYPE_U16LE 1
 #define GT_SEAL_DEFAULT_CHUNK_BYTES (512ull << 20)
+#define GT_SEAL_DEFAULT_FORMAT 2
 #define GT_SEAL_MAX_CHUNK_BYTES (16ull << 30)  // far below GCM's 2^39 - 256 bits per (key, IV)
 #define GT_SEAL_IO_BYTES (256u << 10)   // streaming buffer (L2-sized): memory is constant
 // Datasets stream through GT_SEAL_PIPE_SLOTS buffers of GT_SEAL_PIPE_BYTES shared by the
@@ -57,11 +62,78 @@
 #define GT_SEAL_PIPE_BYTES (1u << 20)
 #define GT_SEAL_WRITEBACK_BYTES (8u << 20)
 
+// ---- segmented chunks (GTCHUNK2, manifest version 2; docs/formats.md) ----------------------
+// A chunk of L plaintext bytes is cut into n = ceil(L / S) segments of S bytes (the last holds the
+// rest); segment j is its own AES-256-GCM message under the chunk key K_i:
+//   nonce_j = IV_i xor (0^4 || u64le j)
+//   aad_j   = AAD_i (32) || u32le S || u32le j || u8 (j == n - 1)
+// The body (what follows the 40-byte header) is ct_0 || tag_0 || ... || ct_{n-1} || tag_{n-1}:
+// L + 16 n bytes. Each segment verifies on its own, so a chunk opens on several cores, and the
+// index and last-segment flag in every segment's AAD and nonce make reordering, dropping,
+// duplicating or truncating segments fail. seg_bytes 0 everywhere below means GTCHUNK1: one
+// message with nonce IV_i and AAD AAD_i, body L + 16.
+#define GT_CHUNK_SEG_DEFAULT_BYTES (4u << 20)
+#define GT_CHUNK_SEG_MIN_BYTES 4096u
+#define GT_CHUNK_SEG_MAX_BYTES (1u << 30)
+#define GT_CHUNK_SEG_AAD_BYTES (GT_CHUNK_AAD_BYTES + 9)
+
+// 0 (GTCHUNK1) or a multiple of 4 KiB in 4 KiB .. 1 GiB (GT_E_FORMAT otherwise).
+GT_MUST_USE gt_err gt_chunk_seg_check(uint32_t seg_bytes);
+// Segments of a chunk of pt_len bytes (1 for GTCHUNK1; pt_len >= 1).
+uint64_t gt_chunk_seg_count(uint64_t pt_len, uint32_t seg_bytes);
+// Bytes of the body (ciphertext and tags) of such a chunk.
+uint64_t gt_chunk_body_bytes(uint64_t pt_len, uint32_t seg_bytes);
+// The plaintext bytes of a body of body_len bytes (the inverse of gt_chunk_body_bytes; GT_E_ARG
+// when no plaintext length gives that body).
+GT_MUST_USE gt_err gt_chunk_plain_bytes(uint64_t body_len, uint32_t seg_bytes, uint64_t *pt_len);
+// Plaintext bytes of segment j, and where its ciphertext starts in the body.
+uint64_t gt_chunk_seg_plain_bytes(uint64_t pt_len, uint32_t seg_bytes, uint64_t j);
+uint64_t gt_chunk_seg_body_offset(uint32_t seg_bytes, uint64_t j);
+// nonce_j and aad_j as above (*aad_len 32 for GTCHUNK1, else GT_CHUNK_SEG_AAD_BYTES).
+void gt_chunk_seg_nonce(uint8_t nonce[GT_AEAD_IV_BYTES], const uint8_t iv[GT_AEAD_IV_BYTES],
+                        uint32_t seg_bytes, uint64_t j);
+void gt_chunk_seg_aad(uint8_t aad_out[GT_CHUNK_SEG_AAD_BYTES], size_t *aad_len,
+                      const uint8_t chunk_aad[GT_CHUNK_AAD_BYTES], uint32_t seg_bytes,
+                      uint64_t j, uint64_t nseg);
+
+// Opens segments [first, end) of a chunk's body. part: the body bytes from segment first's
+// start (part_len: exactly those segments' bytes); pt: the whole chunk's plaintext (segment j
+// goes to pt + j S). GT_E_AUTH at the first segment that does not verify (the segments this call
+// wrote are zeroed then); GT_E_ARG for a range or length that does not fit.
+GT_MUST_USE gt_err gt_chunk_segs_open(uint8_t *pt, const uint8_t *part, uint64_t part_len,
+                                      uint64_t pt_len, uint32_t seg_bytes, uint64_t first,
+                                      uint64_t end, const uint8_t iv[GT_AEAD_IV_BYTES],
+                                      const uint8_t aad[GT_CHUNK_AAD_BYTES],
+                                      const uint8_t key[GT_AEAD_KEY_BYTES]);
+// The whole body into pt (pt_len bytes), on up to `threads` threads (the caller and threads - 1
+// workers, each taking a contiguous run of segments; GTCHUNK1 is one thread). Any failing
+// segment: all of pt zeroed, GT_E_AUTH.
+GT_MUST_USE gt_err gt_chunk_body_open(uint8_t *pt, const uint8_t *body, uint64_t body_len,
+                                      uint64_t pt_len, uint32_t seg_bytes, int threads,
+                                      const uint8_t iv[GT_AEAD_IV_BYTES],
+                                      const uint8_t aad[GT_CHUNK_AAD_BYTES],
+                                      const uint8_t key[GT_AEAD_KEY_BYTES]);
+
+// The same opened serially from body bytes that arrive in pieces (a socket, shared slots, a
+// file read in order). update consumes n body bytes and writes the plaintext among them to out
+// (*out_n <= n bytes; out may equal in); GT_E_AUTH as soon as a segment's tag fails. Plaintext
+// of a segment is released before its tag is checked (streaming GCM): the caller stages it and
+// wipes everything on any failure. final: every byte seen and the last segment verified.
+typedef struct gt_chunk_stream gt_chunk_stream;
+GT_MUST_USE gt_err gt_chunk_stream_new(gt_chunk_stream **s, uint64_t pt_len, uint32_t seg_bytes,
+                                       const uint8_t iv[GT_AEAD_IV_BYTES],
+                                       const uint8_t aad[GT_CHUNK_AAD_BYTES],
+                                       const uint8_t key[GT_AEAD_KEY_BYTES]);
+GT_MUST_USE gt_err gt_chunk_stream_update(gt_chunk_stream *s, const uint8_t *in, size_t n,
+                                          uint8_t *out, size_t *out_n);
+GT_MUST_USE gt_err gt_chunk_stream_final(gt_chunk_stream *s);
+void gt_chunk_stream_free(gt_chunk_stream *s);  // wipes the key schedule and held tag; NULL ok
+
 // One chunk as the signed manifest describes it.
 typedef struct {
     uint64_t plaintext_len;
     uint8_t iv[GT_AEAD_IV_BYTES];
-    uint8_t tag[GT_AEAD_TAG_BYTES];
+    uint8_t tag[GT_AEAD_TAG_BYTES];  // the file's last 16 bytes (v2: the last segment's tag)
     uint8_t file_sha256[GT_SHA256_BYTES];  // SHA-256 of the whole chunk file (header too)
 } gt_manifest_chunk;
 
@@ -76,6 +148,7 @@ typedef struct {
     uint64_t token_count;
     uint64_t chunk_size;   // plaintext bytes per chunk except the last
     uint32_t chunk_count;
+    uint32_t segment_bytes;  // version 2: GTCHUNK2 segment size; version 1: 0 (GTCHUNK1)
     gt_manifest_chunk *chunks;  // chunk_count entries, owned (gt_manifest_free)
     uint8_t signature[GT_ED25519_SIG_BYTES];
 } gt_manifest;
@@ -119,6 +192,13 @@ GT_MUST_USE gt_err gt_chunk_header_check(const uint8_t *hdr, size_t len, const g
 GT_MUST_USE gt_err gt_chunk_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *file,
                                  size_t file_len, const gt_manifest *m, uint32_t index,
                                  const uint8_t chunk_key[GT_AEAD_KEY_BYTES]);
+// The same on up to `threads` threads (GTCHUNK2: segments split between the caller and
+// threads - 1 workers; GTCHUNK1 opens on one).
+GT_MUST_USE gt_err gt_chunk_open_threads(uint8_t *pt, size_t pt_cap, size_t *pt_len,
+                                         const uint8_t *file, size_t file_len,
+                                         const gt_manifest *m, uint32_t index,
+                                         const uint8_t chunk_key[GT_AEAD_KEY_BYTES],
+                                         int threads);
 
 // ---- holder key folder (gputravel keygen) ---------------------------------------------------
 // DIR/holder_ed25519.key (magic "GTEDSEC1" || seed 32 || public 32), DIR/holder_ed25519.pub
@@ -412,6 +492,10 @@ typedef struct {
     // and writing on worker threads). 1: the single-threaded reference: read() into the
     // buffer, encrypt in place, hash and write inline. Same bytes out either way.
     int threads;
+    // Chunk format: 0 = GT_SEAL_DEFAULT_FORMAT, 1 = GTCHUNK1 (manifest version 1), 2 =
+    // GTCHUNK2 (segmented, manifest version 2) with segments of segment_bytes (0 = 4 MiB).
+    int format;
+    uint32_t segment_bytes;
 } gt_seal_params;
 
 typedef struct {

@@ -471,7 +471,8 @@ GT_MUST_USE gt_err gt_device_trip_attach(gt_device_trip_carrier **carrier, const
 // custom appraise hook judged it).
 GT_MUST_USE gt_err gt_device_trip_measurement(gt_device_trip_carrier *carrier,
                                               uint8_t out[GT_MEASUREMENT_BYTES]);
-// Holder: opens its sealed chunk (ct_and_tag: ciphertext || tag as stored, len bytes) in its
+// Holder: opens its sealed chunk (ct_and_tag: its body as stored, len bytes; seg_bytes: 0 for
+// GTCHUNK1, else the manifest's GTCHUNK2 segment size) in its
 // own process (cuda trainer: on this holder's GPU, which needs a build with CUDA, else
 // GT_E_UNSUPPORTED with the reason; cpu trainer: OpenSSL into a sealed memfd) and hands it over.
 // On failure the trip connection is closed at once (the trainer's wait ends) and the buffer is
@@ -480,7 +481,7 @@ GT_MUST_USE gt_err gt_device_trip_hand_over(gt_device_trip_carrier *carrier,
                                             const uint8_t *ct_and_tag, uint64_t len,
                                             const uint8_t iv[12],
                                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                            const uint8_t key[32]);
+                                            const uint8_t key[32], uint32_t seg_bytes);
 // Holder, after a hand-over: waits (timeout_ms; 0: 1 hour) for RELEASED, then wipes and frees
 // its buffer, says BYE and frees the carrier. GT_E_PEER: the trainer went away; GT_E_TIMEOUT:
 // it kept the buffer too long. The buffer is freed whatever the result.

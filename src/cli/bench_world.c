@@ -27,7 +27,8 @@ gt_err bench_world_dataset(world *w, uint64_t bytes, uint64_t chunk_bytes)
     GT_TRY(gt_keydir_generate(w->keys, false, &w->k));
     const char *shards[] = {shard};
     gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = w->ds,
-                        .chunk_size = chunk_bytes, .vocab_size = 256};
+                        .chunk_size = chunk_bytes, .vocab_size = 256,
+                        .format = w->chunk_format};
     gt_seal_result r;
     GT_TRY(gt_seal(&p, &w->k, &r));
     unlink(shard);

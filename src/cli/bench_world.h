@@ -11,6 +11,7 @@ typedef struct {
     char dir[2048], ds[2100], keys[2100], ledger[2100], agreement[2100], sim_root[2100];
     char root_pub[2200], listen[64];
     gt_holder_keys k;
+    int chunk_format;  // bench_world_dataset seals in it (gt_seal_params.format; 0: default)
     gt_agreement a;
     gt_policy *policy;
     gt_buf root_bytes;

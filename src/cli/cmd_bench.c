@@ -25,11 +25,12 @@
 #define CMD "bench"
 #define MAX_SIZES 8
 #define MAX_RUNS 50
-#define PATHS 5  // conventional, conventional-keyrelease, travel, decryption pass, TLS push
+#define PATHS 6  // conventional, conventional-keyrelease, travel, decryption passes, TLS push
 #define TLS_PUSH 4
+#define DECRYPT_2CORE 5
 
 static const char *const path_names[PATHS] = {"conventional", "conventional-keyrelease", "travel",
-                                              "decrypt-pass", "tls-push"};
+                                              "decrypt-pass", "tls-push", "decrypt-2core"};
 
 static void usage(void)
 {
@@ -47,7 +48,10 @@ static void usage(void)
            "                           trainer's TEE, which decrypts once and copies it in\n"
            "  travel                   the device is lent to the holder, who loads the sealed\n"
            "                           chunk unchanged and releases only its key to the device\n"
-           "  decrypt-pass             one AES-256-GCM decryption of the same bytes (reference)\n"
+           "  decrypt-pass             one AES-256-GCM decryption of the same bytes on one core\n"
+           "                           (reference)\n"
+           "  decrypt-2core            the same chunk opened on two threads (GTCHUNK2: its\n"
+           "                           segments split in two; GTCHUNK1 cannot split: one core)\n"
            "  tls-push                 the peer a user would pick instead: the chunk file's\n"
            "                           bytes pushed over one TLS 1.3 connection, received into\n"
            "                           a reused buffer (no parsing, no device; reference)\n"
@@ -58,6 +62,8 @@ static void usage(void)
            "  --sizes LIST   chunk sizes (default 64M,128M,256M,512M)\n"
            "  --link RATE    shaped link rate, e.g. 10gbit, 1gbit, 500mbit (default 10gbit)\n"
            "  --runs N       runs per path and size (default 3)\n"
+           "  --format N     chunk format the bench seals: 2 = GTCHUNK2, 4 MiB segments (default;\n"
+           "                 devd opens it on two threads), 1 = GTCHUNK1 (one GCM message)\n"
            "  --json         one JSON object per (link, path, size) and the speedups, on stdout\n"
            "  --out DIR      work folder and plots (default: a new folder under /tmp); the\n"
            "                 loopback-*/link-* scratch folders of an earlier run there are\n"
@@ -66,7 +72,7 @@ static void usage(void)
 
 typedef struct {
     uint64_t sizes[MAX_SIZES];
-    int nsizes, runs;
+    int nsizes, runs, format;
     uint64_t link_bps;
     bool json, no_link;
     const char *out;
@@ -96,7 +102,7 @@ static stat3 stats(double *v, int n)
 
 // One decryption pass over the chunk file, in this process (the reference the travel path is
 // held to).
-static gt_err time_decrypt(world *w, double *secs)
+static gt_err time_decrypt(world *w, int threads, double *secs)
 {
     gt_manifest m;
     GT_TRY(gt_manifest_load(&m, w->ds));
@@ -110,7 +116,8 @@ static gt_err time_decrypt(world *w, double *secs)
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, w->k.dataset_key, &m, 0), out);
     memset(pt.data, 0, m.chunks[0].plaintext_len);  // touched before timing, as device memory is
     double t0 = gt_now_seconds();
-    GT_TRY_GOTO(err, gt_chunk_open(pt.data, pt.cap, &pt.len, file.data, file.len, &m, 0, key),
+    GT_TRY_GOTO(err, gt_chunk_open_threads(pt.data, pt.cap, &pt.len, file.data, file.len, &m, 0,
+                                           key, threads),
                 out);
     *secs = gt_now_seconds() - t0;
 out:
@@ -235,7 +242,7 @@ static gt_err measure(world *w, gt_device *dev, const char *socket, int runs,
             } else if (p == 2) {
                 err = gt_holder_travel(c, 0, dev, socket, 120000, &buf, &tokens);
             } else {
-                err = time_decrypt(w, &times[p][r]);
+                err = time_decrypt(w, p == DECRYPT_2CORE ? 2 : 1, &times[p][r]);
                 continue;
             }
             times[p][r] = gt_now_seconds() - t0;
@@ -283,8 +290,8 @@ typedef struct {
     double times[2][MAX_SIZES][PATHS][MAX_RUNS];
     stat3 st[2][MAX_SIZES][PATHS];
     double first_trip[2][MAX_SIZES];
-    double ratios[2][MAX_SIZES][4];  // paired: conventional, keyrelease, decrypt, TLS push,
-                                     // each over travel
+    double ratios[2][MAX_SIZES][5];  // paired: conventional, keyrelease, decrypt, TLS push,
+                                     // two-core decrypt, each over travel
 } results;
 
 static const char *const link_names[2] = {"loopback", "link"};
@@ -309,10 +316,11 @@ static void print_json(const options *o, const results *res, int L, int s)
     }
     printf("{\"link\":\"%s\",\"size\":%llu,\"speedup_travel_vs_conventional\":%.3f,"
            "\"speedup_travel_vs_keyrelease\":%.3f,\"travel_vs_decrypt_pass\":%.3f,"
-           "\"speedup_travel_vs_tls_push\":%.3f,\"travel_first_s\":%.6f}\n",
+           "\"speedup_travel_vs_tls_push\":%.3f,\"travel_vs_decrypt_2core\":%.3f,"
+           "\"chunk_format\":%d,\"travel_first_s\":%.6f}\n",
            link_names[L], (unsigned long long)o->sizes[s], res->ratios[L][s][0],
            res->ratios[L][s][1], res->ratios[L][s][2], res->ratios[L][s][3],
-           res->first_trip[L][s]);
+           res->ratios[L][s][4], o->format, res->first_trip[L][s]);
 }
 
 // What bounds travel/tls on a shaped link, from this run's own numbers: the TLS push cannot beat
@@ -325,9 +333,11 @@ static void print_link_bound(const options *o, const results *res, const char *c
     for (int s = 0; s < o->nsizes; s++) {
         double floor_s = (double)o->sizes[s] * 8.0 / (double)o->link_bps;
         double tls = res->st[1][s][TLS_PUSH].median, dec = res->st[1][s][3].median;
+        double dec2 = res->st[1][s][DECRYPT_2CORE].median;
         printf("%s %s tls-push at %.0f%% of line rate (floor %.3f s), travel/tls ceiling at one "
-               "decryption pass %.2fx", s ? ";" : "", labels[s], 100.0 * floor_s / tls, floor_s,
-               dec > 0 ? tls / dec : 0.0);
+               "decryption pass %.2fx, at the two-core pass %.2fx", s ? ";" : "", labels[s],
+               100.0 * floor_s / tls, floor_s, dec > 0 ? tls / dec : 0.0,
+               dec2 > 0 ? tls / dec2 : 0.0);
     }
     printf("\n");
 }
@@ -335,13 +345,13 @@ static void print_link_bound(const options *o, const results *res, const char *c
 static void print_table(const options *o, const results *res, int L, const char *title,
                         const char *const *labels)
 {
-    printf("\n%s (seconds per chunk into device memory; median [min, max] of %d)\n", title,
-           o->runs);
+    printf("\n%s (seconds per chunk into device memory; median [min, max] of %d; chunks %s)\n",
+           title, o->runs, o->format == 2 ? "GTCHUNK2, 4 MiB segments" : "GTCHUNK1");
     printf("%-10s", "size");
     for (int p = 0; p < PATHS; p++) {
         printf(" %26s", path_names[p]);
     }
-    printf(" %12s %12s %12s\n", "travel/conv", "travel/dec", "travel/tls");
+    printf(" %12s %12s %12s %12s\n", "travel/conv", "travel/dec", "travel/dec2", "travel/tls");
     for (int s = 0; s < o->nsizes; s++) {
         printf("%-10s", labels[s]);
         for (int p = 0; p < PATHS; p++) {
@@ -350,8 +360,8 @@ static void print_table(const options *o, const results *res, int L, const char 
             snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->min, st->max);
             printf(" %26s", cell);
         }
-        printf(" %11.2fx %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2],
-               res->ratios[L][s][3]);
+        printf(" %11.2fx %11.2fx %11.2fx %11.2fx\n", res->ratios[L][s][0], res->ratios[L][s][2],
+               res->ratios[L][s][4], res->ratios[L][s][3]);
     }
     if (L == 1) {
         print_link_bound(o, res, labels);
@@ -407,8 +417,9 @@ static void print_results(const options *o, const results *res)
     }
     if (!o->json) {
         printf("\ntravel/conv: conventional (plain) time over travel time; travel/dec: one\n"
-               "AES-256-GCM decryption pass's time over travel time (>= 0.7 is the target). Both\n"
-               "are the median over runs of each run's ratio: a run times the paths back to back.\n"
+               "AES-256-GCM decryption pass's time over travel time (>= 0.7 is the target);\n"
+               "travel/dec2: the two-core pass's. All are the median over runs of each run's\n"
+               "ratio: a run times the paths back to back.\n"
                "All parties are simulated (insecure-simulation); work folder %s\n", res->dir);
     }
 }
@@ -420,8 +431,8 @@ static int parse(int argc, char **argv, options *o)
         {"sizes", required_argument, NULL, 's'}, {"link", required_argument, NULL, 'l'},
         {"runs", required_argument, NULL, 'r'},  {"json", no_argument, NULL, 'j'},
         {"out", required_argument, NULL, 'o'},   {"no-link", no_argument, NULL, 'n'},
-        {0}};
-    *o = (options){.runs = 3, .link_bps = 10000000000ull};
+        {"format", required_argument, NULL, 'F'}, {0}};
+    *o = (options){.runs = 3, .link_bps = 10000000000ull, .format = 2};
     const char *sizes = "64M,128M,256M,512M";
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -440,6 +451,11 @@ static int parse(int argc, char **argv, options *o)
         case 'j': o->json = true; break;
         case 'o': o->out = optarg; break;
         case 'n': o->no_link = true; break;
+        case 'F':
+            if (!gt_is_ok(gt_cli_parse_int("--format", optarg, 1, 2, &o->format))) {
+                return gt_cli_usage(CMD, "--format: 1 (GTCHUNK1) or 2 (GTCHUNK2)");
+            }
+            break;
         default: return gt_cli_usage(CMD, "unknown option");
         }
     }
@@ -461,7 +477,7 @@ static int parse(int argc, char **argv, options *o)
 
 // The world of one (link, size): its scratch folder, dataset, agreement and serving holder.
 static gt_err world_open(world *w, const results *res, const char *sim_root, int L,
-                         uint64_t size, const gt_netns_pair *pair, int self_ns)
+                         uint64_t size, const gt_netns_pair *pair, int self_ns, int format)
 {
     snprintf(w->dir, sizeof w->dir, "%s/%s-%llu", res->dir, L ? "link" : "loopback",
              (unsigned long long)size);
@@ -472,6 +488,7 @@ static gt_err world_open(world *w, const results *res, const char *sim_root, int
     snprintf(w->sim_root, sizeof w->sim_root, "%s", sim_root);
     snprintf(w->root_pub, sizeof w->root_pub, "%s/root-pub.pem", sim_root);
     w->netns = L ? pair->ns[0] : NULL;
+    w->chunk_format = format;
     GT_TRY(bench_scratch_fresh(w->dir, res->dir));
     GT_TRY(bench_world_listen(w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns));
     GT_TRY(bench_world_dataset(w, size, size));
@@ -498,7 +515,7 @@ static gt_err measure_size(const options *o, results *res, int L, int s, const c
 {
     world *w = calloc(1, sizeof *w);
     GT_ENSURE(w != NULL, GT_E_NOMEM, "out of memory");
-    gt_err err = world_open(w, res, sim_root, L, o->sizes[s], pair, self_ns);
+    gt_err err = world_open(w, res, sim_root, L, o->sizes[s], pair, self_ns, o->format);
     push_server push = {0};
     if (gt_is_ok(err)) {
         err = push_start(&push, w, L ? GT_NETNS_ADDR_A : "127.0.0.1", self_ns);
@@ -531,8 +548,8 @@ static gt_err measure_size(const options *o, results *res, int L, int s, const c
     GT_TRY(err);
     double (*t)[MAX_RUNS] = res->times[L][s];
     res->first_trip[L][s] = t[2][0];  // before stats() sorts the runs
-    static const int over_travel[4] = {0, 1, 3, TLS_PUSH};  // the path of each ratio
-    for (int q = 0; q < 4; q++) {
+    static const int over_travel[5] = {0, 1, 3, TLS_PUSH, DECRYPT_2CORE};  // each ratio's path
+    for (int q = 0; q < 5; q++) {
         double per_run[MAX_RUNS];
         for (int r = 0; r < o->runs; r++) {
             per_run[r] = t[over_travel[q]][r] / t[2][r];

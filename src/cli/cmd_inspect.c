@@ -65,6 +65,8 @@ static int print_json(const gt_manifest *m)
     cJSON_AddNumberToObject(o, "plaintext_bytes", (double)(2 * m->token_count));
     cJSON_AddNumberToObject(o, "chunk_size", (double)m->chunk_size);
     cJSON_AddNumberToObject(o, "chunk_count", m->chunk_count);
+    cJSON_AddStringToObject(o, "chunk_format", m->segment_bytes ? "GTCHUNK2" : "GTCHUNK1");
+    cJSON_AddNumberToObject(o, "segment_bytes", m->segment_bytes);  // 0: unsegmented
     cJSON_AddBoolToObject(o, "signature_valid", true);
     cJSON *chunks = cJSON_AddArrayToObject(o, "chunks");
     for (uint32_t i = 0; i < m->chunk_count; i++) {
@@ -99,6 +101,12 @@ static void print_text(const gt_manifest *m, const char *dsdir)
     gt_format_size(s2, sizeof s2, m->chunk_size);
     printf("  plaintext       %s in %u chunk%s of up to %s\n", s1, m->chunk_count,
            m->chunk_count == 1 ? "" : "s", s2);
+    if (m->segment_bytes != 0) {
+        gt_format_size(s2, sizeof s2, m->segment_bytes);
+        printf("  chunk format    GTCHUNK2: independently tagged segments of %s\n", s2);
+    } else {
+        printf("  chunk format    GTCHUNK1: one GCM message per chunk\n");
+    }
     printf("  chunk  plaintext  IV                        SHA-256 of chunk file\n");
     for (uint32_t i = 0; i < m->chunk_count; i++) {
         char iv[2 * GT_AEAD_IV_BYTES + 1], h[2 * GT_SHA256_BYTES + 1];

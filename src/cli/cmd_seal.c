@@ -10,7 +10,8 @@
 static void usage(void)
 {
     printf("usage: gputravel seal SHARD... --key DIR --out DSDIR [--chunk-size 512MiB]\n"
-           "                      [--vocab N] [--threads 0|1]\n"
+           "                      [--vocab N] [--threads 0|1] [--format 1|2]\n"
+           "                      [--segment-size 4MiB]\n"
            "\n"
            "Seals the tokens of the given llm.c shards (concatenated, in order) into DSDIR:\n"
            "a manifest signed with the holder's Ed25519 key and one AES-256-GCM chunk file per\n"
@@ -25,6 +26,11 @@ static void usage(void)
            "      --threads N        0: the pipeline (default: the cipher reads the mapped input,\n"
            "                         hashing and writing on two more threads); 1: one thread,\n"
            "                         read() and encrypt in place (the reference; same bytes)\n"
+           "      --format N         chunk files: 2 = GTCHUNK2 (default), independently tagged\n"
+           "                         segments that a device opens on several cores; 1 =\n"
+           "                         GTCHUNK1, one GCM message per chunk (docs/formats.md)\n"
+           "      --segment-size S   format 2: plaintext bytes per segment, a multiple of 4KiB\n"
+           "                         up to 1GiB (default 4MiB)\n"
            "  -h, --help             this help\n");
 }
 
@@ -41,6 +47,8 @@ static int parse(int argc, char **argv, seal_options *o)
                                          {"chunk-size", required_argument, NULL, 'c'},
                                          {"vocab", required_argument, NULL, 'V'},
                                          {"threads", required_argument, NULL, 'T'},
+                                         {"format", required_argument, NULL, 'F'},
+                                         {"segment-size", required_argument, NULL, 'S'},
                                          {0}};
     *o = (seal_options){.p = {.chunk_size = GT_SEAL_DEFAULT_CHUNK_BYTES, .vocab_size = 50257,
                               .progress = !gt_cli.quiet}};
@@ -67,11 +75,29 @@ static int parse(int argc, char **argv, seal_options *o)
                 return gt_cli_usage("seal", "--threads %s: 0 (the pipeline) or 1", optarg);
             }
             break;
+        case 'F':
+            if (!gt_is_ok(gt_cli_parse_int("--format", optarg, 1, 2, &p->format))) {
+                return gt_cli_usage("seal", "--format %s: 1 (GTCHUNK1) or 2 (GTCHUNK2)", optarg);
+            }
+            break;
+        case 'S': {
+            uint64_t seg = 0;
+            if (!gt_is_ok(gt_parse_size(optarg, &seg)) || seg == 0 || seg > UINT32_MAX ||
+                !gt_is_ok(gt_chunk_seg_check((uint32_t)seg))) {
+                return gt_cli_usage("seal", "--segment-size %s: a multiple of 4KiB up to 1GiB",
+                                    optarg);
+            }
+            p->segment_bytes = (uint32_t)seg;
+            break;
+        }
         default: return gt_cli_usage("seal", "unknown option");
         }
     }
     if (o->key_dir == NULL || p->out_dir == NULL || optind == argc) {
         return gt_cli_usage("seal", "needs SHARD..., --key DIR and --out DSDIR");
+    }
+    if (p->segment_bytes != 0 && p->format != 2) {
+        return gt_cli_usage("seal", "--segment-size needs --format 2");
     }
     p->shards = (const char *const *)argv + optind;
     p->shard_count = (size_t)(argc - optind);

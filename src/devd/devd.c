@@ -11,12 +11,14 @@
 
 #include <assert.h>
 
+#include <gputravel/seal.h>
 #include <gputravel/travel.h>
 #include <errno.h>
 
 #include "devd_export.h"
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1258,27 +1260,64 @@ static gt_err loaded(devd *d, gt_buftab_entry *b, const gt_sim_msg *req)
     return GT_OK;
 }
 
-// LOAD_SEALED: the holder's sealed chunk (ciphertext || tag, exactly as stored) arrives through
-// the bounce slots without a second session encryption; devd opens it with the chunk key from
-// the (AEAD-protected) request into the trainer-owned buffer: one decryption pass, here.
+// Opens n body bytes at in (ciphertext and tags, in order) through cs into device memory from
+// dst + *pt_at on, moving *pt_at past the plaintext written: straight into the arena, or a page
+// at a time when paging (each piece's plaintext lands in one held page).
+static gt_err arena_open(devd *d, gt_chunk_stream *cs, uint64_t dst, uint64_t pt_len,
+                         uint64_t *pt_at, const uint8_t *in, uint64_t n)
+{
+    for (uint64_t done = 0; done < n;) {
+        uint64_t left = pt_len - *pt_at;  // what the buffer still takes
+        uint64_t piece = n - done < (1u << 30) ? n - done : (1u << 30);
+        if (left > 0) {
+            piece = arena_piece(d, dst + *pt_at, piece);
+            GT_TRY(arena_hold(d, dst + *pt_at, piece < left ? piece : left, true));
+        }
+        size_t wrote = 0;
+        GT_TRY(gt_chunk_stream_update(cs, in + done, (size_t)piece, d->arena + dst + *pt_at,
+                                      &wrote));
+        *pt_at += wrote;
+        done += piece;
+    }
+    return GT_OK;
+}
+
+// A load's request fields, checked: the segment size (0 or a GTCHUNK2 one) and the body's bytes.
+static gt_err load_body_bytes(const gt_sim_msg *req, uint64_t *body)
+{
+    GT_TRY(gt_err_wrap(gt_chunk_seg_check(req->seg_bytes), "device: load_sealed"));
+    GT_ENSURE(req->len <= (1ull << 40), GT_E_LIMIT, "device: load_sealed of %llu bytes",
+              (unsigned long long)req->len);
+    *body = gt_chunk_body_bytes(req->len, req->seg_bytes);
+    return GT_OK;
+}
+
+// LOAD_SEALED: the holder's sealed chunk (its body, exactly as stored) arrives through the
+// bounce slots without a second session encryption; devd opens it with the chunk key from the
+// (AEAD-protected) request into the trainer-owned buffer: one decryption pass, here, serially
+// (segment by segment for GTCHUNK2: the slots arrive in order; the holder's own path is
+// LOAD_SEALED_FD, which opens on two threads).
 static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
 {
     devd *d = h->d;
     gt_buftab_entry *b = NULL;
-    gt_err st = buf_access(h, req->handle, req->offset, req->len, "load_sealed", &b);
+    uint64_t total = 0;
+    gt_err st = load_body_bytes(req, &total);
+    if (gt_is_ok(st)) {
+        st = buf_access(h, req->handle, req->offset, req->len, "load_sealed", &b);
+    }
     GT_TRY(send_status(h, st));
     if (!gt_is_ok(st)) {
         return GT_OK;
     }
-    uint64_t handle = req->handle, owner = b->owner;
-    uint64_t total = req->len + GT_AEAD_TAG_BYTES, sb = d->slot_bytes;
+    uint64_t handle = req->handle, owner = b->owner, sb = d->slot_bytes;
     uint64_t n = chunk_count(total, sb);
-    uint64_t dst = b->at.offset + req->offset;
-    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
-    gt_aead_stream *as = NULL;
+    uint64_t dst = b->at.offset + req->offset, pt_at = 0;
+    gt_chunk_stream *cs = NULL;
     gt_err err = GT_OK;
     bool auth_failed = false;
-    GT_TRY_GOTO(err, gt_aead_stream_new(&as, false, req->aad, sizeof req->aad, req->iv, req->key),
+    GT_TRY_GOTO(err, gt_chunk_stream_new(&cs, req->len, req->seg_bytes, req->iv, req->aad,
+                                         req->key),
                 out);
     for (uint64_t i = 0; i < n; i++) {
         gt_sim_msg m;
@@ -1292,17 +1331,15 @@ static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
                        (unsigned long long)i, m.slot, (unsigned long long)m.len, slot,
                        (unsigned long long)want);
         const uint8_t *src = h->bounce + (size_t)slot * sb;
-        for (uint64_t k = 0; k < want;) {
+        for (uint64_t k = 0; k < want && !auth_failed;) {
             // copied out of shared memory first: what is authenticated is what is decrypted
             uint64_t piece = want - k < DEVD_STAGE_BYTES ? want - k : DEVD_STAGE_BYTES;
-            uint64_t p = i * sb + k;  // position in ciphertext || tag
             memcpy(d->stage, src + k, (size_t)piece);
-            uint64_t nct = p < req->len ? (req->len - p < piece ? req->len - p : piece) : 0;
-            if (nct > 0) {
-                GT_TRY_GOTO(err, arena_crypt(d, as, dst + p, d->stage, NULL, nct), out);
-            }
-            if (piece > nct) {
-                memcpy(tag + (p + nct - req->len), d->stage + nct, (size_t)(piece - nct));
+            gt_err e = arena_open(d, cs, dst, req->len, &pt_at, d->stage, piece);
+            if (e.code == GT_E_AUTH) {
+                auth_failed = true;  // the rest of the slots are taken, not opened
+            } else {
+                GT_TRY_GOTO(err, e, out);
             }
             k += piece;
         }
@@ -1311,11 +1348,11 @@ static gt_err do_load_sealed(devd_session *h, const gt_sim_msg *req)
             GT_TRY_GOTO(err, send_msg(h, &f), out);
         }
     }
-    if (!gt_is_ok(gt_aead_stream_final(as, tag))) {
+    if (!auth_failed && !gt_is_ok(gt_chunk_stream_final(cs))) {
         auth_failed = true;
     }
 out:
-    gt_aead_stream_free(as);
+    gt_chunk_stream_free(cs);
     gt_secure_zero(d->stage, DEVD_STAGE_BYTES);
     if (!gt_is_ok(err) || auth_failed) {
         buf_release_again(d, handle, owner);  // nothing unauthenticated stays in device memory
@@ -1333,25 +1370,72 @@ out:
     return send_status(h, loaded(d, b, req));
 }
 
-// LOAD_SEALED_FD: as LOAD_SEALED, but devd reads the chunk (ciphertext || tag) itself from the
-// holder's chunk file (a regular file), piece by piece into its private stage, and decrypts
-// from there: the one copy out of the holder's memory is the read (no double fetch), no bounce
-// slots, and the holder does no copying at all. Closes fd.
+// LOAD_SEALED_FD: as LOAD_SEALED, but devd reads the chunk's body itself from the holder's chunk
+// file (a regular file) through a mapping and decrypts from there: the one copy out of the
+// holder's memory is the read (no double fetch), no bounce slots, and the holder does no copying
+// at all. A GTCHUNK2 chunk of two or more segments opens on two threads (this one and a worker,
+// each its own half of the segments, each through its own mapping so that a truncated file is an
+// error on either); under paging, and for GTCHUNK1, serially. Closes fd.
 typedef struct {
     devd *d;
-    gt_aead_stream *as;
+    gt_chunk_stream *cs;
     uint64_t dst;  // arena offset
-    uint64_t ct_len;
-    uint8_t *tag;
+    uint64_t pt_len, pt_at;
 } fd_load;
 
-// Decrypts the mapped ciphertext straight into device memory and keeps the tag that follows.
 static gt_err fd_load_visit(void *ctx, const uint8_t *data, size_t len)
 {
     fd_load *ld = ctx;
-    GT_TRY(arena_crypt(ld->d, ld->as, ld->dst, data, NULL, ld->ct_len));
-    memcpy(ld->tag, data + ld->ct_len, len - ld->ct_len);
-    return GT_OK;
+    GT_TRY(arena_open(ld->d, ld->cs, ld->dst, ld->pt_len, &ld->pt_at, data, len));
+    return gt_chunk_stream_final(ld->cs);
+}
+
+// One thread's run of segments [first, end), from its own mapping of the file.
+typedef struct {
+    int fd;
+    uint64_t file_offset;  // of the body
+    uint8_t *pt;           // the whole chunk's destination
+    const gt_sim_msg *req;
+    uint64_t first, end, nseg;
+    gt_err err;
+} fd_half;
+
+static gt_err fd_half_visit(void *ctx, const uint8_t *data, size_t len)
+{
+    fd_half *f = ctx;
+    return gt_chunk_segs_open(f->pt, data, len, f->req->len, f->req->seg_bytes, f->first,
+                              f->end, f->req->iv, f->req->aad, f->req->key);
+}
+
+static void *fd_half_main(void *arg)
+{
+    fd_half *f = arg;
+    uint32_t seg = f->req->seg_bytes;
+    uint64_t from = gt_chunk_seg_body_offset(seg, f->first);
+    uint64_t to = f->end == f->nseg ? gt_chunk_body_bytes(f->req->len, seg)
+                                    : gt_chunk_seg_body_offset(seg, f->end);
+    f->err = gt_file_map_visit(f->fd, f->file_offset + from, to - from, fd_half_visit, f);
+    return NULL;
+}
+
+// The two-thread open; GT_E_AUTH if any segment failed (the caller wipes the buffer).
+static gt_err fd_load_two(devd *d, int fd, const gt_sim_msg *req, uint64_t dst)
+{
+    uint64_t nseg = gt_chunk_seg_count(req->len, req->seg_bytes);
+    fd_half half[2] = {
+        {fd, req->file_offset, d->arena + dst, req, 0, (nseg + 1) / 2, nseg, GT_OK},
+        {fd, req->file_offset, d->arena + dst, req, (nseg + 1) / 2, nseg, nseg, GT_OK},
+    };
+    pthread_t th;
+    bool worker = pthread_create(&th, NULL, fd_half_main, &half[1]) == 0;
+    if (!worker) {
+        half[0].end = nseg;  // no second thread to be had: all here, same result
+    }
+    fd_half_main(&half[0]);
+    if (worker) {
+        pthread_join(th, NULL);
+    }
+    return gt_is_ok(half[0].err) ? half[1].err : half[0].err;
 }
 
 static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
@@ -1359,15 +1443,19 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
     devd *d = h->d;
     gt_buftab_entry *b = NULL;
     struct stat st;
+    uint64_t body = 0;
     gt_err s = fd >= 0 ? GT_OK : gt_errf(GT_E_ARG, "device: load_sealed_fd without a file");
+    if (gt_is_ok(s)) {
+        s = load_body_bytes(req, &body);
+    }
     if (gt_is_ok(s)) {
         s = buf_access(h, req->handle, req->offset, req->len, "load_sealed_fd", &b);
     }
     if (gt_is_ok(s) && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
                         req->file_offset > (uint64_t)st.st_size ||
-                        (uint64_t)st.st_size - req->file_offset < req->len + GT_AEAD_TAG_BYTES)) {
+                        (uint64_t)st.st_size - req->file_offset < body)) {
         s = gt_errf(GT_E_ARG, "device: load_sealed_fd: not a regular file holding %llu bytes "
-                    "at offset %llu", (unsigned long long)(req->len + GT_AEAD_TAG_BYTES),
+                    "at offset %llu", (unsigned long long)body,
                     (unsigned long long)req->file_offset);
     }
     if (!gt_is_ok(s)) {
@@ -1378,28 +1466,23 @@ static gt_err do_load_sealed_fd(devd_session *h, const gt_sim_msg *req, int fd)
     }
     uint64_t handle = req->handle, owner = b->owner;
     uint64_t dst = b->at.offset + req->offset;
-    uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
-    gt_aead_stream *as = NULL;
     gt_err err = GT_OK;
-    bool auth_failed = false;
-    GT_TRY_GOTO(err, gt_aead_stream_new(&as, false, req->aad, sizeof req->aad, req->iv, req->key),
-                out);
-    // Read in place through a mapping (no copy out of the page cache); the holder truncating
-    // its file meanwhile is GT_E_IO, not the end of devd.
-    fd_load ld = {.d = d, .as = as, .dst = dst, .ct_len = req->len, .tag = tag};
-    GT_TRY_GOTO(err, gt_file_map_visit(fd, req->file_offset, req->len + GT_AEAD_TAG_BYTES,
-                                       fd_load_visit, &ld),
-                out);
-    if (!gt_is_ok(gt_aead_stream_final(as, tag))) {
-        auth_failed = true;
+    if (d->pg == NULL && gt_chunk_seg_count(req->len, req->seg_bytes) >= 2) {
+        err = fd_load_two(d, fd, req, dst);
+    } else {
+        // Read in place through a mapping (no copy out of the page cache); the holder
+        // truncating its file meanwhile is GT_E_IO, not the end of devd.
+        fd_load ld = {.d = d, .dst = dst, .pt_len = req->len};
+        err = gt_chunk_stream_new(&ld.cs, req->len, req->seg_bytes, req->iv, req->aad, req->key);
+        if (gt_is_ok(err)) {
+            err = gt_file_map_visit(fd, req->file_offset, body, fd_load_visit, &ld);
+        }
+        gt_chunk_stream_free(ld.cs);
     }
-out:
+    bool auth_failed = err.code == GT_E_AUTH;
     close(fd);
-    gt_aead_stream_free(as);
-    if (!gt_is_ok(err) || auth_failed) {
+    if (!gt_is_ok(err)) {
         buf_release_again(d, handle, owner);  // wiped
-    }
-    if (!gt_is_ok(err) || auth_failed) {
         // a file error is the request's, not the channel's: the session goes on
         return send_status(h, auth_failed ? gt_errf(GT_E_AUTH, "device: sealed chunk "
                                                     "authentication failed; buffer 0x%llx wiped "

@@ -54,7 +54,7 @@ gt_err gt_cuda_backend_alloc_exportable(void *impl, uint64_t bytes, uint32_t fla
 gt_err gt_cuda_backend_ipc_export(void *impl, gt_dbuf buf, gt_cuda_ipc_desc *out);
 gt_err gt_cuda_backend_ipc_import(void *impl, const gt_cuda_ipc_desc *desc, uint32_t flags,
                                   gt_dbuf *out);
-gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t len,
+gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t off, uint64_t len,
                                     const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
                                     const uint8_t tag[16], const uint8_t key[32]);
 // gt_device_peer_seal / _open on cuda: pc's checks, wire format and keys (peer.c) over h's

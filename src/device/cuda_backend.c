@@ -467,21 +467,22 @@ gt_err gt_cuda_backend_ipc_import(void *impl, const gt_cuda_ipc_desc *desc, uint
 
 // ---- AES-256-GCM open -----------------------------------------------------------------------
 
-gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t len,
-                                    const uint8_t *aad, size_t aad_len, const uint8_t iv[12],
-                                    const uint8_t tag[16], const uint8_t key[32])
+gt_err gt_cuda_backend_aes_gcm_open(void *impl, gt_dbuf pt, gt_dbuf ct, uint64_t off,
+                                    uint64_t len, const uint8_t *aad, size_t aad_len,
+                                    const uint8_t iv[12], const uint8_t tag[16],
+                                    const uint8_t key[32])
 {
     cuda_dev *d = impl;
     gt_buftab_entry *bp = NULL, *bc = NULL;
-    GT_TRY(gt_buftab_access(d->tab, pt, 0, 0, len, "aes-gcm plaintext", &bp));
-    GT_TRY(gt_buftab_access(d->tab, ct, 0, 0, len, "aes-gcm ciphertext", &bc));
+    GT_TRY(gt_buftab_access(d->tab, pt, 0, off, len, "aes-gcm plaintext", &bp));
+    GT_TRY(gt_buftab_access(d->tab, ct, 0, off, len, "aes-gcm ciphertext", &bc));
     // Holder plaintext never lands where copy_out could read it: the backend enforces it, not
     // the caller's discipline.
     GT_ENSURE(bp->flags & GT_DBUF_NO_READBACK, GT_E_POLICY,
               "aes-gcm: the plaintext buffer %#llx is readable; allocate it with "
               "GT_DBUF_NO_READBACK",
               (unsigned long long)pt);
-    uint8_t *pdev = bp->at.device, *cdev = bc->at.device;
+    uint8_t *pdev = bp->at.device + off, *cdev = bc->at.device + off;
     // GCM's limit for one (key, iv): 2^32 - 2 blocks.
     GT_ENSURE(len <= ((uint64_t)1 << 36) - 32, GT_E_ARG, "aes-gcm: %llu bytes is over GCM's limit",
               (unsigned long long)len);

@@ -352,32 +352,33 @@ gt_err gt_device_sim_attach(gt_device **holder, const gt_device_config *cfg,
 gt_err gt_device_sim_load_sealed(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
                                  const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
                                  const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                 const uint8_t key[32])
+                                 const uint8_t key[32], uint32_t seg_bytes)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_load_sealed(holder->impl, dst, dst_offset, ct_and_tag, len, iv, aad,
-                                          key);
+                                          key, seg_bytes);
 }
 
 gt_err gt_device_sim_load_sealed_fd(gt_device *holder, gt_dbuf dst, uint64_t dst_offset, int fd,
                                     uint64_t file_offset, uint64_t len, const uint8_t iv[12],
                                     const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                    const uint8_t key[32])
+                                    const uint8_t key[32], uint32_t seg_bytes)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_load_sealed_fd(holder->impl, dst, dst_offset, fd, file_offset, len,
-                                             iv, aad, key);
+                                             iv, aad, key, seg_bytes);
 }
 
 gt_err gt_device_sim_load_sealed_wrapped(gt_device *holder, gt_dbuf dst, uint64_t dst_offset,
                                          int fd, uint64_t file_offset, uint64_t len,
                                          const uint8_t iv[GT_AEAD_IV_BYTES],
                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                         const uint8_t wrapped[GT_KEYWRAP_BYTES])
+                                         const uint8_t wrapped[GT_KEYWRAP_BYTES],
+                                         uint32_t seg_bytes)
 {
     GT_ENSURE(holder->kind == GT_DEVICE_SIM, GT_E_UNSUPPORTED, "device: not a sim device");
     return gt_device_sim_impl_load_sealed_wrapped(holder->impl, dst, dst_offset, fd, file_offset,
-                                                  len, iv, aad, wrapped);
+                                                  len, iv, aad, wrapped, seg_bytes);
 }
 
 gt_err gt_device_sim_session_binding(gt_device *holder, uint8_t server_pub[GT_X25519_BYTES],

@@ -164,6 +164,16 @@ gt_err gt_device_cuda_aes_gcm_open(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint6
 {
     void *impl = NULL;
     GT_TRY(cuda_impl(dev, &impl));
-    return gt_cuda_backend_aes_gcm_open(impl, pt, ct, len, aad, aad_len, iv, tag, key);
+    return gt_cuda_backend_aes_gcm_open(impl, pt, ct, 0, len, aad, aad_len, iv, tag, key);
+}
+
+gt_err gt_device_cuda_aes_gcm_open_at(gt_device *dev, gt_dbuf pt, gt_dbuf ct, uint64_t off,
+                                      uint64_t len, const uint8_t *aad, size_t aad_len,
+                                      const uint8_t iv[12], const uint8_t tag[16],
+                                      const uint8_t key[32])
+{
+    void *impl = NULL;
+    GT_TRY(cuda_impl(dev, &impl));
+    return gt_cuda_backend_aes_gcm_open(impl, pt, ct, off, len, aad, aad_len, iv, tag, key);
 }
 #endif

@@ -291,17 +291,31 @@ gt_err gt_device_sim_impl_attach(void *impl, const uint8_t ticket[GT_SIM_TICKET_
     return gt_sim_conn_attach(impl, ticket);
 }
 
+// The plaintext bytes of a sealed chunk body of len bytes (ciphertext and tags: one tag, or one
+// per segment of seg_bytes, seal.h's GTCHUNK2): every segment but the last holds seg_bytes and a
+// tag, the last 1..seg_bytes and its tag.
+static gt_err sealed_plain_len(uint64_t len, uint32_t seg_bytes, uint64_t *pt_len)
+{
+    uint64_t step = (uint64_t)seg_bytes + GT_AEAD_TAG_BYTES;
+    uint64_t nseg = seg_bytes == 0 ? 1 : (len + step - 1) / step;
+    GT_ENSURE(len > GT_AEAD_TAG_BYTES * nseg || (seg_bytes == 0 && len == GT_AEAD_TAG_BYTES),
+              GT_E_ARG, "sim device: a sealed chunk of %llu bytes holds no data beyond its tags",
+              (unsigned long long)len);
+    *pt_len = len - GT_AEAD_TAG_BYTES * nseg;
+    return GT_OK;
+}
+
 gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint64_t dst_offset,
                                       const uint8_t *ct_and_tag, uint64_t len,
                                       const uint8_t iv[GT_AEAD_IV_BYTES],
                                       const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                      const uint8_t key[GT_AEAD_KEY_BYTES])
+                                      const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes)
 {
     gt_sim_conn *c = impl;
-    GT_ENSURE(len >= GT_AEAD_TAG_BYTES, GT_E_ARG,
-              "sim device: a sealed chunk of %llu bytes has no tag", (unsigned long long)len);
+    uint64_t pt_len = 0;
+    GT_TRY(sealed_plain_len(len, seg_bytes, &pt_len));
     gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED, .handle = dst, .offset = dst_offset,
-                      .len = len - GT_AEAD_TAG_BYTES};
+                      .len = pt_len, .seg_bytes = seg_bytes};
     memcpy(req.iv, iv, sizeof req.iv);
     memcpy(req.aad, aad, sizeof req.aad);
     memcpy(req.key, key, sizeof req.key);
@@ -389,18 +403,19 @@ gt_err gt_device_sim_impl_reattach(void *impl, const uint8_t ticket[GT_SIM_TICKE
 static gt_err load_from_file(gt_sim_conn *c, gt_sim_msg *req, gt_dbuf dst, uint64_t dst_offset,
                              int fd, uint64_t file_offset, uint64_t len,
                              const uint8_t iv[GT_AEAD_IV_BYTES],
-                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES])
+                             const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], uint32_t seg_bytes)
 {
-    gt_err err = GT_OK;
-    if (len < GT_AEAD_TAG_BYTES) {
-        err = gt_errf(GT_E_ARG, "sim device: a sealed chunk of %llu bytes has no tag",
-                      (unsigned long long)len);
+    uint64_t pt_len = 0;
+    gt_err err = sealed_plain_len(len, seg_bytes, &pt_len);
+    if (!gt_is_ok(err)) {
+        // named there
     } else if (fd < 0) {
         err = gt_errf(GT_E_ARG, "sim device: loading a sealed chunk: no file");
     } else {
         req->handle = dst;
         req->offset = dst_offset;
-        req->len = len - GT_AEAD_TAG_BYTES;
+        req->len = pt_len;
+        req->seg_bytes = seg_bytes;
         req->file_offset = file_offset;
         memcpy(req->iv, iv, sizeof req->iv);
         memcpy(req->aad, aad, sizeof req->aad);
@@ -416,22 +431,23 @@ gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_o
                                          uint64_t file_offset, uint64_t len,
                                          const uint8_t iv[GT_AEAD_IV_BYTES],
                                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                         const uint8_t key[GT_AEAD_KEY_BYTES])
+                                         const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes)
 {
     gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_FD};
     memcpy(req.key, key, sizeof req.key);
-    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad);
+    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad, seg_bytes);
 }
 
 gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst, uint64_t dst_offset,
                                               int fd, uint64_t file_offset, uint64_t len,
                                               const uint8_t iv[GT_AEAD_IV_BYTES],
                                               const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                              const uint8_t wrapped[GT_KEYWRAP_BYTES])
+                                              const uint8_t wrapped[GT_KEYWRAP_BYTES],
+                                              uint32_t seg_bytes)
 {
     gt_sim_msg req = {.type = GT_SIM_REQ_LOAD_SEALED_WRAPPED};
     memcpy(req.wrapped, wrapped, sizeof req.wrapped);
-    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad);
+    return load_from_file(impl, &req, dst, dst_offset, fd, file_offset, len, iv, aad, seg_bytes);
 }
 
 void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],

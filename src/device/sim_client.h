@@ -27,18 +27,21 @@ GT_MUST_USE gt_err gt_device_sim_impl_load_sealed(void *impl, gt_dbuf dst, uint6
                                                   const uint8_t *ct_and_tag, uint64_t len,
                                                   const uint8_t iv[GT_AEAD_IV_BYTES],
                                                   const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                                  const uint8_t key[GT_AEAD_KEY_BYTES]);
+                                                  const uint8_t key[GT_AEAD_KEY_BYTES],
+                                                  uint32_t seg_bytes);
 GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_fd(void *impl, gt_dbuf dst, uint64_t dst_offset,
                                                      int fd, uint64_t file_offset, uint64_t len,
                                                      const uint8_t iv[GT_AEAD_IV_BYTES],
                                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                                     const uint8_t key[GT_AEAD_KEY_BYTES]);
+                                                     const uint8_t key[GT_AEAD_KEY_BYTES],
+                                                     uint32_t seg_bytes);
 GT_MUST_USE gt_err gt_device_sim_impl_load_sealed_wrapped(void *impl, gt_dbuf dst,
                                                           uint64_t dst_offset, int fd,
                                                           uint64_t file_offset, uint64_t len,
                                                           const uint8_t iv[GT_AEAD_IV_BYTES],
                                                           const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                                          const uint8_t wrapped[GT_KEYWRAP_BYTES]);
+                                                          const uint8_t wrapped[GT_KEYWRAP_BYTES],
+                                                          uint32_t seg_bytes);
 void gt_device_sim_impl_session_hellos(void *impl, gt_span *client_hello, gt_span *server_hello);
 void gt_device_sim_impl_session_binding(void *impl, uint8_t server_pub[GT_X25519_BYTES],
                                         uint8_t server_hello_hash[GT_SHA256_BYTES]);

@@ -695,6 +695,7 @@ gt_err gt_sim_msg_write(gt_writer *w, const gt_sim_msg *m)
         }
         GT_TRY(gt_writer_bytes(w, m->iv, sizeof m->iv));
         GT_TRY(gt_writer_bytes(w, m->aad, sizeof m->aad));
+        GT_TRY(gt_writer_u32le(w, m->seg_bytes));
         return m->type == GT_SIM_REQ_LOAD_SEALED_WRAPPED
                    ? gt_writer_bytes(w, m->wrapped, sizeof m->wrapped)
                    : gt_writer_bytes(w, m->key, sizeof m->key);
@@ -796,6 +797,7 @@ gt_err gt_sim_msg_parse(gt_span plain, gt_sim_msg *out)
         }
         GT_TRY(gt_reader_bytes(&r, m.iv, sizeof m.iv));
         GT_TRY(gt_reader_bytes(&r, m.aad, sizeof m.aad));
+        GT_TRY(gt_reader_u32le(&r, &m.seg_bytes));
         if (m.type == GT_SIM_REQ_LOAD_SEALED_WRAPPED) {
             GT_TRY(gt_reader_bytes(&r, m.wrapped, sizeof m.wrapped));
         } else {

@@ -554,7 +554,8 @@ static gt_err enclave_load(gt_holder_agent *a, gt_device *dev,
                                      wrapped));
     return gt_device_sim_load_sealed_wrapped(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
                                              file_len - GT_CHUNK_HEADER_BYTES,
-                                             a->manifest.chunks[chunk].iv, header + 8, wrapped);
+                                             a->manifest.chunks[chunk].iv, header + 8, wrapped,
+                                             a->manifest.segment_bytes);
 }
 
 // Loads the sealed chunk as stored (devd decrypts it once with the chunk key, the only secret
@@ -585,9 +586,10 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *addres
     gt_dbuf buf = 0;
     GT_TRY_GOTO(err, gt_device_alloc(dev, pt_len ? pt_len : 2, GT_DBUF_NO_READBACK, &buf),
                 device_failed);
-    // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h). devd
-    // reads the ciphertext from the file itself and decrypts it once; the GCM tag (checked
-    // in devd) catches a file changed since the header check.
+    // The chunk file: 8-byte magic, the 32-byte AAD, then its body: ciphertext || tag, or for
+    // GTCHUNK2 each segment's ciphertext || tag, whose size the signed manifest gives (seal.h).
+    // devd reads the body from the file itself and decrypts it once (GTCHUNK2: on two
+    // threads); the tags (checked in devd) catch a file changed since the header check.
     if (a->cfg.enclave != NULL) {
         GT_TRY_GOTO(err, enclave_load(a, dev, trip_id, chunk, buf, fd, file_len, header),
                     device_failed);
@@ -595,7 +597,7 @@ static gt_err travel_load(gt_holder_agent *a, gt_device *dev, const char *addres
         GT_TRY_GOTO(err, gt_device_sim_load_sealed_fd(dev, buf, 0, fd, GT_CHUNK_HEADER_BYTES,
                                                       file_len - GT_CHUNK_HEADER_BYTES,
                                                       a->manifest.chunks[chunk].iv, header + 8,
-                                                      key),
+                                                      key, a->manifest.segment_bytes),
                     device_failed);
     }
     gt_secure_zero(key, sizeof key);

@@ -73,12 +73,13 @@ gt_err gt_holder_trip_load(gt_device_trip_carrier **carrier, const char *dataset
                    (unsigned long long)file_len);
     GT_TRY_GOTO(err, gt_chunk_header_check(file.data, file.len, m, chunk), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, dataset_key, m, chunk), out);
-    // The chunk file: 8-byte magic, the 32-byte AAD, then ciphertext || tag (data.h).
+    // The chunk file: 8-byte magic, the 32-byte AAD, then its body (seal.h: one tag, or one per
+    // GTCHUNK2 segment).
     GT_TRY_GOTO(err, gt_err_wrap(gt_device_trip_hand_over(*carrier,
                                                           file.data + GT_CHUNK_HEADER_BYTES,
                                                           file.len - GT_CHUNK_HEADER_BYTES,
                                                           m->chunks[chunk].iv, file.data + 8,
-                                                          key),
+                                                          key, m->segment_bytes),
                                  "travelling device"),
                 out);
     *loaded = m->chunks[chunk].plaintext_len;

@@ -17,7 +17,8 @@ void gt_manifest_free(gt_manifest *m)
 
 uint64_t gt_manifest_chunk_file_bytes(const gt_manifest *m, uint32_t index)
 {
-    return GT_CHUNK_HEADER_BYTES + m->chunks[index].plaintext_len + GT_AEAD_TAG_BYTES;
+    return GT_CHUNK_HEADER_BYTES + gt_chunk_body_bytes(m->chunks[index].plaintext_len,
+                                                       m->segment_bytes);
 }
 
 gt_err gt_chunk_path(char *out, size_t cap, const char *dsdir, uint32_t index)
@@ -34,14 +35,14 @@ static gt_err decode(gt_manifest *m, gt_reader *r, gt_span *signed_part)
     GT_TRY(gt_err_wrap(gt_reader_span(r, GT_MANIFEST_HEADER_BYTES, &head), "manifest header"));
     gt_reader h = gt_reader_init(head.data, head.len);
     uint8_t magic[8] = {0};
-    uint32_t flags = 0, reserved = 0;
+    uint32_t flags = 0, reserved = 0;  // reserved: version 2's segment size
     GT_TRY(gt_reader_bytes(&h, magic, sizeof magic));
     GT_ENSURE(memcmp(magic, GT_MANIFEST_MAGIC, 8) == 0, GT_E_FORMAT,
               "manifest: bad magic (not a gputravel sealed-dataset manifest)");
     GT_TRY(gt_reader_u32le(&h, &m->version));
-    GT_ENSURE(m->version == GT_MANIFEST_VERSION, GT_E_UNSUPPORTED,
-              "manifest: version %u (this build reads version %u)", m->version,
-              GT_MANIFEST_VERSION);
+    GT_ENSURE(m->version == GT_MANIFEST_VERSION || m->version == GT_MANIFEST_VERSION_SEGMENTED,
+              GT_E_UNSUPPORTED, "manifest: version %u (this build reads versions %u and %u)",
+              m->version, GT_MANIFEST_VERSION, GT_MANIFEST_VERSION_SEGMENTED);
     GT_TRY(gt_reader_u32le(&h, &flags));
     GT_TRY(gt_reader_bytes(&h, m->dataset_id, sizeof m->dataset_id));
     GT_TRY(gt_reader_bytes(&h, m->holder_pub, sizeof m->holder_pub));
@@ -54,8 +55,12 @@ static gt_err decode(gt_manifest *m, gt_reader *r, gt_span *signed_part)
     GT_TRY(gt_reader_u32le(&h, &m->chunk_count));
     GT_TRY(gt_reader_u32le(&h, &reserved));
     GT_TRY(gt_reader_expect_end(&h, "manifest header"));
-    GT_ENSURE(flags == 0 && reserved == 0, GT_E_UNSUPPORTED,
+    bool segmented = m->version == GT_MANIFEST_VERSION_SEGMENTED;
+    GT_ENSURE(flags == 0 && (segmented || reserved == 0), GT_E_UNSUPPORTED,
               "manifest: unknown flags 0x%08x / reserved 0x%08x", flags, reserved);
+    GT_ENSURE(!segmented || reserved != 0, GT_E_FORMAT,
+              "manifest: version 2 (segmented chunks) with a segment size of 0");
+    m->segment_bytes = segmented ? reserved : 0;
     GT_ENSURE(m->chunk_count <= GT_MANIFEST_MAX_CHUNKS, GT_E_LIMIT,
               "manifest: %u chunks (at most %u)", m->chunk_count, GT_MANIFEST_MAX_CHUNKS);
     size_t table_len = (size_t)m->chunk_count * GT_MANIFEST_ENTRY_BYTES;
@@ -101,6 +106,10 @@ gt_err gt_manifest_check(const gt_manifest *m)
               GT_SUITE_AES256GCM_HKDF_SHA256);
     GT_ENSURE(m->token_dtype == GT_DTYPE_U16LE, GT_E_UNSUPPORTED,
               "manifest: token type %u (expected %u: uint16 LE)", m->token_dtype, GT_DTYPE_U16LE);
+    GT_ENSURE((m->version == GT_MANIFEST_VERSION_SEGMENTED) == (m->segment_bytes != 0),
+              GT_E_FORMAT, "manifest: version %u with a segment size of %u", m->version,
+              m->segment_bytes);
+    GT_TRY(gt_err_wrap(gt_chunk_seg_check(m->segment_bytes), "manifest"));
     GT_ENSURE(m->vocab_size >= 1 && m->vocab_size <= 65536, GT_E_FORMAT,
               "manifest: vocabulary size %u (uint16 tokens allow 1..65536)", m->vocab_size);
     GT_ENSURE(m->chunk_size >= 2 && m->chunk_size % 2 == 0 &&
@@ -181,7 +190,7 @@ gt_err gt_manifest_encode(gt_manifest *m, const uint8_t sec[GT_ED25519_SECRET_BY
     GT_TRY_GOTO(err, gt_writer_u64le(&w, m->token_count), out);
     GT_TRY_GOTO(err, gt_writer_u64le(&w, m->chunk_size), out);
     GT_TRY_GOTO(err, gt_writer_u32le(&w, m->chunk_count), out);
-    GT_TRY_GOTO(err, gt_writer_u32le(&w, 0), out);  // reserved
+    GT_TRY_GOTO(err, gt_writer_u32le(&w, m->segment_bytes), out);  // version 1: reserved, 0
     for (uint32_t i = 0; i < m->chunk_count; i++) {
         const gt_manifest_chunk *c = &m->chunks[i];
         GT_TRY_GOTO(err, gt_writer_u64le(&w, c->plaintext_len), out);
@@ -243,8 +252,13 @@ gt_err gt_chunk_header_check(const uint8_t *hdr, size_t len, const gt_manifest *
     GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &idx), "chunk %u header", index));
     GT_TRY(gt_err_wrap(gt_reader_u32le(&r, &count), "chunk %u header", index));
     GT_TRY(gt_err_wrap(gt_reader_u64le(&r, &pt_len), "chunk %u header", index));
-    GT_ENSURE(memcmp(magic, GT_CHUNK_MAGIC, 8) == 0, GT_E_FORMAT,
-              "chunk %u: not a chunk file (bad magic)", index);
+    const char *want_magic = m->segment_bytes ? GT_CHUNK_V2_MAGIC : GT_CHUNK_MAGIC;
+    if (memcmp(magic, want_magic, 8) != 0) {
+        const char *other = m->segment_bytes ? GT_CHUNK_MAGIC : GT_CHUNK_V2_MAGIC;
+        GT_ENSURE(memcmp(magic, other, 8) != 0, GT_E_FORMAT,
+                  "chunk %u: a %.8s file in a dataset of %.8s chunks", index, other, want_magic);
+        return gt_errf(GT_E_FORMAT, "chunk %u: not a chunk file (bad magic)", index);
+    }
     if (memcmp(id, m->dataset_id, sizeof id) != 0) {
         char theirs[2 * GT_DATASET_ID_BYTES + 1], ours[2 * GT_DATASET_ID_BYTES + 1];
         gt_hex_encode(theirs, sizeof theirs, id, sizeof id);
@@ -265,6 +279,13 @@ gt_err gt_chunk_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *
                      size_t file_len, const gt_manifest *m, uint32_t index,
                      const uint8_t chunk_key[GT_AEAD_KEY_BYTES])
 {
+    return gt_chunk_open_threads(pt, pt_cap, pt_len, file, file_len, m, index, chunk_key, 1);
+}
+
+gt_err gt_chunk_open_threads(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *file,
+                             size_t file_len, const gt_manifest *m, uint32_t index,
+                             const uint8_t chunk_key[GT_AEAD_KEY_BYTES], int threads)
+{
     *pt_len = 0;
     GT_ENSURE(index < m->chunk_count, GT_E_ARG, "chunk %u out of range (%u chunks)", index,
               m->chunk_count);
@@ -272,14 +293,22 @@ gt_err gt_chunk_open(uint8_t *pt, size_t pt_cap, size_t *pt_len, const uint8_t *
     GT_ENSURE(file_len == want, file_len < want ? GT_E_TRUNCATED : GT_E_FORMAT,
               "chunk %u has %zu bytes, the manifest says %llu", index, file_len,
               (unsigned long long)want);
+    const uint64_t n = m->chunks[index].plaintext_len;
+    if (pt_cap < n) {
+        gt_secure_zero(pt, pt_cap);
+        return gt_errf(GT_E_LIMIT, "chunk %u: %llu bytes do not fit in %zu", index,
+                       (unsigned long long)n, pt_cap);
+    }
     GT_TRY(gt_chunk_header_check(file, file_len, m, index));
     uint8_t aad[GT_CHUNK_AAD_BYTES];
     GT_TRY(gt_chunk_aad_build(aad, m, index));
-    gt_err err = gt_aead_open(pt, pt_cap, pt_len, file + GT_CHUNK_HEADER_BYTES,
-                              file_len - GT_CHUNK_HEADER_BYTES, aad, sizeof aad, m->chunks[index].iv,
-                              chunk_key);
+    gt_err err = gt_chunk_body_open(pt, file + GT_CHUNK_HEADER_BYTES,
+                                    file_len - GT_CHUNK_HEADER_BYTES, n, m->segment_bytes,
+                                    threads, m->chunks[index].iv, aad, chunk_key);
     if (err.code == GT_E_AUTH) {
         return gt_errf(GT_E_AUTH, "chunk %u is altered: authentication failed", index);
     }
-    return err;
+    GT_TRY(err);
+    *pt_len = (size_t)n;
+    return GT_OK;
 }

@@ -558,10 +558,65 @@ static gt_err seal_write_stage(void *ctx, const uint8_t *p, size_t n)
     return GT_OK;
 }
 
-// Writes chunk i (header, ciphertext, tag) into dir, hashing the file as it goes; fills the
-// manifest entry's IV, tag and hash. Slot k of the ring holds the file's bytes
-// [k * GT_SEAL_PIPE_BYTES, (k + 1) * GT_SEAL_PIPE_BYTES): the header (slot 0) or the 40 bytes
-// spilled from slot k - 1, then the ciphertext encrypted in place; the last slot adds the tag.
+// The chunk's encryption as file bytes: segment after segment (GTCHUNK1: one), each segment's
+// ciphertext then its tag.
+typedef struct {
+    const gt_manifest *m;
+    uint32_t index;
+    const uint8_t *key;
+    uint8_t aad[GT_CHUNK_AAD_BYTES];
+    uint64_t nseg, seg, seg_left;  // the segment being written, its plaintext bytes to come
+    gt_aead_stream *as;
+} seal_segs;
+
+static gt_err seal_segs_begin(seal_segs *g)
+{
+    const gt_manifest_chunk *c = &g->m->chunks[g->index];
+    uint8_t nonce[GT_AEAD_IV_BYTES], sa[GT_CHUNK_SEG_AAD_BYTES];
+    size_t sa_len = 0;
+    gt_chunk_seg_nonce(nonce, c->iv, g->m->segment_bytes, g->seg);
+    gt_chunk_seg_aad(sa, &sa_len, g->aad, g->m->segment_bytes, g->seg, g->nseg);
+    g->seg_left = gt_chunk_seg_plain_bytes(c->plaintext_len, g->m->segment_bytes, g->seg);
+    return gt_aead_stream_new(&g->as, true, sa, sa_len, nonce, g->key);
+}
+
+// Fills b from *fill up to cap file bytes (a segment's tag may run up to 16 past cap, into the
+// slot's spare room); *pt_done counts the plaintext consumed. The last segment's tag is the
+// manifest entry's.
+static gt_err seal_segs_fill(seal_segs *g, shard_source *src, uint8_t *b, size_t *fill,
+                             size_t cap, uint64_t *pt_done)
+{
+    gt_manifest_chunk *c = (gt_manifest_chunk *)&g->m->chunks[g->index];
+    while (*fill < cap && g->seg < g->nseg) {
+        if (g->as == NULL) {
+            GT_TRY(seal_segs_begin(g));
+        }
+        size_t n = cap - *fill < g->seg_left ? cap - *fill : (size_t)g->seg_left;
+        GT_TRY(source_encrypt(src, g->as, b + *fill, n, g->m->vocab_size));
+        *fill += n;
+        *pt_done += n;
+        g->seg_left -= n;
+        if (g->seg_left == 0) {
+            uint8_t tag[GT_AEAD_TAG_BYTES];
+            gt_err e = gt_aead_stream_final(g->as, tag);
+            gt_aead_stream_free(g->as);
+            g->as = NULL;
+            GT_TRY(e);
+            memcpy(b + *fill, tag, sizeof tag);
+            *fill += sizeof tag;
+            if (++g->seg == g->nseg) {
+                memcpy(c->tag, tag, sizeof tag);
+            }
+        }
+    }
+    return GT_OK;
+}
+
+// Writes chunk i (header, then each segment's ciphertext and tag) into dir, hashing the file as
+// it goes; fills the manifest entry's IV, tag and hash. Slot k of the ring holds the file's
+// bytes [k * GT_SEAL_PIPE_BYTES, (k + 1) * GT_SEAL_PIPE_BYTES): the header (slot 0) or the bytes
+// spilled from slot k - 1, then ciphertext and tags up to the slot's end; what a tag pushes past
+// it (at most 16 bytes, or the header's 40) spills into the next slot.
 static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_source *src,
                          uint8_t *ring, const gt_holder_keys *keys, bool threaded,
                          gt_progress *prog)
@@ -571,7 +626,8 @@ static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_sour
     GT_TRY(gt_chunk_path(path, sizeof path, dir, i));
     uint8_t key[GT_AEAD_KEY_BYTES] = {0};
     uint8_t hdr[GT_CHUNK_HEADER_BYTES] = {0};
-    gt_aead_stream *s = NULL;
+    seal_segs g = {.m = m, .index = i, .key = key,
+                   .nseg = gt_chunk_seg_count(c->plaintext_len, m->segment_bytes)};
     gt_hash_ctx *h = NULL;
     gt_err err = GT_OK;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -581,43 +637,44 @@ static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_sour
     o.direct = fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
     GT_TRY_GOTO(err, gt_random_bytes(c->iv, sizeof c->iv), out);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, keys->dataset_key, m, i), out);
-    memcpy(hdr, GT_CHUNK_MAGIC, 8);
+    memcpy(hdr, m->segment_bytes ? GT_CHUNK_V2_MAGIC : GT_CHUNK_MAGIC, 8);
     GT_TRY_GOTO(err, gt_chunk_aad_build(hdr + 8, m, i), out);
-    GT_TRY_GOTO(err, gt_aead_stream_new(&s, true, hdr + 8, GT_CHUNK_AAD_BYTES, c->iv, key), out);
+    memcpy(g.aad, hdr + 8, sizeof g.aad);
     GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), out);
     stage st;
     stage_start(&st, ring, 2, (const stage_fn[]){hash_stage, seal_write_stage},
                 (void *const[]){h, &o}, threaded);
-    const uint8_t *spill = hdr;  // the 40 bytes that start the next slot
-    for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
+    const uint8_t *spill = hdr;  // the bytes that start the next slot
+    size_t spill_len = sizeof hdr;
+    while (g.seg < g.nseg && err.code == GT_E_NONE) {
         // Ctrl-C (a command that installed util's interrupt flag): stop at the next slot; the
         // staging folder is removed on the way out.
         if (gt_interrupted()) {
             err = gt_errf(GT_E_STATE, "stopped by a signal; nothing was sealed");
             break;
         }
-        size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
         if (b == NULL) {
             break;  // the writing thread failed: stage_finish says why
         }
-        memcpy(b, spill, GT_CHUNK_HEADER_BYTES);
-        uint8_t *ct = b + GT_CHUNK_HEADER_BYTES;
-        err = source_encrypt(src, s, ct, n, m->vocab_size);
-        if (err.code == GT_E_NONE && left == n) {
-            err = gt_aead_stream_final(s, c->tag);
-            memcpy(ct + n, c->tag, sizeof c->tag);
-        }
+        memmove(b, spill, spill_len);
+        size_t fill = spill_len;
+        uint64_t pt_done = 0;
+        err = seal_segs_fill(&g, src, b, &fill, GT_SEAL_PIPE_BYTES, &pt_done);
         if (err.code != GT_E_NONE) {
             break;
         }
-        left -= n;
-        // a full slot goes out whole, its last 40 bytes spill into the next; the last slot
-        // goes out with the tag
-        stage_push(&st, left > 0 ? GT_SEAL_PIPE_BYTES
-                                 : GT_CHUNK_HEADER_BYTES + n + GT_AEAD_TAG_BYTES);
-        spill = b + GT_SEAL_PIPE_BYTES;
-        gt_progress_add(prog, n);
+        // a full slot goes out whole, what ran past its end spills into the next; the last
+        // slot goes out as far as it is filled
+        bool last = g.seg == g.nseg;
+        size_t push = last || fill < GT_SEAL_PIPE_BYTES ? fill : GT_SEAL_PIPE_BYTES;
+        stage_push(&st, push);
+        spill = b + push;
+        spill_len = fill - push;
+        gt_progress_add(prog, pt_done);
+    }
+    if (err.code == GT_E_NONE && spill_len > 0) {
+        err = gt_errf(GT_E_STATE, "seal: %zu bytes of chunk %u left unwritten", spill_len, i);
     }
     gt_err wrote = stage_finish(&st);
     if (err.code == GT_E_NONE) {
@@ -630,7 +687,7 @@ static gt_err seal_chunk(gt_manifest *m, uint32_t i, const char *dir, shard_sour
     GT_ENSURE_GOTO(err, fsync(fd) == 0, out, GT_E_IO, "%s: fsync: %s", path, strerror(errno));
 out:
     gt_secure_zero(key, sizeof key);
-    gt_aead_stream_free(s);
+    gt_aead_stream_free(g.as);
     gt_hash_free(h);
     if (close(fd) != 0 && err.code == GT_E_NONE) {
         err = gt_errf(GT_E_IO, "%s: close: %s", path, strerror(errno));
@@ -683,6 +740,12 @@ static gt_err seal_plan(const gt_seal_params *p, uint64_t *chunk_size, uint64_t 
               "vocabulary size %u: uint16 tokens allow 1 .. 65536", p->vocab_size);
     GT_ENSURE(p->threads == 0 || p->threads == 1, GT_E_ARG,
               "threads %d: 0 (the pipeline) or 1 (one thread)", p->threads);
+    GT_ENSURE(p->format >= 0 && p->format <= 2, GT_E_ARG,
+              "chunk format %d: 1 (GTCHUNK1) or 2 (GTCHUNK2, segmented)", p->format);
+    GT_ENSURE(p->segment_bytes == 0 || p->format == 2 ||
+                  (p->format == 0 && GT_SEAL_DEFAULT_FORMAT == 2),
+              GT_E_ARG, "a segment size is for chunk format 2 only");
+    GT_TRY(gt_err_wrap(gt_chunk_seg_check(p->segment_bytes), "seal"));
     struct stat st;
     bool out_exists = stat(p->out_dir, &st) == 0;
     GT_ENSURE(!out_exists || (S_ISDIR(st.st_mode) && dir_is_empty(p->out_dir)), GT_E_STATE,
@@ -711,6 +774,24 @@ static void seal_result_fill(gt_seal_result *result, const gt_manifest *m, uint6
     }
 }
 
+// The manifest's fields that the plan decided (the chunk table and ids come after).
+static void manifest_start(gt_manifest *m, const gt_seal_params *p, const gt_holder_keys *keys,
+                           uint64_t total_tokens, uint64_t chunk_size, uint64_t chunk_count)
+{
+    int format = p->format ? p->format : GT_SEAL_DEFAULT_FORMAT;
+    m->segment_bytes = format == 2 ? (p->segment_bytes ? p->segment_bytes
+                                                       : GT_CHUNK_SEG_DEFAULT_BYTES)
+                                   : 0;
+    m->version = format == 2 ? GT_MANIFEST_VERSION_SEGMENTED : GT_MANIFEST_VERSION;
+    m->suite = GT_SUITE_AES256GCM_HKDF_SHA256;
+    m->token_dtype = GT_DTYPE_U16LE;
+    m->vocab_size = p->vocab_size;
+    m->token_count = total_tokens;
+    m->chunk_size = chunk_size;
+    m->chunk_count = (uint32_t)chunk_count;
+    memcpy(m->holder_pub, keys->holder_pub, sizeof m->holder_pub);
+}
+
 gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_result *result)
 {
     memset(result, 0, sizeof *result);
@@ -737,14 +818,7 @@ gt_err gt_seal(const gt_seal_params *p, const gt_holder_keys *keys, gt_seal_resu
     GT_ENSURE(out_len + 16 < sizeof staging, GT_E_LIMIT, "path too long: %s", p->out_dir);
     snprintf(staging, sizeof staging, "%.*s.tmp-XXXXXX", (int)out_len, p->out_dir);
 
-    m.version = GT_MANIFEST_VERSION;
-    m.suite = GT_SUITE_AES256GCM_HKDF_SHA256;
-    m.token_dtype = GT_DTYPE_U16LE;
-    m.vocab_size = p->vocab_size;
-    m.token_count = total_tokens;
-    m.chunk_size = chunk_size;
-    m.chunk_count = (uint32_t)chunk_count;
-    memcpy(m.holder_pub, keys->holder_pub, sizeof m.holder_pub);
+    manifest_start(&m, p, keys, total_tokens, chunk_size, chunk_count);
     m.chunks = calloc(m.chunk_count, sizeof *m.chunks);
     GT_ENSURE_GOTO(err, m.chunks != NULL, out, GT_E_NOMEM, "seal: out of memory");
     GT_TRY_GOTO(err, ring_alloc(&buf), out);
@@ -800,14 +874,14 @@ static gt_err verify_chunk(const char *dsdir, const gt_manifest *m, uint32_t i, 
     gt_hash_ctx *h = NULL;
     gt_err err = GT_OK;
     uint8_t hdr[GT_CHUNK_HEADER_BYTES], digest[GT_SHA256_BYTES];
-    memcpy(hdr, GT_CHUNK_MAGIC, 8);
+    memcpy(hdr, m->segment_bytes ? GT_CHUNK_V2_MAGIC : GT_CHUNK_MAGIC, 8);
     GT_TRY_GOTO(err, gt_chunk_aad_build(hdr + 8, m, i), out);  // equal to the checked header
     GT_TRY_GOTO(err, gt_hash_new(&h, GT_HASH_SHA256), out);
     GT_TRY_GOTO(err, gt_hash_update(h, hdr, sizeof hdr), out);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     stage st;
     stage_start(&st, ring, 1, (const stage_fn[]){hash_stage}, (void *const[]){h}, true);
-    for (uint64_t left = m->chunks[i].plaintext_len + GT_AEAD_TAG_BYTES;
+    for (uint64_t left = gt_chunk_body_bytes(m->chunks[i].plaintext_len, m->segment_bytes);
          left > 0 && err.code == GT_E_NONE;) {
         size_t n = left < GT_SEAL_PIPE_BYTES ? (size_t)left : GT_SEAL_PIPE_BYTES;
         uint8_t *b = stage_next(&st);
@@ -855,7 +929,7 @@ gt_err gt_dataset_verify(const char *dsdir, const uint8_t *expect_holder, bool p
     GT_TRY_GOTO(err, ring_alloc(&buf), out);
     uint64_t total = 0;
     for (uint32_t i = 0; i < m.chunk_count; i++) {
-        total += m.chunks[i].plaintext_len + GT_AEAD_TAG_BYTES;
+        total += gt_chunk_body_bytes(m.chunks[i].plaintext_len, m.segment_bytes);
     }
     gt_progress prog;
     gt_progress_start(&prog, "verify", total, !progress);
@@ -902,22 +976,24 @@ static gt_err unseal_chunk(const char *dsdir, const gt_manifest *m, uint32_t i,
     const gt_manifest_chunk *c = &m->chunks[i];
     uint8_t key[GT_AEAD_KEY_BYTES] = {0}, aad[GT_CHUNK_AAD_BYTES] = {0};
     uint8_t tag[GT_AEAD_TAG_BYTES] = {0};
-    gt_aead_stream *s = NULL;
+    gt_chunk_stream *s = NULL;
     gt_err err = GT_OK;
-    // The tag is in the signed manifest too: a chunk whose tag differs is rejected before any
-    // decryption.
-    off_t tag_at = (off_t)(GT_CHUNK_HEADER_BYTES + c->plaintext_len);
+    // The (last segment's) tag is in the signed manifest too: a chunk whose tag differs is
+    // rejected before any decryption.
+    off_t tag_at = (off_t)(gt_manifest_chunk_file_bytes(m, i) - GT_AEAD_TAG_BYTES);
     GT_ENSURE_GOTO(err, pread(fd, tag, sizeof tag, tag_at) == (ssize_t)sizeof tag, out,
                    GT_E_IO, "%s: cannot read the tag: %s", path, strerror(errno));
     GT_ENSURE_GOTO(err, gt_ct_equal(tag, c->tag, sizeof tag), out, GT_E_AUTH,
                    "chunk %u is altered: its tag differs from the signed manifest", i);
     GT_TRY_GOTO(err, gt_chunk_key_derive(key, keys->dataset_key, m, i), out);
     GT_TRY_GOTO(err, gt_chunk_aad_build(aad, m, i), out);
-    GT_TRY_GOTO(err, gt_aead_stream_new(&s, false, aad, sizeof aad, c->iv, key), out);
+    GT_TRY_GOTO(err, gt_chunk_stream_new(&s, c->plaintext_len, m->segment_bytes, c->iv, aad, key),
+                out);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     stage st;
     stage_start(&st, ring, 1, (const stage_fn[]){unseal_write_stage}, (void *const[]){out}, true);
-    for (uint64_t left = c->plaintext_len; left > 0 && err.code == GT_E_NONE;) {
+    for (uint64_t left = gt_chunk_body_bytes(c->plaintext_len, m->segment_bytes);
+         left > 0 && err.code == GT_E_NONE;) {
         if (gt_interrupted()) {  // as in seal_chunk: the partial output is removed on the way out
             err = gt_errf(GT_E_STATE, "stopped by a signal; nothing was unsealed");
             break;
@@ -927,31 +1003,31 @@ static gt_err unseal_chunk(const char *dsdir, const gt_manifest *m, uint32_t i,
         if (b == NULL) {
             break;
         }
+        size_t plain = 0;
         err = read_exact(fd, b, n, path);
         if (err.code == GT_E_NONE) {
-            err = gt_aead_stream_update(s, b, b, n);
+            err = gt_chunk_stream_update(s, b, n, b, &plain);  // in place, tags dropped
         }
         if (err.code != GT_E_NONE) {
             break;
         }
-        stage_push(&st, n);
-        gt_progress_add(prog, n);
+        stage_push(&st, plain);
+        gt_progress_add(prog, plain);
         left -= n;
     }
     gt_err wrote = stage_finish(&st);
     if (err.code == GT_E_NONE) {
         err = wrote;
     }
-    if (err.code != GT_E_NONE) {
-        goto out;
+    if (err.code == GT_E_NONE) {
+        err = gt_chunk_stream_final(s);
     }
-    err = gt_aead_stream_final(s, tag);
-    if (err.code == GT_E_AUTH) {
+    if (err.code == GT_E_AUTH) {  // a segment's tag, in the loop or at the end
         err = gt_errf(GT_E_AUTH, "chunk %u is altered: authentication failed", i);
     }
 out:
     gt_secure_zero(key, sizeof key);
-    gt_aead_stream_free(s);
+    gt_chunk_stream_free(s);
     close(fd);
     return err;
 }

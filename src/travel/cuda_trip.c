@@ -2,6 +2,8 @@
 // decryption and export, the trainer's import and release.
 #include "cuda_trip.h"
 
+#include <gputravel/seal.h>
+
 #include <string.h>
 
 _Static_assert(GT_SIM_IPC_DESC_BYTES == GT_CUDA_IPC_DESC_BYTES,
@@ -37,23 +39,34 @@ gt_ipc_trip_importer gt_cuda_trip_importer(gt_device *dev)
 gt_err gt_cuda_trip_load(gt_device *dev, const uint8_t *ct_and_tag, uint64_t len,
                          const uint8_t iv[GT_AEAD_IV_BYTES],
                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                         const uint8_t key[GT_AEAD_KEY_BYTES], gt_dbuf *buf,
-                         uint8_t ipc[GT_SIM_IPC_DESC_BYTES])
+                         const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes,
+                         gt_dbuf *buf, uint8_t ipc[GT_SIM_IPC_DESC_BYTES])
 {
     *buf = 0;
     memset(ipc, 0, GT_SIM_IPC_DESC_BYTES);
-    GT_ENSURE(len > GT_AEAD_TAG_BYTES, GT_E_ARG, "trip: a sealed chunk of %llu bytes",
-              (unsigned long long)len);
-    uint64_t n = len - GT_AEAD_TAG_BYTES;
+    uint64_t n = 0;
+    GT_TRY(gt_err_wrap(gt_chunk_plain_bytes(len, seg_bytes, &n), "trip"));
+    GT_ENSURE(n > 0, GT_E_ARG, "trip: a sealed chunk of %llu bytes", (unsigned long long)len);
+    const uint64_t nseg = gt_chunk_seg_count(n, seg_bytes);
     gt_dbuf b = 0;
     gt_err err = GT_OK;
     // its own 2 MiB-granular driver allocation: IPC shares whole allocations (device_cuda.h)
     GT_TRY(gt_device_cuda_alloc_exportable(dev, n, GT_DBUF_NO_READBACK, &b));
-    // the ciphertext goes to the device unchanged; the tag stays on the host for the check
-    GT_TRY_GOTO(err, gt_device_copy_in(dev, b, 0, ct_and_tag, n), fail);
-    GT_TRY_GOTO(err, gt_device_cuda_aes_gcm_open(dev, b, b, n, aad, GT_SIM_LOAD_AAD_BYTES, iv,
-                                                 ct_and_tag + n, key),
-                fail);
+    // each segment's ciphertext goes to the device unchanged, where its plaintext will be; the
+    // tags stay on the host for the checks
+    for (uint64_t j = 0; j < nseg; j++) {
+        uint64_t at = seg_bytes ? j * seg_bytes : 0;
+        uint64_t m = gt_chunk_seg_plain_bytes(n, seg_bytes, j);
+        const uint8_t *ct = ct_and_tag + gt_chunk_seg_body_offset(seg_bytes, j);
+        uint8_t nonce[GT_AEAD_IV_BYTES], sa[GT_CHUNK_SEG_AAD_BYTES];
+        size_t sa_len = 0;
+        gt_chunk_seg_nonce(nonce, iv, seg_bytes, j);
+        gt_chunk_seg_aad(sa, &sa_len, aad, seg_bytes, j, nseg);
+        GT_TRY_GOTO(err, gt_device_copy_in(dev, b, at, ct, m), fail);
+        GT_TRY_GOTO(err, gt_device_cuda_aes_gcm_open_at(dev, b, b, at, m, sa, sa_len, nonce,
+                                                        ct + m, key),
+                    fail);
+    }
     gt_cuda_ipc_desc desc;
     GT_TRY_GOTO(err, gt_device_cuda_ipc_export(dev, b, &desc), fail);
     gt_cuda_ipc_desc_write(ipc, &desc);

@@ -13,16 +13,18 @@
 // unmaps it.
 gt_ipc_trip_importer gt_cuda_trip_importer(gt_device *dev);
 
-// Holder: its sealed chunk (ciphertext || tag, len bytes with the tag, as stored) is copied to
-// its own GPU unchanged and opened there in place with gt_device_cuda_aes_gcm_open (the tag is
-// checked before plaintext is written; the key goes into that call only). OK: *buf (a
+// Holder: its sealed chunk (ciphertext || tag, len bytes with the tag, as stored; GTCHUNK2,
+// seg_bytes != 0: each segment's ciphertext goes to its plaintext offset, the tags stay on the
+// host) is copied to its own GPU and opened there in place with gt_device_cuda_aes_gcm_open_at,
+// one call per segment (each tag is checked before its plaintext is written; the key goes into
+// those calls only). OK: *buf (a
 // NO_READBACK buffer of len - 16 bytes holding the plaintext) is exported into ipc; keep it
 // allocated until the trainer says RELEASED, then gt_device_free it. Tag failure: GT_E_AUTH,
 // the buffer is wiped and freed, *buf = 0 and ipc zeroed: nothing to hand over.
 GT_MUST_USE gt_err gt_cuda_trip_load(gt_device *dev, const uint8_t *ct_and_tag, uint64_t len,
                                      const uint8_t iv[GT_AEAD_IV_BYTES],
                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                     const uint8_t key[GT_AEAD_KEY_BYTES], gt_dbuf *buf,
-                                     uint8_t ipc[GT_SIM_IPC_DESC_BYTES]);
+                                     const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes,
+                                     gt_dbuf *buf, uint8_t ipc[GT_SIM_IPC_DESC_BYTES]);
 
 #endif

@@ -4,6 +4,7 @@
 #include "trip_host.h"
 
 #include <gputravel/crypto.h>
+#include <gputravel/seal.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,14 +75,15 @@ gt_ipc_trip_importer gt_host_trip_importer(gt_device *dev)
 gt_err gt_host_trip_load(const uint8_t *ct_and_tag, uint64_t len,
                          const uint8_t iv[GT_AEAD_IV_BYTES],
                          const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                         const uint8_t key[GT_AEAD_KEY_BYTES], gt_host_trip_buf *out,
-                         uint8_t ipc[GT_SIM_IPC_DESC_BYTES])
+                         const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes,
+                         gt_host_trip_buf *out, uint8_t ipc[GT_SIM_IPC_DESC_BYTES])
 {
     *out = (gt_host_trip_buf){.fd = -1};
     memset(ipc, 0, GT_SIM_IPC_DESC_BYTES);
-    GT_ENSURE(len >= GT_AEAD_TAG_BYTES && len - GT_AEAD_TAG_BYTES <= SIZE_MAX / 2, GT_E_ARG,
-              "trip: a sealed chunk of %llu bytes", (unsigned long long)len);
-    const uint64_t n = len - GT_AEAD_TAG_BYTES;
+    uint64_t n = 0;
+    GT_TRY(gt_err_wrap(gt_chunk_plain_bytes(len, seg_bytes, &n), "trip"));
+    GT_ENSURE(n <= SIZE_MAX / 2, GT_E_ARG, "trip: a sealed chunk of %llu bytes",
+              (unsigned long long)len);
     const size_t map = n ? (size_t)n : 1;
     gt_host_trip_buf b = {.fd = -1, .bytes = n};
     gt_err err = GT_OK;
@@ -92,9 +94,7 @@ gt_err gt_host_trip_load(const uint8_t *ct_and_tag, uint64_t len,
     void *p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, b.fd, 0);
     GT_ENSURE_GOTO(err, p != MAP_FAILED, fail, GT_E_IO, "trip: mmap: %s", strerror(errno));
     b.mem = p;
-    size_t pt_len = 0;
-    GT_TRY_GOTO(err, gt_aead_open(b.mem, (size_t)n, &pt_len, ct_and_tag, (size_t)len, aad,
-                                  GT_SIM_LOAD_AAD_BYTES, iv, key),
+    GT_TRY_GOTO(err, gt_chunk_body_open(b.mem, ct_and_tag, len, n, seg_bytes, 2, iv, aad, key),
                 fail);
     // The trainer maps it read-only and copies it: a shrink under its copy would be SIGBUS.
     GT_ENSURE_GOTO(err, fcntl(b.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0,

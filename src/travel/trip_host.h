@@ -26,15 +26,16 @@ typedef struct {
     uint64_t bytes;
 } gt_host_trip_buf;
 
-// Holder: opens ct_and_tag (len bytes, the 16-byte tag last, as stored) with OpenSSL into a fresh
+// Holder: opens ct_and_tag (the chunk's body as stored, len bytes: ciphertext || tag, or for
+// GTCHUNK2, seg_bytes != 0, each segment's, opened on two threads) with OpenSSL into a fresh
 // memfd, seals its size and writes the descriptor into ipc. Tag failure: GT_E_AUTH, nothing
 // kept (*out->fd = -1, ipc zeroed). Keep *out until the trainer says RELEASED, then
 // gt_host_trip_free it.
 GT_MUST_USE gt_err gt_host_trip_load(const uint8_t *ct_and_tag, uint64_t len,
                                      const uint8_t iv[GT_AEAD_IV_BYTES],
                                      const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                     const uint8_t key[GT_AEAD_KEY_BYTES], gt_host_trip_buf *out,
-                                     uint8_t ipc[GT_SIM_IPC_DESC_BYTES]);
+                                     const uint8_t key[GT_AEAD_KEY_BYTES], uint32_t seg_bytes,
+                                     gt_host_trip_buf *out, uint8_t ipc[GT_SIM_IPC_DESC_BYTES]);
 // Holder: wipes the plaintext, unmaps, closes the memfd.
 void gt_host_trip_free(gt_host_trip_buf *b);
 

@@ -173,20 +173,20 @@ static void carrier_free_buffer(gt_device_trip_carrier *c)
 static gt_err carrier_load(gt_device_trip_carrier *c, gt_device_kind kind,
                            const uint8_t *ct_and_tag, uint64_t len, const uint8_t iv[12],
                            const uint8_t aad[GT_SIM_LOAD_AAD_BYTES], const uint8_t key[32],
-                           uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int *fd)
+                           uint32_t seg_bytes, uint8_t ipc[GT_SIM_IPC_DESC_BYTES], int *fd)
 {
     *fd = -1;
     if (kind == GT_DEVICE_CPU) {
-        GT_TRY(gt_host_trip_load(ct_and_tag, len, iv, aad, key, &c->host, ipc));
+        GT_TRY(gt_host_trip_load(ct_and_tag, len, iv, aad, key, seg_bytes, &c->host, ipc));
         *fd = c->host.fd;
         return GT_OK;
     }
 #ifdef GT_HAVE_CUDA
     gt_device_config dc = {.kind = GT_DEVICE_CUDA};
     GT_TRY(gt_err_wrap(gt_device_open(&c->gpu, &dc), "trip: this holder's GPU"));
-    return gt_cuda_trip_load(c->gpu, ct_and_tag, len, iv, aad, key, &c->gpu_buf, ipc);
+    return gt_cuda_trip_load(c->gpu, ct_and_tag, len, iv, aad, key, seg_bytes, &c->gpu_buf, ipc);
 #else
-    (void)ct_and_tag, (void)len, (void)iv, (void)aad, (void)key, (void)ipc;
+    (void)ct_and_tag, (void)len, (void)iv, (void)aad, (void)key, (void)ipc, (void)seg_bytes;
     return gt_errf(GT_E_UNSUPPORTED, "this holder is built without CUDA (GPUTRAVEL_CUDA=OFF): it "
                    "cannot decrypt its chunk on a GPU for a cuda trainer");
 #endif
@@ -225,12 +225,12 @@ gt_err gt_device_trip_measurement(gt_device_trip_carrier *c,
 gt_err gt_device_trip_hand_over(gt_device_trip_carrier *c, const uint8_t *ct_and_tag,
                                 uint64_t len, const uint8_t iv[12],
                                 const uint8_t aad[GT_SIM_LOAD_AAD_BYTES],
-                                const uint8_t key[32])
+                                const uint8_t key[32], uint32_t seg_bytes)
 {
     GT_ENSURE(c->attached && !c->handed_over, GT_E_STATE, "trip: not attached, or handed over");
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];
     int fd = -1;
-    gt_err err = carrier_load(c, c->kind, ct_and_tag, len, iv, aad, key, ipc, &fd);
+    gt_err err = carrier_load(c, c->kind, ct_and_tag, len, iv, aad, key, seg_bytes, ipc, &fd);
     if (gt_is_ok(err)) {
         err = gt_ipc_trip_hand_over(&c->conn, ipc, aad, fd);
     }

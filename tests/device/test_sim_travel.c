@@ -39,6 +39,10 @@ typedef struct {
     uint8_t key[2][GT_AEAD_KEY_BYTES];
 } sealed;
 static sealed g_sealed;
+// `test_sim_travel v2` (CTest device/sim_travel_v2): every trip below on GTCHUNK2 chunks of
+// 64 KiB segments (7 and 4 of them), which devd opens on two threads from a file.
+static int g_format = 1;
+#define V2_SEG (64u << 10)
 
 typedef gt_test_devd fixture;
 
@@ -66,7 +70,8 @@ static int group_setup(void **state)
     GT_ASSERT_OK(gt_keydir_generate(keydir, false, &g_keys));
     const char *shards[] = {shard};
     gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = g_ds,
-                        .chunk_size = CHUNK_BYTES, .vocab_size = VOCAB};
+                        .chunk_size = CHUNK_BYTES, .vocab_size = VOCAB, .format = g_format,
+                        .segment_bytes = g_format == 2 ? V2_SEG : 0};
     gt_seal_result r;
     GT_ASSERT_OK(gt_seal(&p, &g_keys, &r));
     assert_int_equal(r.chunk_count, 2);
@@ -172,7 +177,7 @@ static gt_err load_chunk(gt_device *holder, gt_dbuf dst, uint32_t i, const uint8
     }
     return gt_device_sim_load_sealed(holder, dst, 0, ct_and_tag,
                                      file->len - GT_CHUNK_HEADER_BYTES, g_sealed.m.chunks[i].iv,
-                                     aad, g_sealed.key[i]);
+                                     aad, g_sealed.key[i], g_sealed.m.segment_bytes);
 }
 
 static gt_device_sim_stat stat_of(gt_device *dev)
@@ -415,7 +420,8 @@ static void test_tampered_chunk(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
     GT_ASSERT_CODE(gt_device_sim_load_sealed(h, b, 0, g_sealed.file[0].data + 40,
                                              g_sealed.file[0].len - 40, g_sealed.m.chunks[0].iv,
-                                             g_sealed.file[0].data + 8, g_sealed.key[1]),
+                                             g_sealed.file[0].data + 8, g_sealed.key[1],
+                                             g_sealed.m.segment_bytes),
                    GT_E_AUTH);
     // the session goes on: the genuine chunk loads
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(1), 0, &b));
@@ -562,17 +568,19 @@ static void test_load_from_file(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
     // a file too short for the claimed length, and a pipe: refused, nothing loaded, session goes on
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES + 1, flen,
-                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                                g_sealed.m.segment_bytes),
                    GT_E_ARG);
     int pp[2];
     assert_int_equal(pipe(pp), 0);
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, b, 0, pp[0], 0, flen, g_sealed.m.chunks[0].iv,
-                                                aad, g_sealed.key[0]),
+                                                aad, g_sealed.key[0], g_sealed.m.segment_bytes),
                    GT_E_ARG);
     close(pp[0]);
     close(pp[1]);
     GT_ASSERT_OK(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
-                                              g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]));
+                                              g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                              g_sealed.m.segment_bytes));
     close(fd);
     // a tampered copy of the file: GT_E_AUTH, the buffer wiped and freed
     snprintf(badpath, sizeof badpath, "%s/bad.gtc", f->dir);
@@ -586,7 +594,8 @@ static void test_load_from_file(void **state)
     GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &x));
     uint64_t live = stat_of(h).buffers_live;
     GT_ASSERT_CODE(gt_device_sim_load_sealed_fd(h, x, 0, fd, GT_CHUNK_HEADER_BYTES, flen,
-                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0]),
+                                                g_sealed.m.chunks[0].iv, aad, g_sealed.key[0],
+                                                g_sealed.m.segment_bytes),
                    GT_E_AUTH);
     close(fd);
     assert_int_equal(stat_of(h).buffers_live, live - 1);
@@ -631,7 +640,7 @@ static gt_err wrapped_load(gt_device *h, gt_dbuf b, int fd, const uint8_t wrappe
     return gt_device_sim_load_sealed_wrapped(h, b, 0, fd, GT_CHUNK_HEADER_BYTES,
                                              g_sealed.file[0].len - GT_CHUNK_HEADER_BYTES,
                                              g_sealed.m.chunks[0].iv, g_sealed.file[0].data + 8,
-                                             wrapped);
+                                             wrapped, g_sealed.m.segment_bytes);
 }
 
 static void wrap_for(uint8_t out[GT_KEYWRAP_BYTES], const uint8_t pub[32],
@@ -954,7 +963,7 @@ static void test_messages_exact_sizes(void **state)
     in[8].file_offset = 40;
     in[9].type = GT_SIM_REQ_RECALL;
     in[10].type = GT_SIM_REQ_RETURN_STAY;
-    const size_t sizes[11] = {6, 2, 34, 102, 2, 34, 14, 18, 110, 2, 2};
+    const size_t sizes[11] = {6, 2, 34, 106, 2, 34, 14, 18, 114, 2, 2};  // loads: + u32 seg_bytes
     for (int i = 0; i < 11; i++) {
         uint8_t buf[256];
         gt_writer w = gt_writer_init_fixed(buf, sizeof buf);
@@ -992,8 +1001,69 @@ static void test_messages_exact_sizes(void **state)
     GT_ASSERT_CODE(gt_sim_msg_parse((gt_span){bad, sizeof bad}, &out), GT_E_FORMAT);
 }
 
-int main(void)
+// GTCHUNK2 through devd's two-thread file path: segments 1 and 2 of chunk 0 swapped (same
+// sizes, so only the per-segment nonce and AAD can tell), then the last segment's tag flipped
+// (the worker thread's half): GT_E_AUTH each time, the buffer wiped and freed, the session on.
+static void test_segments_attacked_in_file(void **state)
 {
+    fixture *f = *state;
+    if (g_format != 2) {
+        skip();
+    }
+    gt_device *tr = NULL;
+    uint8_t ticket[GT_SIM_TICKET_BYTES] = {0};
+    gt_device *h = trip_start(f, &tr, 10000, ticket);
+    const gt_buf *file = &g_sealed.file[0];
+    const size_t step = V2_SEG + GT_AEAD_TAG_BYTES;
+    uint64_t body = file->len - GT_CHUNK_HEADER_BYTES;
+    char badpath[700];
+    snprintf(badpath, sizeof badpath, "%s/bad.gtc", f->dir);
+    uint8_t *bad = malloc(file->len);
+    for (int attack = 0; attack < 2; attack++) {
+        memcpy(bad, file->data, file->len);
+        if (attack == 0) {
+            memcpy(bad + GT_CHUNK_HEADER_BYTES + step, file->data + GT_CHUNK_HEADER_BYTES + 2 * step,
+                   step);
+            memcpy(bad + GT_CHUNK_HEADER_BYTES + 2 * step, file->data + GT_CHUNK_HEADER_BYTES + step,
+                   step);
+        } else {
+            bad[file->len - 1] ^= 0x40;
+        }
+        GT_ASSERT_OK(gt_file_write_atomic(badpath, bad, file->len, 0600));
+        int fd = open(badpath, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        gt_dbuf x = 0;
+        GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &x));
+        uint64_t live = stat_of(h).buffers_live;
+        GT_ASSERT_ERR(gt_device_sim_load_sealed_fd(h, x, 0, fd, GT_CHUNK_HEADER_BYTES, body,
+                                                   g_sealed.m.chunks[0].iv, file->data + 8,
+                                                   g_sealed.key[0], V2_SEG),
+                      GT_E_AUTH, "wiped and freed");
+        close(fd);
+        assert_int_equal(stat_of(h).buffers_live, live - 1);
+        GT_ASSERT_CODE(gt_device_buf_size(h, x, &(uint64_t){0}), GT_E_NOTFOUND);
+    }
+    free(bad);
+    // the genuine file still loads in the same session
+    char path[700];
+    GT_ASSERT_OK(gt_chunk_path(path, sizeof path, g_ds, 0));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    gt_dbuf b = 0;
+    GT_ASSERT_OK(gt_device_alloc(h, chunk_plain(0), 0, &b));
+    GT_ASSERT_OK(gt_device_sim_load_sealed_fd(h, b, 0, fd, GT_CHUNK_HEADER_BYTES, body,
+                                              g_sealed.m.chunks[0].iv, file->data + 8,
+                                              g_sealed.key[0], V2_SEG));
+    close(fd);
+    GT_ASSERT_OK(gt_device_sim_return(h));
+    gt_device_close(h);
+    gt_device_close(tr);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "v2") == 0) {
+        g_format = 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_messages_exact_sizes),
         cmocka_unit_test_setup_teardown(test_full_trip, setup, gt_test_devd_teardown),
@@ -1006,6 +1076,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recall_before_attach, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_load_from_file, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_load_wrapped_key, setup, gt_test_devd_teardown),
+        cmocka_unit_test_setup_teardown(test_segments_attacked_in_file, setup,
+                                        gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_trainer_dies_while_lent, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_next_trip, setup, gt_test_devd_teardown),
         cmocka_unit_test_setup_teardown(test_parked_session_refusals, setup, gt_test_devd_teardown),

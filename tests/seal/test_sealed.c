@@ -1,4 +1,4 @@
-// data/: sealed datasets through the library: round trips, one-shot chunk opening with the chunk
+// data/: sealed datasets (GTCHUNK1, format 1, pinned: seal/segchunk has GTCHUNK2) through the library: round trips, one-shot chunk opening with the chunk
 // key alone, the manifest against every flipped bit and every truncation, keys, and failures
 // that must leave nothing behind.
 #include "testlib.h"
@@ -50,7 +50,7 @@ static gt_err seal_default(const char *out, uint64_t chunk_size)
 {
     const char *shards[] = {shard_a, shard_b};
     gt_seal_params p = {.shards = shards, .shard_count = 2, .out_dir = out,
-                        .chunk_size = chunk_size, .vocab_size = 50257};
+                        .chunk_size = chunk_size, .vocab_size = 50257, .format = 1};
     gt_seal_result r;
     return gt_seal(&p, &keys, &r);
 }
@@ -76,7 +76,7 @@ static void round_trip_uneven_chunks(void **state)
     (void)state;
     const char *shards[] = {shard_a, shard_b};
     gt_seal_params p = {.shards = shards, .shard_count = 2, .out_dir = ds_dir, .chunk_size = 300,
-                        .vocab_size = 50257};
+                        .vocab_size = 50257, .format = 1};
     gt_seal_result r;
     GT_ASSERT_OK(gt_seal(&p, &keys, &r));
     assert_int_equal(r.token_count, 1255);
@@ -332,7 +332,7 @@ static void seal_failures_leave_nothing(void **state)
     (void)state;
     const char *shards[] = {shard_a, shard_b};
     gt_seal_params p = {.shards = shards, .shard_count = 2, .out_dir = ds_dir, .chunk_size = 100,
-                        .vocab_size = 1000};  // the tokens go up to 50256
+                        .vocab_size = 1000, .format = 1};  // the tokens go up to 50256
     gt_seal_result r;
     gt_err e = gt_seal(&p, &keys, &r);
     assert_int_equal(e.code, GT_E_FORMAT);
@@ -361,7 +361,7 @@ static void seal_failures_leave_nothing(void **state)
     GT_ASSERT_OK(gt_shard_write(empty, tokens, 0));
     const char *none[] = {empty};
     gt_seal_params q = {.shards = none, .shard_count = 1, .out_dir = inside, .chunk_size = 100,
-                        .vocab_size = 50257};
+                        .vocab_size = 50257, .format = 1};
     GT_ASSERT_CODE(gt_seal(&q, &keys, &r), GT_E_ARG);
     assert_false(gt_path_exists(inside));
 }
@@ -379,7 +379,7 @@ static void every_bit_of_every_chunk(void **state)
     GT_ASSERT_OK(gt_shard_write(tiny, tokens, 3));
     const char *shards[] = {tiny};
     gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = ds_dir, .chunk_size = 4,
-                        .vocab_size = 65536};
+                        .vocab_size = 65536, .format = 1};
     gt_seal_result r;
     GT_ASSERT_OK(gt_seal(&p, &keys, &r));
     assert_int_equal(r.chunk_count, 2);  // 4 + 2 bytes
@@ -431,7 +431,7 @@ static void chunks_across_streaming_slots(void **state)
     for (size_t c = 0; c < sizeof chunk_sizes / sizeof chunk_sizes[0]; c++) {
         const char *shards[] = {shard};
         gt_seal_params p = {.shards = shards, .shard_count = 1, .out_dir = ds_dir,
-                            .chunk_size = chunk_sizes[c], .vocab_size = 50257};
+                            .chunk_size = chunk_sizes[c], .vocab_size = 50257, .format = 1};
         gt_seal_result r;
         GT_ASSERT_OK(gt_seal(&p, &keys, &r));
         gt_manifest m;

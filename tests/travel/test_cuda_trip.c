@@ -84,7 +84,7 @@ static int holder(bool tamper, const char *ticket_hex)
     gt_dbuf buf = 0;
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES];
     double t0 = gt_now_seconds();
-    e = gt_cuda_trip_load(d, ct, ct_len, iv, g_aad, key, &buf, ipc);
+    e = gt_cuda_trip_load(d, ct, ct_len, iv, g_aad, key, 0, &buf, ipc);
     double t1 = gt_now_seconds();
     gt_secure_zero(key, sizeof key);
     free(ct);

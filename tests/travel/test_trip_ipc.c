@@ -123,7 +123,7 @@ static int holder(int mode, const uint8_t ticket[GT_SIM_TICKET_BYTES])
     // "load and decrypt on the device": the host-memory handoff (a sealed memfd, OpenSSL)
     gt_host_trip_buf hb;
     uint8_t ipc[GT_SIM_IPC_DESC_BYTES] = {0}, aad[GT_SIM_LOAD_AAD_BYTES];
-    e = gt_host_trip_load(ct, ct_len, iv, g_aad, key, &hb, ipc);
+    e = gt_host_trip_load(ct, ct_len, iv, g_aad, key, 0, &hb, ipc);
     gt_secure_zero(key, sizeof key);
     int rc = 0;
     if (mode == H_TAMPER) {
@@ -513,7 +513,7 @@ static int carrier(const char *address, const uint8_t ticket[GT_SIM_TICKET_BYTES
     if (!gt_is_ok(gt_device_trip_measurement(c, m))) {  // the default appraisal kept it
         return 8;
     }
-    e = gt_device_trip_hand_over(c, ct, ct_len, iv, g_aad, key);
+    e = gt_device_trip_hand_over(c, ct, ct_len, iv, g_aad, key, 0);
     free(pt);
     free(ct);
     if (e.code != want) {
