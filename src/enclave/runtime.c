@@ -1,8 +1,10 @@
 // The enclave process (INSECURE SIMULATION of an SGX enclave; the counterpart of vSGX's enclave
 // VM): loads a flat SDK image at its link address, measuring each page as it is EADDed and
 // EEXTENDed, runs EINIT's checks, then serves ECALLs from the host through the AES-GCM channel.
-// Enclave code runs unmodified: its ENCLU raises #UD on a CPU without SGX, and the SIGILL
-// handler below emulates the leaf with SGX's register conventions (EEXIT, EGETKEY, EREPORT).
+// Enclave code runs unmodified: its ENCLU faults on a CPU that cannot run it (#UD, SIGILL, where
+// the CPU has no SGX; #GP, SIGSEGV, where it has SGX that is not enabled for this OS, as on Intel
+// hosts whose VMs do not get SGX), and the handler below emulates the leaf with SGX's register
+// conventions (EEXIT, EGETKEY, EREPORT).
 #include "run.h"
 #include "sdk_abi.h"
 
@@ -65,7 +67,7 @@ __asm__(".text\n"
         ".comm eenter_saved_rsp, 8, 8\n"
         ".comm eenter_saved_io, 8, 8\n");
 
-// The one enclave this process runs (the SIGILL handler needs it without arguments).
+// The one enclave this process runs (the ENCLU fault handler needs it without arguments).
 static struct {
     uint8_t *base;
     uint64_t size;
@@ -271,18 +273,20 @@ static uint64_t emulate_wrap(uint64_t rbx)
     return rax;
 }
 
-// SIGILL: ENCLU (0f 01 d7) executed by enclave code raised #UD. It runs on the alternate stack
-// (as an AEX saves state outside the enclave's stack) and, being synchronous with enclave code
-// that holds no libc lock, may call OpenSSL through gt_sgx_egetkey.
-static void on_sigill(int sig, siginfo_t *si, void *uc_)
+// ENCLU (0f 01 d7) executed by enclave code raised #UD (SIGILL) or #GP(0) (SIGSEGV with
+// SI_KERNEL: SGX present but not enabled; a page fault has another si_code and is never taken for
+// an ENCLU). It runs on the alternate stack (as an AEX saves state outside the enclave's stack)
+// and, being synchronous with enclave code that holds no libc lock, may call OpenSSL through
+// gt_sgx_egetkey.
+static void on_enclu(int sig, siginfo_t *si, void *uc_)
 {
-    (void)si;
     ucontext_t *uc = uc_;
     greg_t *g = uc->uc_mcontext.gregs;
     const uint8_t *rip = (const uint8_t *)(uintptr_t)g[REG_RIP];
-    if (enclave_ptr((uint64_t)g[REG_RIP], 3, 1) == NULL || rip[0] != 0x0f || rip[1] != 0x01 ||
+    if ((sig == SIGSEGV && si->si_code != SI_KERNEL) ||
+        enclave_ptr((uint64_t)g[REG_RIP], 3, 1) == NULL || rip[0] != 0x0f || rip[1] != 0x01 ||
         rip[2] != 0xd7) {
-        signal(sig, SIG_DFL);  // a real #UD: let it end the process
+        signal(sig, SIG_DFL);  // a real fault: the instruction runs again and ends the process
         return;
     }
     uint64_t leaf = (uint64_t)g[REG_RAX] & 0xffffffffu;
@@ -328,10 +332,11 @@ static gt_err install_handler(void)
     GT_ENSURE(sigaltstack(&ss, NULL) == 0, GT_E_IO, "enclave process: sigaltstack failed");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigill;
+    sa.sa_sigaction = on_enclu;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    GT_ENSURE(sigaction(SIGILL, &sa, NULL) == 0, GT_E_IO, "enclave process: sigaction failed");
+    GT_ENSURE(sigaction(SIGILL, &sa, NULL) == 0 && sigaction(SIGSEGV, &sa, NULL) == 0, GT_E_IO,
+              "enclave process: sigaction failed");
     return GT_OK;
 }
 

@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 enum { ECALL_ADD = 0, ECALL_ECHO = 1, ECALL_OCALL = 2, ECALL_EGETKEY = 3, ECALL_EREPORT = 4,
-       ECALL_SPIN = 5, ECALL_VARIANT = 6, ECALL_VERIFY_REPORT = 10 };
+       ECALL_SPIN = 5, ECALL_VARIANT = 6, ECALL_VERIFY_REPORT = 10,
+       ECALL_FAULT = 11 };
 
 typedef struct {
     gt_buf image, sig;
@@ -489,6 +490,29 @@ static void *kill_later(void *arg)
     return NULL;
 }
 
+// The ENCLU handler takes SIGILL and SIGSEGV (docs/enclave.md): a fault of any other
+// instruction, a page fault or a #GP, must still end the enclave, not be emulated or skipped.
+static void test_enclave_fault_ends_enclave(void **state)
+{
+    (void)state;
+    gt_sgx_platform pf = test_platform();
+    enclave_files f;
+    static const uint64_t bad[] = {0, 0x8000000000000000ull};  // unmapped; non-canonical (#GP)
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gt_enclave *e = start("example", &f, &pf, NULL, NULL);
+        uint8_t in[8];
+        gt_store_u64le(in, bad[i]);
+        gt_buf out = {0};
+        int64_t status = 0;
+        GT_ASSERT_ERR(gt_enclave_ecall(e, ECALL_FAULT, in, sizeof in, &out, &status), GT_E_PEER,
+                      "killed by signal 11");
+        GT_ASSERT_CODE(gt_enclave_ecall(e, ECALL_ADD, NULL, 0, &out, &status), GT_E_STATE);
+        gt_buf_free(&out);
+        gt_enclave_stop(e);
+        free_files(&f);
+    }
+}
+
 static void test_killed_mid_ecall(void **state)
 {
     (void)state;
@@ -595,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_wrong_sigstruct_refused),
         cmocka_unit_test(test_impostor_process_refused),
         cmocka_unit_test(test_killed_mid_ecall),
+        cmocka_unit_test(test_enclave_fault_ends_enclave),
         cmocka_unit_test(test_host_cannot_read_enclave_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

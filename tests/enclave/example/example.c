@@ -190,5 +190,21 @@ static long ecall_verify_report(const uint8_t *in, size_t in_len, uint8_t *out, 
     return 0;
 }
 
+// 11: reads 8 bytes at the address given (u64 in): a bug in enclave code, for the test that a
+// fault other than ENCLU's still ends the enclave (address 0: a page fault; a non-canonical
+// address: #GP, the same signal and si_code as an ENCLU where SGX is present but off).
+static long ecall_fault(const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap,
+                        size_t *out_len)
+{
+    if (in_len != 8 || out_cap < 8) {
+        return 1;
+    }
+    const volatile uint64_t *p = (const volatile uint64_t *)(uintptr_t)load_u64(in);
+    store_u64(out, *p);
+    *out_len = 8;
+    return 0;
+}
+
 GTSDK_ECALLS(ecall_add, ecall_echo, ecall_ocall, ecall_egetkey, ecall_ereport, ecall_spin,
-             ecall_variant, ecall_quote_report, ecall_seal, ecall_unseal, ecall_verify_report);
+             ecall_variant, ecall_quote_report, ecall_seal, ecall_unseal, ecall_verify_report,
+             ecall_fault);
