@@ -7,6 +7,7 @@
 #include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/devd.h>
+#include <gputravel/kernels.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+// First in main of a bench that runs matmuls: the core gputravel itself would run (kernels.h,
+// gt_blas_core_reexec), so that the bench measures what a user gets.
+static inline void bench_blas_core(char **argv)
+{
+    gt_err e = gt_blas_core_reexec(getenv("OPENBLAS_CORETYPE"), argv);
+    if (!gt_is_ok(e)) {
+        fprintf(stderr, "bench: OpenBLAS stays on %s: %s\n", gt_blas_core_name(), e.msg);
+    }
+}
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {

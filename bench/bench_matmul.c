@@ -303,6 +303,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    bench_blas_core(argv);
     int threads = 2, reps = 7, N = 256;
     const char *cfg = "b";
     for (int i = 1; i < argc; i++) {

@@ -292,6 +292,7 @@ static void train_table(const char *store, const char *png)
 
 int main(int argc, char **argv)
 {
+    bench_blas_core(argv);
     bool only_throughput = argc > 1 && strcmp(argv[1], "--throughput") == 0;
     const char *png = argc > 1 && !only_throughput ? argv[1] : "bench_paging.png";
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {

@@ -17,6 +17,7 @@
 // header says which ran, and the table's last column repeats it.
 //   (a) L=4 C=256 NH=4 V=50257 B=4 T=256     (b) GPT-2 124M (L=12 C=768 NH=12) B=4 T=64
 // llm.c's CPU trainer on the reference machine (2 threads, median): (a) 273 tok/s, (b) 35 tok/s.
+#include "bench_common.h"
 #include <gputravel/device.h>
 #include <gputravel/kernels.h>
 #include <gputravel/train.h>
@@ -314,6 +315,7 @@ static void print_breakdown(const char *cfg, const char *prof, int steps, double
 
 int main(int argc, char **argv)
 {
+    bench_blas_core(argv);
     const char *which = "all", *peer_dir = NULL;
     int steps = 5, warmup = 1, threads = 2;
     for (int i = 1; i < argc; i++) {

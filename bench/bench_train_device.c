@@ -2,6 +2,7 @@
 //   bench_train_device [--device cpu|cuda] [--model 124M|tiny] [-B 8] [-T 1024] [--steps 10]
 // The first step (allocation, cuBLAS heuristics, page faults) is reported apart as setup; the
 // table gives the median and the mean of the timed steps that follow.
+#include "bench_common.h"
 #include <gputravel/device.h>
 #include <gputravel/train.h>
 
@@ -35,6 +36,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    bench_blas_core(argv);
     const char *device = "cpu", *model = "tiny";
     int B = 4, T = 64, steps = 5;
     static const struct option opts[] = {{"device", required_argument, 0, 'd'},

@@ -4,6 +4,7 @@
 // that both devices produce the same losses.
 //
 // usage: bench_train_sim [steps] [threads]   (default 6 steps, 2 threads)
+#include "bench_common.h"
 #include <gputravel/attest.h>
 #include <gputravel/device.h>
 #include <gputravel/devd.h>
@@ -68,6 +69,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    bench_blas_core(argv);
     int steps = argc > 1 ? atoi(argv[1]) : 6;
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     if (steps < 1 || steps > 1000) {

@@ -450,6 +450,25 @@ GT_MUST_USE gt_err gt_ops_cpu_select_isa(const char *name);
 // OpenBLAS's core (OPENBLAS_CORETYPE changes it), e.g. "cpu kernels: avx2 (forced; cpu has
 // avx512), OpenBLAS 0.3.21 core Haswell".
 void gt_ops_cpu_describe(char *out, size_t cap);
+// OpenBLAS picks its kernels (its "core") from CPUID as it loads, and a CPU newer than it knows
+// gets a generic one: Debian 12's 0.3.21 runs an Emerald Rapids Xeon (family 6, model 207) on
+// "Prescott", whose sgemm made 72 GFLOP/s there against SkylakeX's 281 (bench_matmul, 2 threads).
+// gt_blas_core_upgrade names the core this CPU should run instead ("SkylakeX" where it has
+// AVX-512 F/CD/BW/DQ/VL, else "Haswell" where it has AVX2 + FMA), or NULL when OpenBLAS's pick
+// uses vectors as wide as the CPU has. Only OPENBLAS_CORETYPE, in the environment before the
+// process starts, changes the core: a program that gets a name re-executes itself with it set
+// (gputravel's main, bench_common.h), before it computes anything.
+const char *gt_blas_core_upgrade(void);
+const char *gt_blas_core_name(void);  // OpenBLAS's core in this process
+// For a program's main, before anything computes: when gt_blas_core_upgrade names a core and the
+// caller found no OPENBLAS_CORETYPE in the environment (coretype_env NULL: a value, even "", is
+// the user's or a parent process's choice and is kept), sets OPENBLAS_CORETYPE to it and
+// GPUTRAVEL_BLAS_FALLBACK to the core OpenBLAS picked (for the startup line), and re-executes
+// the program (gt_proc_reexec). So it happens at most once, and the processes the program starts
+// inherit the same core (the same bits). Returns GT_OK when nothing was to be done, or the
+// re-exec's error (the program may go on, on the slower core).
+GT_MUST_USE gt_err gt_blas_core_reexec(const char *coretype_env, char **argv);
+
 // The old switch: false is gt_ops_cpu_set_isa(GT_CPU_ISA_SCALAR), true the best path.
 void gt_ops_cpu_set_simd(bool on);
 

@@ -410,6 +410,10 @@ bool gt_proc_alive(gt_proc *p);
 // SIGTERM, then SIGKILL after grace_ms (0: 5 s); always reaps. Returns the wait status (the
 // recorded one when the child had already been reaped; 0 when none was started).
 int gt_proc_stop(gt_proc *p, int grace_ms);
+// Replaces this process with a new run of its own executable (/proc/self/exe) and argv, under
+// the environment as it is now: for what a library reads only as a process starts (OpenBLAS's
+// core). Same pid, same descriptors. Returns only on failure (GT_E_IO, with errno's reason).
+GT_MUST_USE gt_err gt_proc_reexec(char **argv);
 
 // rm -rf path (no symbolic link is followed), refusing "" and "/", and any path that does not
 // resolve to somewhere strictly below scratch_root. A missing path is no error.

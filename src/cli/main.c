@@ -68,6 +68,9 @@ static void usage(FILE *out)
             "                 (default: the best this CPU has; a path it lacks is refused). The\n"
             "                 processes a command starts inherit it. OpenBLAS's matmuls follow\n"
             "                 OPENBLAS_CORETYPE (e.g. Haswell for AVX2) instead\n"
+            "  OPENBLAS_CORETYPE  unset: where OpenBLAS picks a generic core for a CPU newer than it\n"
+            "                 knows, gputravel sets it (SkylakeX or Haswell, by the CPU's features)\n"
+            "                 and restarts itself once; set (even empty), it is left alone\n"
             "  GT_CPU_SIMD    off: the same as GPUTRAVEL_CPU_ISA=scalar (the older switch)\n"
             "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
@@ -184,6 +187,11 @@ int main(int argc, char **argv)
     if (!cpu_isa_from_environment()) {
         return GT_EXIT_USAGE;
     }
+    // OpenBLAS's core, before anything computes (a re-exec when its own pick is a fallback).
+    gt_err blas = gt_blas_core_reexec(getenv("OPENBLAS_CORETYPE"), argv);
+    if (!gt_is_ok(blas)) {
+        gt_log_warn("OpenBLAS stays on its core %s: %s", gt_blas_core_name(), blas.msg);
+    }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
@@ -224,7 +232,11 @@ int main(int argc, char **argv)
     if (runs_cpu_kernels(name)) {
         char line[160];
         gt_ops_cpu_describe(line, sizeof line);
-        gt_log_info("%s", line);
+        const char *fallback = getenv("GPUTRAVEL_BLAS_FALLBACK");
+        gt_log_info("%s%s%s%s", line, fallback ? " (OPENBLAS_CORETYPE set by gputravel: OpenBLAS "
+                                                 "picked "
+                                               : "",
+                    fallback ? fallback : "", fallback ? " on this cpu)" : "");
     }
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         if (command_is(commands[c].name, name)) {

@@ -8,12 +8,14 @@
 #include "cpu_simd.h"
 
 #include <cblas.h>
+#include <strings.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---- the path ---------------------------------------------------------------------------------
@@ -50,7 +52,12 @@ gt_cpu_features gt_cpu_features_detect(void)
     __builtin_cpu_init();
     return (gt_cpu_features){.avx2 = __builtin_cpu_supports("avx2"),
                              .fma = __builtin_cpu_supports("fma"),
-                             .avx512f = __builtin_cpu_supports("avx512f")};
+                             .avx512f = __builtin_cpu_supports("avx512f"),
+                             .avx512_skx = __builtin_cpu_supports("avx512f") &&
+                                           __builtin_cpu_supports("avx512cd") &&
+                                           __builtin_cpu_supports("avx512bw") &&
+                                           __builtin_cpu_supports("avx512dq") &&
+                                           __builtin_cpu_supports("avx512vl")};
 #else
     return (gt_cpu_features){0};
 #endif
@@ -149,6 +156,61 @@ void gt_ops_cpu_describe(char *out, size_t cap)
     }
     snprintf(out, cap, "cpu kernels: %s (%s%s), OpenBLAS core %s", isa_names[now], how, has,
              openblas_get_corename());
+}
+
+// ---- OpenBLAS's core --------------------------------------------------------------------------
+// OpenBLAS names its x86 cores after the CPUs it knows; what matters here is the widest vectors
+// each one's sgemm uses: 2 = AVX-512, 1 = AVX2 + FMA, 0 = older or generic (the fallback).
+static int blas_core_level(const char *core)
+{
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *const avx2[] = {"Haswell", "Zen"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof avx512[0]; i++) {
+        if (strcasecmp(core, avx512[i]) == 0) {
+            return 2;
+        }
+    }
+    for (size_t i = 0; i < sizeof avx2 / sizeof avx2[0]; i++) {
+        if (strcasecmp(core, avx2[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *gt_blas_core_upgrade_for(const char *core, const gt_cpu_features *have)
+{
+    int level = blas_core_level(core != NULL ? core : "");
+    if (have->avx512_skx && level < 2) {
+        return "SkylakeX";
+    }
+    if (have->avx2 && have->fma && level < 1) {
+        return "Haswell";
+    }
+    return NULL;
+}
+
+const char *gt_blas_core_name(void) { return openblas_get_corename(); }
+
+const char *gt_blas_core_upgrade(void)
+{
+    gt_cpu_features f = gt_cpu_features_detect();
+    return gt_blas_core_upgrade_for(openblas_get_corename(), &f);
+}
+
+gt_err gt_blas_core_reexec(const char *coretype_env, char **argv)
+{
+    const char *core = coretype_env == NULL ? gt_blas_core_upgrade() : NULL;
+    if (core == NULL) {
+        return GT_OK;
+    }
+    GT_ENSURE(setenv("GPUTRAVEL_BLAS_FALLBACK", openblas_get_corename(), 1) == 0 &&
+                  setenv("OPENBLAS_CORETYPE", core, 1) == 0,
+              GT_E_NOMEM, "cannot set OPENBLAS_CORETYPE=%s", core);
+    gt_err err = gt_proc_reexec(argv);
+    unsetenv("OPENBLAS_CORETYPE");  // not in effect here: children would disagree with us
+    unsetenv("GPUTRAVEL_BLAS_FALLBACK");
+    return err;
 }
 
 // ---- shared scalar pieces ---------------------------------------------------------------------

@@ -19,12 +19,16 @@
 // The CPU features the paths need, as detected (gt_cpu_features_detect) or as a test states them.
 typedef struct {
     bool avx2, fma, avx512f;
+    bool avx512_skx;  // avx512f + cd + bw + dq + vl: what OpenBLAS's SkylakeX kernels need
 } gt_cpu_features;
 
 gt_cpu_features gt_cpu_features_detect(void);
 // Makes `isa` the path of every kernel if `have` has what it needs; else GT_E_UNSUPPORTED naming
 // the missing feature, and the path stays as it was.
 GT_MUST_USE gt_err gt_ops_cpu_choose_isa(gt_cpu_isa isa, const gt_cpu_features *have);
+
+// gt_blas_core_upgrade for a stated core and CPU (tests give both).
+const char *gt_blas_core_upgrade_for(const char *core, const gt_cpu_features *have);
 
 // The path the kernels take now (the best the CPU has until someone chooses).
 gt_cpu_isa gt_simd_isa(void);

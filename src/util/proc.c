@@ -244,3 +244,9 @@ int gt_proc_stop(gt_proc *p, int grace_ms)
     }
     return p->exited ? p->status : 0;
 }
+
+gt_err gt_proc_reexec(char **argv)
+{
+    execv("/proc/self/exe", argv);
+    return gt_errf(GT_E_IO, "cannot re-execute /proc/self/exe: %s", strerror(errno));
+}

@@ -131,6 +131,79 @@ static void a_path_the_cpu_lacks_is_refused(void **state)
     gt_ops_cpu_set_simd(true);
 }
 
+// ---- OpenBLAS's core ---------------------------------------------------------------------------
+
+// The core to run instead of OpenBLAS's pick: only ever wider vectors, never a core the CPU lacks.
+static void blas_core_follows_the_cpu(void **state)
+{
+    (void)state;
+    const gt_cpu_features emerald = {.avx2 = true, .fma = true, .avx512f = true,
+                                     .avx512_skx = true};
+    const gt_cpu_features knights = {.avx2 = true, .fma = true, .avx512f = true};  // no BW/DQ/VL
+    const gt_cpu_features avx2_vm = {.avx2 = true, .fma = true};
+    const gt_cpu_features bare = {0};
+    assert_string_equal(gt_blas_core_upgrade_for("Prescott", &emerald), "SkylakeX");
+    assert_string_equal(gt_blas_core_upgrade_for("Haswell", &emerald), "SkylakeX");
+    assert_string_equal(gt_blas_core_upgrade_for(NULL, &emerald), "SkylakeX");
+    assert_string_equal(gt_blas_core_upgrade_for("Prescott", &knights), "Haswell");
+    assert_string_equal(gt_blas_core_upgrade_for("Nehalem", &avx2_vm), "Haswell");
+    const char *fine_on_emerald[] = {"SkylakeX", "Cooperlake", "cooperlake", "SapphireRapids"};
+    for (size_t i = 0; i < sizeof fine_on_emerald / sizeof fine_on_emerald[0]; i++) {
+        assert_null(gt_blas_core_upgrade_for(fine_on_emerald[i], &emerald));
+    }
+    assert_null(gt_blas_core_upgrade_for("Haswell", &avx2_vm));
+    assert_null(gt_blas_core_upgrade_for("Zen", &avx2_vm));
+    assert_null(gt_blas_core_upgrade_for("SkylakeX", &avx2_vm));  // never a step down
+    assert_null(gt_blas_core_upgrade_for("Haswell", &knights));
+    assert_null(gt_blas_core_upgrade_for("Prescott", &bare));
+}
+
+// The core named in a startup line ("... OpenBLAS core NAME ..."), into out.
+static void startup_core(const gt_buf *log, char *out, size_t cap)
+{
+    const char *at = strstr((const char *)log->data, "OpenBLAS core ");
+    if (at == NULL) {
+        gt_test_fail_log(log, NULL, "no OpenBLAS core in gputravel's startup line");
+    }
+    at += strlen("OpenBLAS core ");
+    size_t n = strcspn(at, " \n");
+    assert_true(n > 0 && n < cap);
+    memcpy(out, at, n);
+    out[n] = '\0';
+}
+
+// gputravel itself (a child without OPENBLAS_CORETYPE) runs a core as good as this CPU allows,
+// restarting once where OpenBLAS picked a fallback (as on an Emerald Rapids VM); a set value,
+// the user's, is left alone.
+static void gputravel_runs_the_core_the_cpu_allows(void **state)
+{
+    (void)state;
+    const char *args[] = {"train", "--help", NULL};
+    char pinned[64] = "", core[64];
+    snprintf(pinned, sizeof pinned, "%s", getenv("OPENBLAS_CORETYPE"));  // testlib's pin
+    unsetenv("OPENBLAS_CORETYPE");
+    gt_buf out = {0};
+    assert_int_equal(gt_test_run_cli(&out, args), 0);
+    startup_core(&out, core, sizeof core);
+    gt_cpu_features have = gt_cpu_features_detect();
+    assert_null(gt_blas_core_upgrade_for(core, &have));
+    const char *ours = gt_blas_core_name();  // this process: OpenBLAS's own pick
+    if (gt_blas_core_upgrade() != NULL) {
+        char said[128];
+        snprintf(said, sizeof said, "set by gputravel: OpenBLAS picked %s", ours);
+        assert_non_null(strstr((const char *)out.data, said));
+    }
+    print_message("OpenBLAS picks %s here; gputravel runs %s\n", ours, core);
+    gt_buf_free(&out);
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    assert_int_equal(gt_test_run_cli(&out, args), 0);
+    startup_core(&out, core, sizeof core);
+    assert_string_equal(core, "Prescott");
+    assert_null(strstr((const char *)out.data, "set by gputravel"));
+    gt_buf_free(&out);
+    setenv("OPENBLAS_CORETYPE", pinned, 1);
+}
+
 // ---- exp --------------------------------------------------------------------------------------
 
 // Every vector path's exp against exp() in double, on a grid over [-110, 88.37] plus the edges
@@ -393,6 +466,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(detection_matches_cpuid),
         cmocka_unit_test(a_path_the_cpu_lacks_is_refused),
+        cmocka_unit_test(blas_core_follows_the_cpu),
+        cmocka_unit_test(gputravel_runs_the_core_the_cpu_allows),
         cmocka_unit_test(vector_exp_is_accurate_everywhere),
         cmocka_unit_test(layernorm_on_every_path),
         cmocka_unit_test(adamw_on_every_path),

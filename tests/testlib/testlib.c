@@ -1,5 +1,7 @@
 #include "testlib.h"
 
+#include <gputravel/kernels.h>
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +9,18 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+// A test computes in its own process and compares with what the gputravel processes it starts
+// compute. gputravel restarts itself on a better OpenBLAS core where OpenBLAS picked a fallback
+// (kernels.h, gt_blas_core_reexec), which would change the children's matmul bits; pinning
+// OPENBLAS_CORETYPE to this process's core makes them run the test's own (the rule for any
+// parent: children inherit its core). The re-exec itself is tested with the variable removed.
+__attribute__((constructor)) static void pin_blas_core_for_children(void)
+{
+    if (getenv("OPENBLAS_CORETYPE") == NULL) {
+        setenv("OPENBLAS_CORETYPE", gt_blas_core_name(), 1);
+    }
+}
 
 static const char *tmp_base(void)
 {
