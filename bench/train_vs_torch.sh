@@ -65,7 +65,11 @@ for c in "${cfgs[@]}"; do
         ours_ran=$(grep -m1 '^cpu kernels:' "$dir/ours.txt")
         peak=$(sed -n 's/^OpenBLAS sgemm peak.*: \([0-9.]*\) GFLOP\/s/\1/p' "$dir/ours.txt")
         of_peak=$(awk -F'|' -v c="$c" '$2 ~ " "c" " {gsub(/ /, "", $17); print $17}' "$dir/ours.txt")
-        torch=$(env "${torch_env[@]}" "${torch_isa_env[@]}" /usr/bin/python3 bench/torch_gpt2_train.py \
+        # Without --isa the peer gets the OpenBLAS core ours runs (gputravel replaces OpenBLAS's
+        # fallback for a CPU it does not know, kernels.h; the peer loads the same libopenblas).
+        peer_core=()
+        [ -n "$isa" ] || peer_core=(OPENBLAS_CORETYPE="$(sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p' <<<"$ours_ran")")
+        torch=$(env "${torch_env[@]}" "${torch_isa_env[@]}" "${peer_core[@]}" /usr/bin/python3 bench/torch_gpt2_train.py \
                 --checkpoint "$dir/model.bin" --tokens "$dir/tokens.u16" --B "$B" --T "$T" \
                 --steps "$steps" --warmup 1 --threads "$threads" | tee "$dir/torch_steps.txt" |
                 awk '/^median_ms/ {print $2}')
@@ -75,6 +79,10 @@ for c in "${cfgs[@]}"; do
                 *) echo "train_vs_torch: ours ran '$ours_ran', not $isa/$want_core" >&2; exit 1 ;; esac
             [ "$torch_ran" = "capability $want_cap openblas_core $want_core" ] ||
                 { echo "train_vs_torch: PyTorch ran '$torch_ran', not $want_cap/$want_core" >&2; exit 1; }
+        fi
+        if [ -z "$isa" ] && [ "${torch_ran##*openblas_core }" != none ]; then
+            [ "${torch_ran##*openblas_core }" = "${peer_core[0]#OPENBLAS_CORETYPE=}" ] ||
+                { echo "train_vs_torch: PyTorch ran OpenBLAS '${torch_ran##*openblas_core }', ours ${peer_core[0]}" >&2; exit 1; }
         fi
         [ "$r" -gt 1 ] || echo "config $c: ours: $ours_ran; PyTorch: $torch_ran" >&2
         # Every step's loss, ours against PyTorch's (same weights, data and optimizer).
