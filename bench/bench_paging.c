@@ -16,10 +16,15 @@
 
 #include "bench_common.h"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STEPS 5
 #define NTOK 65536
@@ -108,46 +113,259 @@ static double thread_cpu(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-// Seconds for one pass of seal + open (open_only: open alone) over n bytes in PAGE pieces.
-static double gcm_pass(uint8_t *pt, uint8_t *ct, size_t n, bool open_only, double *cpu)
+// The ciphertext of n bytes of pt in PAGE pieces, each PAGE + 16 bytes in ct (the store's
+// layout), under the key and IVs gcm_range uses.
+static void gcm_prepare(const uint8_t *pt, uint8_t *ct, size_t n)
 {
     uint8_t key[32] = {1}, iv[12] = {0}, aad[48] = {0};
     size_t len = 0;
-    for (size_t off = 0; off < n; off += PAGE) {  // the ciphertext to open, untimed
+    for (size_t off = 0; off < n; off += PAGE) {
         iv[0] = (uint8_t)(off >> 16), iv[1] = (uint8_t)(off >> 24);
         ok("seal", gt_aead_seal(ct + off / PAGE * (PAGE + 16), PAGE + 16, &len, pt + off, PAGE,
                                 aad, sizeof aad, iv, key));
     }
-    double t0 = gt_now_seconds(), c0 = thread_cpu();
-    for (size_t off = 0; off < n; off += PAGE) {
+}
+
+// One thread's share of a pass: pages [lo, hi) (in PAGE pieces) of pt / ct.
+typedef struct {
+    uint8_t *pt, *ct;
+    size_t lo, hi;
+    bool open_only;
+    double cpu;  // that thread's CPU seconds in it
+} gcm_job;
+
+// Seal + open (open_only: open alone) of the job's pages, as gcm_prepare laid them out.
+static void *gcm_range(void *arg)
+{
+    gcm_job *j = arg;
+    uint8_t key[32] = {1}, iv[12] = {0}, aad[48] = {0};
+    size_t len = 0;
+    double c0 = thread_cpu();
+    for (size_t pg = j->lo; pg < j->hi; pg++) {
+        size_t off = pg * PAGE;
         iv[0] = (uint8_t)(off >> 16), iv[1] = (uint8_t)(off >> 24);
-        uint8_t *c = ct + off / PAGE * (PAGE + 16);
-        if (!open_only) {
-            ok("seal", gt_aead_seal(c, PAGE + 16, &len, pt + off, PAGE, aad, sizeof aad, iv, key));
+        uint8_t *c = j->ct + pg * (PAGE + 16);
+        if (!j->open_only) {
+            ok("seal", gt_aead_seal(c, PAGE + 16, &len, j->pt + off, PAGE, aad, sizeof aad, iv,
+                                    key));
         }
-        ok("open", gt_aead_open(pt + off, PAGE, &len, c, PAGE + 16, aad, sizeof aad, iv, key));
+        ok("open", gt_aead_open(j->pt + off, PAGE, &len, c, PAGE + 16, aad, sizeof aad, iv,
+                                key));
     }
-    *cpu = thread_cpu() - c0;
+    j->cpu = thread_cpu() - c0;
+    return NULL;
+}
+
+// Wall seconds of fn over jobs[0 .. threads) (each job_bytes long), jobs[0] on this thread,
+// the others on threads of their own, all started together.
+static double on_threads(int threads, void *(*fn)(void *), void *jobs, size_t job_bytes)
+{
+    pthread_t t[2];
+    double t0 = gt_now_seconds();
+    for (int i = 1; i < threads; i++) {
+        if (pthread_create(&t[i], NULL, fn, (uint8_t *)jobs + (size_t)i * job_bytes) != 0) {
+            die("thread", gt_errf(GT_E_NOMEM, "pthread_create"));
+        }
+    }
+    fn(jobs);
+    for (int i = 1; i < threads; i++) {
+        pthread_join(t[i], NULL);
+    }
     return gt_now_seconds() - t0;
+}
+
+// CPU seconds of the whole process: the caller's and the pager worker's threads together.
+static double process_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+// Seconds for one pass of seal + open (open_only: open alone) over n bytes in PAGE pieces, the
+// pages split between `threads` threads (1 or 2); *cpu: the first thread's CPU seconds.
+static double gcm_pass(uint8_t *pt, uint8_t *ct, size_t n, bool open_only, int threads,
+                       double *cpu)
+{
+    gcm_prepare(pt, ct, n);  // the ciphertext to open, untimed
+    size_t pages = n / PAGE, half = threads > 1 ? pages / 2 : pages;
+    gcm_job j[2] = {{pt, ct, 0, half, open_only, 0}, {pt, ct, half, pages, open_only, 0}};
+    double wall = on_threads(threads, gcm_range, j, sizeof j[0]);
+    *cpu = j[0].cpu;
+    return wall;
+}
+
+// ---- the pager's non-crypto work per page, by hand (the bound on the read back) -------------
+// The same calls as the pager's read back of a run (src/device/pager.c: open_blob's preadv,
+// map_range's run_map, evict's wipe, pend_flush's run_unmap), without the GCM open, and the
+// bench's own copy out of the held run (copy_out's memcpy, part of the read back timed above).
+enum { FL_READ, FL_MAP, FL_COPY, FL_WIPE, FL_UNMAP, FL_PHASES };
+static const char *const fl_names[FL_PHASES] = {
+    "blob `preadv` from the store file into the frame (64 KiB + tag)",
+    "run `mmap(MAP_SHARED|MAP_FIXED|MAP_POPULATE)` of the frames + `MADV_DONTDUMP`, 32 pages a call",
+    "the bench's copy out of the held run (`memcpy`)",
+    "wipe of the frame (`gt_secure_zero`)",
+    "`mmap(PROT_NONE, MAP_FIXED)` over the run, 32 pages a call"};
+
+#define FL_RUN 32u  // pages per run: gt_pager_each's run at this cap (each_run)
+
+typedef struct {
+    int store_fd, pool_fd;
+    uint8_t *arena, *pool, *back;
+    size_t run0, nruns;  // runs run0, run0 + 2, ... below nruns (two threads), or all (one)
+    size_t step;
+    uint32_t frame0;     // this thread's FL_RUN frames of the pool
+    double t[FL_PHASES];  // seconds in each phase
+} floor_job;
+
+static void *floor_runs(void *arg)
+{
+    floor_job *j = arg;
+    uint8_t tag[16];
+    memset(j->t, 0, sizeof j->t);
+    for (size_t r = j->run0; r < j->nruns; r += j->step) {
+        uint8_t *frames = j->pool + (size_t)j->frame0 * PAGE, *at = j->arena + r * FL_RUN * PAGE;
+        double t0 = gt_now_seconds();
+        for (uint32_t i = 0; i < FL_RUN; i++) {
+            size_t pg = r * FL_RUN + i;
+            struct iovec io[2] = {{frames + (size_t)i * PAGE, PAGE}, {tag, sizeof tag}};
+            if (preadv(j->store_fd, io, 2, (off_t)(pg * (PAGE + 16))) != PAGE + 16) {
+                die("floor", gt_errf(GT_E_IO, "preadv"));
+            }
+        }
+        double t1 = gt_now_seconds();
+        void *m = mmap(at, (size_t)FL_RUN * PAGE, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED | MAP_POPULATE, j->pool_fd,
+                       (off_t)j->frame0 * PAGE);
+        if (m == MAP_FAILED) {
+            die("floor", gt_errf(GT_E_NOMEM, "mmap"));
+        }
+        (void)madvise(m, (size_t)FL_RUN * PAGE, MADV_DONTDUMP);
+        double t2 = gt_now_seconds();
+        memcpy(j->back + r * FL_RUN * PAGE, at, (size_t)FL_RUN * PAGE);
+        double t3 = gt_now_seconds();
+        gt_secure_zero(frames, (size_t)FL_RUN * PAGE);
+        double t4 = gt_now_seconds();
+        if (mmap(at, (size_t)FL_RUN * PAGE, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+            die("floor", gt_errf(GT_E_NOMEM, "mmap"));
+        }
+        double t5 = gt_now_seconds();
+        j->t[FL_READ] += t1 - t0;
+        j->t[FL_MAP] += t2 - t1;
+        j->t[FL_COPY] += t3 - t2;
+        j->t[FL_WIPE] += t4 - t3;
+        j->t[FL_UNMAP] += t5 - t4;
+    }
+    return NULL;
+}
+
+typedef struct {
+    int store_fd, pool_fd;
+    uint8_t *arena, *pool;
+    char path[600];
+} floor_setup;
+
+// A store file holding ct's blobs (in the page cache, as the pager's just written), a frame
+// pool of the cap's size (a memfd mapped once) and an arena reserved PROT_NONE.
+static floor_setup floor_open(const char *store, const uint8_t *ct, size_t n, size_t cap)
+{
+    floor_setup s;
+    snprintf(s.path, sizeof s.path, "%s/floor.pages", store);
+    s.store_fd = open(s.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t bytes = n / PAGE * (PAGE + 16);
+    if (s.store_fd < 0 || pwrite(s.store_fd, ct, bytes, 0) != (ssize_t)bytes) {
+        die("floor", gt_errf(GT_E_IO, "cannot write %s", s.path));
+    }
+    s.pool_fd = memfd_create("bench-frames", MFD_CLOEXEC);
+    if (s.pool_fd < 0 || ftruncate(s.pool_fd, (off_t)cap) != 0) {
+        die("floor", gt_errf(GT_E_NOMEM, "memfd"));
+    }
+    s.pool = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, s.pool_fd, 0);
+    s.arena = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (s.pool == MAP_FAILED || s.arena == MAP_FAILED) {
+        die("floor", gt_errf(GT_E_NOMEM, "mmap"));
+    }
+    memset(s.pool, 0, cap);  // the pool's pages exist, as the pager's do after the first cycle
+    return s;
+}
+
+static void floor_close(floor_setup *s, size_t n, size_t cap)
+{
+    munmap(s->arena, n);
+    munmap(s->pool, cap);
+    close(s->pool_fd);
+    close(s->store_fd);
+    unlink(s->path);
+}
+
+// Wall seconds of the non-crypto work over n bytes on `threads` threads (alternate runs, each
+// thread its own frames); sum[]: the seconds of each phase summed over the threads.
+static double floor_pass(const floor_setup *s, uint8_t *back, size_t n, int threads,
+                         double sum[FL_PHASES])
+{
+    floor_job j[2];
+    for (int i = 0; i < 2; i++) {
+        j[i] = (floor_job){.store_fd = s->store_fd, .pool_fd = s->pool_fd, .arena = s->arena,
+                           .pool = s->pool, .back = back, .run0 = (size_t)i,
+                           .nruns = n / PAGE / FL_RUN, .step = (size_t)threads,
+                           .frame0 = (uint32_t)i * FL_RUN};
+    }
+    double wall = on_threads(threads, floor_runs, j, sizeof j[0]);
+    for (int k = 0; k < FL_PHASES; k++) {
+        sum[k] = j[0].t[k] + (threads > 1 ? j[1].t[k] : 0);
+    }
+    return wall;
 }
 
 typedef struct {
     double rd, wr;  // seconds: read back, rewrite
     double rd_cpu;  // the calling thread's CPU seconds in the read back
+    double rd_all;  // the process's (all threads': with prefetch, the worker's too)
 } tp_round;
 
 // One round of read back and rewrite of b (n bytes) on dev.
 static tp_round tp_once(gt_device *dev, gt_dbuf b, uint8_t *back, const uint8_t *pt, size_t n)
 {
     tp_round r;
-    double t0 = gt_now_seconds(), c0 = thread_cpu();
+    double t0 = gt_now_seconds(), c0 = thread_cpu(), a0 = process_cpu();
     ok("copy_out", gt_device_copy_out(dev, back, b, 0, n));  // fault-ins + clean drops
     r.rd = gt_now_seconds() - t0;
     r.rd_cpu = thread_cpu() - c0;
+    r.rd_all = process_cpu() - a0;
     t0 = gt_now_seconds();
     ok("copy_in", gt_device_copy_in(dev, b, 0, pt, n));  // fault-ins + reseals
     r.wr = gt_now_seconds() - t0;
     return r;
+}
+
+// The non-crypto work per page on 1 and 2 threads beside GCM's, and the read-back ratio they
+// leave room for: on one thread open / (open + floor); on two, one thread's open over the two
+// threads' open and floor walls (each thread doing half of both; an upper bound: the pager has
+// a lock and a plan besides). All medians of the same rounds.
+static void print_bound(size_t n, double rd[2][3], double *open1, double *open2, double fl[2][3],
+                        double flsum[2][FL_PHASES][3])
+{
+    double pages = (double)(n / PAGE), us = 1e6 / pages;
+    printf("\nthe bound: the pager's non-crypto work per 64 KiB page done by hand with the same "
+           "calls (same rounds, median of 3; 2 threads: alternate runs of 32 pages, each thread "
+           "its own frames; \"summed\": both threads' seconds in that phase, per page):\n");
+    printf("| work per page | 1 thread, us | 2 threads, summed, us | x of 1 thread |\n"
+           "|---|---|---|---|\n");
+    for (int k = 0; k < FL_PHASES; k++) {
+        double a = bench_median(flsum[0][k], 3) * us, b = bench_median(flsum[1][k], 3) * us;
+        printf("| %s | %.2f | %.2f | %.2fx |\n", fl_names[k], a, b, b / a);
+    }
+    double f1 = bench_median(fl[0], 3), f2 = bench_median(fl[1], 3);
+    double o1 = bench_median(open1, 3), o2 = bench_median(open2, 3);
+    printf("| all of it, wall per page | %.2f | %.2f (wall, 2 threads) | %.2fx faster |\n", f1 * us,
+           f2 * us, f1 / f2);
+    printf("| GCM open (`gt_aead_open`), wall per page | %.2f | %.2f (wall, 2 threads) | %.2fx "
+           "faster |\n", o1 * us, o2 * us, o1 / o2);
+    printf("read back, ceiling vs measured (ratio to one GCM open pass on one thread): 1 thread "
+           "%.2fx (measured, prefetch off: %.2fx); 2 threads %.2fx (measured, prefetch on: "
+           "%.2fx)\n", o1 / (o1 + f1), o1 / bench_median(rd[0], 3), o1 / (o2 + f2),
+           o1 / bench_median(rd[1], 3));
 }
 
 static void throughput(const char *store)
@@ -168,7 +386,10 @@ static void throughput(const char *store)
         ok("copy_in", gt_device_copy_in(dev[k], b[k], 0, pt, n));
         ok("copy_out", gt_device_copy_out(dev[k], back, b[k], 0, n));  // all sealed, clean
     }
-    double rd[2][3], wr[2][3], both[3], open1[3], rdc[2][3], openc[3], bothc[3];
+    double rd[2][3], wr[2][3], both[3], open1[3], rdc[2][3], openc[3], bothc[3], open2[3];
+    double fl[2][3], flsum[2][FL_PHASES][3], cpu_unused = 0, rda[2][3], busy[2][3];
+    gcm_prepare(pt, ct, n);  // the floor's store: the same blobs
+    floor_setup fs = floor_open(store, ct, n, 8u << 20);
     gt_pager_stats st0[2], st1[2];
     for (int k = 0; k < 2; k++) {
         ok("stats", gt_device_paging_stats(dev[k], &st0[k]));
@@ -178,14 +399,28 @@ static void throughput(const char *store)
             tp_round r = tp_once(dev[k], b[k], back, pt, n);
             rd[k][i] = r.rd;
             rdc[k][i] = r.rd_cpu;
+            rda[k][i] = r.rd_all;
+            busy[k][i] = r.rd_all / r.rd;
             wr[k][i] = r.wr;
             if (memcmp(back, pt, n) != 0) {
                 die("throughput", gt_errf(GT_E_STATE, "read back differs"));
             }
         }
-        both[i] = gcm_pass(pt, ct, n, false, &bothc[i]);
-        open1[i] = gcm_pass(pt, ct, n, true, &openc[i]);
+        both[i] = gcm_pass(pt, ct, n, false, 1, &bothc[i]);
+        open1[i] = gcm_pass(pt, ct, n, true, 1, &openc[i]);
+        open2[i] = gcm_pass(pt, ct, n, true, 2, &cpu_unused);
+        for (int t = 0; t < 2; t++) {
+            double sum[FL_PHASES];
+            fl[t][i] = floor_pass(&fs, back, n, t + 1, sum);
+            for (int k = 0; k < FL_PHASES; k++) {
+                flsum[t][k][i] = sum[k];
+            }
+        }
+        if (memcmp(back, ct, PAGE) != 0) {  // the floor copied the first blob out through the run
+            die("throughput", gt_errf(GT_E_STATE, "the floor's copy differs from the store"));
+        }
     }
+    floor_close(&fs, n, 8u << 20);
     for (int k = 0; k < 2; k++) {
         ok("stats", gt_device_paging_stats(dev[k], &st1[k]));
     }
@@ -197,22 +432,24 @@ static void throughput(const char *store)
            "open pages of a run:\n");
     printf("| prefetch | read back (page-in) | GCM open | ratio | rewrite (page-in + page-out) | "
            "GCM seal + open | ratio | mmap calls per fault-in | faults by the caller | read back, "
-           "CPU ratio (caller's thread) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+           "CPU ratio: caller's thread / all threads | cores busy in the read back (all threads' "
+           "CPU / wall) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < 2; k++) {
         double r = bench_median(rd[k], 3), w = bench_median(wr[k], 3);
         double fi = (double)(st1[k].fault_ins - st0[k].fault_ins);
         double calls = (double)(st1[k].map_calls - st0[k].map_calls);
         double dem = (double)(st1[k].demand_faults - st0[k].demand_faults);
-        // CPU: GCM open's thread time over the read back's, both medians; with prefetch the
-        // worker's time is not in it, so it is left out.
-        double cpu = bench_median(openc, 3) / bench_median(rdc[k], 3);
-        char cpus[32];
-        snprintf(cpus, sizeof cpus, k ? "- (the worker's not counted)" : "%.2fx", cpu);
+        // CPU: GCM open's thread time over the read back's, both medians: the caller's thread
+        // alone, and the process's threads (with prefetch, the worker's time too).
+        double oc = bench_median(openc, 3);
         printf("| %s | %.0f MB/s | %.0f MB/s | %.2fx | %.0f MB/s | %.0f MB/s | %.2fx | %.3f | "
-               "%.0f%% | %s |\n", k ? "on" : "off", mb / r, mb / o, o / r, mb / w, mb / s, s / w,
-               fi > 0 ? calls / fi : 0, fi > 0 ? 100 * dem / fi : 0, cpus);
+               "%.0f%% | %.2fx / %.2fx | %.2f |\n", k ? "on" : "off", mb / r, mb / o, o / r,
+               mb / w, mb / s, s / w, fi > 0 ? calls / fi : 0, fi > 0 ? 100 * dem / fi : 0,
+               oc / bench_median(rdc[k], 3), oc / bench_median(rda[k], 3),
+               bench_median(busy[k], 3));
         gt_device_close(dev[k]);
     }
+    print_bound(n, rd, open1, open2, fl, flsum);
     free(pt);
     free(ct);
     free(back);
