@@ -519,7 +519,10 @@ static gt_err launch_where(void *ctx, gt_dbuf h, uint64_t *off)
     return GT_OK;
 }
 
-static gt_err launch_run(void *ctx, const gt_op *op) { return gt_ops_cpu_run(op, resolve_ref, ctx); }
+static gt_err launch_run(void *ctx, const gt_op *op, const gt_op_part *part)
+{
+    return gt_ops_cpu_run_part(op, part, resolve_ref, ctx);
+}
 
 static gt_err do_launch(devd_session *s, const gt_op *op)
 {
