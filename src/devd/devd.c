@@ -342,7 +342,8 @@ static gt_sim_stat stat_of(const devd *d)
                          .demand_faults = p.demand_faults, .prefetch_issued = p.prefetch_issued,
                          .prefetch_hits = p.prefetch_hits, .prefetch_wasted = p.prefetch_wasted,
                          .assist_faults = p.assist_faults, .pre_evictions = p.pre_evictions,
-                         .mispredicts = p.mispredicts};
+                         .mispredicts = p.mispredicts, .map_calls = p.map_calls,
+                         .split_matmuls = p.split_matmuls};
 }
 
 // ---- records ----------------------------------------------------------------------------------

@@ -110,6 +110,8 @@ static void train_capped_matches_cpu(void **state)
     assert_true(st.paging.peak_resident <= CAP && st.paging.resident_bytes <= CAP);
     assert_true(st.paging.evicted_bytes > 0);
     assert_int_equal(st.paging.peak_resident, CAP);  // it filled the cap (and needed more)
+    assert_true(st.paging.map_calls > 0);             // STAT version 6
+    assert_int_equal(st.paging.split_matmuls, 0);     // the toy's matmuls all fit 40 KiB
     // STAT version 4: who faulted the pages in; every fault-in is counted once, by one cause.
     assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +
                          st.paging.assist_faults, st.paging.fault_ins);
@@ -190,8 +192,8 @@ static void tampered_page_tears_session_down(void **state)
     gt_device_close(dev);
 }
 
-// The widened toy on devd capped at 36 pages: the lm-head's backward runs in parts inside devd,
-// and the losses are an unlimited cpu device's, bit for bit.
+// The widened toy on devd capped at 36 pages: the lm-head's backward runs in parts inside devd
+// (STAT counts them), and the losses are an unlimited cpu device's, bit for bit.
 static void train_lm_head_in_parts(void **state)
 {
     fixture *f = *state;
@@ -207,6 +209,7 @@ static void train_lm_head_in_parts(void **state)
     gt_device_sim_stat st;
     GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
     gt_device_close(dev);
+    assert_true(st.paging.split_matmuls >= STEPS);
     assert_true(st.paging.peak_resident <= 36u * PAGE);
     assert_memory_equal(cpu, sim, sizeof cpu);
 }
