@@ -540,6 +540,7 @@ typedef struct {
     uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
     uint64_t mispredicts;      // launches other than the op stream predicted
     uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
+    uint64_t split_matmuls;    // matmuls over the cap run in parts of their tiles
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).
@@ -566,11 +567,14 @@ typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64
 GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
                                  gt_pager_piece_fn fn, void *ctx);
 // Runs op (already checked and labelled) with every byte its refs cover resident: where(ctx, h,
-// &off) gives a buffer's arena offset, run(ctx, op) runs the kernel. An op whose refs cover more
-// than the cap is split into pieces when it is elementwise (gelu, residual, adamw, clip_grads),
-// else refused: GT_E_LIMIT "op X needs N bytes resident, cap is L".
+// &off) gives a buffer's arena offset, run(ctx, op, part) runs the kernel (part NULL: all of op;
+// else only that part's tiles: gt_ops_cpu_run_part). An op whose refs cover more than the cap is
+// split into pieces when it is elementwise (gelu, residual, adamw, clip_grads), run in parts of
+// its tiles when it is a matmul (each part with only the pages it touches resident: kernels.h),
+// else refused: GT_E_LIMIT "op X needs N bytes resident, cap is L"; so is a matmul one of whose
+// tiles alone does not fit.
 typedef gt_err (*gt_pager_where_fn)(void *ctx, gt_dbuf h, uint64_t *off);
-typedef gt_err (*gt_pager_run_fn)(void *ctx, const gt_op *op);
+typedef gt_err (*gt_pager_run_fn)(void *ctx, const gt_op *op, const gt_op_part *part);
 GT_MUST_USE gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                                    gt_pager_run_fn run, void *ctx);
 void gt_pager_stats_get(const gt_pager *pg, gt_pager_stats *st);

@@ -64,10 +64,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 5u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
+#define GT_SIM_VERSION 6u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
                            // 3: peers (PEER_* requests, issue 16) and STAT with the pager's
                            //    counters (issue 17); 4: STAT with the prefetcher's counters;
-                           // 5: LOAD_SEALED* carry the chunk's segment size (GTCHUNK2)
+                           // 5: LOAD_SEALED* carry the chunk's segment size (GTCHUNK2);
+                           // 6: STAT with the pager's mmap calls and split matmuls
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -263,7 +264,8 @@ enum {
                                    // peak resident, evicted, page-outs, fault-ins, clean drops;
                                    // then (version 4) the prefetcher: u64 prefetch (0 or 1),
                                    // demand faults, prefetch issued, hits, wasted, assisted,
-                                   // pre-evictions, mispredicted launches
+                                   // pre-evictions, mispredicted launches; then (version 6)
+                                   // u64 mmap calls, matmuls split in parts
     GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
@@ -323,6 +325,7 @@ typedef struct {
     // devd --prefetch (version 4): device.h gt_pager_stats' fields of the same names
     uint64_t prefetch, demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted,
         assist_faults, pre_evictions, mispredicts;
+    uint64_t map_calls, split_matmuls;  // version 6: gt_pager_stats' fields of the same names
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

@@ -186,6 +186,9 @@ typedef struct {  // out (N,OC)= inp (N,C) @ weight (OC,C)^T + bias (OC; NULL fo
     float *out;
     const float *inp, *weight, *bias;
     int N, C, OC;
+    // Only the kernel's tiles [tile_lo, tile_hi) run; 0, 0 (what gt_op_decode leaves): all.
+    // Set by gt_ops_cpu_run_part alone, after checking the range: no op on the wire reaches them.
+    int tile_lo, tile_hi;
 } gt_matmul_fwd_args;
 
 // dinp (N,C) = (+= with dinp_accumulate), dweight (OC,C)+=, dbias (OC)+= (or NULL)
@@ -193,6 +196,7 @@ typedef struct {
     float *dinp, *dweight, *dbias;
     const float *dout, *inp, *weight;  // (N,OC), (N,C), (OC,C)
     int N, C, OC, dinp_accumulate;
+    int tile_lo, tile_hi;  // as in gt_matmul_fwd_args: dinp's tiles first, then dweight's
 } gt_matmul_bwd_args;
 
 typedef struct {  // out (B,T,C)=, att (B,NH,T,T)= (0 above the diagonal); inp (B,T,3C) = q,k,v
@@ -416,6 +420,33 @@ void gt_op_program_free(gt_op_program *p);
 // Shared by the cpu backend and devd (which runs it on its own protected memory): no backend
 // state lives here. Decodes the op (gt_op_decode), checks tokens against V, runs the kernel.
 GT_MUST_USE gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx);
+
+// ---- parts: one op run as several launches (docs/paging.md "Matmuls in parts") ---------------
+// A matmul's outputs are cut into tiles whose bounds depend only on the shapes, each tile one
+// single-threaded sgemm (and, for dbias, one loop) that no other tile reads or writes. A part is
+// a range of one group's tiles: matmul_forward has one group (out's column tiles),
+// matmul_backward two (dinp's tiles, then dweight's and dbias' rows of output channels). Running
+// every tile of every group once makes exactly the calls of the whole op, so the same bytes.
+// The pager runs a matmul whose refs exceed the memory cap this way, each part with only the
+// pages it touches resident.
+typedef struct {
+    int group;   // [0, gt_op_part_groups)
+    int lo, hi;  // tiles [lo, hi) of the group
+} gt_op_part;
+
+int gt_op_part_groups(const gt_op *op);  // 0: the op has no parts (not a matmul)
+const char *gt_op_part_group_name(const gt_op *op, int group);  // "out", "dinp", "dweight"
+// The tiles of a group (the op's shapes checked first: gt_op_ref_sizes).
+GT_MUST_USE gt_err gt_op_part_tiles(const gt_op *op, int group, int *tiles);
+// What the part touches of each ref: bytes [lo[i], hi[i]) from the ref's start (lo == hi: none).
+// A strided slice (columns of a row-major matrix) counts from its first byte to its last.
+// GT_E_ARG for a bad op or a part that is not a non-empty range of one group's tiles.
+GT_MUST_USE gt_err gt_op_part_extents(const gt_op *op, const gt_op_part *part,
+                                      uint64_t lo[GT_OP_MAX_REFS], uint64_t hi[GT_OP_MAX_REFS]);
+// gt_ops_cpu_run running only the part's tiles (part NULL: the whole op). Every ref is resolved
+// and checked for the whole op first, as gt_ops_cpu_run does; then the part is checked.
+GT_MUST_USE gt_err gt_ops_cpu_run_part(const gt_op *op, const gt_op_part *part,
+                                       gt_dref_resolve_fn resolve, void *ctx);
 
 // Process-wide settings of the cpu kernels; call before any launch, from the thread that
 // launches. Threads: OpenMP threads (0 keeps OpenMP's default), OpenBLAS held at one thread (the

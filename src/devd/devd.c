@@ -342,7 +342,8 @@ static gt_sim_stat stat_of(const devd *d)
                          .demand_faults = p.demand_faults, .prefetch_issued = p.prefetch_issued,
                          .prefetch_hits = p.prefetch_hits, .prefetch_wasted = p.prefetch_wasted,
                          .assist_faults = p.assist_faults, .pre_evictions = p.pre_evictions,
-                         .mispredicts = p.mispredicts};
+                         .mispredicts = p.mispredicts, .map_calls = p.map_calls,
+                         .split_matmuls = p.split_matmuls};
 }
 
 // ---- records ----------------------------------------------------------------------------------
@@ -519,7 +520,10 @@ static gt_err launch_where(void *ctx, gt_dbuf h, uint64_t *off)
     return GT_OK;
 }
 
-static gt_err launch_run(void *ctx, const gt_op *op) { return gt_ops_cpu_run(op, resolve_ref, ctx); }
+static gt_err launch_run(void *ctx, const gt_op *op, const gt_op_part *part)
+{
+    return gt_ops_cpu_run_part(op, part, resolve_ref, ctx);
+}
 
 static gt_err do_launch(devd_session *s, const gt_op *op)
 {

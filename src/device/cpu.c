@@ -218,7 +218,10 @@ static gt_err where(void *ctx, gt_dbuf h, uint64_t *off)
     return GT_OK;
 }
 
-static gt_err run_kernel(void *ctx, const gt_op *op) { return gt_ops_cpu_run(op, resolve, ctx); }
+static gt_err run_kernel(void *ctx, const gt_op *op, const gt_op_part *part)
+{
+    return gt_ops_cpu_run_part(op, part, resolve, ctx);
+}
 
 static gt_err cpu_launch(void *impl, const gt_op *op)
 {

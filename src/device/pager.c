@@ -102,7 +102,7 @@ struct gt_pager {
     atomic_bool failed;  // read by the owner without the lock (gt_pager_failed)
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
     uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
-    uint64_t pre_evictions;
+    uint64_t pre_evictions, split_matmuls;
     atomic_uint_least64_t map_calls;  // counted by either thread, with or without the lock
     // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
     // frame, which only its mover touches. busy: pages moving now (both threads).
@@ -1527,22 +1527,30 @@ static int range_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-// The page ranges op's refs cover, merged, and how many pages that is.
-static gt_err op_pages(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, void *ctx,
-                       page_range *r, int *nr, uint64_t *total)
+// The page ranges op's refs cover (part NULL), or what the part touches of them, merged, and
+// how many pages that is.
+static gt_err op_pages(gt_pager *pg, const gt_op *op, const gt_op_part *part,
+                       gt_pager_where_fn where, void *ctx, page_range *r, int *nr,
+                       uint64_t *total)
 {
-    uint64_t bytes[GT_OP_MAX_REFS];
+    uint64_t bytes[GT_OP_MAX_REFS], lo[GT_OP_MAX_REFS] = {0}, hi[GT_OP_MAX_REFS];
     int nrefs = 0, n = 0;
     GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    memcpy(hi, bytes, sizeof hi);
+    if (part != NULL) {
+        GT_TRY(gt_op_part_extents(op, part, lo, hi));
+    }
     const gt_op_descriptor *d = gt_op_desc(op->kind);
     for (int i = 0; i < nrefs; i++) {
-        if (op->refs[i].buf == 0 || bytes[i] == 0) {
+        if (op->refs[i].buf == 0 || hi[i] <= lo[i]) {
             continue;
         }
+        GT_ENSURE(hi[i] <= bytes[i], GT_E_STATE, "pager: part of %s beyond its ref %d",
+                  gt_op_name(op->kind), i);
         uint64_t boff = 0;
         GT_TRY(where(ctx, op->refs[i].buf, &boff));
         uint64_t a = boff + op->refs[i].offset;
-        r[n++] = (page_range){a / pg->page, (a + bytes[i] + pg->page - 1) / pg->page,
+        r[n++] = (page_range){(a + lo[i]) / pg->page, (a + hi[i] + pg->page - 1) / pg->page,
                               gt_access_writes(d->refs[i].access)};
     }
     qsort(r, (size_t)n, sizeof *r, range_cmp);
@@ -1591,17 +1599,10 @@ static void plan_launch(gt_pager *pg, const page_range *r, int nr)
     plan_publish(pg);
 }
 
-static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
-                         gt_pager_run_fn run, void *ctx, bool *fits)
+// Runs op (or its part) with the page ranges r (at most the cap) resident and pinned.
+static gt_err launch_pinned(gt_pager *pg, const gt_op *op, const gt_op_part *part,
+                            const page_range *r, int nr, gt_pager_run_fn run, void *ctx)
 {
-    page_range r[GT_OP_MAX_REFS];
-    int nr = 0;
-    uint64_t total = 0;
-    GT_TRY(op_pages(pg, op, where, ctx, r, &nr, &total));
-    *fits = total <= pg->cap_pages;
-    if (!*fits) {
-        return GT_OK;
-    }
     lock(pg);
     if (pg->failed) {
         gt_err err = caller_failed(pg);
@@ -1624,7 +1625,21 @@ static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     }
     unlock(pg);
     GT_TRY(err);
-    return run(ctx, op);  // on its pinned pages, while the worker loads the next launches'
+    return run(ctx, op, part);  // on its pinned pages, while the worker loads the next launches'
+}
+
+static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
+                         gt_pager_run_fn run, void *ctx, bool *fits)
+{
+    page_range r[GT_OP_MAX_REFS];
+    int nr = 0;
+    uint64_t total = 0;
+    GT_TRY(op_pages(pg, op, NULL, where, ctx, r, &nr, &total));
+    *fits = total <= pg->cap_pages;
+    if (!*fits) {
+        return GT_OK;
+    }
+    return launch_pinned(pg, op, NULL, r, nr, run, ctx);
 }
 
 static bool op_elementwise(uint32_t kind)
@@ -1633,13 +1648,14 @@ static bool op_elementwise(uint32_t kind)
            kind == GT_OP_RESIDUAL_BWD || kind == GT_OP_ADAMW || kind == GT_OP_CLIP_GRADS;
 }
 
-static gt_err op_too_big(const gt_pager *pg, const gt_op *op, uint64_t pages)
+// GT_E_LIMIT for an op of `pages` that cannot run under the cap; `why` says how it was tried.
+static gt_err op_too_big(const gt_pager *pg, const gt_op *op, uint64_t pages, const char *why)
 {
     char need[32], cap[32];
     gt_format_size(need, sizeof need, pages * pg->page);
     gt_format_size(cap, sizeof cap, pg->cap_pages * pg->page);
     return gt_errf(GT_E_LIMIT, "device: op %s needs %s resident, cap is %s%s", gt_op_name(op->kind),
-                   need, cap, op_elementwise(op->kind) ? "" : " (not elementwise: not split)");
+                   need, cap, why);
 }
 
 // Piece [start, start + count) of an elementwise op: its N-shaped refs moved, N shortened.
@@ -1670,12 +1686,12 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
     for (uint64_t start = 0; start < n;) {
         uint64_t c = n - start < chunk ? n - start : chunk;
         for (;;) {  // a piece may straddle a page more than another: halve until it fits
-            GT_ENSURE(c > 0, GT_E_LIMIT, "%s", op_too_big(pg, op, pages).msg);
+            GT_ENSURE(c > 0, GT_E_LIMIT, "%s", op_too_big(pg, op, pages, "").msg);
             gt_op sub = op_piece(op, start, c);
             page_range r[GT_OP_MAX_REFS];
             int nr = 0;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, &sub, where, ctx, r, &nr, &total));
+            GT_TRY(op_pages(pg, &sub, NULL, where, ctx, r, &nr, &total));
             if (total <= pg->cap_pages) {
                 break;
             }
@@ -1686,6 +1702,59 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
         GT_TRY(launch_fit(pg, &sub, where, run, ctx, &fits));
         assert(fits);
         start += c;
+    }
+    return GT_OK;
+}
+
+// A matmul in parts (kernels.h): each group's tiles in order, each part as many of them as fit
+// under the cap together. Every tile runs once, as the same sgemm call as in the whole op, so
+// the bytes are the whole op's (docs/paging.md "Matmuls in parts"). A tile that does not fit
+// alone refuses the op before anything of it ran.
+static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
+                           gt_pager_run_fn run, void *ctx, uint64_t pages)
+{
+    int groups = gt_op_part_groups(op);
+    for (int g = 0; g < groups; g++) {  // first: every tile fits alone
+        int tiles = 0;
+        GT_TRY(gt_op_part_tiles(op, g, &tiles));
+        for (int t = 0; t < tiles; t++) {
+            page_range r[GT_OP_MAX_REFS];
+            int nr = 0;
+            uint64_t total = 0;
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, t, t + 1}, where, ctx, r, &nr, &total));
+            if (total > pg->cap_pages) {
+                char why[96], one[32];
+                gt_format_size(one, sizeof one, total * pg->page);
+                snprintf(why, sizeof why, " (in parts: one %s tile alone needs %s)",
+                         gt_op_part_group_name(op, g), one);
+                return op_too_big(pg, op, pages, why);
+            }
+        }
+    }
+    lock(pg);
+    pg->split_matmuls++;
+    unlock(pg);
+    for (int g = 0; g < groups; g++) {
+        int tiles = 0;
+        GT_TRY(gt_op_part_tiles(op, g, &tiles));
+        for (int lo = 0; lo < tiles;) {
+            page_range r[GT_OP_MAX_REFS], next[GT_OP_MAX_REFS];
+            int nr = 0, nnext = 0, hi = lo + 1;
+            uint64_t total = 0;
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi}, where, ctx, r, &nr, &total));
+            while (hi < tiles) {  // the part grows while the next tile still fits with it
+                GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi + 1}, where, ctx, next, &nnext,
+                                &total));
+                if (total > pg->cap_pages) {
+                    break;
+                }
+                memcpy(r, next, sizeof(page_range) * (size_t)nnext);
+                nr = nnext;
+                hi++;
+            }
+            GT_TRY(launch_pinned(pg, op, &(gt_op_part){g, lo, hi}, r, nr, run, ctx));
+            lo = hi;
+        }
     }
     return GT_OK;
 }
@@ -1707,9 +1776,12 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     page_range r[GT_OP_MAX_REFS];
     int nr = 0;
     uint64_t total = 0;
-    GT_TRY(op_pages(pg, op, where, ctx, r, &nr, &total));
+    GT_TRY(op_pages(pg, op, NULL, where, ctx, r, &nr, &total));
+    if (gt_op_part_groups(op) > 0) {
+        return launch_parts(pg, op, where, run, ctx, total);
+    }
     if (!op_elementwise(op->kind)) {
-        return op_too_big(pg, op, total);
+        return op_too_big(pg, op, total, " (neither elementwise nor a matmul: not split)");
     }
     return launch_split(pg, op, where, run, ctx, total);
 }
@@ -1731,7 +1803,8 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .assist_faults = pg->assist_faults,
                            .pre_evictions = pg->pre_evictions,
                            .mispredicts = gt_opstream_mispredicts(pg->os),
-                           .map_calls = atomic_load(&pg->map_calls)};
+                           .map_calls = atomic_load(&pg->map_calls),
+                           .split_matmuls = pg->split_matmuls};
     unlock(pg);
 }
 

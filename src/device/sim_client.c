@@ -225,7 +225,9 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                             .prefetch_wasted = rep.stat.prefetch_wasted,
                                             .assist_faults = rep.stat.assist_faults,
                                             .pre_evictions = rep.stat.pre_evictions,
-                                            .mispredicts = rep.stat.mispredicts}};
+                                            .mispredicts = rep.stat.mispredicts,
+                                            .map_calls = rep.stat.map_calls,
+                                            .split_matmuls = rep.stat.split_matmuls}};
     return GT_OK;
 }
 

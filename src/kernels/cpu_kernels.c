@@ -145,13 +145,18 @@ static int tile_size(int n, int min, int most)
     return t > min ? t : min;
 }
 
-// out (N,OC)= inp (N,C) @ weight(OC,C)^T + bias (OC, may be NULL)
+// Output-channel tiles of matmul_forward's out and matmul_backward's dweight.
+static int oc_tile(int OC) { return tile_size(OC, 128, 16); }
+
+static int tiles_of(int n, int per) { return (n + per - 1) / per; }
+
+// out (N,OC)= inp (N,C) @ weight(OC,C)^T + bias (OC, may be NULL); only tiles [first, last)
 static void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
-                           int N, int C, int OC)
+                           int N, int C, int OC, int first, int last)
 {
-    int ts = tile_size(OC, 128, 16), ntiles = (OC + ts - 1) / ts;
+    int ts = oc_tile(OC);
 #pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
-    for (int tile = 0; tile < ntiles; tile++) {
+    for (int tile = first; tile < last; tile++) {
         int lo = tile * ts, hi = lo + ts < OC ? lo + ts : OC;
         float beta = 0.0f;
         if (bias != NULL) {
@@ -165,39 +170,54 @@ static void matmul_forward(float *out, const float *inp, const float *weight, co
     }
 }
 
+// matmul_backward's tiles, from the shapes alone: dinp's (`rs` rows of N when by_rows, else
+// `rs` columns of C), then dweight's (`ws` output channels each).
+//
+// dinp: a few tiles (each packs a whole operand: weight for row tiles, dout for column tiles,
+// so tile the dimension whose tiles pack less); dweight: tiles of output channels. Column tiles
+// come two to a product: each repacks all of dout (51 MB at the 124M lm-head), and halving the
+// repacking took 2-6% off the backward's CPU time (bench_matmul, docs/train.md); row tiles
+// measured no better in two than in four. Splitting columns leaves each element's sum over OC to
+// the same sgemm loop: the 124M shapes gave four tiles' bits.
+typedef struct {
+    bool by_rows;
+    int rs, nrow;  // dinp
+    int ws, nw;    // dweight
+} bwd_tiling;
+
+static bwd_tiling bwd_tiles(int N, int C, int OC)
+{
+    bwd_tiling t = {.by_rows = N >= C, .ws = oc_tile(OC)};
+    t.rs = t.by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 2);
+    t.nrow = tiles_of(t.by_rows ? N : C, t.rs);
+    t.nw = tiles_of(OC, t.ws);
+    return t;
+}
+
 // dinp (N,C) = or +=, dweight (OC,C)+=, dbias (OC)+= (may be NULL); dout (N,OC); inp (N,C);
-// weight (OC,C)
+// weight (OC,C). Only tiles [first, last) of bwd_tiles' order (dinp's, then dweight's).
 static void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC,
-                            int dinp_accumulate)
+                            int dinp_accumulate, int first, int last)
 {
-    // dinp: a few tiles (each packs a whole operand: weight for row tiles, dout for column
-    // tiles, so tile the dimension whose tiles pack less); dweight: tiles of output channels.
-    // Column tiles come two to a product: each repacks all of dout (51 MB at the 124M lm-head),
-    // and halving the repacking took 2-6% off the backward's CPU time (bench_matmul,
-    // docs/train.md); row tiles measured no better in two than in four. Splitting columns leaves
-    // each element's sum over OC to the same sgemm loop: the 124M shapes gave four tiles' bits.
-    bool by_rows = N >= C;
-    int rs = by_rows ? tile_size(N, 64, 4) : tile_size(C, 64, 2);
-    int nrow = by_rows ? (N + rs - 1) / rs : (C + rs - 1) / rs;
-    int ws = tile_size(OC, 128, 16), nw = (OC + ws - 1) / ws;
+    bwd_tiling t = bwd_tiles(N, C, OC);
     float beta = dinp_accumulate ? 1.0f : 0.0f;
 #pragma omp parallel for schedule(dynamic, 1) if (PAR((size_t)N * C * OC >> 7))
-    for (int tile = 0; tile < nrow + nw; tile++) {
-        if (tile < nrow && by_rows) {  // dinp rows = dout rows @ weight
-            int lo = tile * rs, hi = lo + rs < N ? lo + rs : N;
+    for (int tile = first; tile < last; tile++) {
+        if (tile < t.nrow && t.by_rows) {  // dinp rows = dout rows @ weight
+            int lo = tile * t.rs, hi = lo + t.rs < N ? lo + t.rs : N;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, C, OC, 1.0f,
                         dout + (size_t)lo * OC, OC, weight, C, beta, dinp + (size_t)lo * C, C);
             continue;
         }
-        if (tile < nrow) {  // dinp columns = dout @ weight columns
-            int lo = tile * rs, hi = lo + rs < C ? lo + rs : C;
+        if (tile < t.nrow) {  // dinp columns = dout @ weight columns
+            int lo = tile * t.rs, hi = lo + t.rs < C ? lo + t.rs : C;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, OC, 1.0f, dout,
                         OC, weight + lo, C, beta, dinp + lo, C);
             continue;
         }
         // dweight += dout^T @ inp; dbias += column sums of dout
-        int lo = (tile - nrow) * ws, hi = lo + ws < OC ? lo + ws : OC;
+        int lo = (tile - t.nrow) * t.ws, hi = lo + t.ws < OC ? lo + t.ws : OC;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N, 1.0f, dout + lo, OC,
                     inp, C, 1.0f, dweight + (size_t)lo * C, C);
         if (dbias != NULL) {
@@ -487,7 +507,9 @@ static gt_err run_matmul_fwd(const gt_op_args *u, const char *name)
 {
     const gt_matmul_fwd_args *a = &u->matmul_fwd;
     (void)name;
-    matmul_forward(a->out, a->inp, a->weight, a->bias, a->N, a->C, a->OC);
+    int all = tiles_of(a->OC, oc_tile(a->OC));
+    matmul_forward(a->out, a->inp, a->weight, a->bias, a->N, a->C, a->OC,
+                   a->tile_hi ? a->tile_lo : 0, a->tile_hi ? a->tile_hi : all);
     return GT_OK;
 }
 
@@ -495,8 +517,10 @@ static gt_err run_matmul_bwd(const gt_op_args *u, const char *name)
 {
     const gt_matmul_bwd_args *a = &u->matmul_bwd;
     (void)name;
+    bwd_tiling t = bwd_tiles(a->N, a->C, a->OC);
     matmul_backward(a->dinp, a->dweight, a->dbias, a->dout, a->inp, a->weight, a->N, a->C, a->OC,
-                    a->dinp_accumulate);
+                    a->dinp_accumulate, a->tile_hi ? a->tile_lo : 0,
+                    a->tile_hi ? a->tile_hi : t.nrow + t.nw);
     return GT_OK;
 }
 
@@ -686,10 +710,152 @@ static uint64_t monotonic_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+// ---- parts (kernels.h) ------------------------------------------------------------------------
+
+int gt_op_part_groups(const gt_op *op)
+{
+    return op->kind == GT_OP_MATMUL_FWD ? 1 : op->kind == GT_OP_MATMUL_BWD ? 2 : 0;
+}
+
+const char *gt_op_part_group_name(const gt_op *op, int group)
+{
+    if (op->kind == GT_OP_MATMUL_FWD && group == 0) {
+        return "out";
+    }
+    if (op->kind == GT_OP_MATMUL_BWD && (group == 0 || group == 1)) {
+        return group == 0 ? "dinp" : "dweight";
+    }
+    return "no";
+}
+
+// The shapes of an op that has parts, checked (both matmuls' ints begin N, C, OC).
+static gt_err part_shapes(const gt_op *op, int *N, int *C, int *OC)
+{
+    uint64_t bytes[GT_OP_MAX_REFS];
+    int nrefs = 0;
+    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    GT_ENSURE(gt_op_part_groups(op) > 0, GT_E_ARG, "%s: has no parts", gt_op_name(op->kind));
+    *N = (int)op->ints[0];
+    *C = (int)op->ints[1];
+    *OC = (int)op->ints[2];
+    return GT_OK;
+}
+
+gt_err gt_op_part_tiles(const gt_op *op, int group, int *tiles)
+{
+    int N = 0, C = 0, OC = 0;
+    GT_TRY(part_shapes(op, &N, &C, &OC));
+    GT_ENSURE(group >= 0 && group < gt_op_part_groups(op), GT_E_ARG, "%s: no part group %d",
+              gt_op_name(op->kind), group);
+    if (op->kind == GT_OP_MATMUL_FWD) {
+        *tiles = tiles_of(OC, oc_tile(OC));
+        return GT_OK;
+    }
+    bwd_tiling t = bwd_tiles(N, C, OC);
+    *tiles = group == 0 ? t.nrow : t.nw;
+    return GT_OK;
+}
+
+// The kernel's tiles [*first, *last) that the part names (matmul_backward's loop numbers
+// dweight's tiles after dinp's).
+static gt_err part_span(const gt_op *op, const gt_op_part *part, int *first, int *last)
+{
+    int tiles = 0, base = 0;
+    GT_TRY(gt_op_part_tiles(op, part->group, &tiles));
+    GT_ENSURE(part->lo >= 0 && part->lo < part->hi && part->hi <= tiles, GT_E_ARG,
+              "%s: part [%d, %d) of %d %s tiles", gt_op_name(op->kind), part->lo, part->hi,
+              tiles, gt_op_part_group_name(op, part->group));
+    if (op->kind == GT_OP_MATMUL_BWD && part->group == 1) {
+        GT_TRY(gt_op_part_tiles(op, 0, &base));
+    }
+    *first = base + part->lo;
+    *last = base + part->hi;
+    return GT_OK;
+}
+
+// The refs of both matmuls, in descriptor order (op_table.c).
+enum { FWD_OUT, FWD_INP, FWD_WEIGHT, FWD_BIAS };
+enum { BWD_DINP, BWD_DWEIGHT, BWD_DBIAS, BWD_DOUT, BWD_INP, BWD_WEIGHT };
+
+// Ref i's extent widened to hold its f32 elements [a, b).
+static void widen(uint64_t *lo, uint64_t *hi, int i, uint64_t a, uint64_t b)
+{
+    a *= sizeof(float), b *= sizeof(float);
+    bool empty = lo[i] == hi[i];
+    lo[i] = empty || a < lo[i] ? a : lo[i];
+    hi[i] = empty || b > hi[i] ? b : hi[i];
+}
+
+// What one tile of the kernel's loop reads and writes: the same bounds as the loops above.
+// Columns [a, b) of a row-major (rows, cols) matrix span [a, (rows - 1) * cols + b).
+static void tile_extents(const gt_op *op, int N, int C, int OC, int tile, uint64_t *lo,
+                         uint64_t *hi)
+{
+    uint64_t n = (uint64_t)N, c = (uint64_t)C, oc = (uint64_t)OC;
+    if (op->kind == GT_OP_MATMUL_FWD) {
+        uint64_t ts = (uint64_t)oc_tile(OC), a = (uint64_t)tile * ts, b = a + ts < oc ? a + ts : oc;
+        widen(lo, hi, FWD_OUT, a, (n - 1) * oc + b);
+        widen(lo, hi, FWD_INP, 0, n * c);
+        widen(lo, hi, FWD_WEIGHT, a * c, b * c);
+        widen(lo, hi, FWD_BIAS, a, b);
+        return;
+    }
+    bwd_tiling t = bwd_tiles(N, C, OC);
+    if (tile < t.nrow) {
+        uint64_t rs = (uint64_t)t.rs, a = (uint64_t)tile * rs, end = t.by_rows ? n : c;
+        uint64_t b = a + rs < end ? a + rs : end;
+        if (t.by_rows) {  // rows [a, b) of dinp and dout, all of weight
+            widen(lo, hi, BWD_DINP, a * c, b * c);
+            widen(lo, hi, BWD_DOUT, a * oc, b * oc);
+            widen(lo, hi, BWD_WEIGHT, 0, oc * c);
+        } else {  // columns [a, b) of dinp and weight, all of dout
+            widen(lo, hi, BWD_DINP, a, (n - 1) * c + b);
+            widen(lo, hi, BWD_DOUT, 0, n * oc);
+            widen(lo, hi, BWD_WEIGHT, a, (oc - 1) * c + b);
+        }
+        return;
+    }
+    uint64_t ws = (uint64_t)t.ws, a = (uint64_t)(tile - t.nrow) * ws;
+    uint64_t b = a + ws < oc ? a + ws : oc;
+    widen(lo, hi, BWD_DWEIGHT, a * c, b * c);  // rows [a, b) of dweight, dbias [a, b)
+    widen(lo, hi, BWD_DBIAS, a, b);
+    widen(lo, hi, BWD_DOUT, a, (n - 1) * oc + b);  // columns [a, b) of dout, all of inp
+    widen(lo, hi, BWD_INP, 0, n * c);
+}
+
+gt_err gt_op_part_extents(const gt_op *op, const gt_op_part *part, uint64_t lo[GT_OP_MAX_REFS],
+                          uint64_t hi[GT_OP_MAX_REFS])
+{
+    int first = 0, last = 0, N = 0, C = 0, OC = 0;
+    GT_TRY(part_shapes(op, &N, &C, &OC));
+    GT_TRY(part_span(op, part, &first, &last));
+    memset(lo, 0, sizeof(uint64_t) * GT_OP_MAX_REFS);
+    memset(hi, 0, sizeof(uint64_t) * GT_OP_MAX_REFS);
+    for (int tile = first; tile < last; tile++) {
+        tile_extents(op, N, C, OC, tile, lo, hi);
+    }
+    return GT_OK;
+}
+
 gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx)
 {
+    return gt_ops_cpu_run_part(op, NULL, resolve, ctx);
+}
+
+gt_err gt_ops_cpu_run_part(const gt_op *op, const gt_op_part *part, gt_dref_resolve_fn resolve,
+                           void *ctx)
+{
     gt_op_args args;
-    GT_TRY(gt_op_decode(op, resolve, ctx, &args));  // refuses unknown kinds
+    GT_TRY(gt_op_decode(op, resolve, ctx, &args));  // refuses unknown kinds; checks every ref
+    if (part != NULL) {
+        int first = 0, last = 0;
+        GT_TRY(part_span(op, part, &first, &last));
+        if (op->kind == GT_OP_MATMUL_FWD) {
+            args.matmul_fwd.tile_lo = first, args.matmul_fwd.tile_hi = last;
+        } else {
+            args.matmul_bwd.tile_lo = first, args.matmul_bwd.tile_hi = last;
+        }
+    }
     if (!atomic_load_explicit(&profile_on, memory_order_relaxed)) {
         return runners[op->kind](&args, gt_op_name(op->kind));
     }

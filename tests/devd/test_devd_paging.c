@@ -23,13 +23,13 @@ typedef struct {
     bool prefetch;  // devd runs --prefetch
 } fixture;
 
-static int setup_with(void **state, bool prefetch)
+static int setup_with(void **state, const char *limit, bool prefetch)
 {
     fixture *f = calloc(1, sizeof *f);
     gt_test_tmpdir(f->dir, sizeof f->dir);
     snprintf(f->store, sizeof f->store, "%s/store", f->dir);
     assert_int_equal(mkdir(f->store, 0700), 0);
-    const char *args[] = {"--mem-limit", "40KiB", "--page-size", "4KiB", "--paging-store",
+    const char *args[] = {"--mem-limit", limit, "--page-size", "4KiB", "--paging-store",
                           f->store, "--threads", "1", prefetch ? "--prefetch" : NULL, NULL};
     f->pid = gt_test_devd_start(f->sock, sizeof f->sock, f->dir, args);
     f->prefetch = prefetch;
@@ -37,10 +37,13 @@ static int setup_with(void **state, bool prefetch)
     return 0;
 }
 
-static int setup(void **state) { return setup_with(state, false); }
+static int setup(void **state) { return setup_with(state, "40KiB", false); }
 
 // devd --prefetch: the pager's worker thread runs beside devd's requests.
-static int setup_prefetch(void **state) { return setup_with(state, true); }
+static int setup_prefetch(void **state) { return setup_with(state, "40KiB", true); }
+
+// 36 pages: the widened toy's lm-head backward does not fit (train_lm_head_in_parts).
+static int setup_wide(void **state) { return setup_with(state, "144KiB", false); }
 
 static int teardown(void **state)
 {
@@ -59,7 +62,7 @@ static gt_device *open_sim(const fixture *f)
     return dev;
 }
 
-static void toy_losses(gt_device *dev, float *loss, int steps)
+static void toy_losses_shaped(gt_device *dev, float *loss, int steps, int vocab, int channels)
 {
     static uint16_t tokens[NTOK];
     uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -71,11 +74,16 @@ static void toy_losses(gt_device *dev, float *loss, int steps)
     GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
     GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
     gt_toy t;
-    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_toy_open_shaped(dev, chunk, NTOK, vocab, channels, &t);
     for (int s = 0; s < steps; s++) {
         GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
     }
     gt_toy_close(&t);
+}
+
+static void toy_losses(gt_device *dev, float *loss, int steps)
+{
+    toy_losses_shaped(dev, loss, steps, GT_TOY_VOCAB, 16);
 }
 
 // The toy GPT-2 on devd capped at 40 KiB: the losses of an unlimited cpu device, bit for bit;
@@ -102,6 +110,8 @@ static void train_capped_matches_cpu(void **state)
     assert_true(st.paging.peak_resident <= CAP && st.paging.resident_bytes <= CAP);
     assert_true(st.paging.evicted_bytes > 0);
     assert_int_equal(st.paging.peak_resident, CAP);  // it filled the cap (and needed more)
+    assert_true(st.paging.map_calls > 0);             // STAT version 6
+    assert_int_equal(st.paging.split_matmuls, 0);     // the toy's matmuls all fit 40 KiB
     // STAT version 4: who faulted the pages in; every fault-in is counted once, by one cause.
     assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +
                          st.paging.assist_faults, st.paging.fault_ins);
@@ -182,6 +192,28 @@ static void tampered_page_tears_session_down(void **state)
     gt_device_close(dev);
 }
 
+// The widened toy on devd capped at 36 pages: the lm-head's backward runs in parts inside devd
+// (STAT counts them), and the losses are an unlimited cpu device's, bit for bit.
+static void train_lm_head_in_parts(void **state)
+{
+    fixture *f = *state;
+    enum { STEPS = 3, VOCAB = 512, CH = 32 };
+    float cpu[STEPS], sim[STEPS];
+    gt_device_config cc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cc));
+    toy_losses_shaped(dev, cpu, STEPS, VOCAB, CH);
+    gt_device_close(dev);
+    dev = open_sim(f);
+    toy_losses_shaped(dev, sim, STEPS, VOCAB, CH);
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
+    gt_device_close(dev);
+    assert_true(st.paging.split_matmuls >= STEPS);
+    assert_true(st.paging.peak_resident <= 36u * PAGE);
+    assert_memory_equal(cpu, sim, sizeof cpu);
+}
+
 // Without --paging-store devd refuses past its limit, as before, and names the flag.
 static void unpaged_refusal_names_paging(void **state)
 {
@@ -209,6 +241,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(train_capped_matches_cpu, setup, teardown),
         cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup, teardown),
         cmocka_unit_test(unpaged_refusal_names_paging),
+        cmocka_unit_test_setup_teardown(train_lm_head_in_parts, setup_wide, teardown),
         cmocka_unit_test_setup_teardown(train_capped_matches_cpu, setup_prefetch, teardown),
         cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup_prefetch,
                                         teardown),

@@ -626,6 +626,121 @@ static void ops_split_or_refused(void **state)
     gt_test_rmtree(dir);
 }
 
+// ---- matmuls in parts (docs/paging.md "Matmuls in parts") ------------------------------------
+
+typedef struct {
+    bool backward;
+    int N, C, OC;
+    bool bias;
+    int accumulate;      // backward: dinp_accumulate
+    uint32_t cap_pages;  // the op's refs need more; each part it runs in fits
+} mm_case;
+
+// One matmul of the case on dev, every ref in its own buffer filled from a fixed seed: `before`
+// gets every ref's floats (descriptor order, the absent bias left out) as copied in, `after` as
+// read back after the launch, which must end as `want` says (with `needle` in the message).
+static size_t mm_launch(gt_device *dev, const mm_case *c, float *before, float *after,
+                        gt_code want, const char *needle)
+{
+    gt_dref r = {1, 0};  // placeholders: the sizes first
+    gt_op op = c->backward ? gt_op_matmul_bwd(r, r, r, r, r, r, c->N, c->C, c->OC, c->accumulate)
+                           : gt_op_matmul_fwd(r, r, r, r, c->N, c->C, c->OC);
+    uint64_t bytes[GT_OP_MAX_REFS];
+    int nrefs = 0, bias_ref = c->backward ? 2 : 3;
+    GT_ASSERT_OK(gt_op_ref_sizes(&op, bytes, &nrefs));
+    size_t at = 0;
+    for (int i = 0; i < nrefs; i++) {
+        if (i == bias_ref && !c->bias) {
+            op.refs[i] = (gt_dref){0, 0};
+            continue;
+        }
+        GT_ASSERT_OK(gt_device_alloc(dev, bytes[i], 0, &op.refs[i].buf));
+        uint32_t x = 77u + (uint32_t)i;
+        for (size_t k = 0; k < bytes[i] / 4; k++) {
+            x = x * 1103515245u + 12345u;
+            before[at + k] = (float)((int)(x >> 16 & 2047) - 1024) / 1024.0f;
+        }
+        GT_ASSERT_OK(gt_device_copy_in(dev, op.refs[i].buf, 0, before + at, bytes[i]));
+        at += bytes[i] / 4;
+    }
+    if (want == GT_E_NONE) {
+        GT_ASSERT_OK(gt_device_launch(dev, &op));
+    } else {
+        GT_ASSERT_ERR(gt_device_launch(dev, &op), want, needle);
+    }
+    at = 0;
+    for (int i = 0; i < nrefs; i++) {
+        if (op.refs[i].buf != 0) {
+            GT_ASSERT_OK(gt_device_copy_out(dev, after + at, op.refs[i].buf, 0, bytes[i]));
+            GT_ASSERT_OK(gt_device_free(dev, op.refs[i].buf));
+            at += bytes[i] / 4;
+        }
+    }
+    return at;
+}
+
+// Matmuls whose refs exceed the cap run in parts of their tiles (dinp's rows or columns,
+// dweight's and dbias' output channels, out's columns), each part with only what it touches
+// resident, and give the bytes of the same op on a device without a cap, memcmp'd over every
+// ref: dinp overwritten and accumulated, with and without bias, both dinp tilings. Below the
+// size of a single tile, the op is refused before any of it runs.
+static void matmuls_in_parts_same_bytes(void **state)
+{
+    (void)state;
+    static const mm_case cases[] = {
+        // N >= C: dinp in 4 row tiles (3 + 1 per part), dweight's 4 tiles 1 a part (2 without
+        // dbias: its page is what a second tile lacks)
+        {true, 256, 64, 512, true, 0, 160}, {true, 256, 64, 512, false, 1, 160},
+        // N < C: dinp in 2 column tiles, dweight's 8 tiles, one part each group
+        {true, 16, 128, 1024, true, 1, 160}, {true, 16, 128, 1024, false, 0, 160},
+        // out's 8 column tiles, 2 per part
+        {false, 16, 128, 1024, true, 0, 64}, {false, 16, 128, 1024, false, 0, 64},
+    };
+    enum { MAX_FLOATS = 1 << 19 };
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float *in = malloc(MAX_FLOATS * sizeof *in), *want = malloc(MAX_FLOATS * sizeof *want);
+    float *got = malloc(MAX_FLOATS * sizeof *got), *in2 = malloc(MAX_FLOATS * sizeof *in2);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const mm_case *c = &cases[k];
+        gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 2};
+        gt_device *dev = NULL;
+        GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+        size_t n = mm_launch(dev, c, in, want, GT_E_NONE, NULL);
+        gt_device_close(dev);
+        assert_true(n <= MAX_FLOATS);
+        assert_memory_not_equal(in, want, n * sizeof(float));  // the op wrote something
+        dev = open_dev(dir, (uint64_t)c->cap_pages * PAGE);
+        assert_int_equal(mm_launch(dev, c, in2, got, GT_E_NONE, NULL), n);
+        gt_pager_stats st;
+        GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+        gt_device_close(dev);
+        print_message("case %zu: %llu page-outs, %llu fault-ins, peak %llu of %llu\n", k,
+                      (unsigned long long)st.page_outs, (unsigned long long)st.fault_ins,
+                      (unsigned long long)st.peak_resident, (unsigned long long)st.cap);
+        assert_int_equal(st.split_matmuls, 1);  // it did not fit whole
+        assert_true(st.peak_resident <= st.cap);
+        assert_memory_equal(in, in2, n * sizeof(float));
+        assert_memory_equal(want, got, n * sizeof(float));
+    }
+    // One dweight tile (all of dout's span, inp and 128 rows of dweight: 153 pages) over 100
+    // pages: refused, and nothing of the op ran (dinp, which a dinp part would have written
+    // first, reads back as it went in).
+    gt_device *dev = open_dev(dir, 100u * PAGE);
+    size_t n = mm_launch(dev, &cases[0], in, got, GT_E_LIMIT,
+                         "cap is 400.0 KiB (in parts: one dweight tile alone needs");
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    assert_int_equal(st.split_matmuls, 0);
+    gt_device_close(dev);
+    assert_memory_equal(in, got, n * sizeof(float));
+    free(in);
+    free(in2);
+    free(want);
+    free(got);
+    gt_test_rmtree(dir);
+}
+
 // A labelled buffer paged out keeps its label (the label is in its pages' AAD); a label added
 // while it is sealed out leaves it readable by ops, and copy_out stays refused.
 static void labels_travel_with_pages(void **state)
@@ -653,7 +768,7 @@ static void labels_travel_with_pages(void **state)
 
 static uint16_t g_tokens[NTOK];
 
-static void toy_losses(gt_device *dev, float *loss, int steps)
+static void toy_losses_shaped(gt_device *dev, float *loss, int steps, int vocab, int channels)
 {
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < NTOK; i++) {
@@ -664,11 +779,46 @@ static void toy_losses(gt_device *dev, float *loss, int steps)
     GT_ASSERT_OK(gt_device_alloc(dev, sizeof g_tokens, 0, &chunk));
     GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, g_tokens, sizeof g_tokens));
     gt_toy t;
-    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_toy_open_shaped(dev, chunk, NTOK, vocab, channels, &t);
     for (int s = 0; s < steps; s++) {
         GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
     }
     gt_toy_close(&t);
+}
+
+static void toy_losses(gt_device *dev, float *loss, int steps)
+{
+    toy_losses_shaped(dev, loss, steps, GT_TOY_VOCAB, 16);
+}
+
+// The toy GPT-2 widened (vocab 512, 32 channels: wte 64 KiB, the logits 32 KiB) under 36 pages
+// of 4 KiB: the tied lm-head's backward (dinp, dwte, the logits' gradient, lnf, wte: over 40
+// pages) does not fit and runs in parts (dinp's; dweight's), every other op fits or is
+// elementwise; the losses are bit for bit those of a device without a cap.
+static void train_lm_head_in_parts(void **state)
+{
+    (void)state;
+    enum { STEPS = 3, VOCAB = 512, CH = 32 };
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float bare[STEPS], capped[STEPS];
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    toy_losses_shaped(dev, bare, STEPS, VOCAB, CH);
+    gt_device_close(dev);
+    dev = open_dev(dir, 36u * PAGE);
+    toy_losses_shaped(dev, capped, STEPS, VOCAB, CH);
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    gt_device_close(dev);
+    print_message("%llu matmuls in parts, %llu page-outs, %llu fault-ins\n",
+                  (unsigned long long)st.split_matmuls, (unsigned long long)st.page_outs,
+                  (unsigned long long)st.fault_ins);
+    assert_true(st.split_matmuls >= STEPS);  // the lm-head's backward, once a step at least
+    assert_true(st.peak_resident <= 36u * PAGE);
+    assert_memory_equal(bare, capped, sizeof bare);
+    gt_test_rmtree(dir);
 }
 
 // The toy GPT-2 trained under a limit of about a quarter of what it touches: the same losses,
@@ -852,8 +1002,10 @@ int main(void)
         cmocka_unit_test(evicted_pages_fault),
         cmocka_unit_test(unlocked_map_windows_keep_pages),
         cmocka_unit_test(ops_split_or_refused),
+        cmocka_unit_test(matmuls_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
         cmocka_unit_test(train_capped_matches_uncapped),
+        cmocka_unit_test(train_lm_head_in_parts),
         cmocka_unit_test(unpaged_refusal_names_paging),
         cmocka_unit_test(prefetch_same_losses_and_hits),
         cmocka_unit_test(prefetch_tamper_found_by_worker),
@@ -873,8 +1025,10 @@ int main(void)
         cmocka_unit_test(evicted_pages_fault),
         cmocka_unit_test(unlocked_map_windows_keep_pages),
         cmocka_unit_test(ops_split_or_refused),
+        cmocka_unit_test(matmuls_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
         cmocka_unit_test(train_capped_matches_uncapped),
+        cmocka_unit_test(train_lm_head_in_parts),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests_name("prefetch", with_prefetch, prefetch_on, NULL);

@@ -1,7 +1,7 @@
 // kernels/: the op table as data. Every descriptor is well formed; its byte counts match sizes
 // computed by hand for a sample shape and, over many shapes at and past the limits, the switch
 // it replaced; over-large shapes are refused; builders and gt_op_decode agree on every name;
-// the SIMD setter reaches the kernels.
+// the SIMD setter reaches the kernels; matmul parts are checked and together make the whole op.
 #include "testlib.h"
 
 #include <gputravel/kernels.h>
@@ -511,6 +511,105 @@ static void simd_setter_reaches_the_kernels(void **state)
     assert_memory_equal(old_on, got[gt_cpu_isa_best()], sizeof old_on);
 }
 
+// ---- parts (kernels.h) -------------------------------------------------------------------------
+
+#define HREF(p) ((gt_dref){(uintptr_t)(p), 0})
+
+static void fill_floats(float *x, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((int)(seed >> 16 & 2047) - 1024) / 1024.0f;
+    }
+}
+
+// The tiles of each group, what a part touches of each ref (hand-computed from the kernel's
+// tile sizes), and the checks: a part outside one group's tiles, or of an op without parts,
+// is refused by both gt_op_part_extents and gt_ops_cpu_run_part, which then writes nothing.
+static void parts_are_checked(void **state)
+{
+    (void)state;
+    enum { N = 256, C = 64, OC = 512 };
+    static float dinp[N * C], dweight[OC * C], dbias[OC], dout[N * OC], inp[N * C], w[OC * C];
+    gt_op bwd = gt_op_matmul_bwd(HREF(dinp), HREF(dweight), HREF(dbias), HREF(dout), HREF(inp),
+                                 HREF(w), N, C, OC, 0);
+    gt_op fwd = gt_op_matmul_fwd(HREF(dout), HREF(inp), HREF(w), HREF(dbias), N, C, OC);
+    gt_op gelu = gt_op_gelu_fwd(HREF(dinp), HREF(inp), 16);
+    int tiles = 0;
+    assert_int_equal(gt_op_part_groups(&bwd), 2);
+    assert_int_equal(gt_op_part_groups(&fwd), 1);
+    assert_int_equal(gt_op_part_groups(&gelu), 0);
+    GT_ASSERT_OK(gt_op_part_tiles(&bwd, 0, &tiles));
+    assert_int_equal(tiles, 4);  // N >= C: rows, 64 a tile
+    GT_ASSERT_OK(gt_op_part_tiles(&bwd, 1, &tiles));
+    assert_int_equal(tiles, 4);  // 128 output channels a tile
+    GT_ASSERT_OK(gt_op_part_tiles(&fwd, 0, &tiles));
+    assert_int_equal(tiles, 4);
+    GT_ASSERT_CODE(gt_op_part_tiles(&gelu, 0, &tiles), GT_E_ARG);
+    uint64_t lo[GT_OP_MAX_REFS], hi[GT_OP_MAX_REFS];
+    GT_ASSERT_OK(gt_op_part_extents(&bwd, &(gt_op_part){1, 1, 2}, lo, hi));
+    const uint64_t want_lo[6] = {0, 128 * C * 4, 128 * 4, 128 * 4, 0, 0};
+    const uint64_t want_hi[6] = {0, 256 * C * 4, 256 * 4, ((N - 1) * OC + 256) * 4, N * C * 4, 0};
+    assert_memory_equal(lo, want_lo, sizeof want_lo);
+    assert_memory_equal(hi, want_hi, sizeof want_hi);
+    GT_ASSERT_OK(gt_op_part_extents(&bwd, &(gt_op_part){0, 2, 4}, lo, hi));
+    const uint64_t dinp_lo[6] = {128 * C * 4, 0, 0, 128 * OC * 4, 0, 0};
+    const uint64_t dinp_hi[6] = {N * C * 4, 0, 0, N * OC * 4, 0, OC * C * 4};
+    assert_memory_equal(lo, dinp_lo, sizeof dinp_lo);
+    assert_memory_equal(hi, dinp_hi, sizeof dinp_hi);
+    const gt_op_part bad[] = {{2, 0, 1}, {1, 0, 0}, {1, 3, 5}, {1, -1, 1}, {0, 2, 1}};
+    memset(dweight, 0, sizeof dweight);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        GT_ASSERT_CODE(gt_op_part_extents(&bwd, &bad[i], lo, hi), GT_E_ARG);
+        GT_ASSERT_CODE(gt_ops_cpu_run_part(&bwd, &bad[i], host, NULL), GT_E_ARG);
+    }
+    GT_ASSERT_CODE(gt_ops_cpu_run_part(&fwd, &(gt_op_part){1, 0, 1}, host, NULL), GT_E_ARG);
+    GT_ASSERT_CODE(gt_ops_cpu_run_part(&gelu, &(gt_op_part){0, 0, 1}, host, NULL), GT_E_ARG);
+    static const float zero[OC * C];
+    assert_memory_equal(dweight, zero, sizeof zero);  // nothing ran
+}
+
+// Every part of matmul_backward run one tile at a time, dweight's group first and each group's
+// tiles backwards, gives the whole op's bytes (both dinp tilings, dinp overwritten and
+// accumulated): the tiles are the whole op's sgemm calls, independent of each other.
+static void parts_make_the_whole_op(void **state)
+{
+    (void)state;
+    static const int shapes[][3] = {{256, 64, 512}, {16, 128, 1024}};
+    enum { MAXF = 256 * 1024 };
+    static float dout[MAXF], inp[MAXF], w[MAXF], out[2][3][MAXF];  // [whole, parts][dinp, dw, db]
+    for (int s = 0; s < 2; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        fill_floats(dout, (size_t)N * OC, 1);
+        fill_floats(inp, (size_t)N * C, 2);
+        fill_floats(w, (size_t)OC * C, 3);
+        for (int acc = 0; acc < 2; acc++) {
+            for (int k = 0; k < 2; k++) {
+                fill_floats(out[k][0], (size_t)N * C, 4);
+                fill_floats(out[k][1], (size_t)OC * C, 5);
+                fill_floats(out[k][2], (size_t)OC, 6);
+            }
+            gt_op op[2];
+            for (int k = 0; k < 2; k++) {
+                op[k] = gt_op_matmul_bwd(HREF(out[k][0]), HREF(out[k][1]), HREF(out[k][2]),
+                                         HREF(dout), HREF(inp), HREF(w), N, C, OC, acc);
+            }
+            GT_ASSERT_OK(gt_ops_cpu_run(&op[0], host, NULL));
+            for (int g = 1; g >= 0; g--) {
+                int tiles = 0;
+                GT_ASSERT_OK(gt_op_part_tiles(&op[1], g, &tiles));
+                for (int t = tiles - 1; t >= 0; t--) {
+                    GT_ASSERT_OK(gt_ops_cpu_run_part(&op[1], &(gt_op_part){g, t, t + 1}, host,
+                                                     NULL));
+                }
+            }
+            assert_memory_equal(out[0][0], out[1][0], sizeof(float) * (size_t)N * C);
+            assert_memory_equal(out[0][1], out[1][1], sizeof(float) * (size_t)OC * C);
+            assert_memory_equal(out[0][2], out[1][2], sizeof(float) * (size_t)OC);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +622,8 @@ int main(void)
         cmocka_unit_test(builders_and_decode_agree_on_the_rest),
         cmocka_unit_test(decode_refuses),
         cmocka_unit_test(simd_setter_reaches_the_kernels),
+        cmocka_unit_test(parts_are_checked),
+        cmocka_unit_test(parts_make_the_whole_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

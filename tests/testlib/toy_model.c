@@ -5,9 +5,15 @@ const gt_adamw gt_toy_opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_
 
 void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t)
 {
-    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = GT_TOY_VOCAB,
-                        .padded_vocab_size = gt_gpt2_pad_vocab(GT_TOY_VOCAB), .num_layers = 1,
-                        .num_heads = 2, .channels = 16};
+    gt_toy_open_shaped(dev, chunk, ntok, GT_TOY_VOCAB, 16, t);
+}
+
+void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
+                        gt_toy *t)
+{
+    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = vocab,
+                        .padded_vocab_size = gt_gpt2_pad_vocab(vocab), .num_layers = 1,
+                        .num_heads = 2, .channels = channels};
     GT_ASSERT_OK(gt_gpt2_create(&t->m, dev, &c));
     GT_ASSERT_OK(gt_gpt2_init_random(t->m, 5));
     GT_ASSERT_OK(gt_loader_create(&t->l, dev, &chunk, &ntok, 1, 2, 8, GT_TOY_VOCAB, false, 0));

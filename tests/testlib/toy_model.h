@@ -19,6 +19,10 @@ extern const gt_adamw gt_toy_opt;
 
 // The model (seeded init) and a loader over the first ntok tokens of chunk.
 void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
+// The same with another vocabulary (tokens still below GT_TOY_VOCAB) and width: a wider
+// lm-head than the toy's, for the tests that need one over a memory cap.
+void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
+                        gt_toy *t);
 void gt_toy_close(gt_toy *t);
 // One step: next batch, zero grad, forward and backward (loss NULL: none released), update.
 GT_MUST_USE gt_err gt_toy_step(gt_toy *t, float *loss);
