@@ -120,8 +120,6 @@ struct gt_pager {
     bool plan_full;  // the plan reached the cap: memory is short
     uint64_t idle_gen;  // the worker found nothing more to do in this plan
     bool test_sync;     // tests: each launch waits until the worker is done with its plan
-    gt_pager_test_window_fn test_window;  // tests: run in each window the map calls open
-    void *test_window_ctx;
 };
 
 // ---- the hash tree over page versions ---------------------------------------------------------
@@ -335,44 +333,10 @@ static void page_aad(const gt_pager *pg, uint32_t p, uint64_t version, gt_label 
     put_le64(iv + 4, version);
 }
 
-// The lock let go around a syscall or the crypto, counted in busy (quiesce waits for it), and
-// taken back; whoever waits for a page or a frame looks again.
-static void lock_drop(gt_pager *pg)
-{
-    pg->busy++;
-    unlock(pg);
-}
-
-// Tests: what runs in a window in which the map calls ran without the lock (read with the lock
-// held, before it is let go: gt_pager_test_on_window).
-typedef struct {
-    gt_pager_test_window_fn fn;
-    void *ctx;
-} test_window;
-
-static test_window window_get(const gt_pager *pg)
-{
-    return (test_window){pg->test_window, pg->test_window_ctx};
-}
-
-static void window_run(test_window w)
-{
-    if (w.fn != NULL) {
-        w.fn(w.ctx);
-    }
-}
-
-static void lock_retake(gt_pager *pg)
-{
-    lock(pg);
-    pg->busy--;
-    pthread_cond_broadcast(&pg->moved);
-}
-
-// Addresses of pages [p, p + n) mapped to nothing (PROT_NONE), so a stray access is a crash:
-// one call for a run of pages (the kernel's cost is mostly per call: the mapping's split, the
-// TLB flush of every thread). Lock held or not.
-static void addr_unmap(gt_pager *pg, uint32_t p, uint32_t n)
+// Pages [p, p + n) mapped to nothing (PROT_NONE), so a stray access is a crash: one call for a
+// run of pages (the kernel's cost is mostly per call: the mapping's split, the TLB flush of
+// every thread).
+static void run_unmap(gt_pager *pg, uint32_t p, uint32_t n)
 {
     uint8_t *a = page_addr(pg, p);
     void *r = mmap(a, (size_t)n * pg->page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
@@ -381,11 +345,6 @@ static void addr_unmap(gt_pager *pg, uint32_t p, uint32_t n)
     if (r == MAP_FAILED) {  // out of mappings: the frames stay mapped, but unreadable
         (void)mprotect(a, (size_t)n * pg->page, PROT_NONE);
     }
-}
-
-static void run_unmap(gt_pager *pg, uint32_t p, uint32_t n)
-{
-    addr_unmap(pg, p, n);
     for (uint32_t i = 0; i < n; i++) {
         pg->pages[p + i].mapped = false;
     }
@@ -495,10 +454,16 @@ static gt_err caller_failed(gt_pager *pg)
 static void move_begin(gt_pager *pg, page_meta *m)
 {
     m->state = PG_MOVING;
-    lock_drop(pg);
+    pg->busy++;
+    unlock(pg);
 }
 
-static void move_end(gt_pager *pg) { lock_retake(pg); }
+static void move_end(gt_pager *pg)
+{
+    lock(pg);
+    pg->busy--;
+    pthread_cond_broadcast(&pg->moved);
+}
 
 // Seals page p (plaintext in its frame, which no one writes while it moves) at version in
 // place, frame and tag written to the store as its blob with one call. The frame then holds
@@ -605,9 +570,8 @@ static gt_err open_blob(gt_pager *pg, uint32_t p, uint64_t version, gt_label lab
 
 // Maps frames f .. f + n - 1 at pages p .. p + n - 1 with one call: no frame is allocated or
 // zeroed by the kernel here, and MAP_POPULATE sets their entries in the same call rather than
-// one fault per 4 KiB. Lock not held: the pages are pinned by the caller's hold, so no one
-// evicts them or changes their frames meanwhile.
-static gt_err frames_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
+// one fault per 4 KiB. Lock held.
+static gt_err run_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
 {
     size_t len = (size_t)n * pg->page;
     void *r = mmap(page_addr(pg, p), len, PROT_READ | PROT_WRITE,
@@ -615,15 +579,16 @@ static gt_err frames_map(gt_pager *pg, uint32_t p, uint32_t f, uint32_t n)
     atomic_fetch_add_explicit(&pg->map_calls, 1, memory_order_relaxed);
     GT_ENSURE(r != MAP_FAILED, GT_E_NOMEM, "paging: cannot map a page (vm.max_map_count?)");
     (void)madvise(r, len, MADV_DONTDUMP);
+    for (uint32_t i = 0; i < n; i++) {
+        pg->pages[p + i].mapped = true;
+    }
     return GT_OK;
 }
 
-// The resident pages of [lo, hi) (pinned by the hold) that are not mapped yet mapped at their
-// addresses, one call per run of consecutive pages in consecutive frames. A fault-in only opens
-// a page into its frame: it is mapped here, by the caller, when a hold needs it (a page the
-// worker brought in ahead stays unaddressable until then, and costs no call if it leaves
-// unused). Lock held, let go around each call (the kernel's page-table work is the longest
-// part of a hold under the lock, and the worker needs the lock for each page it moves).
+// The resident pages of [lo, hi) that are not mapped yet mapped at their addresses (lock held),
+// one call per run of consecutive pages in consecutive frames. A fault-in only opens a page
+// into its frame: it is mapped here, by the caller, when a hold needs it (a page the worker
+// brought in ahead stays unaddressable until then, and costs no call if it leaves unused).
 static gt_err map_range(gt_pager *pg, uint64_t lo, uint64_t hi)
 {
     for (uint64_t p = lo; p < hi;) {
@@ -632,23 +597,12 @@ static gt_err map_range(gt_pager *pg, uint64_t lo, uint64_t hi)
             p++;
             continue;
         }
-        uint32_t n = 1, f = m->frame;
+        uint32_t n = 1;
         while (p + n < hi && pg->pages[p + n].state == PG_RESIDENT && !pg->pages[p + n].mapped &&
-               pg->pages[p + n].frame == f + n) {
+               pg->pages[p + n].frame == m->frame + n) {
             n++;
         }
-        test_window w = window_get(pg);
-        lock_drop(pg);
-        gt_err err = frames_map(pg, (uint32_t)p, f, n);
-        window_run(w);
-        lock_retake(pg);
-        GT_TRY(err);
-        for (uint32_t i = 0; i < n; i++) {
-            pg->pages[p + i].mapped = true;
-        }
-        if (pg->failed) {  // torn down by the worker meanwhile: the caller wipes what it holds
-            return failed_err();
-        }
+        GT_TRY(run_map(pg, (uint32_t)p, m->frame, n));
         p += n;
     }
     return GT_OK;
@@ -748,27 +702,18 @@ static int u32_asc(const void *a, const void *b) { return -u32_desc(a, b); }
 // A batch's victims (pg->pend[who]) unmapped, one call per run of consecutive pages, then their
 // wiped frames back in the pool, highest first, so that the next fault-ins (taking the last
 // freed first) give consecutive pages consecutive frames and map_range maps them in one call.
-// Lock held, let go around the calls: meanwhile a victim is still `mapped` (no one loads it:
-// loadable, page_need) and its frame is not free, so no address maps another page's frame.
+// Lock held.
 static void pend_flush(gt_pager *pg, int who)
 {
     uint32_t *v = pg->pend[who], n = pg->npend[who];
-    if (n == 0) {
-        return;
-    }
     qsort(v, n, sizeof *v, u32_asc);
-    test_window w = window_get(pg);
-    lock_drop(pg);
     for (uint32_t i = 0, k = 1; i < n; i += k, k = 1) {
         while (i + k < n && v[i + k] == v[i] + k) {
             k++;
         }
-        addr_unmap(pg, v[i], k);
+        run_unmap(pg, v[i], k);
     }
-    window_run(w);
-    lock_retake(pg);
     for (uint32_t i = 0; i < n; i++) {
-        pg->pages[v[i]].mapped = false;
         v[i] = pg->pages[v[i]].frame;
     }
     qsort(v, n, sizeof *v, u32_desc);
@@ -1843,13 +1788,5 @@ void gt_pager_test_settle(gt_pager *pg)
     while (pg->has_worker && (pg->idle_gen != pg->plan_gen || pg->busy > 0)) {
         pthread_cond_wait(&pg->moved, &pg->mu);
     }
-    unlock(pg);
-}
-
-void gt_pager_test_on_window(gt_pager *pg, gt_pager_test_window_fn fn, void *ctx)
-{
-    lock(pg);
-    pg->test_window = fn;
-    pg->test_window_ctx = ctx;
     unlock(pg);
 }

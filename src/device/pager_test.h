@@ -20,10 +20,5 @@ uint64_t gt_pager_test_page_of(const gt_pager *pg, uint64_t arena_off);
 void gt_pager_test_sync_prefetch(gt_pager *pg, bool on);
 // Returns once the worker has nothing left to do in its plan (and nothing is moving).
 void gt_pager_test_settle(gt_pager *pg);
-// fn(ctx) run in every window in which the pager lets its lock go around its map calls
-// (map_range's maps of a hold's pinned pages, pend_flush's unmaps of a batch's victims), after
-// the calls, on the thread that made them, without the lock; NULL: none.
-typedef void (*gt_pager_test_window_fn)(void *ctx);
-void gt_pager_test_on_window(gt_pager *pg, gt_pager_test_window_fn fn, void *ctx);
 
 #endif

@@ -10,7 +10,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -488,97 +487,6 @@ static void evicted_pages_fault(void **state)
     scene_close(&s);
 }
 
-// child_reads without asserts (it runs on the pager's threads too): -1 when the reader is
-// killed by SIGSEGV, -2 when it ends otherwise than by exiting, else the byte.
-static int child_reads_quiet(const uint8_t *at)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        volatile const uint8_t *p = at;
-        _exit(*p);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
-        return -2;
-    }
-    return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : -2;
-}
-
-// What the probe of the windows saw: arena pages whose address read a byte neither theirs nor
-// a wiped frame's (zero).
-typedef struct {
-    const uint8_t *base;
-    const uint8_t *data;  // A then B, as written
-    atomic_int left;      // windows still to probe
-    atomic_int probed, foreign;
-} window_probe;
-
-// In a window (on the thread that let the lock go), every page's address faults, reads its own
-// byte or reads zero (a victim's frame, wiped, still mapped until its run is unmapped).
-static void probe_window(void *ctx)
-{
-    window_probe *w = ctx;
-    if (atomic_fetch_sub(&w->left, 1) <= 0) {
-        return;
-    }
-    atomic_fetch_add(&w->probed, 1);
-    for (uint32_t p = 0; p < 2 * BUF / PAGE; p++) {
-        int got = child_reads_quiet(w->base + (uint64_t)p * PAGE + 5);
-        if (got != -1 && got != 0 && got != w->data[p * PAGE + 5]) {
-            atomic_fetch_add(&w->foreign, 1);
-        }
-    }
-}
-
-// The pager lets its lock go around its map calls (map_range: a hold's pinned pages mapped;
-// pend_flush: a batch's victims unmapped, their frames freed only after, so that the other
-// thread cannot put another page's bytes in a frame an address still maps). Two buffers of
-// twice the limit each, read in turns (every page dropped and faulted in again), each page's
-// byte 5 its own number: in 40 of those windows every page's address faults, reads its own byte
-// or zero, never another page's, and every read back is exact.
-static void unlocked_map_windows_keep_pages(void **state)
-{
-    (void)state;
-    char dir[512];
-    gt_test_tmpdir(dir, sizeof dir);
-    gt_device *dev = open_dev(dir, CAP);
-    gt_pager *pg = gt_device_test_pager(dev);
-    uint8_t *data = malloc(2 * BUF), *out = malloc(BUF);
-    fill(data, 2 * BUF, 31);
-    for (uint32_t p = 0; p < 2 * BUF / PAGE; p++) {
-        data[p * PAGE + 5] = (uint8_t)(p + 1);
-    }
-    gt_dbuf h[2];
-    for (int i = 0; i < 2; i++) {
-        GT_ASSERT_OK(gt_device_alloc(dev, BUF, 0, &h[i]));
-        GT_ASSERT_OK(gt_device_copy_in(dev, h[i], 0, data + i * BUF, BUF));
-    }
-    for (int i = 0; i < 3; i++) {  // every page sealed once: from now on a victim is only dropped
-        GT_ASSERT_OK(gt_device_copy_out(dev, out, h[i % 2], 0, BUF));  // (a seal in place would
-    }                                                                   // show ciphertext)
-    gt_pager_test_settle(pg);
-    window_probe w = {.base = gt_pager_base(pg), .data = data};
-    atomic_init(&w.left, 40);
-    atomic_init(&w.probed, 0);
-    atomic_init(&w.foreign, 0);
-    gt_pager_test_on_window(pg, probe_window, &w);
-    for (int round = 0; round < 6; round++) {
-        for (int i = 0; i < 2; i++) {
-            GT_ASSERT_OK(gt_device_copy_out(dev, out, h[i], 0, BUF));
-            assert_memory_equal(out, data + i * BUF, BUF);
-        }
-    }
-    gt_pager_test_on_window(pg, NULL, NULL);
-    gt_pager_test_settle(pg);
-    assert_int_equal(atomic_load(&w.probed), 40);  // the windows were there to probe
-    assert_int_equal(atomic_load(&w.foreign), 0);
-    free(data);
-    free(out);
-    gt_device_close(dev);
-    gt_test_rmtree(dir);
-}
-
 // AdamW (elementwise) over four 256 KiB refs under a 32 KiB limit runs in pieces and gives the
 // bytes an unlimited device gives; a matmul needing more than the limit is refused, naming it.
 static void ops_split_or_refused(void **state)
@@ -1000,7 +908,6 @@ int main(void)
         cmocka_unit_test(canary_never_in_store),
         cmocka_unit_test(residency_bounded),
         cmocka_unit_test(evicted_pages_fault),
-        cmocka_unit_test(unlocked_map_windows_keep_pages),
         cmocka_unit_test(ops_split_or_refused),
         cmocka_unit_test(matmuls_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
@@ -1023,7 +930,6 @@ int main(void)
         cmocka_unit_test(canary_never_in_store),
         cmocka_unit_test(residency_bounded),
         cmocka_unit_test(evicted_pages_fault),
-        cmocka_unit_test(unlocked_map_windows_keep_pages),
         cmocka_unit_test(ops_split_or_refused),
         cmocka_unit_test(matmuls_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
