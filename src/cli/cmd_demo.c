@@ -12,7 +12,8 @@
 
 static void usage(void)
 {
-    printf("usage: gputravel demo [--out DIR] [--steps N] [--transfer MODE] [--quiet]\n"
+    printf("usage: gputravel demo [--out DIR] [--steps N] [--transfer MODE] [--mem-limit SIZE]\n"
+           "                      [--quiet]\n"
            "\n"
            "End to end on one machine: three data holders (hospital, bank, lab) seal their\n"
            "own text (the fortunes databases, split by file); an emulated confidential GPU\n"
@@ -29,6 +30,9 @@ static void usage(void)
            "  --steps N        training steps (default 600)\n"
            "  --transfer MODE  travel (default: the GPU travels to each holder),\n"
            "                   conventional-keyrelease or conventional\n"
+           "  --mem-limit SIZE the device's protected memory, e.g. 4MiB (default: 512 MiB, more\n"
+           "                   than the demo needs): under a smaller cap devd pages, sealing cold\n"
+           "                   pages into DIR/paging (docs/paging.md), and the demo says how much\n"
            "  --quiet          only the final line\n");
 }
 
@@ -36,6 +40,7 @@ typedef struct {
     const char *out;  // NULL: a new folder under /tmp
     uint32_t steps;
     gt_transfer_mode transfer;
+    uint64_t mem_limit;  // 0: the default, no paging
     bool quiet;
 } demo_options;
 
@@ -45,6 +50,7 @@ static int parse(int argc, char **argv, demo_options *o)
     static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
                                          {"steps", required_argument, NULL, 's'},
                                          {"transfer", required_argument, NULL, 't'},
+                                         {"mem-limit", required_argument, NULL, 'm'},
                                          {"quiet", no_argument, NULL, 'q'},
                                          {0}};
     *o = (demo_options){.steps = 600, .transfer = GT_TRANSFER_TRAVEL, .quiet = gt_cli.quiet};
@@ -63,6 +69,11 @@ static int parse(int argc, char **argv, demo_options *o)
                 o->transfer == GT_TRANSFER_INSECURE_HOST_TRIP) {  // the demo's device is devd
                 return gt_cli_usage("demo", "--transfer: travel, conventional or "
                                             "conventional-keyrelease");
+            }
+            break;
+        case 'm':
+            if (!gt_is_ok(gt_parse_size(optarg, &o->mem_limit)) || o->mem_limit < (1u << 20)) {
+                return gt_cli_usage("demo", "--mem-limit: a size of at least 1MiB, e.g. 4MiB");
             }
             break;
         default: return gt_cli_usage("demo", "unknown option");
@@ -108,8 +119,16 @@ static gt_err run(demo *d, const demo_options *o, gt_collab_report *rep)
 
 static void print_result(const demo *d, const gt_collab_report *rep)
 {
-    printf("%sdemo OK: %u steps on %d holders' data, final loss %.3f (%.1f s, in %s)\n",
-           d->quiet ? "" : "\n", rep->steps_done, HOLDERS, (double)rep->final_loss,
+    char paged[128] = "";
+    if (d->mem_limit != 0) {
+        char cap[32];
+        gt_format_size(cap, sizeof cap, d->mem_limit);
+        snprintf(paged, sizeof paged, ", device memory capped at %s: %llu page-outs, %llu fault-ins",
+                 cap, (unsigned long long)d->paged.page_outs,
+                 (unsigned long long)d->paged.fault_ins);
+    }
+    printf("%sdemo OK: %u steps on %d holders' data, final loss %.3f%s (%.1f s, in %s)\n",
+           d->quiet ? "" : "\n", rep->steps_done, HOLDERS, (double)rep->final_loss, paged,
            gt_now_seconds() - d->t_total, d->dir);
 }
 
@@ -131,6 +150,7 @@ int gt_cmd_demo(int argc, char **argv)
     d->quiet = o.quiet;
     d->steps = o.steps;
     d->transfer = o.transfer;
+    d->mem_limit = o.mem_limit;
     signal(SIGPIPE, SIG_IGN);
     if (!gt_cli.verbose) {
         gt_log_set_level(GT_LOG_ERROR);  // the story says what the warnings would

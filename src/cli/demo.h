@@ -49,6 +49,9 @@ typedef struct {
     gt_proc devd;
     uint32_t steps;
     gt_transfer_mode transfer;
+    uint64_t mem_limit;   // devd's protected memory; 0: 512 MiB, no paging
+    char paging[4200];    // with mem_limit: devd's paging store (untrusted host storage)
+    gt_pager_stats paged; // what devd's pager did (its STAT reply), read after training
     double t_step, t_total;
     double *curve_x, *curve_y;
     size_t curve_n;

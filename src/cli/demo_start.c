@@ -40,11 +40,29 @@ static gt_err enclave_holder_prepare(demo *d, demo_holder *h, char *platform, si
 gt_err demo_step_start(demo *d)
 {
     step_begin(d, 5, "The emulated confidential GPU and the holders' agents start");
-    char *devd_argv[] = {d->self, "devd", "--socket", d->socket, "--mem-limit", "512MiB", NULL};
+    char limit[32] = "512MiB", cap[32];
+    char *devd_argv[] = {d->self, "devd", "--socket", d->socket, "--mem-limit", limit,
+                         NULL, NULL, NULL};
+    if (d->mem_limit != 0) {  // paging: the store is host storage, which devd does not trust
+        snprintf(limit, sizeof limit, "%llu", (unsigned long long)d->mem_limit);
+        snprintf(d->paging, sizeof d->paging, "%s/paging", d->dir);
+        GT_TRY(gt_rmtree_below(d->paging, d->dir));  // an earlier demo's store
+        GT_TRY(gt_mkdir_p(d->paging, 0700));
+        devd_argv[6] = "--paging-store";
+        devd_argv[7] = d->paging;
+    }
     GT_TRY(start_one(&d->devd, d->devd_log, devd_argv, "devd", NULL));
-    say(d, "    devd (pid %d): 512 MiB of device memory reserved, identity key certified by the\n"
+    gt_format_size(cap, sizeof cap, d->mem_limit != 0 ? d->mem_limit : 512ull << 20);
+    say(d, "    devd (pid %d): %s of device memory reserved, identity key certified by the\n"
            "    simulated vendor root; reachable only through attested, encrypted sessions.\n",
-        (int)d->devd.pid);
+        (int)d->devd.pid, cap);
+    if (d->mem_limit != 0) {
+        say(d, "    Paging: the model, its optimizer state and the chunks may exceed those %s.\n"
+               "    Cold pages leave protected memory only sealed (AES-256-GCM under a key of\n"
+               "    this device session, their versions in a hash tree whose root stays inside),\n"
+               "    into %s: host storage, trusted for nothing.\n",
+            cap, d->paging);
+    }
     for (int i = 0; i < HOLDERS; i++) {
         demo_holder *h = &d->h[i];
         // Each holder's ledger head is anchored in a TPM counter: a software TPM here, standing

@@ -103,6 +103,30 @@ static gt_err enclave_holder_verified(demo *d, const gt_collab_report *rep)
     return GT_OK;
 }
 
+// Under --mem-limit: what devd's pager did, from its STAT reply; a cap the run never reached
+// is said too (nothing was paged).
+static gt_err paging_said(demo *d, gt_device *dev)
+{
+    gt_device_sim_stat sim;
+    GT_TRY(gt_device_sim_stat_get(dev, &sim));
+    d->paged = sim.paging;
+    char cap[32], peak[32], out[32];
+    gt_format_size(cap, sizeof cap, d->mem_limit);
+    gt_format_size(peak, sizeof peak, sim.paging.peak_resident);
+    gt_format_size(out, sizeof out, sim.paging.page_outs * sim.paging.page_bytes);
+    if (sim.paging.page_outs == 0) {
+        say(d, "    Paging: the %s cap was never reached (peak resident %s): nothing was paged.\n",
+            cap, peak);
+        return GT_OK;
+    }
+    say(d, "    Paging: protected memory stayed within %s (peak resident %s); %llu pages (%s)\n"
+           "    left it sealed and %llu were faulted back in, each checked against the hash\n"
+           "    tree; %llu matmuls ran in parts to fit.\n",
+        cap, peak, (unsigned long long)sim.paging.page_outs, out,
+        (unsigned long long)sim.paging.fault_ins, (unsigned long long)sim.paging.split_matmuls);
+    return GT_OK;
+}
+
 gt_err demo_step_train(demo *d, gt_collab_report *rep)
 {
     step_begin(d, 6, "The trainer attests to every holder and trains on all their data");
@@ -146,6 +170,9 @@ gt_err demo_step_train(demo *d, gt_collab_report *rep)
            "    then erased; the use is checkpointed, journaled and confirmed to its holder.\n");
     GT_TRY_GOTO(err, gt_collab_train(&cfg, rep), out);
     GT_TRY_GOTO(err, enclave_holder_verified(d, rep), out);
+    if (d->mem_limit != 0) {
+        GT_TRY_GOTO(err, paging_said(d, dev), out);
+    }
     say(d, "    %-9s %12s %12s %6s %12s\n", "holder", "tokens used", "budget", "chunks",
         "transfer s");
     for (int i = 0; i < HOLDERS; i++) {

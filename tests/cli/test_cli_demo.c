@@ -5,6 +5,7 @@
 #include <gputravel/holder.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void demo_runs_end_to_end(void **state)
@@ -20,6 +21,8 @@ static void demo_runs_end_to_end(void **state)
         snprintf(logs, sizeof logs, "%s/logs", out);
         gt_test_fail_log(&log, logs, "demo failed (%d)", rc);
     }
+    char first[256];  // "demo OK: ..., final loss X (...)"
+    snprintf(first, sizeof first, "%s", strstr((char *)log.data, "demo OK: "));
     // Each holder's ledger head is anchored in a software TPM's counter (swtpm, which the test
     // command installs: a CVM's vTPM in production).
     if (strstr((char *)log.data, "its head anchored in a TPM counter (swtpm)") == NULL) {
@@ -104,10 +107,26 @@ static void demo_runs_end_to_end(void **state)
                          debug);
         gt_buf_free(&log);
     }
-    // Running it again into the same folder starts over cleanly.
-    rc = gt_test_run_cli(NULL, (const char *[]){"demo", "--out", out, "--steps", "3", "--quiet",
-                                               NULL});
-    assert_int_equal(rc, 0);
+    // Running it again into the same folder starts over cleanly; under a 4 MiB cap, below the
+    // model's state and its chunks, devd pages, and the demo says so and ends with the loss
+    // it had uncapped (the same bytes: docs/paging.md).
+    const char *loss = strstr(first, "final loss ");
+    assert_non_null(loss);
+    char want[32];
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(loss, " (,\n") + 11, loss);
+    gt_buf paged = {0};
+    rc = gt_test_run_cli(&paged, (const char *[]){"demo", "--out", out, "--steps", "12",
+                                                  "--mem-limit", "4MiB", NULL});
+    const char *pages = strstr((char *)paged.data, "device memory capped at 4.0 MiB: ");
+    if (rc != 0 || pages == NULL || strstr((char *)paged.data, want) == NULL ||
+        strstr((char *)paged.data, "Paging: protected memory stayed within 4.0 MiB") == NULL) {
+        gt_test_fail_log(&paged, NULL, "the demo under a 4 MiB cap (%d; want '%s')", rc, want);
+    }
+    assert_true(strtoull(pages + strlen("device memory capped at 4.0 MiB: "), NULL, 10) > 0);
+    gt_buf_free(&paged);
+    rc = gt_test_run_cli(NULL, (const char *[]){"demo", "--out", out, "--mem-limit", "0",
+                                               "--quiet", NULL});
+    assert_int_equal(rc, 64);  // a usage error
     // A folder the demo did not make is refused.
     rc = gt_test_run_cli(NULL, (const char *[]){"demo", "--out", dir, "--quiet", NULL});
     assert_int_equal(rc, 1);
