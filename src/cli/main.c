@@ -233,10 +233,12 @@ int main(int argc, char **argv)
         char line[160];
         gt_ops_cpu_describe(line, sizeof line);
         const char *fallback = getenv("GPUTRAVEL_BLAS_FALLBACK");
-        gt_log_info("%s%s%s%s", line, fallback ? " (OPENBLAS_CORETYPE set by gputravel: OpenBLAS "
-                                                 "picked "
-                                               : "",
-                    fallback ? fallback : "", fallback ? " on this cpu)" : "");
+        if (fallback != NULL) {
+            gt_log_info("%s (OPENBLAS_CORETYPE set by gputravel: OpenBLAS picked %s on this cpu)",
+                        line, fallback);
+        } else {
+            gt_log_info("%s", line);
+        }
     }
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
         if (command_is(commands[c].name, name)) {

@@ -62,28 +62,9 @@ static gt_device *open_sim(const fixture *f)
     return dev;
 }
 
-static void toy_losses_shaped(gt_device *dev, float *loss, int steps, int vocab, int channels)
-{
-    static uint16_t tokens[NTOK];
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < NTOK; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        tokens[i] = (uint16_t)(x % GT_TOY_VOCAB);
-    }
-    gt_dbuf chunk = 0;
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
-    gt_toy t;
-    gt_toy_open_shaped(dev, chunk, NTOK, vocab, channels, &t);
-    for (int s = 0; s < steps; s++) {
-        GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
-    }
-    gt_toy_close(&t);
-}
-
 static void toy_losses(gt_device *dev, float *loss, int steps)
 {
-    toy_losses_shaped(dev, loss, steps, GT_TOY_VOCAB, 16);
+    gt_toy_losses(dev, NTOK, loss, steps, GT_TOY_VOCAB, 16);
 }
 
 // The toy GPT-2 on devd capped at 40 KiB: the losses of an unlimited cpu device, bit for bit;
@@ -202,10 +183,10 @@ static void train_lm_head_in_parts(void **state)
     gt_device_config cc = {.kind = GT_DEVICE_CPU, .threads = 1};
     gt_device *dev = NULL;
     GT_ASSERT_OK(gt_device_open(&dev, &cc));
-    toy_losses_shaped(dev, cpu, STEPS, VOCAB, CH);
+    gt_toy_losses(dev, NTOK, cpu, STEPS, VOCAB, CH);
     gt_device_close(dev);
     dev = open_sim(f);
-    toy_losses_shaped(dev, sim, STEPS, VOCAB, CH);
+    gt_toy_losses(dev, NTOK, sim, STEPS, VOCAB, CH);
     gt_device_sim_stat st;
     GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
     gt_device_close(dev);

@@ -674,29 +674,9 @@ static void labels_travel_with_pages(void **state)
     free(s);
 }
 
-static uint16_t g_tokens[NTOK];
-
-static void toy_losses_shaped(gt_device *dev, float *loss, int steps, int vocab, int channels)
-{
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < NTOK; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        g_tokens[i] = (uint16_t)(x % GT_TOY_VOCAB);
-    }
-    gt_dbuf chunk = 0;
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof g_tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, g_tokens, sizeof g_tokens));
-    gt_toy t;
-    gt_toy_open_shaped(dev, chunk, NTOK, vocab, channels, &t);
-    for (int s = 0; s < steps; s++) {
-        GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
-    }
-    gt_toy_close(&t);
-}
-
 static void toy_losses(gt_device *dev, float *loss, int steps)
 {
-    toy_losses_shaped(dev, loss, steps, GT_TOY_VOCAB, 16);
+    gt_toy_losses(dev, NTOK, loss, steps, GT_TOY_VOCAB, 16);
 }
 
 // The toy GPT-2 widened (vocab 512, 32 channels: wte 64 KiB, the logits 32 KiB) under 36 pages
@@ -713,10 +693,10 @@ static void train_lm_head_in_parts(void **state)
     gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
     gt_device *dev = NULL;
     GT_ASSERT_OK(gt_device_open(&dev, &cfg));
-    toy_losses_shaped(dev, bare, STEPS, VOCAB, CH);
+    gt_toy_losses(dev, NTOK, bare, STEPS, VOCAB, CH);
     gt_device_close(dev);
     dev = open_dev(dir, 36u * PAGE);
-    toy_losses_shaped(dev, capped, STEPS, VOCAB, CH);
+    gt_toy_losses(dev, NTOK, capped, STEPS, VOCAB, CH);
     gt_pager_stats st;
     GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
     gt_device_close(dev);
@@ -797,8 +777,10 @@ static void prefetch_same_losses_and_hits(void **state)
     gt_pager_test_sync_prefetch(gt_device_test_pager(dev), true);  // counts, not scheduling
     gt_toy t;
     gt_dbuf chunk = 0;
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof g_tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, g_tokens, sizeof g_tokens));
+    static uint16_t tokens[NTOK];
+    gt_toy_tokens(tokens, NTOK);
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
+    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
     gt_toy_open(dev, chunk, NTOK, &t);
     gt_pager_stats st[STEPS];
     for (int s = 0; s < STEPS; s++) {

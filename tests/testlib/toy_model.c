@@ -1,6 +1,8 @@
 // The toy model of the label and export tests (toy_model.h).
 #include "toy_model.h"
 
+#include <stdlib.h>
+
 const gt_adamw gt_toy_opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
 
 void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t)
@@ -32,4 +34,30 @@ gt_err gt_toy_step(gt_toy *t, float *loss)
     GT_TRY(gt_gpt2_forward_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l), 2, 8,
                                     1.0f, loss));
     return gt_gpt2_update(t->m, &gt_toy_opt, 1e-3f, NULL);
+}
+
+void gt_toy_tokens(uint16_t *tokens, uint64_t ntok)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint64_t i = 0; i < ntok; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tokens[i] = (uint16_t)(x % GT_TOY_VOCAB);
+    }
+}
+
+void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab, int channels)
+{
+    uint16_t *tokens = calloc(ntok, sizeof *tokens);
+    assert_non_null(tokens);
+    gt_toy_tokens(tokens, ntok);
+    gt_dbuf chunk = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, ntok * sizeof *tokens, 0, &chunk));
+    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, ntok * sizeof *tokens));
+    free(tokens);
+    gt_toy t;
+    gt_toy_open_shaped(dev, chunk, ntok, vocab, channels, &t);
+    for (int s = 0; s < steps; s++) {
+        GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
+    }
+    gt_toy_close(&t);
 }

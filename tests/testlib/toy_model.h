@@ -24,6 +24,12 @@ void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
 void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
                         gt_toy *t);
 void gt_toy_close(gt_toy *t);
+// ntok pseudo-random tokens below GT_TOY_VOCAB, the same every call.
+void gt_toy_tokens(uint16_t *tokens, uint64_t ntok);
+// `steps` losses of a model of that shape on dev, trained on gt_toy_tokens' ntok tokens, which
+// it copies into a chunk of its own: what the paging tests compare with and without a cap.
+void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab,
+                   int channels);
 // One step: next batch, zero grad, forward and backward (loss NULL: none released), update.
 GT_MUST_USE gt_err gt_toy_step(gt_toy *t, float *loss);
 
