@@ -541,6 +541,8 @@ typedef struct {
     uint64_t mispredicts;      // launches other than the op stream predicted
     uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
     uint64_t split_matmuls;    // matmuls over the cap run in parts of their tiles
+    uint64_t discards;         // pages whose old bytes were dropped unread, neither opened nor
+                               // sealed: zero-filled (gt_pager_zero) or overwritten whole by a launch
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).
@@ -566,6 +568,10 @@ GT_MUST_USE gt_err gt_pager_hold(gt_pager *pg, uint64_t off, uint64_t len, bool 
 typedef gt_err (*gt_pager_piece_fn)(void *ctx, uint8_t *p, uint64_t done, uint64_t n);
 GT_MUST_USE gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write,
                                  gt_pager_piece_fn fn, void *ctx);
+// Zeros [off, off + len): its whole pages become zero pages without being opened or sealed
+// (what was resident is wiped and dropped, what was sealed forgotten); the partial pages at
+// its ends are held and cleared like any write. memset(0) of a paged buffer (zeroing gradients).
+GT_MUST_USE gt_err gt_pager_zero(gt_pager *pg, uint64_t off, uint64_t len);
 // Runs op (already checked and labelled) with every byte its refs cover resident: where(ctx, h,
 // &off) gives a buffer's arena offset, run(ctx, op, part) runs the kernel (part NULL: all of op;
 // else only that part's tiles: gt_ops_cpu_run_part). An op whose refs cover more than the cap is

@@ -64,11 +64,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GT_SIM_VERSION 6u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
+#define GT_SIM_VERSION 7u  // 2: devd's CHALLENGE nonce bound into the client's evidence;
                            // 3: peers (PEER_* requests, issue 16) and STAT with the pager's
                            //    counters (issue 17); 4: STAT with the prefetcher's counters;
                            // 5: LOAD_SEALED* carry the chunk's segment size (GTCHUNK2);
-                           // 6: STAT with the pager's mmap calls and split matmuls
+                           // 6: STAT with the pager's mmap calls and split matmuls;
+                           // 7: STAT with the pager's discards
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
@@ -326,6 +327,7 @@ typedef struct {
     uint64_t prefetch, demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted,
         assist_faults, pre_evictions, mispredicts;
     uint64_t map_calls, split_matmuls;  // version 6: gt_pager_stats' fields of the same names
+    uint64_t discards;                  // version 7: gt_pager_stats' field of the same name
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

@@ -273,6 +273,9 @@ static gt_err arena_crypt(devd *d, gt_aead_stream *as, uint64_t off, const uint8
 
 static gt_err arena_fill(devd *d, uint64_t off, int value, uint64_t len)
 {
+    if (d->pg != NULL && value == 0) {  // whole pages: dropped, not opened and resealed
+        return gt_pager_zero(d->pg, off, len);
+    }
     for (uint64_t done = 0; done < len;) {
         uint64_t n = arena_piece(d, off + done, len - done);
         GT_TRY(arena_hold(d, off + done, n, true));
@@ -343,7 +346,7 @@ static gt_sim_stat stat_of(const devd *d)
                          .prefetch_hits = p.prefetch_hits, .prefetch_wasted = p.prefetch_wasted,
                          .assist_faults = p.assist_faults, .pre_evictions = p.pre_evictions,
                          .mispredicts = p.mispredicts, .map_calls = p.map_calls,
-                         .split_matmuls = p.split_matmuls};
+                         .split_matmuls = p.split_matmuls, .discards = p.discards};
 }
 
 // ---- records ----------------------------------------------------------------------------------

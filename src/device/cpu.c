@@ -185,6 +185,9 @@ static gt_err cpu_memset(void *impl, gt_dbuf h, uint64_t off, int value, uint64_
     gt_buftab_entry *e = NULL;
     GT_TRY(torn(d));
     GT_TRY(gt_buftab_access(d->tab, h, 0, off, len, "memset", &e));
+    if (d->pg != NULL && value == 0) {
+        return paged(d, gt_pager_zero(d->pg, arena_off(d, e) + off, len));
+    }
     if (d->pg != NULL) {
         return paged_each(d, e, off, len, piece_set, (piece_job){.value = value});
     }

@@ -102,7 +102,7 @@ struct gt_pager {
     atomic_bool failed;  // read by the owner without the lock (gt_pager_failed)
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
     uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
-    uint64_t pre_evictions, split_matmuls;
+    uint64_t pre_evictions, split_matmuls, discards;
     atomic_uint_least64_t map_calls;  // counted by either thread, with or without the lock
     // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
     // frame, which only its mover touches. busy: pages moving now (both threads).
@@ -386,17 +386,23 @@ static uint32_t frame_take(gt_pager *pg, uint32_t p)
     return f;
 }
 
-// Gone from readable memory at once (lock held): its frame wiped and back in the pool.
-static void page_drop(gt_pager *pg, uint32_t p)
+// Resident page p's frame wiped and back in the pool, its address already unmapped (lock held).
+static void frame_forget(gt_pager *pg, uint32_t p)
 {
     page_meta *m = &pg->pages[p];
-    page_unmap(pg, p);
     gt_secure_zero(frame_addr(pg, m->frame), pg->page);
     frame_free(pg, m->frame);
     lru_remove(pg, p);
     pg->nresident--;
     pg->prefetch_wasted += m->prefetched;
     m->prefetched = false;
+}
+
+// Gone from readable memory at once (lock held): its frame wiped and back in the pool.
+static void page_drop(gt_pager *pg, uint32_t p)
+{
+    page_unmap(pg, p);
+    frame_forget(pg, p);
 }
 
 // Every resident page wiped (pinned: all of them, or only the unpinned ones, which the caller is
@@ -1459,6 +1465,107 @@ gt_err gt_pager_each(gt_pager *pg, uint64_t off, uint64_t len, bool write, gt_pa
     return GT_OK;
 }
 
+// ---- contents nobody reads again: zero fills and whole-page overwrites -----------------------
+// A page whose old bytes will not be read again is neither opened nor sealed: a fill with zeros
+// makes it a zero page whatever it was (a resident frame wiped and freed, a blob no longer its
+// newest version), and a launch that overwrites it whole gives it a fresh zero frame instead of
+// opening its blob. Both follow from the call or the op table, never from the bytes: treating a
+// page differently because it happens to hold zeros would show the host which pages of holder
+// data are zero. The version stays in the tree, so the page's next seal takes the next version
+// and no IV repeats.
+
+// Page p, its content forgotten, is a zero page now (lock held).
+static void page_forgotten(gt_pager *pg, page_meta *m)
+{
+    m->state = PG_ZERO;
+    m->dirty = false;
+    m->has_blob = false;
+    pg->discards++;
+}
+
+// Resident pages [p, p + n), all mapped, unmapped with one call and made zero pages.
+static void zero_run(gt_pager *pg, uint32_t p, uint32_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    run_unmap(pg, p, n);
+    for (uint32_t i = 0; i < n; i++) {
+        frame_forget(pg, p + i);
+        page_forgotten(pg, &pg->pages[p + i]);
+    }
+}
+
+// Whole pages [lo, hi) made zero pages (lock held, nothing pinned). The mapped resident ones are
+// unmapped in runs; a page the worker is moving (or has yet to unmap) is waited for, the run so
+// far zeroed first, since the lock is let go while waiting.
+static gt_err zero_pages(gt_pager *pg, uint32_t lo, uint32_t hi)
+{
+    uint32_t run = lo, nrun = 0;  // mapped resident pages [run, run + nrun), still to zero
+    for (uint32_t p = lo; p < hi; p++) {
+        page_meta *m = &pg->pages[p];
+        if (m->state == PG_MOVING || (m->state != PG_RESIDENT && m->mapped)) {
+            zero_run(pg, run, nrun);
+            nrun = 0;
+            while (m->state == PG_MOVING || (m->state != PG_RESIDENT && m->mapped)) {
+                pthread_cond_wait(&pg->moved, &pg->mu);
+            }
+            if (pg->failed) {
+                return failed_err();
+            }
+        }
+        assert(m->state != PG_FREE);
+        if (m->state == PG_RESIDENT && m->mapped) {
+            if (nrun > 0 && run + nrun != p) {
+                zero_run(pg, run, nrun);
+                nrun = 0;
+            }
+            run = nrun == 0 ? p : run;
+            nrun++;
+            continue;
+        }
+        if (m->state == PG_RESIDENT) {  // in ahead by the worker, never mapped
+            page_drop(pg, p);
+        } else if (m->state == PG_SEALED) {
+            pg->nsealed--;
+        } else {
+            continue;  // a zero page already
+        }
+        page_forgotten(pg, m);
+    }
+    zero_run(pg, run, nrun);
+    return GT_OK;
+}
+
+static gt_err piece_zero(void *ctx, uint8_t *p, uint64_t done, uint64_t n)
+{
+    (void)ctx;
+    (void)done;
+    memset(p, 0, n);
+    return GT_OK;
+}
+
+gt_err gt_pager_zero(gt_pager *pg, uint64_t off, uint64_t len)
+{
+    uint64_t lo = (off + pg->page - 1) / pg->page, hi = (off + len) / pg->page;
+    if (lo >= hi) {  // no whole page: the bytes, as any write
+        return gt_pager_each(pg, off, len, true, piece_zero, NULL);
+    }
+    GT_TRY(gt_pager_each(pg, off, lo * pg->page - off, true, piece_zero, NULL));
+    lock(pg);
+    gt_err err = pg->failed ? caller_failed(pg) : GT_OK;
+    if (gt_is_ok(err)) {
+        pg->epoch++;  // the last hold ends: its pages may go too
+        err = zero_pages(pg, (uint32_t)lo, (uint32_t)hi);
+    }
+    if (pg->failed) {
+        pager_wipe_all(pg);
+    }
+    unlock(pg);
+    GT_TRY(err);
+    return gt_pager_each(pg, hi * pg->page, off + len - hi * pg->page, true, piece_zero, NULL);
+}
+
 // ---- launches ---------------------------------------------------------------------------------
 
 typedef struct {
@@ -1516,6 +1623,78 @@ static gt_err op_pages(gt_pager *pg, const gt_op *op, const gt_op_part *part,
     return GT_OK;
 }
 
+// Page ranges [lo, hi) of set (n of them, room for `room`) less [a, b): at most one more range.
+static int ranges_cut(page_range *set, int n, int room, uint64_t a, uint64_t b)
+{
+    for (int i = 0; i < n; i++) {
+        page_range x = set[i];
+        if (b <= x.lo || a >= x.hi) {
+            continue;
+        }
+        if (a > x.lo && b < x.hi) {  // a hole in the middle: two ranges
+            if (n == room) {
+                set[i].hi = a;  // no room for the tail: it is simply not discarded
+                continue;
+            }
+            set[n++] = (page_range){b, x.hi, true};
+            set[i].hi = a;
+        } else if (a > x.lo) {
+            set[i].hi = a;
+        } else {
+            set[i].lo = b < x.hi ? b : x.hi;
+        }
+    }
+    return n;
+}
+
+// The pages a whole op (not a part: a part writes only its tiles of the hull it holds)
+// overwrites entirely and does not read: the whole pages of its refs of access WRITE, less every
+// page that a ref of another access touches (an op may read the bytes it writes, gelu_backward's
+// dinp and dout are one range). The kernels write every byte of such a ref.
+static gt_err op_overwritten(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, void *ctx,
+                             page_range *ow, int room, int *now)
+{
+    uint64_t bytes[GT_OP_MAX_REFS], at[GT_OP_MAX_REFS];
+    int nrefs = 0, n = 0;
+    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    const gt_op_descriptor *d = gt_op_desc(op->kind);
+    for (int i = 0; i < nrefs; i++) {
+        uint64_t boff = 0;
+        if (op->refs[i].buf != 0) {
+            GT_TRY(where(ctx, op->refs[i].buf, &boff));
+        }
+        at[i] = boff + op->refs[i].offset;
+        uint64_t lo = (at[i] + pg->page - 1) / pg->page, hi = (at[i] + bytes[i]) / pg->page;
+        if (op->refs[i].buf != 0 && d->refs[i].access == GT_ACCESS_WRITE && lo < hi && n < room) {
+            ow[n++] = (page_range){lo, hi, true};
+        }
+    }
+    for (int i = 0; i < nrefs && n > 0; i++) {
+        if (op->refs[i].buf != 0 && d->refs[i].access != GT_ACCESS_WRITE && bytes[i] > 0) {
+            n = ranges_cut(ow, n, room, at[i] / pg->page,
+                           (at[i] + bytes[i] + pg->page - 1) / pg->page);
+        }
+    }
+    *now = n;
+    return GT_OK;
+}
+
+// Sealed pages of the ranges that the launch about to run overwrites whole: zero pages now, so
+// that need_pages gives them a fresh frame instead of opening their blob (lock held). A page the
+// worker is moving is left to need_pages.
+static void overwritten_discard(gt_pager *pg, const page_range *ow, int now)
+{
+    for (int i = 0; i < now; i++) {
+        for (uint64_t p = ow[i].lo; p < ow[i].hi; p++) {
+            page_meta *m = &pg->pages[p];
+            if (m->state == PG_SEALED && !m->mapped) {
+                pg->nsealed--;
+                page_forgotten(pg, m);
+            }
+        }
+    }
+}
+
 // This launch into the op stream, and the plan it predicts (lock held): its own pages first
 // (the worker faults them in beside the caller), then those of the launches that followed it
 // last time, as far as the cap reaches. A launch other than the predicted one is counted; the
@@ -1546,7 +1725,8 @@ static void plan_launch(gt_pager *pg, const page_range *r, int nr)
 
 // Runs op (or its part) with the page ranges r (at most the cap) resident and pinned.
 static gt_err launch_pinned(gt_pager *pg, const gt_op *op, const gt_op_part *part,
-                            const page_range *r, int nr, gt_pager_run_fn run, void *ctx)
+                            const page_range *r, int nr, const page_range *ow, int now,
+                            gt_pager_run_fn run, void *ctx)
 {
     lock(pg);
     if (pg->failed) {
@@ -1561,6 +1741,7 @@ static gt_err launch_pinned(gt_pager *pg, const gt_op *op, const gt_op_part *par
             pthread_cond_wait(&pg->moved, &pg->mu);
         }
     }
+    overwritten_discard(pg, ow, now);
     gt_err err = GT_OK;
     for (int i = 0; i < nr && gt_is_ok(err); i++) {
         err = need_pages(pg, r[i].lo, r[i].hi, r[i].write);
@@ -1584,7 +1765,10 @@ static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
     if (!*fits) {
         return GT_OK;
     }
-    return launch_pinned(pg, op, NULL, r, nr, run, ctx);
+    page_range ow[2 * GT_OP_MAX_REFS];
+    int now = 0;
+    GT_TRY(op_overwritten(pg, op, where, ctx, ow, 2 * GT_OP_MAX_REFS, &now));
+    return launch_pinned(pg, op, NULL, r, nr, ow, now, run, ctx);
 }
 
 static bool op_elementwise(uint32_t kind)
@@ -1697,7 +1881,7 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
                 nr = nnext;
                 hi++;
             }
-            GT_TRY(launch_pinned(pg, op, &(gt_op_part){g, lo, hi}, r, nr, run, ctx));
+            GT_TRY(launch_pinned(pg, op, &(gt_op_part){g, lo, hi}, r, nr, NULL, 0, run, ctx));
             lo = hi;
         }
     }
@@ -1749,7 +1933,7 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .pre_evictions = pg->pre_evictions,
                            .mispredicts = gt_opstream_mispredicts(pg->os),
                            .map_calls = atomic_load(&pg->map_calls),
-                           .split_matmuls = pg->split_matmuls};
+                           .split_matmuls = pg->split_matmuls, .discards = pg->discards};
     unlock(pg);
 }
 

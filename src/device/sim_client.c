@@ -227,7 +227,8 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                             .pre_evictions = rep.stat.pre_evictions,
                                             .mispredicts = rep.stat.mispredicts,
                                             .map_calls = rep.stat.map_calls,
-                                            .split_matmuls = rep.stat.split_matmuls}};
+                                            .split_matmuls = rep.stat.split_matmuls,
+                                            .discards = rep.stat.discards}};
     return GT_OK;
 }
 

@@ -129,10 +129,10 @@ static gt_err status_write(gt_writer *w, uint32_t code, const char *msg)
     return GT_OK;
 }
 
-// STAT's pager counters (version 3), the prefetcher's (version 4) and the mmap calls and split
-// matmuls (version 6), in the order of gt_sim_stat: one list, so that writer and parser cannot
-// disagree.
-#define STAT_PAGING_FIELDS 18
+// STAT's pager counters (version 3), the prefetcher's (version 4), the mmap calls and split
+// matmuls (version 6) and the discards (version 7), in the order of gt_sim_stat: one list, so
+// that writer and parser cannot disagree.
+#define STAT_PAGING_FIELDS 19
 
 static void stat_paging_fields(gt_sim_stat *st, uint64_t *v[STAT_PAGING_FIELDS])
 {
@@ -140,7 +140,8 @@ static void stat_paging_fields(gt_sim_stat *st, uint64_t *v[STAT_PAGING_FIELDS])
         &st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident, &st->evicted,
         &st->page_outs, &st->fault_ins, &st->clean_drops, &st->prefetch, &st->demand_faults,
         &st->prefetch_issued, &st->prefetch_hits, &st->prefetch_wasted, &st->assist_faults,
-        &st->pre_evictions, &st->mispredicts, &st->map_calls, &st->split_matmuls};
+        &st->pre_evictions, &st->mispredicts, &st->map_calls, &st->split_matmuls,
+        &st->discards};
     memcpy(v, f, sizeof f);
 }
 

@@ -92,6 +92,7 @@ static void train_capped_matches_cpu(void **state)
     assert_true(st.paging.evicted_bytes > 0);
     assert_int_equal(st.paging.peak_resident, CAP);  // it filled the cap (and needed more)
     assert_true(st.paging.map_calls > 0);             // STAT version 6
+    assert_true(st.paging.discards > 0);              // STAT version 7: zeroed gradients
     assert_int_equal(st.paging.split_matmuls, 0);     // the toy's matmuls all fit 40 KiB
     // STAT version 4: who faulted the pages in; every fault-in is counted once, by one cause.
     assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +

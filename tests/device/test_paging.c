@@ -196,6 +196,7 @@ static void tamper_replay_older_version(void **state)
         fill(other, BUF, 3);
         GT_ASSERT_OK(gt_device_copy_in(s->dev, s->a, 0, other, BUF));
         GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));
+        gt_pager_test_settle(s->pg);  // the worker's seal of page 0 is in the store
         blob_read(s, 0, new_blob);
         assert_memory_not_equal(old_blob, new_blob, sizeof old_blob);
         blob_write(s, 0, old_blob);
@@ -307,6 +308,132 @@ static void clean_page_dropped_then_checked_again(void **state)
     assert_true(refused_and_torn(s));
     scene_close(s);
     free(s);
+}
+
+// ---- contents nobody reads again (docs/paging.md "Discarded unread") --------------------------
+
+// A zero fill neither opens nor seals whole pages: A (all sealed) zeroed from byte 100 to 100
+// before its end faults in only its two partial pages and keeps their other bytes; B (half
+// resident) zeroed whole faults in nothing, seals nothing, and its resident frames are dropped.
+static void zero_fill_drops_unread(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    gt_pager_stats before, after;
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+    GT_ASSERT_OK(gt_device_memset(s->dev, s->a, 100, 0, BUF - 200));
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &after));
+    assert_int_equal(after.discards - before.discards, BUF / PAGE - 2);
+    assert_int_equal(after.fault_ins - before.fault_ins, 2);  // the partial pages 0 and 15
+    // room for those two (the worker may make more room ahead, from B's resident pages)
+    assert_true(after.page_outs - before.page_outs <= (g_prefetch ? CAP / PAGE : 2));
+    gt_pager_test_settle(s->pg);  // the worker's seals ahead are done before B is counted
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+    GT_ASSERT_OK(gt_device_memset(s->dev, s->b, 0, 0, BUF));
+    GT_ASSERT_OK(gt_device_paging_stats(s->dev, &after));
+    assert_int_equal(after.discards - before.discards, BUF / PAGE);
+    assert_int_equal(after.fault_ins, before.fault_ins);
+    assert_int_equal(after.page_outs, before.page_outs);
+    assert_true(after.resident_bytes < before.resident_bytes || before.resident_bytes == 0);
+    uint8_t *out = malloc(BUF), *want = calloc(1, BUF);
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->a, 0, BUF));
+    memcpy(want, s->data_a, 100);
+    memcpy(want + BUF - 100, s->data_a + BUF - 100, 100);
+    assert_memory_equal(out, want, BUF);
+    memset(want, 0, BUF);
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->b, 0, BUF));
+    assert_memory_equal(out, want, BUF);
+    free(out);
+    free(want);
+    scene_close(s);
+    free(s);
+}
+
+// The host cannot bring a zeroed page back: its blob is still in the store, and A reads zeros
+// all the same. Written again with the very bytes it had and sealed again, page 0's blob is a new
+// one (its version went on: a repeated version, with the same bytes, would give the same blob
+// under a repeated IV), and the blob from before the fill, put back, is refused.
+static void discarded_page_not_resurrected(void **state)
+{
+    (void)state;
+    scene *s = calloc(1, sizeof *s);
+    scene_open(s);
+    uint8_t old_blob[PAGE + 16], new_blob[PAGE + 16];
+    uint8_t *out = malloc(BUF), *zeros = calloc(1, BUF);
+    blob_read(s, 0, old_blob);
+    GT_ASSERT_OK(gt_device_memset(s->dev, s->a, 0, 0, BUF));
+    blob_write(s, 0, old_blob);  // still there, and put there again: not read
+    GT_ASSERT_OK(gt_device_copy_out(s->dev, out, s->a, 0, BUF));
+    assert_memory_equal(out, zeros, BUF);
+    GT_ASSERT_OK(gt_device_copy_in(s->dev, s->a, 0, s->data_a, BUF));  // A's old bytes again
+    GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));  // A pushed out
+    gt_pager_test_settle(s->pg);
+    blob_read(s, 0, new_blob);
+    assert_memory_not_equal(old_blob, new_blob, sizeof old_blob);
+    blob_write(s, 0, old_blob);
+    assert_true(refused_and_torn(s));
+    free(out);
+    free(zeros);
+    scene_close(s);
+    free(s);
+}
+
+// A launch that overwrites whole sealed pages gives them fresh frames instead of opening them:
+// gelu_forward into A from byte 400 on (pages 1..3 whole, page 0 partial) discards 3 pages and
+// keeps A's first 400 bytes; gelu_backward with dinp and dout the same range reads what it
+// overwrites, so nothing of it is discarded. Both give the bytes of a device without a pager.
+static void overwrite_whole_pages_not_opened(void **state)
+{
+    (void)state;
+    enum { OFF = 400, N = (4 * PAGE - OFF) / 4 };
+    uint8_t *got = malloc(2 * BUF), *want = malloc(2 * BUF);
+    for (int paged = 1; paged >= 0; paged--) {
+        scene *s = calloc(1, sizeof *s);
+        gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+        if (paged) {
+            scene_open(s);
+        } else {
+            GT_ASSERT_OK(gt_device_open(&s->dev, &cfg));
+            GT_ASSERT_OK(gt_device_alloc(s->dev, BUF, 0, &s->a));
+            GT_ASSERT_OK(gt_device_alloc(s->dev, BUF, 0, &s->b));
+            fill(s->data_a, BUF, 1);
+            fill(s->data_b, BUF, 2);
+            GT_ASSERT_OK(gt_device_copy_in(s->dev, s->a, 0, s->data_a, BUF));
+            GT_ASSERT_OK(gt_device_copy_in(s->dev, s->b, 0, s->data_b, BUF));
+        }
+        gt_pager_stats before = {0}, after = {0};
+        gt_op fwd = gt_op_gelu_fwd((gt_dref){s->a, OFF}, (gt_dref){s->b, 0}, N);
+        gt_op bwd = gt_op_gelu_bwd((gt_dref){s->a, 8 * PAGE}, (gt_dref){s->b, 4 * PAGE},
+                                   (gt_dref){s->a, 8 * PAGE}, 2 * PAGE / 4);
+        if (paged) {
+            GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+        }
+        GT_ASSERT_OK(gt_device_launch(s->dev, &fwd));
+        if (paged) {
+            GT_ASSERT_OK(gt_device_paging_stats(s->dev, &after));
+            assert_int_equal(after.discards - before.discards, 3);
+        }
+        GT_ASSERT_OK(gt_device_launch(s->dev, &bwd));
+        if (paged) {
+            GT_ASSERT_OK(gt_device_paging_stats(s->dev, &before));
+            assert_int_equal(before.discards, after.discards);
+        }
+        uint8_t *dst = paged ? got : want;
+        GT_ASSERT_OK(gt_device_copy_out(s->dev, dst, s->a, 0, BUF));
+        GT_ASSERT_OK(gt_device_copy_out(s->dev, dst + BUF, s->b, 0, BUF));
+        assert_memory_equal(dst, s->data_a, OFF);  // before the ref: A's own bytes
+        assert_memory_not_equal(dst + 8 * PAGE, s->data_a + 8 * PAGE, 2 * PAGE);  // it ran
+        if (paged) {
+            scene_close(s);
+        } else {
+            gt_device_close(s->dev);
+        }
+        free(s);
+    }
+    assert_memory_equal(got, want, 2 * BUF);
+    free(got);
+    free(want);
 }
 
 static bool contains(const uint8_t *hay, size_t n, const uint8_t *needle, size_t k)
@@ -733,6 +860,7 @@ static void train_capped_matches_uncapped(void **state)
     GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
     assert_true(st.page_outs > STEPS * 8);
     assert_true(st.peak_resident <= cap);
+    assert_true(st.discards > 0);  // zeroed gradients, activations overwritten whole
     gt_device_close(dev);
     gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};  // and no pager at all
     GT_ASSERT_OK(gt_device_open(&dev, &cfg));
@@ -887,6 +1015,9 @@ int main(void)
         cmocka_unit_test(tamper_delete_page),
         cmocka_unit_test(tamper_version_tree),
         cmocka_unit_test(clean_page_dropped_then_checked_again),
+        cmocka_unit_test(zero_fill_drops_unread),
+        cmocka_unit_test(discarded_page_not_resurrected),
+        cmocka_unit_test(overwrite_whole_pages_not_opened),
         cmocka_unit_test(canary_never_in_store),
         cmocka_unit_test(residency_bounded),
         cmocka_unit_test(evicted_pages_fault),
@@ -909,6 +1040,9 @@ int main(void)
         cmocka_unit_test(tamper_truncate),
         cmocka_unit_test(tamper_delete_page),
         cmocka_unit_test(tamper_version_tree),
+        cmocka_unit_test(zero_fill_drops_unread),
+        cmocka_unit_test(discarded_page_not_resurrected),
+        cmocka_unit_test(overwrite_whole_pages_not_opened),
         cmocka_unit_test(canary_never_in_store),
         cmocka_unit_test(residency_bounded),
         cmocka_unit_test(evicted_pages_fault),

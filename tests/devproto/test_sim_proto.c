@@ -38,7 +38,7 @@ static void test_every_message_exact_size(void **state)
         {.type = GT_SIM_REP_STAT, .stat = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 15, 16, 17, 18, 19, 20, 21, 22, 23}},
     };
     const size_t sizes[] = {14, 10, 10, 30, 26, 26, 2 + GT_SIM_OP_BYTES, 2, 2, 2, 10, 6,
-                            8 + 7, 10, 10, 42 + 18 * 8};  // STAT: + the pager's 8 (version 3), the prefetcher's 8 (4), mmap calls and split matmuls (6)
+                            8 + 7, 10, 10, 42 + 19 * 8};  // STAT: + the pager's 8 (version 3), the prefetcher's 8 (4), mmap calls and split matmuls (6), discards (7)
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
         uint8_t buf[512];
         size_t n = write_msg(&msgs[i], buf, sizeof buf);
