@@ -540,7 +540,10 @@ typedef struct {
     uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
     uint64_t mispredicts;      // launches other than the op stream predicted
     uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
-    uint64_t split_matmuls;    // matmuls over the cap run in parts of their tiles
+    // Ops over the cap run in parts of their tiles: matmuls, and since sum_of_squares runs in
+    // parts (docs/paging.md "Reductions in parts") those too. The name is older than that, and
+    // devd's STAT carries it under it (devproto.h).
+    uint64_t split_matmuls;
 } gt_pager_stats;
 
 // A pager with a fresh key and an empty store (GT_E_ARG for a bad config, GT_E_IO for the store).

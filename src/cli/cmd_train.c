@@ -776,7 +776,7 @@ static void paging_report(gt_device *dev)
     gt_format_size(cap, sizeof cap, st.cap);
     gt_format_size(peak, sizeof peak, st.peak_resident);
     printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu unchanged "
-           "pages dropped, %llu fault-ins, %llu mmap calls, %llu matmuls run in parts\n", cap,
+           "pages dropped, %llu fault-ins, %llu mmap calls, %llu ops run in parts\n", cap,
            peak, (unsigned long long)st.page_outs, (unsigned long long)st.clean_drops,
            (unsigned long long)st.fault_ins, (unsigned long long)st.map_calls,
            (unsigned long long)st.split_matmuls);
