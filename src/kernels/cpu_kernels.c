@@ -417,7 +417,8 @@ static void sum_of_squares(double *out, const float *x, size_t N, size_t first, 
         *out = total;
         return;
     }
-#pragma omp parallel for schedule(static) if (PAR((last - first) * SUMSQ_BLOCK))
+    size_t stop = last * SUMSQ_BLOCK < N ? last * SUMSQ_BLOCK : N;  // the floats summed here
+#pragma omp parallel for schedule(static) if (PAR(stop - first * SUMSQ_BLOCK))
     for (size_t blk = first; blk < last; blk++) {
         size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
         part[blk - first] = sumsq_block(x, blk * SUMSQ_BLOCK, end);
