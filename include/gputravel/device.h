@@ -540,7 +540,8 @@ typedef struct {
     uint64_t pre_evictions;    // pages evicted by the worker (sealed or dropped) to make room
     uint64_t mispredicts;      // launches other than the op stream predicted
     uint64_t map_calls;        // mmap calls mapping pages in or out (a run of pages: one call)
-    uint64_t split_matmuls;    // matmuls over the cap run in parts of their tiles
+    uint64_t ops_in_parts;     // ops over the cap run in parts of their tiles: matmuls and
+                               // sum_of_squares (docs/paging.md "Matmuls in parts", "Reductions")
     uint64_t discards;         // pages whose old bytes were dropped unread, neither opened nor
                                // sealed: zero-filled (gt_pager_zero) or overwritten whole by a launch
 } gt_pager_stats;

@@ -266,7 +266,8 @@ enum {
                                    // then (version 4) the prefetcher: u64 prefetch (0 or 1),
                                    // demand faults, prefetch issued, hits, wasted, assisted,
                                    // pre-evictions, mispredicted launches; then (version 6)
-                                   // u64 mmap calls, matmuls split in parts
+                                   // u64 mmap calls, ops run in parts (matmuls,
+                                   // sum_of_squares)
     GT_SIM_REP_TICKET = 0x0305,    // ticket[32]
     GT_SIM_REP_TRIP = 0x0306,      // u32 state (gt_sim_trip_state), u32 code (why FAILED),
                                    // u32 count (LOADED records that follow; 0 unless RETURNED)
@@ -326,8 +327,10 @@ typedef struct {
     // devd --prefetch (version 4): device.h gt_pager_stats' fields of the same names
     uint64_t prefetch, demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted,
         assist_faults, pre_evictions, mispredicts;
-    uint64_t map_calls, split_matmuls;  // version 6: gt_pager_stats' fields of the same names
-    uint64_t discards;                  // version 7: gt_pager_stats' field of the same name
+    uint64_t map_calls, ops_in_parts;  // version 6: gt_pager_stats' fields of the same names
+                                       // (7: ops_in_parts, once ops_in_parts, counts
+                                       // sum_of_squares too)
+    uint64_t discards;                 // version 7: gt_pager_stats' field of the same name
 } gt_sim_stat;
 
 // EXPORT_RESUME / RESUMED: where the trainer's loader was (train's gt_loader_pos).

@@ -247,10 +247,15 @@ typedef struct {
     float dloss;
 } gt_softmax_xent_args;
 
-typedef struct {  // out f64 (1)= sum of squares of x (N), in double, in an order fixed by N
+// out f64 (1)= sum of squares of x (N), in double, in an order fixed by N: blocks of 16384
+// floats (the op's tiles), each summed serially, the block sums added in block order.
+typedef struct {
     double *out;
     const float *x;
     int N;
+    // Only blocks [tile_lo, tile_hi) run (0, 0: all); from tile_lo > 0 they add to *out, what the
+    // earlier parts wrote. As in gt_matmul_fwd_args: set by gt_ops_cpu_run_part alone.
+    int tile_lo, tile_hi;
 } gt_sumsq_args;
 
 // AdamW as llm.c: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m/bc1 / (sqrt(v/bc2) +
@@ -421,21 +426,27 @@ void gt_op_program_free(gt_op_program *p);
 // state lives here. Decodes the op (gt_op_decode), checks tokens against V, runs the kernel.
 GT_MUST_USE gt_err gt_ops_cpu_run(const gt_op *op, gt_dref_resolve_fn resolve, void *ctx);
 
-// ---- parts: one op run as several launches (docs/paging.md "Matmuls in parts") ---------------
+// ---- parts: one op run as several launches (docs/paging.md "Matmuls in parts", "Reductions
+// in parts") ------------------------------------------------------------------------------------
 // A matmul's outputs are cut into tiles whose bounds depend only on the shapes, each tile one
 // single-threaded sgemm (and, for dbias, one loop) that no other tile reads or writes. A part is
 // a range of one group's tiles: matmul_forward has one group (out's column tiles),
 // matmul_backward two (dinp's tiles, then dweight's and dbias' rows of output channels). Running
 // every tile of every group once makes exactly the calls of the whole op, so the same bytes.
-// The pager runs a matmul whose refs exceed the memory cap this way, each part with only the
-// pages it touches resident.
+// sum_of_squares has one group, "x": its blocks of 16384 floats. Its parts must run in tile
+// order, each once, the one from tile 0 first: a part from tile 0 starts the total at 0.0, a
+// later one adds its blocks to what out holds (the earlier parts' total). Run so, they make the
+// whole op's adds in its order, so the same bytes; run out of order, out is not the op's result
+// (nothing here can tell: the order is the caller's contract, and the pager keeps it).
+// The pager runs a matmul or a sum_of_squares whose refs exceed the memory cap this way, each
+// part with only the pages it touches resident.
 typedef struct {
     int group;   // [0, gt_op_part_groups)
     int lo, hi;  // tiles [lo, hi) of the group
 } gt_op_part;
 
-int gt_op_part_groups(const gt_op *op);  // 0: the op has no parts (not a matmul)
-const char *gt_op_part_group_name(const gt_op *op, int group);  // "out", "dinp", "dweight"
+int gt_op_part_groups(const gt_op *op);  // 0: the op has no parts (not a matmul nor sumsq)
+const char *gt_op_part_group_name(const gt_op *op, int group);  // "out", "dinp", "dweight", "x"
 // The tiles of a group (the op's shapes checked first: gt_op_ref_sizes).
 GT_MUST_USE gt_err gt_op_part_tiles(const gt_op *op, int group, int *tiles);
 // What the part touches of each ref: bytes [lo[i], hi[i]) from the ref's start (lo == hi: none).

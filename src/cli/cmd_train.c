@@ -777,11 +777,11 @@ static void paging_report(gt_device *dev)
     gt_format_size(peak, sizeof peak, st.peak_resident);
     printf("paging: memory capped at %s (peak resident %s), %llu page-outs, %llu unchanged "
            "pages dropped, %llu fault-ins, %llu pages discarded unread (zeroed or overwritten "
-           "whole), %llu mmap calls, %llu matmuls run in parts\n", cap,
+           "whole), %llu mmap calls, %llu ops run in parts\n", cap,
            peak, (unsigned long long)st.page_outs, (unsigned long long)st.clean_drops,
            (unsigned long long)st.fault_ins, (unsigned long long)st.discards,
            (unsigned long long)st.map_calls,
-           (unsigned long long)st.split_matmuls);
+           (unsigned long long)st.ops_in_parts);
     if (st.prefetch) {
         printf("paging: prefetch: %llu pages loaded ahead, %llu of them used (hit), %llu wasted, "
                "%llu loaded beside the caller, %llu demand faults, %llu mispredicted launches\n",

@@ -121,9 +121,9 @@ static gt_err paging_said(demo *d, gt_device *dev)
     }
     say(d, "    Paging: protected memory stayed within %s (peak resident %s); %llu pages (%s)\n"
            "    left it sealed and %llu were faulted back in, each checked against the hash\n"
-           "    tree; %llu matmuls ran in parts to fit.\n",
+           "    tree; %llu ops (matmuls, sums of squares) ran in parts to fit.\n",
         cap, peak, (unsigned long long)sim.paging.page_outs, out,
-        (unsigned long long)sim.paging.fault_ins, (unsigned long long)sim.paging.split_matmuls);
+        (unsigned long long)sim.paging.fault_ins, (unsigned long long)sim.paging.ops_in_parts);
     return GT_OK;
 }
 

@@ -346,7 +346,7 @@ static gt_sim_stat stat_of(const devd *d)
                          .prefetch_hits = p.prefetch_hits, .prefetch_wasted = p.prefetch_wasted,
                          .assist_faults = p.assist_faults, .pre_evictions = p.pre_evictions,
                          .mispredicts = p.mispredicts, .map_calls = p.map_calls,
-                         .split_matmuls = p.split_matmuls, .discards = p.discards};
+                         .ops_in_parts = p.ops_in_parts, .discards = p.discards};
 }
 
 // ---- records ----------------------------------------------------------------------------------

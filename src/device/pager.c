@@ -102,7 +102,7 @@ struct gt_pager {
     atomic_bool failed;  // read by the owner without the lock (gt_pager_failed)
     uint64_t nresident, nsealed, peak, page_outs, fault_ins, clean_drops;
     uint64_t demand_faults, prefetch_issued, prefetch_hits, prefetch_wasted, assist_faults;
-    uint64_t pre_evictions, split_matmuls, discards;
+    uint64_t pre_evictions, ops_in_parts, discards;
     atomic_uint_least64_t map_calls;  // counted by either thread, with or without the lock
     // Threads: everything above and below is under mu, but for a PG_MOVING page's bytes and
     // frame, which only its mover touches. busy: pages moving now (both threads).
@@ -1835,10 +1835,15 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
     return GT_OK;
 }
 
-// A matmul in parts (kernels.h): each group's tiles in order, each part as many of them as fit
-// under the cap together. Every tile runs once, as the same sgemm call as in the whole op, so
-// the bytes are the whole op's (docs/paging.md "Matmuls in parts"). A tile that does not fit
-// alone refuses the op before anything of it ran.
+// A matmul or a sum_of_squares in parts (kernels.h): each group's tiles in order, each part as
+// many of them as fit under the cap together. Every tile runs once, as the same sgemm call as in
+// the whole op, or (sum_of_squares) the same block sum added to the total in the same order, so
+// the bytes are the whole op's (docs/paging.md "Matmuls in parts", "Reductions in parts"). The
+// order is required, not only chosen: a sum_of_squares part after tile 0 adds to the total the
+// earlier parts left in out, so the parts run one at a time, from tile 0 up, never reordered.
+// out's page is written (WRITE), so every part holds it resident and loaded: a write hold faults
+// a page in like a read (page_need), and a later part reads what the earlier one wrote. A tile
+// that does not fit alone refuses the op before anything of it ran.
 static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                            gt_pager_run_fn run, void *ctx, uint64_t pages)
 {
@@ -1861,7 +1866,7 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
         }
     }
     lock(pg);
-    pg->split_matmuls++;
+    pg->ops_in_parts++;  // ops in parts: matmuls and sums of squares (device.h)
     unlock(pg);
     for (int g = 0; g < groups; g++) {
         int tiles = 0;
@@ -1910,7 +1915,8 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
         return launch_parts(pg, op, where, run, ctx, total);
     }
     if (!op_elementwise(op->kind)) {
-        return op_too_big(pg, op, total, " (neither elementwise nor a matmul: not split)");
+        return op_too_big(pg, op, total,
+                          " (neither elementwise nor a matmul or sum_of_squares: not split)");
     }
     return launch_split(pg, op, where, run, ctx, total);
 }
@@ -1933,7 +1939,7 @@ void gt_pager_stats_get(const gt_pager *cpg, gt_pager_stats *st)
                            .pre_evictions = pg->pre_evictions,
                            .mispredicts = gt_opstream_mispredicts(pg->os),
                            .map_calls = atomic_load(&pg->map_calls),
-                           .split_matmuls = pg->split_matmuls, .discards = pg->discards};
+                           .ops_in_parts = pg->ops_in_parts, .discards = pg->discards};
     unlock(pg);
 }
 

@@ -227,7 +227,7 @@ gt_err gt_device_sim_impl_stat(void *impl, gt_device_sim_stat *stat)
                                             .pre_evictions = rep.stat.pre_evictions,
                                             .mispredicts = rep.stat.mispredicts,
                                             .map_calls = rep.stat.map_calls,
-                                            .split_matmuls = rep.stat.split_matmuls,
+                                            .ops_in_parts = rep.stat.ops_in_parts,
                                             .discards = rep.stat.discards}};
     return GT_OK;
 }

@@ -140,7 +140,7 @@ static void stat_paging_fields(gt_sim_stat *st, uint64_t *v[STAT_PAGING_FIELDS])
         &st->page_bytes, &st->paging_cap, &st->resident, &st->peak_resident, &st->evicted,
         &st->page_outs, &st->fault_ins, &st->clean_drops, &st->prefetch, &st->demand_faults,
         &st->prefetch_issued, &st->prefetch_hits, &st->prefetch_wasted, &st->assist_faults,
-        &st->pre_evictions, &st->mispredicts, &st->map_calls, &st->split_matmuls,
+        &st->pre_evictions, &st->mispredicts, &st->map_calls, &st->ops_in_parts,
         &st->discards};
     memcpy(v, f, sizeof f);
 }

@@ -386,7 +386,10 @@ static void softmax_crossentropy(float *losses, float *logits, const int32_t *ta
 
 // ---- reductions, optimizer ------------------------------------------------------------------
 
+// The blocks are sum_of_squares' tiles (its parts, kernels.h): their bounds depend on N alone.
 #define SUMSQ_BLOCK 16384
+
+static size_t sumsq_blocks(size_t N) { return (N + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK; }
 
 static double sumsq_block(const float *x, size_t lo, size_t hi)
 {
@@ -397,26 +400,31 @@ static double sumsq_block(const float *x, size_t lo, size_t hi)
     return s;
 }
 
-static void sum_of_squares(double *out, const float *x, size_t N)
+// *out = the sum of squares of blocks [first, last) of x (N), each block in double serially,
+// the block sums added in block order. first == 0 starts from 0.0; a later first starts from
+// *out, the total of blocks [0, first) that the earlier parts wrote: a double, so nothing is
+// rounded away between parts, and the adds are the whole op's, in its order, on the same
+// doubles. So parts run in order give the whole op's bytes (docs/paging.md).
+static void sum_of_squares(double *out, const float *x, size_t N, size_t first, size_t last)
 {
-    size_t nblocks = (N + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
-    double *part = malloc(sizeof(double) * nblocks);
-    double total = 0.0;
+    double *part = malloc(sizeof(double) * (last - first));
+    double total = first == 0 ? 0.0 : *out;
     if (part == NULL) {  // one serial pass in the same block order
-        for (size_t blk = 0; blk < nblocks; blk++) {
+        for (size_t blk = first; blk < last; blk++) {
             size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
             total += sumsq_block(x, blk * SUMSQ_BLOCK, end);
         }
         *out = total;
         return;
     }
-#pragma omp parallel for schedule(static) if (PAR(N))
-    for (size_t blk = 0; blk < nblocks; blk++) {
+    size_t stop = last * SUMSQ_BLOCK < N ? last * SUMSQ_BLOCK : N;  // the floats summed here
+#pragma omp parallel for schedule(static) if (PAR(stop - first * SUMSQ_BLOCK))
+    for (size_t blk = first; blk < last; blk++) {
         size_t end = (blk + 1) * SUMSQ_BLOCK < N ? (blk + 1) * SUMSQ_BLOCK : N;
-        part[blk] = sumsq_block(x, blk * SUMSQ_BLOCK, end);
+        part[blk - first] = sumsq_block(x, blk * SUMSQ_BLOCK, end);
     }
-    for (size_t blk = 0; blk < nblocks; blk++) {
-        total += part[blk];
+    for (size_t blk = first; blk < last; blk++) {
+        total += part[blk - first];
     }
     free(part);
     *out = total;
@@ -583,8 +591,11 @@ static gt_err run_softmax_xent(const gt_op_args *u, const char *name)
 
 static gt_err run_sumsq(const gt_op_args *u, const char *name)
 {
+    const gt_sumsq_args *a = &u->sumsq;
     (void)name;
-    sum_of_squares(u->sumsq.out, u->sumsq.x, (size_t)u->sumsq.N);
+    size_t all = sumsq_blocks((size_t)a->N);
+    sum_of_squares(a->out, a->x, (size_t)a->N, a->tile_hi ? (size_t)a->tile_lo : 0,
+                   a->tile_hi ? (size_t)a->tile_hi : all);
     return GT_OK;
 }
 
@@ -714,7 +725,15 @@ static uint64_t monotonic_ns(void)
 
 int gt_op_part_groups(const gt_op *op)
 {
-    return op->kind == GT_OP_MATMUL_FWD ? 1 : op->kind == GT_OP_MATMUL_BWD ? 2 : 0;
+    switch (op->kind) {
+    case GT_OP_MATMUL_FWD:
+    case GT_OP_SUMSQ:
+        return 1;
+    case GT_OP_MATMUL_BWD:
+        return 2;
+    default:
+        return 0;
+    }
 }
 
 const char *gt_op_part_group_name(const gt_op *op, int group)
@@ -725,19 +744,24 @@ const char *gt_op_part_group_name(const gt_op *op, int group)
     if (op->kind == GT_OP_MATMUL_BWD && (group == 0 || group == 1)) {
         return group == 0 ? "dinp" : "dweight";
     }
+    if (op->kind == GT_OP_SUMSQ && group == 0) {
+        return "x";
+    }
     return "no";
 }
 
-// The shapes of an op that has parts, checked (both matmuls' ints begin N, C, OC).
+// The shapes of an op that has parts, checked (both matmuls' ints begin N, C, OC;
+// sum_of_squares has N alone, and C, OC are 0 for it).
 static gt_err part_shapes(const gt_op *op, int *N, int *C, int *OC)
 {
     uint64_t bytes[GT_OP_MAX_REFS];
     int nrefs = 0;
     GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
     GT_ENSURE(gt_op_part_groups(op) > 0, GT_E_ARG, "%s: has no parts", gt_op_name(op->kind));
+    bool matmul = op->kind != GT_OP_SUMSQ;
     *N = (int)op->ints[0];
-    *C = (int)op->ints[1];
-    *OC = (int)op->ints[2];
+    *C = matmul ? (int)op->ints[1] : 0;
+    *OC = matmul ? (int)op->ints[2] : 0;
     return GT_OK;
 }
 
@@ -747,6 +771,10 @@ gt_err gt_op_part_tiles(const gt_op *op, int group, int *tiles)
     GT_TRY(part_shapes(op, &N, &C, &OC));
     GT_ENSURE(group >= 0 && group < gt_op_part_groups(op), GT_E_ARG, "%s: no part group %d",
               gt_op_name(op->kind), group);
+    if (op->kind == GT_OP_SUMSQ) {
+        *tiles = (int)sumsq_blocks((size_t)N);  // N < 2^31: at most 2^17 blocks
+        return GT_OK;
+    }
     if (op->kind == GT_OP_MATMUL_FWD) {
         *tiles = tiles_of(OC, oc_tile(OC));
         return GT_OK;
@@ -773,9 +801,10 @@ static gt_err part_span(const gt_op *op, const gt_op_part *part, int *first, int
     return GT_OK;
 }
 
-// The refs of both matmuls, in descriptor order (op_table.c).
+// The refs of both matmuls and of sum_of_squares, in descriptor order (op_table.c).
 enum { FWD_OUT, FWD_INP, FWD_WEIGHT, FWD_BIAS };
 enum { BWD_DINP, BWD_DWEIGHT, BWD_DBIAS, BWD_DOUT, BWD_INP, BWD_WEIGHT };
+enum { SUMSQ_OUT, SUMSQ_X };
 
 // Ref i's extent widened to hold its f32 elements [a, b).
 static void widen(uint64_t *lo, uint64_t *hi, int i, uint64_t a, uint64_t b)
@@ -831,6 +860,12 @@ gt_err gt_op_part_extents(const gt_op *op, const gt_op_part *part, uint64_t lo[G
     GT_TRY(part_span(op, part, &first, &last));
     memset(lo, 0, sizeof(uint64_t) * GT_OP_MAX_REFS);
     memset(hi, 0, sizeof(uint64_t) * GT_OP_MAX_REFS);
+    if (op->kind == GT_OP_SUMSQ) {  // out whole (a later part reads it), x its blocks' floats
+        uint64_t n = (uint64_t)N, b = (uint64_t)last * SUMSQ_BLOCK;
+        widen(lo, hi, SUMSQ_X, (uint64_t)first * SUMSQ_BLOCK, b < n ? b : n);
+        hi[SUMSQ_OUT] = sizeof(double);
+        return GT_OK;
+    }
     for (int tile = first; tile < last; tile++) {
         tile_extents(op, N, C, OC, tile, lo, hi);
     }
@@ -852,6 +887,8 @@ gt_err gt_ops_cpu_run_part(const gt_op *op, const gt_op_part *part, gt_dref_reso
         GT_TRY(part_span(op, part, &first, &last));
         if (op->kind == GT_OP_MATMUL_FWD) {
             args.matmul_fwd.tile_lo = first, args.matmul_fwd.tile_hi = last;
+        } else if (op->kind == GT_OP_SUMSQ) {
+            args.sumsq.tile_lo = first, args.sumsq.tile_hi = last;
         } else {
             args.matmul_bwd.tile_lo = first, args.matmul_bwd.tile_hi = last;
         }

@@ -1,7 +1,8 @@
 // devd --paging-store (docs/paging.md): the same pager as the cpu backend's behind devd's
 // session. Training under a memory limit gives the cpu backend's losses bit for bit with pages
 // going out and in; STAT reports the pager's counters; a tampered store page tears the session
-// down and wipes its buffers; without --paging-store the limit refuses and names the flag.
+// down and wipes its buffers; without --paging-store the limit refuses and names the flag; the
+// lm-head's backward and the clip's sum of squares run in parts inside devd.
 // The full tamper sweep runs against the same pager code in tests/device/test_paging.c.
 #include "testlib.h"
 #include "toy_model.h"
@@ -44,6 +45,10 @@ static int setup_prefetch(void **state) { return setup_with(state, "40KiB", true
 
 // 36 pages: the widened toy's lm-head backward does not fit (train_lm_head_in_parts).
 static int setup_wide(void **state) { return setup_with(state, "144KiB", false); }
+
+// 48 pages: less than the 64-channel toy's gradients (train_clipped_grads_over_cap).
+#define CLIP_CAP_PAGES 48u
+static int setup_clip(void **state) { return setup_with(state, "192KiB", false); }
 
 static int teardown(void **state)
 {
@@ -93,7 +98,7 @@ static void train_capped_matches_cpu(void **state)
     assert_int_equal(st.paging.peak_resident, CAP);  // it filled the cap (and needed more)
     assert_true(st.paging.map_calls > 0);             // STAT version 6
     assert_true(st.paging.discards > 0);              // STAT version 7: zeroed gradients
-    assert_int_equal(st.paging.split_matmuls, 0);     // the toy's matmuls all fit 40 KiB
+    assert_int_equal(st.paging.ops_in_parts, 0);     // the toy's matmuls all fit 40 KiB
     // STAT version 4: who faulted the pages in; every fault-in is counted once, by one cause.
     assert_int_equal(st.paging.demand_faults + st.paging.prefetch_issued +
                          st.paging.assist_faults, st.paging.fault_ins);
@@ -191,8 +196,33 @@ static void train_lm_head_in_parts(void **state)
     gt_device_sim_stat st;
     GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
     gt_device_close(dev);
-    assert_true(st.paging.split_matmuls >= STEPS);
+    assert_true(st.paging.ops_in_parts >= STEPS);
     assert_true(st.paging.peak_resident <= 36u * PAGE);
+    assert_memory_equal(cpu, sim, sizeof cpu);
+}
+
+// The toy widened to 64 channels, clipping its gradients (the toy's recipe), on devd capped
+// below the gradients' size: devd runs the clip's sum of squares in parts, and the losses are an
+// unlimited cpu device's, bit for bit.
+static void train_clipped_grads_over_cap(void **state)
+{
+    fixture *f = *state;
+    enum { STEPS = 3, CH = 64 };
+    assert_true(gt_toy_grad_bytes(GT_TOY_VOCAB, CH) > CLIP_CAP_PAGES * PAGE);
+    float cpu[STEPS], sim[STEPS];
+    gt_device_config cc = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cc));
+    gt_toy_losses(dev, NTOK, cpu, STEPS, GT_TOY_VOCAB, CH);
+    gt_device_close(dev);
+    dev = open_sim(f);
+    gt_toy_losses(dev, NTOK, sim, STEPS, GT_TOY_VOCAB, CH);
+    gt_device_sim_stat st;
+    GT_ASSERT_OK(gt_device_sim_stat_get(dev, &st));
+    gt_device_close(dev);
+    assert_int_equal(st.paging.cap, CLIP_CAP_PAGES * PAGE);
+    assert_true(st.paging.ops_in_parts >= STEPS);  // ops in parts: the sum of squares each step
+    assert_true(st.paging.peak_resident <= CLIP_CAP_PAGES * PAGE);
     assert_memory_equal(cpu, sim, sizeof cpu);
 }
 
@@ -224,6 +254,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup, teardown),
         cmocka_unit_test(unpaged_refusal_names_paging),
         cmocka_unit_test_setup_teardown(train_lm_head_in_parts, setup_wide, teardown),
+        cmocka_unit_test_setup_teardown(train_clipped_grads_over_cap, setup_clip, teardown),
         cmocka_unit_test_setup_teardown(train_capped_matches_cpu, setup_prefetch, teardown),
         cmocka_unit_test_setup_teardown(tampered_page_tears_session_down, setup_prefetch,
                                         teardown),

@@ -9,6 +9,7 @@
 #include "device/pager_test.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -753,7 +754,7 @@ static void matmuls_in_parts_same_bytes(void **state)
         print_message("case %zu: %llu page-outs, %llu fault-ins, peak %llu of %llu\n", k,
                       (unsigned long long)st.page_outs, (unsigned long long)st.fault_ins,
                       (unsigned long long)st.peak_resident, (unsigned long long)st.cap);
-        assert_int_equal(st.split_matmuls, 1);  // it did not fit whole
+        assert_int_equal(st.ops_in_parts, 1);  // it did not fit whole
         assert_true(st.peak_resident <= st.cap);
         assert_memory_equal(in, in2, n * sizeof(float));
         assert_memory_equal(want, got, n * sizeof(float));
@@ -766,13 +767,84 @@ static void matmuls_in_parts_same_bytes(void **state)
                          "cap is 400.0 KiB (in parts: one dweight tile alone needs");
     gt_pager_stats st;
     GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
-    assert_int_equal(st.split_matmuls, 0);
+    assert_int_equal(st.ops_in_parts, 0);
     gt_device_close(dev);
     assert_memory_equal(in, got, n * sizeof(float));
     free(in);
     free(in2);
     free(want);
     free(got);
+    gt_test_rmtree(dir);
+}
+
+// ---- reductions in parts (docs/paging.md "Reductions in parts") ------------------------------
+
+// sum_of_squares of x (n floats from byte `offset` of a buffer) on dev: the 8 bytes of out.
+// *x_back gets x as it reads back after the launch.
+static gt_err sumsq_launch(gt_device *dev, const float *x, size_t n, uint64_t offset,
+                           double *out, float *x_back)
+{
+    gt_dbuf xb = 0, ob = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, offset + n * sizeof *x, 0, &xb));
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof *out, 0, &ob));
+    GT_ASSERT_OK(gt_device_copy_in(dev, xb, offset, x, n * sizeof *x));
+    const double before = -1.0;  // what out holds if the op is refused
+    GT_ASSERT_OK(gt_device_copy_in(dev, ob, 0, &before, sizeof before));
+    gt_op op = gt_op_sumsq((gt_dref){ob, 0}, (gt_dref){xb, offset}, (int64_t)n);
+    gt_err e = gt_device_launch(dev, &op);
+    GT_ASSERT_OK(gt_device_copy_out(dev, out, ob, 0, sizeof *out));
+    GT_ASSERT_OK(gt_device_copy_out(dev, x_back, xb, offset, n * sizeof *x));
+    GT_ASSERT_OK(gt_device_free(dev, xb));
+    GT_ASSERT_OK(gt_device_free(dev, ob));
+    return e;
+}
+
+// A sum of squares over 1 MiB of floats (16 blocks of 16384, and 16 blocks and a tail from an
+// offset that puts every block across one more page) under 20 pages: each block (16 or 17
+// pages) and out run as one part, in order, and give the 8 bytes of a device without a pager.
+// Under 16 pages one block and out do not fit: refused, out unchanged.
+static void sumsq_in_parts_same_bytes(void **state)
+{
+    (void)state;
+    enum { N = 16 * 16384, CAP_PAGES = 20 };
+    static const struct { size_t n; uint64_t offset; } cases[] = {{N, 0}, {N + 1000, 4 * 1000}};
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float *x = malloc((N + 1000) * sizeof *x), *back = malloc((N + 1000) * sizeof *x);
+    uint32_t seed = 7;
+    for (size_t i = 0; i < N + 1000; i++) {  // full mantissas over 2^-8..2^8: order matters
+        seed = seed * 1103515245u + 12345u;
+        x[i] = ldexpf(1.0f + (float)(seed >> 9) / 8388608.0f, (int)(seed % 17) - 8);
+    }
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 2};
+        gt_device *dev = NULL;
+        GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+        double want = 0.0, got = 0.0;
+        GT_ASSERT_OK(sumsq_launch(dev, x, cases[k].n, cases[k].offset, &want, back));
+        gt_device_close(dev);
+        dev = open_dev(dir, CAP_PAGES * PAGE);
+        GT_ASSERT_OK(sumsq_launch(dev, x, cases[k].n, cases[k].offset, &got, back));
+        gt_pager_stats st;
+        GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+        gt_device_close(dev);
+        print_message("case %zu: sum %.17g, %llu page-outs, %llu fault-ins, peak %llu of %llu\n",
+                      k, got, (unsigned long long)st.page_outs, (unsigned long long)st.fault_ins,
+                      (unsigned long long)st.peak_resident, (unsigned long long)st.cap);
+        assert_true(want > 0.0);
+        assert_memory_equal(&want, &got, sizeof want);
+        assert_memory_equal(x, back, cases[k].n * sizeof *x);
+        assert_int_equal(st.ops_in_parts, 1);  // counts ops in parts (device.h)
+        assert_true(st.peak_resident <= st.cap);
+    }
+    gt_device *dev = open_dev(dir, 16u * PAGE);
+    double got = 0.0;
+    GT_ASSERT_ERR(sumsq_launch(dev, x, N, 0, &got, back), GT_E_LIMIT,
+                  "cap is 64.0 KiB (in parts: one x tile alone needs 68.0 KiB)");
+    assert_true(got == -1.0);
+    gt_device_close(dev);
+    free(x);
+    free(back);
     gt_test_rmtree(dir);
 }
 
@@ -828,10 +900,41 @@ static void train_lm_head_in_parts(void **state)
     GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
     gt_device_close(dev);
     print_message("%llu matmuls in parts, %llu page-outs, %llu fault-ins\n",
-                  (unsigned long long)st.split_matmuls, (unsigned long long)st.page_outs,
+                  (unsigned long long)st.ops_in_parts, (unsigned long long)st.page_outs,
                   (unsigned long long)st.fault_ins);
-    assert_true(st.split_matmuls >= STEPS);  // the lm-head's backward, once a step at least
+    assert_true(st.ops_in_parts >= STEPS);  // the lm-head's backward, once a step at least
     assert_true(st.peak_resident <= 36u * PAGE);
+    assert_memory_equal(bare, capped, sizeof bare);
+    gt_test_rmtree(dir);
+}
+
+// The toy GPT-2 widened to 64 channels (its gradients: CLIP_GRAD_BYTES) trained with the toy's
+// gradient clipping (norm 1, which its norms exceed) under a cap smaller than the gradients: the
+// clip's sum of squares runs in parts, and the losses are bit for bit an uncapped device's.
+static void train_clipped_grads_over_cap(void **state)
+{
+    (void)state;
+    enum { STEPS = 3, CH = 64, CAP_PAGES = 48 };
+    uint64_t grads = gt_toy_grad_bytes(GT_TOY_VOCAB, CH);
+    assert_true(grads > CAP_PAGES * PAGE);  // sum_of_squares cannot hold them at once
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float bare[STEPS], capped[STEPS];
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    gt_toy_losses(dev, NTOK, bare, STEPS, GT_TOY_VOCAB, CH);
+    gt_device_close(dev);
+    dev = open_dev(dir, CAP_PAGES * PAGE);
+    gt_toy_losses(dev, NTOK, capped, STEPS, GT_TOY_VOCAB, CH);
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    gt_device_close(dev);
+    print_message("grads %llu bytes, cap %u: %llu ops in parts, %llu page-outs\n",
+                  (unsigned long long)grads, CAP_PAGES * PAGE,
+                  (unsigned long long)st.ops_in_parts, (unsigned long long)st.page_outs);
+    assert_true(st.ops_in_parts >= STEPS);  // the sum of squares, once a step at least
+    assert_true(st.peak_resident <= CAP_PAGES * PAGE);
     assert_memory_equal(bare, capped, sizeof bare);
     gt_test_rmtree(dir);
 }
@@ -1023,9 +1126,11 @@ int main(void)
         cmocka_unit_test(evicted_pages_fault),
         cmocka_unit_test(ops_split_or_refused),
         cmocka_unit_test(matmuls_in_parts_same_bytes),
+        cmocka_unit_test(sumsq_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
         cmocka_unit_test(train_capped_matches_uncapped),
         cmocka_unit_test(train_lm_head_in_parts),
+        cmocka_unit_test(train_clipped_grads_over_cap),
         cmocka_unit_test(unpaged_refusal_names_paging),
         cmocka_unit_test(prefetch_same_losses_and_hits),
         cmocka_unit_test(prefetch_tamper_found_by_worker),
@@ -1048,9 +1153,11 @@ int main(void)
         cmocka_unit_test(evicted_pages_fault),
         cmocka_unit_test(ops_split_or_refused),
         cmocka_unit_test(matmuls_in_parts_same_bytes),
+        cmocka_unit_test(sumsq_in_parts_same_bytes),
         cmocka_unit_test(labels_travel_with_pages),
         cmocka_unit_test(train_capped_matches_uncapped),
         cmocka_unit_test(train_lm_head_in_parts),
+        cmocka_unit_test(train_clipped_grads_over_cap),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests_name("prefetch", with_prefetch, prefetch_on, NULL);

@@ -1,11 +1,13 @@
 // kernels/: the op table as data. Every descriptor is well formed; its byte counts match sizes
 // computed by hand for a sample shape and, over many shapes at and past the limits, the switch
 // it replaced; over-large shapes are refused; builders and gt_op_decode agree on every name;
-// the SIMD setter reaches the kernels; matmul parts are checked and together make the whole op.
+// the SIMD setter reaches the kernels; matmul and sum_of_squares parts are checked and together
+// make the whole op.
 #include "testlib.h"
 
 #include <gputravel/kernels.h>
 
+#include <math.h>
 #include <string.h>
 
 #define S31 ((int64_t)1 << 31)
@@ -610,6 +612,94 @@ static void parts_make_the_whole_op(void **state)
     }
 }
 
+// sum_of_squares' parts are its blocks of 16384 floats: the tile counts and extents of N below
+// one block, an exact multiple and one with a tail (x: its blocks' floats; out: its 8 bytes,
+// whole); bad parts are refused by both entry points, which then write nothing.
+static void sumsq_parts_are_checked(void **state)
+{
+    (void)state;
+    enum { B = 16384 };
+    static float x[3 * B];
+    double out = -1.0;
+    static const struct { int64_t n; int tiles; gt_op_part part; uint64_t lo, hi; } rows[] = {
+        {1000, 1, {0, 0, 1}, 0, 1000 * 4},
+        {2 * B, 2, {0, 1, 2}, B * 4, 2 * B * 4},
+        {2 * B, 2, {0, 0, 2}, 0, 2 * B * 4},
+        {2 * B + 7, 3, {0, 2, 3}, 2 * B * 4, (2 * B + 7) * 4},
+        {2 * B + 7, 3, {0, 0, 1}, 0, B * 4},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        gt_op op = gt_op_sumsq(HREF(&out), HREF(x), rows[k].n);
+        int tiles = 0;
+        assert_int_equal(gt_op_part_groups(&op), 1);
+        assert_string_equal(gt_op_part_group_name(&op, 0), "x");
+        GT_ASSERT_OK(gt_op_part_tiles(&op, 0, &tiles));
+        assert_int_equal(tiles, rows[k].tiles);
+        uint64_t lo[GT_OP_MAX_REFS], hi[GT_OP_MAX_REFS];
+        GT_ASSERT_OK(gt_op_part_extents(&op, &rows[k].part, lo, hi));
+        const uint64_t want_lo[GT_OP_MAX_REFS] = {0, rows[k].lo};
+        const uint64_t want_hi[GT_OP_MAX_REFS] = {sizeof(double), rows[k].hi};
+        assert_memory_equal(lo, want_lo, sizeof want_lo);
+        assert_memory_equal(hi, want_hi, sizeof want_hi);
+    }
+    gt_op op = gt_op_sumsq(HREF(&out), HREF(x), 2 * B + 7);  // 3 tiles
+    const gt_op_part bad[] = {{1, 0, 1}, {0, 0, 0}, {0, 2, 4}, {0, -1, 1}, {0, 2, 1}, {0, 3, 4}};
+    uint64_t lo[GT_OP_MAX_REFS], hi[GT_OP_MAX_REFS];
+    fill_floats(x, 3 * B, 9);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        GT_ASSERT_CODE(gt_op_part_extents(&op, &bad[i], lo, hi), GT_E_ARG);
+        GT_ASSERT_CODE(gt_ops_cpu_run_part(&op, &bad[i], host, NULL), GT_E_ARG);
+    }
+    assert_true(out == -1.0);  // nothing ran
+}
+
+// Floats with full mantissas over 2^-8..2^8: their squares' sum rounds, so the order counts.
+static void fill_wide_floats(float *x, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = ldexpf(1.0f + (float)(seed >> 9) / 8388608.0f, (int)(seed % 17) - 8);
+    }
+}
+
+// sum_of_squares run in parts in tile order (one block a part, and two uneven parts), out
+// holding garbage before: the whole op's 8 bytes. Out of order (the contract forbids it, and
+// nothing can tell): a part from tile 0 starts over, so out is then what that part alone makes.
+static void sumsq_parts_make_the_whole_op(void **state)
+{
+    (void)state;
+    enum { B = 16384, N = 5 * B + 77 };  // 6 tiles
+    static float x[N];
+    fill_wide_floats(x, N, 11);
+    double whole = 0.0, got = 0.0, first = 0.0;
+    gt_op op = gt_op_sumsq(HREF(&whole), HREF(x), N);
+    GT_ASSERT_OK(gt_ops_cpu_run(&op, host, NULL));
+    assert_true(whole > 0.0);
+    op = gt_op_sumsq(HREF(&got), HREF(x), N);
+    got = 12345.0;  // a part from tile 0 does not read out
+    for (int t = 0; t < 6; t++) {
+        GT_ASSERT_OK(gt_ops_cpu_run_part(&op, &(gt_op_part){0, t, t + 1}, host, NULL));
+    }
+    assert_memory_equal(&whole, &got, sizeof whole);
+    got = -3.0;
+    GT_ASSERT_OK(gt_ops_cpu_run_part(&op, &(gt_op_part){0, 0, 2}, host, NULL));
+    GT_ASSERT_OK(gt_ops_cpu_run_part(&op, &(gt_op_part){0, 2, 6}, host, NULL));
+    assert_memory_equal(&whole, &got, sizeof whole);
+    // The whole op's bytes are not those of another order of the block sums (the test could
+    // not tell a reordering otherwise): blocks 1..5 first, then block 0 added last.
+    double reordered = 0.0;
+    op = gt_op_sumsq(HREF(&reordered), HREF(x + B), N - B);
+    GT_ASSERT_OK(gt_ops_cpu_run(&op, host, NULL));
+    op = gt_op_sumsq(HREF(&first), HREF(x), B);
+    GT_ASSERT_OK(gt_ops_cpu_run(&op, host, NULL));
+    reordered += first;
+    assert_memory_not_equal(&whole, &reordered, sizeof whole);
+    op = gt_op_sumsq(HREF(&got), HREF(x), N);
+    GT_ASSERT_OK(gt_ops_cpu_run_part(&op, &(gt_op_part){0, 1, 6}, host, NULL));
+    GT_ASSERT_OK(gt_ops_cpu_run_part(&op, &(gt_op_part){0, 0, 1}, host, NULL));
+    assert_memory_equal(&got, &first, sizeof got);  // out of order: block 0's sum alone
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -624,6 +714,8 @@ int main(void)
         cmocka_unit_test(simd_setter_reaches_the_kernels),
         cmocka_unit_test(parts_are_checked),
         cmocka_unit_test(parts_make_the_whole_op),
+        cmocka_unit_test(sumsq_parts_are_checked),
+        cmocka_unit_test(sumsq_parts_make_the_whole_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,12 +10,24 @@ void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t)
     gt_toy_open_shaped(dev, chunk, ntok, GT_TOY_VOCAB, 16, t);
 }
 
+static gt_gpt2_config toy_config(int vocab, int channels)
+{
+    return (gt_gpt2_config){.max_seq_len = 8, .vocab_size = vocab,
+                            .padded_vocab_size = gt_gpt2_pad_vocab(vocab), .num_layers = 1,
+                            .num_heads = 2, .channels = channels};
+}
+
+uint64_t gt_toy_grad_bytes(int vocab, int channels)
+{
+    gt_gpt2_config c = toy_config(vocab, channels);
+    size_t sizes[GT_GPT2_NUM_TENSORS];
+    return (uint64_t)gt_gpt2_param_sizes(&c, sizes) * sizeof(float);
+}
+
 void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
                         gt_toy *t)
 {
-    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = vocab,
-                        .padded_vocab_size = gt_gpt2_pad_vocab(vocab), .num_layers = 1,
-                        .num_heads = 2, .channels = channels};
+    gt_gpt2_config c = toy_config(vocab, channels);
     GT_ASSERT_OK(gt_gpt2_create(&t->m, dev, &c));
     GT_ASSERT_OK(gt_gpt2_init_random(t->m, 5));
     GT_ASSERT_OK(gt_loader_create(&t->l, dev, &chunk, &ntok, 1, 2, 8, GT_TOY_VOCAB, false, 0));

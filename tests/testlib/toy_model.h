@@ -14,7 +14,9 @@ typedef struct {
     gt_loader *l;
 } gt_toy;
 
-// The recipe of every toy step (the one a pinned program records).
+// The recipe of every toy step (the one a pinned program records): it clips the gradients at
+// norm 1 (the toys of the paging tests had norms of 1.5-4.0, printed by hand, so the clip scales the
+// gradients: a wrong sum of squares changes the next losses).
 extern const gt_adamw gt_toy_opt;
 
 // The model (seeded init) and a loader over the first ntok tokens of chunk.
@@ -24,6 +26,8 @@ void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
 void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
                         gt_toy *t);
 void gt_toy_close(gt_toy *t);
+// The bytes of the gradients (one buffer, what sum_of_squares reads) of a toy of that shape.
+uint64_t gt_toy_grad_bytes(int vocab, int channels);
 // ntok pseudo-random tokens below GT_TOY_VOCAB, the same every call.
 void gt_toy_tokens(uint16_t *tokens, uint64_t ntok);
 // `steps` losses of a model of that shape on dev, trained on gt_toy_tokens' ntok tokens, which
