@@ -16,6 +16,13 @@ typedef struct {
 
 // The recipe of every toy step (the one a pinned program records).
 extern const gt_adamw gt_toy_opt;
+// The recipe the two schedules are compared on: gt_toy_opt without clipping (the in-backward
+// step cannot clip) and with weight decay; a copy with update_in_backward set is the other.
+extern const gt_adamw gt_toy_opt_unclipped;
+
+typedef struct {
+    int vocab, channels, layers;
+} gt_toy_shape;
 
 // The model (seeded init) and a loader over the first ntok tokens of chunk.
 void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
@@ -23,6 +30,9 @@ void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t);
 // lm-head than the toy's, for the tests that need one over a memory cap.
 void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
                         gt_toy *t);
+// The same with a number of layers as well.
+void gt_toy_open_as(gt_device *dev, gt_dbuf chunk, uint64_t ntok, const gt_toy_shape *shape,
+                    gt_toy *t);
 void gt_toy_close(gt_toy *t);
 // ntok pseudo-random tokens below GT_TOY_VOCAB, the same every call.
 void gt_toy_tokens(uint16_t *tokens, uint64_t ntok);
@@ -30,7 +40,13 @@ void gt_toy_tokens(uint16_t *tokens, uint64_t ntok);
 // it copies into a chunk of its own: what the paging tests compare with and without a cap.
 void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab,
                    int channels);
+// The same for a shape and a recipe (gt_toy_step_with's).
+void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
+                        const gt_toy_shape *shape, const gt_adamw *opt);
 // One step: next batch, zero grad, forward and backward (loss NULL: none released), update.
 GT_MUST_USE gt_err gt_toy_step(gt_toy *t, float *loss);
+// One step of opt's schedule: gt_toy_step's with opt, or with opt->update_in_backward the next
+// batch and gt_gpt2_step_in_backward.
+GT_MUST_USE gt_err gt_toy_step_with(gt_toy *t, const gt_adamw *opt, float *loss);
 
 #endif
