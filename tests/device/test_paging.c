@@ -792,7 +792,11 @@ static void train_in_backward_pages_less(void **state)
     assert_true(s_in.peak_resident <= cap);
     assert_memory_equal(bare, std, sizeof bare);
     assert_memory_equal(bare, in, sizeof bare);
-    assert_true(s_in.page_outs + s_in.fault_ins < s_std.page_outs + s_std.fault_ins);
+    // At least a tenth fewer: the same slices updated in the same order right after the whole
+    // backward come within 1% of the standard schedule (tried): what saves is updating each
+    // while it is resident. Measured here: ~22% fewer (page-outs -13%, fault-ins -29%).
+    uint64_t in_pages = s_in.page_outs + s_in.fault_ins;
+    assert_true(in_pages * 10 < (s_std.page_outs + s_std.fault_ins) * 9);
     gt_test_rmtree(dir);
 }
 

@@ -516,6 +516,7 @@ static void update_in_backward_refusals(void **state)
                                      1.0f, &ib, 1e-3f, &loss);
         GT_ASSERT_CODE(e, GT_E_STATE);
         assert_non_null(strstr(e.msg, sharded ? "ZeRO-1" : "several ranks"));
+        assert_non_null(strstr(e.msg, "inside the backward"));  // this refusal, not another
         assert_int_equal(gt_gpt2_step(t.m), 0);
         gt_toy_close(&t);
     }
