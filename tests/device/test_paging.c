@@ -762,9 +762,8 @@ static gt_pager_stats capped_toy(const char *dir, uint64_t cap, const gt_toy_sha
 // is applied while it is resident instead of going out and coming back for one update at the
 // end, which also opens the parameters once more. 8 layers of 64 channels, so that, as for
 // GPT-2 124M under 512 MiB, one layer's params, grads, m and v (800 KB) fit the cap (1.7 MB)
-// with room. (With 2 layers of 16 channels, a layer's state alone is above the cap, every page
-// holds several tensors, and the m and v the updates bring in evict activations the rest of the
-// backward needs: there it pages more, docs/train.md.)
+// with room. (With 2 layers of 16 channels, a layer's state alone is above the cap and every
+// page holds several tensors: there it pages more, docs/paging.md "AdamW inside the backward".)
 static void train_in_backward_pages_less(void **state)
 {
     (void)state;
