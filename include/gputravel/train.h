@@ -111,13 +111,35 @@ GT_MUST_USE gt_err gt_gpt2_logits_read(gt_gpt2 *m, int b, int t, float *out, siz
 typedef struct {
     float beta1, beta2, eps, weight_decay;  // weight decay applies to every parameter (llm.c)
     float grad_clip;  // clip the global gradient norm to this; 0 disables
+    // The schedule: false, a step is gt_gpt2_zero_grad + gt_gpt2_forward_backward +
+    // gt_gpt2_update; true, it is gt_gpt2_step_in_backward (each tensor's AdamW inside the
+    // backward). gt_gpt2_program records the one this names, and each function refuses the other.
+    bool update_in_backward;
 } gt_adamw;
 
 // One AdamW step (t = step + 1) at learning rate lr. Clipping runs on the device (clip_grads).
 // *grad_norm (may be NULL) receives the global gradient norm before clipping through the
 // norm_release op: refused (GT_E_POLICY) for gradients of labelled data unless `grad_norm` is a
-// declared output.
+// declared output. GT_E_ARG when opt->update_in_backward.
 GT_MUST_USE gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm);
+
+// One whole training step with AdamW inside the backward (docs/train.md "AdamW inside the
+// backward"): forward (loss as gt_gpt2_forward_backward's), then the backward, and as soon as a
+// tensor's gradient is final (each layer's 12 tensors after that layer's backward, lnfw/lnfb
+// after the final layernorm's, wte and wpe after the encoder's) one adamw op on its slice of
+// params, grads, m and v, and that gradient slice set to zero. Under a memory cap the gradients
+// then never need to go out and come back for a separate update. Gives the parameters, moments
+// and step of zero_grad + forward_backward + update (opt, lr) bit for bit: the same per-element
+// instructions run. opt->update_in_backward must be set. Refused where it is not the same
+// maths: GT_E_ARG for grad_clip > 0 (the norm needs the whole gradient first; no norm is
+// computed); GT_E_STATE for a ZeRO-1 sharded model, for gradients handed to a collective
+// (gt_gpt2_grads_buf: several ranks sum them first), and for gradients of a backward not yet
+// applied (micro-batch accumulation). Starts from zero gradients (zeroing them first unless the
+// last step left them so) and leaves them zero. A failure part way leaves the model
+// half-updated: discard it.
+GT_MUST_USE gt_err gt_gpt2_step_in_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B,
+                                            int T, float loss_scale, const gt_adamw *opt,
+                                            float lr, float *loss);
 
 // ---- ZeRO-1: the AdamW state sharded across data-parallel ranks (docs/train.md "ZeRO-1") ------
 // From now on gt_gpt2_update updates params [off, +len) only (this rank's shard, after the
@@ -141,7 +163,8 @@ GT_MUST_USE gt_err gt_gpt2_zero_moments_read(gt_gpt2 *m, float *mo, float *vo, s
 // The program of one training step (kernels.h "programs": what an agreement's training.program
 // pins) of a model of cfg on (B, T) batches from a loader, with opt: the ops one
 // gt_loader_next + gt_gpt2_zero_grad + gt_gpt2_forward_backward + gt_gpt2_update(opt, no norm)
-// launch that write something, recorded from one such step on a cpu device of its own.
+// launch that write something, or with opt->update_in_backward those of gt_loader_next +
+// gt_gpt2_step_in_backward(opt), recorded from one such step on a cpu device of its own.
 GT_MUST_USE gt_err gt_gpt2_program(const gt_gpt2_config *cfg, int B, int T, const gt_adamw *opt,
                                    gt_buf *program);
 

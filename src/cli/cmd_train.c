@@ -51,6 +51,13 @@ static void usage(void)
         "  --lr F --beta1 F --beta2 F --eps F --weight-decay F   (defaults 3e-4 0.9 0.999 1e-8 0)\n"
         "  --schedule constant|cosine  --warmup N  --lr-final-frac F  (defaults cosine 0 0.1)\n"
         "  --grad-clip F           clip the global gradient norm (0: off, the default)\n"
+        "  --update-in-backward    each tensor's AdamW inside the backward, once its gradient\n"
+        "                          is final (after its layer's backward), which is then zeroed:\n"
+        "                          the same parameters bit for bit; under a memory cap\n"
+        "                          (--mem-limit, or devd's) less paging: the gradients need not\n"
+        "                          go out and in again for the update (docs/train.md). Refused\n"
+        "                          with --grad-clip, --grad-accum > 1 and --distributed (they\n"
+        "                          need the whole, summed gradient first)\n"
         "device and output:\n"
         "  --device cpu|sim|cuda   (default cpu)   --threads N (default: all cores)\n"
         "  --device-socket PATH    sim: the socket of a running 'gputravel devd'\n"
@@ -142,7 +149,7 @@ enum {
     O_STEPS, O_LR, O_BETA1, O_BETA2, O_EPS, O_WD, O_SCHEDULE, O_WARMUP, O_FINAL, O_CLIP,
     O_DEVICE, O_DEVICE_SOCKET, O_THREADS, O_OUT, O_SAVE_EVERY, O_LOG_JSON, O_PLOT,
     O_RESUME_RESET, O_OUT_BF16, O_MEM_LIMIT, O_PAGING_STORE, O_PAGE_SIZE, O_PREFETCH,
-    O_DISTRIBUTED, O_PEERS, O_ZERO,
+    O_DISTRIBUTED, O_PEERS, O_ZERO, O_UPDATE_IN_BACKWARD,
 };
 
 static const struct option long_opts[] = {
@@ -189,6 +196,7 @@ static const struct option long_opts[] = {
     {"distributed", no_argument, NULL, O_DISTRIBUTED},
     {"peers", required_argument, NULL, O_PEERS},
     {"zero", required_argument, NULL, O_ZERO},
+    {"update-in-backward", no_argument, NULL, O_UPDATE_IN_BACKWARD},
     {NULL, 0, NULL, 0},
 };
 
@@ -255,6 +263,7 @@ static bool parse_one(int c, train_opts *o, bool *unknown)
     case O_DISTRIBUTED: o->distributed = true; break;
     case O_PEERS: o->peers = optarg; break;
     case O_ZERO: ok = parse_int(optarg, 0, 1, &o->zero); break;
+    case O_UPDATE_IN_BACKWARD: o->opt.update_in_backward = true; break;
     default: *unknown = true; break;
     }
     return ok;
@@ -300,6 +309,12 @@ static int parse_check(int argc, char **argv, const train_opts *o)
     }
     if (o->distributed && o->resume != NULL) {
         return gt_cli_usage(CMD, "--resume across ranks is not done yet (docs/collective.md)");
+    }
+    if (o->opt.update_in_backward && (o->opt.grad_clip > 0.0f || o->accum > 1 || o->distributed)) {
+        return gt_cli_usage(CMD, "--update-in-backward updates each tensor as soon as its "
+                                 "gradient is final: --grad-clip (the norm of the whole "
+                                 "gradient), --grad-accum > 1 and --distributed (the sum over "
+                                 "micro-batches or ranks) need every gradient first");
     }
     if (o->save_every > 0 && o->out == NULL) {
         return gt_cli_usage(CMD, "--save-every needs --out");
@@ -560,11 +575,13 @@ static gt_err setup(const train_opts *o, train_run *r)
     if (!gt_cli.quiet) {
         fprintf(stderr,
                 "model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters; data: %llu "
-                "samples of %d x %d; device %s\n",
+                "samples of %d x %d; device %s; AdamW %s\n",
                 cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
                 cfg->padded_vocab_size, cfg->max_seq_len, gt_gpt2_num_params(r->m),
                 (unsigned long long)gt_loader_num_samples(r->train), o->B, o->T,
-                gt_device_kind_name(o->device));
+                gt_device_kind_name(o->device),
+                o->opt.update_in_backward ? "in the backward, per tensor (--update-in-backward)"
+                                          : "after the backward");
     }
     return GT_OK;
 }
@@ -649,15 +666,29 @@ static gt_err step_grads(const train_opts *o, train_run *r, int step, float *los
     return gt_train_dist_mean(r->dist, *loss, loss);
 }
 
-// One optimizer step (step is 0-based): grad-accum micro-batches, then the update.
+// The gradients and the update of one step: grad-accum micro-batches, then the update; or
+// (--update-in-backward, one micro-batch, one rank) the update inside the backward.
+static gt_err step_update(const train_opts *o, train_run *r, int step, float lr, float *loss,
+                          float *norm)
+{
+    if (o->opt.update_in_backward) {
+        GT_TRY(next_batch(r));
+        return gt_gpt2_step_in_backward(r->m, gt_loader_inputs(r->train),
+                                        gt_loader_targets(r->train), o->B, o->T, 1.0f, &o->opt,
+                                        lr, loss);
+    }
+    GT_TRY(step_grads(o, r, step, loss));
+    GT_TRY(gt_gpt2_update(r->m, &o->opt, lr, o->opt.grad_clip > 0.0f ? norm : NULL));
+    return r->dist ? gt_train_dist_after_update(r->dist, (uint64_t)step) : GT_OK;
+}
+
+// One optimizer step (step is 0-based).
 static gt_err train_step(const train_opts *o, train_run *r, int step, step_result *out)
 {
     double t0 = gt_now_seconds();
     float loss = 0.0f;
-    GT_TRY(step_grads(o, r, step, &loss));
     float lr = gt_lr_at(&o->sched, step), norm = NAN;
-    GT_TRY(gt_gpt2_update(r->m, &o->opt, lr, o->opt.grad_clip > 0.0f ? &norm : NULL));
-    GT_TRY(r->dist ? gt_train_dist_after_update(r->dist, (uint64_t)step) : GT_OK);
+    GT_TRY(step_update(o, r, step, lr, &loss, &norm));
     double ms = (gt_now_seconds() - t0) * 1000.0;
     double tokens_per_step = (double)o->B * o->T * o->accum * (r->dist ? r->dist->nranks : 1);
     *out = (step_result){.step = step + 1, .loss = loss, .lr = lr, .norm = norm, .vloss = NAN,

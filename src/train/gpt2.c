@@ -13,6 +13,9 @@
 // Tensor indices, llm.c order.
 enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
        FCPROJB, LNFW, LNFB };
+// The tensors with one slice per layer, in llm.c order.
+static const int layer_tensors[] = {LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB,
+                                    LN2W, LN2B, FCW,  FCB,  FCPROJW,  FCPROJB};
 
 int gt_gpt2_pad_vocab(int vocab_size) { return (vocab_size + 127) / 128 * 128; }
 
@@ -139,6 +142,9 @@ struct gt_gpt2 {
     uint32_t part, nparts;
     gt_dbuf partials;
     uint64_t partial_step;  // step + 1 whose partial was last written (0: none)
+    // What the gradients hold, for gt_gpt2_step_in_backward: all zero (known), a backward's sum
+    // not yet applied by an update, and whether a collective was given the buffer (ranks).
+    bool grads_zero, grads_pending, grads_shared;
     // SHA-256 of the fp32 parameters when last read from or written to a file (resume checks)
     uint8_t file_sha[GT_WEIGHTS_SHA_BYTES];
     bool has_file_sha;
@@ -258,6 +264,7 @@ gt_err gt_gpt2_params_write(gt_gpt2 *m, const float *in, size_t n)
 gt_err gt_gpt2_grads_buf(gt_gpt2 *m, gt_dbuf *out)
 {
     GT_TRY(ensure_grads(m));
+    m->grads_shared = true;  // summed across ranks by its holder: before any update
     *out = m->grads;
     return GT_OK;
 }
@@ -272,7 +279,10 @@ gt_err gt_gpt2_grads_read(gt_gpt2 *m, float *out, size_t n)
 gt_err gt_gpt2_zero_grad(gt_gpt2 *m)
 {
     GT_TRY(ensure_grads(m));
-    return gt_device_memset(m->dev, m->grads, 0, 0, (uint64_t)m->nparams * 4);
+    GT_TRY(gt_device_memset(m->dev, m->grads, 0, 0, (uint64_t)m->nparams * 4));
+    m->grads_zero = true;
+    m->grads_pending = false;
+    return GT_OK;
 }
 
 // ---- random init ----------------------------------------------------------------------------
@@ -346,10 +356,18 @@ out:
 
 // ---- op helpers -----------------------------------------------------------------------------
 
+static bool has_layers(int t) { return !(t == WTE || t == WPE || t == LNFW || t == LNFB); }
+
+// Floats of tensor t that one layer owns (all of it for the four tensors without layers).
+static size_t slice_floats(const gt_gpt2 *m, int t)
+{
+    return has_layers(t) ? m->sizes[t] / (size_t)m->cfg.num_layers : m->sizes[t];
+}
+
+// Tensor t of layer `layer` in buf: params, grads, m or v (one layout).
 static gt_dref P(gt_gpt2 *m, gt_dbuf buf, int t, int layer)
 {
-    size_t per_layer = (t == WTE || t == WPE || t == LNFW || t == LNFB)
-                           ? 0 : m->sizes[t] / (size_t)m->cfg.num_layers;
+    size_t per_layer = has_layers(t) ? slice_floats(m, t) : 0;
     return (gt_dref){buf, (uint64_t)(m->offsets[t] + (size_t)layer * per_layer) * 4};
 }
 
@@ -473,7 +491,63 @@ gt_err gt_gpt2_forward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T
     return forward(m, inputs, targets, B, T, false, 0.0f, loss);
 }
 
-static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
+// AdamW's step-wide values: what gt_gpt2_update and the in-backward schedule share.
+typedef struct {
+    const gt_adamw *opt;
+    float lr, bc1, bc2;
+} adamw_step;
+
+static gt_err adamw_check(const gt_adamw *opt, float lr)
+{
+    GT_ENSURE(opt->beta1 >= 0.0f && opt->beta1 < 1.0f && opt->beta2 >= 0.0f &&
+                  opt->beta2 < 1.0f && opt->eps > 0.0f && opt->weight_decay >= 0.0f &&
+                  opt->grad_clip >= 0.0f && isfinite(lr),
+              GT_E_ARG, "adamw: beta1 %g beta2 %g eps %g weight_decay %g grad_clip %g lr %g",
+              opt->beta1, opt->beta2, opt->eps, opt->weight_decay, opt->grad_clip, lr);
+    return GT_OK;
+}
+
+// The bias corrections of update t = step + 1.
+static adamw_step adamw_step_for(const gt_gpt2 *m, const gt_adamw *opt, float lr)
+{
+    uint64_t t = m->step + 1;
+    return (adamw_step){opt, lr, 1.0f - powf(opt->beta1, (float)t),
+                        1.0f - powf(opt->beta2, (float)t)};
+}
+
+// n floats of params, m, v and grads at the given refs; any clipping was applied before.
+static gt_op adamw_op(const adamw_step *s, gt_dref p, gt_dref mo, gt_dref v, gt_dref g, uint64_t n)
+{
+    const float scale = 1.0f;  // clip_grads scales the gradients themselves
+    return gt_op_adamw(p, mo, v, g, (int64_t)n, s->lr, s->opt->beta1, s->opt->beta2,
+                       s->opt->eps, s->opt->weight_decay, s->bc1, s->bc2, scale);
+}
+
+// In-backward schedule: AdamW on tensor t's slice of `layer` once its gradient is final, then
+// that slice zeroed, ready for the next step. Per element the one big op's instructions run:
+// the kernels' lanes are masked, not left to a tail that depends on where a range starts
+// (cpu_simd.c adamw_avx2/avx512; the cuda kernel is one thread per element).
+static gt_err update_slice(gt_gpt2 *m, const adamw_step *s, int t, int layer)
+{
+    gt_dref g = P(m, m->grads, t, layer);
+    uint64_t n = slice_floats(m, t);
+    GT_TRY(launch(m, adamw_op(s, P(m, m->params, t, layer), P(m, m->m, t, layer),
+                              P(m, m->v, t, layer), g, n)));
+    return gt_device_memset(m->dev, m->grads, g.offset, 0, n * 4);
+}
+
+// backward's hook: nothing (the standard schedule), or each tensor's update as its gradient is
+// final (s != NULL).
+static gt_err update_layer(gt_gpt2 *m, const adamw_step *s, int layer)
+{
+    for (size_t i = 0; s != NULL && i < sizeof layer_tensors / sizeof layer_tensors[0]; i++) {
+        GT_TRY(update_slice(m, s, layer_tensors[i], layer));
+    }
+    return GT_OK;
+}
+
+// Accumulates the gradients of the last forward (+=); with s, runs the update inside (above).
+static gt_err backward(gt_gpt2 *m, gt_dbuf inputs, const adamw_step *s)
 {
     const act_layout *a = &m->lay;
     int B = m->B, T = m->T;
@@ -484,6 +558,8 @@ static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
     uint64_t att_per_layer = (uint64_t)B * NH * T * T;
     gt_dbuf g = m->grads, p = m->params;
     gt_dref dres = A(m, a->dres, 0), dc = A(m, a->dc, 0), d4c = A(m, a->d4c, 0);
+    m->grads_zero = false;
+    m->grads_pending = true;
     // lm head (tied to wte), final layernorm
     GT_TRY(launch(m, gt_op_matmul_bwd(dc, P(m, g, WTE, 0), (gt_dref){0, 0}, A(m, a->logits, 0),
                                       A(m, a->lnf, 0), P(m, p, WTE, 0), BT, C, Vp, 0)));
@@ -492,6 +568,10 @@ static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
         launch(m, gt_op_layernorm_bwd(dres, P(m, g, LNFW, 0), P(m, g, LNFB, 0), dc,
                                       A(m, a->residual3, (uint64_t)(L - 1) * btc), P(m, p, LNFW, 0),
                                       A(m, a->lnf_mean, 0), A(m, a->lnf_rstd, 0), BT, C)));
+    if (s != NULL) {  // wte's gradient still waits for the encoder's part
+        GT_TRY(update_slice(m, s, LNFW, 0));
+        GT_TRY(update_slice(m, s, LNFB, 0));
+    }
     for (int64_t l = L - 1; l >= 0; l--) {
         gt_dref residual = l == 0 ? A(m, a->encoded, 0) : A(m, a->residual3, (l - 1) * btc);
         gt_dref ln1 = A(m, a->ln1, l * btc), qkv = A(m, a->qkv, l * btc * 3);
@@ -518,9 +598,15 @@ static gt_err backward(gt_gpt2 *m, gt_dbuf inputs)
         GT_TRY(launch(m, gt_op_layernorm_bwd(dres, P(m, g, LN1W, l), P(m, g, LN1B, l), dc, residual,
                                              P(m, p, LN1W, l), A(m, a->ln1_mean, l * bt),
                                              A(m, a->ln1_rstd, l * bt), BT, C)));
+        GT_TRY(update_layer(m, s, (int)l));
     }
-    return launch(m, gt_op_encoder_bwd(P(m, g, WTE, 0), P(m, g, WPE, 0), dres, (gt_dref){inputs, 0},
-                                       B, T, C, V, Vp, maxT));
+    GT_TRY(launch(m, gt_op_encoder_bwd(P(m, g, WTE, 0), P(m, g, WPE, 0), dres,
+                                       (gt_dref){inputs, 0}, B, T, C, V, Vp, maxT)));
+    if (s != NULL) {
+        GT_TRY(update_slice(m, s, WTE, 0));
+        GT_TRY(update_slice(m, s, WPE, 0));
+    }
+    return GT_OK;
 }
 
 gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
@@ -531,7 +617,49 @@ gt_err gt_gpt2_forward_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int
     GT_TRY(ensure_grads(m));
     float dloss = loss_scale / ((float)B * (float)T);
     GT_TRY(forward(m, inputs, targets, B, T, true, dloss, loss));
-    return backward(m, inputs);
+    return backward(m, inputs, NULL);
+}
+
+// Refusals of the in-backward step: where it cannot be the standard schedule's maths.
+static gt_err in_backward_check(const gt_gpt2 *m, const gt_adamw *opt, float lr)
+{
+    GT_TRY(adamw_check(opt, lr));
+    GT_ENSURE(opt->update_in_backward, GT_E_ARG,
+              "gpt2: the in-backward step needs opt.update_in_backward (which the recorded "
+              "program follows); without it the step is forward_backward + update");
+    GT_ENSURE(opt->grad_clip == 0.0f, GT_E_ARG,
+              "gpt2: --grad-clip %g with the update inside the backward: clipping (and the "
+              "gradient norm) needs the whole gradient before the first update", opt->grad_clip);
+    GT_ENSURE(!m->sharded, GT_E_STATE,
+              "gpt2: a ZeRO-1 sharded model updates its shard after the reduce-scatter, not "
+              "inside the backward");
+    GT_ENSURE(!m->grads_shared, GT_E_STATE,
+              "gpt2: the gradient buffer was given to a collective (several ranks): they are "
+              "summed across ranks before any update, so it cannot run inside the backward");
+    GT_ENSURE(!m->grads_pending, GT_E_STATE,
+              "gpt2: the gradients hold a backward not yet applied; accumulating micro-batches "
+              "(grad-accum > 1) cannot run with the update inside the backward "
+              "(gt_gpt2_update or gt_gpt2_zero_grad first)");
+    return GT_OK;
+}
+
+gt_err gt_gpt2_step_in_backward(gt_gpt2 *m, gt_dbuf inputs, gt_dbuf targets, int B, int T,
+                                float loss_scale, const gt_adamw *opt, float lr, float *loss)
+{
+    GT_ENSURE(targets != 0, GT_E_ARG, "gpt2: backward needs targets");
+    GT_TRY(in_backward_check(m, opt, lr));
+    GT_TRY(ensure_acts(m, B, T));
+    GT_TRY(m->grads_zero ? GT_OK : gt_gpt2_zero_grad(m));  // the last step left them zero
+    gt_dbuf mo = 0, v = 0;
+    GT_TRY(gt_gpt2_internal_moments(m, &mo, &v, true));
+    float dloss = loss_scale / ((float)B * (float)T);
+    GT_TRY(forward(m, inputs, targets, B, T, true, dloss, loss));
+    adamw_step s = adamw_step_for(m, opt, lr);
+    GT_TRY(backward(m, inputs, &s));
+    m->step++;
+    m->grads_zero = true;  // every slice was zeroed after its update
+    m->grads_pending = false;
+    return GT_OK;
 }
 
 gt_err gt_gpt2_logits_read(gt_gpt2 *m, int b, int t, float *out, size_t n)
@@ -623,11 +751,10 @@ static gt_err global_sumsq(gt_gpt2 *m)
 gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_norm)
 {
     GT_ENSURE(m->grads != 0, GT_E_STATE, "gpt2: update before any backward");
-    GT_ENSURE(opt->beta1 >= 0.0f && opt->beta1 < 1.0f && opt->beta2 >= 0.0f &&
-                  opt->beta2 < 1.0f && opt->eps > 0.0f && opt->weight_decay >= 0.0f &&
-                  opt->grad_clip >= 0.0f && isfinite(lr),
-              GT_E_ARG, "adamw: beta1 %g beta2 %g eps %g weight_decay %g grad_clip %g lr %g",
-              opt->beta1, opt->beta2, opt->eps, opt->weight_decay, opt->grad_clip, lr);
+    GT_TRY(adamw_check(opt, lr));
+    GT_ENSURE(!opt->update_in_backward, GT_E_ARG,
+              "adamw: opt.update_in_backward is set: that update runs inside "
+              "gt_gpt2_step_in_backward (the program it records has no separate update)");
     update_range u;
     GT_TRY(update_range_get(m, &u));
     // Clipping runs on the device (the norm is computed from holder data); the norm itself
@@ -644,14 +771,11 @@ gt_err gt_gpt2_update(gt_gpt2 *m, const gt_adamw *opt, float lr, float *grad_nor
                                               (int64_t)u.len, opt->grad_clip)));
         }
     }
-    const float scale = 1.0f;  // applied by clip_grads
-    uint64_t t = m->step + 1;
-    float bc1 = 1.0f - powf(opt->beta1, (float)t), bc2 = 1.0f - powf(opt->beta2, (float)t);
-    GT_TRY(launch(m, gt_op_adamw((gt_dref){m->params, u.off * 4}, (gt_dref){u.mb, 0},
-                                 (gt_dref){u.vb, 0}, (gt_dref){m->grads, u.off * 4},
-                                 (int64_t)u.len, lr, opt->beta1, opt->beta2, opt->eps,
-                                 opt->weight_decay, bc1, bc2, scale)));
-    m->step = t;
+    adamw_step s = adamw_step_for(m, opt, lr);
+    GT_TRY(launch(m, adamw_op(&s, (gt_dref){m->params, u.off * 4}, (gt_dref){u.mb, 0},
+                              (gt_dref){u.vb, 0}, (gt_dref){m->grads, u.off * 4}, u.len)));
+    m->step++;
+    m->grads_pending = false;
     return GT_OK;
 }
 

@@ -18,6 +18,22 @@ static void record(void *ctx, const gt_op *op)
     }
 }
 
+// The step opt names (train.h gt_adamw.update_in_backward); lr and loss scale are no part of
+// a program (floats stay free).
+static gt_err record_step(gt_gpt2 *m, gt_loader *l, int B, int T, const gt_adamw *opt,
+                          float *loss)
+{
+    const float lr = 1e-4f;
+    if (opt->update_in_backward) {
+        return gt_gpt2_step_in_backward(m, gt_loader_inputs(l), gt_loader_targets(l), B, T, 1.0f,
+                                        opt, lr, loss);
+    }
+    GT_TRY(gt_gpt2_zero_grad(m));
+    GT_TRY(gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l), B, T, 1.0f,
+                                    loss));
+    return gt_gpt2_update(m, opt, lr, NULL);
+}
+
 gt_err gt_gpt2_program(const gt_gpt2_config *cfg, int B, int T, const gt_adamw *opt,
                        gt_buf *program)
 {
@@ -39,11 +55,7 @@ gt_err gt_gpt2_program(const gt_gpt2_config *cfg, int B, int T, const gt_adamw *
     float loss = 0.0f;
     gt_device_observe(dev, record, &r);
     GT_TRY_GOTO(err, gt_loader_next(l), out);
-    GT_TRY_GOTO(err, gt_gpt2_zero_grad(m), out);
-    GT_TRY_GOTO(err, gt_gpt2_forward_backward(m, gt_loader_inputs(l), gt_loader_targets(l), B, T,
-                                              1.0f, &loss),
-                out);
-    GT_TRY_GOTO(err, gt_gpt2_update(m, opt, 1e-4f, NULL), out);
+    GT_TRY_GOTO(err, record_step(m, l, B, T, opt, &loss), out);
     gt_device_observe(dev, NULL, NULL);
     GT_TRY_GOTO(err, r.err, out);
     GT_TRY_GOTO(err, gt_buf_append(program, r.w.data, r.w.len), out);

@@ -325,6 +325,7 @@ static void bad_input_before_training(void **state)
     gt_buf h = {0};
     assert_int_equal(gt_test_run_cli(&h, help), 0);
     assert_non_null(strstr((char *)h.data, "--init-random"));
+    assert_non_null(strstr((char *)h.data, "--update-in-backward"));
     gt_buf_free(&h);
 }
 
@@ -480,6 +481,70 @@ static void train_under_memory_cap(void **state)
     gt_buf_free(&a);
     gt_buf_free(&b);
     gt_buf_free(&c);
+}
+
+// The two files' bytes are equal.
+static void assert_same_file(const char *a, const char *b)
+{
+    gt_buf x = {0}, y = {0};
+    GT_ASSERT_OK(gt_file_read_all(a, 1u << 24, &x));
+    GT_ASSERT_OK(gt_file_read_all(b, 1u << 24, &y));
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    gt_buf_free(&x);
+    gt_buf_free(&y);
+}
+
+// --update-in-backward: the same printed losses, checkpoint and state bytes as the standard
+// schedule (2 layers of 12 channels: slices off the 16-float blocks), said in the startup line;
+// refused with what needs the whole gradient first.
+static void update_in_backward_through_cli(void **state)
+{
+    (void)state;
+    char ck[2][512], st[2][600];
+    const char *base[] = {"train", "--init-random", "--layers", "2", "--channels", "12",
+                          "--heads", "2", "--vocab", "250", "--max-seq", "16", "--seed", "3",
+                          "--data", shard, "--batch", "2", "--seq", "8", "--steps", "4",
+                          "--weight-decay", "0.1", "--threads", "1", "--plot", "none"};
+    enum { NB = sizeof base / sizeof base[0] };
+    const char *args[NB + 4];
+    gt_buf out[2] = {{0}};
+    char losses[2][256];
+    for (int ib = 0; ib < 2; ib++) {
+        GT_ASSERT_OK(gt_path_join(ck[ib], sizeof ck[ib], dir, ib ? "ib.bin" : "std.bin"));
+        snprintf(st[ib], sizeof st[ib], "%s.state", ck[ib]);
+        memcpy(args, base, sizeof base);
+        args[NB] = "--out";
+        args[NB + 1] = ck[ib];
+        args[NB + 2] = ib ? "--update-in-backward" : NULL;
+        args[NB + 3] = NULL;
+        int rc = gt_test_run_cli(&out[ib], args);
+        if (rc != 0) {
+            fail_msg("exit %d: %s", rc, (char *)out[ib].data);
+        }
+        losses_of((char *)out[ib].data, losses[ib], sizeof losses[ib]);
+    }
+    assert_true(strlen(losses[0]) > 10);
+    assert_string_equal(losses[0], losses[1]);
+    assert_non_null(strstr((char *)out[0].data, "AdamW after the backward"));
+    assert_non_null(strstr((char *)out[1].data, "AdamW in the backward"));
+    assert_same_file(ck[0], ck[1]);
+    assert_same_file(st[0], st[1]);
+    const char *flags[][2] = {{"--grad-clip", "1"}, {"--grad-accum", "2"}};
+    for (int i = 0; i < 2; i++) {
+        memcpy(args, base, sizeof base);
+        args[NB] = "--update-in-backward";
+        args[NB + 1] = flags[i][0];
+        args[NB + 2] = flags[i][1];
+        args[NB + 3] = NULL;
+        gt_buf o = {0};
+        assert_int_equal(gt_test_run_cli(&o, args), 64);
+        assert_non_null(strstr((char *)o.data, "need every gradient first"));
+        assert_null(strstr((char *)o.data, "step 1/"));
+        gt_buf_free(&o);
+    }
+    gt_buf_free(&out[0]);
+    gt_buf_free(&out[1]);
 }
 
 // sample --text: GPT-2 BPE with --tokenizer (the committed subset), a warning without one.
@@ -639,6 +704,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(config_file_options, setup, teardown),
         cmocka_unit_test_setup_teardown(train_under_memory_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(update_in_backward_through_cli, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -530,6 +530,56 @@ static void pinned_program(void **state)
     free(a);
 }
 
+// The device pinned to the program of `pinned`'s schedule runs that step, twice, and refuses
+// the step of `other` at its first op out of place: the in-backward step's first adamw (of
+// lnfw, 16 floats), where the standard step has the last layer's fcproj backward.
+static void pinned_schedule(void **state, const gt_adamw *pinned, const gt_adamw *other)
+{
+    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
+                        .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
+                        .num_heads = 2, .channels = 16};
+    gt_buf prog = {0};
+    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, pinned, &prog));
+    uint8_t hash[GT_SHA256_BYTES];
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog.data, prog.len));
+    char hex[2 * GT_SHA256_BYTES + 1];
+    gt_hex_encode(hex, sizeof hex, hash, sizeof hash);
+    gt_agreement *a = malloc(sizeof *a);
+    agreement_make_pinned(a, 4, "", hex);
+    gt_device *dev = open_dev(state, a);
+    declare(dev, a);
+    gt_dbuf chunk = holder_chunk(dev, true);
+    gt_toy t;
+    gt_toy_open(dev, chunk, NTOK, &t);
+    GT_ASSERT_OK(gt_device_pin_program(dev, gt_buf_span(&prog)));
+    float loss = 0.0f;
+    GT_ASSERT_OK(gt_toy_step_with(&t, pinned, &loss));
+    GT_ASSERT_OK(gt_toy_step_with(&t, pinned, &loss));
+    gt_err e = gt_toy_step_with(&t, other, &loss);
+    GT_ASSERT_CODE(e, GT_E_POLICY);
+    assert_non_null(strstr(e.msg, "outside the pinned program"));
+    assert_non_null(strstr(e.msg, "adamw(N=16)"));
+    gt_buf_free_nowipe(&prog);
+    gt_toy_close(&t);
+    free(a);
+}
+
+// gt_gpt2_program with update_in_backward records the step gt_gpt2_step_in_backward launches.
+static void pinned_program_in_backward(void **state)
+{
+    gt_adamw ib = gt_toy_opt_unclipped;
+    ib.update_in_backward = true;
+    pinned_schedule(state, &ib, &gt_toy_opt_unclipped);
+}
+
+// ... and the standard schedule's program refuses it.
+static void pinned_program_refuses_in_backward(void **state)
+{
+    gt_adamw ib = gt_toy_opt_unclipped;
+    ib.update_in_backward = true;
+    pinned_schedule(state, &gt_toy_opt_unclipped, &ib);
+}
+
 int main(void)
 {
     static const char *const devd_args[] = {"--mem-limit", "64MiB", "--threads", "1", NULL};
@@ -547,6 +597,9 @@ int main(void)
         cmocka_unit_test_teardown(declaration_rules, gt_test_backend_case_teardown),
         cmocka_unit_test_teardown(bits_per_release, gt_test_backend_case_teardown),
         cmocka_unit_test_teardown(pinned_program, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(pinned_program_in_backward, gt_test_backend_case_teardown),
+        cmocka_unit_test_teardown(pinned_program_refuses_in_backward,
+                                  gt_test_backend_case_teardown),
     };
     int rc = cmocka_run_group_tests_name("cpu", cases, gt_test_backend_setup_cpu,
                                        gt_test_backend_teardown);

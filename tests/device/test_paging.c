@@ -975,6 +975,61 @@ static void train_capped_matches_uncapped(void **state)
     gt_test_rmtree(dir);
 }
 
+// The pager's counters after `steps` toy steps of opt under cap (losses into loss).
+static gt_pager_stats capped_toy(const char *dir, uint64_t cap, const gt_toy_shape *shape,
+                                 const gt_adamw *opt, float *loss, int steps)
+{
+    gt_device *dev = open_dev(dir, cap);
+    gt_toy_losses_with(dev, NTOK, loss, steps, shape, opt);
+    gt_pager_stats st;
+    GT_ASSERT_OK(gt_device_paging_stats(dev, &st));
+    gt_device_close(dev);
+    return st;
+}
+
+// AdamW inside the backward under a quarter of what the toy touches: the losses of the
+// standard schedule on a device without a cap, bit for bit, and fewer pages sealed out and
+// opened than the standard schedule under the same cap (counts, not times): each gradient slice
+// is applied while it is resident instead of going out and coming back for one update at the
+// end, which also opens the parameters once more. 8 layers of 64 channels, so that, as for
+// GPT-2 124M under 512 MiB, one layer's params, grads, m and v (800 KB) fit the cap (1.7 MB)
+// with room. (With 2 layers of 16 channels, a layer's state alone is above the cap and every
+// page holds several tensors: there it pages more, docs/paging.md "AdamW inside the backward".)
+static void train_in_backward_pages_less(void **state)
+{
+    (void)state;
+    enum { STEPS = 4 };
+    const gt_toy_shape shape = {GT_TOY_VOCAB, 64, 8};
+    gt_adamw ib = gt_toy_opt_unclipped;
+    ib.update_in_backward = true;
+    char dir[512];
+    gt_test_tmpdir(dir, sizeof dir);
+    float bare[STEPS], std[STEPS], in[STEPS];
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    gt_toy_losses_with(dev, NTOK, bare, STEPS, &shape, &gt_toy_opt_unclipped);
+    gt_device_close(dev);
+    gt_pager_stats all = capped_toy(dir, 64u << 20, &shape, &gt_toy_opt_unclipped, std, 1);
+    uint64_t cap = all.peak_resident / 4 / PAGE * PAGE;
+    gt_pager_stats s_std = capped_toy(dir, cap, &shape, &gt_toy_opt_unclipped, std, STEPS);
+    gt_pager_stats s_in = capped_toy(dir, cap, &shape, &ib, in, STEPS);
+    print_message("cap %llu bytes; standard: %llu page-outs, %llu fault-ins; in the backward: "
+                  "%llu page-outs, %llu fault-ins\n", (unsigned long long)cap,
+                  (unsigned long long)s_std.page_outs, (unsigned long long)s_std.fault_ins,
+                  (unsigned long long)s_in.page_outs, (unsigned long long)s_in.fault_ins);
+    assert_true(s_in.page_outs > STEPS * 8);  // it did page
+    assert_true(s_in.peak_resident <= cap);
+    assert_memory_equal(bare, std, sizeof bare);
+    assert_memory_equal(bare, in, sizeof bare);
+    // At least a tenth fewer: the same slices updated in the same order right after the whole
+    // backward come within 1% of the standard schedule (tried): what saves is updating each
+    // while it is resident. Measured here: ~22% fewer (page-outs -13%, fault-ins -29%).
+    uint64_t in_pages = s_in.page_outs + s_in.fault_ins;
+    assert_true(in_pages * 10 < (s_std.page_outs + s_std.fault_ins) * 9);
+    gt_test_rmtree(dir);
+}
+
 // The toy GPT-2 under a quarter of what it touches, the prefetcher on: the losses bit for bit
 // those without it and without a cap; from the second step on the stream is learnt, so pages
 // come in ahead of their launch (hits counted, not timed), and the step predicts itself.
@@ -1158,6 +1213,7 @@ int main(void)
         cmocka_unit_test(train_capped_matches_uncapped),
         cmocka_unit_test(train_lm_head_in_parts),
         cmocka_unit_test(train_clipped_grads_over_cap),
+        cmocka_unit_test(train_in_backward_pages_less),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests_name("prefetch", with_prefetch, prefetch_on, NULL);

@@ -4,22 +4,25 @@
 #include <stdlib.h>
 
 const gt_adamw gt_toy_opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_clip = 1.0f};
+const gt_adamw gt_toy_opt_unclipped = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                       .weight_decay = 0.1f};
+static const float toy_lr = 1e-3f;
 
 void gt_toy_open(gt_device *dev, gt_dbuf chunk, uint64_t ntok, gt_toy *t)
 {
     gt_toy_open_shaped(dev, chunk, ntok, GT_TOY_VOCAB, 16, t);
 }
 
-static gt_gpt2_config toy_config(int vocab, int channels)
+static gt_gpt2_config toy_config(int vocab, int channels, int layers)
 {
     return (gt_gpt2_config){.max_seq_len = 8, .vocab_size = vocab,
-                            .padded_vocab_size = gt_gpt2_pad_vocab(vocab), .num_layers = 1,
+                            .padded_vocab_size = gt_gpt2_pad_vocab(vocab), .num_layers = layers,
                             .num_heads = 2, .channels = channels};
 }
 
 uint64_t gt_toy_grad_bytes(int vocab, int channels)
 {
-    gt_gpt2_config c = toy_config(vocab, channels);
+    gt_gpt2_config c = toy_config(vocab, channels, 1);
     size_t sizes[GT_GPT2_NUM_TENSORS];
     return (uint64_t)gt_gpt2_param_sizes(&c, sizes) * sizeof(float);
 }
@@ -27,7 +30,13 @@ uint64_t gt_toy_grad_bytes(int vocab, int channels)
 void gt_toy_open_shaped(gt_device *dev, gt_dbuf chunk, uint64_t ntok, int vocab, int channels,
                         gt_toy *t)
 {
-    gt_gpt2_config c = toy_config(vocab, channels);
+    gt_toy_open_as(dev, chunk, ntok, &(gt_toy_shape){vocab, channels, 1}, t);
+}
+
+void gt_toy_open_as(gt_device *dev, gt_dbuf chunk, uint64_t ntok, const gt_toy_shape *shape,
+                    gt_toy *t)
+{
+    gt_gpt2_config c = toy_config(shape->vocab, shape->channels, shape->layers);
     GT_ASSERT_OK(gt_gpt2_create(&t->m, dev, &c));
     GT_ASSERT_OK(gt_gpt2_init_random(t->m, 5));
     GT_ASSERT_OK(gt_loader_create(&t->l, dev, &chunk, &ntok, 1, 2, 8, GT_TOY_VOCAB, false, 0));
@@ -39,13 +48,19 @@ void gt_toy_close(gt_toy *t)
     gt_gpt2_free(t->m);
 }
 
-gt_err gt_toy_step(gt_toy *t, float *loss)
+gt_err gt_toy_step(gt_toy *t, float *loss) { return gt_toy_step_with(t, &gt_toy_opt, loss); }
+
+gt_err gt_toy_step_with(gt_toy *t, const gt_adamw *opt, float *loss)
 {
     GT_TRY(gt_loader_next(t->l));
+    if (opt->update_in_backward) {
+        return gt_gpt2_step_in_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l), 2,
+                                        8, 1.0f, opt, toy_lr, loss);
+    }
     GT_TRY(gt_gpt2_zero_grad(t->m));
     GT_TRY(gt_gpt2_forward_backward(t->m, gt_loader_inputs(t->l), gt_loader_targets(t->l), 2, 8,
                                     1.0f, loss));
-    return gt_gpt2_update(t->m, &gt_toy_opt, 1e-3f, NULL);
+    return gt_gpt2_update(t->m, opt, toy_lr, NULL);
 }
 
 void gt_toy_tokens(uint16_t *tokens, uint64_t ntok)
@@ -59,6 +74,12 @@ void gt_toy_tokens(uint16_t *tokens, uint64_t ntok)
 
 void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab, int channels)
 {
+    gt_toy_losses_with(dev, ntok, loss, steps, &(gt_toy_shape){vocab, channels, 1}, &gt_toy_opt);
+}
+
+void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
+                        const gt_toy_shape *shape, const gt_adamw *opt)
+{
     uint16_t *tokens = calloc(ntok, sizeof *tokens);
     assert_non_null(tokens);
     gt_toy_tokens(tokens, ntok);
@@ -67,9 +88,9 @@ void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vo
     GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, ntok * sizeof *tokens));
     free(tokens);
     gt_toy t;
-    gt_toy_open_shaped(dev, chunk, ntok, vocab, channels, &t);
+    gt_toy_open_as(dev, chunk, ntok, shape, &t);
     for (int s = 0; s < steps; s++) {
-        GT_ASSERT_OK(gt_toy_step(&t, &loss[s]));
+        GT_ASSERT_OK(gt_toy_step_with(&t, opt, &loss[s]));
     }
     gt_toy_close(&t);
 }

@@ -1,10 +1,12 @@
 // train/: llm.c checkpoints (round trip and every kind of bad file), seeded init, the unshuffled
 // loader's batch order (llm.c's), bad data and shapes refused before training, the LR schedule,
-// and the sampler.
+// and the sampler; AdamW inside the backward against the standard schedule, and its refusals.
 #include "testlib.h"
+#include "toy_model.h"
 
 #include <gputravel/data.h>
 #include <gputravel/device.h>
+#include <gputravel/kernels.h>
 #include <gputravel/train.h>
 
 #include <math.h>
@@ -383,6 +385,144 @@ static void schedule_and_sampler(void **state)
     gt_device_close(dev);
 }
 
+// What a toy run leaves: its losses and its whole AdamW state.
+enum { IB_STEPS = 4, IB_NTOK = 1024 };
+typedef struct {
+    float loss[IB_STEPS];
+    float *params, *m, *v;
+    size_t n;
+    uint64_t step;
+} toy_run;
+
+static void toy_run_free(toy_run *r)
+{
+    free(r->params);
+    free(r->m);
+    free(r->v);
+}
+
+// IB_STEPS steps of opt's schedule on a cpu device; 3 layers of 12 channels, so that every
+// per-layer slice (ln1w at 12 floats, qkvw at 432, ...) starts off the kernels' 16-lane blocks.
+static void toy_train(const gt_adamw *opt, toy_run *r)
+{
+    gt_device *dev = open_cpu();
+    uint16_t tokens[IB_NTOK];
+    gt_toy_tokens(tokens, IB_NTOK);
+    gt_dbuf chunk = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
+    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
+    gt_toy t;
+    gt_toy_open_as(dev, chunk, IB_NTOK, &(gt_toy_shape){GT_TOY_VOCAB, 12, 3}, &t);
+    for (int s = 0; s < IB_STEPS; s++) {
+        GT_ASSERT_OK(gt_toy_step_with(&t, opt, &r->loss[s]));
+    }
+    r->n = gt_gpt2_num_params(t.m);
+    r->step = gt_gpt2_step(t.m);
+    r->params = malloc(r->n * 4);
+    r->m = malloc(r->n * 4);
+    r->v = malloc(r->n * 4);
+    assert_true(r->params && r->m && r->v);
+    gt_gpt2_state_bufs b;
+    GT_ASSERT_OK(gt_gpt2_state_bufs_get(t.m, false, &b));
+    GT_ASSERT_OK(gt_device_copy_out(dev, r->params, b.params, 0, r->n * 4));
+    GT_ASSERT_OK(gt_device_copy_out(dev, r->m, b.m, 0, r->n * 4));
+    GT_ASSERT_OK(gt_device_copy_out(dev, r->v, b.v, 0, r->n * 4));
+    gt_toy_close(&t);
+    gt_device_close(dev);
+}
+
+// AdamW inside the backward gives the losses, parameters and moments of the standard schedule
+// bit for bit, on every instruction set this cpu has (the scalar path, AVX2's 8 lanes, AVX-512's
+// 16), with slices that start anywhere.
+static void update_in_backward_bit_for_bit(void **state)
+{
+    (void)state;
+    gt_adamw ib = gt_toy_opt_unclipped;
+    ib.update_in_backward = true;
+    gt_cpu_isa isas[] = {GT_CPU_ISA_SCALAR, GT_CPU_ISA_AVX2, GT_CPU_ISA_AVX512};
+    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+        if (!gt_cpu_isa_supported(isas[i])) {
+            print_message("%s: not on this cpu\n", gt_cpu_isa_name(isas[i]));
+            continue;
+        }
+        GT_ASSERT_OK(gt_ops_cpu_set_isa(isas[i]));
+        toy_run std, in;
+        toy_train(&gt_toy_opt_unclipped, &std);
+        toy_train(&ib, &in);
+        print_message("%s: losses %.7f .. %.7f\n", gt_cpu_isa_name(isas[i]), std.loss[0],
+                      std.loss[IB_STEPS - 1]);
+        assert_int_equal(std.step, IB_STEPS);
+        assert_int_equal(in.step, IB_STEPS);
+        assert_true(std.loss[IB_STEPS - 1] != std.loss[0]);  // it trained
+        assert_memory_equal(std.loss, in.loss, sizeof std.loss);
+        assert_memory_equal(std.params, in.params, std.n * 4);
+        assert_memory_equal(std.m, in.m, std.n * 4);
+        assert_memory_equal(std.v, in.v, std.n * 4);
+        toy_run_free(&std);
+        toy_run_free(&in);
+    }
+    GT_ASSERT_OK(gt_ops_cpu_select_isa(NULL));
+}
+
+// Where the in-backward step is not the standard schedule's maths, it is refused, and so is
+// each schedule's function given the other's recipe.
+static void update_in_backward_refusals(void **state)
+{
+    (void)state;
+    gt_device *dev = open_cpu();
+    uint16_t tokens[IB_NTOK];
+    gt_toy_tokens(tokens, IB_NTOK);
+    gt_dbuf chunk = 0;
+    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
+    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
+    gt_adamw ib = gt_toy_opt_unclipped, clipped = gt_toy_opt;
+    ib.update_in_backward = clipped.update_in_backward = true;
+    gt_toy t;
+    gt_toy_open(dev, chunk, IB_NTOK, &t);
+    gt_dbuf x = gt_loader_inputs(t.l), y = gt_loader_targets(t.l);
+    GT_ASSERT_OK(gt_loader_next(t.l));
+    float loss = 0.0f;
+    gt_err e = gt_gpt2_step_in_backward(t.m, x, y, 2, 8, 1.0f, &clipped, 1e-3f, &loss);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "clipping"));
+    e = gt_gpt2_step_in_backward(t.m, x, y, 2, 8, 1.0f, &gt_toy_opt_unclipped, 1e-3f, &loss);
+    GT_ASSERT_CODE(e, GT_E_ARG);
+    assert_non_null(strstr(e.msg, "update_in_backward"));
+    // a micro-batch's gradient not yet applied: accumulation
+    GT_ASSERT_OK(gt_gpt2_zero_grad(t.m));
+    GT_ASSERT_OK(gt_gpt2_forward_backward(t.m, x, y, 2, 8, 0.5f, &loss));
+    e = gt_gpt2_step_in_backward(t.m, x, y, 2, 8, 0.5f, &ib, 1e-3f, &loss);
+    GT_ASSERT_CODE(e, GT_E_STATE);
+    assert_non_null(strstr(e.msg, "grad-accum"));
+    GT_ASSERT_CODE(gt_gpt2_update(t.m, &ib, 1e-3f, NULL), GT_E_ARG);
+    GT_ASSERT_OK(gt_gpt2_update(t.m, &gt_toy_opt_unclipped, 1e-3f, NULL));
+    GT_ASSERT_OK(gt_gpt2_step_in_backward(t.m, x, y, 2, 8, 1.0f, &ib, 1e-3f, &loss));  // applied
+    assert_int_equal(gt_gpt2_step(t.m), 2);
+    gt_buf prog = {0};
+    GT_ASSERT_CODE(gt_gpt2_program(gt_gpt2_get_config(t.m), 2, 8, &clipped, &prog), GT_E_ARG);
+    gt_buf_free_nowipe(&prog);
+    gt_toy_close(&t);
+    // several ranks: the gradient buffer given to a collective; ZeRO-1: a sharded model
+    for (int sharded = 0; sharded < 2; sharded++) {
+        gt_toy_open(dev, chunk, IB_NTOK, &t);
+        if (sharded) {
+            GT_ASSERT_OK(gt_gpt2_zero_shard(t.m, 0, 64, 0, 2));
+        } else {
+            gt_dbuf g = 0;
+            GT_ASSERT_OK(gt_gpt2_grads_buf(t.m, &g));
+        }
+        GT_ASSERT_OK(gt_loader_next(t.l));
+        e = gt_gpt2_step_in_backward(t.m, gt_loader_inputs(t.l), gt_loader_targets(t.l), 2, 8,
+                                     1.0f, &ib, 1e-3f, &loss);
+        GT_ASSERT_CODE(e, GT_E_STATE);
+        assert_non_null(strstr(e.msg, sharded ? "ZeRO-1" : "several ranks"));
+        assert_non_null(strstr(e.msg, "inside the backward"));  // this refusal, not another
+        assert_int_equal(gt_gpt2_step(t.m), 0);
+        gt_toy_close(&t);
+    }
+    gt_device_close(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +532,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_data_and_shapes, setup, teardown),
         cmocka_unit_test(grad_accumulation_equals_full_batch),
         cmocka_unit_test(schedule_and_sampler),
+        cmocka_unit_test(update_in_backward_bit_for_bit),
+        cmocka_unit_test(update_in_backward_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
