@@ -71,6 +71,10 @@ static void usage(FILE *out)
             "  OPENBLAS_CORETYPE  unset: where OpenBLAS picks a generic core for a CPU newer than it\n"
             "                 knows, gputravel sets it (SkylakeX or Haswell, by the CPU's features)\n"
             "                 and restarts itself once; set (even empty), it is left alone\n"
+            "  OMP_WAIT_POLICY  unset: 'devd --prefetch' and 'train --prefetch' set it to PASSIVE\n"
+            "                 and restart themselves once, so that OpenMP's idle threads sleep\n"
+            "                 instead of spinning on the core the pager's worker needs\n"
+            "                 (docs/paging.md); set (even empty), it is left alone\n"
             "  GT_CPU_SIMD    off: the same as GPUTRAVEL_CPU_ISA=scalar (the older switch)\n"
             "\nRun 'gputravel COMMAND --help' for a command's options.\n");
 }
@@ -171,6 +175,32 @@ static bool cpu_isa_from_environment(void)
     return true;
 }
 
+// devd and train with --prefetch (the pager's worker thread, docs/paging.md): OpenMP's idle
+// threads wait passively, or, spinning between parallel regions (libgomp's default), they hold
+// the core the worker would seal and open pages on: a sixth of devd's samples at GPT-2 124M under
+// a 512 MiB cap. The policy is read once, when libgomp starts, so it is set for a re-exec, and
+// only where the user left it unset. The options are scanned here, before the command parses
+// them, as far as a "--".
+static gt_err omp_passive_for_prefetch(int argc, char **argv, int cmd)
+{
+    bool pager_worker = false;
+    if (strcmp(argv[cmd], "devd") == 0 || strcmp(argv[cmd], "train") == 0) {
+        for (int k = cmd + 1; k < argc && strcmp(argv[k], "--") != 0; k++) {
+            pager_worker = pager_worker || strcmp(argv[k], "--prefetch") == 0;
+        }
+    }
+    if (!pager_worker || getenv("OMP_WAIT_POLICY") != NULL) {
+        return GT_OK;
+    }
+    GT_ENSURE(setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0 &&
+                  setenv("GPUTRAVEL_OMP_PASSIVE", "1", 1) == 0,
+              GT_E_NOMEM, "cannot set OMP_WAIT_POLICY");
+    gt_err err = gt_proc_reexec(argv);
+    unsetenv("OMP_WAIT_POLICY");  // not in effect here
+    unsetenv("GPUTRAVEL_OMP_PASSIVE");
+    return err;
+}
+
 // Programs that run the cpu kernels say once, at startup, which path they take.
 static bool runs_cpu_kernels(const char *name)
 {
@@ -213,6 +243,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return GT_EXIT_USAGE;
     }
+    gt_err omp = omp_passive_for_prefetch(argc, argv, i);
+    if (!gt_is_ok(omp)) {
+        gt_log_warn("OpenMP's idle threads keep spinning: %s", omp.msg);
+    }
     const char *name = argv[i];
     if (strcmp(name, "help") == 0) {
         if (i + 1 == argc) {
@@ -238,6 +272,10 @@ int main(int argc, char **argv)
                         line, fallback);
         } else {
             gt_log_info("%s", line);
+        }
+        if (getenv("GPUTRAVEL_OMP_PASSIVE") != NULL) {
+            gt_log_info("OMP_WAIT_POLICY=PASSIVE set by gputravel: --prefetch's pager worker "
+                        "gets the cores idle OpenMP threads would spin on");
         }
     }
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {

@@ -483,6 +483,42 @@ static void train_under_memory_cap(void **state)
     gt_buf_free(&c);
 }
 
+// train/devd --prefetch restart once with OMP_WAIT_POLICY=PASSIVE (so idle OpenMP threads do not
+// spin on the pager worker's core) and say so; not without --prefetch, nor over a user's value.
+static void prefetch_waits_passively(void **state)
+{
+    (void)state;
+    const char *said = "OMP_WAIT_POLICY=PASSIVE set by gputravel";
+    const char *ahead[] = {"train", "--prefetch", "--help", NULL};
+    const char *devd[] = {"devd", "--prefetch", "--help", NULL};
+    const char *plain[] = {"train", "--help", NULL};
+    char kept[64] = "";
+    const char *user = getenv("OMP_WAIT_POLICY");
+    bool had = user != NULL;
+    snprintf(kept, sizeof kept, "%s", had ? user : "");
+    unsetenv("OMP_WAIT_POLICY");
+    gt_buf out = {0};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(gt_test_run_cli(&out, k ? devd : ahead), 0);
+        if (strstr((char *)out.data, said) == NULL) {
+            gt_test_fail_log(&out, NULL, "no passive wait said for --prefetch");
+        }
+        gt_buf_free(&out);
+    }
+    assert_int_equal(gt_test_run_cli(&out, plain), 0);
+    assert_null(strstr((char *)out.data, said));
+    gt_buf_free(&out);
+    setenv("OMP_WAIT_POLICY", "ACTIVE", 1);  // the user's: left alone
+    assert_int_equal(gt_test_run_cli(&out, ahead), 0);
+    assert_null(strstr((char *)out.data, said));
+    gt_buf_free(&out);
+    if (had) {
+        setenv("OMP_WAIT_POLICY", kept, 1);
+    } else {
+        unsetenv("OMP_WAIT_POLICY");
+    }
+}
+
 // The two files' bytes are equal.
 static void assert_same_file(const char *a, const char *b)
 {
@@ -704,6 +740,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(shard_errors_name_file_and_flag, setup, teardown),
         cmocka_unit_test_setup_teardown(config_file_options, setup, teardown),
         cmocka_unit_test_setup_teardown(train_under_memory_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(prefetch_waits_passively, setup, teardown),
         cmocka_unit_test_setup_teardown(update_in_backward_through_cli, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
