@@ -479,26 +479,38 @@ static void bits_per_release(void **state)
     }
 }
 
-// A pinned program (training.program): the device runs only the agreement's step on labelled
-// data, op by op, and only the program whose hash the agreement names.
-static void pinned_program(void **state)
+// The toy's step program for opt (*prog), an agreement pinning its hash (*a), a device that
+// declared it, a labelled chunk (*chunk) and the toy on it (*t): no program given to the device yet.
+static gt_device *pinned_toy(void **state, const gt_adamw *opt, gt_buf *prog, gt_agreement **a,
+                             gt_dbuf *chunk, gt_toy *t)
 {
     gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
                         .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
                         .num_heads = 2, .channels = 16};
-    gt_buf prog = {0};
-    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, &gt_toy_opt, &prog));
+    *prog = (gt_buf){0};
+    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, opt, prog));
     uint8_t hash[GT_SHA256_BYTES];
-    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog.data, prog.len));
+    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog->data, prog->len));
     char hex[2 * GT_SHA256_BYTES + 1];
     gt_hex_encode(hex, sizeof hex, hash, sizeof hash);
-    gt_agreement *a = malloc(sizeof *a);
-    agreement_make_pinned(a, 4, "", hex);
-    gt_device *dev = open_dev(state, a);
-    declare(dev, a);
-    gt_dbuf chunk = holder_chunk(dev, true);
+    *a = malloc(sizeof **a);
+    agreement_make_pinned(*a, 4, "", hex);
+    gt_device *dev = open_dev(state, *a);
+    declare(dev, *a);
+    *chunk = holder_chunk(dev, true);
+    gt_toy_open(dev, *chunk, NTOK, t);
+    return dev;
+}
+
+// A pinned program (training.program): the device runs only the agreement's step on labelled
+// data, op by op, and only the program whose hash the agreement names.
+static void pinned_program(void **state)
+{
+    gt_buf prog;
+    gt_agreement *a = NULL;
+    gt_dbuf chunk = 0;
     gt_toy t;
-    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_device *dev = pinned_toy(state, &gt_toy_opt, &prog, &a, &chunk, &t);
     float loss = 0.0f;
     gt_err e = gt_toy_step(&t, &loss);  // pinned, but not given yet
     GT_ASSERT_CODE(e, GT_E_POLICY);
@@ -535,22 +547,11 @@ static void pinned_program(void **state)
 // lnfw, 16 floats), where the standard step has the last layer's fcproj backward.
 static void pinned_schedule(void **state, const gt_adamw *pinned, const gt_adamw *other)
 {
-    gt_gpt2_config c = {.max_seq_len = 8, .vocab_size = VOCAB,
-                        .padded_vocab_size = gt_gpt2_pad_vocab(VOCAB), .num_layers = 1,
-                        .num_heads = 2, .channels = 16};
-    gt_buf prog = {0};
-    GT_ASSERT_OK(gt_gpt2_program(&c, 2, 8, pinned, &prog));
-    uint8_t hash[GT_SHA256_BYTES];
-    GT_ASSERT_OK(gt_hash(GT_HASH_SHA256, hash, prog.data, prog.len));
-    char hex[2 * GT_SHA256_BYTES + 1];
-    gt_hex_encode(hex, sizeof hex, hash, sizeof hash);
-    gt_agreement *a = malloc(sizeof *a);
-    agreement_make_pinned(a, 4, "", hex);
-    gt_device *dev = open_dev(state, a);
-    declare(dev, a);
-    gt_dbuf chunk = holder_chunk(dev, true);
+    gt_buf prog;
+    gt_agreement *a = NULL;
+    gt_dbuf chunk = 0;
     gt_toy t;
-    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_device *dev = pinned_toy(state, pinned, &prog, &a, &chunk, &t);
     GT_ASSERT_OK(gt_device_pin_program(dev, gt_buf_span(&prog)));
     float loss = 0.0f;
     GT_ASSERT_OK(gt_toy_step_with(&t, pinned, &loss));
