@@ -94,3 +94,12 @@ void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
     }
     gt_toy_close(&t);
 }
+
+void gt_toy_losses_unpaged(uint64_t ntok, float *loss, int steps, int vocab, int channels)
+{
+    gt_device_config cfg = {.kind = GT_DEVICE_CPU, .threads = 1};
+    gt_device *dev = NULL;
+    GT_ASSERT_OK(gt_device_open(&dev, &cfg));
+    gt_toy_losses(dev, ntok, loss, steps, vocab, channels);
+    gt_device_close(dev);
+}

@@ -47,6 +47,8 @@ void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vo
 // The same for a shape and a recipe (gt_toy_step_with's).
 void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
                         const gt_toy_shape *shape, const gt_adamw *opt);
+// gt_toy_losses on a cpu device of its own without a pager (one thread): the reference losses.
+void gt_toy_losses_unpaged(uint64_t ntok, float *loss, int steps, int vocab, int channels);
 // One step: next batch, zero grad, forward and backward (loss NULL: none released), update.
 GT_MUST_USE gt_err gt_toy_step(gt_toy *t, float *loss);
 // One step of opt's schedule: gt_toy_step's with opt, or with opt->update_in_backward the next
