@@ -502,13 +502,16 @@ void gt_ops_cpu_describe(char *out, size_t cap);
 // (gputravel's main, bench_common.h), before it computes anything.
 const char *gt_blas_core_upgrade(void);
 const char *gt_blas_core_name(void);  // OpenBLAS's core in this process
-// For a program's main, before anything computes: when gt_blas_core_upgrade names a core and the
-// caller found no OPENBLAS_CORETYPE in the environment (coretype_env NULL: a value, even "", is
-// the user's or a parent process's choice and is kept), sets OPENBLAS_CORETYPE to it and
-// GPUTRAVEL_BLAS_FALLBACK to the core OpenBLAS picked (for the startup line), and re-executes
-// the program (gt_proc_reexec). So it happens at most once, and the processes the program starts
-// inherit the same core (the same bits). Returns GT_OK when nothing was to be done, or the
-// re-exec's error (the program may go on, on the slower core).
+// What a program sets for its next run to get that core: when gt_blas_core_upgrade names one and
+// the caller found no OPENBLAS_CORETYPE in the environment (coretype_env NULL: a value, even "",
+// is the user's or a parent process's choice and is kept), OPENBLAS_CORETYPE = that core and
+// GPUTRAVEL_BLAS_FALLBACK = the core OpenBLAS picked (for the startup line), into vars; returns
+// how many (0 or 2). The processes the program starts inherit the same core (the same bits).
+size_t gt_blas_core_env(const char *coretype_env, gt_env_var vars[2]);
+// For a program's main, before anything computes: gt_blas_core_env's variables, and a re-exec
+// with them (gt_proc_reexec), so at most once. Returns GT_OK when nothing was to be done, or the
+// re-exec's error (the program may go on, on the slower core). gputravel's main restarts once for
+// this and its own variables together.
 GT_MUST_USE gt_err gt_blas_core_reexec(const char *coretype_env, char **argv);
 
 // The old switch: false is gt_ops_cpu_set_isa(GT_CPU_ISA_SCALAR), true the best path.

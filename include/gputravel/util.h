@@ -410,10 +410,16 @@ bool gt_proc_alive(gt_proc *p);
 // SIGTERM, then SIGKILL after grace_ms (0: 5 s); always reaps. Returns the wait status (the
 // recorded one when the child had already been reaped; 0 when none was started).
 int gt_proc_stop(gt_proc *p, int grace_ms);
-// Replaces this process with a new run of its own executable (/proc/self/exe) and argv, under
-// the environment as it is now: for what a library reads only as a process starts (OpenBLAS's
-// core). Same pid, same descriptors. Returns only on failure (GT_E_IO, with errno's reason).
-GT_MUST_USE gt_err gt_proc_reexec(char **argv);
+// A variable a process sets for its own next run (gt_proc_reexec).
+typedef struct {
+    const char *name, *value;
+} gt_env_var;
+// Replaces this process with a new run of its own executable (/proc/self/exe) and argv, with
+// the n variables set in its environment first: for what a library reads only as a process
+// starts (OpenBLAS's core, OpenMP's wait policy). Same pid, same descriptors. n == 0: nothing to
+// do, GT_OK. Returns only on failure (GT_E_NOMEM, or GT_E_IO with errno's reason), with the
+// variables unset again, since they are not in effect in this process.
+GT_MUST_USE gt_err gt_proc_reexec(char **argv, const gt_env_var *vars, size_t n);
 
 // rm -rf path (no symbolic link is followed), refusing "" and "/", and any path that does not
 // resolve to somewhere strictly below scratch_root. A missing path is no error.

@@ -175,30 +175,33 @@ static bool cpu_isa_from_environment(void)
     return true;
 }
 
-// devd and train with --prefetch (the pager's worker thread, docs/paging.md): OpenMP's idle
-// threads wait passively, or, spinning between parallel regions (libgomp's default), they hold
-// the core the worker would seal and open pages on: a sixth of devd's samples at GPT-2 124M under
-// a 512 MiB cap. The policy is read once, when libgomp starts, so it is set for a re-exec, and
-// only where the user left it unset. The options are scanned here, before the command parses
-// them, as far as a "--".
-static gt_err omp_passive_for_prefetch(int argc, char **argv, int cmd)
+// gputravel's own run, set up before anything computes, from what libraries read only as a
+// process starts; whatever is missing is set and the process restarts once, with all of it:
+// - OpenBLAS's core where its own pick is a fallback (kernels.h gt_blas_core_env);
+// - for devd and train with --prefetch (the pager's worker thread, docs/paging.md), OpenMP's
+//   wait policy PASSIVE: spinning between parallel regions (libgomp's default), its idle threads
+//   hold the core the worker would seal and open pages on (a sixth of devd's samples at GPT-2
+//   124M under a 512 MiB cap). Only where the user left it unset. The command's options are
+//   scanned here, before it parses them, as far as a "--".
+static void restart_tuned(int argc, char **argv, int cmd)
 {
+    gt_env_var vars[4];
+    size_t n = gt_blas_core_env(getenv("OPENBLAS_CORETYPE"), vars);
     bool pager_worker = false;
     if (strcmp(argv[cmd], "devd") == 0 || strcmp(argv[cmd], "train") == 0) {
         for (int k = cmd + 1; k < argc && strcmp(argv[k], "--") != 0; k++) {
             pager_worker = pager_worker || strcmp(argv[k], "--prefetch") == 0;
         }
     }
-    if (!pager_worker || getenv("OMP_WAIT_POLICY") != NULL) {
-        return GT_OK;
+    if (pager_worker && getenv("OMP_WAIT_POLICY") == NULL) {
+        vars[n++] = (gt_env_var){"OMP_WAIT_POLICY", "PASSIVE"};
+        vars[n++] = (gt_env_var){"GPUTRAVEL_OMP_PASSIVE", "1"};
     }
-    GT_ENSURE(setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0 &&
-                  setenv("GPUTRAVEL_OMP_PASSIVE", "1", 1) == 0,
-              GT_E_NOMEM, "cannot set OMP_WAIT_POLICY");
-    gt_err err = gt_proc_reexec(argv);
-    unsetenv("OMP_WAIT_POLICY");  // not in effect here
-    unsetenv("GPUTRAVEL_OMP_PASSIVE");
-    return err;
+    gt_err err = gt_proc_reexec(argv, vars, n);
+    if (!gt_is_ok(err)) {
+        gt_log_warn("gputravel goes on as it started (OpenBLAS core %s, OpenMP's own wait "
+                    "policy): %s", gt_blas_core_name(), err.msg);
+    }
 }
 
 // Programs that run the cpu kernels say once, at startup, which path they take.
@@ -216,11 +219,6 @@ int main(int argc, char **argv)
     // never inside the library.
     if (!cpu_isa_from_environment()) {
         return GT_EXIT_USAGE;
-    }
-    // OpenBLAS's core, before anything computes (a re-exec when its own pick is a fallback).
-    gt_err blas = gt_blas_core_reexec(getenv("OPENBLAS_CORETYPE"), argv);
-    if (!gt_is_ok(blas)) {
-        gt_log_warn("OpenBLAS stays on its core %s: %s", gt_blas_core_name(), blas.msg);
     }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -243,10 +241,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return GT_EXIT_USAGE;
     }
-    gt_err omp = omp_passive_for_prefetch(argc, argv, i);
-    if (!gt_is_ok(omp)) {
-        gt_log_warn("OpenMP's idle threads keep spinning: %s", omp.msg);
-    }
+    restart_tuned(argc, argv, i);  // before anything computes
     const char *name = argv[i];
     if (strcmp(name, "help") == 0) {
         if (i + 1 == argc) {

@@ -198,19 +198,21 @@ const char *gt_blas_core_upgrade(void)
     return gt_blas_core_upgrade_for(openblas_get_corename(), &f);
 }
 
-gt_err gt_blas_core_reexec(const char *coretype_env, char **argv)
+size_t gt_blas_core_env(const char *coretype_env, gt_env_var vars[2])
 {
     const char *core = coretype_env == NULL ? gt_blas_core_upgrade() : NULL;
     if (core == NULL) {
-        return GT_OK;
+        return 0;
     }
-    GT_ENSURE(setenv("GPUTRAVEL_BLAS_FALLBACK", openblas_get_corename(), 1) == 0 &&
-                  setenv("OPENBLAS_CORETYPE", core, 1) == 0,
-              GT_E_NOMEM, "cannot set OPENBLAS_CORETYPE=%s", core);
-    gt_err err = gt_proc_reexec(argv);
-    unsetenv("OPENBLAS_CORETYPE");  // not in effect here: children would disagree with us
-    unsetenv("GPUTRAVEL_BLAS_FALLBACK");
-    return err;
+    vars[0] = (gt_env_var){"GPUTRAVEL_BLAS_FALLBACK", openblas_get_corename()};
+    vars[1] = (gt_env_var){"OPENBLAS_CORETYPE", core};
+    return 2;
+}
+
+gt_err gt_blas_core_reexec(const char *coretype_env, char **argv)
+{
+    gt_env_var vars[2];
+    return gt_proc_reexec(argv, vars, gt_blas_core_env(coretype_env, vars));
 }
 
 // ---- shared scalar pieces ---------------------------------------------------------------------

@@ -245,8 +245,23 @@ int gt_proc_stop(gt_proc *p, int grace_ms)
     return p->exited ? p->status : 0;
 }
 
-gt_err gt_proc_reexec(char **argv)
+gt_err gt_proc_reexec(char **argv, const gt_env_var *vars, size_t n)
 {
-    execv("/proc/self/exe", argv);
-    return gt_errf(GT_E_IO, "cannot re-execute /proc/self/exe: %s", strerror(errno));
+    if (n == 0) {
+        return GT_OK;
+    }
+    size_t set = 0;
+    while (set < n && setenv(vars[set].name, vars[set].value, 1) == 0) {
+        set++;
+    }
+    gt_err err = set < n ? gt_errf(GT_E_NOMEM, "cannot set %s=%s", vars[set].name, vars[set].value)
+                         : GT_OK;
+    if (gt_is_ok(err)) {
+        execv("/proc/self/exe", argv);
+        err = gt_errf(GT_E_IO, "cannot re-execute /proc/self/exe: %s", strerror(errno));
+    }
+    for (size_t i = 0; i < set; i++) {
+        unsetenv(vars[i].name);
+    }
+    return err;
 }
