@@ -33,7 +33,7 @@ static void agreement(gt_agreement *a)
              "{\"version\":1,\"name\":\"bench-peer\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":4,"
              "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
-             "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
+             "\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
              "\"token_budget\":1,\"max_uses_per_chunk\":1}],\"trainer\":{\"accepted_measurements\""
              ":[\"%s\"],\"ranks\":2},\"device\":{\"accepted_measurements\":[\"%s\"]},"
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}", 0, 0, hex, hex);

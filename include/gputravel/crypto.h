@@ -142,7 +142,11 @@ GT_MUST_USE gt_err gt_ed25519_public(uint8_t pub[GT_ED25519_PUBLIC_BYTES],
                                      const uint8_t sec[GT_ED25519_SECRET_BYTES]);
 GT_MUST_USE gt_err gt_ed25519_sign(uint8_t sig[GT_ED25519_SIG_BYTES], const void *msg,
                                    size_t len, const uint8_t sec[GT_ED25519_SECRET_BYTES]);
-// GT_E_AUTH when the signature does not verify.
+// GT_E_FORMAT for a key no signature should be checked under: a point of small order (under
+// which a forged signature verifies for any message) or a non-canonical encoding.
+GT_MUST_USE gt_err gt_ed25519_public_check(const uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
+// GT_E_AUTH when the signature does not verify, and always under a key public_check refuses or
+// with an R of small order.
 GT_MUST_USE gt_err gt_ed25519_verify(const uint8_t sig[GT_ED25519_SIG_BYTES], const void *msg,
                                      size_t len, const uint8_t pub[GT_ED25519_PUBLIC_BYTES]);
 

@@ -116,7 +116,7 @@ static gt_err bench_agreement(gt_agreement *a, int nranks)
              "{\"version\":1,\"name\":\"bench-dtrain\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":64,\"max_seq\":16,\"init_seed\":5},\"training\":{\"steps\":"
              "100,\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
-             "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
+             "\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
              "\"token_budget\":100000,\"max_uses_per_chunk\":1}],\"trainer\":{"
              "\"accepted_measurements\":[\"%s\"],\"ranks\":%d},\"device\":{"
              "\"accepted_measurements\":[\"%s\"]},\"allow_simulation\":true,\"output\":{"

@@ -102,6 +102,8 @@ static gt_err parse_holder(const cJSON *h, gt_agreement_holder *out)
     GT_TRY(get_name(h, "name", out->name));
     GT_TRY(gt_err_wrap(gt_json_get_hex(h, "identity_key", out->identity_key,
                                        sizeof out->identity_key), "holder %s", out->name));
+    GT_TRY(gt_err_wrap(gt_ed25519_public_check(out->identity_key), "holder %s: identity_key",
+                       out->name));
     GT_TRY(gt_err_wrap(gt_json_get_hex(h, "dataset_id", out->dataset_id,
                                        sizeof out->dataset_id), "holder %s", out->name));
     GT_TRY(gt_err_wrap(gt_json_get_string(h, "endpoint", &endpoint), "holder %s", out->name));

@@ -53,11 +53,11 @@ static gt_err agreement_doc(char *doc, size_t cap, uint32_t ranks, const char *e
              "{\"version\":1,\"name\":\"dtrain\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":64,\"max_seq\":16,\"init_seed\":5},\"training\":{\"steps\":"
              "100,\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
-             "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
+             "\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%032d\","
              "\"token_budget\":100000,\"max_uses_per_chunk\":1}],\"trainer\":{"
              "\"accepted_measurements\":[\"%s\"],\"ranks\":%u},\"device\":{"
              "\"accepted_measurements\":[\"%s\"]},\"allow_simulation\":true,\"output\":{"
-             "\"kind\":\"loss_only\"}}", 0, 0, hex, ranks, hex);
+             "\"kind\":\"loss_only\"}}", 1, 0, hex, ranks, hex);
     GT_ENSURE(n > 0 && (size_t)n < cap, GT_E_LIMIT, "agreement too long");
     return GT_OK;
 }

@@ -1,10 +1,15 @@
 // crypto/: HMAC (RFC 4231 cases 1-2), HKDF (RFC 5869 cases 1-3, SHA-256), X25519 (RFC 7748
 // §5.2 scalar multiplication incl. iterations, §6.1 Diffie-Hellman) and Ed25519 (RFC 8032
-// §7.1 tests 1, 2, 3 and SHA(abc)). Vectors typed in as published.
+// §7.1 tests 1, 2, 3 and SHA(abc)), typed in as published; and Ed25519 keys and signature points
+// of small order, which OpenSSL alone accepts, refused.
 #include "testlib.h"
 
 #include <gputravel/crypto.h>
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include <stdbool.h>
 #include <string.h>
 
 static size_t unhex(uint8_t *out, size_t cap, const char *hex)
@@ -212,6 +217,7 @@ static void ed25519_rfc8032(void **state)
         GT_ASSERT_OK(gt_hex_decode_exact(want, 64, ed_rows[i].sig));
         GT_ASSERT_OK(gt_ed25519_public(got_pub, sec));
         assert_memory_equal(got_pub, pub, 32);
+        GT_ASSERT_OK(gt_ed25519_public_check(pub));
         GT_ASSERT_OK(gt_ed25519_sign(sig, msg, mlen, sec));
         assert_memory_equal(sig, want, 64);
         GT_ASSERT_OK(gt_ed25519_verify(want, msg, mlen, pub));
@@ -247,6 +253,96 @@ static void ed25519_rfc8032(void **state)
     gt_secure_zero(sec, sizeof sec);
 }
 
+// Every encoding of a point of small order: the eight points, the non-canonical y + p of those
+// with y < 19, and x = 0 written with its sign bit set. tests/oracle/ed25519_torsion.py derives
+// the points from the curve and checks (CTest crypto/ed25519_torsion_oracle) that this list
+// holds every one of them.
+static const char *const small_order_points[] = {
+    "0100000000000000000000000000000000000000000000000000000000000000",  // identity
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  //   y = p + 1
+    "0100000000000000000000000000000000000000000000000000000000000080",  //   sign bit set
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  // order 2
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",  //   sign bit set
+    "0000000000000000000000000000000000000000000000000000000000000000",  // order 4
+    "0000000000000000000000000000000000000000000000000000000000000080",
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  //   y = p
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",  // order 8
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+};
+
+// What OpenSSL alone says of sig under pub (no gputravel check in between).
+static bool openssl_alone_verifies(const uint8_t sig[64], const char *msg, const uint8_t pub[32])
+{
+    EVP_PKEY *pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, 32);
+    EVP_MD_CTX *mctx = EVP_MD_CTX_new();
+    bool ok = pkey != NULL && mctx != NULL &&
+              EVP_DigestVerifyInit(mctx, NULL, NULL, NULL, pkey) == 1 &&
+              EVP_DigestVerify(mctx, sig, 64, (const uint8_t *)msg, strlen(msg)) == 1;
+    ERR_clear_error();
+    EVP_MD_CTX_free(mctx);
+    EVP_PKEY_free(pkey);
+    return ok;
+}
+
+// The attack: a key of small order A and a signature R = a small-order point, S = 0. Then
+// [S]B = R + [k]A holds whenever [k]A = R, for the identity as A and R every time, whatever the
+// message: one "signature" for all ledger heads, manifests and checkpoints. Each key is refused
+// by gt_ed25519_public_check and no such signature verifies.
+static void ed25519_small_order_refused(void **state)
+{
+    (void)state;
+    const size_t n = sizeof small_order_points / sizeof small_order_points[0];
+    static const char *const msgs[] = {"ledger head of h0", "ledger head of h1"};
+    size_t forgeries_openssl_takes = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t pub[32];
+        GT_ASSERT_OK(gt_hex_decode_exact(pub, 32, small_order_points[i]));
+        GT_ASSERT_CODE(gt_ed25519_public_check(pub), GT_E_FORMAT);
+        for (size_t j = 0; j < n; j++) {
+            uint8_t sig[64] = {0};
+            GT_ASSERT_OK(gt_hex_decode_exact(sig, 32, small_order_points[j]));
+            for (size_t m = 0; m < 2; m++) {
+                forgeries_openssl_takes += openssl_alone_verifies(sig, msgs[m], pub);
+                GT_ASSERT_CODE(gt_ed25519_verify(sig, msgs[m], strlen(msgs[m]), pub), GT_E_AUTH);
+            }
+        }
+    }
+    // Informative: how exposed the bare library is (OpenSSL 3.0 takes the identity forgery).
+    print_message("OpenSSL alone accepts %zu of the %zu forgeries\n", forgeries_openssl_takes,
+                  2 * n * n);
+
+    // A real key passes; its genuine signature with R swapped for the identity does not.
+    uint8_t pub[32], sec[32], sig[64];
+    GT_ASSERT_OK(gt_ed25519_keypair(pub, sec));
+    GT_ASSERT_OK(gt_ed25519_public_check(pub));
+    GT_ASSERT_OK(gt_ed25519_sign(sig, "m", 1, sec));
+    GT_ASSERT_OK(gt_ed25519_verify(sig, "m", 1, pub));
+    GT_ASSERT_OK(gt_hex_decode_exact(sig, 32, small_order_points[0]));
+    GT_ASSERT_CODE(gt_ed25519_verify(sig, "m", 1, pub), GT_E_AUTH);
+    gt_secure_zero(sec, sizeof sec);
+
+    // Every non-canonical y (p .. 2^255 - 1, either sign) is refused, small order or not.
+    for (unsigned low = 0xed; low <= 0xff; low++) {
+        for (unsigned sign = 0; sign < 2; sign++) {
+            uint8_t enc[32];
+            memset(enc, 0xff, sizeof enc);
+            enc[0] = (uint8_t)low;
+            enc[31] = sign ? 0xff : 0x7f;
+            gt_err e = gt_ed25519_public_check(enc);
+            assert_int_equal(e.code, GT_E_FORMAT);
+        }
+    }
+    // y = p - 2 is canonical and of no small-order point: it passes.
+    uint8_t below_p[32];
+    memset(below_p, 0xff, sizeof below_p);
+    below_p[0] = 0xeb;
+    below_p[31] = 0x7f;
+    GT_ASSERT_OK(gt_ed25519_public_check(below_p));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +351,7 @@ int main(void)
         cmocka_unit_test(x25519_rfc7748_scalar_mult),
         cmocka_unit_test(x25519_rfc7748_dh),
         cmocka_unit_test(ed25519_rfc8032),
+        cmocka_unit_test(ed25519_small_order_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

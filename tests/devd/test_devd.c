@@ -467,7 +467,7 @@ static void test_peer_requests_checked(void **state)
         "{\"version\":1,\"name\":\"peer-requests\",\"model\":{\"layers\":1,\"channels\":16,"
         "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":4,"
         "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
-        "\"identity_key\":\"0000000000000000000000000000000000000000000000000000000000000000\","
+        "\"identity_key\":\"1111111111111111111111111111111111111111111111111111111111111111\","
         "\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"00000000000000000000000000000000\","
         "\"token_budget\":1,\"max_uses_per_chunk\":1}],\"trainer\":{\"ranks\":2},"
         "\"device\":{},\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}";

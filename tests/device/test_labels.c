@@ -44,7 +44,7 @@ static void agreement_make_pinned(gt_agreement *a, uint32_t steps, const char *o
              "{\"version\":1,\"name\":\"labels\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":%d,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":%u,"
              "\"batch\":2,\"seq\":8,\"learning_rate\":0.001%s},\"holders\":[{\"name\":\"h0\","
-             "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
+             "\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
              "\"token_budget\":100000,\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":{},"
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}%s%s%s}",
              VOCAB, steps, program, 0, DATASET_HEX, outputs[0] ? ",\"outputs\":{" : "", outputs,

@@ -212,7 +212,7 @@ static size_t agreement_doc(char *doc, size_t cap, const char *name, const char 
                      "{\"version\":1,\"name\":\"%s\",\"model\":{\"layers\":1,\"channels\":16,"
                      "\"heads\":2,\"vocab\":64,\"max_seq\":8,\"init_seed\":5},\"training\":"
                      "{\"steps\":2,\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":"
-                     "[{\"name\":\"h0\",\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\","
+                     "[{\"name\":\"h0\",\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\","
                      "\"dataset_id\":\"d1d2d30405060708090a0b0c0d0e0f10\",\"token_budget\":1000,"
                      "\"max_uses_per_chunk\":1}],\"trainer\":{},\"device\":%s,"
                      "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",

@@ -12,6 +12,8 @@
 #define RKEY_A "3333333333333333333333333333333333333333333333333333333333333333"
 #define DS_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define DS_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define ZERO31 "00000000000000000000000000000000000000000000000000000000000000"
+#define FF30 "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
 
 // A template with one %s hole per replaceable part: model, holders, output.
 static void make_doc(char *out, size_t cap, const char *model, const char *holder_b,
@@ -120,6 +122,14 @@ static void each_rule_is_enforced(void **state)
         {NULL, ",{\"name\":\"bob\",\"identity_key\":\"22\",\"endpoint\":\"h:1\","
                "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
          NULL, NULL, "identity_key"},
+        // The identity (y = 1) and a non-canonical order-4 point (y = p): a forged signature
+        // would verify under either for every message.
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"01" ZERO31 "\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "holder bob: identity_key: ed25519 public key: a point of small order"},
+        {NULL, ",{\"name\":\"bob\",\"identity_key\":\"ed" FF30 "7f\",\"endpoint\":\"h:1\","
+               "\"dataset_id\":\"" DS_B "\",\"token_budget\":1,\"max_uses_per_chunk\":1}",
+         NULL, NULL, "not canonical"},
         {NULL, ",{\"name\":\"bob\",\"identity_key\":\"" KEY_B "\",\"endpoint\":\"h:1\","
                "\"dataset_id\":\"" DS_B "\",\"token_budget\":0,\"max_uses_per_chunk\":1}",
          NULL, NULL, "token_budget must be positive"},

@@ -55,7 +55,7 @@ static void agreement_make(gt_agreement *a, const char *name, const char *output
              "{\"version\":1,\"name\":\"%s\",\"model\":{\"layers\":1,\"channels\":16,"
              "\"heads\":2,\"vocab\":%d,\"max_seq\":8,\"init_seed\":5},\"training\":{\"steps\":8,"
              "\"batch\":2,\"seq\":8,\"learning_rate\":0.001},\"holders\":[{\"name\":\"h0\","
-             "\"identity_key\":\"%064d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
+             "\"identity_key\":\"11%062d\",\"endpoint\":\"127.0.0.1:1\",\"dataset_id\":\"%s\","
              "\"recipient_key\":\"%s\",\"token_budget\":100000,\"max_uses_per_chunk\":1}],"
              "\"trainer\":{},\"device\":{},\"allow_simulation\":true,"
              "\"output\":{\"kind\":\"sealed_checkpoint\",\"recipients\":[\"h0\"]},"

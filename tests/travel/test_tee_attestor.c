@@ -43,7 +43,7 @@ static void make_agreement(gt_agreement *a, const char *measurement_hex, const c
              "{\"version\":1,\"name\":\"%s\",\"model\":{\"layers\":1,\"channels\":8,\"heads\":1,"
              "\"vocab\":256,\"max_seq\":8,\"init_seed\":1},\"training\":{\"steps\":1,\"batch\":1,"
              "\"seq\":8,\"learning_rate\":0.1},\"holders\":[{\"name\":\"h\",\"identity_key\":"
-             "\"%064d\",\"endpoint\":\"x:1\",\"dataset_id\":\"%032d\",\"token_budget\":1,"
+             "\"11%062d\",\"endpoint\":\"x:1\",\"dataset_id\":\"%032d\",\"token_budget\":1,"
              "\"max_uses_per_chunk\":1}],\"trainer\":{%s},\"device\":{},"
              "\"allow_simulation\":true,\"output\":{\"kind\":\"loss_only\"}}",
              name, 0, 0, list);
