@@ -1054,12 +1054,7 @@ static void prefetch_same_losses_and_hits(void **state)
     dev = open_dev_with(dir, cap, true);
     gt_pager_test_sync_prefetch(gt_device_test_pager(dev), true);  // counts, not scheduling
     gt_toy t;
-    gt_dbuf chunk = 0;
-    static uint16_t tokens[NTOK];
-    gt_toy_tokens(tokens, NTOK);
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
-    gt_toy_open(dev, chunk, NTOK, &t);
+    gt_toy_open(dev, gt_toy_chunk(dev, NTOK), NTOK, &t);
     gt_pager_stats st[STEPS];
     for (int s = 0; s < STEPS; s++) {
         GT_ASSERT_OK(gt_toy_step(&t, &with[s]));

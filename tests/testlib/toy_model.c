@@ -72,13 +72,7 @@ void gt_toy_tokens(uint16_t *tokens, uint64_t ntok)
     }
 }
 
-void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab, int channels)
-{
-    gt_toy_losses_with(dev, ntok, loss, steps, &(gt_toy_shape){vocab, channels, 1}, &gt_toy_opt);
-}
-
-void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
-                        const gt_toy_shape *shape, const gt_adamw *opt)
+gt_dbuf gt_toy_chunk(gt_device *dev, uint64_t ntok)
 {
     uint16_t *tokens = calloc(ntok, sizeof *tokens);
     assert_non_null(tokens);
@@ -87,8 +81,19 @@ void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
     GT_ASSERT_OK(gt_device_alloc(dev, ntok * sizeof *tokens, 0, &chunk));
     GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, ntok * sizeof *tokens));
     free(tokens);
+    return chunk;
+}
+
+void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab, int channels)
+{
+    gt_toy_losses_with(dev, ntok, loss, steps, &(gt_toy_shape){vocab, channels, 1}, &gt_toy_opt);
+}
+
+void gt_toy_losses_with(gt_device *dev, uint64_t ntok, float *loss, int steps,
+                        const gt_toy_shape *shape, const gt_adamw *opt)
+{
     gt_toy t;
-    gt_toy_open_as(dev, chunk, ntok, shape, &t);
+    gt_toy_open_as(dev, gt_toy_chunk(dev, ntok), ntok, shape, &t);
     for (int s = 0; s < steps; s++) {
         GT_ASSERT_OK(gt_toy_step_with(&t, opt, &loss[s]));
     }

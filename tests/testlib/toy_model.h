@@ -40,6 +40,8 @@ void gt_toy_close(gt_toy *t);
 uint64_t gt_toy_grad_bytes(int vocab, int channels);
 // ntok pseudo-random tokens below GT_TOY_VOCAB, the same every call.
 void gt_toy_tokens(uint16_t *tokens, uint64_t ntok);
+// A chunk on dev holding gt_toy_tokens' ntok tokens (the caller frees it or closes dev).
+gt_dbuf gt_toy_chunk(gt_device *dev, uint64_t ntok);
 // `steps` losses of a model of that shape on dev, trained on gt_toy_tokens' ntok tokens, which
 // it copies into a chunk of its own: what the paging tests compare with and without a cap.
 void gt_toy_losses(gt_device *dev, uint64_t ntok, float *loss, int steps, int vocab,

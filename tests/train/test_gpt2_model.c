@@ -406,11 +406,7 @@ static void toy_run_free(toy_run *r)
 static void toy_train(const gt_adamw *opt, toy_run *r)
 {
     gt_device *dev = open_cpu();
-    uint16_t tokens[IB_NTOK];
-    gt_toy_tokens(tokens, IB_NTOK);
-    gt_dbuf chunk = 0;
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
+    gt_dbuf chunk = gt_toy_chunk(dev, IB_NTOK);
     gt_toy t;
     gt_toy_open_as(dev, chunk, IB_NTOK, &(gt_toy_shape){GT_TOY_VOCAB, 12, 3}, &t);
     for (int s = 0; s < IB_STEPS; s++) {
@@ -470,11 +466,7 @@ static void update_in_backward_refusals(void **state)
 {
     (void)state;
     gt_device *dev = open_cpu();
-    uint16_t tokens[IB_NTOK];
-    gt_toy_tokens(tokens, IB_NTOK);
-    gt_dbuf chunk = 0;
-    GT_ASSERT_OK(gt_device_alloc(dev, sizeof tokens, 0, &chunk));
-    GT_ASSERT_OK(gt_device_copy_in(dev, chunk, 0, tokens, sizeof tokens));
+    gt_dbuf chunk = gt_toy_chunk(dev, IB_NTOK);
     gt_adamw ib = gt_toy_opt_unclipped, clipped = gt_toy_opt;
     ib.update_in_backward = clipped.update_in_backward = true;
     gt_toy t;
