@@ -1579,29 +1579,46 @@ static int range_cmp(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+// Where an op's refs lie among the pager's bytes: each one's start and size, looked up once per
+// op and shared by everything that plans its launch (its pages, its parts, what it overwrites).
+typedef struct {
+    uint64_t at[GT_OP_MAX_REFS];     // the ref's first byte (its buffer's place + its offset)
+    uint64_t bytes[GT_OP_MAX_REFS];  // its size (gt_op_ref_sizes)
+    int nrefs;
+} op_place;
+
+static gt_err op_locate(const gt_op *op, gt_pager_where_fn where, void *ctx, op_place *pl)
+{
+    GT_TRY(gt_op_ref_sizes(op, pl->bytes, &pl->nrefs));
+    for (int i = 0; i < pl->nrefs; i++) {
+        uint64_t boff = 0;
+        if (op->refs[i].buf != 0) {
+            GT_TRY(where(ctx, op->refs[i].buf, &boff));
+        }
+        pl->at[i] = boff + op->refs[i].offset;
+    }
+    return GT_OK;
+}
+
 // The page ranges op's refs cover (part NULL), or what the part touches of them, merged, and
 // how many pages that is.
-static gt_err op_pages(gt_pager *pg, const gt_op *op, const gt_op_part *part,
-                       gt_pager_where_fn where, void *ctx, page_range *r, int *nr,
-                       uint64_t *total)
+static gt_err op_pages(const gt_pager *pg, const gt_op *op, const gt_op_part *part,
+                       const op_place *pl, page_range *r, int *nr, uint64_t *total)
 {
-    uint64_t bytes[GT_OP_MAX_REFS], lo[GT_OP_MAX_REFS] = {0}, hi[GT_OP_MAX_REFS];
-    int nrefs = 0, n = 0;
-    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
-    memcpy(hi, bytes, sizeof hi);
+    uint64_t lo[GT_OP_MAX_REFS] = {0}, hi[GT_OP_MAX_REFS];
+    int n = 0;
+    memcpy(hi, pl->bytes, sizeof hi);
     if (part != NULL) {
         GT_TRY(gt_op_part_extents(op, part, lo, hi));
     }
     const gt_op_descriptor *d = gt_op_desc(op->kind);
-    for (int i = 0; i < nrefs; i++) {
+    for (int i = 0; i < pl->nrefs; i++) {
         if (op->refs[i].buf == 0 || hi[i] <= lo[i]) {
             continue;
         }
-        GT_ENSURE(hi[i] <= bytes[i], GT_E_STATE, "pager: part of %s beyond its ref %d",
+        GT_ENSURE(hi[i] <= pl->bytes[i], GT_E_STATE, "pager: part of %s beyond its ref %d",
                   gt_op_name(op->kind), i);
-        uint64_t boff = 0;
-        GT_TRY(where(ctx, op->refs[i].buf, &boff));
-        uint64_t a = boff + op->refs[i].offset;
+        uint64_t a = pl->at[i];
         r[n++] = (page_range){(a + lo[i]) / pg->page, (a + hi[i] + pg->page - 1) / pg->page,
                               gt_access_writes(d->refs[i].access)};
     }
@@ -1651,32 +1668,25 @@ static int ranges_cut(page_range *set, int n, int room, uint64_t a, uint64_t b)
 // overwrites entirely and does not read: the whole pages of its refs of access WRITE, less every
 // page that a ref of another access touches (an op may read the bytes it writes, gelu_backward's
 // dinp and dout are one range). The kernels write every byte of such a ref.
-static gt_err op_overwritten(gt_pager *pg, const gt_op *op, gt_pager_where_fn where, void *ctx,
-                             page_range *ow, int room, int *now)
+static int op_overwritten(const gt_pager *pg, const gt_op *op, const op_place *pl,
+                          page_range *ow, int room)
 {
-    uint64_t bytes[GT_OP_MAX_REFS], at[GT_OP_MAX_REFS];
-    int nrefs = 0, n = 0;
-    GT_TRY(gt_op_ref_sizes(op, bytes, &nrefs));
+    int n = 0;
     const gt_op_descriptor *d = gt_op_desc(op->kind);
-    for (int i = 0; i < nrefs; i++) {
-        uint64_t boff = 0;
-        if (op->refs[i].buf != 0) {
-            GT_TRY(where(ctx, op->refs[i].buf, &boff));
-        }
-        at[i] = boff + op->refs[i].offset;
-        uint64_t lo = (at[i] + pg->page - 1) / pg->page, hi = (at[i] + bytes[i]) / pg->page;
+    for (int i = 0; i < pl->nrefs; i++) {
+        uint64_t lo = (pl->at[i] + pg->page - 1) / pg->page;
+        uint64_t hi = (pl->at[i] + pl->bytes[i]) / pg->page;
         if (op->refs[i].buf != 0 && d->refs[i].access == GT_ACCESS_WRITE && lo < hi && n < room) {
             ow[n++] = (page_range){lo, hi, true};
         }
     }
-    for (int i = 0; i < nrefs && n > 0; i++) {
-        if (op->refs[i].buf != 0 && d->refs[i].access != GT_ACCESS_WRITE && bytes[i] > 0) {
-            n = ranges_cut(ow, n, room, at[i] / pg->page,
-                           (at[i] + bytes[i] + pg->page - 1) / pg->page);
+    for (int i = 0; i < pl->nrefs && n > 0; i++) {
+        if (op->refs[i].buf != 0 && d->refs[i].access != GT_ACCESS_WRITE && pl->bytes[i] > 0) {
+            n = ranges_cut(ow, n, room, pl->at[i] / pg->page,
+                           (pl->at[i] + pl->bytes[i] + pg->page - 1) / pg->page);
         }
     }
-    *now = n;
-    return GT_OK;
+    return n;
 }
 
 // Sealed pages of the ranges that the launch about to run overwrites whole: zero pages now, so
@@ -1754,20 +1764,21 @@ static gt_err launch_pinned(gt_pager *pg, const gt_op *op, const gt_op_part *par
     return run(ctx, op, part);  // on its pinned pages, while the worker loads the next launches'
 }
 
+// Runs the whole op when its pages fit under the cap; otherwise says how many it needs (pages).
 static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
-                         gt_pager_run_fn run, void *ctx, bool *fits)
+                         gt_pager_run_fn run, void *ctx, bool *fits, uint64_t *pages)
 {
+    op_place pl;
+    GT_TRY(op_locate(op, where, ctx, &pl));
     page_range r[GT_OP_MAX_REFS];
     int nr = 0;
-    uint64_t total = 0;
-    GT_TRY(op_pages(pg, op, NULL, where, ctx, r, &nr, &total));
-    *fits = total <= pg->cap_pages;
+    GT_TRY(op_pages(pg, op, NULL, &pl, r, &nr, pages));
+    *fits = *pages <= pg->cap_pages;
     if (!*fits) {
         return GT_OK;
     }
     page_range ow[2 * GT_OP_MAX_REFS];
-    int now = 0;
-    GT_TRY(op_overwritten(pg, op, where, ctx, ow, 2 * GT_OP_MAX_REFS, &now));
+    int now = op_overwritten(pg, op, &pl, ow, 2 * GT_OP_MAX_REFS);
     return launch_pinned(pg, op, NULL, r, nr, ow, now, run, ctx);
 }
 
@@ -1817,10 +1828,12 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
         for (;;) {  // a piece may straddle a page more than another: halve until it fits
             GT_ENSURE(c > 0, GT_E_LIMIT, "%s", op_too_big(pg, op, pages, "").msg);
             gt_op sub = op_piece(op, start, c);
+            op_place pl;
+            GT_TRY(op_locate(&sub, where, ctx, &pl));
             page_range r[GT_OP_MAX_REFS];
             int nr = 0;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, &sub, NULL, where, ctx, r, &nr, &total));
+            GT_TRY(op_pages(pg, &sub, NULL, &pl, r, &nr, &total));
             if (total <= pg->cap_pages) {
                 break;
             }
@@ -1828,7 +1841,8 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
         }
         gt_op sub = op_piece(op, start, c);
         bool fits = false;
-        GT_TRY(launch_fit(pg, &sub, where, run, ctx, &fits));
+        uint64_t sub_pages = 0;
+        GT_TRY(launch_fit(pg, &sub, where, run, ctx, &fits, &sub_pages));
         assert(fits);
         start += c;
     }
@@ -1847,6 +1861,8 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
 static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
                            gt_pager_run_fn run, void *ctx, uint64_t pages)
 {
+    op_place pl;
+    GT_TRY(op_locate(op, where, ctx, &pl));
     int groups = gt_op_part_groups(op);
     for (int g = 0; g < groups; g++) {  // first: every tile fits alone
         int tiles = 0;
@@ -1855,7 +1871,7 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
             page_range r[GT_OP_MAX_REFS];
             int nr = 0;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, op, &(gt_op_part){g, t, t + 1}, where, ctx, r, &nr, &total));
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, t, t + 1}, &pl, r, &nr, &total));
             if (total > pg->cap_pages) {
                 char why[96], one[32];
                 gt_format_size(one, sizeof one, total * pg->page);
@@ -1875,10 +1891,9 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
             page_range r[GT_OP_MAX_REFS], next[GT_OP_MAX_REFS];
             int nr = 0, nnext = 0, hi = lo + 1;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi}, where, ctx, r, &nr, &total));
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi}, &pl, r, &nr, &total));
             while (hi < tiles) {  // the part grows while the next tile still fits with it
-                GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi + 1}, where, ctx, next, &nnext,
-                                &total));
+                GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi + 1}, &pl, next, &nnext, &total));
                 if (total > pg->cap_pages) {
                     break;
                 }
@@ -1903,14 +1918,11 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
         return err;
     }
     bool fits = false;
-    GT_TRY(launch_fit(pg, op, where, run, ctx, &fits));
+    uint64_t total = 0;
+    GT_TRY(launch_fit(pg, op, where, run, ctx, &fits, &total));
     if (fits) {
         return GT_OK;
     }
-    page_range r[GT_OP_MAX_REFS];
-    int nr = 0;
-    uint64_t total = 0;
-    GT_TRY(op_pages(pg, op, NULL, where, ctx, r, &nr, &total));
     if (gt_op_part_groups(op) > 0) {
         return launch_parts(pg, op, where, run, ctx, total);
     }
