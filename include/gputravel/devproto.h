@@ -69,7 +69,8 @@
                            //    counters (issue 17); 4: STAT with the prefetcher's counters;
                            // 5: LOAD_SEALED* carry the chunk's segment size (GTCHUNK2);
                            // 6: STAT with the pager's mmap calls and split matmuls;
-                           // 7: STAT with the pager's discards
+                           // 7: STAT with the pager's discards, and ops in parts (sums
+                           //    of squares too) where 6 counted split matmuls
 #define GT_SIM_NONCE_BYTES 32
 #define GT_SIM_MAX_EVIDENCE (48u * 1024)   // either side's evidence blob
 #define GT_SIM_MAX_FRAME (64u * 1024)      // any frame body
