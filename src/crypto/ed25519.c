@@ -87,10 +87,9 @@ static bool point_y(const uint8_t enc[GT_ED25519_PUBLIC_BYTES], uint8_t y[32])
     return !at_least_p;
 }
 
-static bool small_order(const uint8_t enc[32])
+// Whether y (reduced: point_y's) is that of a point of small order.
+static bool small_order_y_of(const uint8_t y[32])
 {
-    uint8_t y[32];
-    (void)point_y(enc, y);
     for (size_t i = 0; i < sizeof small_order_y / sizeof small_order_y[0]; i++) {
         if (memcmp(y, small_order_y[i], 32) == 0) {  // public values: no need for constant time
             return true;
@@ -99,11 +98,18 @@ static bool small_order(const uint8_t enc[32])
     return false;
 }
 
+static bool small_order(const uint8_t enc[32])
+{
+    uint8_t y[32];
+    (void)point_y(enc, y);
+    return small_order_y_of(y);
+}
+
 gt_err gt_ed25519_public_check(const uint8_t pub[GT_ED25519_PUBLIC_BYTES])
 {
     uint8_t y[32];
     GT_ENSURE(point_y(pub, y), GT_E_FORMAT, "ed25519 public key: not canonical (y >= p)");
-    GT_ENSURE(!small_order(pub), GT_E_FORMAT,
+    GT_ENSURE(!small_order_y_of(y), GT_E_FORMAT,
               "ed25519 public key: a point of small order (every signature would verify)");
     return GT_OK;
 }
