@@ -1764,21 +1764,20 @@ static gt_err launch_pinned(gt_pager *pg, const gt_op *op, const gt_op_part *par
     return run(ctx, op, part);  // on its pinned pages, while the worker loads the next launches'
 }
 
-// Runs the whole op when its pages fit under the cap; otherwise says how many it needs (pages).
-static gt_err launch_fit(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
-                         gt_pager_run_fn run, void *ctx, bool *fits, uint64_t *pages)
+// Runs the whole op, whose refs lie at pl, when its pages fit under the cap; otherwise says how
+// many it needs (pages).
+static gt_err launch_placed(gt_pager *pg, const gt_op *op, const op_place *pl,
+                            gt_pager_run_fn run, void *ctx, bool *fits, uint64_t *pages)
 {
-    op_place pl;
-    GT_TRY(op_locate(op, where, ctx, &pl));
     page_range r[GT_OP_MAX_REFS];
     int nr = 0;
-    GT_TRY(op_pages(pg, op, NULL, &pl, r, &nr, pages));
+    GT_TRY(op_pages(pg, op, NULL, pl, r, &nr, pages));
     *fits = *pages <= pg->cap_pages;
     if (!*fits) {
         return GT_OK;
     }
     page_range ow[2 * GT_OP_MAX_REFS];
-    int now = op_overwritten(pg, op, &pl, ow, 2 * GT_OP_MAX_REFS);
+    int now = op_overwritten(pg, op, pl, ow, 2 * GT_OP_MAX_REFS);
     return launch_pinned(pg, op, NULL, r, nr, ow, now, run, ctx);
 }
 
@@ -1825,25 +1824,16 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
     uint64_t chunk = per_elem ? pg->cap_pages * pg->page / per_elem / 16 * 16 : 0;
     for (uint64_t start = 0; start < n;) {
         uint64_t c = n - start < chunk ? n - start : chunk;
-        for (;;) {  // a piece may straddle a page more than another: halve until it fits
+        // A piece may straddle a page more than another: halve it until it fits (then it ran).
+        for (bool fits = false; !fits;) {
             GT_ENSURE(c > 0, GT_E_LIMIT, "%s", op_too_big(pg, op, pages, "").msg);
             gt_op sub = op_piece(op, start, c);
             op_place pl;
             GT_TRY(op_locate(&sub, where, ctx, &pl));
-            page_range r[GT_OP_MAX_REFS];
-            int nr = 0;
-            uint64_t total = 0;
-            GT_TRY(op_pages(pg, &sub, NULL, &pl, r, &nr, &total));
-            if (total <= pg->cap_pages) {
-                break;
-            }
-            c = c / 2 / 16 * 16;
+            uint64_t sub_pages = 0;
+            GT_TRY(launch_placed(pg, &sub, &pl, run, ctx, &fits, &sub_pages));
+            c = fits ? c : c / 2 / 16 * 16;
         }
-        gt_op sub = op_piece(op, start, c);
-        bool fits = false;
-        uint64_t sub_pages = 0;
-        GT_TRY(launch_fit(pg, &sub, where, run, ctx, &fits, &sub_pages));
-        assert(fits);
         start += c;
     }
     return GT_OK;
@@ -1858,11 +1848,9 @@ static gt_err launch_split(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
 // out's page is written (WRITE), so every part holds it resident and loaded: a write hold faults
 // a page in like a read (page_need), and a later part reads what the earlier one wrote. A tile
 // that does not fit alone refuses the op before anything of it ran.
-static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
+static gt_err launch_parts(gt_pager *pg, const gt_op *op, const op_place *pl,
                            gt_pager_run_fn run, void *ctx, uint64_t pages)
 {
-    op_place pl;
-    GT_TRY(op_locate(op, where, ctx, &pl));
     int groups = gt_op_part_groups(op);
     for (int g = 0; g < groups; g++) {  // first: every tile fits alone
         int tiles = 0;
@@ -1871,7 +1859,7 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
             page_range r[GT_OP_MAX_REFS];
             int nr = 0;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, op, &(gt_op_part){g, t, t + 1}, &pl, r, &nr, &total));
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, t, t + 1}, pl, r, &nr, &total));
             if (total > pg->cap_pages) {
                 char why[96], one[32];
                 gt_format_size(one, sizeof one, total * pg->page);
@@ -1891,9 +1879,9 @@ static gt_err launch_parts(gt_pager *pg, const gt_op *op, gt_pager_where_fn wher
             page_range r[GT_OP_MAX_REFS], next[GT_OP_MAX_REFS];
             int nr = 0, nnext = 0, hi = lo + 1;
             uint64_t total = 0;
-            GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi}, &pl, r, &nr, &total));
+            GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi}, pl, r, &nr, &total));
             while (hi < tiles) {  // the part grows while the next tile still fits with it
-                GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi + 1}, &pl, next, &nnext, &total));
+                GT_TRY(op_pages(pg, op, &(gt_op_part){g, lo, hi + 1}, pl, next, &nnext, &total));
                 if (total > pg->cap_pages) {
                     break;
                 }
@@ -1917,14 +1905,16 @@ gt_err gt_pager_launch(gt_pager *pg, const gt_op *op, gt_pager_where_fn where,
         unlock(pg);
         return err;
     }
+    op_place pl;
+    GT_TRY(op_locate(op, where, ctx, &pl));
     bool fits = false;
     uint64_t total = 0;
-    GT_TRY(launch_fit(pg, op, where, run, ctx, &fits, &total));
+    GT_TRY(launch_placed(pg, op, &pl, run, ctx, &fits, &total));
     if (fits) {
         return GT_OK;
     }
     if (gt_op_part_groups(op) > 0) {
-        return launch_parts(pg, op, where, run, ctx, total);
+        return launch_parts(pg, op, &pl, run, ctx, total);
     }
     if (!op_elementwise(op->kind)) {
         return op_too_big(pg, op, total,
